@@ -1,0 +1,1 @@
+//! tcpdump filter expressions compiled by libpcap and run in user space (being written).

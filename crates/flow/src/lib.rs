@@ -1,0 +1,2 @@
+//! The flow meter (being written).
+pub mod decode;

@@ -1,0 +1,3 @@
+//! Zero-copy packet views (being written).
+#![no_std]
+#![forbid(unsafe_code)]
