@@ -35,6 +35,24 @@ pub enum ErrorKind {
     /// Decompressing a gzip or zstd file failed.
     #[error("decompression failed: {0}")]
     Decompress(String),
+    /// `inner` happened in a compressed file: the error's offset counts decompressed bytes.
+    #[error("{inner} (in a {codec}-compressed file; the offset counts decompressed bytes)")]
+    Compressed {
+        /// `gzip` or `zstd`.
+        codec: &'static str,
+        /// What went wrong in the decompressed stream.
+        inner: Box<ErrorKind>,
+    },
+}
+
+impl ErrorKind {
+    /// The error itself, with any [`ErrorKind::Compressed`] wrapper removed: what to match on.
+    pub fn root(&self) -> &ErrorKind {
+        match self {
+            ErrorKind::Compressed { inner, .. } => inner.root(),
+            other => other,
+        }
+    }
 }
 
 /// A source error with where it happened: the file and the byte offset (in the decompressed

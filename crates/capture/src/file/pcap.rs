@@ -1,0 +1,293 @@
+//! Classic libpcap files: a 24-byte file header, then 16-byte record headers each followed by
+//! the captured bytes. Validation follows libpcap's `sf-pcap.c`, so what libpcap rejects is
+//! rejected here too (with the field named).
+use super::{field_error, rd16, rd32, Step, MAX_RECORD_LEN};
+use crate::{Direction, ErrorKind, Interface, LinkType, RecordMeta};
+
+/// Length of the file header.
+pub(crate) const HEADER_LEN: usize = 24;
+/// Length of a record header.
+const RECORD_HEADER_LEN: usize = 16;
+/// libpcap's largest caplen for ordinary link types (`max_snaplen_for_dlt`), accepted whatever
+/// the file's snaplen says.
+const LIBPCAP_MAX_SNAPLEN: u32 = 262_144;
+
+/// The four magic numbers, as the first 4 file bytes.
+pub(crate) const MAGIC_US_LE: [u8; 4] = [0xd4, 0xc3, 0xb2, 0xa1];
+pub(crate) const MAGIC_US_BE: [u8; 4] = [0xa1, 0xb2, 0xc3, 0xd4];
+pub(crate) const MAGIC_NS_LE: [u8; 4] = [0x4d, 0x3c, 0xb2, 0xa1];
+pub(crate) const MAGIC_NS_BE: [u8; 4] = [0xa1, 0xb2, 0x3c, 0x4d];
+
+/// True when `magic` is one of the pcap magic numbers.
+pub(crate) fn is_magic(magic: &[u8]) -> bool {
+    matches!(
+        magic,
+        [0xd4, 0xc3, 0xb2, 0xa1, ..]
+            | [0xa1, 0xb2, 0xc3, 0xd4, ..]
+            | [0x4d, 0x3c, 0xb2, 0xa1, ..]
+            | [0xa1, 0xb2, 0x3c, 0x4d, ..]
+    )
+}
+
+/// Where caplen and len sit in a record header. libpcap swapped them at version 2.3, and some
+/// 2.3 files were written in the old order, so 2.3 is decided per record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lengths {
+    Normal,
+    Swapped,
+    MaybeSwapped,
+}
+
+/// Reader state after the file header.
+#[derive(Debug)]
+pub(crate) struct PcapParser {
+    big_endian: bool,
+    /// Fractional part unit in ns: 1000 for µs files, 1 for ns files.
+    frac_ns: u64,
+    lengths: Lengths,
+    max_caplen: u32,
+}
+
+impl PcapParser {
+    /// Parses the file header (`data` holds at least [`HEADER_LEN`] bytes). On error, returns
+    /// the offset of the bad field and what is wrong with it.
+    pub(crate) fn parse_header(data: &[u8]) -> Result<(PcapParser, Interface), (u64, ErrorKind)> {
+        if data.len() < HEADER_LEN {
+            return Err((
+                0,
+                ErrorKind::Truncated {
+                    what: "pcap file header",
+                    needed: HEADER_LEN as u64,
+                    available: data.len() as u64,
+                },
+            ));
+        }
+        let (big_endian, frac_ns) = match [data[0], data[1], data[2], data[3]] {
+            MAGIC_US_LE => (false, 1000),
+            MAGIC_US_BE => (true, 1000),
+            MAGIC_NS_LE => (false, 1),
+            MAGIC_NS_BE => (true, 1),
+            other => {
+                return Err((
+                    0,
+                    ErrorKind::UnknownFormat {
+                        magic: other.to_vec(),
+                    },
+                ))
+            }
+        };
+        let major = rd16(data, 4, big_endian);
+        let minor = rd16(data, 6, big_endian);
+        // libpcap: major < 2 is "archaic"; 2.0 to 2.4 and DG/UX's 543.0 are read; anything else
+        // is an unsupported version.
+        let lengths = match (major, minor) {
+            (2, 0..=2) | (543, 0) => Lengths::Swapped,
+            (2, 3) => Lengths::MaybeSwapped,
+            (2, 4) => Lengths::Normal,
+            _ => {
+                return Err((
+                    4,
+                    field_error(
+                        "pcap header version",
+                        format!("{major}.{minor}, expected 2.0 to 2.4 (as libpcap reads)"),
+                    ),
+                ))
+            }
+        };
+        let snaplen = rd32(data, 16, big_endian);
+        let link_field = rd32(data, 20, big_endian);
+        // LINKTYPE spec: low 16 bits link type, bits 16-25 reserved (must be zero), bit 26 says
+        // an FCS length is present, bits 28-31 hold it. libpcap rejects nonzero reserved bits.
+        if link_field & 0x03ff_0000 != 0 {
+            return Err((
+                20,
+                field_error(
+                    "pcap header link type",
+                    format!("reserved bits set in 0x{link_field:08x}"),
+                ),
+            ));
+        }
+        let max_caplen = snaplen.clamp(LIBPCAP_MAX_SNAPLEN, MAX_RECORD_LEN as u32);
+        let parser = PcapParser {
+            big_endian,
+            frac_ns,
+            lengths,
+            max_caplen,
+        };
+        let iface = Interface {
+            link_type: LinkType(link_field as u16),
+            snaplen,
+            name: None,
+        };
+        Ok((parser, iface))
+    }
+
+    /// Parses the record at the start of `data`.
+    #[inline]
+    pub(crate) fn step(&mut self, data: &[u8]) -> Step {
+        if data.len() < RECORD_HEADER_LEN {
+            return Step::NeedMore {
+                needed: RECORD_HEADER_LEN,
+                what: "pcap record header",
+            };
+        }
+        let be = self.big_endian;
+        let sec = u64::from(rd32(data, 0, be));
+        let frac = u64::from(rd32(data, 4, be));
+        let mut caplen = rd32(data, 8, be);
+        let mut len = rd32(data, 12, be);
+        match self.lengths {
+            Lengths::Normal => {}
+            Lengths::MaybeSwapped if caplen <= len => {}
+            Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut len),
+        }
+        if caplen > self.max_caplen {
+            return Step::Fail {
+                at: 0,
+                kind: field_error(
+                    "pcap record caplen",
+                    format!(
+                        "{caplen} bytes, more than the limit of {} (max of snaplen and 262144)",
+                        self.max_caplen
+                    ),
+                ),
+            };
+        }
+        let total = RECORD_HEADER_LEN + caplen as usize;
+        if data.len() < total {
+            return Step::NeedMore {
+                needed: total,
+                what: "pcap packet data",
+            };
+        }
+        // sec < 2^32 and frac < 2^32, so this cannot overflow u64.
+        let ts_ns = sec * 1_000_000_000 + frac * self.frac_ns;
+        Step::Packet {
+            meta: RecordMeta {
+                ts_ns,
+                offset: RECORD_HEADER_LEN,
+                caplen,
+                wire_len: len,
+                iface: 0,
+                direction: Direction::Unknown,
+            },
+            consumed: total,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[rustfmt::skip]
+    const HEADER_US_LE: [u8; 24] = [
+        0xd4, 0xc3, 0xb2, 0xa1, // magic: µs, little-endian
+        0x02, 0x00, 0x04, 0x00, // version 2.4
+        0x00, 0x00, 0x00, 0x00, // thiszone
+        0x00, 0x00, 0x00, 0x00, // sigfigs
+        0xff, 0xff, 0x00, 0x00, // snaplen 65535
+        0x01, 0x00, 0x00, 0x00, // link type 1 (Ethernet)
+    ];
+
+    #[test]
+    fn parse_header_and_record() {
+        let (mut p, iface) = PcapParser::parse_header(&HEADER_US_LE).unwrap();
+        assert_eq!(iface.link_type, LinkType::ETHERNET);
+        assert_eq!(iface.snaplen, 65535);
+        #[rustfmt::skip]
+        let rec = [
+            0x01, 0x00, 0x00, 0x00, // ts_sec 1
+            0x02, 0x00, 0x00, 0x00, // ts_usec 2
+            0x03, 0x00, 0x00, 0x00, // caplen 3
+            0x04, 0x00, 0x00, 0x00, // len 4
+            0xaa, 0xbb, 0xcc,       // data
+        ];
+        match p.step(&rec) {
+            Step::Packet { meta, consumed } => {
+                assert_eq!(consumed, 19);
+                assert_eq!(meta.ts_ns, 1_000_002_000);
+                assert_eq!((meta.offset, meta.caplen, meta.wire_len), (16, 3, 4));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(matches!(
+            p.step(&rec[..18]),
+            Step::NeedMore { needed: 19, .. }
+        ));
+        assert!(matches!(
+            p.step(&rec[..15]),
+            Step::NeedMore { needed: 16, .. }
+        ));
+    }
+
+    #[test]
+    fn parse_big_endian_nanos() {
+        #[rustfmt::skip]
+        let hdr = [
+            0xa1, 0xb2, 0x3c, 0x4d, 0x00, 0x02, 0x00, 0x04, // magic ns BE, 2.4
+            0, 0, 0, 0, 0, 0, 0, 0,                         // thiszone, sigfigs
+            0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x65, // snaplen 262144, link 101
+        ];
+        let (mut p, iface) = PcapParser::parse_header(&hdr).unwrap();
+        assert_eq!(iface.link_type, LinkType::RAW);
+        #[rustfmt::skip]
+        let rec = [
+            0x00, 0x00, 0x00, 0x02, 0x3b, 0x9a, 0xc9, 0xff, // 2 s, 999999999 ns
+            0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, // caplen 1, len 1
+            0x45,
+        ];
+        match p.step(&rec) {
+            Step::Packet { meta, .. } => assert_eq!(meta.ts_ns, 2_999_999_999),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn truncated_header_and_bad_fields() {
+        assert!(PcapParser::parse_header(&HEADER_US_LE[..20]).is_err());
+        let mut v = HEADER_US_LE;
+        v[4] = 1; // version 1.4: archaic
+        let (at, kind) = PcapParser::parse_header(&v).unwrap_err();
+        assert_eq!(at, 4);
+        assert!(kind.to_string().contains("pcap header version"));
+        v[4] = 2;
+        v[6] = 5; // 2.5: newer than libpcap reads
+        assert!(PcapParser::parse_header(&v).is_err());
+        v[6] = 2; // 2.2: accepted, lengths swapped
+        assert!(PcapParser::parse_header(&v).is_ok());
+        let mut v = HEADER_US_LE;
+        v[22] = 0x01; // reserved link-type bits
+        let (_, kind) = PcapParser::parse_header(&v).unwrap_err();
+        assert!(kind.to_string().contains("pcap header link type"));
+        let mut v = HEADER_US_LE;
+        v[23] = 0xf4; // FCS length bits: masked off, not an error
+        assert_eq!(
+            PcapParser::parse_header(&v).unwrap().1.link_type,
+            LinkType::ETHERNET
+        );
+    }
+
+    #[test]
+    fn caplen_limit_and_swapped_lengths() {
+        let (mut p, _) = PcapParser::parse_header(&HEADER_US_LE).unwrap();
+        let mut rec = [0u8; 16];
+        rec[8..12].copy_from_slice(&262_145u32.to_le_bytes());
+        match p.step(&rec) {
+            Step::Fail { at: 0, kind } => assert!(kind.to_string().contains("pcap record caplen")),
+            other => panic!("unexpected {other:?}"),
+        }
+        let mut hdr = HEADER_US_LE;
+        hdr[6] = 3; // 2.3: swapped only when caplen > len
+        let (mut p, _) = PcapParser::parse_header(&hdr).unwrap();
+        let mut rec = [0u8; 20];
+        rec[8..12].copy_from_slice(&60u32.to_le_bytes()); // "caplen" 60
+        rec[12..16].copy_from_slice(&4u32.to_le_bytes()); // "len" 4: really caplen
+        match p.step(&rec) {
+            Step::Packet { meta, consumed } => {
+                assert_eq!((meta.caplen, meta.wire_len, consumed), (4, 60, 20))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
