@@ -1,0 +1,395 @@
+//! The flow meter: decode → key → table → update → expiry, per packet, without allocation.
+use trawl_capture::PacketRecord;
+
+use crate::config::{FlowConfig, SECOND_NS};
+use crate::decode::{decode, tcp_flags, Decoded, FragmentKind, OutcomeCounters, ParseOutcome};
+use crate::fragments::FragmentTracker;
+use crate::key::{FlowKey, Side};
+use crate::record::{EndReason, FlowRecord};
+use crate::state::{state_bits, FlowEntry, NIL};
+use crate::table::{FlowTable, TICK_SHIFT};
+
+/// Receives the records the meter emits.
+pub trait FlowSink {
+    /// Called once per record, in emission order.
+    fn record(&mut self, record: &FlowRecord<'_>);
+}
+
+impl<F: FnMut(&FlowRecord<'_>)> FlowSink for F {
+    fn record(&mut self, record: &FlowRecord<'_>) {
+        self(record)
+    }
+}
+
+/// What the meter did with one packet (consumed by the series counter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketOutcome {
+    /// The decoder's verdict.
+    pub parse: ParseOutcome,
+    /// The packet was counted in a flow.
+    pub in_flow: bool,
+    /// The packet started a new flow record (new flow, not an active-timeout continuation).
+    pub new_flow: bool,
+    /// The packet is its flow's first in this second of packet time.
+    pub first_in_second: bool,
+}
+
+/// Counters of the meter. Invariant: `packets == outcomes.total()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeterStats {
+    /// Packets given to the meter.
+    pub packets: u64,
+    /// Their wire bytes.
+    pub wire_bytes: u64,
+    /// Packets by decode outcome.
+    pub outcomes: OutcomeCounters,
+    /// Flows created.
+    pub flows_created: u64,
+    /// Records emitted, by [`EndReason`].
+    pub records: [u64; EndReason::COUNT],
+    /// Non-first fragments attributed to their flow's ports.
+    pub fragments_resolved: u64,
+    /// Non-first fragments whose first fragment was not seen (counted in a port-less flow).
+    pub fragments_unmatched: u64,
+    /// Packets whose timestamp was earlier than one already seen.
+    pub late_packets: u64,
+    /// Most flows in the table at once.
+    pub peak_flows: u64,
+}
+
+impl MeterStats {
+    /// Records emitted in total.
+    pub fn records_total(&self) -> u64 {
+        self.records.iter().sum()
+    }
+}
+
+/// The flow meter. One per worker; owns its table.
+pub struct FlowMeter {
+    config: FlowConfig,
+    table: FlowTable,
+    fragments: FragmentTracker,
+    decoded: Decoded,
+    stats: MeterStats,
+    /// Latest packet time seen (ns); drives expiry.
+    now: u64,
+    started: bool,
+    /// Payload bytes per entry and side, `capacity * 2 * payload_bytes` long when enabled.
+    payload: Vec<u8>,
+}
+
+impl FlowMeter {
+    /// A meter with its table preallocated for `config.capacity` flows.
+    pub fn new(config: FlowConfig) -> Self {
+        let payload_bytes = config.payload_bytes.min(u16::MAX as usize);
+        let config = FlowConfig {
+            payload_bytes,
+            ..config
+        };
+        let payload = if payload_bytes > 0 {
+            vec![0; config.capacity * 2 * payload_bytes]
+        } else {
+            Vec::new()
+        };
+        FlowMeter {
+            table: FlowTable::new(config.capacity),
+            fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
+            decoded: Decoded::default(),
+            stats: MeterStats::default(),
+            now: 0,
+            started: false,
+            payload,
+            config,
+        }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &FlowConfig {
+        &self.config
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &MeterStats {
+        &self.stats
+    }
+
+    /// Flows currently in the table.
+    pub fn active_flows(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Memory the table uses per concurrent flow, in bytes (entry, index share, payload).
+    pub fn bytes_per_flow(&self) -> usize {
+        self.table.bytes_per_flow() + 2 * self.config.payload_bytes
+    }
+
+    /// Meters one packet; records that expire meanwhile go to `sink`.
+    #[inline]
+    pub fn process<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, sink: &mut S) -> PacketOutcome {
+        let ts = pkt.ts_ns;
+        self.stats.packets += 1;
+        self.stats.wire_bytes += pkt.wire_len as u64;
+        if ts > self.now || !self.started {
+            self.advance(ts, sink);
+        } else if ts < self.now {
+            self.stats.late_packets += 1;
+        }
+        let parse = decode(
+            pkt.link_type,
+            pkt.data,
+            &self.config.decode,
+            &mut self.decoded,
+        );
+        self.stats.outcomes.count(parse);
+        if !parse.has_key() {
+            return PacketOutcome {
+                parse,
+                ..PacketOutcome::default()
+            };
+        }
+        match self.decoded.fragment {
+            FragmentKind::First => self.fragments.remember(&self.decoded, ts),
+            FragmentKind::NonFirst => match self.fragments.lookup(&self.decoded, ts) {
+                Some((sp, dp)) => {
+                    self.decoded.src_port = sp;
+                    self.decoded.dst_port = dp;
+                    self.stats.fragments_resolved += 1;
+                }
+                None => self.stats.fragments_unmatched += 1,
+            },
+            FragmentKind::None => {}
+        }
+        let (key, side) = FlowKey::from_decoded(&self.decoded);
+        let hash = key.hash();
+        let mut new_flow = false;
+        let idx = match self.table.find(&key, hash) {
+            Some(idx) => match self.ends_before(idx, ts) {
+                Some(reason) => {
+                    self.end(idx, reason, sink);
+                    new_flow = true;
+                    self.create(&key, hash, side, ts, sink)
+                }
+                None => {
+                    if self.active_timeout_due(idx, ts) {
+                        self.emit(idx, EndReason::Active, sink);
+                    }
+                    idx
+                }
+            },
+            None => {
+                new_flow = true;
+                self.create(&key, hash, side, ts, sink)
+            }
+        };
+        let entry = &mut self.table.entries[idx as usize];
+        let was_closing = entry.is_closing();
+        entry.update(&self.decoded, side, ts, pkt.wire_len);
+        let second = ts / SECOND_NS;
+        let first_in_second = entry.last_second != second;
+        entry.last_second = second;
+        if !was_closing && entry.is_closing() {
+            let deadline = entry.last_ns() + self.config.tcp_linger_ns;
+            self.table.unschedule(idx);
+            self.table.schedule(idx, deadline);
+        }
+        if self.config.payload_bytes > 0 {
+            self.keep_payload(idx, side, pkt.data);
+        }
+        PacketOutcome {
+            parse,
+            in_flow: true,
+            new_flow,
+            first_in_second,
+        }
+    }
+
+    /// Whether the flow at `idx` ends before a packet at `ts`, and why.
+    #[inline]
+    fn ends_before(&self, idx: u32, ts: u64) -> Option<EndReason> {
+        let e = &self.table.entries[idx as usize];
+        let gap = ts.saturating_sub(e.last_ns());
+        if e.is_closing() {
+            // A new SYN on a closed connection is the next connection on the same ports.
+            let syn_only = self.decoded.tcp_valid
+                && self.decoded.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+            (gap > self.config.tcp_linger_ns || syn_only).then(|| closing_reason(e))
+        } else {
+            (gap > self.config.idle_timeout_ns).then_some(EndReason::Idle)
+        }
+    }
+
+    /// Whether the flow at `idx` has run past the active timeout and must emit a record
+    /// before counting a packet at `ts`. Checked per packet rather than by a timer: a flow
+    /// without packets is idle-expired first whenever the idle timeout is the shorter one.
+    #[inline]
+    fn active_timeout_due(&self, idx: u32, ts: u64) -> bool {
+        let e = &self.table.entries[idx as usize];
+        ts.saturating_sub(e.interval_start_ns) >= self.config.active_timeout_ns && e.packets() > 0
+    }
+
+    fn create<S: FlowSink>(
+        &mut self,
+        key: &FlowKey,
+        hash: u64,
+        side: Side,
+        ts: u64,
+        sink: &mut S,
+    ) -> u32 {
+        if self.table.is_full() {
+            self.evict_one(sink);
+        }
+        let idx = self.table.insert(key, hash);
+        self.table.entries[idx as usize].start(*key, (hash >> 32) as u32, &self.decoded, side, ts);
+        self.table.schedule(idx, ts + self.config.idle_timeout_ns);
+        self.stats.flows_created += 1;
+        self.stats.peak_flows = self.stats.peak_flows.max(self.table.len() as u64);
+        idx
+    }
+
+    /// Emits the record of `idx` without removing the flow; resets its counters when the reason
+    /// is `Active` (the flow goes on).
+    fn emit<S: FlowSink>(&mut self, idx: u32, reason: EndReason, sink: &mut S) {
+        let e = &self.table.entries[idx as usize];
+        let n = self.config.payload_bytes;
+        let payload: [&[u8]; 2] = if n == 0 {
+            [&[], &[]]
+        } else {
+            let base = idx as usize * 2 * n;
+            [
+                &self.payload[base..base + e.payload_len[0] as usize],
+                &self.payload[base + n..base + n + e.payload_len[1] as usize],
+            ]
+        };
+        sink.record(&FlowRecord::from_entry(e, reason, payload));
+        self.stats.records[reason as usize] += 1;
+        if reason == EndReason::Active {
+            let e = &mut self.table.entries[idx as usize];
+            e.reset_counters();
+            e.interval_start_ns = self.now;
+        }
+    }
+
+    fn end<S: FlowSink>(&mut self, idx: u32, reason: EndReason, sink: &mut S) {
+        self.emit(idx, reason, sink);
+        self.table.remove(idx);
+    }
+
+    /// The time after which the flow at `idx` expires if no packet comes.
+    #[inline]
+    fn deadline(&self, e: &FlowEntry) -> u64 {
+        let timeout = if e.is_closing() {
+            self.config.tcp_linger_ns
+        } else {
+            self.config.idle_timeout_ns
+        };
+        e.last_ns().saturating_add(timeout)
+    }
+
+    /// Moves packet time to `now`, expiring every flow whose deadline has passed.
+    pub fn advance<S: FlowSink>(&mut self, now: u64, sink: &mut S) {
+        let now_tick = now >> TICK_SHIFT;
+        if !self.started {
+            self.started = true;
+            self.now = now;
+            self.table.processed_tick = now_tick;
+            return;
+        }
+        if now <= self.now {
+            return;
+        }
+        self.now = now;
+        let mut tick = self.table.processed_tick;
+        // After a long gap one rotation visits every slot, hence every flow.
+        tick = tick.max(now_tick.saturating_sub(FlowTable::wheel_slots()));
+        while tick < now_tick {
+            let mut cur = self.table.take_slot(tick);
+            // Slots this loop reschedules into must be ahead of the one being processed.
+            self.table.processed_tick = tick + 1;
+            while cur != NIL {
+                let next = self.table.entries[cur as usize].wheel_next;
+                let e = &self.table.entries[cur as usize];
+                let deadline = self.deadline(e);
+                if deadline <= now {
+                    let reason = if e.is_closing() {
+                        closing_reason(e)
+                    } else {
+                        EndReason::Idle
+                    };
+                    self.end(cur, reason, sink);
+                } else {
+                    self.table.unschedule(cur);
+                    self.table.schedule(cur, deadline);
+                }
+                cur = next;
+            }
+            tick += 1;
+        }
+        self.table.processed_tick = now_tick;
+    }
+
+    /// Exports the flow that has been idle the longest (table pressure).
+    fn evict_one<S: FlowSink>(&mut self, sink: &mut S) {
+        let start = self.table.processed_tick;
+        for tick in start..start + FlowTable::wheel_slots() {
+            let mut cur = self.table.slot_head(tick);
+            while cur != NIL {
+                let next = self.table.entries[cur as usize].wheel_next;
+                let deadline = self.deadline(&self.table.entries[cur as usize]);
+                if (deadline >> TICK_SHIFT) <= tick {
+                    self.end(cur, EndReason::Pressure, sink);
+                    return;
+                }
+                // Scheduled lazily earlier than its real deadline: put it where it belongs.
+                self.table.unschedule(cur);
+                self.table.schedule(cur, deadline);
+                cur = next;
+            }
+        }
+        // Every flow's deadline lies beyond one rotation (timeouts longer than the wheel):
+        // take the first flow of the earliest non-empty slot.
+        for tick in start..start + FlowTable::wheel_slots() {
+            let cur = self.table.slot_head(tick);
+            if cur != NIL {
+                self.end(cur, EndReason::Pressure, sink);
+                return;
+            }
+        }
+        unreachable!("evict_one called on a table with no scheduled flow");
+    }
+
+    /// Exports every flow (reason `end`) and empties the table; the meter can go on with new
+    /// input afterwards (the next packet restarts the clock).
+    pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
+        let mut live = self.table.live_indices();
+        // Oldest first, so output order does not depend on the wheel's layout.
+        live.sort_unstable_by_key(|&i| (self.table.entries[i as usize].first_ns(), i));
+        for idx in live {
+            self.end(idx, EndReason::End, sink);
+        }
+        self.started = false;
+    }
+
+    fn keep_payload(&mut self, idx: u32, side: Side, data: &[u8]) {
+        let n = self.config.payload_bytes;
+        let d = &self.decoded;
+        let start = (d.payload_offset as usize).min(data.len());
+        let avail = (d.payload_len as usize).min(data.len() - start);
+        let e = &mut self.table.entries[idx as usize];
+        let have = e.payload_len[side as usize] as usize;
+        let take = avail.min(n - have);
+        if take == 0 {
+            return;
+        }
+        let base = idx as usize * 2 * n + side as usize * n + have;
+        self.payload[base..base + take].copy_from_slice(&data[start..start + take]);
+        e.payload_len[side as usize] += take as u16;
+    }
+}
+
+fn closing_reason(e: &FlowEntry) -> EndReason {
+    if e.state & state_bits::RST != 0 {
+        EndReason::Rst
+    } else {
+        EndReason::Fin
+    }
+}

@@ -1,0 +1,267 @@
+//! Flow records: what leaves the flow meter. Field names are the stable schema of
+//! `docs/specs/flow-record.md`.
+use std::net::IpAddr;
+
+use crate::decode::to_ip;
+use crate::key::Side;
+use crate::state::{flag_index, DirStats, FlowEntry, EARLY_PACKETS};
+
+/// Why a record left the flow table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum EndReason {
+    /// No packet for the idle timeout.
+    Idle = 0,
+    /// The active timeout elapsed; the flow goes on in a new record.
+    Active = 1,
+    /// FIN seen from both sides (after the linger).
+    Fin = 2,
+    /// RST seen (after the linger).
+    Rst = 3,
+    /// The table was full and this flow had been idle the longest.
+    Pressure = 4,
+    /// The input ended (or the meter was flushed).
+    End = 5,
+}
+
+impl EndReason {
+    /// Number of reasons.
+    pub const COUNT: usize = 6;
+    /// All reasons in discriminant order.
+    pub const ALL: [EndReason; Self::COUNT] = [
+        EndReason::Idle,
+        EndReason::Active,
+        EndReason::Fin,
+        EndReason::Rst,
+        EndReason::Pressure,
+        EndReason::End,
+    ];
+
+    /// The name used in records (`idle`, `active`, `fin`, `rst`, `pressure`, `end`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            EndReason::Idle => "idle",
+            EndReason::Active => "active",
+            EndReason::Fin => "fin",
+            EndReason::Rst => "rst",
+            EndReason::Pressure => "pressure",
+            EndReason::End => "end",
+        }
+    }
+}
+
+/// Counters of one direction of a flow record.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DirectionRecord {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes on the wire (frame length, link header included).
+    pub bytes: u64,
+    /// Bytes of IP total length (what IPFIX octetDeltaCount counts).
+    pub ip_bytes: u64,
+    /// Smallest frame length (0 without packets).
+    pub len_min: u32,
+    /// Largest frame length.
+    pub len_max: u32,
+    /// Mean frame length.
+    pub len_mean: f64,
+    /// Population standard deviation of the frame length.
+    pub len_std: f64,
+    /// Smallest gap between consecutive packets of this direction, ns (0 with < 2 packets).
+    pub iat_min_ns: u64,
+    /// Largest gap, ns.
+    pub iat_max_ns: u64,
+    /// Mean gap, ns.
+    pub iat_mean_ns: f64,
+    /// Population standard deviation of the gaps, ns.
+    pub iat_std_ns: f64,
+    /// TCP segments with SYN and without ACK.
+    pub syn: u32,
+    /// TCP segments with SYN and ACK.
+    pub syn_ack: u32,
+    /// TCP segments with FIN.
+    pub fin: u32,
+    /// TCP segments with RST.
+    pub rst: u32,
+    /// TCP segments with PSH.
+    pub psh: u32,
+    /// TCP segments with URG.
+    pub urg: u32,
+    /// TCP segments with ECE.
+    pub ece: u32,
+    /// TCP segments with CWR.
+    pub cwr: u32,
+    /// Union of all TCP flags seen (IPFIX tcpControlBits).
+    pub tcp_flags: u8,
+    /// TCP segments advertising a zero window (RST excluded).
+    pub zero_window: u32,
+    /// TCP segments carrying payload that starts in sequence space already sent.
+    pub retransmissions: u32,
+}
+
+impl DirectionRecord {
+    fn from_stats(d: &DirStats) -> Self {
+        let n = d.packets as f64;
+        let (len_mean, len_std) = if d.packets == 0 {
+            (0.0, 0.0)
+        } else {
+            let mean = d.bytes as f64 / n;
+            (mean, (d.len_sumsq / n - mean * mean).max(0.0).sqrt())
+        };
+        let (iat_min_ns, iat_max_ns, iat_mean_ns, iat_std_ns) = if d.packets < 2 {
+            (0, 0, 0.0, 0.0)
+        } else {
+            let gaps = (d.packets - 1) as f64;
+            let mean = d.last_ns.saturating_sub(d.first_ns) as f64 / gaps;
+            let std = (d.iat_sumsq / gaps - mean * mean).max(0.0).sqrt();
+            (d.iat_min, d.iat_max, mean, std)
+        };
+        let c = &d.flag_counts;
+        DirectionRecord {
+            packets: d.packets,
+            bytes: d.bytes,
+            ip_bytes: d.ip_bytes,
+            len_min: if d.packets == 0 { 0 } else { d.len_min },
+            len_max: d.len_max,
+            len_mean,
+            len_std,
+            iat_min_ns,
+            iat_max_ns,
+            iat_mean_ns,
+            iat_std_ns,
+            syn: c[flag_index::SYN],
+            syn_ack: c[flag_index::SYN_ACK],
+            fin: c[flag_index::FIN],
+            rst: c[flag_index::RST],
+            psh: c[flag_index::PSH],
+            urg: c[flag_index::URG],
+            ece: c[flag_index::ECE],
+            cwr: c[flag_index::CWR],
+            tcp_flags: d.flags_or,
+            zero_window: d.zero_window,
+            retransmissions: d.retransmissions,
+        }
+    }
+}
+
+/// One bidirectional flow record, initiator (src) → responder (dst).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowRecord<'a> {
+    /// Initiator address.
+    pub src_ip: IpAddr,
+    /// Responder address.
+    pub dst_ip: IpAddr,
+    /// Initiator port (ICMP: type, see the decoding spec).
+    pub src_port: u16,
+    /// Responder port (ICMP: answer type or code).
+    pub dst_port: u16,
+    /// IP protocol number.
+    pub proto: u8,
+    /// VLAN id, 0 when untagged.
+    pub vlan: u16,
+    /// Initiator MAC address.
+    pub src_mac: [u8; 6],
+    /// Responder MAC address.
+    pub dst_mac: [u8; 6],
+    /// First packet, ns since the Unix epoch.
+    pub first_ns: u64,
+    /// Last packet, ns since the Unix epoch.
+    pub last_ns: u64,
+    /// Initiator → responder counters.
+    pub fwd: DirectionRecord,
+    /// Responder → initiator counters.
+    pub rev: DirectionRecord,
+    /// Frame lengths of the first packets, negative when sent by the responder.
+    pub first_lengths: [i64; EARLY_PACKETS],
+    /// Gaps before each of the first packets (ns; the first is 0), negative when the packet
+    /// was sent by the responder.
+    pub first_iats_ns: [i64; EARLY_PACKETS],
+    /// How many entries of `first_lengths` / `first_iats_ns` are valid.
+    pub first_count: usize,
+    /// Leading transport payload bytes sent by the initiator (empty unless configured).
+    pub fwd_payload: &'a [u8],
+    /// Leading transport payload bytes sent by the responder.
+    pub rev_payload: &'a [u8],
+    /// Why the record was emitted.
+    pub end_reason: EndReason,
+}
+
+impl<'a> FlowRecord<'a> {
+    pub(crate) fn from_entry(e: &FlowEntry, reason: EndReason, payload: [&'a [u8]; 2]) -> Self {
+        let init = e.initiator();
+        let resp = init.flip();
+        let v = e.key.ip_version();
+        let mut first_lengths = [0i64; EARLY_PACKETS];
+        let mut first_iats_ns = [0i64; EARLY_PACKETS];
+        let init_high = init == Side::High;
+        for i in 0..e.early_count as usize {
+            let sent_by_high = e.early_high & (1 << i) != 0;
+            let sign = if sent_by_high == init_high { 1 } else { -1 };
+            first_lengths[i] = sign * e.early_len[i] as i64;
+            first_iats_ns[i] = sign * e.early_iat[i].min(i64::MAX as u64) as i64;
+        }
+        FlowRecord {
+            src_ip: to_ip(v, &e.key.ip(init)),
+            dst_ip: to_ip(v, &e.key.ip(resp)),
+            src_port: e.key.port(init),
+            dst_port: e.key.port(resp),
+            proto: e.key.proto(),
+            vlan: e.key.vlan(),
+            src_mac: e.macs[init as usize],
+            dst_mac: e.macs[resp as usize],
+            first_ns: e.first_ns(),
+            last_ns: e.last_ns(),
+            fwd: DirectionRecord::from_stats(&e.dirs[init as usize]),
+            rev: DirectionRecord::from_stats(&e.dirs[resp as usize]),
+            first_lengths,
+            first_iats_ns,
+            first_count: e.early_count as usize,
+            fwd_payload: payload[init as usize],
+            rev_payload: payload[resp as usize],
+            end_reason: reason,
+        }
+    }
+
+    /// Lowercase protocol name (`tcp`, `udp`, `icmp`, `icmpv6`, `sctp`, `gre`, ...) or the
+    /// number for protocols without a name here.
+    pub fn proto_name(&self) -> ProtoName {
+        ProtoName(self.proto)
+    }
+}
+
+/// Displays an IP protocol number as its lowercase name, or the number.
+#[derive(Clone, Copy, Debug)]
+pub struct ProtoName(pub u8);
+
+impl ProtoName {
+    /// The name, when trawl knows one.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self.0 {
+            1 => "icmp",
+            2 => "igmp",
+            4 => "ipip",
+            6 => "tcp",
+            17 => "udp",
+            41 => "ipv6",
+            47 => "gre",
+            50 => "esp",
+            51 => "ah",
+            58 => "icmpv6",
+            89 => "ospf",
+            103 => "pim",
+            112 => "vrrp",
+            132 => "sctp",
+            136 => "udplite",
+            _ => return None,
+        })
+    }
+}
+
+impl core::fmt::Display for ProtoName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}

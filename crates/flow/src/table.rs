@@ -1,0 +1,298 @@
+//! The flow table: a slab of preallocated entries, an open-addressing index over them, and a
+//! timer wheel that orders flows by when they may expire.
+//!
+//! Nothing here allocates after construction (the slab reserves its capacity up front; pages are
+//! touched only as flows arrive) and nothing scans the whole table: a packet costs one probe
+//! sequence; expiry visits only the wheel slots whose time has come. Flows are scheduled lazily:
+//! a packet does not move its flow in the wheel; when a slot comes due, each flow in it either
+//! expires or is moved to the slot of its real deadline (at most once per timeout period).
+use crate::key::FlowKey;
+use crate::state::{FlowEntry, NIL};
+
+/// log2 of the wheel's tick in ns: 2^26 ns ≈ 67 ms, the resolution of expiry.
+pub(crate) const TICK_SHIFT: u32 = 26;
+/// Number of wheel slots (a power of two): 1024 ticks ≈ 69 s per rotation.
+const WHEEL_SLOTS: usize = 1024;
+const WHEEL_MASK: u64 = WHEEL_SLOTS as u64 - 1;
+
+pub(crate) struct FlowTable {
+    pub(crate) entries: Vec<FlowEntry>,
+    free: Vec<u32>,
+    /// Index slots: 0 = empty, else `(hash32 << 32) | (entry index + 1)`.
+    slots: Vec<u64>,
+    mask: usize,
+    capacity: usize,
+    len: usize,
+    wheel: Vec<u32>,
+    /// Ticks before this one have been processed.
+    pub(crate) processed_tick: u64,
+}
+
+impl FlowTable {
+    pub(crate) fn new(capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, u32::MAX as usize - 1);
+        // Load factor <= 0.5 keeps linear-probe sequences short.
+        let nslots = (capacity * 2).next_power_of_two();
+        FlowTable {
+            entries: Vec::with_capacity(capacity),
+            free: Vec::with_capacity(capacity),
+            slots: vec![0; nslots],
+            mask: nslots - 1,
+            capacity,
+            len: 0,
+            wheel: vec![NIL; WHEEL_SLOTS],
+            processed_tick: 0,
+        }
+    }
+
+    /// Live flows.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_full(&self) -> bool {
+        self.len >= self.capacity
+    }
+
+    /// Bytes of table memory per flow slot: entry, index slots, free-list slot.
+    pub(crate) fn bytes_per_flow(&self) -> usize {
+        core::mem::size_of::<FlowEntry>()
+            + self.slots.len() * core::mem::size_of::<u64>() / self.capacity
+            + core::mem::size_of::<u32>()
+    }
+
+    /// The entry holding `key`, if any.
+    #[inline]
+    pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
+        let h32 = (hash >> 32) as u32;
+        let mut pos = h32 as usize & self.mask;
+        loop {
+            let s = self.slots[pos];
+            if s == 0 {
+                return None;
+            }
+            if (s >> 32) as u32 == h32 {
+                let idx = (s as u32) - 1;
+                if self.entries[idx as usize].key == *key {
+                    return Some(idx);
+                }
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
+    /// Takes a free entry for `key` and indexes it. The caller fills the entry and schedules it.
+    ///
+    /// # Panics
+    /// Panics if the table is full: callers evict first (a broken invariant otherwise).
+    pub(crate) fn insert(&mut self, key: &FlowKey, hash: u64) -> u32 {
+        assert!(!self.is_full(), "flow table insert while full");
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(FlowEntry::empty());
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let h32 = (hash >> 32) as u32;
+        let mut pos = h32 as usize & self.mask;
+        while self.slots[pos] != 0 {
+            pos = (pos + 1) & self.mask;
+        }
+        self.slots[pos] = ((h32 as u64) << 32) | (idx as u64 + 1);
+        let e = &mut self.entries[idx as usize];
+        e.key = *key;
+        e.hash32 = h32;
+        self.len += 1;
+        idx
+    }
+
+    /// Unindexes and unschedules an entry and returns it to the free list.
+    pub(crate) fn remove(&mut self, idx: u32) {
+        self.unschedule(idx);
+        let h32 = self.entries[idx as usize].hash32;
+        let want = ((h32 as u64) << 32) | (idx as u64 + 1);
+        let mut hole = h32 as usize & self.mask;
+        while self.slots[hole] != want {
+            debug_assert!(self.slots[hole] != 0, "removing an unindexed entry");
+            hole = (hole + 1) & self.mask;
+        }
+        // Backward-shift deletion: pull later members of the probe run into the hole so no
+        // tombstones accumulate.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & self.mask;
+            let s = self.slots[j];
+            if s == 0 {
+                break;
+            }
+            let home = (s >> 32) as usize & self.mask;
+            let between = if hole <= j {
+                hole < home && home <= j
+            } else {
+                hole < home || home <= j
+            };
+            if !between {
+                self.slots[hole] = s;
+                hole = j;
+            }
+        }
+        self.slots[hole] = 0;
+        self.free.push(idx);
+        self.len -= 1;
+    }
+
+    /// Puts an entry in the wheel slot of `deadline_ns` (never in a slot already passed).
+    pub(crate) fn schedule(&mut self, idx: u32, deadline_ns: u64) {
+        let tick = (deadline_ns >> TICK_SHIFT).max(self.processed_tick);
+        let slot = (tick & WHEEL_MASK) as usize;
+        let head = self.wheel[slot];
+        {
+            let e = &mut self.entries[idx as usize];
+            e.wheel_prev = NIL;
+            e.wheel_next = head;
+            e.wheel_slot = slot as u32;
+        }
+        if head != NIL {
+            self.entries[head as usize].wheel_prev = idx;
+        }
+        self.wheel[slot] = idx;
+    }
+
+    /// Takes an entry out of its wheel slot.
+    pub(crate) fn unschedule(&mut self, idx: u32) {
+        let (prev, next, slot) = {
+            let e = &self.entries[idx as usize];
+            (e.wheel_prev, e.wheel_next, e.wheel_slot as usize)
+        };
+        if prev == NIL {
+            if self.wheel[slot] == idx {
+                self.wheel[slot] = next;
+            }
+        } else {
+            self.entries[prev as usize].wheel_next = next;
+        }
+        if next != NIL {
+            self.entries[next as usize].wheel_prev = prev;
+        }
+        let e = &mut self.entries[idx as usize];
+        e.wheel_prev = NIL;
+        e.wheel_next = NIL;
+    }
+
+    /// Detaches the list of a wheel slot and returns its head; entries keep their links, so the
+    /// caller walks `wheel_next` (saving it before rescheduling or removing an entry).
+    pub(crate) fn take_slot(&mut self, tick: u64) -> u32 {
+        let slot = (tick & WHEEL_MASK) as usize;
+        let head = self.wheel[slot];
+        self.wheel[slot] = NIL;
+        // The detached entries still name this slot, but the slot's head is no longer any of
+        // them, so `unschedule` on a detached entry only relinks its detached neighbours.
+        head
+    }
+
+    /// The head of a wheel slot's list without detaching it.
+    pub(crate) fn slot_head(&self, tick: u64) -> u32 {
+        self.wheel[(tick & WHEEL_MASK) as usize]
+    }
+
+    /// Number of wheel slots.
+    pub(crate) const fn wheel_slots() -> u64 {
+        WHEEL_SLOTS as u64
+    }
+
+    /// Indices of every live entry (for flushing).
+    pub(crate) fn live_indices(&self) -> Vec<u32> {
+        let mut out = Vec::with_capacity(self.len);
+        for &head in &self.wheel {
+            let mut cur = head;
+            while cur != NIL {
+                out.push(cur);
+                cur = self.entries[cur as usize].wheel_next;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> FlowKey {
+        let mut k = FlowKey::default();
+        k.0[..4].copy_from_slice(&i.to_le_bytes());
+        k
+    }
+
+    #[test]
+    fn insert_find_remove_many() {
+        let mut t = FlowTable::new(1000);
+        let mut idx = Vec::new();
+        for i in 0..1000 {
+            let k = key(i);
+            let e = t.insert(&k, k.hash());
+            t.schedule(e, i as u64);
+            idx.push(e);
+        }
+        assert!(t.is_full());
+        for i in 0..1000 {
+            let k = key(i);
+            assert_eq!(t.find(&k, k.hash()), Some(idx[i as usize]));
+        }
+        // Remove every other one; the rest must stay findable (backward shift correctness).
+        for i in (0..1000).step_by(2) {
+            t.remove(idx[i]);
+        }
+        for i in 0..1000u32 {
+            let k = key(i);
+            let found = t.find(&k, k.hash());
+            assert_eq!(found.is_some(), i % 2 == 1, "key {i}");
+        }
+        assert_eq!(t.len(), 500);
+        assert_eq!(t.live_indices().len(), 500);
+    }
+
+    #[test]
+    fn colliding_hashes_probe_correctly() {
+        // Force every key onto the same home slot.
+        let mut t = FlowTable::new(64);
+        let h = 0xdead_beef_0000_0000u64;
+        let mut idx = Vec::new();
+        for i in 0..40 {
+            let e = t.insert(&key(i), h);
+            t.schedule(e, 0);
+            idx.push(e);
+        }
+        for i in [0u32, 17, 39, 5] {
+            t.remove(idx[i as usize]);
+            assert_eq!(t.find(&key(i), h), None);
+        }
+        for i in 0..40u32 {
+            if ![0, 17, 39, 5].contains(&i) {
+                assert_eq!(t.find(&key(i), h), Some(idx[i as usize]), "key {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn wheel_links_survive_unschedule_in_the_middle() {
+        let mut t = FlowTable::new(8);
+        let a = t.insert(&key(1), key(1).hash());
+        let b = t.insert(&key(2), key(2).hash());
+        let c = t.insert(&key(3), key(3).hash());
+        for e in [a, b, c] {
+            t.schedule(e, 5 << TICK_SHIFT);
+        }
+        t.unschedule(b);
+        let mut seen = Vec::new();
+        let mut cur = t.slot_head(5);
+        while cur != NIL {
+            seen.push(cur);
+            cur = t.entries[cur as usize].wheel_next;
+        }
+        assert_eq!(seen, vec![c, a]);
+    }
+}
