@@ -4,13 +4,24 @@ use crate::error::Error;
 use crate::program::Insn;
 use trawl_capture::LinkType;
 
-/// The snapshot length `pcap::Capture::dead` gives its handle, hence the value of every
-/// accepting `ret` libpcap compiles for it.
-const DEAD_SNAPLEN: u32 = 65535;
-
 /// libpcap's largest snapshot length (`MAXIMUM_SNAPLEN`): what a snaplen of 0 ("unknown")
 /// becomes.
 pub(crate) const MAX_SNAPLEN: u32 = 262_144;
+
+/// Byte order of the capture file the packets come from.
+///
+/// It matters only for link types whose header holds a host-order field: BSD loopback
+/// (`LinkType::NULL`) and OpenBSD `enc`, whose address family word is in the byte order of the
+/// machine that wrote the file. libpcap compiles the comparison accordingly, and so does
+/// [`crate::Filter::compile_for`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ByteOrder {
+    /// Written by a little-endian machine (x86, ARM): the usual case, and the default.
+    #[default]
+    Little,
+    /// Written by a big-endian machine (SPARC, PowerPC, MIPS).
+    Big,
+}
 
 /// The DLT value libpcap's compiler expects for a LINKTYPE value from a file header.
 ///
@@ -29,23 +40,35 @@ pub(crate) fn dlt_of(link_type: LinkType) -> i32 {
     }
 }
 
-/// Compiles `expr` for `link_type` with optimisation on (as tcpdump does) and returns the
-/// instructions, with accepting `ret`s set to `snaplen`.
+/// Compiles `expr` for `link_type` with optimisation on and netmask 0, exactly as
+/// `tcpdump -r FILE EXPR` does, and returns the instructions with accepting `ret`s returning
+/// `snaplen` (0: [`MAX_SNAPLEN`]).
 ///
-/// The netmask is 0, which is what tcpdump passes when it reads a file (and the only one the
-/// `pcap` crate offers): it matters only for `ip broadcast`.
-pub(crate) fn compile(expr: &str, link_type: LinkType, snaplen: u32) -> Result<Vec<Insn>, Error> {
+/// libpcap compiles some primitives differently for a capture file than for a live interface
+/// (all BSD AF_INET6 values for `ip6` on loopback, the file's byte order for the loopback
+/// header, an error rather than kernel-only loads for `inbound`). trawl filters captured packets
+/// in user space, so it wants the file flavour: the expression is compiled on a handle opened
+/// from a header-only pcap file written to the temporary directory. Only when that file cannot
+/// be written does it fall back to `pcap_open_dead`, libpcap's live flavour.
+pub(crate) fn compile(
+    expr: &str,
+    link_type: LinkType,
+    snaplen: u32,
+    order: ByteOrder,
+) -> Result<Vec<Insn>, Error> {
     let compile_error = |message: String| Error::Compile {
         expr: expr.to_owned(),
         link_type,
         message,
     };
-    let dead = pcap::Capture::dead(pcap::Linktype(dlt_of(link_type)))
-        .map_err(|e| compile_error(pcap_message(e)))?;
-    let program = dead
-        .compile(expr, true)
-        .map_err(|e| compile_error(pcap_message(e)))?;
     let accept = if snaplen == 0 { MAX_SNAPLEN } else { snaplen };
+    let program = match offline_handle(link_type, accept, order) {
+        Ok(handle) => handle.compile(expr, true),
+        Err(_) => pcap::Capture::dead(pcap::Linktype(dlt_of(link_type)))
+            .map_err(|e| compile_error(pcap_message(e)))?
+            .compile(expr, true),
+    };
+    let program = program.map_err(|e| compile_error(pcap_message(e)))?;
     program
         .get_instructions()
         .iter()
@@ -55,13 +78,69 @@ pub(crate) fn compile(expr: &str, link_type: LinkType, snaplen: u32) -> Result<V
                 link_type,
                 detail: format!("unreadable instruction {i} from libpcap"),
             })?;
-            // The dead handle's snapshot is fixed at 65535; give accepts the caller's snaplen.
-            if insn.code == crate::op::RET | crate::op::K && insn.k == DEAD_SNAPLEN {
+            // libpcap's programs return 0 or the handle's snapshot length, which libpcap may
+            // have clamped (and the dead handle's is fixed at 65535): give accepts the
+            // caller's snaplen.
+            if insn.code == crate::op::RET | crate::op::K && insn.k != 0 {
                 insn.k = accept;
             }
             Ok(insn)
         })
         .collect()
+}
+
+/// An offline libpcap handle for `link_type`, opened from a 24-byte pcap file header (no
+/// packets) in the temporary directory. The file is removed as soon as libpcap has read it.
+fn offline_handle(
+    link_type: LinkType,
+    snaplen: u32,
+    order: ByteOrder,
+) -> std::io::Result<pcap::Capture<pcap::Offline>> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+
+    // OpenBSD's DLT_RAW value means nothing to libpcap elsewhere; trawl reads it as raw IP.
+    let file_link_type: u32 = if link_type == LinkType::RAW_OPENBSD {
+        u32::from(LinkType::RAW.0)
+    } else {
+        u32::from(link_type.0)
+    };
+    let words = [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, snaplen, file_link_type];
+    let mut header = Vec::with_capacity(24);
+    for (i, w) in words.iter().enumerate() {
+        // Word 1 is two u16s (major 2, minor 4), the rest are u32s.
+        if i == 1 {
+            for half in [2u16, 4] {
+                header.extend_from_slice(&match order {
+                    ByteOrder::Little => half.to_le_bytes(),
+                    ByteOrder::Big => half.to_be_bytes(),
+                });
+            }
+        } else {
+            header.extend_from_slice(&match order {
+                ByteOrder::Little => w.to_le_bytes(),
+                ByteOrder::Big => w.to_be_bytes(),
+            });
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "trawl-bpf-{}-{}.pcap",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(&header))
+        .and_then(|()| {
+            pcap::Capture::from_file(&path)
+                .map_err(|e| std::io::Error::other(format!("libpcap: {e}")))
+        });
+    // Best effort: the handle no longer needs the file, and a leftover is 24 bytes.
+    let _ = std::fs::remove_file(&path);
+    opened
 }
 
 /// libpcap's text for an error, without the `pcap` crate's "libpcap error: " prefix.
@@ -119,9 +198,29 @@ mod tests {
 
     #[test]
     fn compile_sets_accept_len() {
-        let insns = compile("", LinkType::ETHERNET, 1500).unwrap();
+        let insns = compile("", LinkType::ETHERNET, 1500, ByteOrder::Little).unwrap();
         assert_eq!(insns, vec![Insn::stmt(crate::op::RET | crate::op::K, 1500)]);
-        let insns = compile("", LinkType::ETHERNET, 0).unwrap();
+        let insns = compile("", LinkType::ETHERNET, 0, ByteOrder::Little).unwrap();
         assert_eq!(insns[0].k, MAX_SNAPLEN);
+        // Beyond libpcap's maximum: libpcap clamps the handle's snapshot, we still return it.
+        let insns = compile("tcp", LinkType::ETHERNET, 1 << 30, ByteOrder::Little).unwrap();
+        assert!(insns.iter().any(|i| i.k == 1 << 30), "{insns:?}");
+    }
+
+    #[test]
+    fn loopback_uses_savefile_semantics() {
+        use crate::Filter;
+        // BSD loopback, AF 30 (Darwin's AF_INET6) in the writer's byte order, then IPv6.
+        let le = [30u8, 0, 0, 0, 0x60, 0, 0, 0];
+        let be = [0u8, 0, 0, 30, 0x60, 0, 0, 0];
+        let f = Filter::compile("ip6", LinkType::NULL, 0).unwrap();
+        assert!(f.matches(&le, 8));
+        assert!(!f.matches(&be, 8));
+        let f = Filter::compile_for("ip6", LinkType::NULL, 0, ByteOrder::Big).unwrap();
+        assert!(f.matches(&be, 8));
+        assert!(!f.matches(&le, 8));
+        // Direction is not in a file's packet data: libpcap says so rather than compiling
+        // kernel-only loads.
+        assert!(Filter::compile("inbound", LinkType::ETHERNET, 0).is_err());
     }
 }

@@ -46,6 +46,7 @@ mod error;
 mod program;
 mod set;
 
+pub use compile::ByteOrder;
 pub use error::Error;
 pub use program::{op, Insn, Invalid, MAX_BACKWARD_JUMPS, MAX_INSNS, MEM_WORDS};
 pub use set::FilterSet;
@@ -62,7 +63,9 @@ pub struct Filter {
 
 impl Filter {
     /// Compiles a tcpdump filter expression for packets of `link_type`, with libpcap's
-    /// compiler and optimiser (as `tcpdump -r FILE EXPR` does).
+    /// compiler and optimiser, exactly as `tcpdump -r FILE EXPR` does (netmask 0, capture-file
+    /// flavour of the primitives that differ between files and live interfaces). BSD loopback
+    /// headers are taken as little-endian; see [`Filter::compile_for`].
     ///
     /// The empty expression matches every packet. `snaplen` is the value an accepting program
     /// returns from [`Filter::run`] (0 means unknown: libpcap's maximum, 262144); it does not
@@ -72,7 +75,23 @@ impl Filter {
     /// [`Error::Compile`] with libpcap's message when the expression is wrong or makes no
     /// sense for the link type.
     pub fn compile(expr: &str, link_type: LinkType, snaplen: u32) -> Result<Filter, Error> {
-        let insns = compile::compile(expr, link_type, snaplen)?;
+        Filter::compile_for(expr, link_type, snaplen, ByteOrder::Little)
+    }
+
+    /// [`Filter::compile`] for packets from a capture file written in byte order `order`.
+    ///
+    /// Only BSD loopback (`LinkType::NULL`) and OpenBSD `enc` headers depend on it; for every
+    /// other link type this is [`Filter::compile`].
+    ///
+    /// # Errors
+    /// As [`Filter::compile`].
+    pub fn compile_for(
+        expr: &str,
+        link_type: LinkType,
+        snaplen: u32,
+        order: ByteOrder,
+    ) -> Result<Filter, Error> {
+        let insns = compile::compile(expr, link_type, snaplen, order)?;
         Filter::from_insns(insns).map_err(|e| Error::Internal {
             expr: expr.to_owned(),
             link_type,

@@ -1,7 +1,7 @@
 //! One expression, compiled once per link type met.
 
 use crate::error::Error;
-use crate::Filter;
+use crate::{ByteOrder, Filter};
 use trawl_capture::LinkType;
 
 /// What the set knows about one link type.
@@ -28,6 +28,7 @@ enum Entry {
 pub struct FilterSet {
     expr: String,
     snaplen: u32,
+    order: ByteOrder,
     /// `slot[link_type]`: 0 = not met yet, n = `entries[n - 1]`.
     slot: Vec<u32>,
     entries: Vec<Entry>,
@@ -38,9 +39,16 @@ impl FilterSet {
     /// A set for `expr`; nothing is compiled until a link type is met. `snaplen` as in
     /// [`Filter::compile`].
     pub fn new(expr: &str, snaplen: u32) -> FilterSet {
+        FilterSet::new_for(expr, snaplen, ByteOrder::Little)
+    }
+
+    /// A set for packets of a capture file written in byte order `order` (see
+    /// [`Filter::compile_for`]).
+    pub fn new_for(expr: &str, snaplen: u32, order: ByteOrder) -> FilterSet {
         FilterSet {
             expr: expr.to_owned(),
             snaplen,
+            order,
             slot: Vec::new(),
             entries: Vec::new(),
             unsupported_packets: 0,
@@ -111,13 +119,14 @@ impl FilterSet {
         if self.slot.len() <= lt {
             self.slot.resize(lt + 1, 0);
         }
-        let (entry, result) = match Filter::compile(&self.expr, link_type, self.snaplen) {
-            Ok(f) => (Entry::Ready(f), Ok(())),
-            Err(e) => {
-                self.unsupported_packets += 1;
-                (Entry::Failed, Err(e))
-            }
-        };
+        let (entry, result) =
+            match Filter::compile_for(&self.expr, link_type, self.snaplen, self.order) {
+                Ok(f) => (Entry::Ready(f), Ok(())),
+                Err(e) => {
+                    self.unsupported_packets += 1;
+                    (Entry::Failed, Err(e))
+                }
+            };
         self.entries.push(entry);
         // At most 65536 link types, so the count fits.
         self.slot[lt] = self.entries.len() as u32;
