@@ -6,6 +6,13 @@
 //! fills a caller-owned [`Decoded`]. The outcome is a [`ParseOutcome`], counted by the caller in
 //! an [`OutcomeCounters`] table: no `Result`, no heap.
 use trawl_capture::LinkType;
+use trawl_wire::ethernet::ethertype;
+use trawl_wire::ipv4::protocol;
+use trawl_wire::linux_sll::hardware_type;
+use trawl_wire::{
+    icmp, ipv6, pppoe, tcp, vxlan, EthernetPacket, GrePacket, Ipv4Packet, Ipv6Packet,
+    LinuxSll2Packet, LinuxSllPacket, MplsPacket, PppoePacket, TcpPacket, UdpPacket, VlanPacket,
+};
 
 /// How tunnels (GRE, VXLAN, IP-in-IP) are keyed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -237,12 +244,1672 @@ pub fn to_ip(version: u8, bytes: &[u8; 16]) -> std::net::IpAddr {
 
 /// Decodes `data` (captured bytes of a frame of link type `link`) into `out`.
 ///
+/// Every field of `out` is overwritten. When the outcome has no key
+/// ([`ParseOutcome::has_key`] is false) only the link-layer fields (MACs, VLAN) may be set; the
+/// rest is zero. The rules (ICMP ports, tunnels, fragments, lengths) are in
+/// `docs/specs/decoding.md`.
+///
 /// Never panics and never allocates, whatever the bytes.
 pub fn decode(
-    _link: LinkType,
-    _data: &[u8],
-    _config: &DecodeConfig,
-    _out: &mut Decoded,
+    link: LinkType,
+    data: &[u8],
+    config: &DecodeConfig,
+    out: &mut Decoded,
 ) -> ParseOutcome {
-    unimplemented!("decoder being written")
+    *out = Decoded::default();
+    let (net, off) = match link_layer(link, data, out) {
+        Ok(found) => found,
+        Err(outcome) => return outcome,
+    };
+    let mut walker = Walker {
+        inner: config.tunnel == TunnelMode::Inner,
+        depth: 0,
+    };
+    walker.network(data, net, off, out)
+}
+
+/// Most tunnel layers [`TunnelMode::Inner`] descends through: a bound against crafted
+/// GRE-in-GRE-in-... packets. Deeper packets are keyed on the innermost header reached.
+pub const MAX_TUNNEL_DEPTH: u8 = 4;
+
+/// What the link layer says follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Net {
+    Ipv4,
+    Ipv6,
+    /// After an MPLS label stack: IP by the first nibble, anything else is not IP.
+    Mpls,
+    /// Raw IP link types: the first nibble is the version, anything else is malformed.
+    Raw,
+}
+
+/// `data[off..]`, empty past the end (offsets never exceed the length, but an empty slice
+/// costs nothing and keeps every path panic-free).
+#[inline(always)]
+fn rest(data: &[u8], off: usize) -> &[u8] {
+    data.get(off..).unwrap_or_default()
+}
+
+/// Skips the link-layer header(s); returns what follows and where.
+#[inline]
+fn link_layer(
+    link: LinkType,
+    data: &[u8],
+    out: &mut Decoded,
+) -> Result<(Net, usize), ParseOutcome> {
+    match link {
+        LinkType::ETHERNET => ethernet(data, 0, out, true),
+        LinkType::RAW | LinkType::RAW_BSD | LinkType::RAW_OPENBSD => Ok((Net::Raw, 0)),
+        LinkType::IPV4 => Ok((Net::Ipv4, 0)),
+        LinkType::IPV6 => Ok((Net::Ipv6, 0)),
+        LinkType::LINUX_SLL => {
+            let sll = LinuxSllPacket::new_checked(data).map_err(|_| ParseOutcome::TruncatedLink)?;
+            if sll.hardware_type() == hardware_type::ETHER && sll.addr_len() == 6 {
+                out.src_mac.copy_from_slice(sll.addr());
+            }
+            ethertypes(
+                data,
+                trawl_wire::linux_sll::HEADER_LEN,
+                sll.protocol(),
+                out,
+                true,
+            )
+        }
+        LinkType::LINUX_SLL2 => {
+            let sll =
+                LinuxSll2Packet::new_checked(data).map_err(|_| ParseOutcome::TruncatedLink)?;
+            if sll.hardware_type() == hardware_type::ETHER && sll.addr_len() == 6 {
+                out.src_mac.copy_from_slice(sll.addr());
+            }
+            ethertypes(
+                data,
+                trawl_wire::linux_sll2::HEADER_LEN,
+                sll.protocol(),
+                out,
+                true,
+            )
+        }
+        LinkType::NULL | LinkType::LOOP => {
+            let Some(&af) = data.first_chunk::<4>() else {
+                return Err(ParseOutcome::TruncatedLink);
+            };
+            let af = if link == LinkType::LOOP {
+                u32::from_be_bytes(af)
+            } else {
+                // Host byte order of the capturing machine, unknown here: the family is a
+                // small number, so whichever reading is small is the right one.
+                let le = u32::from_le_bytes(af);
+                if le <= 0xffff {
+                    le
+                } else {
+                    u32::from_be_bytes(af)
+                }
+            };
+            match af {
+                // AF_INET everywhere.
+                2 => Ok((Net::Ipv4, 4)),
+                // AF_INET6 on NetBSD/OpenBSD (24), FreeBSD/DragonFly (28), macOS (30).
+                24 | 28 | 30 => Ok((Net::Ipv6, 4)),
+                _ => Err(ParseOutcome::NonIp),
+            }
+        }
+        _ => Err(ParseOutcome::UnsupportedLinkType),
+    }
+}
+
+/// An Ethernet header at `off`, then its tags. `outer` records MACs and VLAN.
+#[inline]
+fn ethernet(
+    data: &[u8],
+    off: usize,
+    out: &mut Decoded,
+    outer: bool,
+) -> Result<(Net, usize), ParseOutcome> {
+    let eth =
+        EthernetPacket::new_checked(rest(data, off)).map_err(|_| ParseOutcome::TruncatedLink)?;
+    if outer {
+        out.dst_mac = eth.dst_addr();
+        out.src_mac = eth.src_addr();
+    }
+    ethertypes(
+        data,
+        off + trawl_wire::ethernet::HEADER_LEN,
+        eth.ethertype(),
+        out,
+        outer,
+    )
+}
+
+/// Follows an EtherType through VLAN tags, MPLS labels and PPPoE to IP. 802.3 lengths, LLC
+/// and every other EtherType are not IP. Each step consumes bytes, so the loop is bounded.
+#[inline]
+fn ethertypes(
+    data: &[u8],
+    mut off: usize,
+    mut ty: u16,
+    out: &mut Decoded,
+    outer: bool,
+) -> Result<(Net, usize), ParseOutcome> {
+    let mut record_vlan = outer;
+    loop {
+        match ty {
+            ethertype::IPV4 => return Ok((Net::Ipv4, off)),
+            ethertype::IPV6 => return Ok((Net::Ipv6, off)),
+            ethertype::VLAN | ethertype::QINQ | ethertype::QINQ_9100 => {
+                let tag = VlanPacket::new_checked(rest(data, off))
+                    .map_err(|_| ParseOutcome::TruncatedLink)?;
+                if record_vlan {
+                    out.vlan = tag.vlan_id();
+                    record_vlan = false;
+                }
+                ty = tag.ethertype();
+                off += trawl_wire::vlan::HEADER_LEN;
+            }
+            ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => loop {
+                let entry = MplsPacket::new_checked(rest(data, off))
+                    .map_err(|_| ParseOutcome::TruncatedLink)?;
+                off += trawl_wire::mpls::HEADER_LEN;
+                if entry.bottom_of_stack() {
+                    return Ok((Net::Mpls, off));
+                }
+            },
+            ethertype::PPPOE_SESSION => {
+                let session = PppoePacket::new_checked(rest(data, off))
+                    .map_err(|_| ParseOutcome::TruncatedLink)?;
+                off += pppoe::HEADER_LEN;
+                return match session.protocol() {
+                    pppoe::protocol::IPV4 => Ok((Net::Ipv4, off)),
+                    pppoe::protocol::IPV6 => Ok((Net::Ipv6, off)),
+                    _ => Err(ParseOutcome::NonIp),
+                };
+            }
+            _ => return Err(ParseOutcome::NonIp),
+        }
+    }
+}
+
+/// IPv4 address as an IPv4-mapped IPv6 address.
+#[inline(always)]
+fn mapped(v4: [u8; 4]) -> [u8; 16] {
+    let mut a = [0u8; 16];
+    a[10] = 0xff;
+    a[11] = 0xff;
+    a[12..].copy_from_slice(&v4);
+    a
+}
+
+/// The ICMP "ports": the type, and the counterpart type for request/answer pairs (else the
+/// code), so that a request and its answer give mirrored keys.
+#[inline]
+fn icmp_ports(v6: bool, ty: u8, code: u8) -> (u16, u16) {
+    let counterpart = if v6 {
+        icmp::v6::counterpart(ty)
+    } else {
+        icmp::v4::counterpart(ty)
+    };
+    (ty as u16, counterpart.unwrap_or(code) as u16)
+}
+
+/// What a tunnel carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Inner {
+    Net(Net),
+    Ethernet,
+}
+
+/// Network and transport decoding, with the tunnel state.
+struct Walker {
+    inner: bool,
+    depth: u8,
+}
+
+impl Walker {
+    /// Decodes the IP packet at `off`. `data` ends where the enclosing packet ends.
+    fn network(&mut self, data: &[u8], net: Net, off: usize, out: &mut Decoded) -> ParseOutcome {
+        match net {
+            Net::Ipv4 => self.ipv4(data, off, out),
+            Net::Ipv6 => self.ipv6(data, off, out),
+            Net::Mpls | Net::Raw => match data.get(off).map(|b| b >> 4) {
+                None => ParseOutcome::TruncatedIp,
+                Some(4) => self.ipv4(data, off, out),
+                Some(6) => self.ipv6(data, off, out),
+                Some(_) if net == Net::Mpls => ParseOutcome::NonIp,
+                Some(_) => ParseOutcome::MalformedIp,
+            },
+        }
+    }
+
+    #[inline]
+    fn ipv4(&mut self, data: &[u8], off: usize, out: &mut Decoded) -> ParseOutcome {
+        let bytes = rest(data, off);
+        if bytes.len() < trawl_wire::ipv4::HEADER_LEN {
+            return ParseOutcome::TruncatedIp;
+        }
+        let ip = Ipv4Packet::new_unchecked(bytes);
+        let header_len = ip.header_len();
+        if ip.version() != 4 || header_len < trawl_wire::ipv4::HEADER_LEN {
+            return ParseOutcome::MalformedIp;
+        }
+        let total = match ip.total_len() as usize {
+            // Captured before segmentation offload filled the length in: what is there.
+            0 => bytes.len(),
+            total => total,
+        };
+        if total < header_len {
+            return ParseOutcome::MalformedIp;
+        }
+        if bytes.len() < header_len {
+            return ParseOutcome::TruncatedIp;
+        }
+        out.ip_version = 4;
+        out.src_ip = mapped(ip.src_addr());
+        out.dst_ip = mapped(ip.dst_addr());
+        out.proto = ip.protocol();
+        out.ttl = ip.ttl();
+        out.ip_len = total as u32;
+        out.fragment_id = ip.ident() as u32;
+        let l4_off = off + header_len;
+        let l4_len = total - header_len;
+        if ip.frag_offset() != 0 {
+            out.fragment = FragmentKind::NonFirst;
+            out.payload_offset = l4_off as u32;
+            out.payload_len = l4_len as u32;
+            return ParseOutcome::Fragment;
+        }
+        if ip.more_frags() {
+            out.fragment = FragmentKind::First;
+        }
+        // Ethernet padding and the rest of the frame are not part of this packet.
+        let end = off.saturating_add(total).min(data.len());
+        self.transport(&data[..end], out.proto, l4_off, l4_len, out)
+    }
+
+    #[inline]
+    fn ipv6(&mut self, data: &[u8], off: usize, out: &mut Decoded) -> ParseOutcome {
+        let bytes = rest(data, off);
+        if bytes.len() < ipv6::HEADER_LEN {
+            return ParseOutcome::TruncatedIp;
+        }
+        let ip = Ipv6Packet::new_unchecked(bytes);
+        if ip.version() != 6 {
+            return ParseOutcome::MalformedIp;
+        }
+        let payload_len = match ip.payload_len() as usize {
+            // Jumbogram, or captured before segmentation offload: what is there.
+            0 => bytes.len() - ipv6::HEADER_LEN,
+            len => len,
+        };
+        out.ip_version = 6;
+        out.src_ip = ip.src_addr();
+        out.dst_ip = ip.dst_addr();
+        out.ttl = ip.hop_limit();
+        out.ip_len = (payload_len + ipv6::HEADER_LEN) as u32;
+        let start = off + ipv6::HEADER_LEN;
+        let end = start.saturating_add(payload_len).min(data.len());
+        let data = &data[..end];
+        let walk = ipv6::walk_extension_headers(ip.next_header(), rest(data, start));
+        out.proto = walk.protocol;
+        let l4_off = start + walk.offset;
+        let l4_len = payload_len.saturating_sub(walk.offset);
+        if let Some(fragment) = walk.fragment {
+            out.fragment_id = fragment.ident;
+            if fragment.offset != 0 {
+                out.fragment = FragmentKind::NonFirst;
+                out.payload_offset = l4_off as u32;
+                out.payload_len = l4_len as u32;
+                return ParseOutcome::Fragment;
+            }
+            if fragment.more_frags {
+                out.fragment = FragmentKind::First;
+            }
+        }
+        if !walk.complete {
+            // An extension header cut short: `proto` names it, nothing after it is known.
+            out.payload_offset = l4_off as u32;
+            out.payload_len = l4_len as u32;
+            return ParseOutcome::TransportIncomplete;
+        }
+        self.transport(data, walk.protocol, l4_off, l4_len, out)
+    }
+
+    /// The transport header at `l4_off`; `l4_len` is its length as IP states it, `data` ends
+    /// where the IP packet ends (or at the capture's end).
+    #[inline]
+    fn transport(
+        &mut self,
+        data: &[u8],
+        proto: u8,
+        l4_off: usize,
+        l4_len: usize,
+        out: &mut Decoded,
+    ) -> ParseOutcome {
+        let bytes = rest(data, l4_off);
+        // Until the header says otherwise: the payload starts after the minimum header.
+        let min_header = match proto {
+            protocol::TCP => tcp::HEADER_LEN,
+            protocol::UDP => trawl_wire::udp::HEADER_LEN,
+            protocol::SCTP => trawl_wire::sctp::HEADER_LEN,
+            protocol::ICMP | protocol::ICMPV6 => icmp::HEADER_LEN,
+            _ => 0,
+        };
+        out.payload_offset = (l4_off + min_header) as u32;
+        out.payload_len = l4_len.saturating_sub(min_header) as u32;
+        match proto {
+            protocol::TCP => tcp_header(bytes, l4_off, l4_len, out),
+            protocol::UDP => self.udp(data, bytes, l4_off, l4_len, out),
+            protocol::SCTP => {
+                if let Some(p) = bytes.first_chunk::<4>() {
+                    out.src_port = u16::from_be_bytes([p[0], p[1]]);
+                    out.dst_port = u16::from_be_bytes([p[2], p[3]]);
+                }
+                if bytes.len() < trawl_wire::sctp::HEADER_LEN {
+                    return ParseOutcome::TransportIncomplete;
+                }
+                ParseOutcome::Ok
+            }
+            protocol::ICMP | protocol::ICMPV6 => {
+                if let Some(&[ty, code]) = bytes.first_chunk::<2>() {
+                    (out.src_port, out.dst_port) = icmp_ports(proto == protocol::ICMPV6, ty, code);
+                }
+                if bytes.len() < icmp::HEADER_LEN {
+                    return ParseOutcome::TransportIncomplete;
+                }
+                ParseOutcome::Ok
+            }
+            protocol::GRE if self.may_descend(out) => self.gre(data, bytes, l4_off, out),
+            protocol::IPV4 if self.may_descend(out) => {
+                self.descend(data, Inner::Net(Net::Ipv4), l4_off, ParseOutcome::Ok, out)
+            }
+            protocol::IPV6 if self.may_descend(out) => {
+                self.descend(data, Inner::Net(Net::Ipv6), l4_off, ParseOutcome::Ok, out)
+            }
+            _ => ParseOutcome::Ok,
+        }
+    }
+
+    #[inline]
+    fn udp(
+        &mut self,
+        data: &[u8],
+        bytes: &[u8],
+        l4_off: usize,
+        l4_len: usize,
+        out: &mut Decoded,
+    ) -> ParseOutcome {
+        const HEADER_LEN: usize = trawl_wire::udp::HEADER_LEN;
+        if let Some(p) = bytes.first_chunk::<4>() {
+            out.src_port = u16::from_be_bytes([p[0], p[1]]);
+            out.dst_port = u16::from_be_bytes([p[2], p[3]]);
+        }
+        if bytes.len() < HEADER_LEN {
+            return ParseOutcome::TransportIncomplete;
+        }
+        let udp_len = UdpPacket::new_unchecked(bytes).len() as usize;
+        // A first fragment carries only part of the datagram the UDP length describes.
+        if udp_len < HEADER_LEN || (udp_len > l4_len && out.fragment == FragmentKind::None) {
+            return ParseOutcome::TransportIncomplete;
+        }
+        out.payload_len = (udp_len.min(l4_len) - HEADER_LEN) as u32;
+        if out.dst_port == vxlan::PORT && self.may_descend(out) {
+            let end = (l4_off + udp_len).min(data.len());
+            let vx = l4_off + HEADER_LEN;
+            if rest(&data[..end], vx).len() < vxlan::HEADER_LEN {
+                return ParseOutcome::TransportIncomplete;
+            }
+            return self.descend(
+                &data[..end],
+                Inner::Ethernet,
+                vx + vxlan::HEADER_LEN,
+                ParseOutcome::Ok,
+                out,
+            );
+        }
+        ParseOutcome::Ok
+    }
+
+    /// GRE in [`TunnelMode::Inner`]: descends into IPv4, IPv6 and Ethernet payloads of plain
+    /// (version 0, no routing) GRE; keys on the outer header otherwise.
+    #[inline]
+    fn gre(&mut self, data: &[u8], bytes: &[u8], l4_off: usize, out: &mut Decoded) -> ParseOutcome {
+        let Ok(gre) = GrePacket::new_checked(bytes) else {
+            return ParseOutcome::TransportIncomplete;
+        };
+        if gre.version() != 0 || gre.routing_present() {
+            return ParseOutcome::Ok;
+        }
+        let inner = match gre.protocol_type() {
+            ethertype::IPV4 => Inner::Net(Net::Ipv4),
+            ethertype::IPV6 => Inner::Net(Net::Ipv6),
+            ethertype::TRANSPARENT_ETHERNET_BRIDGING => Inner::Ethernet,
+            _ => return ParseOutcome::Ok,
+        };
+        self.descend(
+            data,
+            inner,
+            l4_off + gre.header_len(),
+            ParseOutcome::Ok,
+            out,
+        )
+    }
+
+    /// True when the packet in `out` may be looked into: inner mode, depth left, and not a
+    /// fragment (fragments of a tunnel packet must all land in the outer flow).
+    #[inline(always)]
+    fn may_descend(&self, out: &Decoded) -> bool {
+        self.inner && self.depth < MAX_TUNNEL_DEPTH && out.fragment == FragmentKind::None
+    }
+
+    /// Decodes a tunnel's payload at `off` and keys on it. When it has no key (not IP,
+    /// truncated, malformed), the outer decode in `out` stands, with outcome `outer` if the
+    /// payload is simply not IP and `TransportIncomplete` if it is damaged.
+    #[cold]
+    fn descend(
+        &mut self,
+        data: &[u8],
+        inner: Inner,
+        off: usize,
+        outer: ParseOutcome,
+        out: &mut Decoded,
+    ) -> ParseOutcome {
+        let saved = *out;
+        // MACs and VLAN stay those of the outermost Ethernet header.
+        *out = Decoded {
+            dst_mac: saved.dst_mac,
+            src_mac: saved.src_mac,
+            vlan: saved.vlan,
+            ..Decoded::default()
+        };
+        self.depth += 1;
+        let outcome = match inner {
+            Inner::Net(net) => self.network(data, net, off, out),
+            Inner::Ethernet => match ethernet(data, off, out, false) {
+                Ok((net, off)) => self.network(data, net, off, out),
+                Err(outcome) => outcome,
+            },
+        };
+        if outcome.has_key() {
+            return outcome;
+        }
+        *out = saved;
+        match outcome {
+            ParseOutcome::NonIp => outer,
+            _ => ParseOutcome::TransportIncomplete,
+        }
+    }
+}
+
+/// A TCP header: ports from 4 bytes, the rest from 20, options as far as captured.
+#[inline]
+fn tcp_header(bytes: &[u8], l4_off: usize, l4_len: usize, out: &mut Decoded) -> ParseOutcome {
+    if let Some(p) = bytes.first_chunk::<4>() {
+        out.src_port = u16::from_be_bytes([p[0], p[1]]);
+        out.dst_port = u16::from_be_bytes([p[2], p[3]]);
+    }
+    if bytes.len() < tcp::HEADER_LEN {
+        return ParseOutcome::TransportIncomplete;
+    }
+    let tcp = TcpPacket::new_unchecked(bytes);
+    let header_len = tcp.header_len();
+    if header_len < tcp::HEADER_LEN || header_len > l4_len {
+        // A data offset below 5 or beyond the segment: not a header to trust.
+        return ParseOutcome::TransportIncomplete;
+    }
+    out.tcp.flags = tcp.flags();
+    out.tcp.seq = tcp.seq_number();
+    out.tcp.ack = tcp.ack_number();
+    out.tcp.window = tcp.window_len();
+    out.tcp_valid = true;
+    out.payload_offset = (l4_off + header_len) as u32;
+    out.payload_len = (l4_len - header_len) as u32;
+    if header_len > tcp::HEADER_LEN {
+        let captured = header_len.min(bytes.len());
+        for option in tcp::Options::new(&bytes[tcp::HEADER_LEN..captured]) {
+            match option {
+                Ok(tcp::TcpOption::MaxSegmentSize(mss)) => out.tcp.mss = mss,
+                Ok(tcp::TcpOption::WindowScale(shift)) => out.tcp.window_scale = Some(shift),
+                Ok(tcp::TcpOption::SackPermitted) => out.tcp.sack_permitted = true,
+                Ok(tcp::TcpOption::Timestamps { .. }) => out.tcp.timestamps = true,
+                Ok(_) => {}
+                // Malformed (or cut short): keep what came before.
+                Err(_) => break,
+            }
+        }
+        if bytes.len() < header_len {
+            return ParseOutcome::TransportIncomplete;
+        }
+    }
+    ParseOutcome::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUTER: DecodeConfig = DecodeConfig {
+        tunnel: TunnelMode::Outer,
+    };
+    const INNER: DecodeConfig = DecodeConfig {
+        tunnel: TunnelMode::Inner,
+    };
+
+    /// Ethernet / IPv4 / TCP SYN with MSS, SACK-permitted, timestamps, window scale.
+    #[rustfmt::skip]
+    static TCP4_SYN: [u8; 74] = [
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, // dst MAC, src MAC ...
+        0x88, 0x99, 0xaa, 0xbb, 0x08, 0x00,             // ..., IPv4
+        0x45, 0x00, 0x00, 0x3c, 0xbe, 0xef, 0x40, 0x00, // 14: v4 IHL 5, len 60, id, DF
+        0x40, 0x06, 0x00, 0x00, 0xc0, 0xa8, 0x01, 0x02, // 22: TTL 64, TCP, 192.168.1.2
+        0x5d, 0xb8, 0xd8, 0x22,                         // 30: 93.184.216.34
+        0xc3, 0x50, 0x01, 0xbb, 0x00, 0x00, 0x03, 0xe8, // 34: 50000 -> 443, seq 1000
+        0x00, 0x00, 0x00, 0x00, 0xa0, 0x02, 0xfa, 0xf0, // 42: ack 0, doff 10, SYN, win
+        0x00, 0x00, 0x00, 0x00,                         // 50: checksum, urgent
+        0x02, 0x04, 0x05, 0xb4, 0x04, 0x02, 0x08, 0x0a, // 54: MSS 1460, SACK ok, TS ...
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, // 62: tsval, tsecr
+        0x01, 0x03, 0x03, 0x07,                         // 70: NOP, WS 7
+    ];
+
+    /// Ethernet / IPv6 / hop-by-hop / UDP 5353 -> 53 with 4 payload bytes.
+    #[rustfmt::skip]
+    static UDP6_HBH: [u8; 80] = [
+        0x33, 0x33, 0x00, 0x00, 0x00, 0x01, 0x02, 0x00, // dst MAC, src MAC ...
+        0x00, 0x00, 0x00, 0x02, 0x86, 0xdd,             // ..., IPv6
+        0x60, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x01, // 14: v6, payload 20, HBH, hop 1
+        0xfe, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 22: fe80::1
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, //
+        0xff, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, // 38: ff02::fb
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xfb, //
+        0x11, 0x00, 0x01, 0x04, 0x00, 0x00, 0x00, 0x00, // 54: HBH -> UDP, PadN
+        0x14, 0xe9, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, // 62: 5353 -> 53, len 12
+        0xde, 0xad, 0xbe, 0xef,                         // 70: payload
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00,             // 74: Ethernet padding
+    ];
+
+    const MAC_DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0xd0];
+    const MAC_SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x50];
+
+    fn eth(ty: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&MAC_DST);
+        v.extend_from_slice(&MAC_SRC);
+        v.extend_from_slice(&ty.to_be_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn ipv4(proto: u8, src: [u8; 4], dst: [u8; 4], payload: &[u8]) -> Vec<u8> {
+        let total = (20 + payload.len()) as u16;
+        let mut v = vec![0x45, 0x00];
+        v.extend_from_slice(&total.to_be_bytes());
+        v.extend_from_slice(&[0x12, 0x34, 0x00, 0x00, 64, proto, 0, 0]);
+        v.extend_from_slice(&src);
+        v.extend_from_slice(&dst);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn ipv6(next: u8, src_low: u8, dst_low: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x60, 0, 0, 0];
+        v.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        v.extend_from_slice(&[next, 255]);
+        let mut a = [0u8; 16];
+        a[..2].copy_from_slice(&[0x20, 0x01]);
+        a[15] = src_low;
+        v.extend_from_slice(&a);
+        a[15] = dst_low;
+        v.extend_from_slice(&a);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&sport.to_be_bytes());
+        v.extend_from_slice(&dport.to_be_bytes());
+        v.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        v.extend_from_slice(&[0, 0]);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn tcp(sport: u16, dport: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&sport.to_be_bytes());
+        v.extend_from_slice(&dport.to_be_bytes());
+        v.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 2, 0x50, flags, 0x10, 0x00, 0, 0, 0, 0]);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn icmp(ty: u8, code: u8) -> Vec<u8> {
+        vec![ty, code, 0, 0, 0, 1, 0, 1, 0x61, 0x62]
+    }
+
+    fn gre(proto: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x00, 0x00];
+        v.extend_from_slice(&proto.to_be_bytes());
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn vxlan(frame: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x08, 0, 0, 0, 0, 0, 0x2a, 0];
+        v.extend_from_slice(frame);
+        v
+    }
+
+    fn run(link: LinkType, data: &[u8], config: &DecodeConfig) -> (ParseOutcome, Decoded) {
+        let mut out = Decoded::default();
+        let outcome = decode(link, data, config, &mut out);
+        (outcome, out)
+    }
+
+    fn v4(a: [u8; 4]) -> [u8; 16] {
+        mapped(a)
+    }
+
+    #[test]
+    fn parse_ethernet_ipv4_tcp_syn() {
+        let (outcome, d) = run(LinkType::ETHERNET, &TCP4_SYN, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        let expected = Decoded {
+            dst_mac: [0x00, 0x11, 0x22, 0x33, 0x44, 0x55],
+            src_mac: [0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb],
+            vlan: 0,
+            ip_version: 4,
+            src_ip: v4([192, 168, 1, 2]),
+            dst_ip: v4([93, 184, 216, 34]),
+            proto: 6,
+            src_port: 50000,
+            dst_port: 443,
+            ip_len: 60,
+            ttl: 64,
+            fragment: FragmentKind::None,
+            fragment_id: 0xbeef,
+            tcp: TcpInfo {
+                flags: tcp_flags::SYN,
+                seq: 1000,
+                ack: 0,
+                window: 64240,
+                mss: 1460,
+                window_scale: Some(7),
+                sack_permitted: true,
+                timestamps: true,
+            },
+            tcp_valid: true,
+            payload_len: 0,
+            payload_offset: 74,
+        };
+        assert_eq!(d, expected);
+        assert_eq!(d.src_addr().to_string(), "192.168.1.2");
+        assert_eq!(d.dst_addr().to_string(), "93.184.216.34");
+    }
+
+    #[test]
+    fn parse_ethernet_ipv6_hop_by_hop_udp_with_padding() {
+        let (outcome, d) = run(LinkType::ETHERNET, &UDP6_HBH, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(d.ip_version, 6);
+        assert_eq!(d.src_addr().to_string(), "fe80::1");
+        assert_eq!(d.dst_addr().to_string(), "ff02::fb");
+        assert_eq!((d.proto, d.src_port, d.dst_port), (17, 5353, 53));
+        assert_eq!((d.ttl, d.ip_len), (1, 60));
+        assert_eq!((d.payload_offset, d.payload_len), (70, 4));
+        assert!(!d.tcp_valid);
+        assert_eq!(d.fragment, FragmentKind::None);
+    }
+
+    #[test]
+    fn ethernet_padding_is_not_payload() {
+        let mut frame = eth(
+            0x0800,
+            &ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(1, 2, b"x")),
+        );
+        frame.resize(60, 0);
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!((d.ip_len, d.payload_offset, d.payload_len), (29, 42, 1));
+        // TCP in a padded frame: the padding must not be read as TCP options either.
+        let mut frame = eth(
+            0x0800,
+            &ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], &tcp(1, 2, 0x10, b"")),
+        );
+        frame.resize(60, 0xff);
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!((d.ip_len, d.payload_len), (40, 0));
+    }
+
+    #[test]
+    fn decode_overwrites_every_field() {
+        let mut out = Decoded::default();
+        assert_eq!(
+            decode(LinkType::ETHERNET, &TCP4_SYN, &OUTER, &mut out),
+            ParseOutcome::Ok
+        );
+        let arp = eth(0x0806, &[0u8; 28]);
+        assert_eq!(
+            decode(LinkType::ETHERNET, &arp, &OUTER, &mut out),
+            ParseOutcome::NonIp
+        );
+        assert_eq!(
+            out,
+            Decoded {
+                dst_mac: MAC_DST,
+                src_mac: MAC_SRC,
+                ..Decoded::default()
+            }
+        );
+        assert_eq!(
+            decode(LinkType::RAW, &[], &OUTER, &mut out),
+            ParseOutcome::TruncatedIp
+        );
+        assert_eq!(out, Decoded::default());
+    }
+
+    #[test]
+    fn parse_vlan_qinq_and_9100() {
+        let ip = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(1000, 2000, b""));
+        // 802.1Q, VLAN 100, priority 3.
+        let mut tagged = vec![0x60, 0x64, 0x08, 0x00];
+        tagged.extend_from_slice(&ip);
+        let (outcome, d) = run(LinkType::ETHERNET, &eth(0x8100, &tagged), &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!((d.vlan, d.src_port, d.payload_offset), (100, 1000, 46));
+        // 802.1ad outer 200, then 802.1Q inner 100: the outermost wins.
+        for tpid in [0x88a8u16, 0x9100] {
+            let mut qinq = vec![0x00, 0xc8, 0x81, 0x00];
+            qinq.extend_from_slice(&tagged);
+            let (outcome, d) = run(LinkType::ETHERNET, &eth(tpid, &qinq), &OUTER);
+            assert_eq!(outcome, ParseOutcome::Ok, "tpid {tpid:#x}");
+            assert_eq!((d.vlan, d.dst_port, d.payload_offset), (200, 2000, 50));
+        }
+        // A tag cut short.
+        let (outcome, d) = run(LinkType::ETHERNET, &eth(0x8100, &[0x00]), &OUTER);
+        assert_eq!(outcome, ParseOutcome::TruncatedLink);
+        assert_eq!(d.src_mac, MAC_SRC);
+        // VLAN-tagged ARP.
+        let (outcome, d) = run(
+            LinkType::ETHERNET,
+            &eth(0x8100, &[0, 5, 8, 6, 0, 1]),
+            &OUTER,
+        );
+        assert_eq!((outcome, d.vlan), (ParseOutcome::NonIp, 5));
+    }
+
+    #[test]
+    fn parse_mpls() {
+        let ip4 = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], &tcp(80, 81, 0x12, b""));
+        let mut stack = vec![0x00, 0x01, 0x20, 0x40, 0x00, 0x02, 0x21, 0x40];
+        stack.extend_from_slice(&ip4);
+        for ty in [0x8847u16, 0x8848] {
+            let (outcome, d) = run(LinkType::ETHERNET, &eth(ty, &stack), &OUTER);
+            assert_eq!(outcome, ParseOutcome::Ok);
+            assert_eq!((d.ip_version, d.src_port, d.tcp.flags), (4, 80, 0x12));
+            assert_eq!(d.payload_offset, 14 + 8 + 40);
+        }
+        let mut stack6 = vec![0x00, 0x01, 0x21, 0x40];
+        stack6.extend_from_slice(&ipv6(17, 1, 2, &udp(7, 8, b"")));
+        let (outcome, d) = run(LinkType::ETHERNET, &eth(0x8847, &stack6), &OUTER);
+        assert_eq!(
+            (outcome, d.ip_version, d.dst_port),
+            (ParseOutcome::Ok, 6, 8)
+        );
+        // Pseudowire control word (first nibble 0): not IP.
+        let pw = [0x00, 0x01, 0x21, 0x40, 0x00, 0x00, 0x00, 0x00];
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x8847, &pw), &OUTER).0,
+            ParseOutcome::NonIp
+        );
+        // Label stack without bottom of stack, and a cut label.
+        let no_bos = [0x00, 0x01, 0x20, 0x40];
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x8847, &no_bos), &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x8847, &no_bos[..3]), &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+        // Bottom of stack and nothing after it.
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x8847, &pw[..4]), &OUTER).0,
+            ParseOutcome::TruncatedIp
+        );
+    }
+
+    #[test]
+    fn parse_pppoe() {
+        let session = |proto: u16, payload: &[u8]| {
+            let mut v = vec![0x11, 0x00, 0x00, 0x07];
+            v.extend_from_slice(&((payload.len() + 2) as u16).to_be_bytes());
+            v.extend_from_slice(&proto.to_be_bytes());
+            v.extend_from_slice(payload);
+            eth(0x8864, &v)
+        };
+        let ip4 = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(67, 68, b""));
+        let (outcome, d) = run(LinkType::ETHERNET, &session(0x0021, &ip4), &OUTER);
+        assert_eq!(
+            (outcome, d.ip_version, d.src_port),
+            (ParseOutcome::Ok, 4, 67)
+        );
+        assert_eq!(d.payload_offset, 14 + 8 + 28);
+        let ip6 = ipv6(6, 1, 2, &tcp(1, 2, 0x02, b""));
+        let (outcome, d) = run(LinkType::ETHERNET, &session(0x0057, &ip6), &OUTER);
+        assert_eq!(
+            (outcome, d.ip_version, d.tcp.flags),
+            (ParseOutcome::Ok, 6, 0x02)
+        );
+        // LCP.
+        let lcp = session(0xc021, &[1, 1, 0, 4]);
+        assert_eq!(run(LinkType::ETHERNET, &lcp, &OUTER).0, ParseOutcome::NonIp);
+        // Discovery stage is not IP.
+        let padi = eth(0x8863, &[0x11, 0x09, 0, 0, 0, 0]);
+        assert_eq!(
+            run(LinkType::ETHERNET, &padi, &OUTER).0,
+            ParseOutcome::NonIp
+        );
+        assert_eq!(
+            run(LinkType::ETHERNET, &lcp[..20], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+    }
+
+    #[test]
+    fn parse_linux_sll_and_sll2() {
+        let ip = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(1, 2, b"abc"));
+        #[rustfmt::skip]
+        let mut sll = vec![
+            0x00, 0x04, 0x00, 0x01, 0x00, 0x06,             // outgoing, ARPHRD_ETHER, alen 6
+            0x02, 0x42, 0xac, 0x11, 0x00, 0x02, 0x00, 0x00, // address
+            0x08, 0x00,                                     // IPv4
+        ];
+        sll.extend_from_slice(&ip);
+        let (outcome, d) = run(LinkType::LINUX_SLL, &sll, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(d.src_mac, [0x02, 0x42, 0xac, 0x11, 0x00, 0x02]);
+        assert_eq!(d.dst_mac, [0; 6]);
+        assert_eq!((d.payload_offset, d.payload_len), (16 + 28, 3));
+        assert_eq!(
+            run(LinkType::LINUX_SLL, &sll[..15], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+        // tun device (ARPHRD_NONE): no MAC.
+        sll[2..4].copy_from_slice(&[0xff, 0xfe]);
+        let (outcome, d) = run(LinkType::LINUX_SLL, &sll, &OUTER);
+        assert_eq!((outcome, d.src_mac), (ParseOutcome::Ok, [0; 6]));
+
+        #[rustfmt::skip]
+        let mut sll2 = vec![
+            0x81, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, // VLAN-tagged, ifindex 2
+            0x00, 0x01, 0x00, 0x06,                         // ARPHRD_ETHER, host, alen 6
+            0x02, 0x42, 0xac, 0x11, 0x00, 0x03, 0x00, 0x00, // address
+            0x00, 0x0a, 0x86, 0xdd,                         // VLAN 10, IPv6
+        ];
+        sll2.extend_from_slice(&ipv6(6, 1, 2, &tcp(22, 5000, 0x18, b"hi")));
+        let (outcome, d) = run(LinkType::LINUX_SLL2, &sll2, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!((d.vlan, d.src_port, d.payload_len), (10, 22, 2));
+        assert_eq!(d.src_mac, [0x02, 0x42, 0xac, 0x11, 0x00, 0x03]);
+        assert_eq!(d.payload_offset, 24 + 40 + 20);
+        assert_eq!(
+            run(LinkType::LINUX_SLL2, &sll2[..19], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+        // SLL carrying ARP.
+        sll2[20..24].copy_from_slice(&[0x00, 0x0a, 0x08, 0x06]);
+        assert_eq!(
+            run(LinkType::LINUX_SLL2, &sll2, &OUTER).0,
+            ParseOutcome::NonIp
+        );
+    }
+
+    #[test]
+    fn parse_null_and_loop() {
+        let ip4 = ipv4(1, [127, 0, 0, 1], [127, 0, 0, 1], &icmp(8, 0));
+        let ip6 = ipv6(58, 1, 1, &icmp(128, 0));
+        let with = |af: [u8; 4], ip: &[u8]| [&af[..], ip].concat();
+        for af in [[2, 0, 0, 0], [0, 0, 0, 2]] {
+            let (outcome, d) = run(LinkType::NULL, &with(af, &ip4), &OUTER);
+            assert_eq!(
+                (outcome, d.ip_version, d.payload_offset),
+                (ParseOutcome::Ok, 4, 32)
+            );
+        }
+        for af in [24u32, 28, 30] {
+            for bytes in [af.to_le_bytes(), af.to_be_bytes()] {
+                let (outcome, d) = run(LinkType::NULL, &with(bytes, &ip6), &OUTER);
+                assert_eq!((outcome, d.ip_version), (ParseOutcome::Ok, 6), "af {af}");
+            }
+            let (outcome, d) = run(LinkType::LOOP, &with(af.to_be_bytes(), &ip6), &OUTER);
+            assert_eq!((outcome, d.ip_version), (ParseOutcome::Ok, 6), "af {af}");
+        }
+        let (outcome, _) = run(LinkType::LOOP, &with([0, 0, 0, 2], &ip4), &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        // AF_APPLETALK, and a header cut short.
+        assert_eq!(
+            run(LinkType::NULL, &with([16, 0, 0, 0], &ip4), &OUTER).0,
+            ParseOutcome::NonIp
+        );
+        assert_eq!(
+            run(LinkType::NULL, &[2, 0, 0], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+        assert_eq!(
+            run(LinkType::LOOP, &[], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+    }
+
+    #[test]
+    fn parse_raw_link_types() {
+        let ip4 = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(1, 2, b""));
+        let ip6 = ipv6(17, 1, 2, &udp(3, 4, b""));
+        for link in [LinkType::RAW, LinkType::RAW_BSD, LinkType::RAW_OPENBSD] {
+            let (outcome, d) = run(link, &ip4, &OUTER);
+            assert_eq!(
+                (outcome, d.ip_version, d.src_port),
+                (ParseOutcome::Ok, 4, 1)
+            );
+            let (outcome, d) = run(link, &ip6, &OUTER);
+            assert_eq!(
+                (outcome, d.ip_version, d.src_port),
+                (ParseOutcome::Ok, 6, 3)
+            );
+            assert_eq!(run(link, &[0x50; 40], &OUTER).0, ParseOutcome::MalformedIp);
+            assert_eq!(run(link, &[], &OUTER).0, ParseOutcome::TruncatedIp);
+        }
+        assert_eq!(run(LinkType::IPV4, &ip4, &OUTER).0, ParseOutcome::Ok);
+        assert_eq!(run(LinkType::IPV6, &ip6, &OUTER).0, ParseOutcome::Ok);
+        // The link type fixes the version: a mismatch is malformed.
+        assert_eq!(
+            run(LinkType::IPV4, &ip6, &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+        assert_eq!(
+            run(LinkType::IPV6, &ip4[..28], &OUTER).0,
+            ParseOutcome::TruncatedIp
+        );
+        let mut ip4_as_6 = ip4.clone();
+        ip4_as_6.resize(48, 0);
+        assert_eq!(
+            run(LinkType::IPV6, &ip4_as_6, &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+    }
+
+    #[test]
+    fn unsupported_link_types() {
+        for link in [
+            LinkType(105),
+            LinkType(127),
+            LinkType(9),
+            LinkType(u16::MAX),
+        ] {
+            let (outcome, d) = run(link, &TCP4_SYN, &OUTER);
+            assert_eq!(outcome, ParseOutcome::UnsupportedLinkType);
+            assert_eq!(d, Decoded::default());
+        }
+    }
+
+    #[test]
+    fn parse_non_ip_frames() {
+        // 802.3 length field with an LLC (STP) header.
+        let stp = eth(0x0026, &[0x42, 0x42, 0x03, 0x00, 0x00]);
+        let (outcome, d) = run(LinkType::ETHERNET, &stp, &OUTER);
+        assert_eq!((outcome, d.dst_mac), (ParseOutcome::NonIp, MAC_DST));
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x88cc, &[0; 20]), &OUTER).0,
+            ParseOutcome::NonIp
+        );
+        assert_eq!(
+            run(LinkType::ETHERNET, &TCP4_SYN[..13], &OUTER).0,
+            ParseOutcome::TruncatedLink
+        );
+    }
+
+    #[test]
+    fn truncated_tcp4_at_every_offset() {
+        for len in 0..=TCP4_SYN.len() {
+            for config in [OUTER, INNER] {
+                let (outcome, d) = run(LinkType::ETHERNET, &TCP4_SYN[..len], &config);
+                let expected = match len {
+                    0..14 => ParseOutcome::TruncatedLink,
+                    14..34 => ParseOutcome::TruncatedIp,
+                    34..74 => ParseOutcome::TransportIncomplete,
+                    _ => ParseOutcome::Ok,
+                };
+                assert_eq!(outcome, expected, "len {len}");
+                if len >= 14 {
+                    assert_eq!(d.src_mac[0], 0x66, "len {len}");
+                }
+                if len < 34 {
+                    assert_eq!(d.ip_version, 0, "len {len}");
+                    continue;
+                }
+                // IP-stated lengths hold whatever was captured.
+                assert_eq!((d.ip_version, d.ip_len, d.proto), (4, 60, 6), "len {len}");
+                let ports = if len >= 38 { (50000, 443) } else { (0, 0) };
+                assert_eq!((d.src_port, d.dst_port), ports, "len {len}");
+                assert_eq!(d.tcp_valid, len >= 54, "len {len}");
+                if len >= 54 {
+                    assert_eq!(d.tcp.flags, tcp_flags::SYN, "len {len}");
+                    assert_eq!((d.payload_offset, d.payload_len), (74, 0), "len {len}");
+                } else {
+                    assert_eq!(d.tcp, TcpInfo::default(), "len {len}");
+                }
+                // Options are taken as far as they were captured, never from beyond.
+                assert_eq!(d.tcp.mss != 0, len >= 58, "len {len}");
+                assert_eq!(d.tcp.window_scale.is_some(), len >= 74, "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_udp6_at_every_offset() {
+        for len in 0..=UDP6_HBH.len() {
+            for config in [OUTER, INNER] {
+                let (outcome, d) = run(LinkType::ETHERNET, &UDP6_HBH[..len], &config);
+                let expected = match len {
+                    0..14 => ParseOutcome::TruncatedLink,
+                    14..54 => ParseOutcome::TruncatedIp,
+                    54..70 => ParseOutcome::TransportIncomplete,
+                    _ => ParseOutcome::Ok,
+                };
+                assert_eq!(outcome, expected, "len {len}");
+                if len < 54 {
+                    continue;
+                }
+                assert_eq!((d.ip_version, d.ip_len, d.ttl), (6, 60, 1), "len {len}");
+                // The hop-by-hop header is cut short below 62: it is what is named.
+                let proto = if len < 62 { 0 } else { 17 };
+                assert_eq!(d.proto, proto, "len {len}");
+                let ports = if len >= 66 { (5353, 53) } else { (0, 0) };
+                assert_eq!((d.src_port, d.dst_port), ports, "len {len}");
+                if len >= 62 {
+                    assert_eq!(d.payload_offset, 70, "len {len}");
+                }
+                if len >= 70 {
+                    assert_eq!(d.payload_len, 4, "len {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_ipv4() {
+        let good = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &udp(1, 2, b""));
+        let mut bad = good.clone();
+        bad[0] = 0x44; // IHL 4
+        assert_eq!(
+            run(LinkType::RAW, &bad, &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+        let mut bad = good.clone();
+        bad[2..4].copy_from_slice(&19u16.to_be_bytes()); // total length below IHL * 4
+        assert_eq!(
+            run(LinkType::RAW, &bad, &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+        let mut bad = good.clone();
+        bad[0] = 0x65; // version 6 under an IPv4 EtherType
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x0800, &bad), &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+        // IHL 15 with only 28 bytes captured.
+        let mut cut = good.clone();
+        cut[0] = 0x4f;
+        cut[2..4].copy_from_slice(&80u16.to_be_bytes());
+        assert_eq!(
+            run(LinkType::RAW, &cut, &OUTER).0,
+            ParseOutcome::TruncatedIp
+        );
+        // A total length larger than captured is a snap length, not an error.
+        let mut snapped = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], &tcp(1, 2, 0x10, b"abc"));
+        snapped[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        let (outcome, d) = run(LinkType::RAW, &snapped, &OUTER);
+        assert_eq!(
+            (outcome, d.ip_len, d.payload_len),
+            (ParseOutcome::Ok, 1500, 1460)
+        );
+        // IPv6 with a wrong version nibble.
+        let mut bad6 = ipv6(17, 1, 2, &udp(1, 2, b""));
+        bad6[0] = 0x40;
+        assert_eq!(
+            run(LinkType::ETHERNET, &eth(0x86dd, &bad6), &OUTER).0,
+            ParseOutcome::MalformedIp
+        );
+    }
+
+    #[test]
+    fn ipv4_with_options() {
+        let mut ip = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], &tcp(1, 2, 0x10, b"data"));
+        ip[0] = 0x46;
+        ip.splice(20..20, [0x94, 0x04, 0x00, 0x00]);
+        let total = ip.len() as u16;
+        ip[2..4].copy_from_slice(&total.to_be_bytes());
+        let (outcome, d) = run(LinkType::RAW, &ip, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(
+            (d.src_port, d.payload_offset, d.payload_len, d.ip_len),
+            (1, 44, 4, 48)
+        );
+    }
+
+    #[test]
+    fn offloaded_zero_lengths_use_the_captured_bytes() {
+        let mut ip = ipv4(6, [10, 0, 0, 1], [10, 0, 0, 2], &tcp(1, 2, 0x10, &[0; 100]));
+        ip[2..4].copy_from_slice(&[0, 0]);
+        let (outcome, d) = run(LinkType::RAW, &ip, &OUTER);
+        assert_eq!(
+            (outcome, d.ip_len, d.payload_len),
+            (ParseOutcome::Ok, 140, 100)
+        );
+        let mut ip6 = ipv6(17, 1, 2, &udp(1, 2, &[0; 10]));
+        ip6[4..6].copy_from_slice(&[0, 0]);
+        let (outcome, d) = run(LinkType::RAW, &ip6, &OUTER);
+        assert_eq!(
+            (outcome, d.ip_len, d.payload_len),
+            (ParseOutcome::Ok, 58, 10)
+        );
+    }
+
+    #[test]
+    fn ipv4_fragments() {
+        let datagram = udp(5000, 53, &[0xab; 32]);
+        // First fragment: 16 bytes of the 40-byte datagram, MF.
+        let mut first = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &datagram[..16]);
+        first[6] = 0x20;
+        let (outcome, d) = run(LinkType::RAW, &first, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(d.fragment, FragmentKind::First);
+        assert_eq!((d.src_port, d.dst_port, d.fragment_id), (5000, 53, 0x1234));
+        assert_eq!(d.payload_len, 8);
+        // Last fragment: offset 16 bytes (2 units), no MF.
+        let mut last = ipv4(17, [10, 0, 0, 1], [10, 0, 0, 2], &datagram[16..]);
+        last[6..8].copy_from_slice(&[0x00, 0x02]);
+        let (outcome, d) = run(LinkType::RAW, &last, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Fragment);
+        assert_eq!(d.fragment, FragmentKind::NonFirst);
+        assert_eq!(
+            (d.src_port, d.dst_port, d.proto, d.fragment_id),
+            (0, 0, 17, 0x1234)
+        );
+        assert_eq!(d.src_ip, v4([10, 0, 0, 1]));
+        assert_eq!((d.payload_offset, d.payload_len), (20, 24));
+        // A non-first fragment that happens to start like a VXLAN header is not descended.
+        let (outcome, d) = run(LinkType::RAW, &last, &INNER);
+        assert_eq!((outcome, d.proto), (ParseOutcome::Fragment, 17));
+    }
+
+    #[test]
+    fn ipv6_fragments() {
+        let datagram = tcp(443, 40000, 0x18, &[0xcd; 24]);
+        let frag = |offset: u16, more: bool, part: &[u8]| {
+            let mut h = vec![6, 0];
+            h.extend_from_slice(&(offset | more as u16).to_be_bytes());
+            h.extend_from_slice(&0xdead_beefu32.to_be_bytes());
+            h.extend_from_slice(part);
+            ipv6(44, 1, 2, &h)
+        };
+        let (outcome, d) = run(LinkType::IPV6, &frag(0, true, &datagram[..24]), &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(d.fragment, FragmentKind::First);
+        assert_eq!((d.proto, d.src_port, d.fragment_id), (6, 443, 0xdead_beef));
+        assert!(d.tcp_valid);
+        assert_eq!((d.payload_offset, d.payload_len), (40 + 8 + 20, 4));
+        let (outcome, d) = run(LinkType::IPV6, &frag(24, false, &datagram[24..]), &OUTER);
+        assert_eq!(outcome, ParseOutcome::Fragment);
+        assert_eq!(d.fragment, FragmentKind::NonFirst);
+        assert_eq!((d.proto, d.src_port, d.fragment_id), (6, 0, 0xdead_beef));
+        assert_eq!((d.payload_offset, d.payload_len, d.ip_len), (48, 20, 68));
+        // Atomic fragment (offset 0, no MF): not fragmented, but the id is kept.
+        let (outcome, d) = run(LinkType::IPV6, &frag(0, false, &datagram), &OUTER);
+        assert_eq!(
+            (outcome, d.fragment, d.fragment_id),
+            (ParseOutcome::Ok, FragmentKind::None, 0xdead_beef)
+        );
+    }
+
+    #[test]
+    fn ipv6_esp_and_no_next_header_stop_the_walk() {
+        let (outcome, d) = run(LinkType::IPV6, &ipv6(50, 1, 2, &[0x11; 24]), &OUTER);
+        assert_eq!(
+            (
+                outcome,
+                d.proto,
+                d.src_port,
+                d.payload_offset,
+                d.payload_len
+            ),
+            (ParseOutcome::Ok, 50, 0, 40, 24)
+        );
+        let (outcome, d) = run(LinkType::IPV6, &ipv6(59, 1, 2, &[]), &OUTER);
+        assert_eq!((outcome, d.proto), (ParseOutcome::Ok, 59));
+    }
+
+    #[test]
+    fn icmp_keys_mirror() {
+        let cases4 = [
+            (8, 0, (8, 0)),
+            (0, 0, (0, 8)),
+            (13, 0, (13, 14)),
+            (14, 0, (14, 13)),
+            (15, 0, (15, 16)),
+            (16, 0, (16, 15)),
+            (17, 0, (17, 18)),
+            (18, 0, (18, 17)),
+            (10, 0, (10, 9)),
+            (9, 0, (9, 10)),
+            (3, 1, (3, 1)),
+            (11, 0, (11, 0)),
+        ];
+        for (ty, code, ports) in cases4 {
+            let ip = ipv4(1, [10, 0, 0, 1], [10, 0, 0, 2], &icmp(ty, code));
+            let (outcome, d) = run(LinkType::RAW, &ip, &OUTER);
+            assert_eq!(outcome, ParseOutcome::Ok);
+            assert_eq!((d.src_port, d.dst_port), ports, "icmp type {ty}");
+            assert_eq!((d.payload_offset, d.payload_len), (28, 2));
+        }
+        let cases6 = [
+            (128, 0, (128, 129)),
+            (129, 0, (129, 128)),
+            (133, 0, (133, 134)),
+            (134, 0, (134, 133)),
+            (135, 0, (135, 136)),
+            (136, 0, (136, 135)),
+            (130, 0, (130, 131)),
+            (131, 0, (131, 130)),
+            (1, 4, (1, 4)),
+            (8, 0, (8, 0)),
+        ];
+        for (ty, code, ports) in cases6 {
+            let (outcome, d) = run(LinkType::RAW, &ipv6(58, 1, 2, &icmp(ty, code)), &OUTER);
+            assert_eq!(outcome, ParseOutcome::Ok);
+            assert_eq!((d.src_port, d.dst_port), ports, "icmpv6 type {ty}");
+        }
+        // A request and its reply give mirrored keys.
+        let req = run(
+            LinkType::RAW,
+            &ipv4(1, [10, 0, 0, 1], [10, 0, 0, 2], &icmp(8, 0)),
+            &OUTER,
+        )
+        .1;
+        let rep = run(
+            LinkType::RAW,
+            &ipv4(1, [10, 0, 0, 2], [10, 0, 0, 1], &icmp(0, 0)),
+            &OUTER,
+        )
+        .1;
+        assert_eq!(
+            (req.src_ip, req.dst_ip, req.src_port, req.dst_port),
+            (rep.dst_ip, rep.src_ip, rep.dst_port, rep.src_port)
+        );
+        // Type and code only: outcome says the header was cut.
+        let ip = ipv4(1, [10, 0, 0, 1], [10, 0, 0, 2], &icmp(8, 0)[..2]);
+        let (outcome, d) = run(LinkType::RAW, &ip, &OUTER);
+        assert_eq!(
+            (outcome, d.src_port, d.dst_port),
+            (ParseOutcome::TransportIncomplete, 8, 0)
+        );
+    }
+
+    #[test]
+    fn parse_sctp() {
+        let mut sctp = vec![0x0b, 0x59, 0x0b, 0x5a, 0, 0, 0, 1, 0, 0, 0, 0];
+        sctp.extend_from_slice(&[0x00, 0x03, 0x00, 0x04]);
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(132, [1, 1, 1, 1], [2, 2, 2, 2], &sctp),
+            &OUTER,
+        );
+        assert_eq!(
+            (outcome, d.src_port, d.dst_port, d.payload_len),
+            (ParseOutcome::Ok, 2905, 2906, 4)
+        );
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(132, [1, 1, 1, 1], [2, 2, 2, 2], &sctp[..6]),
+            &OUTER,
+        );
+        assert_eq!(
+            (outcome, d.src_port),
+            (ParseOutcome::TransportIncomplete, 2905)
+        );
+    }
+
+    #[test]
+    fn tcp_invalid_headers() {
+        // Data offset 4.
+        let mut seg = tcp(1, 2, 0x02, b"");
+        seg[12] = 0x40;
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], &seg),
+            &OUTER,
+        );
+        assert_eq!(
+            (outcome, d.src_port, d.tcp_valid),
+            (ParseOutcome::TransportIncomplete, 1, false)
+        );
+        // Data offset beyond the segment IP describes.
+        seg[12] = 0xf0;
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], &seg),
+            &OUTER,
+        );
+        assert_eq!(
+            (outcome, d.dst_port, d.tcp_valid),
+            (ParseOutcome::TransportIncomplete, 2, false)
+        );
+        // Malformed option list: the options before the damage count, the packet is fine.
+        let mut seg = tcp(
+            1,
+            2,
+            0x02,
+            &[0x02, 0x04, 0x05, 0xb4, 0x03, 0x01, 0x0e, 0x00],
+        );
+        seg[12] = 0x70;
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(6, [1, 1, 1, 1], [2, 2, 2, 2], &seg),
+            &OUTER,
+        );
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(
+            (d.tcp.mss, d.tcp.window_scale, d.payload_len),
+            (1460, None, 0)
+        );
+        // UDP with a length below its header.
+        let mut dgram = udp(1, 2, b"abcd");
+        dgram[4..6].copy_from_slice(&[0, 4]);
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], &dgram),
+            &OUTER,
+        );
+        assert_eq!(
+            (outcome, d.src_port, d.payload_len),
+            (ParseOutcome::TransportIncomplete, 1, 4)
+        );
+    }
+
+    #[test]
+    fn unknown_transport_is_keyed_without_ports() {
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(89, [1, 1, 1, 1], [2, 2, 2, 2], &[0; 12]),
+            &OUTER,
+        );
+        assert_eq!(
+            (
+                outcome,
+                d.proto,
+                d.src_port,
+                d.payload_offset,
+                d.payload_len
+            ),
+            (ParseOutcome::Ok, 89, 0, 20, 12)
+        );
+    }
+
+    fn inner_tcp() -> Vec<u8> {
+        ipv4(
+            6,
+            [192, 168, 0, 1],
+            [192, 168, 0, 2],
+            &tcp(1234, 80, 0x18, b"GET"),
+        )
+    }
+
+    fn tagged_eth(payload: &[u8]) -> Vec<u8> {
+        let mut tagged = vec![0x00, 0x07, 0x08, 0x00];
+        tagged.extend_from_slice(payload);
+        eth(0x8100, &tagged)
+    }
+
+    fn assert_outer(d: &Decoded, proto: u8) {
+        assert_eq!((d.src_ip, d.dst_ip), (v4([10, 0, 0, 1]), v4([10, 0, 0, 2])));
+        assert_eq!(d.proto, proto);
+        assert_eq!((d.dst_mac, d.src_mac, d.vlan), (MAC_DST, MAC_SRC, 7));
+    }
+
+    fn assert_inner(d: &Decoded, payload_offset: u32) {
+        assert_eq!(
+            (d.src_ip, d.dst_ip),
+            (v4([192, 168, 0, 1]), v4([192, 168, 0, 2]))
+        );
+        assert_eq!((d.proto, d.src_port, d.dst_port), (6, 1234, 80));
+        assert_eq!(
+            (d.ip_len, d.payload_len, d.payload_offset),
+            (43, 3, payload_offset)
+        );
+        assert!(d.tcp_valid);
+        // MACs and VLAN from the outermost Ethernet header.
+        assert_eq!((d.dst_mac, d.src_mac, d.vlan), (MAC_DST, MAC_SRC, 7));
+    }
+
+    #[test]
+    fn tunnel_gre() {
+        let frame = tagged_eth(&ipv4(
+            47,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &gre(0x0800, &inner_tcp()),
+        ));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_outer(&d, 47);
+        assert_eq!((d.src_port, d.dst_port, d.ip_len), (0, 0, 67));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_inner(&d, 18 + 20 + 4 + 40);
+
+        // Key and sequence number present.
+        let mut keyed = vec![0x30, 0x00, 0x08, 0x00, 0, 0, 0, 9, 0, 0, 0, 1];
+        keyed.extend_from_slice(&inner_tcp());
+        let frame = tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &keyed));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_inner(&d, 18 + 20 + 12 + 40);
+
+        // Transparent Ethernet bridging: the inner Ethernet's MACs and VLAN are ignored.
+        let mut inner_frame = vec![0xee; 12];
+        inner_frame.extend_from_slice(&[0x81, 0x00, 0x00, 0x63, 0x08, 0x00]);
+        inner_frame.extend_from_slice(&inner_tcp());
+        let frame = tagged_eth(&ipv4(
+            47,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &gre(0x6558, &inner_frame),
+        ));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_inner(&d, 18 + 20 + 4 + 18 + 40);
+
+        // IPv6 inside GRE over IPv6.
+        let inner6 = ipv6(17, 0xa, 0xb, &udp(53, 5353, b"q"));
+        let frame = ipv6(47, 1, 2, &gre(0x86dd, &inner6));
+        let (outcome, d) = run(LinkType::IPV6, &frame, &INNER);
+        assert_eq!(
+            (outcome, d.src_ip[15], d.dst_ip[15], d.src_port),
+            (ParseOutcome::Ok, 0xa, 0xb, 53)
+        );
+        // PPTP (version 1) and unknown payloads stay on the outer key.
+        let pptp = [0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        let frame = tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &pptp));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_outer(&d, 47);
+        // A GRE header cut short: outer key, counted as incomplete.
+        let frame = tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &keyed[..6]));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::TransportIncomplete);
+        assert_outer(&d, 47);
+    }
+
+    #[test]
+    fn tunnel_vxlan() {
+        let mut inner_frame = vec![0xee; 12];
+        inner_frame.extend_from_slice(&[0x08, 0x00]);
+        inner_frame.extend_from_slice(&inner_tcp());
+        let frame = tagged_eth(&ipv4(
+            17,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &udp(40000, 4789, &vxlan(&inner_frame)),
+        ));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_outer(&d, 17);
+        assert_eq!(
+            (d.src_port, d.dst_port, d.payload_len),
+            (40000, 4789, 8 + 14 + 43)
+        );
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_inner(&d, 18 + 20 + 8 + 8 + 14 + 40);
+
+        // ARP inside VXLAN: the tunnel is the flow.
+        let mut arp_frame = vec![0xee; 12];
+        arp_frame.extend_from_slice(&[0x08, 0x06]);
+        arp_frame.extend_from_slice(&[0; 28]);
+        let frame = tagged_eth(&ipv4(
+            17,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &udp(40000, 4789, &vxlan(&arp_frame)),
+        ));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!((outcome, d.dst_port), (ParseOutcome::Ok, 4789));
+        assert_outer(&d, 17);
+
+        // Inner frame cut by the snap length: outer key, incomplete.
+        let full = tagged_eth(&ipv4(
+            17,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &udp(40000, 4789, &vxlan(&inner_frame)),
+        ));
+        for len in 46..18 + 20 + 8 + 8 + 14 + 20 {
+            let (outcome, d) = run(LinkType::ETHERNET, &full[..len], &INNER);
+            assert_eq!(outcome, ParseOutcome::TransportIncomplete, "len {len}");
+            assert_outer(&d, 17);
+            assert_eq!(d.dst_port, 4789, "len {len}");
+        }
+        // Only the source port 4789: not VXLAN.
+        let frame = tagged_eth(&ipv4(
+            17,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &udp(4789, 40000, &vxlan(&inner_frame)),
+        ));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!((outcome, d.src_port), (ParseOutcome::Ok, 4789));
+        assert_outer(&d, 17);
+    }
+
+    #[test]
+    fn tunnel_ip_in_ip() {
+        let frame = tagged_eth(&ipv4(4, [10, 0, 0, 1], [10, 0, 0, 2], &inner_tcp()));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!(
+            (outcome, d.src_port, d.payload_offset, d.payload_len),
+            (ParseOutcome::Ok, 0, 38, 43)
+        );
+        assert_outer(&d, 4);
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_inner(&d, 18 + 20 + 40);
+
+        // 6in4.
+        let inner6 = ipv6(58, 0xa, 0xb, &icmp(128, 0));
+        let frame = tagged_eth(&ipv4(41, [10, 0, 0, 1], [10, 0, 0, 2], &inner6));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &OUTER);
+        assert_eq!((outcome, d.proto, d.ip_version), (ParseOutcome::Ok, 41, 4));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(
+            (outcome, d.proto, d.ip_version, d.src_port, d.dst_port),
+            (ParseOutcome::Ok, 58, 6, 128, 129)
+        );
+        assert_eq!((d.vlan, d.ip_len), (7, 50));
+
+        // Malformed inner header: outer key, incomplete.
+        let mut bad = inner_tcp();
+        bad[0] = 0x41;
+        let frame = tagged_eth(&ipv4(4, [10, 0, 0, 1], [10, 0, 0, 2], &bad));
+        let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
+        assert_eq!(outcome, ParseOutcome::TransportIncomplete);
+        assert_outer(&d, 4);
+    }
+
+    #[test]
+    fn tunnel_depth_is_bounded() {
+        // Six IP-in-IP layers, addresses 10.0.0.n -> 10.0.1.n at layer n, TCP innermost.
+        let mut packet = ipv4(6, [10, 0, 0, 6], [10, 0, 1, 6], &tcp(1, 2, 0x10, b""));
+        for n in (0..6).rev() {
+            packet = ipv4(4, [10, 0, 0, n], [10, 0, 1, n], &packet);
+        }
+        let (outcome, d) = run(LinkType::RAW, &packet, &INNER);
+        assert_eq!(outcome, ParseOutcome::Ok);
+        assert_eq!(d.src_ip, v4([10, 0, 0, MAX_TUNNEL_DEPTH]));
+        assert_eq!((d.proto, d.src_port), (4, 0));
+        let (_, d) = run(LinkType::RAW, &packet, &OUTER);
+        assert_eq!(d.src_ip, v4([10, 0, 0, 0]));
+    }
+
+    #[test]
+    fn inner_mode_leaves_plain_traffic_alone() {
+        assert_eq!(
+            run(LinkType::ETHERNET, &TCP4_SYN, &INNER),
+            run(LinkType::ETHERNET, &TCP4_SYN, &OUTER)
+        );
+        assert_eq!(
+            run(LinkType::ETHERNET, &UDP6_HBH, &INNER),
+            run(LinkType::ETHERNET, &UDP6_HBH, &OUTER)
+        );
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        // A small deterministic sweep (the fuzz target covers this properly).
+        let links = [
+            LinkType::ETHERNET,
+            LinkType::LINUX_SLL,
+            LinkType::LINUX_SLL2,
+            LinkType::NULL,
+            LinkType::LOOP,
+            LinkType::RAW,
+            LinkType::IPV4,
+            LinkType::IPV6,
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut buf = [0u8; 128];
+        let mut out = Decoded::default();
+        for i in 0..20_000 {
+            for b in buf.iter_mut() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                *b = state as u8;
+            }
+            // Steer toward the interesting paths now and then.
+            if i % 3 == 0 {
+                buf[12..14].copy_from_slice(&[0x08, 0x00]);
+                buf[14] = 0x45;
+                buf[23] = [4, 6, 17, 41, 47, 58][i % 6];
+            }
+            let len = (state >> 8) as usize % buf.len();
+            for link in links {
+                for config in [OUTER, INNER] {
+                    let outcome = decode(link, &buf[..len], &config, &mut out);
+                    assert!(out.payload_offset as usize <= 128 + 65_535);
+                    if !outcome.has_key() {
+                        assert_eq!(out.ip_version, 0);
+                    }
+                }
+            }
+        }
+    }
 }
