@@ -1,0 +1,239 @@
+//! Every file of the shared corpus, read to the end: no panic, the trait contract holds, and
+//! the packet counts agree with the corpus MANIFEST (capinfos/tshark) where it has one.
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use trawl_capture::{Error, ErrorKind, FileSource};
+
+use crate::drain;
+
+/// The corpus: `$TRAWL_CORPUS` or /work/shared/corpus.
+fn corpus_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("TRAWL_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/work/shared/corpus"));
+    dir.is_dir().then_some(dir)
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect(&path, out);
+        } else if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("txt" | "tsv" | "md" | "py" | "sh")
+        ) {
+            out.push(path);
+        }
+    }
+}
+
+/// A short, bounded label for an error kind.
+fn label(e: &Error) -> String {
+    match e.kind.root() {
+        ErrorKind::Io(_) => "io".into(),
+        ErrorKind::UnknownFormat { .. } => "unknown format".into(),
+        ErrorKind::InvalidField { field, .. } => format!("invalid {field}"),
+        ErrorKind::Truncated { what, .. } => format!("truncated {what}"),
+        ErrorKind::Decompress(_) => "decompress".into(),
+        other => format!("{other}"),
+    }
+}
+
+/// Files whose record count differs from MANIFEST's on purpose.
+const COUNT_DEVIATIONS: &[(&str, &str)] = &[
+    // pcap 2.5: tshark reads it, libpcap (and trawl) refuse the version.
+    (
+        "libpcap/pcap-invalid-version-2.pcap",
+        "version 2.5 rejected as by libpcap",
+    ),
+    // An obsolete Packet Block of length 167: Wireshark rounds up to 168, libpcap (and trawl)
+    // reject a length that is not a multiple of 4.
+    (
+        "pypi/python-pcapng/test_data/test006.ntar",
+        "block length 167 rejected as by libpcap",
+    ),
+];
+
+#[test]
+fn corpus_sweep() {
+    let Some(root) = corpus_dir() else {
+        eprintln!("SKIPPED: corpus not found (set TRAWL_CORPUS or provide /work/shared/corpus)");
+        return;
+    };
+    let started = Instant::now();
+    let mut files = Vec::new();
+    collect(&root, &mut files);
+    files.sort();
+    assert!(!files.is_empty());
+
+    let mut ok = 0;
+    let mut records_total = 0u64;
+    let mut rejected: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failed: BTreeMap<String, usize> = BTreeMap::new();
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for path in &files {
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        match FileSource::open(path) {
+            Err(e) => *rejected.entry(label(&e)).or_default() += 1,
+            Ok(mut src) => {
+                let out = drain(&mut src);
+                let in_batches: usize = out.records.len();
+                assert_eq!(out.stats.records, in_batches as u64, "{rel}");
+                records_total += out.stats.records;
+                match &out.error {
+                    None => ok += 1,
+                    Some(e) => {
+                        assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
+                        *failed.entry(label(e)).or_default() += 1;
+                    }
+                }
+                counts.insert(rel, out.stats.records);
+            }
+        }
+    }
+
+    // MANIFEST packet counts of files capinfos and tshark read without complaint.
+    let manifest = fs::read_to_string(root.join("MANIFEST.tsv")).unwrap_or_default();
+    let mut compared = 0;
+    let mut mismatches = Vec::new();
+    for line in manifest.lines().skip(1) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        if cols.len() < 14 || !cols[13].is_empty() || !cols[7].starts_with(['p', 'n']) {
+            continue;
+        }
+        let Ok(want) = cols[4].parse::<u64>() else {
+            continue;
+        };
+        if COUNT_DEVIATIONS.iter().any(|(f, _)| *f == cols[0]) {
+            continue;
+        }
+        compared += 1;
+        let got = counts.get(cols[0]).copied();
+        if got != Some(want) {
+            mismatches.push(format!("{}: MANIFEST {want}, read {got:?}", cols[0]));
+        }
+    }
+    println!(
+        "corpus sweep: {} files in {:.1?}: {ok} read to the end ({records_total} records), \
+         rejected at open {rejected:?}, failed part-way {failed:?}; \
+         {compared} MANIFEST packet counts compared, {} differ",
+        files.len(),
+        started.elapsed(),
+        mismatches.len()
+    );
+    assert!(mismatches.is_empty(), "{mismatches:#?}");
+}
+
+/// Every corpus capture compared record by record with tshark (slow: one tshark run per file,
+/// about 10 minutes). `TRAWL_TSHARK_CACHE=dir` reuses outputs saved as `dir/<path with / as
+/// %>.tsv`.
+#[test]
+#[ignore = "slow: runs tshark on every corpus file"]
+fn corpus_matches_tshark() {
+    let Some(root) = corpus_dir() else {
+        eprintln!("SKIPPED: corpus not found");
+        return;
+    };
+    let cache = std::env::var_os("TRAWL_TSHARK_CACHE").map(PathBuf::from);
+    let mut files = Vec::new();
+    collect(&root, &mut files);
+    files.sort();
+    let (mut same, mut differ) = (0, Vec::new());
+    for path in &files {
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let Ok(mut src) = FileSource::open(path) else {
+            continue;
+        };
+        let out = drain(&mut src);
+        if out.error.is_some() {
+            continue;
+        }
+        // Files tshark fails on (unsupported link types, damage) are not comparable.
+        let text = match &cache {
+            Some(dir) => {
+                let base = dir.join(format!("{}.tsv", rel.replace('/', "%")));
+                let rc = fs::read_to_string(base.with_extension("tsv.rc")).unwrap_or_default();
+                match fs::read_to_string(&base) {
+                    Ok(t) if rc.trim() == "0" => t,
+                    _ => continue,
+                }
+            }
+            None => {
+                let o = std::process::Command::new("tshark")
+                    .arg("-r")
+                    .arg(path)
+                    .args([
+                        "-T",
+                        "fields",
+                        "-e",
+                        "frame.time_epoch",
+                        "-e",
+                        "frame.cap_len",
+                    ])
+                    .args(["-e", "frame.len", "-e", "frame.interface_id"])
+                    .output()
+                    .expect("tshark");
+                if !o.status.success() {
+                    continue;
+                }
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            }
+        };
+        // tshark prints garbage times of fuzzed files in forms that are not times (negative,
+        // more than 9 decimals): those files are not comparable.
+        let odd = |t: &str| t.starts_with('-') || t.split('.').nth(1).is_some_and(|f| f.len() > 9);
+        if text
+            .lines()
+            .any(|l| odd(l.split('\t').next().unwrap_or("")))
+        {
+            continue;
+        }
+        let pcapng = src.format() == trawl_capture::FileFormat::Pcapng;
+        let want: Vec<(u64, u32, u32)> = text
+            .lines()
+            .map(|l| l.split('\t').collect::<Vec<_>>())
+            .filter(|c| c.len() >= 4 && !(pcapng && c[3].is_empty()))
+            .map(|c| {
+                let ns = crate::golden::parse_epoch_ns(c[0]);
+                (ns, c[1].parse().unwrap_or(0), c[2].parse().unwrap_or(0))
+            })
+            .collect();
+        let got: Vec<(u64, u32, u32)> = out
+            .records
+            .iter()
+            .map(|r| (r.ts_ns, r.caplen, r.wire_len))
+            .collect();
+        if got == want {
+            same += 1;
+        } else {
+            let first = got.iter().zip(&want).position(|(g, w)| g != w);
+            differ.push(format!(
+                "{rel}: {} vs tshark {} records, first difference at {first:?}: {:?} vs {:?}",
+                got.len(),
+                want.len(),
+                first.map(|i| got[i]),
+                first.map(|i| want[i])
+            ));
+        }
+    }
+    println!(
+        "tshark comparison: {same} files identical, {} differ",
+        differ.len()
+    );
+    assert!(differ.is_empty(), "{differ:#?}");
+}
