@@ -188,7 +188,7 @@ impl FlowMeter {
         let first_in_second = entry.last_second != second;
         entry.last_second = second;
         if !was_closing && entry.is_closing() {
-            let deadline = entry.last_ns() + self.config.tcp_linger_ns;
+            let deadline = entry.last_ns().saturating_add(self.config.tcp_linger_ns);
             self.table.unschedule(idx);
             self.table.schedule(idx, deadline);
         }
@@ -240,7 +240,8 @@ impl FlowMeter {
         }
         let idx = self.table.insert(key, hash);
         self.table.entries[idx as usize].start(*key, (hash >> 32) as u32, &self.decoded, side, ts);
-        self.table.schedule(idx, ts + self.config.idle_timeout_ns);
+        self.table
+            .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;
         self.stats.peak_flows = self.stats.peak_flows.max(self.table.len() as u64);
         idx
@@ -391,5 +392,212 @@ fn closing_reason(e: &FlowEntry) -> EndReason {
         EndReason::Rst
     } else {
         EndReason::Fin
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trawl_capture::{Direction, LinkType};
+
+    const S: u64 = SECOND_NS;
+
+    /// Ethernet + IPv4 + TCP (20-byte header) frame from 10.0.0.`a`:`sport` to 10.0.0.`b`:`dport`.
+    fn tcp_frame(a: u8, sport: u16, b: u8, dport: u16, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 54];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&40u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 6;
+        f[26..30].copy_from_slice(&[10, 0, 0, a]);
+        f[30..34].copy_from_slice(&[10, 0, 0, b]);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f[36..38].copy_from_slice(&dport.to_be_bytes());
+        f[46] = 0x50;
+        f[47] = flags;
+        f[48] = 0xff;
+        f
+    }
+
+    struct Run {
+        meter: FlowMeter,
+        records: Vec<(u16, u16, u64, u64, EndReason)>,
+    }
+
+    impl Run {
+        fn new(config: FlowConfig) -> Self {
+            Run {
+                meter: FlowMeter::new(config),
+                records: Vec::new(),
+            }
+        }
+        fn packet(&mut self, ts: u64, frame: &[u8]) -> PacketOutcome {
+            let pkt = PacketRecord {
+                ts_ns: ts,
+                wire_len: frame.len() as u32,
+                iface: 0,
+                direction: Direction::Unknown,
+                link_type: LinkType::ETHERNET,
+                data: frame,
+            };
+            let records = &mut self.records;
+            self.meter.process(&pkt, &mut |r: &FlowRecord<'_>| {
+                records.push((
+                    r.src_port,
+                    r.dst_port,
+                    r.fwd.packets,
+                    r.rev.packets,
+                    r.end_reason,
+                ))
+            })
+        }
+        fn flush(&mut self) {
+            let records = &mut self.records;
+            self.meter.flush(&mut |r: &FlowRecord<'_>| {
+                records.push((
+                    r.src_port,
+                    r.dst_port,
+                    r.fwd.packets,
+                    r.rev.packets,
+                    r.end_reason,
+                ))
+            });
+        }
+    }
+
+    const SYN: u8 = tcp_flags::SYN;
+    const SYN_ACK: u8 = tcp_flags::SYN | tcp_flags::ACK;
+    const ACK: u8 = tcp_flags::ACK;
+    const FIN_ACK: u8 = tcp_flags::FIN | tcp_flags::ACK;
+
+    #[test]
+    fn idle_timeout_expires_by_the_wheel() {
+        let mut r = Run::new(FlowConfig::default());
+        let o = r.packet(100 * S, &tcp_frame(1, 40000, 2, 80, ACK));
+        assert!(o.new_flow && o.in_flow && o.first_in_second);
+        r.packet(101 * S, &tcp_frame(2, 80, 1, 40000, ACK));
+        // Another flow keeps time moving past the idle timeout of the first.
+        r.packet(120 * S, &tcp_frame(3, 5000, 4, 53, ACK));
+        assert!(r.records.is_empty());
+        r.packet(132 * S, &tcp_frame(3, 5000, 4, 53, ACK));
+        assert_eq!(r.records, vec![(40000, 80, 1, 1, EndReason::Idle)]);
+        assert_eq!(r.meter.active_flows(), 1);
+    }
+
+    #[test]
+    fn packet_after_idle_gap_starts_a_new_record() {
+        let mut r = Run::new(FlowConfig::default());
+        r.packet(100 * S, &tcp_frame(1, 40000, 2, 80, ACK));
+        let o = r.packet(200 * S, &tcp_frame(1, 40000, 2, 80, ACK));
+        assert!(o.new_flow);
+        r.flush();
+        assert_eq!(r.records.len(), 2);
+        assert_eq!(r.records[0].4, EndReason::Idle);
+        assert_eq!(r.records[1].4, EndReason::End);
+    }
+
+    #[test]
+    fn active_timeout_splits_a_long_flow() {
+        let config = FlowConfig {
+            active_timeout_ns: 10 * S,
+            ..FlowConfig::default()
+        };
+        let mut r = Run::new(config);
+        for i in 0..25 {
+            r.packet(100 * S + i * S, &tcp_frame(1, 40000, 2, 80, ACK));
+        }
+        r.flush();
+        let reasons: Vec<EndReason> = r.records.iter().map(|x| x.4).collect();
+        assert_eq!(
+            reasons,
+            vec![EndReason::Active, EndReason::Active, EndReason::End]
+        );
+        let total: u64 = r.records.iter().map(|x| x.2 + x.3).sum();
+        assert_eq!(total, 25);
+        assert_eq!(r.records[0].2, 10);
+    }
+
+    #[test]
+    fn fin_both_ways_lingers_then_exports() {
+        let mut r = Run::new(FlowConfig::default());
+        r.packet(100 * S, &tcp_frame(1, 40000, 2, 80, SYN));
+        r.packet(100 * S + 1, &tcp_frame(2, 80, 1, 40000, SYN_ACK));
+        r.packet(100 * S + 2, &tcp_frame(1, 40000, 2, 80, FIN_ACK));
+        r.packet(100 * S + 3, &tcp_frame(2, 80, 1, 40000, FIN_ACK));
+        r.packet(100 * S + 4, &tcp_frame(1, 40000, 2, 80, ACK));
+        // The linger is 2 s: another flow's packet at +3 s lets the wheel export it.
+        r.packet(103 * S, &tcp_frame(3, 1, 4, 2, ACK));
+        assert_eq!(r.records, vec![(40000, 80, 3, 2, EndReason::Fin)]);
+    }
+
+    #[test]
+    fn syn_on_a_closed_connection_is_the_next_connection() {
+        let mut r = Run::new(FlowConfig::default());
+        r.packet(100 * S, &tcp_frame(1, 40000, 2, 80, SYN));
+        r.packet(
+            100 * S + 1,
+            &tcp_frame(2, 80, 1, 40000, tcp_flags::RST | tcp_flags::ACK),
+        );
+        let o = r.packet(100 * S + 2, &tcp_frame(1, 40000, 2, 80, SYN));
+        assert!(o.new_flow);
+        r.flush();
+        assert_eq!(
+            r.records,
+            vec![
+                (40000, 80, 1, 1, EndReason::Rst),
+                (40000, 80, 1, 0, EndReason::End)
+            ]
+        );
+    }
+
+    #[test]
+    fn table_pressure_evicts_the_longest_idle() {
+        let config = FlowConfig {
+            capacity: 3,
+            ..FlowConfig::default()
+        };
+        let mut r = Run::new(config);
+        r.packet(100 * S, &tcp_frame(1, 1, 2, 80, ACK));
+        r.packet(101 * S, &tcp_frame(1, 2, 2, 80, ACK));
+        r.packet(102 * S, &tcp_frame(1, 3, 2, 80, ACK));
+        // Flow 1 becomes the most recent; flow 2 is now idle the longest.
+        r.packet(103 * S, &tcp_frame(1, 1, 2, 80, ACK));
+        r.packet(104 * S, &tcp_frame(1, 4, 2, 80, ACK));
+        assert_eq!(r.records, vec![(2, 80, 1, 0, EndReason::Pressure)]);
+        assert_eq!(r.meter.active_flows(), 3);
+        assert_eq!(r.meter.stats().records[EndReason::Pressure as usize], 1);
+    }
+
+    #[test]
+    fn timestamps_near_the_end_of_time_do_not_overflow() {
+        let mut r = Run::new(FlowConfig::default());
+        r.packet(u64::MAX - 5, &tcp_frame(1, 1, 2, 80, ACK));
+        r.packet(u64::MAX, &tcp_frame(1, 1, 2, 80, FIN_ACK));
+        r.packet(u64::MAX, &tcp_frame(2, 80, 1, 1, tcp_flags::RST));
+        r.flush();
+        assert_eq!(r.records.len(), 1);
+        assert_eq!(r.records[0].2 + r.records[0].3, 3);
+    }
+
+    #[test]
+    fn non_ip_is_counted_not_keyed() {
+        let mut r = Run::new(FlowConfig::default());
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        let o = r.packet(S, &arp);
+        assert!(!o.in_flow);
+        assert_eq!(o.parse, ParseOutcome::NonIp);
+        assert_eq!(r.meter.stats().outcomes.get(ParseOutcome::NonIp), 1);
+        assert_eq!(r.meter.stats().packets, 1);
+    }
+
+    #[test]
+    fn heuristic_orients_server_first_packets() {
+        let mut r = Run::new(FlowConfig::default());
+        // First packet seen is the server's answer from port 443 to an ephemeral port.
+        r.packet(S, &tcp_frame(2, 443, 1, 50000, ACK));
+        r.flush();
+        assert_eq!(r.records, vec![(50000, 443, 0, 1, EndReason::End)]);
     }
 }

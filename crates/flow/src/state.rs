@@ -204,7 +204,9 @@ impl FlowEntry {
             dir.len_min = wire_len;
             dir.iat_min = u64::MAX;
         } else {
-            // Out-of-order timestamps count as zero gaps rather than wrapping.
+            // Packets can arrive out of time order (pcapng with several interfaces, multi-queue
+            // capture): first/last are the extremes, and a backwards step is a zero gap.
+            dir.first_ns = dir.first_ns.min(ts);
             let iat = ts.saturating_sub(dir.last_ns);
             dir.iat_min = dir.iat_min.min(iat);
             dir.iat_max = dir.iat_max.max(iat);

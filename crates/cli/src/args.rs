@@ -1,0 +1,249 @@
+//! Command-line arguments: `LowArgs` is what clap parses, `HiArgs` what the commands use,
+//! with every value checked and converted once.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use trawl_capture::FileFormat;
+use trawl_flow::decode::{DecodeConfig, TunnelMode};
+use trawl_flow::FlowConfig;
+
+const EXIT_CODES: &str = "Exit codes:
+  0  success (also when the output pipe is closed early)
+  1  some input could not be read (the rest was processed and the summary says what failed)
+  2  usage error: bad option, bad filter expression, unwritable output";
+
+/// trawl: capture once, serve packets, flows and per-second series.
+#[derive(Parser, Debug)]
+#[command(name = "trawl", version, about, after_help = EXIT_CODES)]
+pub struct LowArgs {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Meter bidirectional flows from capture files and write one record per flow.
+    #[command(after_help = EXIT_CODES)]
+    Flows(FlowsArgs),
+    /// Write per-second rows (packets, bytes, active and new flows) from capture files.
+    #[command(after_help = EXIT_CODES)]
+    Series(SeriesArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct InputArgs {
+    /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed); `-` is
+    /// standard input. Repeat for several files, read one after the other.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    pub read: Vec<PathBuf>,
+    /// Input format: detected from the magic number by default; `hpcap` for HPCAP raw files,
+    /// which have none.
+    #[arg(long = "input-format", value_enum, default_value_t = InputFormat::Auto)]
+    pub input_format: InputFormat,
+    /// Only packets matching this tcpdump filter expression (libpcap syntax).
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Key tunnelled traffic (GRE, VXLAN, IP-in-IP) on the outer or the inner IP header.
+    #[arg(long, value_enum, default_value_t = Tunnel::Outer)]
+    pub tunnel: Tunnel,
+    /// Idle timeout: a flow without packets for this long is exported.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
+    pub idle: u64,
+    /// Active timeout: a longer flow is exported in parts of this length.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration_ns)]
+    pub active: u64,
+    /// How long a TCP flow lingers after FIN from both sides or RST.
+    #[arg(long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
+    pub tcp_linger: u64,
+    /// Flow table capacity; when full, the flow idle the longest is exported.
+    #[arg(long, value_name = "FLOWS", default_value_t = 4 << 20)]
+    pub capacity: usize,
+    /// Summary on standard error: human text, JSON (one object), or none.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+    /// Progress line on standard error (default: when it is a terminal).
+    #[arg(long, value_enum, default_value_t = When::Auto)]
+    pub progress: When,
+}
+
+#[derive(Args, Debug)]
+pub struct FlowsArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Record format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+    /// Output file (`-` for standard output).
+    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    pub output: PathBuf,
+    /// Leading transport payload bytes kept per direction and written (hex) with each record.
+    #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
+    pub payload_bytes: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct SeriesArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Row format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+    /// Output file (`-` for standard output).
+    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    pub output: PathBuf,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    Auto,
+    Pcap,
+    Pcapng,
+    Hpcap,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tunnel {
+    Outer,
+    Inner,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Json,
+    Csv,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryFormat {
+    Text,
+    Json,
+    None,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Parses `30s`, `500ms`, `2m`, `1h`, `1d`, `250us`, `10ns`, or a plain number of seconds.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (examples: 30s, 500ms, 2m, 1h)"))?;
+    let scale = match unit {
+        "" | "s" => 1e9,
+        "ms" => 1e6,
+        "us" | "µs" => 1e3,
+        "ns" => 1.0,
+        "m" => 60e9,
+        "h" => 3600e9,
+        "d" => 86400e9,
+        other => {
+            return Err(format!(
+                "unknown duration unit '{other}' in '{s}' (use ns, us, ms, s, m, h, d)"
+            ))
+        }
+    };
+    let ns = value * scale;
+    if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
+        return Err(format!("duration '{s}' out of range"));
+    }
+    Ok(ns as u64)
+}
+
+/// Checked settings shared by the commands that read captures.
+#[derive(Debug)]
+pub struct HiInput {
+    pub files: Vec<PathBuf>,
+    pub forced_format: Option<FileFormat>,
+    pub filter: Option<String>,
+    pub flow: FlowConfig,
+    pub summary: SummaryFormat,
+    pub progress: bool,
+}
+
+impl HiInput {
+    pub fn from_low(a: &InputArgs, payload_bytes: usize) -> Result<HiInput> {
+        use std::io::IsTerminal;
+        if a.capacity == 0 {
+            bail!("--capacity must be at least 1");
+        }
+        if a.idle == 0 {
+            bail!("--idle must be greater than zero");
+        }
+        let forced_format = match a.input_format {
+            InputFormat::Auto => None,
+            InputFormat::Pcap => Some(FileFormat::Pcap),
+            InputFormat::Pcapng => Some(FileFormat::Pcapng),
+            InputFormat::Hpcap => Some(FileFormat::HpcapRaw),
+        };
+        let tunnel = match a.tunnel {
+            Tunnel::Outer => TunnelMode::Outer,
+            Tunnel::Inner => TunnelMode::Inner,
+        };
+        let flow = FlowConfig {
+            idle_timeout_ns: a.idle,
+            active_timeout_ns: a.active.max(1),
+            tcp_linger_ns: a.tcp_linger,
+            capacity: a.capacity,
+            payload_bytes,
+            decode: DecodeConfig { tunnel },
+            ..FlowConfig::default()
+        };
+        let progress = match a.progress {
+            When::Always => true,
+            When::Never => false,
+            When::Auto => std::io::stderr().is_terminal(),
+        };
+        let filter = a.filter.clone().filter(|f| !f.trim().is_empty());
+        Ok(HiInput {
+            files: a.read.clone(),
+            forced_format,
+            filter,
+            flow,
+            summary: a.summary,
+            progress,
+        })
+    }
+}
+
+/// Opens the output: a file, or standard output for `-`.
+pub fn open_output(path: &PathBuf) -> Result<Box<dyn std::io::Write>> {
+    if path.as_os_str() == "-" {
+        Ok(Box::new(std::io::stdout().lock()))
+    } else {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create output file {}", path.display()))?;
+        Ok(Box::new(f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ns("30s"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns("30"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns("1.5m"), Ok(90_000_000_000));
+        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
+        assert!(parse_duration_ns("5 parsecs").is_err());
+        assert!(parse_duration_ns("").is_err());
+    }
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        LowArgs::command().debug_assert();
+    }
+}

@@ -1,0 +1,260 @@
+//! The driver shared by `trawl flows` and `trawl series`: files → filter → flow meter, with
+//! input errors reported and counted, a progress line, and the numbers for the summary.
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use trawl_bpf::FilterSet;
+use trawl_capture::{
+    FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
+};
+use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
+
+use crate::args::HiInput;
+
+/// What happened during a run, for the summary.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    pub files_read: usize,
+    pub files_failed: usize,
+    /// One line per input error: file, offset, field.
+    pub input_errors: Vec<String>,
+    pub source: SourceStats,
+    pub filter_rejected: u64,
+    /// Warnings about the filter (link types it cannot apply to).
+    pub filter_warnings: Vec<String>,
+    pub elapsed: Duration,
+    /// Times the meter was flushed because a file went back in time.
+    pub time_resets: u64,
+}
+
+/// Buffered output that remembers the first write error (EPIPE ends the run quietly).
+pub struct Output {
+    buf: Vec<u8>,
+    inner: Box<dyn Write>,
+    error: Option<io::Error>,
+}
+
+const OUTPUT_CHUNK: usize = 1 << 20;
+
+impl Output {
+    pub fn new(inner: Box<dyn Write>) -> Self {
+        Output {
+            buf: Vec::with_capacity(OUTPUT_CHUNK * 2),
+            inner,
+            error: None,
+        }
+    }
+
+    /// The buffer to append to; call [`Output::maybe_flush`] afterwards.
+    #[inline]
+    pub fn buf(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    #[inline]
+    pub fn maybe_flush(&mut self) {
+        if self.buf.len() >= OUTPUT_CHUNK {
+            self.flush();
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if self.error.is_none() {
+            if let Err(e) = self
+                .inner
+                .write_all(&self.buf)
+                .and_then(|_| self.inner.flush())
+            {
+                self.error = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// True once writing failed (the reader went away): the run can stop.
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Flushes and reports the first error. A closed pipe is not an error.
+    pub fn finish(mut self) -> Result<()> {
+        self.flush();
+        match self.error {
+            Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+            Some(e) => Err(e).context("cannot write output"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Checks the filter expression before any input is read, so a typo fails fast with
+/// libpcap's message.
+pub fn check_filter(expr: &str) -> Result<FilterSet> {
+    let mut set = FilterSet::new(expr, 262_144);
+    set.prepare(LinkType::ETHERNET)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .context("invalid filter expression")?;
+    Ok(set)
+}
+
+/// Reads every input file through the filter into `meter`. `sink` receives flow records;
+/// `after` sees every packet that passed the filter with the meter's verdict. `stop` is
+/// polled between batches (output closed).
+pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
+    input: &HiInput,
+    meter: &mut FlowMeter,
+    sink: &mut S,
+    mut after: A,
+    stop: &dyn Fn() -> bool,
+) -> RunReport {
+    let started = Instant::now();
+    let mut report = RunReport::default();
+    let mut filter = input.filter.as_deref().map(|e| FilterSet::new(e, 262_144));
+    let mut progress = Progress::new(input.progress);
+    let mut latest_ts: u64 = 0;
+    let config = FileSourceConfig {
+        format: input.forced_format,
+        ..FileSourceConfig::default()
+    };
+    'files: for path in &input.files {
+        let opened = if path.as_os_str() == "-" {
+            FileSource::from_reader("<stdin>", io::stdin(), config.clone())
+        } else {
+            FileSource::with_config(path, config.clone())
+        };
+        let mut source = match opened {
+            Ok(s) => s,
+            Err(e) => {
+                report.files_failed += 1;
+                report.input_errors.push(e.to_string());
+                continue;
+            }
+        };
+        report.files_read += 1;
+        let mut first_packet = true;
+        loop {
+            let batch = match source.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    report.input_errors.push(e.to_string());
+                    break;
+                }
+            };
+            for pkt in batch.iter() {
+                if first_packet {
+                    first_packet = false;
+                    // A file that starts long before the previous one ended would make every
+                    // flow look idle: close the previous file's flows first.
+                    if pkt.ts_ns.saturating_add(meter.config().idle_timeout_ns) < latest_ts {
+                        meter.flush(sink);
+                        report.time_resets += 1;
+                        latest_ts = 0;
+                    }
+                }
+                latest_ts = latest_ts.max(pkt.ts_ns);
+                if let Some(f) = filter.as_mut() {
+                    match f.matches(pkt.link_type, pkt.data, pkt.wire_len) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            report.filter_rejected += 1;
+                            continue;
+                        }
+                        Err(e) => {
+                            report.filter_warnings.push(format!(
+                                "{}: packets of link type {} never match: {e}",
+                                path.display(),
+                                pkt.link_type.0
+                            ));
+                            report.filter_rejected += 1;
+                            continue;
+                        }
+                    }
+                }
+                let outcome = meter.process(&pkt, sink);
+                after(&pkt, &outcome);
+            }
+            progress.tick(meter, &source.stats(), &report);
+            if stop() {
+                add_stats(&mut report.source, &source.stats());
+                break 'files;
+            }
+        }
+        add_stats(&mut report.source, &source.stats());
+    }
+    meter.flush(sink);
+    progress.done();
+    report.elapsed = started.elapsed();
+    report
+}
+
+fn add_stats(total: &mut SourceStats, s: &SourceStats) {
+    total.records += s.records;
+    total.captured_bytes += s.captured_bytes;
+    total.wire_bytes += s.wire_bytes;
+    total.truncated_records += s.truncated_records;
+    total.errors += s.errors;
+    total.skipped_blocks += s.skipped_blocks;
+}
+
+/// A one-line progress display on standard error, redrawn at most four times a second.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    last: Instant,
+    done_records: u64,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Self {
+        let now = Instant::now();
+        Progress {
+            enabled,
+            started: now,
+            last: now,
+            done_records: 0,
+        }
+    }
+
+    fn tick(&mut self, meter: &FlowMeter, current: &SourceStats, report: &RunReport) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last) < Duration::from_millis(250) {
+            return;
+        }
+        self.last = now;
+        let packets = report.source.records + current.records;
+        self.done_records = packets;
+        let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
+        eprint!(
+            "\r\x1b[K{} files, {} packets ({}/s), {} MB, {} active flows",
+            report.files_read,
+            packets,
+            human(packets as f64 / secs),
+            (report.source.captured_bytes + current.captured_bytes) / 1_000_000,
+            meter.active_flows()
+        );
+    }
+
+    fn done(&self) {
+        if self.enabled && self.done_records > 0 {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// 1234567 → "1.23M".
+pub fn human(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}

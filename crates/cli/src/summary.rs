@@ -1,0 +1,120 @@
+//! The end-of-run summary on standard error: text for people, JSON for scripts and tests.
+use trawl_flow::decode::ParseOutcome;
+use trawl_flow::{EndReason, FlowMeter};
+use trawl_series::SeriesStats;
+
+use crate::args::SummaryFormat;
+use crate::run::{human, RunReport};
+
+pub fn print(
+    command: &str,
+    format: SummaryFormat,
+    report: &RunReport,
+    meter: &FlowMeter,
+    series: Option<SeriesStats>,
+) {
+    let m = meter.stats();
+    match format {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => {
+            let outcomes: serde_json::Map<String, serde_json::Value> = ParseOutcome::ALL
+                .iter()
+                .map(|o| (o.name().to_string(), m.outcomes.get(*o).into()))
+                .collect();
+            let reasons: serde_json::Map<String, serde_json::Value> = EndReason::ALL
+                .iter()
+                .map(|r| (r.name().to_string(), m.records[*r as usize].into()))
+                .collect();
+            let mut v = serde_json::json!({
+                "command": command,
+                "files_read": report.files_read,
+                "files_failed": report.files_failed,
+                "input_errors": report.input_errors,
+                "packets_read": report.source.records,
+                "captured_bytes": report.source.captured_bytes,
+                "wire_bytes_read": report.source.wire_bytes,
+                "truncated_records": report.source.truncated_records,
+                "skipped_blocks": report.source.skipped_blocks,
+                "filter_rejected": report.filter_rejected,
+                "filter_warnings": report.filter_warnings,
+                "packets": m.packets,
+                "bytes": m.wire_bytes,
+                "decode": outcomes,
+                "flows_created": m.flows_created,
+                "records": m.records_total(),
+                "end_reasons": reasons,
+                "fragments_resolved": m.fragments_resolved,
+                "fragments_unmatched": m.fragments_unmatched,
+                "late_packets": m.late_packets,
+                "peak_flows": m.peak_flows,
+                "bytes_per_flow": meter.bytes_per_flow(),
+                "time_resets": report.time_resets,
+                "elapsed_s": report.elapsed.as_secs_f64(),
+            });
+            if let Some(s) = series {
+                v["series_rows"] = s.rows.into();
+                v["series_late_packets"] = s.late_packets.into();
+                v["series_skipped_empty_seconds"] = s.skipped_empty_seconds.into();
+            }
+            eprintln!("{v}");
+        }
+        SummaryFormat::Text => {
+            let secs = report.elapsed.as_secs_f64().max(1e-9);
+            eprintln!(
+                "trawl {command}: {} packets, {} bytes, {} flows ({} records) in {:.2} s ({} packets/s)",
+                m.packets,
+                m.wire_bytes,
+                m.flows_created,
+                m.records_total(),
+                secs,
+                human(m.packets as f64 / secs)
+            );
+            let outcomes: Vec<String> = ParseOutcome::ALL
+                .iter()
+                .filter(|o| m.outcomes.get(**o) > 0)
+                .map(|o| format!("{} {}", o.name(), m.outcomes.get(*o)))
+                .collect();
+            eprintln!("  decode: {}", outcomes.join(", "));
+            let reasons: Vec<String> = EndReason::ALL
+                .iter()
+                .filter(|r| m.records[**r as usize] > 0)
+                .map(|r| format!("{} {}", r.name(), m.records[*r as usize]))
+                .collect();
+            eprintln!("  records by end reason: {}", reasons.join(", "));
+            eprintln!(
+                "  input: {} files read, {} failed, {} truncated records (snaplen), {} blocks skipped",
+                report.files_read,
+                report.files_failed,
+                report.source.truncated_records,
+                report.source.skipped_blocks
+            );
+            if report.filter_rejected > 0 || !report.filter_warnings.is_empty() {
+                eprintln!("  filter: {} packets rejected", report.filter_rejected);
+            }
+            if m.fragments_resolved + m.fragments_unmatched > 0 {
+                eprintln!(
+                    "  fragments: {} attributed, {} without their first fragment",
+                    m.fragments_resolved, m.fragments_unmatched
+                );
+            }
+            eprintln!(
+                "  peak {} concurrent flows, {} bytes of table per flow; {} late packets",
+                m.peak_flows,
+                meter.bytes_per_flow(),
+                m.late_packets
+            );
+            if let Some(s) = series {
+                eprintln!(
+                    "  series: {} rows, {} late packets, {} empty seconds not written",
+                    s.rows, s.late_packets, s.skipped_empty_seconds
+                );
+            }
+            for w in &report.filter_warnings {
+                eprintln!("  warning: {w}");
+            }
+            for e in &report.input_errors {
+                eprintln!("  error: {e}");
+            }
+        }
+    }
+}

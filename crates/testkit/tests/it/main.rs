@@ -1,0 +1,5 @@
+//! Integration tests: trawl's flows against tshark's, and every corpus capture through the
+//! whole pipeline.
+mod corpus_sweep;
+mod ip_pairs;
+mod oracle;
