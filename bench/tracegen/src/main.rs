@@ -29,12 +29,14 @@ usage:
   tracegen realistic --seed-pcap FILE --target-bytes N -o OUT
                      [--span-secs 30] [--split-packets 8] [--idle-secs 30]
   tracegen worstcase --packets N --flows N -o OUT [--seed 1] [--idle-secs 30]
+  tracegen head --packets N --input FILE -o OUT
 
 realistic: replicate the seed K = ceil(N / seed size) times with per-copy (and per flow
   chunk of --split-packets packets; 0 = whole flows) IP address offsets, timestamps
   rescaled so the whole trace spans --span-secs.
 worstcase: 64-byte Ethernet/IPv4/TCP|UDP frames, --flows distinct 5-tuples, 1 us apart,
   successive packets on different flows.
+head: the first N records of a classic pcap (to cut a trace for a slow peer).
 Prints name=value statistics on stdout. --idle-secs only affects the printed peak
 concurrent flow count. Exit codes: 0 ok, 1 error, 2 bad usage.";
 
@@ -112,6 +114,11 @@ impl Opts {
 enum Command {
     Realistic(realistic::RealisticConfig),
     Worstcase(worstcase::WorstcaseConfig),
+    Head {
+        packets: u64,
+        input: PathBuf,
+        output: PathBuf,
+    },
 }
 
 fn parse_command(args: &[String]) -> Result<Command, String> {
@@ -137,6 +144,11 @@ fn parse_command(args: &[String]) -> Result<Command, String> {
             idle_us,
             output: PathBuf::from(o.required("--output")?),
         }),
+        "head" => Command::Head {
+            packets: o.number("--packets", None)?,
+            input: PathBuf::from(o.required("--input")?),
+            output: PathBuf::from(o.required("--output")?),
+        },
         other => return Err(format!("unknown command {other:?}")),
     };
     o.finish()?;
@@ -166,6 +178,18 @@ fn run(cmd: Command) -> Result<(), Error> {
             println!("tcp_flows={}", r.tcp_flows);
             println!("stride={}", r.stride);
             print_common(r.packets, r.file_bytes, &r.stats, &r.summary, cfg.idle_us);
+        }
+        Command::Head {
+            packets,
+            input,
+            output,
+        } => {
+            let (written, bytes) = pcap::head(&input, packets, &output)?;
+            println!("trace={}", output.display());
+            println!("kind=head");
+            println!("input={}", input.display());
+            println!("packets={written}");
+            println!("file_bytes={bytes}");
         }
     }
     println!("generate_secs={:.1}", started.elapsed().as_secs_f64());

@@ -7,7 +7,7 @@
 //! its own so the benchmark does not move whenever the capture crate does.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::Error;
@@ -144,20 +144,9 @@ pub struct PcapWriter {
 }
 
 impl PcapWriter {
-    /// Creates `path.tmp` and writes the global header.
+    /// Creates `path.tmp` and writes our global header.
     pub fn create(path: &Path) -> Result<PcapWriter, Error> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let file = File::create(&tmp)
-            .map_err(|e| Error::new(format!("{}: cannot create: {e}", tmp.display())))?;
-        let mut w = PcapWriter {
-            out: BufWriter::with_capacity(1 << 20, file),
-            tmp,
-            path: path.to_path_buf(),
-            bytes: 0,
-            packets: 0,
-        };
+        let mut w = PcapWriter::create_bare(path)?;
         let mut hdr = [0u8; GLOBAL_HEADER_LEN];
         hdr[0..4].copy_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
         hdr[4..6].copy_from_slice(&2u16.to_le_bytes());
@@ -167,6 +156,27 @@ impl PcapWriter {
         hdr[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
         w.write_all(&hdr)?;
         Ok(w)
+    }
+
+    /// Creates `path.tmp` without writing anything.
+    fn create_bare(path: &Path) -> Result<PcapWriter, Error> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let file = File::create(&tmp)
+            .map_err(|e| Error::new(format!("{}: cannot create: {e}", tmp.display())))?;
+        Ok(PcapWriter {
+            out: BufWriter::with_capacity(1 << 20, file),
+            tmp,
+            path: path.to_path_buf(),
+            bytes: 0,
+            packets: 0,
+        })
+    }
+
+    /// Appends bytes as they are (for [`head`], which copies the input's own headers).
+    fn write_raw(&mut self, b: &[u8]) -> Result<(), Error> {
+        self.write_all(b)
     }
 
     fn write_all(&mut self, b: &[u8]) -> Result<(), Error> {
@@ -211,6 +221,65 @@ impl PcapWriter {
     }
 }
 
+/// Copies the global header and the first `n` records of the classic pcap `input` to `output`
+/// (streaming, so multi-gigabyte traces need no memory). Returns records and bytes written.
+pub fn head(input: &Path, n: u64, output: &Path) -> Result<(u64, u64), Error> {
+    let ctx = |what: &str, off: u64, e: io::Error| {
+        Error::new(format!("{}: offset {off}: {what}: {e}", input.display()))
+    };
+    let file = File::open(input)
+        .map_err(|e| Error::new(format!("{}: cannot open: {e}", input.display())))?;
+    let mut rd = BufReader::with_capacity(1 << 20, file);
+    let mut hdr = [0u8; GLOBAL_HEADER_LEN];
+    rd.read_exact(&mut hdr)
+        .map_err(|e| ctx("global header", 0, e))?;
+    let big_endian = match [hdr[0], hdr[1], hdr[2], hdr[3]] {
+        [0xd4, 0xc3, 0xb2, 0xa1] | [0x4d, 0x3c, 0xb2, 0xa1] => false,
+        [0xa1, 0xb2, 0xc3, 0xd4] | [0xa1, 0xb2, 0x3c, 0x4d] => true,
+        m => {
+            return Err(Error::new(format!(
+                "{}: offset 0: magic {m:02x?} is not classic pcap",
+                input.display()
+            )))
+        }
+    };
+    let mut out = PcapWriter::create_bare(output)?;
+    // The input's own header (byte order, time unit, link type) is kept as it is.
+    out.write_raw(&hdr)?;
+    let mut off = GLOBAL_HEADER_LEN as u64;
+    let mut rec = [0u8; RECORD_HEADER_LEN];
+    let mut body = Vec::new();
+    let mut packets = 0;
+    while packets < n {
+        match rd.read_exact(&mut rec) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(ctx("record header", off, e)),
+        }
+        let b = [rec[8], rec[9], rec[10], rec[11]];
+        let caplen = if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        };
+        if caplen > 16 * SNAPLEN {
+            return Err(Error::new(format!(
+                "{}: offset {off}: record caplen {caplen} is implausible",
+                input.display()
+            )));
+        }
+        body.resize(caplen as usize, 0);
+        rd.read_exact(&mut body)
+            .map_err(|e| ctx("record body", off, e))?;
+        out.write_raw(&rec)?;
+        out.write_raw(&body)?;
+        out.packets += 1;
+        packets += 1;
+        off += (RECORD_HEADER_LEN + body.len()) as u64;
+    }
+    out.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +304,26 @@ mod tests {
         assert_eq!(cap.records[1].ts_us, 1_704_067_200_999_999);
         assert_eq!(cap.records[1].orig_len, 1500);
         assert_eq!(cap.bytes(&cap.records[1]), &[0xbb; 64][..]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn head_copies_first_records() {
+        let dir = std::env::temp_dir().join(format!("tracegen-head-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (src, dst) = (dir.join("in.pcap"), dir.join("out.pcap"));
+        let mut w = PcapWriter::create(&src).unwrap();
+        for i in 0..10u8 {
+            w.write_packet(u64::from(i), 100, &vec![i; usize::from(i) + 1])
+                .unwrap();
+        }
+        w.finish().unwrap();
+        assert_eq!(head(&src, 3, &dst).unwrap(), (3, 24 + 16 * 3 + 1 + 2 + 3));
+        let cap = Capture::load(&dst).unwrap();
+        assert_eq!(cap.records.len(), 3);
+        assert_eq!(cap.bytes(&cap.records[2]), &[2, 2, 2]);
+        // Asking for more than there is copies everything.
+        assert_eq!(head(&src, 100, &dst).unwrap().0, 10);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
