@@ -1,0 +1,446 @@
+#!/usr/bin/env bash
+# trawl's flow-meter benchmark: trawl against softflowd, nfpcapd (nfdump), argus and pmacctd on
+# the same traces, single run each, page cache warm. See bench/README.md.
+#
+#   bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--traces LIST]
+#
+# Results: a table on stdout, bench/work/raw.csv, bench/work/env.txt, logs in bench/work/out/.
+set -euo pipefail
+export LC_ALL=C
+
+usage() {
+    cat <<'EOF'
+usage: bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--traces LIST]
+
+  --quick        small traces (about 1 M packets each) for a smoke run
+  --peers-only   do not build or run trawl (measure the read limit and the peers only)
+  --no-install   never call apt-get; fail if a peer is missing
+  --tools LIST   comma-separated subset of: read,trawl,softflowd,nfpcapd,argus,pmacctd
+  --traces LIST  comma-separated subset of: a,b (realistic, worst case)
+
+Environment:
+  CARGO_TARGET_DIR         cargo target dir (default: <repo>/target)
+  TRAWL_BENCH_SEED         seed capture for trace (a) (default: the project corpus copy, or
+                           bench/work/seed.pcap)
+  NDPI_DIR                 an nDPI checkout: rebuild the seed from its test captures
+                           with mergecap if no seed file is found
+  TRAWL_BENCH_PEER_LIMIT   seconds a peer may run on a full trace before it is re-run on a
+                           cut trace (default 300)
+EOF
+}
+
+ARGS_GIVEN="$*"
+QUICK=0
+PEERS_ONLY=0
+INSTALL=1
+TOOLS=read,trawl,softflowd,nfpcapd,argus,pmacctd
+TRACES=a,b
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) QUICK=1 ;;
+        --peers-only) PEERS_ONLY=1 ;;
+        --no-install) INSTALL=0 ;;
+        --tools) TOOLS=${2:?--tools needs a list}; shift ;;
+        --traces) TRACES=${2:?--traces needs a list}; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "run.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+die() { echo "run.sh: error: $*" >&2; exit 1; }
+note() { echo "== $*" >&2; }
+has_tool() { [[ ",$TOOLS," == *",$1,"* ]]; }
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+WORK=$BENCH/work
+OUT=$WORK/out
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+PEER_LIMIT=${TRAWL_BENCH_PEER_LIMIT:-300}
+COLLECTOR_PORT=29995
+SEED_SHA256=5702cc9526aab96708920a38ef1e5788777c43704e3126a7d2f05a0abd096db1
+mkdir -p "$WORK" "$OUT"
+
+# Traces: name, tracegen arguments, sha256 of the output from the reference run (a mismatch
+# means a different seed or generator; the run goes on with a warning).
+declare -A TRACE_ARGS TRACE_SHA
+if [ "$QUICK" = 1 ]; then
+    SUFFIX=-quick
+    TRACE_ARGS[a]="realistic --target-bytes 350000000"
+    TRACE_ARGS[b]="worstcase --packets 1000000 --flows 60000"
+    TRACE_SHA[a]=98e5af2caee0683e997628b6d75d5746661360800f89641c4614acd49add18f9
+    TRACE_SHA[b]=58466e27d6631f68ddffd39080184d9f86ff0927f3d622b464b1d2c0d2001373
+else
+    SUFFIX=
+    TRACE_ARGS[a]="realistic --target-bytes 2200000000"
+    TRACE_ARGS[b]="worstcase --packets 20000000 --flows 1200000"
+    TRACE_SHA[a]=43a731976f7b4618c09d28ab97e1314901aa32e0adacf4da7b6eca594c953d0c
+    TRACE_SHA[b]=a31276e3d45079929fa1249e789b4a949929062454a3714b253ec05dd6fd1413
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Peers
+# ---------------------------------------------------------------------------------------------
+need_cmds=(dd sha256sum awk /usr/bin/time timeout)
+need_pkgs=(time)
+has_tool softflowd && need_cmds+=(softflowd nfcapd nfdump) && need_pkgs+=(softflowd nfdump)
+has_tool nfpcapd && need_cmds+=(nfpcapd nfdump) && need_pkgs+=(nfdump)
+has_tool argus && need_cmds+=(argus racount) && need_pkgs+=(argus-server argus-client)
+has_tool pmacctd && need_cmds+=(pmacctd) && need_pkgs+=(pmacct)
+
+missing=()
+for c in "${need_cmds[@]}"; do
+    command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    [ "$INSTALL" = 1 ] || die "missing commands: ${missing[*]} (install: apt-get install ${need_pkgs[*]})"
+    command -v apt-get >/dev/null || die "missing commands: ${missing[*]} and no apt-get to install them"
+    SUDO=
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    note "installing ${need_pkgs[*]} (missing: ${missing[*]})"
+    $SUDO apt-get update -qq
+    # Debian's postinst scripts would start the collectors as services; policy-rc.d (where the
+    # system has one) stops that, and we never talk to a service anyway.
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+    for c in "${need_cmds[@]}"; do
+        command -v "$c" >/dev/null 2>&1 || die "$c still missing after apt-get install"
+    done
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Build
+# ---------------------------------------------------------------------------------------------
+note "building (release, target dir $TARGET_DIR)"
+TRACEGEN=$TARGET_DIR/release/tracegen
+TRAWL=$TARGET_DIR/release/trawl
+(cd "$ROOT" && cargo build --release -q -p trawl-tracegen) || die "tracegen failed to build"
+if has_tool trawl && [ "$PEERS_ONLY" = 0 ]; then
+    (cd "$ROOT" && cargo build --release -q -p trawl-cli) ||
+        die "trawl-cli failed to build; fix it, or run with --peers-only to measure the peers alone"
+    [ -x "$TRAWL" ] || die "$TRAWL not found after building trawl-cli"
+    "$TRAWL" flows --help >/dev/null 2>&1 ||
+        die "$TRAWL has no working 'flows' command (run '$TRAWL flows --help')"
+else
+    TOOLS=${TOOLS//trawl/}
+fi
+
+# ---------------------------------------------------------------------------------------------
+# Seed and traces
+# ---------------------------------------------------------------------------------------------
+find_seed() {
+    local c
+    for c in "${TRAWL_BENCH_SEED:-}" /work/shared/corpus/bench/ndpi-default-ether-merged.pcap \
+        "$WORK/seed.pcap"; do
+        [ -n "$c" ] && [ -f "$c" ] && { echo "$c"; return; }
+    done
+    if [ -n "${NDPI_DIR:-}" ]; then
+        command -v mergecap >/dev/null || die "NDPI_DIR given but mergecap (wireshark-common) missing"
+        note "rebuilding the seed from $NDPI_DIR with mergecap"
+        (cd "$NDPI_DIR/tests/cfgs/default/pcap" &&
+            mergecap -F pcap -w "$WORK/seed.pcap.tmp" $(sed 's#^ndpi/default/##' "$BENCH/seed-sources.txt")) ||
+            die "mergecap failed"
+        mv "$WORK/seed.pcap.tmp" "$WORK/seed.pcap"
+        echo "$WORK/seed.pcap"
+    fi
+}
+
+# stat_of FILE KEY: the value of KEY=... in a name=value file.
+stat_of() { sed -n "s/^$2=//p" "$1" | head -1; }
+
+# ensure_trace NAME: generates bench/work/NAME.pcap unless an identical one is there; prints path.
+ensure_trace() {
+    local name=$1 path=$WORK/$1$SUFFIX.pcap args=${TRACE_ARGS[$1]} gen_args want
+    gen_args=($args)
+    if [ "$name" = a ]; then
+        local seed
+        seed=$(find_seed)
+        [ -n "$seed" ] || die "no seed capture for trace (a): set TRAWL_BENCH_SEED=FILE, or NDPI_DIR=an nDPI checkout (see bench/README.md)"
+        local seed_sha
+        seed_sha=$(sha256sum "$seed" | cut -d' ' -f1)
+        [ "$seed_sha" = "$SEED_SHA256" ] ||
+            note "WARNING: seed $seed has sha256 $seed_sha, not the reference $SEED_SHA256: results are not comparable with bench/RESULTS.md"
+        gen_args+=(--seed-pcap "$seed")
+        want="generated_with=$args seed_sha256=$seed_sha"
+    else
+        want="generated_with=$args"
+    fi
+    if [ -f "$path" ] && [ -f "$path.stats" ] && grep -qxF "$want" "$path.stats" &&
+        [ "$(stat -c %s "$path")" = "$(stat_of "$path.stats" file_bytes)" ]; then
+        note "reusing $path"
+    else
+        note "generating $path: tracegen ${gen_args[*]}"
+        rm -f "$path" "$path.stats"
+        "$TRACEGEN" "${gen_args[@]}" -o "$path" >"$path.stats.tmp" || die "tracegen failed"
+        echo "$want" >>"$path.stats.tmp"
+        mv "$path.stats.tmp" "$path.stats"
+    fi
+    # Checksum on every run: it also pulls the whole trace into the page cache.
+    local sha
+    sha=$(sha256sum "$path" | cut -d' ' -f1)
+    if [ "$sha" != "${TRACE_SHA[$name]}" ]; then
+        note "WARNING: $path sha256 $sha differs from the reference ${TRACE_SHA[$name]}"
+    fi
+    echo "$path"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------------------------
+RAW=$WORK/raw.csv
+echo "trace,tool,packets_in,packets_counted,wall_s,user_s,sys_s,cpu_s,max_rss_kib,pps_cpu,cpu_ratio_vs_trawl,flows_reported,note" >"$RAW"
+
+# timed DIR LIMIT CMD...: runs CMD under /usr/bin/time (and timeout LIMIT) with output in
+# DIR/log; sets WALL USER SYS RSS and STATUS.
+timed() {
+    local dir=$1 limit=$2
+    shift 2
+    set +e
+    /usr/bin/time -f '%e %U %S %M' -o "$dir/time" timeout "$limit" "$@" >"$dir/log" 2>&1
+    STATUS=$?
+    set -e
+    read -r WALL USER SYS RSS < <(tail -1 "$dir/time")
+    if ! [[ "$RSS" =~ ^[0-9]+$ ]]; then
+        WALL=0 USER=0 SYS=0 RSS=0
+    fi
+}
+
+# Result of the last tool run, checked and recorded by record().
+COUNTED= FLOWS= NOTE=
+
+record() { # record TRACE TOOL PACKETS_IN
+    local trace=$1 tool=$2 packets=$3 cpu pps
+    cpu=$(awk -v u="$USER" -v s="$SYS" 'BEGIN { printf "%.2f", u + s }')
+    pps=$(awk -v p="${COUNTED:-$packets}" -v c="$cpu" 'BEGIN { if (c > 0) printf "%.0f", p / c; else print "" }')
+    echo "$trace,$tool,$packets,$COUNTED,$WALL,$USER,$SYS,$cpu,$RSS,$pps,,$FLOWS,${NOTE//,/;}" >>"$RAW"
+}
+
+fail_check() { # the peer did not do what we measure: say so loudly, keep the row
+    NOTE="CHECK FAILED: $*"
+    note "$NOTE"
+    CHECK_FAILURES=$((CHECK_FAILURES + 1))
+}
+CHECK_FAILURES=0
+
+start_collector() { # a NetFlow collector for softflowd's export, so its datagrams land somewhere
+    mkdir -p "$1"
+    nfcapd -w "$1" -p "$COLLECTOR_PORT" -b 127.0.0.1 -B 33554432 -t 3600 >"$1.log" 2>&1 &
+    COLLECTOR_PID=$!
+    sleep 1
+    kill -0 "$COLLECTOR_PID" 2>/dev/null || die "nfcapd collector did not start (port $COLLECTOR_PORT busy?): $(cat "$1.log")"
+}
+
+stop_collector() {
+    kill "$COLLECTOR_PID" 2>/dev/null || true
+    wait "$COLLECTOR_PID" 2>/dev/null || true
+}
+
+# run_tool TRACE_NAME TRACE_PATH TOOL [FORMAT]: one measured run plus its sanity check.
+run_tool() {
+    local tname=$1 trace=$2 tool=$3 packets ip_packets limit dir input
+    packets=$(stat_of "$trace.stats" packets)
+    ip_packets=$(stat_of "$trace.stats" ip_packets)
+    input=$trace
+    limit=$([ "$QUICK" = 1 ] && echo 600 || echo "$PEER_LIMIT")
+    [[ $tool == trawl* || $tool == read* ]] && limit=1800
+    dir=$OUT/$tname/$tool
+    NOTE= FLOWS= COUNTED=
+    local attempt
+    for attempt in 1 2; do
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        note "$tname: $tool on $(basename "$input")"
+        case $tool in
+            read-dd) timed "$dir" "$limit" dd if="$input" of=/dev/null bs=4M ;;
+            read-cat) timed "$dir" "$limit" sh -c 'cat "$1" >/dev/null' sh "$input" ;;
+            trawl-csv | trawl-json)
+                timed "$dir" "$limit" "$TRAWL" flows -r "$input" --format "${tool#trawl-}" \
+                    -o /dev/null --summary json --progress never ;;
+            softflowd)
+                # -m: track up to 4 M flows (default 8192 would force-expire all the time);
+                # -v 9: NetFlow v9, which carries IPv6. Never -c (control socket): it conflicts
+                # with -r. In -r mode softflowd does not fork and prints statistics at the end.
+                start_collector "$dir/collector"
+                timed "$dir" "$limit" softflowd -r "$input" -n "127.0.0.1:$COLLECTOR_PORT" -v 9 -m 4000000
+                stop_collector ;;
+            nfpcapd)
+                # -e active,inactive timeouts as trawl's defaults (30 min, 30 s).
+                mkdir -p "$dir/flows"
+                timed "$dir" "$limit" nfpcapd -r "$input" -w "$dir/flows" -e 1800,30 ;;
+            argus)
+                # -X: ignore /etc/argus.conf (its 5 s status interval would split flows);
+                # -S 60: one status record per flow per minute, longer than the traces.
+                timed "$dir" "$limit" argus -X -S 60 -r "$input" -w "$dir/out.argus" ;;
+            pmacctd)
+                pmacct_config "$input" "$dir" "$trace" >"$dir/pmacctd.conf"
+                timed "$dir" "$limit" pmacctd -f "$dir/pmacctd.conf" ;;
+            *) die "unknown tool $tool" ;;
+        esac
+        if [ "$STATUS" = 124 ] && [ "$attempt" = 1 ]; then
+            # Too slow for the budget: measure it on the first quarter of the trace instead.
+            local cut=$((packets / 4))
+            input=$WORK/$(basename "$trace" .pcap)-first$cut.pcap
+            [ -f "$input" ] || "$TRACEGEN" head --packets "$cut" --input "$trace" -o "$input" >/dev/null
+            packets=$cut
+            ip_packets=
+            note "$tool exceeded ${limit}s: re-running on the first $cut packets"
+            continue
+        fi
+        break
+    done
+    [ "$input" != "$trace" ] && NOTE="trace cut to first $packets packets (full trace > ${limit}s)"
+    check_tool "$tool" "$dir" "$input" "$packets" "$ip_packets"
+    record "$tname" "$tool" "$packets"
+}
+
+pmacct_config() { # pmacct_config INPUT DIR TRACE: print plugin, 5-tuple, cache sized to the flows
+    local uniflows buckets
+    uniflows=$(stat_of "$3.stats" uniflows)
+    # print_cache_entries is a prime number of hash buckets, about 10 entries deep each.
+    buckets=$(awk -v n="$uniflows" 'function prime(x, d) { for (d = 2; d * d <= x; d++) if (x % d == 0) return 0; return 1 }
+        BEGIN { b = int(n / 8) + 1; if (b < 16411) b = 16411; while (!prime(b)) b++; print b }')
+    cat <<EOF
+daemonize: false
+pcap_savefile: $1
+aggregate[bench]: src_host, dst_host, src_port, dst_port, proto
+plugins: print[bench]
+print_output[bench]: csv
+print_output_file[bench]: $2/flows.csv
+print_refresh_time[bench]: 3600
+print_cache_entries[bench]: $buckets
+plugin_pipe_size: 134217728
+plugin_buffer_size: 1048576
+EOF
+}
+
+# check_tool TOOL DIR INPUT PACKETS IP_PACKETS: sets COUNTED (packets the tool says it saw) and
+# FLOWS (records it produced), and flags a run that did not process the trace.
+check_tool() {
+    local tool=$1 dir=$2 input=$3 packets=$4 ip_packets=$5 size
+    if [ "$STATUS" != 0 ]; then
+        fail_check "$tool exited with status $STATUS (see $dir/log)"
+        return
+    fi
+    size=$(stat -c %s "$input")
+    case $tool in
+        read-dd)
+            local copied
+            copied=$(sed -n 's/^\([0-9]*\) bytes.*copied.*/\1/p' "$dir/log")
+            [ "$copied" = "$size" ] || fail_check "dd copied ${copied:-?} of $size bytes"
+            COUNTED=$packets ;;
+        read-cat) COUNTED=$packets ;;
+        trawl-*)
+            local json
+            json=$(grep '^{' "$dir/log" | tail -1)
+            COUNTED=$(sed -n 's/.*"packets":\([0-9]*\).*/\1/p' <<<"$json")
+            FLOWS=$(sed -n 's/.*"records":\([0-9]*\).*/\1/p' <<<"$json")
+            PEAK_FLOWS=$(sed -n 's/.*"peak_flows":\([0-9]*\).*/\1/p' <<<"$json")
+            [ "$COUNTED" = "$packets" ] || fail_check "trawl counted ${COUNTED:-?} of $packets packets"
+            [ "${FLOWS:-0}" -gt 0 ] || fail_check "trawl wrote no flow records" ;;
+        softflowd)
+            COUNTED=$(sed -n 's/^Packets processed: \([0-9]*\).*/\1/p' "$dir/log")
+            FLOWS=$(sed -n 's/^Flows exported: \([0-9]*\).*/\1/p' "$dir/log")
+            local records received
+            records=$(sed -n 's/^Flows exported: .*(\([0-9]*\) records).*/\1/p' "$dir/log")
+            received=$(nfdump -R "$dir/collector" -I 2>/dev/null | sed -n 's/^Flows: //p')
+            NOTE="$records NetFlow v9 records exported; collector received ${received:-0}"
+            [ "${COUNTED:-0}" -gt 0 ] && [ "${FLOWS:-0}" -gt 0 ] ||
+                fail_check "softflowd processed ${COUNTED:-?} packets, exported ${FLOWS:-?} flows"
+            [ -n "$ip_packets" ] && [ "${COUNTED:-0}" -lt $((ip_packets * 9 / 10)) ] &&
+                fail_check "softflowd processed $COUNTED packets of $ip_packets IP packets"
+            ;;
+        nfpcapd)
+            COUNTED=$(sed -n 's/^Total: Processed: \([0-9]*\).*/\1/p' "$dir/log")
+            FLOWS=$(nfdump -R "$dir/flows" -I 2>/dev/null | sed -n 's/^Flows: //p')
+            [ "$COUNTED" = "$packets" ] || fail_check "nfpcapd processed ${COUNTED:-?} of $packets packets"
+            [ "${FLOWS:-0}" -gt 0 ] || fail_check "nfpcapd wrote no flows to $dir/flows" ;;
+        argus)
+            # racount's "sum" row: records, total packets, ... (management records excluded).
+            read -r FLOWS COUNTED < <(racount -r "$dir/out.argus" - not man 2>/dev/null |
+                awk '$1 == "sum" { print $2, $3 }')
+            [ "${FLOWS:-0}" -gt 0 ] || fail_check "argus wrote no flow records"
+            [ -n "$ip_packets" ] && [ "${COUNTED:-0}" -lt $((ip_packets * 9 / 10)) ] &&
+                fail_check "argus records hold $COUNTED packets of $ip_packets IP packets"
+            ;;
+        pmacctd)
+            if [ -s "$dir/flows.csv" ]; then
+                read -r FLOWS COUNTED < <(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "PACKETS") c = i; next }
+                    { n++; p += $c } END { print n + 0, p + 0 }' "$dir/flows.csv")
+            fi
+            [ "${FLOWS:-0}" -gt 0 ] || fail_check "pmacctd wrote no $dir/flows.csv"
+            [ -n "$ip_packets" ] && [ "${COUNTED:-0}" -lt $((ip_packets * 9 / 10)) ] &&
+                fail_check "pmacctd rows hold $COUNTED packets of $ip_packets IP packets"
+            ;;
+    esac
+    return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# Environment
+# ---------------------------------------------------------------------------------------------
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "command: bench/run.sh $ARGS_GIVEN"
+    echo "git: $(cd "$ROOT" && git log -1 --format='%h %s' 2>/dev/null || echo unknown)"
+    echo "cpu: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1) x $(nproc)"
+    echo "memory: $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+    echo "kernel: $(uname -sr)"
+    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    has_tool trawl && echo "trawl: $("$TRAWL" --version 2>&1 | head -1)"
+    has_tool softflowd && echo "softflowd: $(softflowd -h 2>&1 | sed -n 's/.*softflowd version \([^.]*\.[^.]*\.[0-9]*\).*/\1/p')"
+    has_tool nfpcapd && echo "nfdump/nfpcapd: $(nfdump -V 2>&1 | head -1)"
+    has_tool argus && echo "argus: $(argus -h 2>&1 | sed -n 's/^Argus Version //p')"
+    has_tool pmacctd && echo "pmacctd: $(pmacctd -V 2>&1 | head -1)"
+    echo "rustc: $(rustc --version 2>/dev/null)"
+} >"$WORK/env.txt"
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------
+MEMORY_LINES=()
+run_list=()
+has_tool read && run_list+=(read-dd read-cat)
+has_tool trawl && run_list+=(trawl-csv trawl-json)
+for t in softflowd nfpcapd argus pmacctd; do
+    has_tool "$t" && run_list+=("$t")
+done
+
+for tname in ${TRACES//,/ }; do
+    [ -n "${TRACE_ARGS[$tname]:-}" ] || die "unknown trace $tname (a or b)"
+    trace=$(ensure_trace "$tname")
+    note "trace $tname: $(stat_of "$trace.stats" packets) packets, $(stat_of "$trace.stats" file_bytes) bytes, $(stat_of "$trace.stats" biflows) flows"
+    cat "$trace" >/dev/null
+    for tool in "${run_list[@]}"; do
+        run_tool "$tname" "$trace" "$tool"
+    done
+    if has_tool trawl; then
+        # Baseline memory: trawl on the first 1000 packets; the rest of its RSS is the flows.
+        base=$WORK/$tname$SUFFIX-first1000.pcap
+        [ -f "$base" ] || "$TRACEGEN" head --packets 1000 --input "$trace" -o "$base" >/dev/null
+        mkdir -p "$OUT/$tname/trawl-baseline"
+        timed "$OUT/$tname/trawl-baseline" 60 "$TRAWL" flows -r "$base" --format csv -o /dev/null --summary json --progress never
+        peak=$(grep '^{' "$OUT/$tname/trawl-csv/log" | tail -1 | sed -n 's/.*"peak_flows":\([0-9]*\).*/\1/p')
+        rss=$(awk -F, -v t="$tname" '$1 == t && $2 == "trawl-csv" { print $9 }' "$RAW")
+        MEMORY_LINES+=("$(awk -v t="$tname" -v r="$rss" -v b="$RSS" -v p="${peak:-0}" 'BEGIN {
+            printf "trace %s: trawl max RSS %.0f MiB, baseline (1000 packets) %.0f MiB, peak %d concurrent flows", t, r / 1024, b / 1024, p
+            if (p > 0) printf ": %.0f bytes per flow", (r - b) * 1024 / p }')")
+    fi
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$WORK/env.txt"
+
+# Ratios: each tool's CPU per packet over trawl-csv's on the same trace.
+awk -F, -v OFS=, 'NR == FNR { if (FNR > 1 && $2 == "trawl-csv" && $4 > 0) base[$1] = $8 / $4; next }
+    FNR == 1 { print; next }
+    { if (($1 in base) && $4 > 0 && base[$1] > 0) $11 = sprintf("%.2f", ($8 / $4) / base[$1]); print }' \
+    "$RAW" "$RAW" >"$RAW.tmp" && mv "$RAW.tmp" "$RAW"
+
+echo
+cat "$WORK/env.txt"
+echo
+awk -F, 'NR == 1 { printf "%-6s %-10s %11s %8s %8s %9s %12s %9s %10s  %s\n", "trace", "tool", "packets", "wall s", "CPU s", "RSS MiB", "pkts/s CPU", "CPU/trawl", "flows", "note"; next }
+    { printf "%-6s %-10s %11s %8s %8s %9.1f %12s %9s %10s  %s\n", $1, $2, $4, $5, $8, $9 / 1024, $10, $11, $12, $13 }' "$RAW"
+for line in "${MEMORY_LINES[@]}"; do
+    echo "$line"
+done
+echo "raw results: $RAW"
+[ "$CHECK_FAILURES" = 0 ] || die "$CHECK_FAILURES sanity check(s) failed: see the notes above"
