@@ -644,7 +644,11 @@ impl Walker {
         if bytes.len() < HEADER_LEN {
             return ParseOutcome::TransportIncomplete;
         }
-        let udp_len = UdpPacket::new_unchecked(bytes).len() as usize;
+        let udp_len = match UdpPacket::new_unchecked(bytes).len() as usize {
+            // Jumbograms (RFC 2675) and offloaded "BIG TCP" tunnels: IP has the length.
+            0 => l4_len,
+            len => len,
+        };
         // A first fragment carries only part of the datagram the UDP length describes.
         if udp_len < HEADER_LEN || (udp_len > l4_len && out.fragment == FragmentKind::None) {
             return ParseOutcome::TransportIncomplete;
@@ -1621,8 +1625,16 @@ mod tests {
             (d.tcp.mss, d.tcp.window_scale, d.payload_len),
             (1460, None, 0)
         );
-        // UDP with a length below its header.
+        // UDP with a length of 0: the IP length stands (RFC 2675).
         let mut dgram = udp(1, 2, b"abcd");
+        dgram[4..6].copy_from_slice(&[0, 0]);
+        let (outcome, d) = run(
+            LinkType::RAW,
+            &ipv4(17, [1, 1, 1, 1], [2, 2, 2, 2], &dgram),
+            &OUTER,
+        );
+        assert_eq!((outcome, d.payload_len), (ParseOutcome::Ok, 4));
+        // UDP with a length below its header.
         dgram[4..6].copy_from_slice(&[0, 4]);
         let (outcome, d) = run(
             LinkType::RAW,
