@@ -32,10 +32,11 @@ pub const KEY_LEN: usize = 40;
 pub struct FlowKey(pub [u8; KEY_LEN]);
 
 /// Which endpoint of a normalised key sent a packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Side {
     /// The lower endpoint (stored first in the key).
+    #[default]
     Low = 0,
     /// The higher endpoint.
     High = 1,

@@ -64,12 +64,28 @@ impl MeterStats {
     }
 }
 
+/// Packets per pass of [`FlowMeter::process_batch`]: enough independent table lookups in
+/// flight to hide memory latency, few enough that the prefetched lines are still cached when
+/// the update pass reaches them.
+const PIPELINE_DEPTH: usize = 32;
+
+/// One packet between the passes of [`FlowMeter::process_batch`].
+#[derive(Clone, Copy, Default)]
+struct Pending {
+    decoded: Decoded,
+    parse: ParseOutcome,
+    key: FlowKey,
+    hash: u64,
+    side: Side,
+}
+
 /// The flow meter. One per worker; owns its table.
 pub struct FlowMeter {
     config: FlowConfig,
     table: FlowTable,
     fragments: FragmentTracker,
-    decoded: Decoded,
+    /// Scratch for [`FlowMeter::process_batch`], kept to avoid allocating per batch.
+    pending: Vec<Pending>,
     stats: MeterStats,
     /// Latest packet time seen (ns); drives expiry.
     now: u64,
@@ -94,7 +110,7 @@ impl FlowMeter {
         FlowMeter {
             table: FlowTable::new(config.capacity),
             fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
-            decoded: Decoded::default(),
+            pending: Vec::with_capacity(PIPELINE_DEPTH),
             stats: MeterStats::default(),
             now: 0,
             started: false,
@@ -126,6 +142,73 @@ impl FlowMeter {
     /// Meters one packet; records that expire meanwhile go to `sink`.
     #[inline]
     pub fn process<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, sink: &mut S) -> PacketOutcome {
+        let mut pending = Pending::default();
+        self.prepare(pkt, &mut pending);
+        self.account(pkt, &pending, sink)
+    }
+
+    /// Meters a batch of packets in three passes so that the memory the flow table needs is
+    /// fetched for many packets at once: decode and hash all (prefetching index slots), probe
+    /// all (prefetching entries), then update each in order. Results are identical to calling
+    /// [`FlowMeter::process`] on each packet; `after(i, outcome)` sees packet `i`'s outcome.
+    pub fn process_batch<S: FlowSink, A: FnMut(usize, &PacketOutcome)>(
+        &mut self,
+        packets: &[PacketRecord<'_>],
+        sink: &mut S,
+        mut after: A,
+    ) {
+        let mut pending = std::mem::take(&mut self.pending);
+        for (c, chunk) in packets.chunks(PIPELINE_DEPTH).enumerate() {
+            pending.resize(chunk.len(), Pending::default());
+            for (pkt, p) in chunk.iter().zip(pending.iter_mut()) {
+                self.prepare(pkt, p);
+                if p.parse.has_key() {
+                    self.table.prefetch_slot(p.hash);
+                }
+            }
+            for p in pending.iter().filter(|p| p.parse.has_key()) {
+                if let Some(idx) = self.table.find(&p.key, p.hash) {
+                    self.table.prefetch_entry(idx, p.side as usize);
+                }
+            }
+            for (i, (pkt, p)) in chunk.iter().zip(pending.iter()).enumerate() {
+                let outcome = self.account(pkt, p, sink);
+                after(c * PIPELINE_DEPTH + i, &outcome);
+            }
+        }
+        self.pending = pending;
+    }
+
+    /// Pass one: decode, resolve fragment ports, key and hash. Depends on no flow state, so it
+    /// can run ahead of the updates.
+    #[inline]
+    fn prepare(&mut self, pkt: &PacketRecord<'_>, p: &mut Pending) {
+        p.parse = decode(pkt.link_type, pkt.data, &self.config.decode, &mut p.decoded);
+        if !p.parse.has_key() {
+            return;
+        }
+        let d = &mut p.decoded;
+        match d.fragment {
+            FragmentKind::First => self.fragments.remember(d, pkt.ts_ns),
+            FragmentKind::NonFirst => match self.fragments.lookup(d, pkt.ts_ns) {
+                Some((sp, dp)) => {
+                    d.src_port = sp;
+                    d.dst_port = dp;
+                    self.stats.fragments_resolved += 1;
+                }
+                None => self.stats.fragments_unmatched += 1,
+            },
+            FragmentKind::None => {}
+        }
+        let (key, side) = FlowKey::from_decoded(d);
+        p.hash = key.hash();
+        p.key = key;
+        p.side = side;
+    }
+
+    /// Pass three: moves time on, finds or creates the flow, counts the packet.
+    #[inline]
+    fn account<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, p: &Pending, sink: &mut S) -> PacketOutcome {
         let ts = pkt.ts_ns;
         self.stats.packets += 1;
         self.stats.wire_bytes += pkt.wire_len as u64;
@@ -134,40 +217,19 @@ impl FlowMeter {
         } else if ts < self.now {
             self.stats.late_packets += 1;
         }
-        let parse = decode(
-            pkt.link_type,
-            pkt.data,
-            &self.config.decode,
-            &mut self.decoded,
-        );
+        let parse = p.parse;
         self.stats.outcomes.count(parse);
         if !parse.has_key() {
-            return PacketOutcome {
-                parse,
-                ..PacketOutcome::default()
-            };
+            return PacketOutcome { parse, ..PacketOutcome::default() };
         }
-        match self.decoded.fragment {
-            FragmentKind::First => self.fragments.remember(&self.decoded, ts),
-            FragmentKind::NonFirst => match self.fragments.lookup(&self.decoded, ts) {
-                Some((sp, dp)) => {
-                    self.decoded.src_port = sp;
-                    self.decoded.dst_port = dp;
-                    self.stats.fragments_resolved += 1;
-                }
-                None => self.stats.fragments_unmatched += 1,
-            },
-            FragmentKind::None => {}
-        }
-        let (key, side) = FlowKey::from_decoded(&self.decoded);
-        let hash = key.hash();
+        let d = &p.decoded;
         let mut new_flow = false;
-        let idx = match self.table.find(&key, hash) {
-            Some(idx) => match self.ends_before(idx, ts) {
+        let idx = match self.table.find(&p.key, p.hash) {
+            Some(idx) => match self.ends_before(idx, d, ts) {
                 Some(reason) => {
                     self.end(idx, reason, sink);
                     new_flow = true;
-                    self.create(&key, hash, side, ts, sink)
+                    self.create(p, ts, sink)
                 }
                 None => {
                     if self.active_timeout_due(idx, ts) {
@@ -178,13 +240,13 @@ impl FlowMeter {
             },
             None => {
                 new_flow = true;
-                self.create(&key, hash, side, ts, sink)
+                self.create(p, ts, sink)
             }
         };
         let entry = &mut self.table.entries[idx as usize];
         let was_closing = entry.is_closing();
-        entry.update(&self.decoded, side, ts, pkt.wire_len);
-        let second = ts / SECOND_NS;
+        entry.update(d, p.side, ts, pkt.wire_len);
+        let second = (ts / SECOND_NS) as u32;
         let first_in_second = entry.last_second != second;
         entry.last_second = second;
         if !was_closing && entry.is_closing() {
@@ -193,25 +255,20 @@ impl FlowMeter {
             self.table.schedule(idx, deadline);
         }
         if self.config.payload_bytes > 0 {
-            self.keep_payload(idx, side, pkt.data);
+            self.keep_payload(idx, p.side, d, pkt.data);
         }
-        PacketOutcome {
-            parse,
-            in_flow: true,
-            new_flow,
-            first_in_second,
-        }
+        PacketOutcome { parse, in_flow: true, new_flow, first_in_second }
     }
 
     /// Whether the flow at `idx` ends before a packet at `ts`, and why.
     #[inline]
-    fn ends_before(&self, idx: u32, ts: u64) -> Option<EndReason> {
+    fn ends_before(&self, idx: u32, d: &Decoded, ts: u64) -> Option<EndReason> {
         let e = &self.table.entries[idx as usize];
         let gap = ts.saturating_sub(e.last_ns());
         if e.is_closing() {
             // A new SYN on a closed connection is the next connection on the same ports.
-            let syn_only = self.decoded.tcp_valid
-                && self.decoded.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+            let syn_only =
+                d.tcp_valid && d.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
             (gap > self.config.tcp_linger_ns || syn_only).then(|| closing_reason(e))
         } else {
             (gap > self.config.idle_timeout_ns).then_some(EndReason::Idle)
@@ -227,19 +284,12 @@ impl FlowMeter {
         ts.saturating_sub(e.interval_start_ns) >= self.config.active_timeout_ns && e.packets() > 0
     }
 
-    fn create<S: FlowSink>(
-        &mut self,
-        key: &FlowKey,
-        hash: u64,
-        side: Side,
-        ts: u64,
-        sink: &mut S,
-    ) -> u32 {
+    fn create<S: FlowSink>(&mut self, p: &Pending, ts: u64, sink: &mut S) -> u32 {
         if self.table.is_full() {
             self.evict_one(sink);
         }
-        let idx = self.table.insert(key, hash);
-        self.table.entries[idx as usize].start(*key, (hash >> 32) as u32, &self.decoded, side, ts);
+        let idx = self.table.insert(&p.key, p.hash);
+        self.table.entries[idx as usize].start(p.key, (p.hash >> 32) as u32, &p.decoded, p.side, ts);
         self.table
             .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;
@@ -361,18 +411,20 @@ impl FlowMeter {
     /// Exports every flow (reason `end`) and empties the table; the meter can go on with new
     /// input afterwards (the next packet restarts the clock).
     pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
-        let mut live = self.table.live_indices();
-        // Oldest first, so output order does not depend on the wheel's layout.
-        live.sort_unstable_by_key(|&i| (self.table.entries[i as usize].first_ns(), i));
-        for idx in live {
-            self.end(idx, EndReason::End, sink);
+        let entries = &self.table.entries;
+        let mut live: Vec<(u64, u32)> =
+            self.table.live_indices().map(|i| (entries[i as usize].first_ns(), i)).collect();
+        // Oldest first, so output order does not depend on the table's layout.
+        live.sort_unstable();
+        for (_, idx) in live {
+            self.emit(idx, EndReason::End, sink);
         }
+        self.table.clear();
         self.started = false;
     }
 
-    fn keep_payload(&mut self, idx: u32, side: Side, data: &[u8]) {
+    fn keep_payload(&mut self, idx: u32, side: Side, d: &Decoded, data: &[u8]) {
         let n = self.config.payload_bytes;
-        let d = &self.decoded;
         let start = (d.payload_offset as usize).min(data.len());
         let avail = (d.payload_len as usize).min(data.len() - start);
         let e = &mut self.table.entries[idx as usize];

@@ -70,13 +70,15 @@ pub(crate) struct FlowEntry {
     pub wheel_prev: u32,
     pub wheel_next: u32,
     pub wheel_slot: u32,
+    /// In use (set and cleared by the table).
+    pub live: bool,
     pub state: u8,
     /// Number of early packets recorded so far.
     pub early_count: u8,
     /// Bit i set: early packet i was sent by the high side.
     pub early_high: u16,
-    /// Unix second of the last packet, for the series' active-flow count.
-    pub last_second: u64,
+    /// Unix second of the last packet (low 32 bits), for the series' active-flow count.
+    pub last_second: u32,
     /// Start of the current active-timeout interval.
     pub interval_start_ns: u64,
     /// Counters by sender side (index `Side as usize`).
@@ -100,6 +102,7 @@ impl FlowEntry {
             wheel_prev: NIL,
             wheel_next: NIL,
             wheel_slot: 0,
+            live: false,
             state: 0,
             early_count: 0,
             early_high: 0,
@@ -130,7 +133,7 @@ impl FlowEntry {
         self.dirs = [DirStats::default(); 2];
         self.early_count = 0;
         self.early_high = 0;
-        self.last_second = u64::MAX;
+        self.last_second = u32::MAX;
         self.payload_len = [0; 2];
     }
 

@@ -222,8 +222,9 @@ fn many_protocols_gzip() {
 
 /// tshark reassembles the fragmented NFS replies and counts one frame per datagram; trawl
 /// counts every fragment (the per-direction totals are checked against tshark with
-/// reassembly off in `ip_pairs::ipv4_fragments`). Here: the same single flow, the same
-/// request direction, and the reply direction holds all 50 fragments.
+/// reassembly off in `ip_pairs::ipv4_fragments`). Here: the same single flow; the client
+/// (port 789, sending fragmented NFS calls) has all 50 fragments, the server's 3 replies are
+/// whole.
 #[test]
 fn fragments_are_counted_per_packet() {
     let path = testdata("oracle/ip4_fragments.pcap");
@@ -241,8 +242,8 @@ fn fragments_are_counted_per_packet() {
     } else {
         (f.rev, f.fwd)
     };
-    assert_eq!(client, (3, 534));
-    assert_eq!(server, (50, 71220));
+    assert_eq!(client, (50, 71220));
+    assert_eq!(server, (3, 534));
 }
 
 /// With the default linger, the retransmitted FINs of one BBC connection that come seconds
