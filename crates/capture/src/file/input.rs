@@ -6,8 +6,9 @@
 //! for sequential scans large reads cost about the same as faulting in mapped pages.
 use std::io::{self, Read};
 
-/// Initial buffer size and the size of most `read` calls.
-pub(crate) const READ_SIZE: usize = 4 << 20;
+/// Initial buffer size and the size of most `read` calls. 1 MiB measured a little faster than
+/// 4 MiB on a 1 GB pcap (the buffer stays closer to the CPU caches); 256 KiB was no faster.
+pub(crate) const READ_SIZE: usize = 1 << 20;
 
 /// A reader plus the window of its bytes not yet consumed.
 pub(crate) struct Input {

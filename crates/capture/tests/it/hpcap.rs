@@ -1,6 +1,6 @@
 //! HPCAP raw files, written here (no public sample exists): records, the zero-timestamp
 //! padding record at the end, detection by request or by extension. The large file also
-//! exercises records that straddle the reader's 4 MiB reads.
+//! exercises records that straddle the reader's 1 MiB reads.
 use std::fs;
 use std::io::{Cursor, Write};
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ fn hpcap_by_extension_and_by_request() {
 
 #[test]
 fn hpcap_large_compressed_and_batch_sizes() {
-    // ~ 11 MiB: records straddle several 4 MiB reads.
+    // ~ 11 MiB: records straddle many 1 MiB reads.
     let n = 15_000;
     let bytes = hpcap_bytes(n, 4000);
     assert!(bytes.len() > 8 << 20);
