@@ -201,7 +201,9 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
 /// buffer, so the per-batch selection costs no allocation.
 fn recycle<'a, 'b>(mut v: Vec<PacketRecord<'a>>) -> Vec<PacketRecord<'b>> {
     v.clear();
-    v.into_iter().map(|_| unreachable!("the vector is empty")).collect()
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
 }
 
 fn add_stats(total: &mut SourceStats, s: &SourceStats) {

@@ -330,9 +330,10 @@ fn link_layer(
             )
         }
         LinkType::NULL | LinkType::LOOP => {
-            let Some(&af) = data.first_chunk::<4>() else {
+            let Some(&af_bytes) = data.first_chunk::<4>() else {
                 return Err(ParseOutcome::TruncatedLink);
             };
+            let af = af_bytes;
             let af = if link == LinkType::LOOP {
                 u32::from_be_bytes(af)
             } else {
@@ -350,7 +351,13 @@ fn link_layer(
                 2 => Ok((Net::Ipv4, 4)),
                 // AF_INET6 on NetBSD/OpenBSD (24), FreeBSD/DragonFly (28), macOS (30).
                 24 | 28 | 30 => Ok((Net::Ipv6, 4)),
-                _ => Err(ParseOutcome::NonIp),
+                // Some capturers put an Ethertype (big-endian) in the low half instead of an
+                // address family; Wireshark decodes those, and so do we.
+                _ => match u16::from_be_bytes([af_bytes[2], af_bytes[3]]) {
+                    0x0800 => Ok((Net::Ipv4, 4)),
+                    0x86dd => Ok((Net::Ipv6, 4)),
+                    _ => Err(ParseOutcome::NonIp),
+                },
             }
         }
         _ => Err(ParseOutcome::UnsupportedLinkType),

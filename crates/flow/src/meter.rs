@@ -208,7 +208,12 @@ impl FlowMeter {
 
     /// Pass three: moves time on, finds or creates the flow, counts the packet.
     #[inline]
-    fn account<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, p: &Pending, sink: &mut S) -> PacketOutcome {
+    fn account<S: FlowSink>(
+        &mut self,
+        pkt: &PacketRecord<'_>,
+        p: &Pending,
+        sink: &mut S,
+    ) -> PacketOutcome {
         let ts = pkt.ts_ns;
         self.stats.packets += 1;
         self.stats.wire_bytes += pkt.wire_len as u64;
@@ -220,7 +225,10 @@ impl FlowMeter {
         let parse = p.parse;
         self.stats.outcomes.count(parse);
         if !parse.has_key() {
-            return PacketOutcome { parse, ..PacketOutcome::default() };
+            return PacketOutcome {
+                parse,
+                ..PacketOutcome::default()
+            };
         }
         let d = &p.decoded;
         let mut new_flow = false;
@@ -257,7 +265,12 @@ impl FlowMeter {
         if self.config.payload_bytes > 0 {
             self.keep_payload(idx, p.side, d, pkt.data);
         }
-        PacketOutcome { parse, in_flow: true, new_flow, first_in_second }
+        PacketOutcome {
+            parse,
+            in_flow: true,
+            new_flow,
+            first_in_second,
+        }
     }
 
     /// Whether the flow at `idx` ends before a packet at `ts`, and why.
@@ -289,7 +302,13 @@ impl FlowMeter {
             self.evict_one(sink);
         }
         let idx = self.table.insert(&p.key, p.hash);
-        self.table.entries[idx as usize].start(p.key, (p.hash >> 32) as u32, &p.decoded, p.side, ts);
+        self.table.entries[idx as usize].start(
+            p.key,
+            (p.hash >> 32) as u32,
+            &p.decoded,
+            p.side,
+            ts,
+        );
         self.table
             .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;
@@ -412,8 +431,11 @@ impl FlowMeter {
     /// input afterwards (the next packet restarts the clock).
     pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
         let entries = &self.table.entries;
-        let mut live: Vec<(u64, u32)> =
-            self.table.live_indices().map(|i| (entries[i as usize].first_ns(), i)).collect();
+        let mut live: Vec<(u64, u32)> = self
+            .table
+            .live_indices()
+            .map(|i| (entries[i as usize].first_ns(), i))
+            .collect();
         // Oldest first, so output order does not depend on the table's layout.
         live.sort_unstable();
         for (_, idx) in live {

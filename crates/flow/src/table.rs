@@ -208,7 +208,11 @@ impl FlowTable {
     /// Indices of every live entry, by a sequential scan of the slab (cheaper than chasing the
     /// wheel's links through memory).
     pub(crate) fn live_indices(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entries.iter().enumerate().filter(|(_, e)| e.live).map(|(i, _)| i as u32)
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.live)
+            .map(|(i, _)| i as u32)
     }
 
     /// Forgets every flow at once (after the caller exported them): the slab keeps its memory.
