@@ -35,6 +35,9 @@ pub enum ErrorKind {
     /// Decompressing a gzip or zstd file failed.
     #[error("decompression failed: {0}")]
     Decompress(String),
+    /// The reader got into a state it should never reach: a bug, please report it.
+    #[error("internal error (a bug, please report): {0}")]
+    Internal(&'static str),
     /// `inner` happened in a compressed file: the error's offset counts decompressed bytes.
     #[error("{inner} (in a {codec}-compressed file; the offset counts decompressed bytes)")]
     Compressed {

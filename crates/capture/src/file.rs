@@ -274,6 +274,9 @@ impl FileSource {
             let data = self.input.available();
             let available = data.len();
             match parser.step(data, &mut self.interfaces) {
+                Step::NeedMore { needed, .. } if needed <= available => {
+                    return Err(self.error(0, ErrorKind::Internal("parser asked for bytes it has")));
+                }
                 Step::NeedMore { needed, what } => {
                     if self.input.is_eof() {
                         let kind = ErrorKind::Truncated {
@@ -357,6 +360,7 @@ impl PacketSource for FileSource {
             };
             let failure = match step {
                 Step::Packet { mut meta, consumed } => {
+                    debug_assert!(consumed > 0 && consumed <= available);
                     meta.offset += self.input.pos();
                     self.stats.records += 1;
                     self.stats.captured_bytes += u64::from(meta.caplen);
@@ -367,12 +371,17 @@ impl PacketSource for FileSource {
                     continue;
                 }
                 Step::Skip { consumed, counted } => {
+                    debug_assert!(consumed > 0 && consumed <= available);
                     self.stats.skipped_blocks += u64::from(counted);
                     self.input.consume(consumed);
                     continue;
                 }
                 // Refilling moves the buffer the batch's records point into: deliver first.
                 Step::NeedMore { .. } if !self.metas.is_empty() => break,
+                // A parser asking for bytes it already has would make this loop spin.
+                Step::NeedMore { needed, .. } if needed <= available => {
+                    self.error(0, ErrorKind::Internal("parser asked for bytes it has"))
+                }
                 Step::NeedMore { needed, what } => {
                     if !self.input.is_eof() {
                         match self.input.fill(needed) {
