@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs the system packages trawl needs to build (Debian/Ubuntu), skipping those present.
+# Installs what trawl needs to build and test on Debian/Ubuntu, skipping what is present:
+#   build-essential, pkg-config: the C parts of the zstd and libpcap bindings.
 #   libpcap-dev: trawl-bpf compiles tcpdump filter expressions with libpcap.
+#   curl, ca-certificates: to fetch the Rust toolchain (rustup) when cargo is missing.
+# The tests need no tshark: its outputs are committed as golden files.
 set -euo pipefail
 
-packages=(
-    libpcap-dev
-)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -14,15 +15,20 @@ for p in "${packages[@]}"; do
     fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-    echo "deps: all present (${packages[*]})"
-    exit 0
-fi
-
-echo "deps: installing ${missing[*]}"
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
     sudo_cmd=(sudo)
 fi
-"${sudo_cmd[@]}" apt-get update
-"${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: system packages present (${packages[*]})"
+else
+    echo "deps: installing ${missing[*]}"
+    "${sudo_cmd[@]}" apt-get update
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+    echo "deps: installing the Rust toolchain with rustup (minimal profile, stable)"
+    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+fi

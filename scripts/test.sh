@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it (.ci/run calls this): formatting, lints, docs, and every
+# test of the workspace. The corpus sweeps read ../shared/corpus (or $TRAWL_CORPUS) when it is
+# there and print "SKIPPED: corpus not found" otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+cargo test --workspace
+# The fuzz targets live outside the workspace (cargo-fuzz needs nightly): make sure they build.
+(cd fuzz && cargo check --quiet --bins)
