@@ -124,23 +124,35 @@ fn offline_handle(
             });
         }
     }
-    let path = std::env::temp_dir().join(format!(
-        "trawl-bpf-{}-{}.pcap",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let opened = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(&header))
-        .and_then(|()| {
+    // A name left by an earlier process with the same pid is skipped, not reused.
+    let mut last_error = None;
+    for _ in 0..8 {
+        let path = std::env::temp_dir().join(format!(
+            "trawl-bpf-{}-{}.pcap",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut file = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                last_error = Some(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let opened = file.write_all(&header).and_then(|()| {
             pcap::Capture::from_file(&path)
                 .map_err(|e| std::io::Error::other(format!("libpcap: {e}")))
         });
-    // Best effort: the handle no longer needs the file, and a leftover is 24 bytes.
-    let _ = std::fs::remove_file(&path);
-    opened
+        // Best effort: the handle no longer needs the file, and a leftover is 24 bytes.
+        let _ = std::fs::remove_file(&path);
+        return opened;
+    }
+    Err(last_error.unwrap_or_else(|| std::io::Error::other("no free temporary file name")))
 }
 
 /// libpcap's text for an error, without the `pcap` crate's "libpcap error: " prefix.

@@ -124,6 +124,7 @@ impl fmt::Display for Insn {
 
 /// Why a program was refused. Mirrors the checks of libpcap's `bpf_validate`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Invalid {
     /// The program has no instruction.
     Empty,
@@ -212,6 +213,14 @@ enum Op {
     Neg,
     Tax,
     Txa,
+    /// `ldh [off]` then `jeq #c` (the fused pair; the `jeq` stays in place for other jumps).
+    LdAbsHJeq(u16, u16, u32, u32),
+    /// `ldb [off]` then `jeq #c`.
+    LdAbsBJeq(u16, u16, u32, u32),
+    /// `ld [off]` then `jeq #c`.
+    LdAbsWJeq(u16, u32, u32, u32),
+    /// `ldh [x + off]` then `jeq #c`.
+    LdIndHJeq(u16, u16, u32, u32),
 }
 
 /// A validated, decoded program.
@@ -254,6 +263,7 @@ impl Program {
                 reason: Invalid::NoFinalRet,
             });
         }
+        fuse(&mut ops);
         Ok(Program {
             ops: ops.into_boxed_slice(),
         })
@@ -274,6 +284,33 @@ impl Program {
                 }
             }
         }
+    }
+}
+
+/// Fuses a load followed by `jeq`, the commonest pair in compiled filters (`ldh [12]; jeq
+/// #0x800`), into one op: one dispatch instead of two. The `jeq` keeps its place, so jumps that
+/// land on it still work; fusion only applies when the operands fit the fused op.
+fn fuse(ops: &mut [Op]) {
+    for i in 0..ops.len().saturating_sub(1) {
+        let Op::JeqK(c, t, f) = ops[i + 1] else {
+            continue;
+        };
+        let (Ok(k), c16) = (
+            match ops[i] {
+                Op::LdAbsH(k) | Op::LdAbsB(k) | Op::LdAbsW(k) | Op::LdIndH(k) => u16::try_from(k),
+                _ => continue,
+            },
+            u16::try_from(c),
+        ) else {
+            continue;
+        };
+        ops[i] = match (ops[i], c16) {
+            (Op::LdAbsW(_), _) => Op::LdAbsWJeq(k, c, t, f),
+            (Op::LdAbsH(_), Ok(c)) => Op::LdAbsHJeq(k, c, t, f),
+            (Op::LdAbsB(_), Ok(c)) => Op::LdAbsBJeq(k, c, t, f),
+            (Op::LdIndH(_), Ok(c)) => Op::LdIndHJeq(k, c, t, f),
+            _ => continue,
+        };
     }
 }
 
@@ -513,6 +550,34 @@ fn run(ops: &[Op], pkt: &[u8], wire_len: u32) -> u32 {
             Op::Neg => a = 0u32.wrapping_sub(a),
             Op::Tax => x = a,
             Op::Txa => a = x,
+            Op::LdAbsHJeq(k, c, t, f) => match bytes::<2>(pkt, 0, u32::from(k)) {
+                Some(b) => {
+                    a = u32::from(u16::from_be_bytes(b));
+                    pc = if a == u32::from(c) { t } else { f } as usize;
+                }
+                None => return 0,
+            },
+            Op::LdAbsBJeq(k, c, t, f) => match pkt.get(usize::from(k)) {
+                Some(&b) => {
+                    a = u32::from(b);
+                    pc = if a == u32::from(c) { t } else { f } as usize;
+                }
+                None => return 0,
+            },
+            Op::LdAbsWJeq(k, c, t, f) => match bytes::<4>(pkt, 0, u32::from(k)) {
+                Some(b) => {
+                    a = u32::from_be_bytes(b);
+                    pc = if a == c { t } else { f } as usize;
+                }
+                None => return 0,
+            },
+            Op::LdIndHJeq(k, c, t, f) => match bytes::<2>(pkt, x, u32::from(k)) {
+                Some(b) => {
+                    a = u32::from(u16::from_be_bytes(b));
+                    pc = if a == u32::from(c) { t } else { f } as usize;
+                }
+                None => return 0,
+            },
         }
     }
 }
@@ -888,6 +953,59 @@ mod tests {
                 reason: Invalid::BadMemIndex
             }
         );
+    }
+
+    #[test]
+    fn fused_load_jeq_keeps_semantics() {
+        // The jeq at 1 is reached both through the fused op at 0 and by the backward jump at 6,
+        // which must find A set by the `ld #` at 5, not by a load.
+        let insns = [
+            Insn::stmt(LD | H | ABS, 0),
+            Insn::jump(JMP | JEQ | K, 0x0102, 1, 0),
+            Insn::stmt(RET | K, 1),
+            Insn::stmt(LD | B | ABS, 2),
+            Insn::jump(JMP | JEQ | K, 3, 0, 2),
+            Insn::stmt(LD | IMM, 0x0102),
+            Insn::stmt(JMP | JA, (-6i32) as u32), // back to the jeq at 1, A = 0x0102
+            RET_A,
+        ];
+        let p = prog(&insns);
+        assert!(matches!(p.ops[0], Op::LdAbsHJeq(0, 0x0102, 3, 2)));
+        assert!(matches!(p.ops[3], Op::LdAbsBJeq(2, 3, 5, 7)));
+        // ldh [0] = 0x0102, ldb [2] = 3 -> 5: A = 0x0102, jump to the jeq at 1 -> 3 -> ldb [2]
+        // = 3 again -> 5 ... until the backward-jump budget rejects.
+        assert_eq!(p.run(&[1, 2, 3], 3), 0);
+        // ldb [2] = 4 -> ret A = 4.
+        assert_eq!(p.run(&[1, 2, 4], 3), 4);
+        // ldh [0] != 0x0102 -> ret 1.
+        assert_eq!(p.run(&[1, 3, 3], 3), 1);
+        // Truncated loads still reject.
+        assert_eq!(p.run(&[1], 1), 0);
+        assert_eq!(p.run(&[1, 2], 2), 0);
+        // Word and indirect loads fuse too.
+        let p = prog(&[
+            Insn::stmt(LDX | IMM, 1),
+            Insn::stmt(LD | H | IND, 1),
+            Insn::jump(JMP | JEQ | K, 0x0304, 0, 2),
+            Insn::stmt(LD | W | ABS, 0),
+            Insn::jump(JMP | JEQ | K, 0x0102_0304, 1, 0),
+            Insn::stmt(RET | K, 1),
+            Insn::stmt(RET | K, 2),
+        ]);
+        assert!(matches!(p.ops[1], Op::LdIndHJeq(1, 0x0304, 3, 5)));
+        assert!(matches!(p.ops[3], Op::LdAbsWJeq(0, 0x0102_0304, 6, 5)));
+        assert_eq!(p.run(&[1, 2, 3, 4], 4), 2);
+        assert_eq!(p.run(&[1, 2, 3, 5], 4), 1);
+        assert_eq!(p.run(&[0, 2, 3, 4], 4), 1);
+        assert_eq!(p.run(&[1, 2, 3], 3), 0); // ldh [x+1] fits, ld [0] does not
+        assert_eq!(p.run(&[1, 2], 2), 0); // ldh [x+1] does not fit
+                                          // Constants or offsets too wide are not fused.
+        let p = prog(&[
+            Insn::stmt(LD | H | ABS, 0x1_0000),
+            Insn::jump(JMP | JEQ | K, 0x1_0000, 0, 0),
+            Insn::stmt(RET | K, 1),
+        ]);
+        assert!(matches!(p.ops[0], Op::LdAbsH(0x1_0000)));
     }
 
     #[test]
