@@ -2,9 +2,9 @@
 //!
 //! Packets ([`trawl_capture::PacketRecord`]) go through [`decode()`](decode::decode) into a
 //! caller-owned [`Decoded`](decode::Decoded), are keyed by a normalised bidirectional
-//! [`FlowKey`], and update a [`FlowEntry`](state) in a preallocated table. Flows leave as
+//! [`FlowKey`], and update a flow entry in a preallocated table. Flows leave as
 //! [`FlowRecord`]s on idle or active timeout, TCP close, table pressure, or end of input, through
-//! a [`FlowSink`]. [`format`] writes records as JSON lines or CSV.
+//! a [`FlowSink`]. [`format`](mod@format) writes records as JSON lines or CSV.
 //!
 //! ```
 //! use trawl_capture::{Direction, LinkType, PacketRecord};

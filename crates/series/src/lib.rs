@@ -2,7 +2,7 @@
 //! time, per direction where the source knows it.
 //!
 //! [`SeriesCounter::observe`] takes each packet with the flow meter's
-//! [`PacketOutcome`](trawl_flow::PacketOutcome), so a replayed capture yields exactly the series
+//! [`PacketOutcome`], so a replayed capture yields exactly the series
 //! the live run did. Rows leave in time order through a callback once their second can no
 //! longer change: a small window of open seconds absorbs slightly reordered packets
 //! (multi-queue capture), older stragglers are counted into the oldest open second and
