@@ -462,6 +462,28 @@ fn icmp_ports(v6: bool, ty: u8, code: u8) -> (u16, u16) {
 enum Inner {
     Net(Net),
     Ethernet,
+    /// A PPP frame (PPTP): optional address/control, 1- or 2-byte protocol.
+    Ppp,
+}
+
+/// GRE protocol type of PPP (PPTP).
+const PPP_IN_GRE: u16 = 0x880b;
+
+/// A PPP frame at `off` as sent in PPTP's GRE: address and control (0xff 0x03) may be
+/// compressed away, and so may the protocol's leading zero byte (RFC 1661). Anything but IP
+/// (LCP, compressed or encrypted data, an empty acknowledgment) is not IP.
+#[inline]
+fn ppp(data: &[u8], mut off: usize) -> Result<(Net, usize), ParseOutcome> {
+    if rest(data, off).starts_with(&[0xff, 0x03]) {
+        off += 2;
+    }
+    match rest(data, off) {
+        [0x21, ..] => Ok((Net::Ipv4, off + 1)),
+        [0x57, ..] => Ok((Net::Ipv6, off + 1)),
+        [0x00, 0x21, ..] => Ok((Net::Ipv4, off + 2)),
+        [0x00, 0x57, ..] => Ok((Net::Ipv6, off + 2)),
+        _ => Err(ParseOutcome::NonIp),
+    }
 }
 
 /// Network and transport decoding, with the tunnel state.
@@ -679,19 +701,21 @@ impl Walker {
     }
 
     /// GRE in [`TunnelMode::Inner`]: descends into IPv4, IPv6 and Ethernet payloads of plain
-    /// (version 0, no routing) GRE; keys on the outer header otherwise.
+    /// (version 0, no routing) GRE and into PPP (PPTP); keys on the outer header otherwise.
     #[inline]
     fn gre(&mut self, data: &[u8], bytes: &[u8], l4_off: usize, out: &mut Decoded) -> ParseOutcome {
         let Ok(gre) = GrePacket::new_checked(bytes) else {
             return ParseOutcome::TransportIncomplete;
         };
-        if gre.version() != 0 || gre.routing_present() {
+        if gre.version() > 1 || gre.routing_present() {
             return ParseOutcome::Ok;
         }
-        let inner = match gre.protocol_type() {
-            ethertype::IPV4 => Inner::Net(Net::Ipv4),
-            ethertype::IPV6 => Inner::Net(Net::Ipv6),
-            ethertype::TRANSPARENT_ETHERNET_BRIDGING => Inner::Ethernet,
+        let inner = match (gre.version(), gre.protocol_type()) {
+            (0, ethertype::IPV4) => Inner::Net(Net::Ipv4),
+            (0, ethertype::IPV6) => Inner::Net(Net::Ipv6),
+            (0, ethertype::TRANSPARENT_ETHERNET_BRIDGING) => Inner::Ethernet,
+            // PPTP's enhanced GRE (RFC 2637) carries PPP.
+            (_, PPP_IN_GRE) => Inner::Ppp,
             _ => return ParseOutcome::Ok,
         };
         self.descend(
@@ -734,6 +758,10 @@ impl Walker {
         let outcome = match inner {
             Inner::Net(net) => self.network(data, net, off, out),
             Inner::Ethernet => match ethernet(data, off, out, false) {
+                Ok((net, off)) => self.network(data, net, off, out),
+                Err(outcome) => outcome,
+            },
+            Inner::Ppp => match ppp(data, off) {
                 Ok((net, off)) => self.network(data, net, off, out),
                 Err(outcome) => outcome,
             },
@@ -1755,12 +1783,75 @@ mod tests {
             (outcome, d.src_ip[15], d.dst_ip[15], d.src_port),
             (ParseOutcome::Ok, 0xa, 0xb, 53)
         );
-        // PPTP (version 1) and unknown payloads stay on the outer key.
-        let pptp = [0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
-        let frame = tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &pptp));
+        // Unknown payloads (here Cisco metadata) stay on the outer key.
+        let frame = tagged_eth(&ipv4(
+            47,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            &gre(0x8909, &inner_tcp()),
+        ));
         let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
         assert_eq!(outcome, ParseOutcome::Ok);
         assert_outer(&d, 47);
+    }
+
+    #[test]
+    fn tunnel_pptp() {
+        // Enhanced GRE: K S A, version 1, PPP; payload length/call id, sequence, ack.
+        let header = [0x30, 0x81, 0x88, 0x0b, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        let with = |ppp: &[u8], payload: &[u8]| {
+            let gre = [&header[..], ppp, payload].concat();
+            tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &gre))
+        };
+        let payload_offset_of = |ppp: &[u8]| (18 + 20 + 16 + ppp.len() + 40) as u32;
+        // Address/control and a 2-byte protocol; no address/control; a 1-byte protocol.
+        for ppp in [
+            &[0xff, 0x03, 0x00, 0x21][..],
+            &[0x00, 0x21],
+            &[0x21],
+            &[0xff, 0x03, 0x21],
+        ] {
+            let (outcome, d) = run(LinkType::ETHERNET, &with(ppp, &inner_tcp()), &INNER);
+            assert_eq!(outcome, ParseOutcome::Ok, "{ppp:x?}");
+            assert_inner(&d, payload_offset_of(ppp));
+            let (outcome, d) = run(LinkType::ETHERNET, &with(ppp, &inner_tcp()), &OUTER);
+            assert_eq!(outcome, ParseOutcome::Ok);
+            assert_outer(&d, 47);
+        }
+        let inner6 = ipv6(17, 0xa, 0xb, &udp(53, 5353, b"q"));
+        let (outcome, d) = run(
+            LinkType::ETHERNET,
+            &with(&[0xff, 0x03, 0x00, 0x57], &inner6),
+            &INNER,
+        );
+        assert_eq!(
+            (outcome, d.ip_version, d.dst_port),
+            (ParseOutcome::Ok, 6, 5353)
+        );
+        // Acknowledgment only, LCP, encrypted (MPPE): the tunnel is the flow.
+        for ppp in [
+            &[][..],
+            &[0xff, 0x03, 0xc0, 0x21, 1, 1, 0, 4],
+            &[0x00, 0xfd, 0x90, 0x00],
+        ] {
+            let (outcome, d) = run(LinkType::ETHERNET, &with(ppp, &[]), &INNER);
+            assert_eq!(outcome, ParseOutcome::Ok, "{ppp:x?}");
+            assert_outer(&d, 47);
+        }
+        // IP cut short inside PPP: outer key, incomplete.
+        let (outcome, d) = run(
+            LinkType::ETHERNET,
+            &with(&[0x21], &inner_tcp()[..10]),
+            &INNER,
+        );
+        assert_eq!(outcome, ParseOutcome::TransportIncomplete);
+        assert_outer(&d, 47);
+    }
+
+    #[test]
+    fn tunnel_gre_truncated() {
+        let mut keyed = vec![0x30, 0x00, 0x08, 0x00, 0, 0, 0, 9, 0, 0, 0, 1];
+        keyed.extend_from_slice(&inner_tcp());
         // A GRE header cut short: outer key, counted as incomplete.
         let frame = tagged_eth(&ipv4(47, [10, 0, 0, 1], [10, 0, 0, 2], &keyed[..6]));
         let (outcome, d) = run(LinkType::ETHERNET, &frame, &INNER);
