@@ -2022,4 +2022,116 @@ mod tests {
             }
         }
     }
+
+    /// Decodes a committed capture; one line per packet: number, outcome, key, outer VLAN.
+    fn decode_capture(name: &str, config: &DecodeConfig) -> Vec<String> {
+        use trawl_capture::{FileSource, PacketSource};
+        let path = format!("{}/../../testdata/pcaps/{name}", env!("CARGO_MANIFEST_DIR"));
+        let mut source = FileSource::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut out = Decoded::default();
+        let mut lines = Vec::new();
+        while let Some(batch) = source
+            .next_batch()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+        {
+            for pkt in batch.iter() {
+                let outcome = decode(pkt.link_type, pkt.data, config, &mut out);
+                let n = lines.len() + 1;
+                lines.push(if outcome.has_key() {
+                    format!(
+                        "{n} {} {}>{} {} {}>{} v{}",
+                        outcome.name(),
+                        out.src_addr(),
+                        out.dst_addr(),
+                        out.proto,
+                        out.src_port,
+                        out.dst_port,
+                        out.vlan
+                    )
+                } else {
+                    format!("{n} {} v{}", outcome.name(), out.vlan)
+                });
+            }
+        }
+        lines
+    }
+
+    fn outcome_counts(lines: &[String]) -> Vec<(String, usize)> {
+        let mut counts = std::collections::BTreeMap::new();
+        for line in lines {
+            *counts
+                .entry(line.split(' ').nth(1).unwrap_or("").to_string())
+                .or_default() += 1;
+        }
+        counts.into_iter().collect()
+    }
+
+    /// Real captures, keys checked against tshark 4.0 (innermost IP layer for `Inner`).
+    #[test]
+    fn parse_committed_captures() {
+        #[rustfmt::skip]
+        let cases: &[(&str, DecodeConfig, &[(&str, usize)], &[&str])] = &[
+            ("vxlan.pcap", OUTER, &[("ok", 10)], &[
+                "1 ok 192.168.203.1>192.168.202.1 17 45149>4789 v0",
+                "2 ok 192.168.202.1>192.168.203.1 17 42710>4789 v0",
+            ]),
+            // ARP inside VXLAN (2, 3) stays on the tunnel; ICMP echo keys mirror.
+            ("vxlan.pcap", INNER, &[("ok", 10)], &[
+                "1 ok 192.168.203.3>192.168.203.5 1 8>0 v0",
+                "2 ok 192.168.202.1>192.168.203.1 17 42710>4789 v0",
+                "3 ok 192.168.203.1>192.168.202.1 17 52102>4789 v0",
+                "4 ok 192.168.203.5>192.168.203.3 1 0>8 v0",
+            ]),
+            // Two VLAN tags (1624, 505): the outermost is kept.
+            ("4in4tunnel.pcap", OUTER, &[("ok", 5)], &[
+                "1 ok 69.67.35.146>41.202.46.110 4 0>0 v1624",
+            ]),
+            ("4in4tunnel.pcap", INNER, &[("ok", 5)], &[
+                "1 ok 10.10.100.25>10.10.101.2 17 62367>17000 v1624",
+            ]),
+            ("GrePackets-tunnels.pcap", INNER, &[("ok", 7)], &[
+                "1 ok 192.168.2.65>192.168.2.254 47 0>0 v0",    // PPTP: compressed PPP
+                "2 ok 192.168.2.65>192.168.2.254 47 0>0 v0",    // PPTP acknowledgment only
+                "3 ok 127.0.0.1>127.0.0.1 47 0>0 v0",           // GRE keepalive
+                "4 ok 127.0.0.1>127.0.0.1 1 0>8 v0",            // GRE / IPv4 / ICMP
+                "5 ok 3.3.3.2>224.0.0.9 17 520>520 v0",         // GRE with checksum
+                "6 ok 8.8.8.8>172.16.44.3 17 53>40768 v100",    // IPv6 / IPv4 / PPTP / IPv4
+                "7 ok 10.0.0.4>10.0.0.5 6 1232>80 v0",          // GRE with key and sequence
+            ]),
+            ("pptp-gre.pcapng", INNER, &[("ok", 1)], &[
+                "1 ok 192.168.10.210>192.168.103.40 17 5060>5060 v142",
+            ]),
+            ("pptp-gre.pcapng", OUTER, &[("ok", 1)], &[
+                "1 ok 109.105.228.253>10.177.98.84 47 0>0 v142",
+            ]),
+            ("802.1ad_QinQ.pcap", OUTER, &[("non_ip", 2)], &["1 non_ip v200"]),
+            ("twovlan.pcap", OUTER, &[("ok", 6)], &["1 ok 10.0.0.1>10.0.0.2 6 54422>80 v201"]),
+            ("mpls-basic.pcap", OUTER, &[("non_ip", 6), ("ok", 52)], &[
+                "1 ok 10.1.2.1>255.255.255.255 17 711>711 v0",
+            ]),
+            ("pppoe.pcap", OUTER, &[("ok", 10)], &["1 ok 172.202.246.57>64.12.189.217 6 1063>443 v0"]),
+            ("babel.pcap", OUTER, &[("ok", 25)], &["1 ok fe80::68d3:1235:d068:1f9e>ff02::1:6 17 6697>6697 v0"]),
+            ("Sll2Packet.pcap", OUTER, &[("ok", 1)], &["1 ok 7.249.151.114>116.63.66.108 6 57292>443 v0"]),
+            ("null_loopback.pcap", OUTER, &[("ok", 3)], &[
+                "1 ok ::1>::1 6 49888>81 v0",
+                "2 ok 172.16.1.117>172.16.1.255 17 55369>8612 v0",
+                "3 ok 10.0.0.138>10.0.0.1 17 53>58125 v0",      // EtherType in the NULL header
+            ]),
+            ("raw_ip.pcap", OUTER, &[("ok", 100)], &["1 ok 2001:618:400::5199:cc70>2001:618:1:8000::5 6 35995>80 v0"]),
+            ("LINKTYPE_IPV4.pcap", OUTER, &[("ok", 1)], &["1 ok 192.168.1.100>9.9.9.9 17 12345>53 v0"]),
+            ("LINKTYPE_IPV6.pcap", OUTER, &[("ok", 1)], &["1 ok 2001:db8::1>2620:fe::9 17 12345>53 v0"]),
+            ("ipv6_opt_fragments.pcap", OUTER, &[("fragment", 3), ("ok", 1)], &[
+                "1 ok 2607:f010:3f9::1001>2607:f010:3f9::11:0 17 6363>6363 v0",
+                "2 fragment 2607:f010:3f9::1001>2607:f010:3f9::11:0 17 0>0 v0",
+            ]),
+            ("socks5-http-302-frag.pcap", OUTER, &[("fragment", 58), ("ok", 14)], &[]),
+        ];
+        for (name, config, counts, first) in cases {
+            let lines = decode_capture(name, config);
+            let counts: Vec<(String, usize)> =
+                counts.iter().map(|(o, n)| (o.to_string(), *n)).collect();
+            assert_eq!(outcome_counts(&lines), counts, "{name} {:?}", config.tunnel);
+            assert_eq!(&lines[..first.len()], *first, "{name} {:?}", config.tunnel);
+        }
+    }
 }
