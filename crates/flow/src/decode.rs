@@ -2066,11 +2066,19 @@ mod tests {
         counts.into_iter().collect()
     }
 
+    /// File, mode, outcome counts (sorted by name), the first packets' lines.
+    type CaptureCase = (
+        &'static str,
+        DecodeConfig,
+        &'static [(&'static str, usize)],
+        &'static [&'static str],
+    );
+
     /// Real captures, keys checked against tshark 4.0 (innermost IP layer for `Inner`).
     #[test]
     fn parse_committed_captures() {
         #[rustfmt::skip]
-        let cases: &[(&str, DecodeConfig, &[(&str, usize)], &[&str])] = &[
+        let cases: &[CaptureCase] = &[
             ("vxlan.pcap", OUTER, &[("ok", 10)], &[
                 "1 ok 192.168.203.1>192.168.202.1 17 45149>4789 v0",
                 "2 ok 192.168.202.1>192.168.203.1 17 42710>4789 v0",
