@@ -1,7 +1,10 @@
 //! Flow records as JSON lines and CSV, with the field names of `docs/specs/flow-record.md`.
 //!
-//! Hand-written rather than serde-derived: one record per flow at millions of flows per run,
-//! formatted into a reused buffer with `itoa`/`ryu`, costs a fraction of a generic serializer.
+//! Hand-written rather than serde-derived: a run emits millions of records, and most of a
+//! record's cost used to be small variable-length copies (one `memcpy` call per key and per
+//! number). Here each record is assembled in a fixed stack buffer: keys are literals whose
+//! length the compiler knows, numbers are written digit by digit in place, and the record
+//! reaches the output `Vec` in one copy.
 use std::net::IpAddr;
 
 use crate::record::{DirectionRecord, FlowRecord};
@@ -21,12 +24,10 @@ pub struct RecordWriter {
     format: RecordFormat,
     /// Include the payload fields (only when payload capture is on).
     with_payload: bool,
-    /// `"fwd_len_min":` etc., built once: the per-direction block is most of a record.
-    dir_keys: [[Vec<u8>; 19]; 2],
 }
 
 /// Per-direction field suffixes, in output order, after the `fwd_`/`rev_` prefix.
-const DIR_FIELDS: [&str; 20] = [
+const DIR_FIELDS: [&str; 19] = [
     "len_min",
     "len_max",
     "len_mean",
@@ -46,56 +47,42 @@ const DIR_FIELDS: [&str; 20] = [
     "tcp_flags",
     "zero_window",
     "retrans",
-    "", // sentinel, not written
+];
+
+/// Fields before the per-direction blocks.
+const HEAD_FIELDS: [&str; 16] = [
+    "src_ip",
+    "dst_ip",
+    "src_port",
+    "dst_port",
+    "proto",
+    "vlan",
+    "src_mac",
+    "dst_mac",
+    "first_ns",
+    "last_ns",
+    "fwd_packets",
+    "rev_packets",
+    "fwd_bytes",
+    "rev_bytes",
+    "fwd_ip_bytes",
+    "rev_ip_bytes",
 ];
 
 impl RecordWriter {
     /// A writer of `format`; `with_payload` adds `fwd_payload` / `rev_payload` (hex).
     pub fn new(format: RecordFormat, with_payload: bool) -> Self {
-        let json = format == RecordFormat::Json;
-        let keys = |dir: &str| -> [Vec<u8>; 19] {
-            std::array::from_fn(|i| {
-                if json {
-                    format!(",\"{dir}_{}\":", DIR_FIELDS[i]).into_bytes()
-                } else {
-                    b",".to_vec()
-                }
-            })
-        };
         RecordWriter {
             format,
             with_payload,
-            dir_keys: [keys("fwd"), keys("rev")],
         }
     }
 
     /// The field names, in output order (the CSV header).
     pub fn field_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = [
-            "src_ip",
-            "dst_ip",
-            "src_port",
-            "dst_port",
-            "proto",
-            "vlan",
-            "src_mac",
-            "dst_mac",
-            "first_ns",
-            "last_ns",
-            "fwd_packets",
-            "rev_packets",
-            "fwd_bytes",
-            "rev_bytes",
-            "fwd_ip_bytes",
-            "rev_ip_bytes",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut names: Vec<String> = HEAD_FIELDS.iter().map(|s| s.to_string()).collect();
         for dir in ["fwd", "rev"] {
-            for f in DIR_FIELDS.iter().filter(|f| !f.is_empty()) {
-                names.push(format!("{dir}_{f}"));
-            }
+            names.extend(DIR_FIELDS.iter().map(|f| format!("{dir}_{f}")));
         }
         names.push("first_lengths".into());
         names.push("first_iats_ns".into());
@@ -117,220 +104,315 @@ impl RecordWriter {
 
     /// Appends one record (one line) to `out`.
     pub fn write(&self, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
-        let mut w = FieldWriter {
-            out,
-            json: self.format == RecordFormat::Json,
-            first: true,
+        let json = self.format == RecordFormat::Json;
+        let mut c = Cursor {
+            buf: [0; RECORD_MAX],
+            pos: 0,
+            json,
         };
-        w.begin();
-        w.ip("src_ip", r.src_ip);
-        w.ip("dst_ip", r.dst_ip);
-        w.uint("src_port", r.src_port as u64);
-        w.uint("dst_port", r.dst_port as u64);
-        w.name_field("proto");
+        if json {
+            c.lit(b"{");
+        }
+        c.key(b"src_ip", true);
+        c.ip(r.src_ip);
+        c.key(b"dst_ip", false);
+        c.ip(r.dst_ip);
+        c.key(b"src_port", false);
+        c.uint(r.src_port as u64);
+        c.key(b"dst_port", false);
+        c.uint(r.dst_port as u64);
+        c.key(b"proto", false);
+        c.quote();
         match r.proto_name().name() {
-            Some(n) => w.quoted(n.as_bytes()),
-            None => {
-                let mut b = itoa::Buffer::new();
-                w.quoted(b.format(r.proto).as_bytes());
-            }
+            Some(n) => c.bytes(n.as_bytes()),
+            None => c.uint(r.proto as u64),
         }
-        w.uint("vlan", r.vlan as u64);
-        w.mac("src_mac", &r.src_mac);
-        w.mac("dst_mac", &r.dst_mac);
-        w.uint("first_ns", r.first_ns);
-        w.uint("last_ns", r.last_ns);
-        w.uint("fwd_packets", r.fwd.packets);
-        w.uint("rev_packets", r.rev.packets);
-        w.uint("fwd_bytes", r.fwd.bytes);
-        w.uint("rev_bytes", r.rev.bytes);
-        w.uint("fwd_ip_bytes", r.fwd.ip_bytes);
-        w.uint("rev_ip_bytes", r.rev.ip_bytes);
-        w.direction(&self.dir_keys[0], &r.fwd);
-        w.direction(&self.dir_keys[1], &r.rev);
-        w.int_list("first_lengths", &r.first_lengths[..r.first_count]);
-        w.int_list("first_iats_ns", &r.first_iats_ns[..r.first_count]);
+        c.quote();
+        c.key(b"vlan", false);
+        c.uint(r.vlan as u64);
+        c.key(b"src_mac", false);
+        c.mac(&r.src_mac);
+        c.key(b"dst_mac", false);
+        c.mac(&r.dst_mac);
+        c.key(b"first_ns", false);
+        c.uint(r.first_ns);
+        c.key(b"last_ns", false);
+        c.uint(r.last_ns);
+        c.key(b"fwd_packets", false);
+        c.uint(r.fwd.packets);
+        c.key(b"rev_packets", false);
+        c.uint(r.rev.packets);
+        c.key(b"fwd_bytes", false);
+        c.uint(r.fwd.bytes);
+        c.key(b"rev_bytes", false);
+        c.uint(r.rev.bytes);
+        c.key(b"fwd_ip_bytes", false);
+        c.uint(r.fwd.ip_bytes);
+        c.key(b"rev_ip_bytes", false);
+        c.uint(r.rev.ip_bytes);
+        direction!(c, "fwd_", &r.fwd);
+        direction!(c, "rev_", &r.rev);
+        c.key(b"first_lengths", false);
+        c.int_list(&r.first_lengths[..r.first_count]);
+        c.key(b"first_iats_ns", false);
+        c.int_list(&r.first_iats_ns[..r.first_count]);
         if self.with_payload {
-            w.hex("fwd_payload", r.fwd_payload);
-            w.hex("rev_payload", r.rev_payload);
+            // Payload can be far larger than the stack buffer: hex it straight into `out`.
+            c.key(b"fwd_payload", false);
+            c.quote();
+            c.drain_into(out);
+            hex(r.fwd_payload, out);
+            c.quote();
+            c.key(b"rev_payload", false);
+            c.quote();
+            c.drain_into(out);
+            hex(r.rev_payload, out);
+            c.quote();
         }
-        w.name_field("end_reason");
-        w.quoted(r.end_reason.name().as_bytes());
-        w.end();
+        c.key(b"end_reason", false);
+        c.quote();
+        c.bytes(r.end_reason.name().as_bytes());
+        c.quote();
+        if json {
+            c.lit(b"}");
+        }
+        c.lit(b"\n");
+        c.drain_into(out);
     }
 }
 
-struct FieldWriter<'o> {
-    out: &'o mut Vec<u8>,
+/// Writes one direction's block with literal keys (`"fwd_len_min":` ...).
+macro_rules! direction {
+    ($c:expr, $p:literal, $d:expr) => {{
+        let c = &mut $c;
+        let d: &DirectionRecord = $d;
+        c.key(concat!($p, "len_min").as_bytes(), false);
+        c.uint(d.len_min as u64);
+        c.key(concat!($p, "len_max").as_bytes(), false);
+        c.uint(d.len_max as u64);
+        c.key(concat!($p, "len_mean").as_bytes(), false);
+        c.float(d.len_mean);
+        c.key(concat!($p, "len_std").as_bytes(), false);
+        c.float(d.len_std);
+        c.key(concat!($p, "iat_min_ns").as_bytes(), false);
+        c.uint(d.iat_min_ns);
+        c.key(concat!($p, "iat_max_ns").as_bytes(), false);
+        c.uint(d.iat_max_ns);
+        c.key(concat!($p, "iat_mean_ns").as_bytes(), false);
+        c.float(d.iat_mean_ns);
+        c.key(concat!($p, "iat_std_ns").as_bytes(), false);
+        c.float(d.iat_std_ns);
+        c.key(concat!($p, "syn").as_bytes(), false);
+        c.uint(d.syn as u64);
+        c.key(concat!($p, "syn_ack").as_bytes(), false);
+        c.uint(d.syn_ack as u64);
+        c.key(concat!($p, "fin").as_bytes(), false);
+        c.uint(d.fin as u64);
+        c.key(concat!($p, "rst").as_bytes(), false);
+        c.uint(d.rst as u64);
+        c.key(concat!($p, "psh").as_bytes(), false);
+        c.uint(d.psh as u64);
+        c.key(concat!($p, "urg").as_bytes(), false);
+        c.uint(d.urg as u64);
+        c.key(concat!($p, "ece").as_bytes(), false);
+        c.uint(d.ece as u64);
+        c.key(concat!($p, "cwr").as_bytes(), false);
+        c.uint(d.cwr as u64);
+        c.key(concat!($p, "tcp_flags").as_bytes(), false);
+        c.uint(d.tcp_flags as u64);
+        c.key(concat!($p, "zero_window").as_bytes(), false);
+        c.uint(d.zero_window as u64);
+        c.key(concat!($p, "retrans").as_bytes(), false);
+        c.uint(d.retransmissions as u64);
+    }};
+}
+use direction;
+
+/// Longest record without payload: 78 fields of at most ~45 bytes of key and value, two IPv6
+/// addresses and two lists of ten 20-digit numbers stay far below this.
+const RECORD_MAX: usize = 8192;
+
+/// Assembles one record in a stack buffer.
+struct Cursor {
+    buf: [u8; RECORD_MAX],
+    pos: usize,
     json: bool,
-    first: bool,
 }
 
-impl FieldWriter<'_> {
-    fn begin(&mut self) {
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// "00".."99", for writing two digits per division.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+impl Cursor {
+    /// Appends bytes whose length is usually a compile-time constant (keys, punctuation).
+    #[inline(always)]
+    fn lit(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+
+    /// Appends short runtime bytes (names); a loop, not a `memcpy` call.
+    #[inline]
+    fn bytes(&mut self, s: &[u8]) {
+        for &b in s {
+            self.buf[self.pos] = b;
+            self.pos += 1;
+        }
+    }
+
+    /// The separator and, in JSON, the quoted key.
+    #[inline(always)]
+    fn key(&mut self, name: &[u8], first: bool) {
+        if !first {
+            self.lit(b",");
+        }
         if self.json {
-            self.out.push(b'{');
+            self.lit(b"\"");
+            self.lit(name);
+            self.lit(b"\":");
         }
     }
 
-    fn end(&mut self) {
+    #[inline(always)]
+    fn quote(&mut self) {
         if self.json {
-            self.out.push(b'}');
-        }
-        self.out.push(b'\n');
-    }
-
-    fn name_field(&mut self, name: &str) {
-        if !self.first {
-            self.out.push(b',');
-        }
-        self.first = false;
-        if self.json {
-            self.out.push(b'"');
-            self.out.extend_from_slice(name.as_bytes());
-            self.out.extend_from_slice(b"\":");
+            self.lit(b"\"");
         }
     }
 
-    /// A string value; quoted in JSON, bare in CSV (values here never hold commas or quotes).
-    fn quoted(&mut self, v: &[u8]) {
-        if self.json {
-            self.out.push(b'"');
+    /// Writes the digits in place, backwards from the end of the number, two per division.
+    #[inline]
+    fn uint(&mut self, mut v: u64) {
+        // Most fields of a record are small counters, many of them zero.
+        if v < 10 {
+            self.buf[self.pos] = b'0' + v as u8;
+            self.pos += 1;
+            return;
         }
-        self.out.extend_from_slice(v);
-        if self.json {
-            self.out.push(b'"');
+        let n = v.ilog10() as usize + 1;
+        let out = &mut self.buf[self.pos..self.pos + n];
+        let mut i = n;
+        while v >= 100 {
+            let pair = (v % 100) as usize * 2;
+            v /= 100;
+            i -= 2;
+            out[i] = DIGIT_PAIRS[pair];
+            out[i + 1] = DIGIT_PAIRS[pair + 1];
         }
-    }
-
-    fn uint(&mut self, name: &str, v: u64) {
-        self.name_field(name);
-        self.uint_value(v);
-    }
-
-    fn uint_value(&mut self, v: u64) {
-        let mut b = itoa::Buffer::new();
-        self.out.extend_from_slice(b.format(v).as_bytes());
-    }
-
-    fn float_value(&mut self, v: f64) {
-        // Whole numbers print without a fraction; others with at most 3 decimals, which keeps
-        // lines short and is finer than any length (bytes) or gap (ns) resolution.
-        if v.fract() == 0.0 && v.abs() < 1e15 {
-            self.uint_value(v as u64);
+        if v >= 10 {
+            out[i - 2] = DIGIT_PAIRS[v as usize * 2];
+            out[i - 1] = DIGIT_PAIRS[v as usize * 2 + 1];
         } else {
+            out[i - 1] = b'0' + v as u8;
+        }
+        self.pos += n;
+    }
+
+    #[inline]
+    fn int(&mut self, v: i64) {
+        if v < 0 {
+            self.lit(b"-");
+        }
+        self.uint(v.unsigned_abs());
+    }
+
+    /// Non-negative statistics with at most 3 decimals; whole values without a fraction.
+    fn float(&mut self, v: f64) {
+        let milli = (v * 1000.0).round();
+        if !(0.0..1.8e19).contains(&milli) {
+            // Not reachable for lengths and gaps; kept exact for anything else.
             let mut b = ryu::Buffer::new();
-            let rounded = (v * 1000.0).round() / 1000.0;
-            self.out.extend_from_slice(b.format(rounded).as_bytes());
+            self.bytes(b.format(v).as_bytes());
+            return;
+        }
+        let milli = milli as u64;
+        self.uint(milli / 1000);
+        let frac = milli % 1000;
+        if frac != 0 {
+            self.lit(b".");
+            let digits = [
+                b'0' + (frac / 100) as u8,
+                b'0' + (frac / 10 % 10) as u8,
+                b'0' + (frac % 10) as u8,
+            ];
+            // Trailing zeros dropped: 60.5, not 60.500.
+            let n = if frac.is_multiple_of(100) {
+                1
+            } else if frac.is_multiple_of(10) {
+                2
+            } else {
+                3
+            };
+            self.bytes(&digits[..n]);
         }
     }
 
-    fn ip(&mut self, name: &str, ip: IpAddr) {
-        use std::io::Write;
-        self.name_field(name);
-        if self.json {
-            self.out.push(b'"');
-        }
+    fn ip(&mut self, ip: IpAddr) {
+        self.quote();
         match ip {
-            // Dotted quads by hand: `Display` goes through the formatting machinery, which
-            // profiles showed as a tenth of record formatting.
             IpAddr::V4(v4) => {
                 for (i, o) in v4.octets().iter().enumerate() {
                     if i > 0 {
-                        self.out.push(b'.');
+                        self.lit(b".");
                     }
-                    self.out
-                        .extend_from_slice(itoa::Buffer::new().format(*o).as_bytes());
+                    self.uint(*o as u64);
                 }
             }
-            // Writing into a Vec cannot fail.
             IpAddr::V6(v6) => {
-                let _ = write!(self.out, "{v6}");
+                use std::io::Write;
+                let mut tmp = [0u8; 48];
+                let mut w = &mut tmp[..];
+                // Writing into a 48-byte slice cannot fail: an IPv6 text form is at most 45.
+                let _ = write!(w, "{v6}");
+                let n = 48 - w.len();
+                self.bytes(&tmp[..n]);
             }
         }
-        if self.json {
-            self.out.push(b'"');
-        }
+        self.quote();
     }
 
-    fn mac(&mut self, name: &str, mac: &[u8; 6]) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        self.name_field(name);
-        let mut s = [0u8; 17];
+    fn mac(&mut self, mac: &[u8; 6]) {
+        self.quote();
         for (i, b) in mac.iter().enumerate() {
-            s[i * 3] = HEX[(b >> 4) as usize];
-            s[i * 3 + 1] = HEX[(b & 15) as usize];
-            if i < 5 {
-                s[i * 3 + 2] = b':';
+            if i > 0 {
+                self.lit(b":");
             }
+            self.buf[self.pos] = HEX[(b >> 4) as usize];
+            self.buf[self.pos + 1] = HEX[(b & 15) as usize];
+            self.pos += 2;
         }
-        self.quoted(&s);
+        self.quote();
     }
 
-    fn hex(&mut self, name: &str, bytes: &[u8]) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        self.name_field(name);
-        if self.json {
-            self.out.push(b'"');
-        }
-        for b in bytes {
-            self.out.push(HEX[(b >> 4) as usize]);
-            self.out.push(HEX[(b & 15) as usize]);
-        }
-        if self.json {
-            self.out.push(b'"');
-        }
-    }
-
-    fn int_list(&mut self, name: &str, values: &[i64]) {
-        self.name_field(name);
-        self.out.push(if self.json { b'[' } else { b'"' });
+    fn int_list(&mut self, values: &[i64]) {
+        self.lit(if self.json { b"[" } else { b"\"" });
         for (i, v) in values.iter().enumerate() {
             if i > 0 {
-                self.out.push(if self.json { b',' } else { b' ' });
+                self.lit(if self.json { b"," } else { b" " });
             }
-            let mut b = itoa::Buffer::new();
-            self.out.extend_from_slice(b.format(*v).as_bytes());
+            self.int(*v);
         }
-        self.out.push(if self.json { b']' } else { b'"' });
+        self.lit(if self.json { b"]" } else { b"\"" });
     }
 
-    fn direction(&mut self, keys: &[Vec<u8>; 19], d: &DirectionRecord) {
-        let ints: [(usize, u64); 15] = [
-            (0, d.len_min as u64),
-            (1, d.len_max as u64),
-            (4, d.iat_min_ns),
-            (5, d.iat_max_ns),
-            (8, d.syn as u64),
-            (9, d.syn_ack as u64),
-            (10, d.fin as u64),
-            (11, d.rst as u64),
-            (12, d.psh as u64),
-            (13, d.urg as u64),
-            (14, d.ece as u64),
-            (15, d.cwr as u64),
-            (16, d.tcp_flags as u64),
-            (17, d.zero_window as u64),
-            (18, d.retransmissions as u64),
-        ];
-        let floats: [(usize, f64); 4] = [
-            (2, d.len_mean),
-            (3, d.len_std),
-            (6, d.iat_mean_ns),
-            (7, d.iat_std_ns),
-        ];
-        // Emit in DIR_FIELDS order.
-        let (mut ii, mut fi) = (0, 0);
-        for (pos, key) in keys.iter().enumerate() {
-            self.out.extend_from_slice(key);
-            if fi < floats.len() && floats[fi].0 == pos {
-                self.float_value(floats[fi].1);
-                fi += 1;
-            } else {
-                self.uint_value(ints[ii].1);
-                ii += 1;
-            }
-        }
+    /// Moves what is assembled so far to `out` and starts over.
+    fn drain_into(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf[..self.pos]);
+        self.pos = 0;
+    }
+}
+
+fn hex(bytes: &[u8], out: &mut Vec<u8>) {
+    out.reserve(bytes.len() * 2);
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
     }
 }
 
@@ -388,6 +470,35 @@ mod tests {
         assert_eq!(v["fwd_payload"], "474554");
         assert_eq!(v["end_reason"], "fin");
         assert_eq!(v["dst_ip"], "2001:db8::1");
+    }
+
+    #[test]
+    fn numbers_format_exactly() {
+        let mut c = Cursor {
+            buf: [0; RECORD_MAX],
+            pos: 0,
+            json: true,
+        };
+        for v in [0u64, 9, 10, 99, 100, 12345, u32::MAX as u64, u64::MAX] {
+            c.pos = 0;
+            c.uint(v);
+            assert_eq!(&c.buf[..c.pos], v.to_string().as_bytes());
+        }
+        for (v, want) in [
+            (60.0, "60"),
+            (60.5, "60.5"),
+            (1.25, "1.25"),
+            (0.001, "0.001"),
+            (2.0004, "2"),
+            (1e12 / 3.0, "333333333333.333"),
+        ] {
+            c.pos = 0;
+            c.float(v);
+            assert_eq!(std::str::from_utf8(&c.buf[..c.pos]).unwrap(), want, "{v}");
+        }
+        c.pos = 0;
+        c.int(-42);
+        assert_eq!(&c.buf[..c.pos], b"-42");
     }
 
     #[test]

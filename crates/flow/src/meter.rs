@@ -159,14 +159,17 @@ impl FlowMeter {
     ) {
         let mut pending = std::mem::take(&mut self.pending);
         for (c, chunk) in packets.chunks(PIPELINE_DEPTH).enumerate() {
-            pending.resize(chunk.len(), Pending::default());
+            // Kept at full depth: `prepare` overwrites what it uses, so no clearing per chunk.
+            if pending.len() < chunk.len() {
+                pending.resize(PIPELINE_DEPTH, Pending::default());
+            }
             for (pkt, p) in chunk.iter().zip(pending.iter_mut()) {
                 self.prepare(pkt, p);
                 if p.parse.has_key() {
                     self.table.prefetch_slot(p.hash);
                 }
             }
-            for p in pending.iter().filter(|p| p.parse.has_key()) {
+            for p in pending[..chunk.len()].iter().filter(|p| p.parse.has_key()) {
                 if let Some(idx) = self.table.find(&p.key, p.hash) {
                     self.table.prefetch_entry(idx, p.side as usize);
                 }
@@ -302,13 +305,7 @@ impl FlowMeter {
             self.evict_one(sink);
         }
         let idx = self.table.insert(&p.key, p.hash);
-        self.table.entries[idx as usize].start(
-            p.key,
-            (p.hash >> 32) as u32,
-            &p.decoded,
-            p.side,
-            ts,
-        );
+        self.table.entries[idx as usize].start(p.key, &p.decoded, p.side, ts);
         self.table
             .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;

@@ -210,7 +210,7 @@ impl<'a> FlowRecord<'a> {
             src_mac: e.macs[init as usize],
             dst_mac: e.macs[resp as usize],
             first_ns: e.first_ns(),
-            last_ns: e.last_ns(),
+            last_ns: e.record_last_ns(),
             fwd: DirectionRecord::from_stats(&e.dirs[init as usize]),
             rev: DirectionRecord::from_stats(&e.dirs[resp as usize]),
             first_lengths,

@@ -5,22 +5,26 @@ use crate::key::{FlowKey, Side};
 /// How many leading packets of a flow have their length and inter-arrival time recorded.
 pub const EARLY_PACKETS: usize = 10;
 
-/// Counters of one direction (packets sent by one side of the key).
+/// Counters of one direction (packets sent by one side of the key). Two cache lines,
+/// aligned, so a packet's update touches exactly these two lines of its direction: the first
+/// holds what every packet changes, the second the TCP state and the rarer fields.
 #[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
 pub(crate) struct DirStats {
     pub packets: u64,
     /// Wire bytes (frame length, L2 header included).
     pub bytes: u64,
     /// IP total length bytes.
     pub ip_bytes: u64,
-    pub first_ns: u64,
     pub last_ns: u64,
     pub len_min: u32,
     pub len_max: u32,
     pub len_sumsq: f64,
     pub iat_min: u64,
     pub iat_max: u64,
+    // Second line.
     pub iat_sumsq: f64,
+    pub first_ns: u64,
     /// SYN (without ACK), SYN-ACK, FIN, RST, PSH, URG, ECE, CWR.
     pub flag_counts: [u32; 8],
     pub zero_window: u32,
@@ -60,35 +64,40 @@ pub(crate) mod state_bits {
     pub const CLOSING: u8 = 1 << 5;
 }
 
-/// One flow in the table. Hot fields first: the key and the per-packet counters.
+/// One flow in the table, laid out by access: the first cache line holds everything a packet
+/// reads besides its own direction's counters (key, last activity, state); the second what
+/// only expiry and export touch; then one aligned pair of lines per direction; then the early
+/// packet features, written by the first ten packets only. Per packet: three lines.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub(crate) struct FlowEntry {
     pub key: FlowKey,
-    /// High 32 bits of the key's hash (the table's slot tag).
-    pub hash32: u32,
-    /// Timer-wheel links (entry indices, `NIL` when none) and slot.
-    pub wheel_prev: u32,
-    pub wheel_next: u32,
-    pub wheel_slot: u32,
+    /// Last packet of the flow (either direction).
+    pub last_ns: u64,
+    /// Start of the current active-timeout interval.
+    pub interval_start_ns: u64,
+    /// Unix second of the last packet (low 32 bits), for the series' active-flow count.
+    pub last_second: u32,
     /// In use (set and cleared by the table).
     pub live: bool,
     pub state: u8,
     /// Number of early packets recorded so far.
     pub early_count: u8,
+    // Second line: expiry and export.
+    /// Timer-wheel links (entry indices, `NIL` when none) and slot.
+    pub wheel_prev: u32,
+    pub wheel_next: u32,
+    pub wheel_slot: u32,
     /// Bit i set: early packet i was sent by the high side.
     pub early_high: u16,
-    /// Unix second of the last packet (low 32 bits), for the series' active-flow count.
-    pub last_second: u32,
-    /// Start of the current active-timeout interval.
-    pub interval_start_ns: u64,
-    /// Counters by sender side (index `Side as usize`).
-    pub dirs: [DirStats; 2],
-    /// MAC address of each side (as sender, or as receiver of the first packet).
-    pub macs: [[u8; 6]; 2],
-    pub early_len: [u32; EARLY_PACKETS],
-    pub early_iat: [u64; EARLY_PACKETS],
     /// Payload bytes captured so far per side (into the meter's payload arena).
     pub payload_len: [u16; 2],
+    /// MAC address of each side (as sender, or as receiver of the first packet).
+    pub macs: [[u8; 6]; 2],
+    /// Counters by sender side (index `Side as usize`).
+    pub dirs: [DirStats; 2],
+    pub early_len: [u32; EARLY_PACKETS],
+    pub early_iat: [u64; EARLY_PACKETS],
 }
 
 /// Sentinel "no entry" index.
@@ -98,7 +107,7 @@ impl FlowEntry {
     pub(crate) fn empty() -> Self {
         FlowEntry {
             key: FlowKey::default(),
-            hash32: 0,
+            last_ns: 0,
             wheel_prev: NIL,
             wheel_next: NIL,
             wheel_slot: 0,
@@ -117,10 +126,10 @@ impl FlowEntry {
     }
 
     /// Resets the entry for a new flow (keeps the wheel links, which the table manages).
-    pub(crate) fn start(&mut self, key: FlowKey, hash32: u32, d: &Decoded, sender: Side, ts: u64) {
+    pub(crate) fn start(&mut self, key: FlowKey, d: &Decoded, sender: Side, ts: u64) {
         self.key = key;
-        self.hash32 = hash32;
         self.state = 0;
+        self.last_ns = ts;
         self.interval_start_ns = ts;
         self.reset_counters();
         self.macs[sender as usize] = d.src_mac;
@@ -200,7 +209,8 @@ impl FlowEntry {
             self.learn_from_syn(d, sender);
         }
         // Inter-arrival time within the flow, for the early-packet features.
-        let prev_last = self.dirs[0].last_ns.max(self.dirs[1].last_ns);
+        let prev_last = self.last_ns;
+        self.last_ns = self.last_ns.max(ts);
         let dir = &mut self.dirs[side];
         if dir.packets == 0 {
             dir.first_ns = ts;
@@ -264,9 +274,14 @@ impl FlowEntry {
         }
     }
 
-    /// Timestamp of the flow's last packet.
+    /// Timestamp of the flow's last packet, for expiry (survives an active-timeout reset).
     #[inline]
     pub(crate) fn last_ns(&self) -> u64 {
+        self.last_ns
+    }
+
+    /// Timestamp of the last packet in the current record.
+    pub(crate) fn record_last_ns(&self) -> u64 {
         self.dirs[0].last_ns.max(self.dirs[1].last_ns)
     }
 
@@ -359,6 +374,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn layout_puts_each_direction_on_its_own_two_lines() {
+        assert_eq!(core::mem::size_of::<DirStats>(), 128);
+        let e = FlowEntry::empty();
+        let base = &e as *const FlowEntry as usize;
+        let off = |p: *const u8| p as usize - base;
+        assert!(
+            off(&e.early_count as *const u8) < 64,
+            "hot header fits one line"
+        );
+        assert_eq!(off(&e.dirs[0] as *const DirStats as *const u8) % 64, 0);
+        assert_eq!(off(&e.dirs[1] as *const DirStats as *const u8) % 64, 0);
+    }
+
+    #[test]
     fn serial_comparison_wraps() {
         assert!(seq_before(1, 2));
         assert!(seq_before(u32::MAX, 0));
@@ -398,7 +427,7 @@ mod tests {
     fn retransmission_is_a_segment_starting_in_sent_space() {
         let mut e = FlowEntry::empty();
         let syn = tcp(tcp_flags::SYN, 100, 0);
-        e.start(FlowKey::default(), 0, &syn, Side::Low, 0);
+        e.start(FlowKey::default(), &syn, Side::Low, 0);
         e.update(&syn, Side::Low, 0, 60);
         e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 1, 70);
         e.update(&tcp(tcp_flags::ACK, 111, 10), Side::Low, 2, 70);
@@ -418,7 +447,7 @@ mod tests {
     fn syn_ack_first_makes_the_receiver_initiator() {
         let mut e = FlowEntry::empty();
         let sa = tcp(tcp_flags::SYN | tcp_flags::ACK, 5, 0);
-        e.start(FlowKey::default(), 0, &sa, Side::Low, 0);
+        e.start(FlowKey::default(), &sa, Side::Low, 0);
         assert_eq!(e.initiator(), Side::High);
     }
 
@@ -426,7 +455,7 @@ mod tests {
     fn later_syn_reorients_a_heuristic_flow() {
         let mut e = FlowEntry::empty();
         let ack = tcp(tcp_flags::ACK, 5, 10);
-        e.start(FlowKey::default(), 0, &ack, Side::Low, 0);
+        e.start(FlowKey::default(), &ack, Side::Low, 0);
         assert_eq!(e.initiator(), Side::Low);
         e.update(&tcp(tcp_flags::SYN, 1, 0), Side::High, 1, 60);
         assert_eq!(e.initiator(), Side::High);
@@ -439,14 +468,14 @@ mod tests {
     fn fin_both_ways_or_rst_closes() {
         let mut e = FlowEntry::empty();
         let a = tcp(tcp_flags::ACK | tcp_flags::FIN, 5, 0);
-        e.start(FlowKey::default(), 0, &a, Side::Low, 0);
+        e.start(FlowKey::default(), &a, Side::Low, 0);
         e.update(&a, Side::Low, 0, 60);
         assert!(!e.is_closing());
         e.update(&a, Side::High, 1, 60);
         assert!(e.is_closing());
         let mut r = FlowEntry::empty();
         let rst = tcp(tcp_flags::RST, 5, 0);
-        r.start(FlowKey::default(), 0, &rst, Side::Low, 0);
+        r.start(FlowKey::default(), &rst, Side::Low, 0);
         r.update(&rst, Side::Low, 0, 60);
         assert!(r.is_closing());
     }
@@ -455,7 +484,7 @@ mod tests {
     fn early_packets_are_signed_by_side() {
         let mut e = FlowEntry::empty();
         let p = tcp(tcp_flags::ACK, 0, 0);
-        e.start(FlowKey::default(), 0, &p, Side::Low, 10);
+        e.start(FlowKey::default(), &p, Side::Low, 10);
         for i in 0..12u64 {
             let side = if i % 2 == 0 { Side::Low } else { Side::High };
             e.update(&p, side, 10 + i * 5, 60 + i as u32);
