@@ -220,7 +220,9 @@ impl FlowTable {
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
         self.free.clear();
-        self.slots.fill(0);
+        // A fresh zeroed allocation is lazily mapped; filling the old one would touch every
+        // page of the index (64 MiB at the default capacity) even for a handful of flows.
+        self.slots = vec![0; self.slots.len()];
         self.wheel.fill(NIL);
         self.len = 0;
     }
