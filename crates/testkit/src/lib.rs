@@ -68,8 +68,15 @@ pub struct OracleFlow {
     pub tcp_counts: Option<[u64; 4]>,
 }
 
-/// Parses a decimal epoch like `1259023909.119790000` into ns, exactly.
+/// Parses a decimal epoch like `1259023909.119790000` into ns, exactly. Python's `Decimal`
+/// writes zero as `0E-9`, which is accepted too. Times past the year 2554 saturate at
+/// `u64::MAX`, as trawl's sources do.
 pub fn parse_epoch_ns(s: &str) -> Option<u64> {
+    if let Some((mantissa, exp)) = s.split_once(['E', 'e']) {
+        let _: i32 = exp.parse().ok()?;
+        let m = parse_epoch_ns(mantissa)?;
+        return (m == 0).then_some(0);
+    }
     let (sec, frac) = s.split_once('.').unwrap_or((s, ""));
     let sec: u64 = sec.parse().ok()?;
     if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
@@ -80,7 +87,7 @@ pub fn parse_epoch_ns(s: &str) -> Option<u64> {
     } else {
         frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32)
     };
-    Some(sec * 1_000_000_000 + frac_ns)
+    Some(sec.saturating_mul(1_000_000_000).saturating_add(frac_ns))
 }
 
 fn parse_endpoint(s: &str) -> Option<(IpAddr, u16)> {
@@ -242,5 +249,7 @@ mod tests {
         assert_eq!(parse_epoch_ns("1.5"), Some(1_500_000_000));
         assert_eq!(parse_epoch_ns("7"), Some(7_000_000_000));
         assert_eq!(parse_epoch_ns("1.1234567891"), None);
+        assert_eq!(parse_epoch_ns("0E-9"), Some(0));
+        assert_eq!(parse_epoch_ns("18446744073709.551616"), Some(u64::MAX));
     }
 }

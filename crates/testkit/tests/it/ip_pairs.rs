@@ -86,6 +86,7 @@ golden_cases! {
     pppoe_session => "pppoe.pcap",
     gre_outer => "various_gre.pcap",
     gre_outer_pcapplusplus => "GrePackets.cap",
+    vxlan_outer => "vxlan.pcap",
     linux_sll => "babel.pcap",
     linux_sll2 => "Sll2Packet.pcap",
     bsd_null_loopback => "null_loopback.pcap",
