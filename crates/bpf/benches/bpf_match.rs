@@ -4,34 +4,15 @@
 //!
 //! `cargo bench -p trawl-bpf --bench bpf_match`
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use trawl_bpf::Filter;
 use trawl_capture::LinkType;
 
-/// Counts allocations, so the bench can assert the hot path makes none.
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as our caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static ALLOC: trawl_testkit::alloc::CountingAllocator = trawl_testkit::alloc::CountingAllocator;
 
 const EXPRESSIONS: &[&str] = &[
     "tcp port 80",
@@ -98,9 +79,13 @@ fn bench(c: &mut Criterion) {
         for p in &pkts {
             assert_eq!(ours.matches(p, p.len() as u32), theirs.filter(p), "{expr}");
         }
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = trawl_testkit::alloc::allocations();
         let (t_ours, hits) = ns_per_packet(&pkts, |p| ours.matches(p, p.len() as u32));
-        assert_eq!(ALLOCS.load(Ordering::Relaxed), before, "matching allocated");
+        assert_eq!(
+            trawl_testkit::alloc::allocations(),
+            before,
+            "matching allocated"
+        );
         let (t_pcap, hits_pcap) = ns_per_packet(&pkts, |p| theirs.filter(p));
         assert_eq!(hits, hits_pcap);
         println!(

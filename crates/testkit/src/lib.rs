@@ -6,6 +6,8 @@
 //! segmentation (`tcp.stream` / `udp.stream`) with per-direction packets and frame bytes.
 #![deny(missing_docs)]
 
+pub mod alloc;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
