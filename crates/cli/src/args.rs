@@ -67,16 +67,23 @@ pub struct InputArgs {
     pub progress: When,
 }
 
+/// Where and how results are written (both commands).
 #[derive(Args, Debug)]
-pub struct FlowsArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-    /// Record format.
+pub struct OutputArgs {
+    /// Output format: JSON lines, or CSV with a header line.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
     /// Output file (`-` for standard output).
     #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct FlowsArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
     /// Leading transport payload bytes kept per direction and written (hex) with each record.
     #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
@@ -86,12 +93,8 @@ pub struct FlowsArgs {
 pub struct SeriesArgs {
     #[command(flatten)]
     pub input: InputArgs,
-    /// Row format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
-    pub format: OutputFormat,
-    /// Output file (`-` for standard output).
-    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
-    pub output: PathBuf,
+    #[command(flatten)]
+    pub out: OutputArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,12 +33,12 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             if let Some(f) = &input.filter {
                 check_filter(f)?;
             }
-            let format = match a.format {
+            let format = match a.out.format {
                 OutputFormat::Json => RecordFormat::Json,
                 OutputFormat::Csv => RecordFormat::Csv,
             };
             let writer = RecordWriter::new(format, a.payload_bytes > 0);
-            let mut out = Output::new(args::open_output(&a.output)?);
+            let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             let mut meter = FlowMeter::new(input.flow.clone());
             // The sink owns the output while the run goes; a closed pipe ends the run early.
@@ -58,12 +58,12 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             if let Some(f) = &input.filter {
                 check_filter(f)?;
             }
-            let format = match a.format {
+            let format = match a.out.format {
                 OutputFormat::Json => SeriesFormat::Json,
                 OutputFormat::Csv => SeriesFormat::Csv,
             };
             let writer = SeriesWriter::new(format);
-            let mut out = Output::new(args::open_output(&a.output)?);
+            let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             let mut meter = FlowMeter::new(input.flow.clone());
             let mut series = SeriesCounter::new(SeriesConfig::default());

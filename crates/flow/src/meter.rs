@@ -513,28 +513,24 @@ mod tests {
                 data: frame,
             };
             let records = &mut self.records;
-            self.meter.process(&pkt, &mut |r: &FlowRecord<'_>| {
-                records.push((
-                    r.src_port,
-                    r.dst_port,
-                    r.fwd.packets,
-                    r.rev.packets,
-                    r.end_reason,
-                ))
-            })
+            self.meter
+                .process(&pkt, &mut |r: &FlowRecord<'_>| records.push(summary(r)))
         }
         fn flush(&mut self) {
             let records = &mut self.records;
-            self.meter.flush(&mut |r: &FlowRecord<'_>| {
-                records.push((
-                    r.src_port,
-                    r.dst_port,
-                    r.fwd.packets,
-                    r.rev.packets,
-                    r.end_reason,
-                ))
-            });
+            self.meter
+                .flush(&mut |r: &FlowRecord<'_>| records.push(summary(r)));
         }
+    }
+
+    fn summary(r: &FlowRecord<'_>) -> (u16, u16, u64, u64, EndReason) {
+        (
+            r.src_port,
+            r.dst_port,
+            r.fwd.packets,
+            r.rev.packets,
+            r.end_reason,
+        )
     }
 
     const SYN: u8 = tcp_flags::SYN;
