@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS (default 60) with cargo-fuzz on nightly:
+#   scripts/fuzz.sh [SECONDS] [TARGET...]
+# Targets: pcap_reader (any bytes through FileSource), decode (any frame through the decoder,
+# both tunnel modes), bpf_filter (any program through validation and the interpreter).
+# Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter)
+rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+for t in "${targets[@]}"; do
+    echo "fuzz: $t for ${seconds}s"
+    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$seconds" -rss_limit_mb=2048)
+done
