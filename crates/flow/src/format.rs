@@ -232,6 +232,9 @@ use direction;
 /// addresses and two lists of ten 20-digit numbers stay far below this.
 const RECORD_MAX: usize = 8192;
 
+// The numbers' 20-byte write window may run past the last digit; the buffer has the slack.
+const _: () = assert!(RECORD_MAX > 4096 + 20);
+
 /// Assembles one record in a stack buffer.
 struct Cursor {
     buf: [u8; RECORD_MAX],
@@ -286,8 +289,9 @@ impl Cursor {
         }
     }
 
-    /// Writes the digits in place, backwards from the end of the number, two per division.
-    #[inline]
+    /// Writes the digits in place, backwards from the end of the number, two per division,
+    /// inside one fixed 20-byte window (one bounds check per number).
+    #[inline(always)]
     fn uint(&mut self, mut v: u64) {
         // Most fields of a record are small counters, many of them zero.
         if v < 10 {
@@ -295,21 +299,23 @@ impl Cursor {
             self.pos += 1;
             return;
         }
-        let n = v.ilog10() as usize + 1;
-        let out = &mut self.buf[self.pos..self.pos + n];
+        let n = (v.ilog10() as usize + 1).min(20);
+        let window: &mut [u8; 20] = (&mut self.buf[self.pos..self.pos + 20])
+            .try_into()
+            .expect("20-byte window");
         let mut i = n;
-        while v >= 100 {
+        while v >= 100 && i >= 2 {
             let pair = (v % 100) as usize * 2;
             v /= 100;
             i -= 2;
-            out[i] = DIGIT_PAIRS[pair];
-            out[i + 1] = DIGIT_PAIRS[pair + 1];
+            window[i] = DIGIT_PAIRS[pair];
+            window[i + 1] = DIGIT_PAIRS[pair + 1];
         }
-        if v >= 10 {
-            out[i - 2] = DIGIT_PAIRS[v as usize * 2];
-            out[i - 1] = DIGIT_PAIRS[v as usize * 2 + 1];
-        } else {
-            out[i - 1] = b'0' + v as u8;
+        if v >= 10 && i >= 2 {
+            window[i - 2] = DIGIT_PAIRS[v as usize * 2];
+            window[i - 1] = DIGIT_PAIRS[v as usize * 2 + 1];
+        } else if i >= 1 {
+            window[i - 1] = b'0' + v as u8;
         }
         self.pos += n;
     }
