@@ -203,3 +203,26 @@ fn closed_pipe_ends_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn a_file_older_than_the_previous_one_resets_the_clock() {
+    // tls13.pcap is from 2017, wireshark-retrans.pcap from 2009: read in that order, the older
+    // file's flows would all look idle; the previous file's flows are closed first instead.
+    let out = trawl(&[
+        "flows",
+        "-r",
+        &testdata("oracle/tls13.pcap"),
+        "-r",
+        &testdata("oracle/wireshark-retrans.pcap"),
+        "--summary",
+        "json",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(out.status.success());
+    let s = summary(&out);
+    assert_eq!(s["time_resets"], 1);
+    // One flow each, the retransmission capture's 108 packets in one record.
+    assert_eq!(s["records"], 2);
+    assert_eq!(s["end_reasons"]["end"], 2);
+}
