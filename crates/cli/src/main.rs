@@ -37,7 +37,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Json => RecordFormat::Json,
                 OutputFormat::Csv => RecordFormat::Csv,
             };
-            let writer = RecordWriter::new(format, a.payload_bytes > 0);
+            let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             let mut meter = FlowMeter::new(input.flow.clone());

@@ -19,11 +19,22 @@ pub enum RecordFormat {
 }
 
 /// Writes records into a byte buffer.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RecordWriter {
     format: RecordFormat,
     /// Include the payload fields (only when payload capture is on).
     with_payload: bool,
+    /// Where a record is assembled; kept across records so it is not cleared each time.
+    scratch: Box<[u8; RECORD_MAX]>,
+}
+
+impl std::fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordWriter")
+            .field("format", &self.format)
+            .field("with_payload", &self.with_payload)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Per-direction field suffixes, in output order, after the `fwd_`/`rev_` prefix.
@@ -75,6 +86,7 @@ impl RecordWriter {
         RecordWriter {
             format,
             with_payload,
+            scratch: Box::new([0; RECORD_MAX]),
         }
     }
 
@@ -103,10 +115,10 @@ impl RecordWriter {
     }
 
     /// Appends one record (one line) to `out`.
-    pub fn write(&self, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
+    pub fn write(&mut self, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
         let json = self.format == RecordFormat::Json;
         let mut c = Cursor {
-            buf: [0; RECORD_MAX],
+            buf: &mut self.scratch,
             pos: 0,
             json,
         };
@@ -236,8 +248,8 @@ const RECORD_MAX: usize = 8192;
 const _: () = assert!(RECORD_MAX > 4096 + 20);
 
 /// Assembles one record in a stack buffer.
-struct Cursor {
-    buf: [u8; RECORD_MAX],
+struct Cursor<'b> {
+    buf: &'b mut [u8; RECORD_MAX],
     pos: usize,
     json: bool,
 }
@@ -252,7 +264,7 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-impl Cursor {
+impl Cursor<'_> {
     /// Appends bytes whose length is usually a compile-time constant (keys, punctuation).
     #[inline(always)]
     fn lit(&mut self, s: &[u8]) {
@@ -458,7 +470,7 @@ mod tests {
 
     #[test]
     fn json_is_valid_and_complete() {
-        let w = RecordWriter::new(RecordFormat::Json, true);
+        let mut w = RecordWriter::new(RecordFormat::Json, true);
         let mut out = Vec::new();
         w.write(&record(), &mut out);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -480,8 +492,9 @@ mod tests {
 
     #[test]
     fn numbers_format_exactly() {
+        let mut buf = [0; RECORD_MAX];
         let mut c = Cursor {
-            buf: [0; RECORD_MAX],
+            buf: &mut buf,
             pos: 0,
             json: true,
         };
@@ -509,7 +522,7 @@ mod tests {
 
     #[test]
     fn csv_row_matches_header() {
-        let w = RecordWriter::new(RecordFormat::Csv, false);
+        let mut w = RecordWriter::new(RecordFormat::Csv, false);
         let mut out = Vec::new();
         w.write_header(&mut out);
         w.write(&record(), &mut out);
