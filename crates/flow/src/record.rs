@@ -95,7 +95,8 @@ pub struct DirectionRecord {
     pub tcp_flags: u8,
     /// TCP segments advertising a zero window (RST excluded).
     pub zero_window: u32,
-    /// TCP segments carrying payload that starts in sequence space already sent.
+    /// TCP segments consuming sequence space (payload, SYN or FIN) that start in sequence space
+    /// already sent; keep-alives excluded.
     pub retransmissions: u32,
 }
 

@@ -342,8 +342,13 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) {
         dir.seq_valid = true;
         dir.next_seq = end;
     } else if seq_before(d.tcp.seq, dir.next_seq) {
-        // Starts inside sequence space this side already sent: a retransmission.
-        if d.payload_len > 0 {
+        // Starts inside sequence space this side already sent: a retransmission — unless it
+        // is a keep-alive, one byte (or none) at one before the next sequence number, which
+        // re-sends nothing (Wireshark's rule).
+        let keep_alive = d.payload_len <= 1
+            && d.tcp.seq == dir.next_seq.wrapping_sub(1)
+            && f & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) == 0;
+        if !keep_alive {
             dir.retransmissions += 1;
         }
         if seq_before(dir.next_seq, end) {
@@ -434,13 +439,16 @@ mod tests {
         e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 3, 70);
         // A pure ACK at the old sequence number is not a retransmission.
         e.update(&tcp(tcp_flags::ACK, 101, 0), Side::Low, 4, 60);
+        // Nor is a keep-alive: one byte at next sequence number - 1.
+        e.update(&tcp(tcp_flags::ACK, 120, 1), Side::Low, 5, 61);
         let d = &e.dirs[0];
         assert_eq!(d.retransmissions, 1);
-        assert_eq!(d.packets, 5);
+        assert_eq!(d.packets, 6);
         assert_eq!(d.flag_counts[flag_index::SYN], 1);
         assert_eq!(e.initiator(), Side::Low);
         assert_eq!((d.len_min, d.len_max), (60, 70));
         assert_eq!((d.iat_min, d.iat_max), (1, 1));
+        assert_eq!(d.next_seq, 121);
     }
 
     #[test]

@@ -167,6 +167,8 @@ pub struct TestFlow {
     pub last_ns: u64,
     /// SYN, SYN-ACK, FIN, RST summed over both directions.
     pub tcp_counts: [u64; 4],
+    /// Retransmitted segments, both directions.
+    pub retransmissions: u64,
     /// End reason name.
     pub end_reason: &'static str,
 }
@@ -187,6 +189,7 @@ impl TestFlow {
             first_ns: r.first_ns,
             last_ns: r.last_ns,
             tcp_counts: [f[0] + v[0], f[1] + v[1], f[2] + v[2], f[3] + v[3]],
+            retransmissions: (r.fwd.retransmissions + r.rev.retransmissions) as u64,
             end_reason: r.end_reason.name(),
         }
     }

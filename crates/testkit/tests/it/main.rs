@@ -3,3 +3,4 @@
 mod corpus_sweep;
 mod ip_pairs;
 mod oracle;
+mod tcp_analysis;
