@@ -6,9 +6,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
+corpus=${TRAWL_CORPUS:-../shared/corpus}
+corpus_note() {
+    if [ -f "$corpus/MANIFEST.tsv" ]; then
+        echo "test.sh: whole-corpus sweeps read $corpus"
+    else
+        echo "=================================================================="
+        echo "test.sh: SKIPPED the whole-corpus sweeps: no corpus at $corpus"
+        echo "         (set TRAWL_CORPUS=DIR to run them); everything else ran."
+        echo "=================================================================="
+    fi
+}
+corpus_note
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace
 # The fuzz targets live outside the workspace (cargo-fuzz needs nightly): make sure they build.
 (cd fuzz && cargo check --quiet --bins)
+corpus_note
