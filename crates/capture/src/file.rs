@@ -121,6 +121,8 @@ pub struct FileSource {
     format: FileFormat,
     /// `gzip` or `zstd` when the file is compressed.
     codec: Option<&'static str>,
+    /// Size of the file when progress can be measured against it (uncompressed regular file).
+    total_len: Option<u64>,
     batch_size: usize,
     input: Input,
     parser: Parser,
@@ -147,7 +149,16 @@ impl FileSource {
             offset: 0,
             kind: ErrorKind::Io(e),
         })?;
-        Self::from_boxed(path.to_path_buf(), Box::new(file), config)
+        let len = file
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len());
+        let mut src = Self::from_boxed(path.to_path_buf(), Box::new(file), config)?;
+        // Offsets count decompressed bytes, so only an uncompressed file's size says how far
+        // along a read is.
+        src.total_len = len.filter(|_| src.codec.is_none());
+        Ok(src)
     }
 
     /// Reads a capture from any byte stream (standard input, a socket, bytes in memory).
@@ -191,6 +202,7 @@ impl FileSource {
             path,
             format: FileFormat::Pcap,
             codec,
+            total_len: None,
             batch_size: config.batch_size.max(1),
             input: Input::new(reader, READ_SIZE),
             parser: Parser::Hpcap(HpcapParser),
@@ -305,6 +317,13 @@ impl FileSource {
     /// The detected container format.
     pub fn format(&self) -> FileFormat {
         self.format
+    }
+
+    /// How far the read has come: `(bytes consumed, file size)`, when the size is known (an
+    /// uncompressed regular file opened by path), for progress displays.
+    pub fn progress(&self) -> Option<(u64, u64)> {
+        self.total_len
+            .map(|total| (self.input.offset().min(total), total))
     }
 
     /// An error `at` bytes past the current read position.

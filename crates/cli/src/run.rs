@@ -182,7 +182,7 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
             }
             meter.process_batch(&selected, sink, |i, o| after(&selected[i], o));
             spare = recycle(selected);
-            progress.tick(meter, &source.stats(), &report);
+            progress.tick(meter, &source.stats(), source.progress(), &report);
             if stop() {
                 add_stats(&mut report.source, &source.stats());
                 break 'files;
@@ -234,7 +234,13 @@ impl Progress {
         }
     }
 
-    fn tick(&mut self, meter: &FlowMeter, current: &SourceStats, report: &RunReport) {
+    fn tick(
+        &mut self,
+        meter: &FlowMeter,
+        current: &SourceStats,
+        file_progress: Option<(u64, u64)>,
+        report: &RunReport,
+    ) {
         if !self.enabled {
             return;
         }
@@ -246,8 +252,21 @@ impl Progress {
         let packets = report.source.records + current.records;
         self.done_records = packets;
         let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
+        // A bar for the current file when its size is known, else just the counters.
+        let bar = match file_progress {
+            Some((done, total)) if total > 0 => {
+                let pct = (done as f64 / total as f64 * 100.0).min(100.0);
+                let filled = (pct / 5.0) as usize;
+                format!(
+                    "[{}{}] {pct:3.0}% ",
+                    "#".repeat(filled),
+                    " ".repeat(20 - filled.min(20))
+                )
+            }
+            _ => String::new(),
+        };
         eprint!(
-            "\r\x1b[K{} files, {} packets ({}/s), {} MB, {} active flows",
+            "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
             report.files_read,
             packets,
             human(packets as f64 / secs),

@@ -89,3 +89,26 @@ pub fn read(name: &str) -> Result<Outcome, Error> {
     let mut src = FileSource::with_config(pcap(name), FileSourceConfig::default())?;
     Ok(drain(&mut src))
 }
+
+/// `progress()` walks from the header to the file size for an uncompressed file, and is
+/// unknown for a compressed one (its offsets count decompressed bytes).
+#[test]
+fn progress_reaches_the_file_size() {
+    let path = pcap("nanosecs_big_endian.pcap");
+    let len = std::fs::metadata(&path).unwrap().len();
+    let mut src = FileSource::open(&path).unwrap();
+    let (start, total) = src.progress().expect("known for an uncompressed file");
+    assert_eq!(total, len);
+    assert!(start < total);
+    while src.next_batch().unwrap().is_some() {}
+    assert_eq!(src.progress(), Some((len, len)));
+    let zst = FileSource::open(pcap("pcapng-example.pcapng.zst")).unwrap();
+    assert_eq!(zst.progress(), None);
+    let piped = FileSource::from_reader(
+        "<stdin>",
+        std::io::Cursor::new(std::fs::read(&path).unwrap()),
+        FileSourceConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(piped.progress(), None);
+}
