@@ -176,8 +176,11 @@ pub struct HiInput {
 impl HiInput {
     pub fn from_low(a: &InputArgs, payload_bytes: usize) -> Result<HiInput> {
         use std::io::IsTerminal;
-        if a.capacity == 0 {
-            bail!("--capacity must be at least 1");
+        if a.capacity == 0 || a.capacity > trawl_flow::MAX_CAPACITY {
+            bail!(
+                "--capacity must be between 1 and {}",
+                trawl_flow::MAX_CAPACITY
+            );
         }
         if a.idle == 0 {
             bail!("--idle must be greater than zero");

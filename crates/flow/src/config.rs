@@ -13,7 +13,7 @@ pub struct FlowConfig {
     /// retransmissions before it is exported (reason `fin` / `rst`). Default 2 s.
     pub tcp_linger_ns: u64,
     /// Maximum concurrent flows. When full, the flow idle the longest is exported
-    /// (reason `pressure`). Default 4 Mi.
+    /// (reason `pressure`). Default 4 Mi; at most 2^26 - 2 (the index addresses 26 bits).
     pub capacity: usize,
     /// Bytes of transport payload kept per direction and reported in the record. Default 0.
     pub payload_bytes: usize,

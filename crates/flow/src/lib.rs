@@ -50,3 +50,6 @@ pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome};
 pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};
 pub use state::EARLY_PACKETS;
+
+/// Largest flow-table capacity (`FlowConfig::capacity`) the index can address.
+pub const MAX_CAPACITY: usize = table::MAX_CAPACITY;

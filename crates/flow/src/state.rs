@@ -84,6 +84,8 @@ pub(crate) struct FlowEntry {
     /// Number of early packets recorded so far.
     pub early_count: u8,
     // Second line: expiry and export.
+    /// The key's hash (set by the table; removal needs each moved slot's home position).
+    pub hash: u64,
     /// Timer-wheel links (entry indices, `NIL` when none) and slot.
     pub wheel_prev: u32,
     pub wheel_next: u32,
@@ -108,6 +110,7 @@ impl FlowEntry {
         FlowEntry {
             key: FlowKey::default(),
             last_ns: 0,
+            hash: 0,
             wheel_prev: NIL,
             wheel_next: NIL,
             wheel_slot: 0,
