@@ -170,9 +170,7 @@ impl FlowMeter {
                 }
             }
             for p in pending[..chunk.len()].iter().filter(|p| p.parse.has_key()) {
-                if let Some(idx) = self.table.find(&p.key, p.hash) {
-                    self.table.prefetch_entry(idx, p.side as usize);
-                }
+                self.table.prefetch_candidates(p.hash, p.side as usize);
             }
             for (i, (pkt, p)) in chunk.iter().zip(pending.iter()).enumerate() {
                 let outcome = self.account(pkt, p, sink);

@@ -253,6 +253,25 @@ impl FlowTable {
         mem_prefetch::prefetch_read_data::<_, 3>(&self.slots[pos]);
     }
 
+    /// Hints the CPU to fetch the entries a lookup of `hash` may land on (those whose slot tag
+    /// matches), reading only index slots: comparing keys here would wait for the very lines
+    /// being prefetched.
+    #[inline]
+    pub(crate) fn prefetch_candidates(&self, hash: u64, side: usize) {
+        let tag = tag_of(hash);
+        let mut pos = home_bits(hash) & self.mask;
+        loop {
+            let s = self.slots[pos];
+            if s == 0 {
+                return;
+            }
+            if s & !INDEX_MASK == tag {
+                self.prefetch_entry((s & INDEX_MASK) - 1, side);
+            }
+            pos = (pos + 1) & self.mask;
+        }
+    }
+
     /// Hints the CPU to fetch the three lines of entry `idx` a packet from `side` updates.
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32, side: usize) {
