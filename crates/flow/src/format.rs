@@ -342,6 +342,11 @@ impl Cursor<'_> {
 
     /// Non-negative statistics with at most 3 decimals; whole values without a fraction.
     fn float(&mut self, v: f64) {
+        // Short flows leave many statistics at zero.
+        if v == 0.0 {
+            self.lit(b"0");
+            return;
+        }
         // `+ 0.5` then truncation rounds half up like `round()` for the non-negative values
         // here, without the libm call `round()` compiles to on baseline x86-64.
         let milli = v * 1000.0 + 0.5;
