@@ -645,6 +645,48 @@ mod tests {
         assert_eq!(r.records[0].2 + r.records[0].3, 3);
     }
 
+    /// `tcp_frame` carrying `payload`.
+    fn tcp_frame_with(a: u8, sport: u16, b: u8, dport: u16, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = tcp_frame(a, sport, b, dport, flags);
+        f[16..18].copy_from_slice(&(40 + payload.len() as u16).to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn payload_bytes_are_kept_per_direction_up_to_the_limit() {
+        let config = FlowConfig {
+            payload_bytes: 6,
+            capacity: 16,
+            ..FlowConfig::default()
+        };
+        let mut meter = FlowMeter::new(config);
+        let packets = [
+            tcp_frame_with(1, 40000, 2, 80, tcp_flags::SYN, b""),
+            tcp_frame_with(1, 40000, 2, 80, ACK, b"GET "),
+            tcp_frame_with(2, 80, 1, 40000, ACK, b"HTTP/1.1 200"),
+            tcp_frame_with(1, 40000, 2, 80, ACK, b"/x"),
+            tcp_frame_with(1, 40000, 2, 80, ACK, b"more"),
+        ];
+        let mut got = Vec::new();
+        let mut sink =
+            |r: &FlowRecord<'_>| got.push((r.fwd_payload.to_vec(), r.rev_payload.to_vec()));
+        for (i, f) in packets.iter().enumerate() {
+            let pkt = PacketRecord {
+                ts_ns: S + i as u64,
+                wire_len: f.len() as u32,
+                iface: 0,
+                direction: Direction::Unknown,
+                link_type: LinkType::ETHERNET,
+                data: f,
+            };
+            meter.process(&pkt, &mut sink);
+        }
+        meter.flush(&mut sink);
+        assert_eq!(got, vec![(b"GET /x".to_vec(), b"HTTP/1".to_vec())]);
+        assert_eq!(meter.bytes_per_flow(), meter.table.bytes_per_flow() + 12);
+    }
+
     #[test]
     fn non_ip_is_counted_not_keyed() {
         let mut r = Run::new(FlowConfig::default());
