@@ -226,3 +226,28 @@ fn a_file_older_than_the_previous_one_resets_the_clock() {
     assert_eq!(s["records"], 2);
     assert_eq!(s["end_reasons"]["end"], 2);
 }
+
+#[test]
+fn series_splits_directions_where_the_capture_records_them() {
+    // pcapng epb_flags: tshark counts 10 inbound frames (9889 bytes) and 9 outbound (754).
+    let out = trawl(&[
+        "series",
+        "-r",
+        &testdata("pcaps/mpeg-direction.pcapng"),
+        "--format",
+        "json",
+        "--summary",
+        "none",
+    ]);
+    assert!(out.status.success());
+    let (mut inp, mut inb, mut outp, mut outb, mut all) = (0, 0, 0, 0, 0);
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        inp += r["in_packets"].as_u64().unwrap();
+        inb += r["in_bytes"].as_u64().unwrap();
+        outp += r["out_packets"].as_u64().unwrap();
+        outb += r["out_bytes"].as_u64().unwrap();
+        all += r["packets"].as_u64().unwrap();
+    }
+    assert_eq!((inp, inb, outp, outb, all), (10, 9889, 9, 754, 19));
+}
