@@ -319,6 +319,17 @@ impl FileSource {
         self.format
     }
 
+    /// True when the file (for pcapng: its current section) was written big-endian. Link
+    /// layers that store host-order fields (BSD loopback's address family) follow this order,
+    /// so filters for them must be compiled for it.
+    pub fn big_endian(&self) -> bool {
+        match &self.parser {
+            Parser::Pcap(p) => p.big_endian(),
+            Parser::Pcapng(p) => p.big_endian(),
+            Parser::Hpcap(_) => false,
+        }
+    }
+
     /// How far the read has come: `(bytes consumed, file size)`, when the size is known (an
     /// uncompressed regular file opened by path), for progress displays.
     pub fn progress(&self) -> Option<(u64, u64)> {

@@ -4,13 +4,17 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use trawl_bpf::FilterSet;
+use trawl_bpf::{ByteOrder, FilterSet};
 use trawl_capture::{
     FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
 };
 use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
 
 use crate::args::HiInput;
+
+/// Snap length filters are compiled for: libpcap's maximum, so `greater`/`less` and loads see
+/// whole packets.
+const SNAPLEN: u32 = 262_144;
 
 /// What happened during a run, for the summary.
 #[derive(Debug, Default)]
@@ -91,7 +95,7 @@ impl Output {
 /// Checks the filter expression before any input is read, so a typo fails fast with
 /// libpcap's message.
 pub fn check_filter(expr: &str) -> Result<FilterSet> {
-    let mut set = FilterSet::new(expr, 262_144);
+    let mut set = FilterSet::new(expr, SNAPLEN);
     set.prepare(LinkType::ETHERNET)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("invalid filter expression")?;
@@ -110,7 +114,6 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
 ) -> RunReport {
     let started = Instant::now();
     let mut report = RunReport::default();
-    let mut filter = input.filter.as_deref().map(|e| FilterSet::new(e, 262_144));
     let mut progress = Progress::new(input.progress);
     let mut latest_ts: u64 = 0;
     let config = FileSourceConfig {
@@ -133,6 +136,17 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
         };
         report.files_read += 1;
         let mut first_packet = true;
+        // Compiled per file: BSD loopback headers hold the address family in the byte order
+        // of the machine that wrote the file, and libpcap's program must match it.
+        let order = if source.big_endian() {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        };
+        let mut filter = input
+            .filter
+            .as_deref()
+            .map(|e| FilterSet::new_for(e, SNAPLEN, order));
         let mut spare: Vec<PacketRecord<'static>> = Vec::with_capacity(config.batch_size);
         loop {
             let batch = match source.next_batch() {

@@ -49,6 +49,11 @@ pub(crate) struct PcapParser {
 }
 
 impl PcapParser {
+    /// True when the file was written big-endian.
+    pub(crate) fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+
     /// Parses the file header (`data` holds at least [`HEADER_LEN`] bytes). On error, returns
     /// the offset of the bad field and what is wrong with it.
     pub(crate) fn parse_header(data: &[u8]) -> Result<(PcapParser, Interface), (u64, ErrorKind)> {

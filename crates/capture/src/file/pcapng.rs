@@ -96,6 +96,11 @@ pub(crate) struct PcapngParser {
 }
 
 impl PcapngParser {
+    /// True when the current section was written big-endian.
+    pub(crate) fn big_endian(&self) -> bool {
+        self.big_endian
+    }
+
     /// Parses the block at the start of `data`, appending interfaces to `ifaces`.
     pub(crate) fn step(&mut self, data: &[u8], ifaces: &mut Vec<Interface>) -> Step {
         if data.len() < 8 {
