@@ -281,7 +281,7 @@ fn big_endian_copy(little: &[u8]) -> Vec<u8> {
 fn filters_on_loopback_follow_the_byte_order_of_the_file() {
     // IPv4 (AF 2), IPv6 (AF 30) and one Ethertype-style header: the big-endian copy of the
     // file must filter exactly like the original. (Without compiling for the file's byte
-    // order, `ip` and `ip6` select nothing from the copy.)
+    // order, this test fails: the program reads the family in the wrong order.)
     let little = testdata("pcaps/null_loopback.pcap");
     let bytes = std::fs::read(&little).unwrap();
     let big = std::env::temp_dir().join(format!("trawl-be-loopback-{}.pcap", std::process::id()));
