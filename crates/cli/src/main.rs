@@ -13,7 +13,7 @@ use trawl_flow::{FlowMeter, FlowRecord};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
 use args::{Command, HiInput, LowArgs, OutputFormat};
-use run::{check_filter, drive, Output};
+use run::{check_filter, drive, Event, Output};
 
 fn main() -> ExitCode {
     let low = LowArgs::parse();
@@ -48,7 +48,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 out.maybe_flush();
                 broken.set(out.failed());
             };
-            let report = drive(&input, &mut meter, &mut sink, |_, _| {}, &|| broken.get());
+            let report = drive(&input, &mut meter, &mut sink, |_| {}, &|| broken.get());
             out.finish()?;
             summary::print("flows", input.summary, &report, &meter, None);
             Ok(exit_code(&report))
@@ -78,8 +78,12 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 &input,
                 &mut meter,
                 &mut discard,
-                |pkt, outcome| {
-                    series.observe(pkt.ts_ns, pkt.wire_len, pkt.direction, outcome, &mut emit)
+                |event| match event {
+                    Event::Packet(pkt, outcome) => {
+                        series.observe(pkt.ts_ns, pkt.wire_len, pkt.direction, outcome, &mut emit)
+                    }
+                    // Rows of the earlier file end here; the older file's seconds follow.
+                    Event::TimeReset => series.finish(&mut emit),
                 },
                 &|| broken.get(),
             );

@@ -102,10 +102,19 @@ pub fn check_filter(expr: &str) -> Result<FilterSet> {
     Ok(set)
 }
 
+/// What [`drive`] reports to the per-packet consumer besides flow records.
+pub enum Event<'e, 'p> {
+    /// A packet passed the filter and went through the meter.
+    Packet(&'e PacketRecord<'p>, &'e PacketOutcome),
+    /// A file began long before the previous one ended: the meter closed every flow and
+    /// packet time starts over (per-second state should be closed out too).
+    TimeReset,
+}
+
 /// Reads every input file through the filter into `meter`. `sink` receives flow records;
-/// `after` sees every packet that passed the filter with the meter's verdict. `stop` is
-/// polled between batches (output closed).
-pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
+/// `after` sees every packet that passed the filter with the meter's verdict, and time resets
+/// between files. `stop` is polled between batches (output closed).
+pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
     input: &HiInput,
     meter: &mut FlowMeter,
     sink: &mut S,
@@ -165,10 +174,10 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
                     first_packet = false;
                     // A file that starts long before the previous one ended would make every
                     // flow look idle: close the previous file's flows first.
+                    // (Nothing of this file is selected yet: the flush sees only older packets.)
                     if pkt.ts_ns.saturating_add(meter.config().idle_timeout_ns) < latest_ts {
-                        meter.process_batch(&selected, sink, |i, o| after(&selected[i], o));
-                        selected.clear();
                         meter.flush(sink);
+                        after(Event::TimeReset);
                         report.time_resets += 1;
                         latest_ts = 0;
                     }
@@ -194,7 +203,9 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
                 }
                 selected.push(pkt);
             }
-            meter.process_batch(&selected, sink, |i, o| after(&selected[i], o));
+            meter.process_batch(&selected, sink, |i, o| {
+                after(Event::Packet(&selected[i], o))
+            });
             spare = recycle(selected);
             progress.tick(meter, &source.stats(), source.progress(), &report);
             if stop() {

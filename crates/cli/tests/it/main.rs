@@ -319,3 +319,39 @@ fn filters_on_loopback_follow_the_byte_order_of_the_file() {
     assert!(kept > 0 && dropped > 0, "{kept} kept, {dropped} dropped");
     std::fs::remove_file(&big).unwrap();
 }
+
+#[test]
+fn series_starts_over_when_a_file_goes_back_in_time() {
+    // tls13.pcap (2017, 6 packets) then wireshark-retrans.pcap (2009, 108 packets): the first
+    // file's seconds, then the second's, none of its packets counted as late.
+    let out = trawl(&[
+        "series",
+        "-r",
+        &testdata("oracle/tls13.pcap"),
+        "-r",
+        &testdata("oracle/wireshark-retrans.pcap"),
+        "--format",
+        "csv",
+        "--summary",
+        "json",
+    ]);
+    assert!(out.status.success());
+    let s = summary(&out);
+    assert_eq!(s["time_resets"], 1);
+    assert_eq!(s["series_late_packets"], 0);
+    let rows: Vec<Vec<u64>> = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.iter().map(|r| r[1]).sum::<u64>(), 114);
+    let first_2009 = rows
+        .iter()
+        .position(|r| r[0] < 1_300_000_000)
+        .expect("2009 rows");
+    assert!(first_2009 > 0 && rows[..first_2009].iter().all(|r| r[0] > 1_400_000_000));
+    assert!(rows[first_2009..]
+        .windows(2)
+        .all(|w| w[1][0] == w[0][0] + 1));
+}
