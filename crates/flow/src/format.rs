@@ -256,6 +256,28 @@ struct Cursor<'b> {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Decimal text of every byte value: up to three digits, then the digit count.
+const OCTETS: [[u8; 4]; 256] = {
+    let mut t = [[0u8; 4]; 256];
+    let mut v = 0;
+    while v < 256 {
+        t[v] = if v >= 100 {
+            [
+                b'0' + (v / 100) as u8,
+                b'0' + (v / 10 % 10) as u8,
+                b'0' + (v % 10) as u8,
+                3,
+            ]
+        } else if v >= 10 {
+            [b'0' + (v / 10) as u8, b'0' + (v % 10) as u8, 0, 2]
+        } else {
+            [b'0' + v as u8, 0, 0, 1]
+        };
+        v += 1;
+    }
+    t
+};
+
 /// "00".."99", for writing two digits per division.
 const DIGIT_PAIRS: &[u8; 200] = b"\
 0001020304050607080910111213141516171819\
@@ -315,8 +337,21 @@ impl Cursor<'_> {
         let window: &mut [u8; 20] = (&mut self.buf[self.pos..self.pos + 20])
             .try_into()
             .expect("20-byte window");
+        // Four digits per division: half the dependent multiply chain of two-at-a-time, and the
+        // two pairs of a chunk are independent work.
         let mut i = n;
-        while v >= 100 && i >= 2 {
+        while v >= 10_000 && i >= 4 {
+            let chunk = (v % 10_000) as usize;
+            v /= 10_000;
+            let (hi, lo) = ((chunk / 100) * 2, (chunk % 100) * 2);
+            i -= 4;
+            window[i] = DIGIT_PAIRS[hi];
+            window[i + 1] = DIGIT_PAIRS[hi + 1];
+            window[i + 2] = DIGIT_PAIRS[lo];
+            window[i + 3] = DIGIT_PAIRS[lo + 1];
+        }
+        // At most four digits left.
+        if v >= 100 && i >= 2 {
             let pair = (v % 100) as usize * 2;
             v /= 100;
             i -= 2;
@@ -383,10 +418,15 @@ impl Cursor<'_> {
         match ip {
             IpAddr::V4(v4) => {
                 for (i, o) in v4.octets().iter().enumerate() {
-                    if i > 0 {
-                        self.lit(b".");
-                    }
-                    self.uint(*o as u64);
+                    // Each octet from a table: its digits, then a dot, as one 4-byte store;
+                    // the length drops the dot after the last octet.
+                    let [d0, d1, d2, len] = OCTETS[*o as usize];
+                    let window: &mut [u8; 4] = (&mut self.buf[self.pos..self.pos + 4])
+                        .try_into()
+                        .expect("4-byte window");
+                    *window = [d0, d1, d2, b'.'];
+                    window[len as usize] = b'.';
+                    self.pos += len as usize + usize::from(i < 3);
                 }
             }
             IpAddr::V6(v6) => {
@@ -505,7 +545,22 @@ mod tests {
             pos: 0,
             json: true,
         };
-        for v in [0u64, 9, 10, 99, 100, 12345, u32::MAX as u64, u64::MAX] {
+        for v in [
+            0u64,
+            9,
+            10,
+            99,
+            100,
+            999,
+            1000,
+            9999,
+            10_000,
+            12345,
+            100_000_000,
+            1_700_000_000_123_456_789,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
             c.pos = 0;
             c.uint(v);
             assert_eq!(&c.buf[..c.pos], v.to_string().as_bytes());
@@ -525,6 +580,18 @@ mod tests {
         c.pos = 0;
         c.int(-42);
         assert_eq!(&c.buf[..c.pos], b"-42");
+        for ip in [
+            "0.0.0.0",
+            "10.0.0.1",
+            "192.168.100.255",
+            "1.22.133.4",
+            "255.255.255.255",
+        ] {
+            c.pos = 0;
+            c.json = false;
+            c.ip(ip.parse().unwrap());
+            assert_eq!(std::str::from_utf8(&c.buf[..c.pos]).unwrap(), ip);
+        }
     }
 
     #[test]
