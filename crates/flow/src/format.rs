@@ -393,23 +393,22 @@ impl Cursor<'_> {
         }
         let milli = milli as u64;
         self.uint(milli / 1000);
-        let frac = milli % 1000;
+        let frac = (milli % 1000) as usize;
         if frac != 0 {
-            self.lit(b".");
-            let digits = [
-                b'0' + (frac / 100) as u8,
-                b'0' + (frac / 10 % 10) as u8,
-                b'0' + (frac % 10) as u8,
-            ];
-            // Trailing zeros dropped: 60.5, not 60.500.
-            let n = if frac.is_multiple_of(100) {
-                1
-            } else if frac.is_multiple_of(10) {
-                2
-            } else {
+            // Dot and three digits in one 4-byte store; trailing zeros dropped by the length
+            // (60.5, not 60.500).
+            let (hi, lo) = ((frac / 10) * 2, frac % 10);
+            let window: &mut [u8; 4] = (&mut self.buf[self.pos..self.pos + 4])
+                .try_into()
+                .expect("4-byte window");
+            *window = [b'.', DIGIT_PAIRS[hi], DIGIT_PAIRS[hi + 1], b'0' + lo as u8];
+            self.pos += if lo != 0 {
+                4
+            } else if !frac.is_multiple_of(100) {
                 3
+            } else {
+                2
             };
-            self.bytes(&digits[..n]);
         }
     }
 
