@@ -137,11 +137,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the buffer holds the 8-byte header. After success no accessor panics.
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        crate::check_fixed(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Message type (see [`v4`], [`v6`]).

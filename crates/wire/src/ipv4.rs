@@ -89,15 +89,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// [`HEADER_LEN`] bytes.
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN {
-            return Err(Error);
-        }
-        let header_len = self.header_len();
-        if header_len < HEADER_LEN || len < header_len {
-            return Err(Error);
-        }
-        Ok(())
+        crate::check_with_options(self.buffer.as_ref(), HEADER_LEN, || self.header_len())
     }
 
     /// IP version (4 for a valid header).

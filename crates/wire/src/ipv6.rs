@@ -53,11 +53,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// ([`payload`](Packet::payload) clamps).
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        crate::check_fixed(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// IP version (6 for a valid header).

@@ -125,6 +125,33 @@ pub(crate) mod field {
     pub type Rest = core::ops::RangeFrom<usize>;
 }
 
+/// The `check_len` of a header of fixed length: the buffer holds at least `header_len` bytes.
+#[inline(always)]
+pub(crate) fn check_fixed(buffer: &[u8], header_len: usize) -> Result<(), Error> {
+    if buffer.len() < header_len {
+        Err(Error)
+    } else {
+        Ok(())
+    }
+}
+
+/// The `check_len` of a header with options (IPv4, TCP): the fixed part is there, the length
+/// the header states (`stated_len`, read from the fixed part) covers at least the fixed part,
+/// and the buffer holds all of it.
+#[inline(always)]
+pub(crate) fn check_with_options(
+    buffer: &[u8],
+    fixed_len: usize,
+    stated_len: impl FnOnce() -> usize,
+) -> Result<(), Error> {
+    check_fixed(buffer, fixed_len)?;
+    let header_len = stated_len();
+    if header_len < fixed_len || buffer.len() < header_len {
+        return Err(Error);
+    }
+    Ok(())
+}
+
 /// Reads a big-endian `u16` at `field` (two bytes).
 #[inline(always)]
 pub(crate) fn read_u16(data: &[u8], field: field::Field) -> u16 {

@@ -36,11 +36,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the buffer holds the 20-byte header. After success no accessor panics.
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        crate::check_fixed(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Protocol of the payload (an EtherType for most hardware types).

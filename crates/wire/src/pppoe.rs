@@ -53,11 +53,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// clamps.
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        crate::check_fixed(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// Version (1 for RFC 2516).

@@ -34,11 +34,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Checks that the buffer holds the 4-byte tag. After success no accessor panics.
     #[inline]
     pub fn check_len(&self) -> Result<(), Error> {
-        if self.buffer.as_ref().len() < HEADER_LEN {
-            Err(Error)
-        } else {
-            Ok(())
-        }
+        crate::check_fixed(self.buffer.as_ref(), HEADER_LEN)
     }
 
     /// The whole tag control information field.
