@@ -278,16 +278,18 @@ impl FlowMeter {
     #[inline]
     fn ends_before(&self, idx: u32, d: &Decoded, ts: u64) -> Option<EndReason> {
         let e = &self.table.entries[idx as usize];
-        let gap = ts.saturating_sub(e.last_ns());
+        // Past the idle timeout, or the linger of a closing flow.
+        let expired = ts > self.deadline(e);
         if e.is_closing() {
             // A new SYN on a closed connection is the next connection on the same ports.
             let syn_only =
                 d.tcp_valid && d.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
-            (gap > self.config.tcp_linger_ns || syn_only).then(|| closing_reason(e))
+            (expired || syn_only).then(|| closing_reason(e))
         } else {
-            (gap > self.config.idle_timeout_ns).then_some(EndReason::Idle)
+            expired.then_some(EndReason::Idle)
         }
     }
+
 
     /// Whether the flow at `idx` has run past the active timeout and must emit a record
     /// before counting a packet at `ts`. Checked per packet rather than by a timer: a flow
