@@ -290,7 +290,6 @@ impl FlowMeter {
         }
     }
 
-
     /// Whether the flow at `idx` has run past the active timeout and must emit a record
     /// before counting a packet at `ts`. Checked per packet rather than by a timer: a flow
     /// without packets is idle-expired first whenever the idle timeout is the shorter one.
