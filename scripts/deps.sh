@@ -3,10 +3,12 @@
 #   build-essential, pkg-config: the C parts of the zstd and libpcap bindings.
 #   libpcap-dev: trawl-bpf compiles tcpdump filter expressions with libpcap.
 #   curl, ca-certificates: to fetch the Rust toolchain (rustup) when cargo is missing.
+#   iproute2, tcpreplay: live capture tests make veth pairs in network namespaces and put
+#     corpus traffic on them with tcpreplay (an independent sender).
 # The tests need no tshark: its outputs are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay)
 
 missing=()
 for p in "${packages[@]}"; do

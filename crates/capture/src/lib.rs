@@ -18,11 +18,14 @@
 //! }
 //! # Ok::<(), trawl_capture::Error>(())
 //! ```
-#![forbid(unsafe_code)]
+// Unsafe code is confined to the kernel interface of live capture (`live/sys.rs`).
+#![deny(unsafe_code)]
 #![deny(missing_docs)]
 
 mod error;
 mod file;
+#[cfg(target_os = "linux")]
+pub mod live;
 mod record;
 
 pub use error::{Error, ErrorKind};

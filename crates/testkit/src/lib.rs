@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod netns;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,620 @@
+//! Live capture from a network interface with AF_PACKET TPACKET_V3 memory-mapped rings.
+//!
+//! The kernel writes packets into blocks of a ring shared with user space; [`LiveSource`] walks
+//! each block the kernel hands over, copies its packets into the batch buffer (restoring the
+//! VLAN tags the kernel moved into metadata), and gives the block back at once, so the kernel
+//! has the whole ring to write into while the batch is being processed. One copy per packet,
+//! one `poll` per block at most, no system call per packet.
+//!
+//! Several [`LiveSource`]s on one interface join a PACKET_FANOUT group; with
+//! [`FanoutMode::Symmetric`] the kernel stripes traffic by an XOR of the addresses so both
+//! directions of a conversation reach the same source (see [`fanout`]).
+use std::io;
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use crate::{Batch, Direction, Interface, LinkType, PacketSource, RecordMeta, SourceStats};
+
+pub mod fanout;
+mod sys;
+
+pub use sys::SockFilter;
+
+/// Where the timestamps come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TimestampMode {
+    /// Ask the NIC for hardware timestamps (SIOCSHWTSTAMP, SOF_TIMESTAMPING_RAW_HARDWARE) and
+    /// fall back to the kernel's software timestamps when it has none. Which one each packet
+    /// got is counted ([`LiveStats::hardware_timestamps`]).
+    #[default]
+    PreferHardware,
+    /// The kernel's software receive timestamps only.
+    Software,
+}
+
+/// How a fanout group spreads packets over its sockets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FanoutMode {
+    /// XOR of the IP addresses (both directions and all fragments on one socket).
+    #[default]
+    Symmetric,
+    /// The kernel's flow hash (symmetric in software, not with every NIC's receive hash).
+    KernelHash,
+}
+
+/// Membership in a PACKET_FANOUT group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fanout {
+    /// Group id, shared by the sockets of one interface (and unique per interface).
+    pub group: u16,
+    /// Steering.
+    pub mode: FanoutMode,
+}
+
+/// Settings of one capture socket.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// Interface name (`eth0`).
+    pub interface: String,
+    /// Bytes kept per packet.
+    pub snaplen: u32,
+    /// Ring block size in bytes: a power of two, at least a page.
+    pub block_size: usize,
+    /// Number of ring blocks (ring size = block_size × block_count).
+    pub block_count: usize,
+    /// The kernel hands over a partly filled block after this long (the latency bound at low
+    /// rates).
+    pub block_timeout: Duration,
+    /// How long [`PacketSource::next_batch`] waits for a block before returning an empty batch
+    /// (the caller's chance to look at the clock and its stop flag).
+    pub poll_timeout: Duration,
+    /// Put the interface in promiscuous mode while capturing.
+    pub promiscuous: bool,
+    /// Classic BPF program run by the kernel before a packet reaches the ring; its return
+    /// value caps the bytes kept. `None` keeps every packet (cut to `snaplen`).
+    pub filter: Option<Vec<SockFilter>>,
+    /// Join a fanout group.
+    pub fanout: Option<Fanout>,
+    /// Timestamp source.
+    pub timestamps: TimestampMode,
+}
+
+impl LiveConfig {
+    /// Defaults for `interface`: 1 MiB × 64 blocks, 262144-byte snaplen, promiscuous.
+    pub fn new(interface: impl Into<String>) -> Self {
+        LiveConfig {
+            interface: interface.into(),
+            snaplen: 262_144,
+            block_size: 1 << 20,
+            block_count: 64,
+            block_timeout: Duration::from_millis(10),
+            poll_timeout: Duration::from_millis(100),
+            promiscuous: true,
+            filter: None,
+            fanout: None,
+            timestamps: TimestampMode::default(),
+        }
+    }
+}
+
+/// Why a live capture could not start. The messages say what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// No interface of that name.
+    #[error("no interface named '{0}' (see `ip link`)")]
+    NoSuchInterface(String),
+    /// Not root and no CAP_NET_RAW.
+    #[error("capturing on '{0}' needs root or the CAP_NET_RAW capability ({1})")]
+    Permission(String, io::Error),
+    /// The interface's link type is one trawl does not capture yet.
+    #[error("interface '{interface}' has ARPHRD type {arphrd}, which trawl cannot capture yet")]
+    UnsupportedLink {
+        /// Interface name.
+        interface: String,
+        /// `/sys/class/net/<if>/type`.
+        arphrd: u32,
+    },
+    /// A setting the kernel refused or that is out of range.
+    #[error("invalid capture setting for '{interface}': {detail}")]
+    Config {
+        /// Interface name.
+        interface: String,
+        /// What and why.
+        detail: String,
+    },
+    /// A system call failed; `step` names it.
+    #[error("cannot capture on '{interface}': {step}: {source}")]
+    Os {
+        /// Interface name.
+        interface: String,
+        /// What was being done.
+        step: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+/// Counters of a live source beyond [`SourceStats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveStats {
+    /// Packets the kernel saw for this socket (after its filter), including drops.
+    pub kernel_packets: u64,
+    /// Packets the kernel dropped because the ring was full.
+    pub kernel_drops: u64,
+    /// Times the kernel froze the ring queue because it was full.
+    pub kernel_freezes: u64,
+    /// Packets with a NIC timestamp (the rest have the kernel's software timestamp).
+    pub hardware_timestamps: u64,
+    /// Packets whose VLAN tag the kernel had moved to metadata and trawl put back.
+    pub vlan_restored: u64,
+    /// Times the interface went down under the capture.
+    pub interface_down: u64,
+    /// Times the socket was reopened because the interface was recreated.
+    pub reopened: u64,
+    /// Blocks the kernel marked as losing (drops happened while they were filled).
+    pub losing_blocks: u64,
+}
+
+/// Whether hardware timestamping was switched on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampSource {
+    /// The NIC timestamps packets.
+    Hardware,
+    /// The kernel timestamps packets when they arrive in the stack.
+    Software,
+}
+
+/// A TPACKET_V3 capture on one interface.
+pub struct LiveSource {
+    config: LiveConfig,
+    socket: Socket,
+    interfaces: Vec<Interface>,
+    out: Collector,
+    last_kernel_poll: Instant,
+    down: bool,
+}
+
+/// The batch being assembled and the counters, apart from the socket so that a block borrowed
+/// from the ring can be copied into it.
+struct Collector {
+    metas: Vec<RecordMeta>,
+    bytes: Vec<u8>,
+    stats: SourceStats,
+    live: LiveStats,
+    snaplen: u32,
+    ethernet: bool,
+}
+
+struct Socket {
+    // Field order matters: the mapping goes before the socket that owns the ring.
+    ring: sys::MappedRing,
+    fd: OwnedFd,
+    ifindex: i32,
+    next_block: usize,
+    timestamp_source: TimestampSource,
+}
+
+const ARPHRD_ETHER: u32 = 1;
+const ARPHRD_IEEE802: u32 = 6;
+const ARPHRD_LOOPBACK: u32 = 772;
+const ARPHRD_NONE: u32 = 0xfffe;
+const ARPHRD_RAWIP: u32 = 519;
+const ARPHRD_TUNNEL: u32 = 768;
+const ARPHRD_TUNNEL6: u32 = 769;
+const ARPHRD_IPGRE: u32 = 778;
+const ARPHRD_SIT: u32 = 776;
+
+fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
+    let path = format!("/sys/class/net/{interface}/type");
+    let arphrd: u32 = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| LiveError::NoSuchInterface(interface.to_string()))?;
+    match arphrd {
+        ARPHRD_ETHER | ARPHRD_IEEE802 | ARPHRD_LOOPBACK => Ok(LinkType::ETHERNET),
+        ARPHRD_NONE | ARPHRD_RAWIP | ARPHRD_TUNNEL | ARPHRD_TUNNEL6 | ARPHRD_IPGRE | ARPHRD_SIT => {
+            Ok(LinkType::RAW)
+        }
+        _ => Err(LiveError::UnsupportedLink {
+            interface: interface.to_string(),
+            arphrd,
+        }),
+    }
+}
+
+impl Socket {
+    fn open(c: &LiveConfig) -> Result<Socket, LiveError> {
+        let name = c.interface.clone();
+        let os = |step: &'static str| {
+            let name = name.clone();
+            move |source: io::Error| LiveError::Os {
+                interface: name,
+                step,
+                source,
+            }
+        };
+        let config_error = |detail: String| LiveError::Config {
+            interface: c.interface.clone(),
+            detail,
+        };
+        let ifindex = sys::interface_index(&c.interface)
+            .ok_or_else(|| LiveError::NoSuchInterface(c.interface.clone()))?;
+        let page = 4096;
+        if !c.block_size.is_power_of_two() || c.block_size < page {
+            return Err(config_error(format!(
+                "block size {} is not a power of two of at least {page} bytes",
+                c.block_size
+            )));
+        }
+        if c.block_count < 2 {
+            return Err(config_error("the ring needs at least 2 blocks".into()));
+        }
+        let fd = sys::packet_socket().map_err(|e| {
+            if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
+                LiveError::Permission(c.interface.clone(), e)
+            } else {
+                os("socket(AF_PACKET)")(e)
+            }
+        })?;
+        sys::setsockopt(&fd, libc::SOL_PACKET, sys::PACKET_VERSION, &sys::TPACKET_V3)
+            .map_err(os("PACKET_VERSION TPACKET_V3"))?;
+        let mut timestamp_source = TimestampSource::Software;
+        if c.timestamps == TimestampMode::PreferHardware
+            && sys::enable_hardware_timestamps(&fd, &c.interface).is_ok()
+        {
+            let flags: libc::c_int = (sys::SOF_TIMESTAMPING_RAW_HARDWARE
+                | sys::SOF_TIMESTAMPING_RX_HARDWARE)
+                as libc::c_int;
+            if sys::setsockopt(&fd, libc::SOL_PACKET, sys::PACKET_TIMESTAMP, &flags).is_ok() {
+                timestamp_source = TimestampSource::Hardware;
+            }
+        }
+        let frame_size = 2048u32;
+        let req = sys::TpacketReq3 {
+            block_size: c.block_size as u32,
+            block_nr: c.block_count as u32,
+            frame_size,
+            frame_nr: (c.block_size * c.block_count / frame_size as usize) as u32,
+            retire_blk_tov: c.block_timeout.as_millis().clamp(1, u32::MAX as u128) as u32,
+            sizeof_priv: 0,
+            feature_req_word: sys::TP_FT_REQ_FILL_RXHASH,
+        };
+        sys::setsockopt(&fd, libc::SOL_PACKET, sys::PACKET_RX_RING, &req).map_err(|e| {
+            config_error(format!(
+                "the kernel refused a ring of {} blocks of {} bytes ({e})",
+                c.block_count, c.block_size
+            ))
+        })?;
+        let ring = sys::MappedRing::map(&fd, c.block_size, c.block_count)
+            .map_err(os("mmap of the ring"))?;
+        // The filter goes on before bind: the socket was created with protocol 0, so it sees
+        // nothing until bind, and nothing unfiltered ever reaches the ring.
+        let snaplen_program;
+        let program = match &c.filter {
+            Some(p) => Some(p.as_slice()),
+            None if c.snaplen < 262_144 => {
+                snaplen_program = [SockFilter {
+                    code: 0x06,
+                    jt: 0,
+                    jf: 0,
+                    k: c.snaplen,
+                }];
+                Some(&snaplen_program[..])
+            }
+            None => None,
+        };
+        if let Some(p) = program {
+            sys::attach_program(&fd, p, false).map_err(|e| {
+                config_error(format!(
+                    "the kernel refused the BPF filter ({} instructions): {e}",
+                    p.len()
+                ))
+            })?;
+        }
+        if c.promiscuous {
+            sys::add_promiscuous_membership(&fd, ifindex)
+                .map_err(os("PACKET_ADD_MEMBERSHIP promiscuous"))?;
+        }
+        sys::bind_to_interface(&fd, ifindex).map_err(os("bind"))?;
+        if let Some(f) = c.fanout {
+            let kind = match f.mode {
+                FanoutMode::Symmetric => sys::PACKET_FANOUT_CBPF,
+                FanoutMode::KernelHash => sys::PACKET_FANOUT_HASH,
+            };
+            let arg: u32 = u32::from(f.group) | (kind << 16);
+            sys::setsockopt(&fd, libc::SOL_PACKET, sys::PACKET_FANOUT, &arg).map_err(|e| {
+                config_error(format!(
+                    "cannot join fanout group {} (another program may use that id with other settings): {e}",
+                    f.group
+                ))
+            })?;
+            if f.mode == FanoutMode::Symmetric {
+                sys::attach_program(&fd, &fanout::symmetric_program(), true)
+                    .map_err(os("PACKET_FANOUT_DATA (symmetric steering program)"))?;
+            }
+        }
+        Ok(Socket {
+            ring,
+            fd,
+            ifindex,
+            next_block: 0,
+            timestamp_source,
+        })
+    }
+}
+
+impl LiveSource {
+    /// Opens the capture. Needs root or CAP_NET_RAW.
+    pub fn open(config: LiveConfig) -> Result<LiveSource, LiveError> {
+        let link_type = link_type_of(&config.interface)?;
+        let socket = Socket::open(&config)?;
+        Ok(LiveSource {
+            interfaces: vec![Interface {
+                link_type,
+                snaplen: config.snaplen,
+                name: Some(config.interface.clone()),
+            }],
+            out: Collector {
+                metas: Vec::with_capacity(config.block_size / 64),
+                bytes: Vec::with_capacity(config.block_size * 2),
+                stats: SourceStats::default(),
+                live: LiveStats::default(),
+                snaplen: config.snaplen,
+                ethernet: link_type == LinkType::ETHERNET,
+            },
+            last_kernel_poll: Instant::now(),
+            down: false,
+            socket,
+            config,
+        })
+    }
+
+    /// The settings this source was opened with.
+    pub fn config(&self) -> &LiveConfig {
+        &self.config
+    }
+
+    /// Live counters (kernel drops are read from the kernel at most every 100 ms; call
+    /// [`LiveSource::refresh_kernel_stats`] for exact numbers at the end).
+    pub fn live_stats(&self) -> LiveStats {
+        self.out.live
+    }
+
+    /// Reads the kernel's counters now.
+    pub fn refresh_kernel_stats(&mut self) {
+        if let Ok(st) = sys::packet_statistics(&self.socket.fd) {
+            self.out.live.kernel_packets += u64::from(st.packets);
+            self.out.live.kernel_drops += u64::from(st.drops);
+            self.out.live.kernel_freezes += u64::from(st.freeze_q_cnt);
+        }
+        self.last_kernel_poll = Instant::now();
+    }
+
+    /// Whether the NIC timestamps packets.
+    pub fn timestamp_source(&self) -> TimestampSource {
+        self.socket.timestamp_source
+    }
+
+    /// True while the interface is down.
+    pub fn is_down(&self) -> bool {
+        self.down
+    }
+
+    /// After the interface went down: whether it came back, possibly as a new interface with
+    /// the same name (then the socket is opened again).
+    fn check_interface(&mut self) {
+        match sys::interface_index(&self.config.interface) {
+            Some(i) if i == self.socket.ifindex => {
+                let up = std::fs::read_to_string(format!(
+                    "/sys/class/net/{}/operstate",
+                    self.config.interface
+                ))
+                .map(|s| s.trim() != "down")
+                .unwrap_or(false);
+                if up {
+                    self.down = false;
+                }
+            }
+            Some(_) => {
+                if let Ok(s) = Socket::open(&self.config) {
+                    self.refresh_kernel_stats();
+                    self.socket = s;
+                    self.out.live.reopened += 1;
+                    self.down = false;
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+impl Collector {
+    /// Copies the packets of one block into the batch buffer.
+    fn take_block(&mut self, block: &[u8]) {
+        let rd = |off: usize| -> Option<u32> {
+            block
+                .get(off..off + 4)
+                .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
+        };
+        let num = rd(sys::block::NUM_PKTS).unwrap_or(0);
+        let blk_len = (rd(sys::block::BLK_LEN).unwrap_or(0) as usize).min(block.len());
+        let mut off = rd(sys::block::OFFSET_TO_FIRST_PKT).unwrap_or(0) as usize;
+        let ethernet = self.ethernet;
+        for i in 0..num {
+            let (Some(next), Some(sec), Some(nsec), Some(snaplen), Some(len), Some(status)) = (
+                rd(off + sys::pkt::NEXT_OFFSET),
+                rd(off + sys::pkt::SEC),
+                rd(off + sys::pkt::NSEC),
+                rd(off + sys::pkt::SNAPLEN),
+                rd(off + sys::pkt::LEN),
+                rd(off + sys::pkt::STATUS),
+            ) else {
+                self.stats.errors += 1;
+                break;
+            };
+            let mac = block
+                .get(off + sys::pkt::MAC..off + sys::pkt::MAC + 2)
+                .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]])) as usize;
+            let start = off + mac;
+            let Some(data) = block
+                .get(start..start + snaplen as usize)
+                .filter(|_| start + snaplen as usize <= blk_len.max(start))
+            else {
+                self.stats.errors += 1;
+                break;
+            };
+            let pkttype = block.get(off + sys::pkt::SLL_PKTTYPE).copied().unwrap_or(0);
+            let direction = if pkttype == sys::PACKET_OUTGOING {
+                Direction::Outbound
+            } else {
+                Direction::Inbound
+            };
+            if status & sys::TP_STATUS_TS_RAW_HARDWARE != 0 {
+                self.live.hardware_timestamps += 1;
+            }
+            let mut caplen = snaplen.min(self.snaplen);
+            let mut wire_len = len;
+            let offset = self.bytes.len();
+            if ethernet && status & sys::TP_STATUS_VLAN_VALID != 0 && data.len() >= 12 {
+                // The kernel took the 802.1Q tag out of the frame into metadata; put it back
+                // where it was so decoding sees the frame as it was on the wire.
+                let tci = rd(off + sys::pkt::VLAN_TCI).unwrap_or(0) as u16;
+                let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    block
+                        .get(off + sys::pkt::VLAN_TPID..off + sys::pkt::VLAN_TPID + 2)
+                        .map_or(0x8100, |b| u16::from_ne_bytes([b[0], b[1]]))
+                } else {
+                    0x8100
+                };
+                let keep = (caplen as usize).min(data.len());
+                self.bytes.extend_from_slice(&data[..12]);
+                self.bytes.extend_from_slice(&tpid.to_be_bytes());
+                self.bytes.extend_from_slice(&tci.to_be_bytes());
+                self.bytes.extend_from_slice(&data[12..keep.max(12)]);
+                caplen = (keep + 4).min(self.snaplen as usize) as u32;
+                self.bytes.truncate(offset + caplen as usize);
+                wire_len += 4;
+                self.live.vlan_restored += 1;
+            } else {
+                caplen = caplen.min(data.len() as u32);
+                self.bytes.extend_from_slice(&data[..caplen as usize]);
+            }
+            if caplen < wire_len {
+                self.stats.truncated_records += 1;
+            }
+            self.stats.records += 1;
+            self.stats.captured_bytes += u64::from(caplen);
+            self.stats.wire_bytes += u64::from(wire_len);
+            self.metas.push(RecordMeta {
+                ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+                offset,
+                caplen,
+                wire_len,
+                iface: 0,
+                direction,
+            });
+            if next == 0 {
+                if i + 1 < num {
+                    self.stats.errors += 1;
+                }
+                break;
+            }
+            off += next as usize;
+        }
+    }
+}
+
+impl PacketSource for LiveSource {
+    fn next_batch(&mut self) -> Result<Option<Batch<'_>>, crate::Error> {
+        self.out.metas.clear();
+        self.out.bytes.clear();
+        if self.last_kernel_poll.elapsed() >= Duration::from_millis(100) {
+            self.refresh_kernel_stats();
+            if self.down {
+                self.check_interface();
+            }
+        }
+        let timeout_ms = self.config.poll_timeout.as_millis().min(i32::MAX as u128) as i32;
+        let deadline = Instant::now() + self.config.poll_timeout;
+        loop {
+            let index = self.socket.next_block;
+            let taken = if let Some(block) = self.socket.ring.user_block(index) {
+                if block_status(block) & sys::TP_STATUS_LOSING != 0 {
+                    self.out.live.losing_blocks += 1;
+                }
+                self.out.take_block(block);
+                true
+            } else {
+                false
+            };
+            if taken {
+                self.socket.ring.release_block(index);
+                self.socket.next_block = (index + 1) % self.socket.ring.blocks();
+                if !self.out.metas.is_empty() {
+                    break;
+                }
+                continue;
+            }
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                break;
+            }
+            let wait = (remaining.as_millis() as i32).clamp(1, timeout_ms.max(1));
+            let revents = sys::poll_readable(&self.socket.fd, wait).map_err(|e| crate::Error {
+                path: self.config.interface.clone().into(),
+                offset: 0,
+                kind: crate::ErrorKind::Io(e),
+            })?;
+            if revents & libc::POLLERR != 0 {
+                if let Some(e) = sys::take_socket_error(&self.socket.fd) {
+                    if e.raw_os_error() == Some(libc::ENETDOWN) {
+                        if !self.down {
+                            self.out.live.interface_down += 1;
+                        }
+                        self.down = true;
+                    }
+                }
+                // Nothing to read while an error is pending; wait out the rest of the timeout.
+                std::thread::sleep(remaining.min(Duration::from_millis(20)));
+            }
+        }
+        Ok(Some(Batch::new(
+            &self.out.metas,
+            &self.out.bytes,
+            &self.interfaces,
+        )))
+    }
+
+    fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.out.stats
+    }
+}
+
+fn block_status(block: &[u8]) -> u32 {
+    u32::from_ne_bytes(
+        block[sys::block::STATUS..sys::block::STATUS + 4]
+            .try_into()
+            .expect("4 bytes"),
+    )
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    sys::pin_current_thread(cpu)
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    sys::allowed_cpus()
+}
+
+/// Switches the whole process to `user` (its uid, primary gid, no supplementary groups), as
+/// tcpdump's `-Z` does. Call it after every capture socket is open: open sockets keep working.
+/// Returns the (uid, gid) switched to.
+pub fn drop_privileges(user: &str) -> io::Result<(u32, u32)> {
+    sys::drop_privileges(user)
+}

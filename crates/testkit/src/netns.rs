@@ -1,0 +1,173 @@
+//! Real network namespaces and veth pairs for capture tests (`ip netns`, `ip link`), torn down
+//! on drop. Traffic is sent with tcpreplay, an independent tool, so a test checks trawl against
+//! what was really put on the wire.
+//!
+//! IPv6 is disabled on both ends before they come up, so the kernel sends no router
+//! solicitations or neighbour discovery of its own and packet counts stay exact.
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A veth pair: `host` stays in this (the test's) namespace, `peer` lives in a fresh namespace.
+#[derive(Debug)]
+pub struct VethLab {
+    /// The namespace holding `peer`.
+    pub ns: String,
+    /// The end in the test's namespace (capture here).
+    pub host: String,
+    /// The end inside `ns` (send from here to make inbound traffic on `host`).
+    pub peer: String,
+}
+
+/// Why a lab could not be made; tests print it and fail (root is a documented requirement).
+pub type LabError = String;
+
+fn run(cmd: &mut Command) -> Result<Output, LabError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(out)
+}
+
+fn ip(args: &[&str]) -> Result<Output, LabError> {
+    run(Command::new("ip").args(args))
+}
+
+impl VethLab {
+    /// Creates the namespace and the pair, both ends up, IPv6 off, MTU `mtu`.
+    pub fn new(mtu: u32) -> Result<VethLab, LabError> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}{}", std::process::id() % 100_000, n);
+        let lab = VethLab {
+            ns: format!("trawl-test-{id}"),
+            host: format!("tw{id}a"),
+            peer: format!("tw{id}b"),
+        };
+        ip(&["netns", "add", &lab.ns])?;
+        // From here on Drop cleans up whatever was made.
+        let mtu = mtu.to_string();
+        ip(&[
+            "link", "add", &lab.host, "mtu", &mtu, "type", "veth", "peer", "name", &lab.peer,
+            "mtu", &mtu,
+        ])?;
+        ip(&["link", "set", &lab.peer, "netns", &lab.ns])?;
+        for (netns, dev) in [(None, &lab.host), (Some(&lab.ns), &lab.peer)] {
+            let sysctl = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
+            let mut args: Vec<&str> = Vec::new();
+            if let Some(ns) = netns {
+                args.extend(["netns", "exec", ns]);
+            }
+            let mut c = if netns.is_some() {
+                Command::new("ip")
+            } else {
+                Command::new("sysctl")
+            };
+            if netns.is_some() {
+                c.args(&args).args(["sysctl", "-qw", &sysctl]);
+            } else {
+                c.args(["-qw", &sysctl]);
+            }
+            run(&mut c)?;
+            let mut up = vec![];
+            if let Some(ns) = netns {
+                up.extend(["-n", ns.as_str()]);
+            }
+            up.extend(["link", "set", dev.as_str(), "addrgenmode", "none", "up"]);
+            ip(&up)?;
+        }
+        Ok(lab)
+    }
+
+    /// Brings the host end down or up.
+    pub fn set_host_up(&self, up: bool) -> Result<(), LabError> {
+        ip(&["link", "set", &self.host, if up { "up" } else { "down" }]).map(|_| ())
+    }
+
+    /// Replays `pcap` out of the peer end (inbound on `host`) with tcpreplay; `extra` adds
+    /// options such as `--topspeed` or `--pps=N`. Returns tcpreplay's count of packets sent.
+    pub fn replay_into_host(&self, pcap: &Path, extra: &[&str]) -> Result<u64, LabError> {
+        let mut c = Command::new("ip");
+        c.args([
+            "netns",
+            "exec",
+            &self.ns,
+            "tcpreplay",
+            "-q",
+            "-i",
+            &self.peer,
+        ]);
+        c.args(extra).arg(pcap);
+        sent_count(run(&mut c)?)
+    }
+
+    /// Replays `pcap` out of the host end (outbound on `host`).
+    pub fn replay_out_of_host(&self, pcap: &Path, extra: &[&str]) -> Result<u64, LabError> {
+        let mut c = Command::new("tcpreplay");
+        c.args(["-q", "-i", &self.host]).args(extra).arg(pcap);
+        sent_count(run(&mut c)?)
+    }
+}
+
+/// tcpreplay prints "Actual: N packets (...) sent in ..." on success.
+fn sent_count(out: Output) -> Result<u64, LabError> {
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("Actual: ")?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .ok_or_else(|| format!("no 'Actual:' line in tcpreplay output: {text}"))
+}
+
+impl Drop for VethLab {
+    fn drop(&mut self) {
+        // Deleting one end of a veth pair deletes both; the namespace goes last.
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host])
+            .stderr(Stdio::null())
+            .status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Whether this process can make labs (root, `ip` and `tcpreplay` present). Capture tests
+/// need it; CI runs as root.
+pub fn lab_available() -> Result<(), LabError> {
+    // The effective uid, from /proc, so the test kit needs no libc.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("?");
+    if euid != "0" {
+        return Err(format!("capture tests need root (effective uid {euid})"));
+    }
+    for tool in ["ip", "tcpreplay"] {
+        if Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_err()
+        {
+            return Err(format!(
+                "capture tests need `{tool}` (scripts/deps.sh installs it)"
+            ));
+        }
+    }
+    Ok(())
+}
