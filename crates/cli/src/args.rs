@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use trawl_capture::live::{FanoutMode, LiveConfig, TimestampMode};
 use trawl_capture::FileFormat;
 use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
@@ -35,8 +36,15 @@ pub enum Command {
 pub struct InputArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed); `-` is
     /// standard input. Repeat for several files, read one after the other.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        required_unless_present = "interface"
+    )]
     pub read: Vec<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Input format: detected from the magic number by default; `hpcap` for HPCAP raw files,
     /// which have none.
     #[arg(long = "input-format", value_enum, default_value_t = InputFormat::Auto)]
@@ -65,6 +73,93 @@ pub struct InputArgs {
     /// Progress line on standard error (default: when it is a terminal).
     #[arg(long, value_enum, default_value_t = When::Auto)]
     pub progress: When,
+}
+
+/// Live capture settings (with `-i`).
+#[derive(Args, Debug)]
+pub struct LiveArgs {
+    /// Capture live from this interface (AF_PACKET; needs root or CAP_NET_RAW). Repeat for
+    /// several interfaces.
+    #[arg(
+        short = 'i',
+        long = "interface",
+        value_name = "IFACE",
+        conflicts_with = "read"
+    )]
+    pub interface: Vec<String>,
+    /// Stop a live capture after this long (default: run until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, requires = "interface")]
+    pub duration: Option<u64>,
+    /// Stop a live capture after this many packets (counted after the filter).
+    #[arg(long, value_name = "N", requires = "interface")]
+    pub count: Option<u64>,
+    /// Bytes kept of each captured packet.
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(64..=262_144))]
+    pub snaplen: u32,
+    /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
+    #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    pub block_size: usize,
+    /// Number of capture ring blocks per worker (ring = block size × blocks).
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub blocks: usize,
+    /// Do not put the interface in promiscuous mode.
+    #[arg(long = "no-promiscuous")]
+    pub no_promiscuous: bool,
+    /// Capture workers per interface, each with its own socket in a fanout group and its own
+    /// flow table.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: u16,
+    /// Pin workers to these CPUs, in order (e.g. `2,3`); default: not pinned.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+    /// How a fanout group spreads packets over workers: `symmetric` (XOR of the IP addresses,
+    /// both directions on one worker) or `kernel` (the kernel's flow hash).
+    #[arg(long, value_enum, default_value_t = FanoutArg::Symmetric)]
+    pub fanout: FanoutArg,
+    /// Switch to this user once the capture sockets are open (as tcpdump -Z).
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Timestamp source: NIC hardware timestamps where the NIC has them, else the kernel's.
+    #[arg(long, value_enum, default_value_t = TimestampArg::Hardware)]
+    pub timestamps: TimestampArg,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanoutArg {
+    Symmetric,
+    Kernel,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampArg {
+    /// Hardware where available, software otherwise.
+    Hardware,
+    /// Software (kernel) only.
+    Software,
+}
+
+/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes (K/M/G are binary here, as ring
+/// sizes are).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 65536, 64KiB, 4MiB)"))?;
+    let scale: usize = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        "g" | "gib" | "gb" => 1 << 30,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB)"
+            ))
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("size '{s}' out of range"))
 }
 
 /// Where and how results are written (both commands).
@@ -166,6 +261,8 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
 #[derive(Debug)]
 pub struct HiInput {
     pub files: Vec<PathBuf>,
+    /// Live capture instead of files.
+    pub live: Option<LiveInput>,
     pub forced_format: Option<FileFormat>,
     pub filter: Option<String>,
     pub flow: FlowConfig,
@@ -210,13 +307,73 @@ impl HiInput {
             When::Auto => std::io::stderr().is_terminal(),
         };
         let filter = a.filter.clone().filter(|f| !f.trim().is_empty());
+        let live = if a.live.interface.is_empty() {
+            None
+        } else {
+            Some(LiveInput::from_low(&a.live)?)
+        };
         Ok(HiInput {
             files: a.read.clone(),
+            live,
             forced_format,
             filter,
             flow,
             summary: a.summary,
             progress,
+        })
+    }
+}
+
+/// Checked live capture settings.
+#[derive(Debug, Clone)]
+pub struct LiveInput {
+    pub interfaces: Vec<String>,
+    pub duration_ns: Option<u64>,
+    pub count: Option<u64>,
+    pub workers: usize,
+    pub cpus: Vec<usize>,
+    pub user: Option<String>,
+    pub fanout: FanoutMode,
+    /// Settings of each socket, except the interface name, filter and fanout group.
+    pub socket: LiveConfig,
+}
+
+impl LiveInput {
+    pub fn from_low(a: &LiveArgs) -> Result<LiveInput> {
+        if !a.block_size.is_power_of_two() || a.block_size < 4096 {
+            bail!(
+                "--block-size must be a power of two of at least 4KiB (got {})",
+                a.block_size
+            );
+        }
+        if a.blocks < 2 {
+            bail!("--blocks must be at least 2");
+        }
+        let allowed = trawl_capture::live::allowed_cpus();
+        if let Some(c) = a.cpus.iter().find(|c| !allowed.contains(c)) {
+            bail!("--cpus: CPU {c} is not available to this process (available: {allowed:?})");
+        }
+        let mut socket = LiveConfig::new("");
+        socket.snaplen = a.snaplen;
+        socket.block_size = a.block_size;
+        socket.block_count = a.blocks;
+        socket.promiscuous = !a.no_promiscuous;
+        socket.timestamps = match a.timestamps {
+            TimestampArg::Hardware => TimestampMode::PreferHardware,
+            TimestampArg::Software => TimestampMode::Software,
+        };
+        Ok(LiveInput {
+            interfaces: a.interface.clone(),
+            duration_ns: a.duration,
+            count: a.count,
+            workers: usize::from(a.workers),
+            cpus: a.cpus.clone(),
+            user: a.user.clone(),
+            fanout: match a.fanout {
+                FanoutArg::Symmetric => FanoutMode::Symmetric,
+                FanoutArg::Kernel => FanoutMode::KernelHash,
+            },
+            socket,
         })
     }
 }
@@ -245,6 +402,15 @@ mod tests {
         assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
         assert!(parse_duration_ns("5 parsecs").is_err());
         assert!(parse_duration_ns("").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("4 parsecs").is_err());
     }
 
     #[test]

@@ -1,19 +1,22 @@
 //! The `trawl` command-line tool.
 mod args;
+mod live;
 mod run;
 mod summary;
 
 use std::cell::Cell;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Parser;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::{FlowMeter, FlowRecord};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
-use args::{Command, HiInput, LowArgs, OutputFormat};
-use run::{check_filter, drive, Event, Output};
+use args::{Command, HiInput, LiveInput, LowArgs, OutputFormat};
+use run::{check_filter, drive, Event, Output, RunReport};
 
 fn main() -> ExitCode {
     let low = LowArgs::parse();
@@ -40,6 +43,10 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
+            if let Some(live) = &input.live {
+                let product = live::Product::Flows(writer);
+                return run_live("flows", &input, live, product, out);
+            }
             let mut meter = FlowMeter::new(input.flow.clone());
             // The sink owns the output while the run goes; a closed pipe ends the run early.
             let broken = Cell::new(false);
@@ -50,7 +57,14 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             };
             let report = drive(&input, &mut meter, &mut sink, |_| {}, &|| broken.get());
             out.finish()?;
-            summary::print("flows", input.summary, &report, &meter, None);
+            summary::print(
+                "flows",
+                input.summary,
+                &report,
+                meter.stats(),
+                meter.bytes_per_flow(),
+                None,
+            );
             Ok(exit_code(&report))
         }
         Command::Series(a) => {
@@ -65,6 +79,9 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let writer = SeriesWriter::new(format);
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
+            if let Some(live) = &input.live {
+                return run_live("series", &input, live, live::Product::Series(writer), out);
+            }
             let mut meter = FlowMeter::new(input.flow.clone());
             let mut series = SeriesCounter::new(SeriesConfig::default());
             let broken = Cell::new(false);
@@ -93,7 +110,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 "series",
                 input.summary,
                 &report,
-                &meter,
+                meter.stats(),
+                meter.bytes_per_flow(),
                 Some(series.stats()),
             );
             Ok(exit_code(&report))
@@ -101,7 +119,69 @@ fn run(low: LowArgs) -> Result<ExitCode> {
     }
 }
 
-fn exit_code(report: &run::RunReport) -> ExitCode {
+/// Captures live until SIGINT/SIGTERM, `--duration` or `--count`, then flushes every flow and
+/// closes the output whole.
+fn run_live(
+    command: &str,
+    input: &HiInput,
+    live: &LiveInput,
+    product: live::Product,
+    mut out: Output,
+) -> Result<ExitCode> {
+    let (workers, kernel_filter) = live::open_workers(live, input.filter.as_deref())?;
+    let n = workers.len();
+    let stop = install_stop_signals()?;
+    let is_series = matches!(product, live::Product::Series(_));
+    let outcome = live::run(
+        live,
+        &input.flow,
+        workers,
+        product,
+        &mut out,
+        stop,
+        input.progress,
+    );
+    out.finish()?;
+    let report = RunReport {
+        input_errors: outcome.errors.clone(),
+        source: outcome.source,
+        filter_rejected: outcome.filter_rejected,
+        elapsed: outcome.elapsed,
+        live: Some(live::LiveReport {
+            interfaces: live.interfaces.clone(),
+            workers: n,
+            stats: outcome.live,
+            kernel_filter,
+            user: live.user.clone(),
+        }),
+        ..RunReport::default()
+    };
+    summary::print(
+        command,
+        input.summary,
+        &report,
+        &outcome.meter,
+        outcome.bytes_per_flow,
+        is_series.then_some(outcome.series),
+    );
+    Ok(exit_code(&report))
+}
+
+/// SIGINT and SIGTERM ask the capture to stop (flows are flushed, files closed whole); a
+/// second SIGINT or SIGTERM ends the process at once.
+fn install_stop_signals() -> Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // Registered first, so it sees the flag still clear on the first signal.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
+            .context("cannot install signal handlers")?;
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
+    }
+    Ok(stop)
+}
+
+fn exit_code(report: &RunReport) -> ExitCode {
     if report.input_errors.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -30,6 +30,8 @@ pub struct RunReport {
     pub elapsed: Duration,
     /// Times the meter was flushed because a file went back in time.
     pub time_resets: u64,
+    /// Live capture counters (None for files).
+    pub live: Option<crate::live::LiveReport>,
 }
 
 /// Buffered output that remembers the first write error (EPIPE ends the run quietly).
@@ -224,14 +226,14 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
 /// Empties a vector of records and hands its allocation to a vector of another lifetime (the
 /// records borrow one batch; the allocation outlives them). The in-place `collect` reuses the
 /// buffer, so the per-batch selection costs no allocation.
-fn recycle<'a, 'b>(mut v: Vec<PacketRecord<'a>>) -> Vec<PacketRecord<'b>> {
+pub(crate) fn recycle<'a, 'b>(mut v: Vec<PacketRecord<'a>>) -> Vec<PacketRecord<'b>> {
     v.clear();
     v.into_iter()
         .map(|_| unreachable!("the vector is empty"))
         .collect()
 }
 
-fn add_stats(total: &mut SourceStats, s: &SourceStats) {
+pub(crate) fn add_stats(total: &mut SourceStats, s: &SourceStats) {
     total.records += s.records;
     total.captured_bytes += s.captured_bytes;
     total.wire_bytes += s.wire_bytes;

@@ -1,6 +1,6 @@
 //! The end-of-run summary on standard error: text for people, JSON for scripts and tests.
 use trawl_flow::decode::ParseOutcome;
-use trawl_flow::{EndReason, FlowMeter};
+use trawl_flow::{EndReason, MeterStats};
 use trawl_series::SeriesStats;
 
 use crate::args::SummaryFormat;
@@ -10,10 +10,10 @@ pub fn print(
     command: &str,
     format: SummaryFormat,
     report: &RunReport,
-    meter: &FlowMeter,
+    m: &MeterStats,
+    bytes_per_flow: usize,
     series: Option<SeriesStats>,
 ) {
-    let m = meter.stats();
     match format {
         SummaryFormat::None => {}
         SummaryFormat::Json => {
@@ -47,10 +47,25 @@ pub fn print(
                 "fragments_unmatched": m.fragments_unmatched,
                 "late_packets": m.late_packets,
                 "peak_flows": m.peak_flows,
-                "bytes_per_flow": meter.bytes_per_flow(),
+                "bytes_per_flow": bytes_per_flow,
                 "time_resets": report.time_resets,
                 "elapsed_s": report.elapsed.as_secs_f64(),
             });
+            if let Some(l) = &report.live {
+                v["live"] = serde_json::json!({
+                    "interfaces": l.interfaces,
+                    "workers": l.workers,
+                    "kernel_packets": l.stats.kernel_packets,
+                    "kernel_drops": l.stats.kernel_drops,
+                    "kernel_freezes": l.stats.kernel_freezes,
+                    "hardware_timestamps": l.stats.hardware_timestamps,
+                    "vlan_tags_restored": l.stats.vlan_restored,
+                    "interface_down": l.stats.interface_down,
+                    "reopened": l.stats.reopened,
+                    "kernel_filter": l.kernel_filter,
+                    "user": l.user,
+                });
+            }
             if let Some(s) = series {
                 v["series_rows"] = s.rows.into();
                 v["series_late_packets"] = s.late_packets.into();
@@ -81,13 +96,31 @@ pub fn print(
                 .map(|r| format!("{} {}", r.name(), m.records[*r as usize]))
                 .collect();
             eprintln!("  records by end reason: {}", reasons.join(", "));
-            eprintln!(
-                "  input: {} files read, {} failed, {} truncated records (snaplen), {} blocks skipped",
-                report.files_read,
-                report.files_failed,
-                report.source.truncated_records,
-                report.source.skipped_blocks
-            );
+            match &report.live {
+                Some(l) => eprintln!(
+                    "  capture: {} on {} worker(s); kernel saw {} packets, dropped {} ({} ring freezes); {} truncated (snaplen), {} hardware timestamps, {} VLAN tags restored{}",
+                    l.interfaces.join(", "),
+                    l.workers,
+                    l.stats.kernel_packets,
+                    l.stats.kernel_drops,
+                    l.stats.kernel_freezes,
+                    report.source.truncated_records,
+                    l.stats.hardware_timestamps,
+                    l.stats.vlan_restored,
+                    if l.stats.interface_down > 0 {
+                        format!("; interface went down {} time(s)", l.stats.interface_down)
+                    } else {
+                        String::new()
+                    }
+                ),
+                None => eprintln!(
+                    "  input: {} files read, {} failed, {} truncated records (snaplen), {} blocks skipped",
+                    report.files_read,
+                    report.files_failed,
+                    report.source.truncated_records,
+                    report.source.skipped_blocks
+                ),
+            }
             if report.filter_rejected > 0 || !report.filter_warnings.is_empty() {
                 eprintln!("  filter: {} packets rejected", report.filter_rejected);
             }
@@ -99,9 +132,7 @@ pub fn print(
             }
             eprintln!(
                 "  peak {} concurrent flows, {} bytes of table per flow; {} late packets",
-                m.peak_flows,
-                meter.bytes_per_flow(),
-                m.late_packets
+                m.peak_flows, bytes_per_flow, m.late_packets
             );
             if let Some(s) = series {
                 eprintln!(

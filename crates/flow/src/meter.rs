@@ -62,6 +62,22 @@ impl MeterStats {
     pub fn records_total(&self) -> u64 {
         self.records.iter().sum()
     }
+
+    /// Adds the counters of another meter (a parallel worker's). `peak_flows` becomes the sum
+    /// of the peaks: an upper bound of the concurrent total, since the peaks need not coincide.
+    pub fn merge(&mut self, other: &MeterStats) {
+        self.packets += other.packets;
+        self.wire_bytes += other.wire_bytes;
+        self.outcomes.merge(&other.outcomes);
+        self.flows_created += other.flows_created;
+        for (a, b) in self.records.iter_mut().zip(other.records.iter()) {
+            *a += b;
+        }
+        self.fragments_resolved += other.fragments_resolved;
+        self.fragments_unmatched += other.fragments_unmatched;
+        self.late_packets += other.late_packets;
+        self.peak_flows += other.peak_flows;
+    }
 }
 
 /// Packets per pass of [`FlowMeter::process_batch`]: enough independent table lookups in

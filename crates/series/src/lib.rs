@@ -175,6 +175,34 @@ impl SeriesCounter {
         }
     }
 
+    /// Moves the clock to `now_ns` without a packet, closing the seconds a packet at that time
+    /// would close (live capture calls this when traffic pauses, so rows keep coming). The
+    /// seconds passed are real, observed seconds: they are written as zero rows, and a series
+    /// that has seen no packet yet starts at `now_ns`.
+    pub fn advance<F: FnMut(&SeriesRow)>(&mut self, now_ns: u64, emit: &mut F) {
+        let second = now_ns / SECOND_NS;
+        let window = self.config.window_seconds;
+        match self.base {
+            None => {
+                self.open(second, second + window);
+                self.base = Some(second);
+                self.newest = second;
+            }
+            Some(base) => {
+                if second >= base + window {
+                    self.close_for(second, emit);
+                }
+                self.newest = self.newest.max(second);
+            }
+        }
+    }
+
+    /// Every second before this one has been emitted (`None` before the first packet or
+    /// [`SeriesCounter::advance`]).
+    pub fn emitted_before(&self) -> Option<u64> {
+        self.base
+    }
+
     /// Resets seconds `from..to` to empty rows (`to - from <= window`).
     fn open(&mut self, from: u64, to: u64) {
         for s in from..to {
@@ -256,6 +284,24 @@ mod tests {
     }
 
     const S: u64 = SECOND_NS;
+
+    #[test]
+    fn advance_closes_quiet_seconds_as_zero_rows() {
+        let mut rows = Vec::new();
+        let mut c = SeriesCounter::new(SeriesConfig::default());
+        let o = PacketOutcome::default();
+        c.advance(100 * S, &mut |r: &SeriesRow| rows.push(*r));
+        assert_eq!(c.emitted_before(), Some(100));
+        c.observe(101 * S, 60, Direction::Inbound, &o, &mut |r: &SeriesRow| rows.push(*r));
+        c.advance(110 * S + 5, &mut |r: &SeriesRow| rows.push(*r));
+        assert_eq!(c.emitted_before(), Some(107));
+        let seconds: Vec<u64> = rows.iter().map(|r| r.second).collect();
+        assert_eq!(seconds, (100..107).collect::<Vec<_>>());
+        assert_eq!((rows[1].packets, rows[1].in_bytes), (1, 60));
+        assert!(rows.iter().filter(|r| r.second != 101).all(|r| r.packets == 0));
+        c.finish(&mut |r: &SeriesRow| rows.push(*r));
+        assert_eq!(rows.last().map(|r| r.second), Some(110));
+    }
 
     #[test]
     fn dense_rows_in_order_with_gaps_filled() {

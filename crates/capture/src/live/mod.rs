@@ -204,7 +204,9 @@ const ARPHRD_TUNNEL6: u32 = 769;
 const ARPHRD_IPGRE: u32 = 778;
 const ARPHRD_SIT: u32 = 776;
 
-fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
+/// The link type packets captured on `interface` will have (from its ARPHRD type), so a filter
+/// can be compiled for it before the capture opens.
+pub fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
     let path = format!("/sys/class/net/{interface}/type");
     let arphrd: u32 = std::fs::read_to_string(&path)
         .ok()

@@ -220,7 +220,9 @@ fn symmetric_fanout_puts_both_directions_on_one_worker() {
         let mut hist = std::collections::BTreeMap::new();
         for p in pkts {
             let (ethertype, net) = l3(&p.data);
-            *hist.entry((ethertype, fanout::symmetric_hash(ethertype, net) % 2)).or_insert(0) += 1;
+            *hist
+                .entry((ethertype, fanout::symmetric_hash(ethertype, net) % 2))
+                .or_insert(0) += 1;
         }
         eprintln!("worker {worker}: {hist:?}");
     }
@@ -267,4 +269,279 @@ fn open_errors_name_the_interface() {
     c.block_size = 5000;
     let e = LiveSource::open(c).err().expect("must fail");
     assert!(e.to_string().contains("block size 5000"), "{e}");
+}
+
+// ---- the `trawl` binary on a live interface -------------------------------------------------
+
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+
+fn trawl_live(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run trawl")
+}
+
+/// Waits until trawl has its socket open (it says nothing before; a short pause is enough
+/// because sockets open before the first poll), replays, and collects the output.
+fn replay_and_wait(
+    lab: &VethLab,
+    child: Child,
+    name: &str,
+    outbound: bool,
+) -> (String, serde_json::Value) {
+    std::thread::sleep(Duration::from_millis(700));
+    if outbound {
+        lab.replay_out_of_host(&pcap(name), &["--topspeed"])
+            .expect("replay");
+    } else {
+        lab.replay_into_host(&pcap(name), &["--topspeed"])
+            .expect("replay");
+    }
+    let out = child.wait_with_output().expect("trawl ran");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "trawl failed: {stderr}");
+    let summary: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("summary not JSON ({e}): {stderr}"));
+    (String::from_utf8(out.stdout).expect("utf-8"), summary)
+}
+
+/// Per conversation (addresses, ports, protocol, in a fixed order): packets and bytes.
+/// Live replay at top speed squeezes idle gaps, so a conversation split by the idle timeout in
+/// the file is one flow live: compare conversations, not records.
+fn conversations(jsonl: &str) -> BTreeMap<String, (u64, u64)> {
+    let mut m = BTreeMap::new();
+    for line in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON record");
+        let a = format!("{}:{}", v["src_ip"], v["src_port"]);
+        let b = format!("{}:{}", v["dst_ip"], v["dst_port"]);
+        let (x, y) = if a <= b { (a, b) } else { (b, a) };
+        let key = format!("{} {x} {y} vlan {}", v["proto"], v["vlan"]);
+        let e = m.entry(key).or_insert((0, 0));
+        e.0 += v["fwd_packets"].as_u64().unwrap() + v["rev_packets"].as_u64().unwrap();
+        e.1 += v["fwd_bytes"].as_u64().unwrap() + v["rev_bytes"].as_u64().unwrap();
+    }
+    m
+}
+
+fn trawl_file(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(args)
+        .output()
+        .expect("run trawl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn live_flows_equal_the_flows_of_the_file_that_was_replayed() {
+    let lab = lab();
+    for workers in ["1", "2"] {
+        let child = trawl_live(&[
+            "flows",
+            "-i",
+            &lab.host,
+            "--duration",
+            "3s",
+            "--summary",
+            "json",
+            "--workers",
+            workers,
+        ]);
+        let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
+        let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
+        assert_eq!(
+            conversations(&stdout),
+            conversations(&from_file),
+            "{workers} worker(s)"
+        );
+        assert_eq!(summary["packets"], 500);
+        assert_eq!(summary["live"]["kernel_drops"], 0);
+        assert_eq!(
+            summary["live"]["workers"].as_u64(),
+            Some(workers.parse().unwrap())
+        );
+        // Every conversation is one flow: no flow was split across the workers.
+        assert_eq!(
+            summary["records"].as_u64(),
+            Some(conversations(&stdout).len() as u64)
+        );
+    }
+}
+
+#[test]
+fn live_series_adds_up_and_has_directions() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "series",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "--workers",
+        "2",
+    ]);
+    let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", true);
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON row"))
+        .collect();
+    assert!(rows.len() >= 3, "a row per second of the run: {stdout}");
+    let seconds: Vec<u64> = rows.iter().map(|r| r["second"].as_u64().unwrap()).collect();
+    assert!(
+        seconds.windows(2).all(|w| w[1] == w[0] + 1),
+        "contiguous seconds: {seconds:?}"
+    );
+    let sum = |f: &str| rows.iter().map(|r| r[f].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("packets"), 500);
+    assert_eq!(sum("bytes"), 133_530);
+    assert_eq!(
+        sum("out_packets"),
+        500,
+        "replayed out of the capturing interface"
+    );
+    assert_eq!(sum("in_packets"), 0);
+    assert_eq!(summary["packets"], 500);
+}
+
+#[test]
+fn count_stops_after_exactly_n_packets() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--count",
+        "123",
+        "--summary",
+        "json",
+        "--workers",
+        "2",
+    ]);
+    let (_, summary) = replay_and_wait(&lab, child, "android.pcap", false);
+    assert_eq!(summary["packets"], 123);
+}
+
+#[test]
+fn sigint_flushes_every_flow_and_exits_cleanly() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--summary",
+        "json",
+        "--format",
+        "csv",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    std::thread::sleep(Duration::from_millis(300));
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    let csv = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        csv.lines().count() as u64 - 1,
+        summary["records"].as_u64().unwrap(),
+        "header + every record"
+    );
+    assert_eq!(summary["packets"], 500);
+    assert_eq!(
+        summary["end_reasons"]["end"].as_u64().unwrap()
+            + summary["end_reasons"]["fin"].as_u64().unwrap()
+            + summary["end_reasons"]["rst"].as_u64().unwrap(),
+        summary["records"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn filter_and_privilege_drop_on_a_live_interface() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "-f",
+        "udp",
+        "--user",
+        "nobody",
+    ]);
+    let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
+    let from_file = trawl_file(&[
+        "flows",
+        "-r",
+        pcap("android.pcap").to_str().unwrap(),
+        "-f",
+        "udp",
+    ]);
+    assert_eq!(conversations(&stdout), conversations(&from_file));
+    assert_eq!(summary["live"]["kernel_filter"], true);
+    assert_eq!(summary["live"]["user"], "nobody");
+}
+
+#[test]
+fn vlan_filter_runs_on_restored_tags() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "-f",
+        "vlan",
+    ]);
+    let (stdout, summary) = replay_and_wait(&lab, child, "VlanPackets.pcap", false);
+    let from_file = trawl_file(&[
+        "flows",
+        "-r",
+        pcap("VlanPackets.pcap").to_str().unwrap(),
+        "-f",
+        "vlan",
+    ]);
+    assert!(!from_file.is_empty());
+    assert_eq!(conversations(&stdout), conversations(&from_file));
+    assert_eq!(summary["live"]["kernel_filter"], false);
+}
+
+#[test]
+fn live_errors_are_clear() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["flows", "-i", "no-such-if0", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no interface named 'no-such-if0'"),
+        "{stderr}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["flows", "-i", "lo", "-r", "x.pcap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "-i and -r together");
 }

@@ -1,0 +1,553 @@
+//! Live capture: one thread per capture worker (an AF_PACKET socket in a fanout group, its own
+//! flow table, its own series counter), and the main thread merging their output: flow records
+//! as they come, series rows summed per second once every worker has closed that second.
+//!
+//! Time in a worker is packet time. When traffic pauses, the worker moves its clock on by the
+//! wall-clock time elapsed since its last packet, so idle flows expire and empty seconds close
+//! even when the packet clock (a NIC's hardware clock) is not the system clock.
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use trawl_bpf::FilterSet;
+use trawl_capture::live::{self, Fanout, LiveSource, LiveStats, SockFilter};
+use trawl_capture::{PacketRecord, PacketSource, SourceStats};
+use trawl_flow::format::RecordWriter;
+use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
+use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats, SeriesWriter};
+
+use crate::args::LiveInput;
+use crate::run::{recycle, Output};
+
+/// One capture socket and what the worker that reads it needs.
+pub struct Worker {
+    source: LiveSource,
+    cpu: Option<usize>,
+    /// A filter libpcap's offline compiler cannot express for a live socket (VLAN tags are
+    /// metadata there), run in user space on the restored frames instead.
+    user_filter: Option<FilterSet>,
+}
+
+/// Counters of a live run, for the summary.
+#[derive(Debug, Default, Clone)]
+pub struct LiveReport {
+    pub interfaces: Vec<String>,
+    pub workers: usize,
+    pub stats: LiveStats,
+    pub kernel_filter: bool,
+    pub user: Option<String>,
+}
+
+/// Expressions whose meaning on a live Linux socket differs from a file: libpcap compiles
+/// `vlan` and `mpls` for in-band tags, which the kernel has moved out of the frame.
+fn needs_user_space(expr: &str) -> bool {
+    expr.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == "vlan" || w == "mpls")
+}
+
+/// Opens every socket (before privileges are dropped) so that every error surfaces before
+/// capture starts.
+pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worker>, bool)> {
+    let mut workers = Vec::new();
+    let mut kernel_filter = false;
+    for (i, name) in live.interfaces.iter().enumerate() {
+        let link = live::link_type_of(name)?;
+        let mut config = live.socket.clone();
+        config.interface = name.clone();
+        let mut user_filter = None;
+        if let Some(expr) = filter {
+            if needs_user_space(expr) {
+                let mut set = FilterSet::new(expr, config.snaplen);
+                set.prepare(link)
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .context("invalid filter expression")?;
+                user_filter = Some(set);
+            } else {
+                let f = trawl_bpf::Filter::compile(expr, link, config.snaplen)
+                    .map_err(|e| anyhow::anyhow!("{e}"))
+                    .context("invalid filter expression")?;
+                config.filter = Some(
+                    f.insns()
+                        .iter()
+                        .map(|i| SockFilter {
+                            code: i.code,
+                            jt: i.jt,
+                            jf: i.jf,
+                            k: i.k,
+                        })
+                        .collect(),
+                );
+                kernel_filter = true;
+            }
+        }
+        if live.workers > 1 {
+            // Unique per interface, and unlikely to meet another process's group.
+            let group = (std::process::id() as u16)
+                .wrapping_mul(64)
+                .wrapping_add(i as u16);
+            config.fanout = Some(Fanout {
+                group,
+                mode: live.fanout,
+            });
+        }
+        for _ in 0..live.workers {
+            let source = LiveSource::open(config.clone())?;
+            let cpu = (!live.cpus.is_empty()).then(|| live.cpus[workers.len() % live.cpus.len()]);
+            workers.push(Worker {
+                source,
+                cpu,
+                user_filter: user_filter.clone(),
+            });
+        }
+    }
+    if let Some(user) = &live.user {
+        live::drop_privileges(user)
+            .with_context(|| format!("cannot switch to user '{user}' (--user)"))?;
+    }
+    Ok((workers, kernel_filter))
+}
+
+/// What the workers compute.
+pub enum Product {
+    /// Flow records in this format.
+    Flows(RecordWriter),
+    /// Per-second rows, written with this writer after merging.
+    Series(SeriesWriter),
+}
+
+enum Msg {
+    /// Formatted flow records.
+    Records(Vec<u8>),
+    /// A worker's row for one second.
+    Row(SeriesRow),
+    /// The worker has emitted every second before this one.
+    Watermark(usize, u64),
+    /// The worker is done (its report follows through the join handle).
+    Done(usize),
+}
+
+struct WorkerReport {
+    source: SourceStats,
+    live: LiveStats,
+    meter: MeterStats,
+    bytes_per_flow: usize,
+    series: SeriesStats,
+    filter_rejected: u64,
+    error: Option<String>,
+}
+
+/// What a live run hands back for the summary.
+pub struct LiveOutcome {
+    pub source: SourceStats,
+    pub live: LiveStats,
+    pub meter: MeterStats,
+    pub bytes_per_flow: usize,
+    pub series: SeriesStats,
+    pub filter_rejected: u64,
+    pub errors: Vec<String>,
+    pub elapsed: Duration,
+}
+
+const CHUNK: usize = 256 << 10;
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Runs the workers until `stop`, the duration or the packet count, writing `product` to
+/// `out`.
+pub fn run(
+    live: &LiveInput,
+    flow: &FlowConfig,
+    workers: Vec<Worker>,
+    product: Product,
+    out: &mut Output,
+    stop: Arc<AtomicBool>,
+    progress: bool,
+) -> LiveOutcome {
+    let started = Instant::now();
+    let n = workers.len();
+    let remaining = Arc::new(AtomicU64::new(live.count.unwrap_or(u64::MAX)));
+    let packets_seen = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
+    let (writer, series_writer) = match product {
+        Product::Flows(w) => (Some(w), None),
+        Product::Series(w) => (None, Some(w)),
+    };
+    let series_mode = series_writer.is_some();
+    let mut handles = Vec::new();
+    for (index, w) in workers.into_iter().enumerate() {
+        let tx = tx.clone();
+        let stop = stop.clone();
+        let remaining = remaining.clone();
+        let seen = packets_seen.clone();
+        let flow = flow.clone();
+        let writer = writer.clone();
+        let handle = std::thread::Builder::new()
+            .name(format!("capture-{index}"))
+            .spawn(move || {
+                worker_loop(
+                    index,
+                    w,
+                    flow,
+                    writer,
+                    series_mode,
+                    &tx,
+                    &stop,
+                    &remaining,
+                    &seen,
+                )
+            })
+            .expect("spawn capture worker");
+        handles.push(handle);
+    }
+    drop(tx);
+
+    let deadline = live.duration_ns.map(|d| started + Duration::from_nanos(d));
+    let mut merger = SeriesMerger::new(n);
+    let mut last_progress = Instant::now();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Msg::Records(bytes)) => {
+                out.buf().extend_from_slice(&bytes);
+                out.maybe_flush();
+            }
+            Ok(Msg::Row(row)) => merger.add(row),
+            Ok(Msg::Watermark(w, s)) => merger.watermark(w, s),
+            Ok(Msg::Done(w)) => merger.watermark(w, u64::MAX),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(sw) = &series_writer {
+            merger.drain(|row| sw.write(row, out.buf()));
+        }
+        out.maybe_flush();
+        if out.failed() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if progress && last_progress.elapsed() >= Duration::from_millis(250) {
+            last_progress = Instant::now();
+            let p = packets_seen.load(Ordering::Relaxed);
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            eprint!(
+                "\r\x1b[K{} packets ({}/s) on {} worker(s)",
+                p,
+                crate::run::human(p as f64 / secs),
+                n
+            );
+        }
+    }
+    if let Some(sw) = &series_writer {
+        merger.drain(|row| sw.write(row, out.buf()));
+    }
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    let mut outcome = LiveOutcome {
+        source: SourceStats::default(),
+        live: LiveStats::default(),
+        meter: MeterStats::default(),
+        bytes_per_flow: 0,
+        series: SeriesStats::default(),
+        filter_rejected: 0,
+        errors: Vec::new(),
+        elapsed: Duration::ZERO,
+    };
+    for h in handles {
+        match h.join() {
+            Ok(r) => {
+                crate::run::add_stats(&mut outcome.source, &r.source);
+                add_live(&mut outcome.live, &r.live);
+                outcome.meter.merge(&r.meter);
+                outcome.bytes_per_flow = r.bytes_per_flow;
+                outcome.series.rows = merger.rows;
+                outcome.series.late_packets += r.series.late_packets;
+                outcome.series.skipped_empty_seconds += r.series.skipped_empty_seconds;
+                outcome.filter_rejected += r.filter_rejected;
+                outcome.errors.extend(r.error);
+            }
+            Err(_) => outcome.errors.push("a capture worker panicked".into()),
+        }
+    }
+    outcome.elapsed = started.elapsed();
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker_loop(
+    index: usize,
+    mut w: Worker,
+    flow: FlowConfig,
+    writer: Option<RecordWriter>,
+    series_mode: bool,
+    tx: &mpsc::SyncSender<Msg>,
+    stop: &AtomicBool,
+    remaining: &AtomicU64,
+    seen: &AtomicU64,
+) -> WorkerReport {
+    if let Some(cpu) = w.cpu {
+        // Pinning is best effort: capture still works unpinned, and the summary says so.
+        if let Err(e) = live::pin_current_thread(cpu) {
+            eprintln!("trawl: warning: cannot pin worker {index} to CPU {cpu}: {e}");
+        }
+    }
+    let mut meter = FlowMeter::new(flow);
+    let state = RefCell::new(WorkerState {
+        writer,
+        buf: Vec::with_capacity(CHUNK * 2),
+        series: series_mode.then(|| SeriesCounter::new(SeriesConfig::default())),
+        rows: Vec::new(),
+        last_send: Instant::now(),
+    });
+    let mut sink = |r: &FlowRecord<'_>| state.borrow_mut().record(r);
+    let mut spare: Vec<PacketRecord<'static>> = Vec::with_capacity(1 << 14);
+    let mut filter_rejected = 0u64;
+    let mut error = None;
+    // The packet clock and the wall clock at the newest packet.
+    let mut clock: Option<(u64, Instant)> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let batch = match w.source.next_batch() {
+            Ok(Some(b)) => b,
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        };
+        let mut selected = recycle(std::mem::take(&mut spare));
+        for pkt in batch.iter() {
+            if let Some(f) = w.user_filter.as_mut() {
+                if !f
+                    .matches(pkt.link_type, pkt.data, pkt.wire_len)
+                    .unwrap_or(false)
+                {
+                    filter_rejected += 1;
+                    continue;
+                }
+            }
+            selected.push(pkt);
+        }
+        if !selected.is_empty() {
+            let want = selected.len() as u64;
+            let granted = reserve(remaining, want);
+            selected.truncate(granted as usize);
+            if granted < want {
+                stop.store(true, Ordering::Relaxed);
+            }
+            seen.fetch_add(granted, Ordering::Relaxed);
+        }
+        meter.process_batch(&selected, &mut sink, |i, o| {
+            let p = &selected[i];
+            state.borrow_mut().observe(p, o);
+        });
+        let now = match (selected.iter().map(|p| p.ts_ns).max(), clock) {
+            (Some(ts), _) => {
+                let ts = clock.map_or(ts, |(c, _)| c.max(ts));
+                clock = Some((ts, Instant::now()));
+                ts
+            }
+            (None, Some((ts, at))) => ts + at.elapsed().as_nanos() as u64,
+            (None, None) => now_ns(),
+        };
+        spare = recycle(selected);
+        meter.advance(now, &mut sink);
+        state.borrow_mut().tick(now, index, tx);
+    }
+    w.source.refresh_kernel_stats();
+    meter.flush(&mut sink);
+    state.borrow_mut().finish(index, tx);
+    let series = state
+        .borrow()
+        .series
+        .as_ref()
+        .map(|s| s.stats())
+        .unwrap_or_default();
+    let _ = tx.send(Msg::Done(index));
+    WorkerReport {
+        source: w.source.stats(),
+        live: w.source.live_stats(),
+        meter: *meter.stats(),
+        bytes_per_flow: meter.bytes_per_flow(),
+        series,
+        filter_rejected,
+        error: error.map(|e| format!("worker {index}: {e}")),
+    }
+}
+
+/// Takes up to `want` packets from the shared `--count` budget; returns how many were granted.
+fn reserve(remaining: &AtomicU64, want: u64) -> u64 {
+    let mut granted = 0;
+    let _ = remaining.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+        granted = r.min(want);
+        Some(r - granted)
+    });
+    granted
+}
+
+struct WorkerState {
+    writer: Option<RecordWriter>,
+    buf: Vec<u8>,
+    series: Option<SeriesCounter>,
+    rows: Vec<SeriesRow>,
+    last_send: Instant,
+}
+
+impl WorkerState {
+    fn record(&mut self, r: &FlowRecord<'_>) {
+        if let Some(w) = self.writer.as_mut() {
+            w.write(r, &mut self.buf);
+        }
+    }
+
+    fn observe(&mut self, p: &PacketRecord<'_>, o: &trawl_flow::PacketOutcome) {
+        if let Some(s) = self.series.as_mut() {
+            let rows = &mut self.rows;
+            s.observe(p.ts_ns, p.wire_len, p.direction, o, &mut |r: &SeriesRow| {
+                rows.push(*r)
+            });
+        }
+    }
+
+    fn tick(&mut self, now: u64, index: usize, tx: &mpsc::SyncSender<Msg>) {
+        if let Some(s) = self.series.as_mut() {
+            let rows = &mut self.rows;
+            s.advance(now, &mut |r: &SeriesRow| rows.push(*r));
+            for r in self.rows.drain(..) {
+                let _ = tx.send(Msg::Row(r));
+            }
+            if let Some(w) = s.emitted_before() {
+                let _ = tx.send(Msg::Watermark(index, w));
+            }
+        }
+        if self.buf.len() >= CHUNK
+            || (!self.buf.is_empty() && self.last_send.elapsed() >= Duration::from_millis(200))
+        {
+            let full = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK * 2));
+            let _ = tx.send(Msg::Records(full));
+            self.last_send = Instant::now();
+        }
+    }
+
+    fn finish(&mut self, index: usize, tx: &mpsc::SyncSender<Msg>) {
+        if let Some(s) = self.series.as_mut() {
+            let rows = &mut self.rows;
+            s.finish(&mut |r: &SeriesRow| rows.push(*r));
+            for r in self.rows.drain(..) {
+                let _ = tx.send(Msg::Row(r));
+            }
+            let _ = tx.send(Msg::Watermark(index, u64::MAX));
+        }
+        if !self.buf.is_empty() {
+            let _ = tx.send(Msg::Records(std::mem::take(&mut self.buf)));
+        }
+    }
+}
+
+/// Sums the workers' rows per second and releases a second once every worker is past it.
+struct SeriesMerger {
+    pending: BTreeMap<u64, SeriesRow>,
+    watermarks: Vec<u64>,
+    rows: u64,
+}
+
+impl SeriesMerger {
+    fn new(workers: usize) -> Self {
+        SeriesMerger {
+            pending: BTreeMap::new(),
+            watermarks: vec![0; workers],
+            rows: 0,
+        }
+    }
+
+    fn add(&mut self, row: SeriesRow) {
+        let e = self.pending.entry(row.second).or_insert(SeriesRow {
+            second: row.second,
+            ..SeriesRow::default()
+        });
+        e.packets += row.packets;
+        e.bytes += row.bytes;
+        e.active_flows += row.active_flows;
+        e.new_flows += row.new_flows;
+        e.in_packets += row.in_packets;
+        e.in_bytes += row.in_bytes;
+        e.out_packets += row.out_packets;
+        e.out_bytes += row.out_bytes;
+    }
+
+    fn watermark(&mut self, worker: usize, second: u64) {
+        self.watermarks[worker] = self.watermarks[worker].max(second);
+    }
+
+    fn drain(&mut self, mut emit: impl FnMut(&SeriesRow)) {
+        let low = self.watermarks.iter().copied().min().unwrap_or(u64::MAX);
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            emit(&entry.remove());
+            self.rows += 1;
+        }
+    }
+}
+
+fn add_live(total: &mut LiveStats, s: &LiveStats) {
+    total.kernel_packets += s.kernel_packets;
+    total.kernel_drops += s.kernel_drops;
+    total.kernel_freezes += s.kernel_freezes;
+    total.hardware_timestamps += s.hardware_timestamps;
+    total.vlan_restored += s.vlan_restored;
+    total.interface_down += s.interface_down;
+    total.reopened += s.reopened;
+    total.losing_blocks += s.losing_blocks;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merger_waits_for_every_worker() {
+        let mut m = SeriesMerger::new(2);
+        let row = |second, packets| SeriesRow {
+            second,
+            packets,
+            ..SeriesRow::default()
+        };
+        m.add(row(10, 1));
+        m.add(row(11, 2));
+        m.watermark(0, 12);
+        let mut out = Vec::new();
+        m.drain(|r| out.push(*r));
+        assert!(out.is_empty(), "worker 1 has not closed second 10");
+        m.add(row(10, 5));
+        m.watermark(1, 11);
+        m.drain(|r| out.push(*r));
+        assert_eq!(out, vec![row(10, 6)]);
+        m.watermark(1, u64::MAX);
+        m.drain(|r| out.push(*r));
+        assert_eq!(out, vec![row(10, 6), row(11, 2)]);
+    }
+
+    #[test]
+    fn count_budget_is_shared_exactly() {
+        let r = AtomicU64::new(10);
+        assert_eq!(reserve(&r, 4), 4);
+        assert_eq!(reserve(&r, 8), 6);
+        assert_eq!(reserve(&r, 1), 0);
+    }
+
+    #[test]
+    fn vlan_and_mpls_filters_run_in_user_space() {
+        assert!(needs_user_space("vlan 10 and tcp"));
+        assert!(needs_user_space("(mpls) or udp"));
+        assert!(!needs_user_space("host 10.0.0.1 and port 80"));
+    }
+}
