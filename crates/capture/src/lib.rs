@@ -27,10 +27,12 @@ mod file;
 #[cfg(target_os = "linux")]
 pub mod live;
 mod record;
+mod write;
 
 pub use error::{Error, ErrorKind};
 pub use file::{FileFormat, FileSource, FileSourceConfig};
 pub use record::{Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs};
+pub use write::PcapWriter;
 
 /// Counters every source keeps. Monotonic over the life of the source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

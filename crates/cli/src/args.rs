@@ -30,6 +30,91 @@ pub enum Command {
     /// Write per-second rows (packets, bytes, active and new flows) from capture files.
     #[command(after_help = EXIT_CODES)]
     Series(SeriesArgs),
+    /// Run the monitor: capture on interfaces into shared packet rings, meter flows and
+    /// per-second series, until SIGINT/SIGTERM. Settings come from a TOML file (`-c`) and/or
+    /// the command line (which wins).
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// Read packets from a running trawl's shared ring (another process): print them or write
+    /// a pcap file.
+    #[command(after_help = EXIT_CODES)]
+    Listen(ListenArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Configuration file (TOML, see trawl.example.toml).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Capture on this interface (repeat for several); adds to the file's list.
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: Vec<String>,
+    /// Capture workers per interface.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub workers: Option<u16>,
+    /// Pin workers to these CPUs, in order.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+    /// Kernel filter (tcpdump syntax).
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Switch to this user once the capture sockets and rings are open.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Drop switching duplicates seen within this window (HPCAP's duplicate removal), e.g.
+    /// `200ms`; `0` turns it off.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub dedup: Option<u64>,
+    /// Name of the shared packet rings other processes attach to (`trawl listen --ring`):
+    /// one per worker, `NAME-IFACE-WORKER`. Default `trawl`.
+    #[arg(long, value_name = "NAME")]
+    pub ring: Option<String>,
+    /// Size of each shared ring's data area (power of two).
+    #[arg(long = "ring-size", value_name = "SIZE", value_parser = parse_size)]
+    pub ring_size: Option<usize>,
+    /// Do not publish shared rings.
+    #[arg(long = "no-ring")]
+    pub no_ring: bool,
+    /// Write flow records (JSON lines) to this file.
+    #[arg(long, value_name = "PATH")]
+    pub flows: Option<PathBuf>,
+    /// Write per-second series rows (JSON lines) to this file.
+    #[arg(long, value_name = "PATH")]
+    pub series: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// A status line on standard error this often (packets, drops, ring listeners).
+    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub stats_interval: Option<u64>,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+#[derive(Args, Debug)]
+pub struct ListenArgs {
+    /// The ring's name as `trawl run` printed it (e.g. `trawl-eth0-0`), or a path to the ring
+    /// file.
+    #[arg(long, value_name = "NAME")]
+    pub ring: String,
+    /// Hold the producer back instead of missing packets when this listener falls behind.
+    /// Use with care: a slow lossless listener makes the capture drop in the kernel.
+    #[arg(long)]
+    pub lossless: bool,
+    /// Write the packets to this pcap file (nanosecond timestamps; `-` for standard output)
+    /// instead of printing a line per packet.
+    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    pub write: Option<PathBuf>,
+    /// Stop after this many packets.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
 }
 
 #[derive(Args, Debug)]

@@ -14,9 +14,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use trawl_bpf::FilterSet;
 use trawl_capture::live::{self, Fanout, LiveSource, LiveStats, SockFilter};
-use trawl_capture::{PacketRecord, PacketSource, SourceStats};
+use trawl_capture::{PacketRecord, PacketSource, RecordMeta, SourceStats};
 use trawl_flow::format::RecordWriter;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
+use trawl_ring::dedup::Dedup;
+use trawl_ring::{Producer, ProducerStats, RingConfig};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats, SeriesWriter};
 
 use crate::args::LiveInput;
@@ -25,7 +27,13 @@ use crate::run::{recycle, Output};
 /// One capture socket and what the worker that reads it needs.
 pub struct Worker {
     source: LiveSource,
+    /// `iface-worker`, for ring names and messages.
+    label: String,
     cpu: Option<usize>,
+    /// The shared packet ring this worker produces into (`trawl run`).
+    ring: Option<Producer>,
+    /// Switching-duplicate removal before anything else sees the packet.
+    dedup: Option<Dedup>,
     /// A filter libpcap's offline compiler cannot express for a live socket (VLAN tags are
     /// metadata there), run in user space on the restored frames instead.
     user_filter: Option<FilterSet>,
@@ -39,6 +47,10 @@ pub struct LiveReport {
     pub stats: LiveStats,
     pub kernel_filter: bool,
     pub user: Option<String>,
+    /// Switching duplicates removed (`trawl run --dedup`).
+    pub duplicates: u64,
+    /// Shared rings' producer counters (`trawl run`).
+    pub ring: Option<ProducerStats>,
 }
 
 /// Expressions whose meaning on a live Linux socket differs from a file: libpcap compiles
@@ -93,29 +105,70 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
                 mode: live.fanout,
             });
         }
+        let first = workers.len();
         for _ in 0..live.workers {
             let source = LiveSource::open(config.clone())?;
             let cpu = (!live.cpus.is_empty()).then(|| live.cpus[workers.len() % live.cpus.len()]);
             workers.push(Worker {
+                label: format!("{name}-{}", workers.len() - first),
                 source,
                 cpu,
+                ring: None,
+                dedup: None,
                 user_filter: user_filter.clone(),
             });
         }
     }
+    Ok((workers, kernel_filter))
+}
+
+/// Switches to `--user` once everything privileged (sockets, rings) is open.
+pub fn drop_privileges(live: &LiveInput) -> Result<()> {
     if let Some(user) = &live.user {
         live::drop_privileges(user)
             .with_context(|| format!("cannot switch to user '{user}' (--user)"))?;
     }
-    Ok((workers, kernel_filter))
+    Ok(())
 }
 
-/// What the workers compute.
-pub enum Product {
-    /// Flow records in this format.
-    Flows(RecordWriter),
-    /// Per-second rows, written with this writer after merging.
-    Series(SeriesWriter),
+/// Gives every worker a shared ring named `PREFIX-IFACE-WORKER` and, with a window, a
+/// duplicate filter. Returns the ring names and handles (for status lines).
+pub fn attach_rings(
+    workers: &mut [Worker],
+    ring: Option<&(String, usize)>,
+    dedup_ns: u64,
+) -> Result<Vec<(String, trawl_ring::Ring)>> {
+    let mut handles = Vec::new();
+    for w in workers.iter_mut() {
+        if dedup_ns > 0 {
+            w.dedup = Some(Dedup::new(dedup_ns, 16));
+        }
+        if let Some((prefix, size)) = ring {
+            let name = format!("{prefix}-{}", w.label);
+            let config = RingConfig::with_capacity(*size);
+            let mut producer = Producer::create_shared(&name, &config)
+                .with_context(|| format!("cannot create the shared ring '{name}'"))?;
+            producer
+                .set_interfaces(w.source.interfaces())
+                .with_context(|| format!("ring '{name}'"))?;
+            handles.push((name, producer.ring()));
+            w.ring = Some(producer);
+        }
+    }
+    Ok(handles)
+}
+
+/// Where a live run writes: flow records, merged series rows, or both (`trawl run`).
+pub struct Outputs<'a> {
+    pub flows: Option<(&'a mut Output, RecordWriter)>,
+    pub series: Option<(&'a mut Output, SeriesWriter)>,
+}
+
+impl Outputs<'_> {
+    fn failed(&self) -> bool {
+        self.flows.as_ref().is_some_and(|(o, _)| o.failed())
+            || self.series.as_ref().is_some_and(|(o, _)| o.failed())
+    }
 }
 
 enum Msg {
@@ -136,6 +189,8 @@ struct WorkerReport {
     bytes_per_flow: usize,
     series: SeriesStats,
     filter_rejected: u64,
+    duplicates: u64,
+    ring: Option<ProducerStats>,
     error: Option<String>,
 }
 
@@ -147,6 +202,10 @@ pub struct LiveOutcome {
     pub bytes_per_flow: usize,
     pub series: SeriesStats,
     pub filter_rejected: u64,
+    /// Switching duplicates removed.
+    pub duplicates: u64,
+    /// Shared rings' producer counters, summed.
+    pub ring: Option<ProducerStats>,
     pub errors: Vec<String>,
     pub elapsed: Duration,
 }
@@ -165,21 +224,18 @@ pub fn run(
     live: &LiveInput,
     flow: &FlowConfig,
     workers: Vec<Worker>,
-    product: Product,
-    out: &mut Output,
+    mut outputs: Outputs<'_>,
     stop: Arc<AtomicBool>,
     progress: bool,
+    status: Option<(Duration, Vec<(String, trawl_ring::Ring)>)>,
 ) -> LiveOutcome {
     let started = Instant::now();
     let n = workers.len();
     let remaining = Arc::new(AtomicU64::new(live.count.unwrap_or(u64::MAX)));
     let packets_seen = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
-    let (writer, series_writer) = match product {
-        Product::Flows(w) => (Some(w), None),
-        Product::Series(w) => (None, Some(w)),
-    };
-    let series_mode = series_writer.is_some();
+    let writer = outputs.flows.as_ref().map(|(_, w)| w.clone());
+    let series_mode = outputs.series.is_some();
     let mut handles = Vec::new();
     for (index, w) in workers.into_iter().enumerate() {
         let tx = tx.clone();
@@ -211,11 +267,14 @@ pub fn run(
     let deadline = live.duration_ns.map(|d| started + Duration::from_nanos(d));
     let mut merger = SeriesMerger::new(n);
     let mut last_progress = Instant::now();
+    let mut last_status = Instant::now();
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Msg::Records(bytes)) => {
-                out.buf().extend_from_slice(&bytes);
-                out.maybe_flush();
+                if let Some((out, _)) = outputs.flows.as_mut() {
+                    out.buf().extend_from_slice(&bytes);
+                    out.maybe_flush();
+                }
             }
             Ok(Msg::Row(row)) => merger.add(row),
             Ok(Msg::Watermark(w, s)) => merger.watermark(w, s),
@@ -223,15 +282,24 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        if let Some(sw) = &series_writer {
+        if let Some((out, sw)) = outputs.series.as_mut() {
             merger.drain(|row| sw.write(row, out.buf()));
+            out.maybe_flush();
         }
-        out.maybe_flush();
-        if out.failed() {
+        if outputs.failed() {
             stop.store(true, Ordering::Relaxed);
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             stop.store(true, Ordering::Relaxed);
+        }
+        if let Some((every, rings)) = &status {
+            if last_status.elapsed() >= *every {
+                last_status = Instant::now();
+                eprintln!(
+                    "{}",
+                    status_line(packets_seen.load(Ordering::Relaxed), started, rings)
+                );
+            }
         }
         if progress && last_progress.elapsed() >= Duration::from_millis(250) {
             last_progress = Instant::now();
@@ -245,7 +313,7 @@ pub fn run(
             );
         }
     }
-    if let Some(sw) = &series_writer {
+    if let Some((out, sw)) = outputs.series.as_mut() {
         merger.drain(|row| sw.write(row, out.buf()));
     }
     if progress {
@@ -258,6 +326,8 @@ pub fn run(
         bytes_per_flow: 0,
         series: SeriesStats::default(),
         filter_rejected: 0,
+        duplicates: 0,
+        ring: None,
         errors: Vec::new(),
         elapsed: Duration::ZERO,
     };
@@ -272,6 +342,18 @@ pub fn run(
                 outcome.series.late_packets += r.series.late_packets;
                 outcome.series.skipped_empty_seconds += r.series.skipped_empty_seconds;
                 outcome.filter_rejected += r.filter_rejected;
+                outcome.duplicates += r.duplicates;
+                if let Some(p) = r.ring {
+                    let t = outcome.ring.get_or_insert_with(ProducerStats::default);
+                    t.records_written += p.records_written;
+                    t.bytes_written += p.bytes_written;
+                    t.records_truncated += p.records_truncated;
+                    t.wait_count += p.wait_count;
+                    t.wait_ns += p.wait_ns;
+                    t.lossy_skips += p.lossy_skips;
+                    t.listeners_reclaimed += p.listeners_reclaimed;
+                    t.publishes += p.publishes;
+                }
                 outcome.errors.extend(r.error);
             }
             Err(_) => outcome.errors.push("a capture worker panicked".into()),
@@ -311,6 +393,7 @@ fn worker_loop(
     let mut spare: Vec<PacketRecord<'static>> = Vec::with_capacity(1 << 14);
     let mut filter_rejected = 0u64;
     let mut error = None;
+    let mut ring_errors: Option<String> = None;
     // The packet clock and the wall clock at the newest packet.
     let mut clock: Option<(u64, Instant)> = None;
     while !stop.load(Ordering::Relaxed) {
@@ -333,6 +416,11 @@ fn worker_loop(
                     continue;
                 }
             }
+            if let Some(d) = w.dedup.as_mut() {
+                if d.is_duplicate(pkt.ts_ns, pkt.wire_len, pkt.data) {
+                    continue;
+                }
+            }
             selected.push(pkt);
         }
         if !selected.is_empty() {
@@ -343,6 +431,23 @@ fn worker_loop(
                 stop.store(true, Ordering::Relaxed);
             }
             seen.fetch_add(granted, Ordering::Relaxed);
+        }
+        if let Some(p) = w.ring.as_mut() {
+            for pkt in &selected {
+                let meta = RecordMeta {
+                    ts_ns: pkt.ts_ns,
+                    offset: 0,
+                    caplen: pkt.data.len() as u32,
+                    wire_len: pkt.wire_len,
+                    iface: pkt.iface,
+                    direction: pkt.direction,
+                };
+                if let Err(e) = p.push(&meta, pkt.data) {
+                    ring_errors.get_or_insert_with(|| format!("ring of {}: {e}", w.label));
+                    break;
+                }
+            }
+            p.publish();
         }
         meter.process_batch(&selected, &mut sink, |i, o| {
             let p = &selected[i];
@@ -362,6 +467,9 @@ fn worker_loop(
         state.borrow_mut().tick(now, index, tx);
     }
     w.source.refresh_kernel_stats();
+    if let Some(p) = w.ring.as_mut() {
+        p.close();
+    }
     meter.flush(&mut sink);
     state.borrow_mut().finish(index, tx);
     let series = state
@@ -378,8 +486,33 @@ fn worker_loop(
         bytes_per_flow: meter.bytes_per_flow(),
         series,
         filter_rejected,
-        error: error.map(|e| format!("worker {index}: {e}")),
+        duplicates: w.dedup.as_ref().map_or(0, |d| d.stats().duplicates),
+        ring: w.ring.as_ref().map(|p| p.stats()),
+        error: error
+            .map(|e| format!("worker {index}: {e}"))
+            .or(ring_errors),
     }
+}
+
+/// One line for operators: packets so far, and each ring's listeners with their backlog and
+/// misses.
+fn status_line(packets: u64, started: Instant, rings: &[(String, trawl_ring::Ring)]) -> String {
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    let mut line = format!(
+        "trawl: {:.0}s: {packets} packets ({}/s)",
+        secs,
+        crate::run::human(packets as f64 / secs)
+    );
+    for (name, ring) in rings {
+        let listeners = ring.listeners();
+        let missed: u64 = listeners.iter().map(|l| l.stats.records_missed).sum();
+        let waits = ring.stats().wait_count;
+        line.push_str(&format!(
+            "; ring {name}: {} listener(s), {missed} missed, producer waited {waits} times",
+            listeners.len()
+        ));
+    }
+    line
 }
 
 /// Takes up to `want` packets from the shared `--count` budget; returns how many were granted.

@@ -1,5 +1,7 @@
 //! The `trawl` command-line tool.
 mod args;
+mod config;
+mod daemon;
 mod live;
 mod run;
 mod summary;
@@ -44,8 +46,21 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             if let Some(live) = &input.live {
-                let product = live::Product::Flows(writer);
-                return run_live("flows", &input, live, product, out);
+                let outputs = live::Outputs {
+                    flows: Some((&mut out, writer)),
+                    series: None,
+                };
+                let (report, outcome) = run_live(&input, live, outputs)?;
+                out.finish()?;
+                summary::print(
+                    "flows",
+                    input.summary,
+                    &report,
+                    &outcome.meter,
+                    outcome.bytes_per_flow,
+                    None,
+                );
+                return Ok(exit_code(&report));
             }
             let mut meter = FlowMeter::new(input.flow.clone());
             // The sink owns the output while the run goes; a closed pipe ends the run early.
@@ -80,7 +95,21 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             if let Some(live) = &input.live {
-                return run_live("series", &input, live, live::Product::Series(writer), out);
+                let outputs = live::Outputs {
+                    flows: None,
+                    series: Some((&mut out, writer)),
+                };
+                let (report, outcome) = run_live(&input, live, outputs)?;
+                out.finish()?;
+                summary::print(
+                    "series",
+                    input.summary,
+                    &report,
+                    &outcome.meter,
+                    outcome.bytes_per_flow,
+                    Some(outcome.series),
+                );
+                return Ok(exit_code(&report));
             }
             let mut meter = FlowMeter::new(input.flow.clone());
             let mut series = SeriesCounter::new(SeriesConfig::default());
@@ -116,32 +145,31 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             );
             Ok(exit_code(&report))
         }
+        Command::Run(a) => daemon::run(&a),
+        Command::Listen(a) => daemon::listen(&a),
     }
 }
 
 /// Captures live until SIGINT/SIGTERM, `--duration` or `--count`, then flushes every flow and
-/// closes the output whole.
+/// lets the caller close the outputs whole.
 fn run_live(
-    command: &str,
     input: &HiInput,
     live: &LiveInput,
-    product: live::Product,
-    mut out: Output,
-) -> Result<ExitCode> {
+    outputs: live::Outputs<'_>,
+) -> Result<(RunReport, live::LiveOutcome)> {
     let (workers, kernel_filter) = live::open_workers(live, input.filter.as_deref())?;
+    live::drop_privileges(live)?;
     let n = workers.len();
     let stop = install_stop_signals()?;
-    let is_series = matches!(product, live::Product::Series(_));
     let outcome = live::run(
         live,
         &input.flow,
         workers,
-        product,
-        &mut out,
+        outputs,
         stop,
         input.progress,
+        None,
     );
-    out.finish()?;
     let report = RunReport {
         input_errors: outcome.errors.clone(),
         source: outcome.source,
@@ -153,23 +181,17 @@ fn run_live(
             stats: outcome.live,
             kernel_filter,
             user: live.user.clone(),
+            duplicates: 0,
+            ring: None,
         }),
         ..RunReport::default()
     };
-    summary::print(
-        command,
-        input.summary,
-        &report,
-        &outcome.meter,
-        outcome.bytes_per_flow,
-        is_series.then_some(outcome.series),
-    );
-    Ok(exit_code(&report))
+    Ok((report, outcome))
 }
 
 /// SIGINT and SIGTERM ask the capture to stop (flows are flushed, files closed whole); a
 /// second SIGINT or SIGTERM ends the process at once.
-fn install_stop_signals() -> Result<Arc<AtomicBool>> {
+pub(crate) fn install_stop_signals() -> Result<Arc<AtomicBool>> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [SIGINT, SIGTERM] {

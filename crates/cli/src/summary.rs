@@ -64,7 +64,19 @@ pub fn print(
                     "reopened": l.stats.reopened,
                     "kernel_filter": l.kernel_filter,
                     "user": l.user,
+                    "duplicates_removed": l.duplicates,
                 });
+                if let Some(r) = &l.ring {
+                    v["live"]["ring"] = serde_json::json!({
+                        "records_written": r.records_written,
+                        "bytes_written": r.bytes_written,
+                        "records_truncated": r.records_truncated,
+                        "producer_waits": r.wait_count,
+                        "producer_wait_ns": r.wait_ns,
+                        "lossy_skips": r.lossy_skips,
+                        "listeners_reclaimed": r.listeners_reclaimed,
+                    });
+                }
             }
             if let Some(s) = series {
                 v["series_rows"] = s.rows.into();

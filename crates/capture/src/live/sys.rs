@@ -119,16 +119,11 @@ pub mod pkt {
     pub const SLL_PKTTYPE: usize = SOCKADDR_LL + 10;
 }
 
-/// An AF_PACKET raw socket bound to nothing yet.
+/// An AF_PACKET raw socket that receives nothing yet: protocol 0 registers no packet hook,
+/// so no packet of any interface reaches it before `bind` names the interface and protocol.
 pub fn packet_socket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) with constant arguments; the returned descriptor is checked and owned.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(ETH_P_ALL.to_be()),
-        )
-    };
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

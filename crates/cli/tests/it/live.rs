@@ -545,3 +545,173 @@ fn live_errors_are_clear() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "-i and -r together");
 }
+
+// ---- `trawl run` and `trawl listen`: the shared ring between processes ----------------------
+
+fn listen_child(ring: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["listen", "--ring", ring, "--summary", "json"];
+    args.extend_from_slice(extra);
+    trawl_live(&args)
+}
+
+fn wait_json(child: Child) -> (String, serde_json::Value) {
+    let out = child.wait_with_output().expect("trawl ran");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "trawl failed: {stderr}");
+    let summary = serde_json::from_str(stderr.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("summary not JSON ({e}): {stderr}"));
+    (String::from_utf8_lossy(&out.stdout).into_owned(), summary)
+}
+
+fn wait_for_ring(name: &str) {
+    let path = format!("/dev/shm/trawl-ring-{name}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !Path::new(&path).exists() {
+        assert!(Instant::now() < deadline, "ring {path} never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn run_publishes_a_ring_that_other_processes_read_whole() {
+    let lab = lab();
+    let dir = std::env::temp_dir().join(format!("trawl-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flows = dir.join("flows.jsonl");
+    let series = dir.join("series.jsonl");
+    let ring_prefix = format!("t{}", std::process::id());
+    let ring = format!("{ring_prefix}-{}-0", lab.host);
+    let run = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--duration",
+        "4s",
+        "--ring",
+        &ring_prefix,
+        "--summary",
+        "json",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--series",
+        series.to_str().unwrap(),
+    ]);
+    wait_for_ring(&ring);
+    let pcap_out = dir.join("listened.pcap");
+    let lossless = listen_child(&ring, &["--lossless", "-w", pcap_out.to_str().unwrap()]);
+    let lossy = listen_child(&ring, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = file_packets(&pcap("android.pcap"));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, run_summary) = wait_json(run);
+    let (_, lossless_summary) = wait_json(lossless);
+    let (lines, lossy_summary) = wait_json(lossy);
+
+    // The lossless listener in another process wrote exactly what went on the wire.
+    assert_eq!(file_packets(&pcap_out), sent);
+    assert_eq!(lossless_summary["records_missed"], 0);
+    assert_eq!(
+        lossless_summary["ring_closed"], true,
+        "the producer closed the ring on exit"
+    );
+    // The lossy one read or missed every record, and printed one line per packet read.
+    let read = lossy_summary["records_read"].as_u64().unwrap();
+    assert_eq!(
+        read + lossy_summary["records_missed"].as_u64().unwrap(),
+        500
+    );
+    assert_eq!(lines.lines().count() as u64, read);
+    assert_eq!(run_summary["live"]["ring"]["records_written"], 500);
+    // Flows and series went to their files meanwhile.
+    let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
+    assert_eq!(
+        conversations(&std::fs::read_to_string(&flows).unwrap()),
+        conversations(&from_file)
+    );
+    let packets_in_series: u64 = std::fs::read_to_string(&series)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["packets"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(packets_in_series, 500);
+    assert!(
+        !Path::new(&format!("/dev/shm/trawl-ring-{ring}")).exists(),
+        "ring file removed"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn duplicate_removal_drops_switching_duplicates() {
+    let lab = lab();
+    // Every packet of the capture twice in a row, as a mirror port that sees it on two links.
+    let original = file_packets(&pcap("android.pcap"));
+    let dir = std::env::temp_dir().join(format!("trawl-dedup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doubled = dir.join("doubled.pcap");
+    let mut w = trawl_capture::PcapWriter::new(
+        std::fs::File::create(&doubled).unwrap(),
+        trawl_capture::LinkType::ETHERNET,
+        262_144,
+    )
+    .unwrap();
+    for (i, p) in original.iter().enumerate() {
+        for _ in 0..2 {
+            w.write(
+                1_600_000_000_000_000_000 + i as u64 * 1000,
+                p.len() as u32,
+                p,
+            )
+            .unwrap();
+        }
+    }
+    w.finish().unwrap();
+    // Replayed at top speed everything falls inside the window, so packets equal in length and
+    // first 70 bytes are duplicates whether or not the capture repeated them.
+    let distinct: std::collections::HashSet<(usize, &[u8])> = original
+        .iter()
+        .map(|p| (p.len(), &p[..p.len().min(70)]))
+        .collect();
+    let run = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--no-ring",
+        "--dedup",
+        "200ms",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&doubled, &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(run);
+    assert_eq!(summary["live"]["kernel_packets"], 1000);
+    assert_eq!(summary["packets"].as_u64(), Some(distinct.len() as u64));
+    assert_eq!(
+        summary["live"]["duplicates_removed"].as_u64(),
+        Some(1000 - distinct.len() as u64)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn listen_says_what_is_wrong() {
+    let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["listen", "--ring", "no-such-ring-here"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot attach to ring 'no-such-ring-here'"),
+        "{stderr}"
+    );
+}

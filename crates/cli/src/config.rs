@@ -1,0 +1,323 @@
+//! `trawl run` settings: a TOML file (documented by `trawl.example.toml` at the repository
+//! root) merged with the command line, which wins. Unknown keys are errors, so a typo is caught
+//! instead of silently ignored.
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+use trawl_flow::decode::{DecodeConfig, TunnelMode};
+use trawl_flow::FlowConfig;
+
+use crate::args::{
+    parse_duration_ns, parse_size, FanoutArg, LiveArgs, LiveInput, OutputFormat, RunArgs,
+    TimestampArg,
+};
+
+/// A duration or size as TOML gives it: a string with a unit (`"30s"`, `"4MiB"`) or a bare
+/// number (seconds, bytes).
+#[derive(Deserialize, Debug, Clone)]
+#[serde(untagged)]
+enum Quantity {
+    Number(u64),
+    Text(String),
+}
+
+impl Quantity {
+    fn duration_ns(&self, key: &str) -> Result<u64> {
+        match self {
+            Quantity::Number(n) => Ok(n.saturating_mul(1_000_000_000)),
+            Quantity::Text(s) => parse_duration_ns(s).map_err(|e| anyhow::anyhow!("{key}: {e}")),
+        }
+    }
+
+    fn bytes(&self, key: &str) -> Result<usize> {
+        match self {
+            Quantity::Number(n) => Ok(*n as usize),
+            Quantity::Text(s) => parse_size(s).map_err(|e| anyhow::anyhow!("{key}: {e}")),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    capture: Capture,
+    #[serde(default)]
+    ring: Ring,
+    #[serde(default)]
+    flows: Flows,
+    #[serde(default)]
+    series: Series,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Capture {
+    #[serde(default)]
+    interfaces: Vec<String>,
+    snaplen: Option<u32>,
+    block_size: Option<Quantity>,
+    blocks: Option<usize>,
+    workers: Option<u16>,
+    #[serde(default)]
+    cpus: Vec<usize>,
+    fanout: Option<String>,
+    promiscuous: Option<bool>,
+    filter: Option<String>,
+    user: Option<String>,
+    timestamps: Option<String>,
+    dedup: Option<Quantity>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Ring {
+    enabled: Option<bool>,
+    name: Option<String>,
+    size: Option<Quantity>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Flows {
+    output: Option<PathBuf>,
+    format: Option<String>,
+    idle: Option<Quantity>,
+    active: Option<Quantity>,
+    tcp_linger: Option<Quantity>,
+    capacity: Option<usize>,
+    tunnel: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Series {
+    output: Option<PathBuf>,
+    format: Option<String>,
+}
+
+/// Everything `trawl run` needs, checked.
+#[derive(Debug)]
+pub struct RunPlan {
+    pub live: LiveInput,
+    pub filter: Option<String>,
+    pub flow: FlowConfig,
+    /// Duplicate-removal window, 0 = off.
+    pub dedup_ns: u64,
+    /// Shared ring name prefix and size, None = no rings.
+    pub ring: Option<(String, usize)>,
+    pub flows: Option<(PathBuf, OutputFormat)>,
+    pub series: Option<(PathBuf, OutputFormat)>,
+    pub stats_interval_ns: Option<u64>,
+}
+
+fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
+    match s.unwrap_or("json") {
+        "json" => Ok(OutputFormat::Json),
+        "csv" => Ok(OutputFormat::Csv),
+        other => bail!("{key}: unknown format '{other}' (json or csv)"),
+    }
+}
+
+fn read_file(path: &Path) -> Result<File> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read configuration {}", path.display()))?;
+    toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+impl RunPlan {
+    pub fn new(a: &RunArgs) -> Result<RunPlan> {
+        let file = match &a.config {
+            Some(p) => read_file(p)?,
+            None => File::default(),
+        };
+        let c = &file.capture;
+        let mut interfaces = c.interfaces.clone();
+        interfaces.extend(a.interface.iter().cloned());
+        if interfaces.is_empty() {
+            bail!("no interface to capture on: give -i IFACE or [capture] interfaces in the configuration");
+        }
+        let fanout = match c.fanout.as_deref().unwrap_or("symmetric") {
+            "symmetric" => FanoutArg::Symmetric,
+            "kernel" => FanoutArg::Kernel,
+            other => bail!("capture.fanout: unknown mode '{other}' (symmetric or kernel)"),
+        };
+        let timestamps = match c.timestamps.as_deref().unwrap_or("hardware") {
+            "hardware" => TimestampArg::Hardware,
+            "software" => TimestampArg::Software,
+            other => bail!("capture.timestamps: unknown source '{other}' (hardware or software)"),
+        };
+        let low = LiveArgs {
+            interface: interfaces,
+            duration: a.duration,
+            count: None,
+            snaplen: c.snaplen.unwrap_or(262_144),
+            block_size: match &c.block_size {
+                Some(q) => q.bytes("capture.block_size")?,
+                None => 1 << 20,
+            },
+            blocks: c.blocks.unwrap_or(64),
+            no_promiscuous: !c.promiscuous.unwrap_or(true),
+            workers: a.workers.or(c.workers).unwrap_or(1),
+            cpus: if a.cpus.is_empty() {
+                c.cpus.clone()
+            } else {
+                a.cpus.clone()
+            },
+            fanout,
+            user: a.user.clone().or_else(|| c.user.clone()),
+            timestamps,
+        };
+        if !(64..=262_144).contains(&low.snaplen) {
+            bail!("capture.snaplen must be between 64 and 262144");
+        }
+        if !(1..=64).contains(&low.workers) {
+            bail!("workers must be between 1 and 64");
+        }
+        let live = LiveInput::from_low(&low)?;
+        let dedup_ns = match (a.dedup, &c.dedup) {
+            (Some(d), _) => d,
+            (None, Some(q)) => q.duration_ns("capture.dedup")?,
+            (None, None) => 0,
+        };
+        let ring_enabled = !a.no_ring && file.ring.enabled.unwrap_or(true);
+        let ring = if ring_enabled {
+            let size = match (a.ring_size, &file.ring.size) {
+                (Some(s), _) => s,
+                (None, Some(q)) => q.bytes("ring.size")?,
+                (None, None) => 64 << 20,
+            };
+            let name = a
+                .ring
+                .clone()
+                .or_else(|| file.ring.name.clone())
+                .unwrap_or_else(|| "trawl".into());
+            if name.is_empty() || name.contains('/') {
+                bail!("ring name '{name}' must be non-empty and contain no '/'");
+            }
+            Some((name, size))
+        } else {
+            None
+        };
+        let f = &file.flows;
+        let duration = |q: &Option<Quantity>, key: &str, default: u64| -> Result<u64> {
+            q.as_ref().map_or(Ok(default), |q| q.duration_ns(key))
+        };
+        let tunnel = match f.tunnel.as_deref().unwrap_or("outer") {
+            "outer" => TunnelMode::Outer,
+            "inner" => TunnelMode::Inner,
+            other => bail!("flows.tunnel: unknown mode '{other}' (outer or inner)"),
+        };
+        let defaults = FlowConfig::default();
+        let flow = FlowConfig {
+            idle_timeout_ns: duration(&f.idle, "flows.idle", defaults.idle_timeout_ns)?.max(1),
+            active_timeout_ns: duration(&f.active, "flows.active", defaults.active_timeout_ns)?
+                .max(1),
+            tcp_linger_ns: duration(&f.tcp_linger, "flows.tcp_linger", defaults.tcp_linger_ns)?,
+            capacity: f.capacity.unwrap_or(defaults.capacity),
+            decode: DecodeConfig { tunnel },
+            ..defaults
+        };
+        if flow.capacity == 0 || flow.capacity > trawl_flow::MAX_CAPACITY {
+            bail!(
+                "flows.capacity must be between 1 and {}",
+                trawl_flow::MAX_CAPACITY
+            );
+        }
+        let flows = match (&a.flows, &f.output) {
+            (Some(p), _) | (None, Some(p)) => {
+                Some((p.clone(), format_of(f.format.as_deref(), "flows.format")?))
+            }
+            (None, None) => None,
+        };
+        let series = match (&a.series, &file.series.output) {
+            (Some(p), _) | (None, Some(p)) => Some((
+                p.clone(),
+                format_of(file.series.format.as_deref(), "series.format")?,
+            )),
+            (None, None) => None,
+        };
+        Ok(RunPlan {
+            live,
+            filter: a
+                .filter
+                .clone()
+                .or_else(|| c.filter.clone())
+                .filter(|f| !f.trim().is_empty()),
+            flow,
+            dedup_ns,
+            ring,
+            flows,
+            series,
+            stats_interval_ns: a.stats_interval,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn plan(toml_text: &str, argv: &[&str]) -> Result<RunPlan> {
+        let dir = std::env::temp_dir().join(format!("trawl-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.join(format!("{n}.toml"));
+        std::fs::write(&path, toml_text).unwrap();
+        let mut full = vec!["trawl", "run", "-c", path.to_str().unwrap()];
+        full.extend_from_slice(argv);
+        let low = crate::args::LowArgs::parse_from(full);
+        let crate::args::Command::Run(a) = low.command else {
+            panic!("run")
+        };
+        RunPlan::new(&a)
+    }
+
+    #[test]
+    fn the_example_configuration_parses() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../trawl.example.toml"
+        ))
+        .expect("trawl.example.toml at the repository root");
+        let p = plan(&text, &[]).expect("example is valid");
+        assert_eq!(p.live.interfaces, vec!["eth0".to_string()]);
+        assert!(p.ring.is_some());
+    }
+
+    #[test]
+    fn command_line_wins_over_the_file() {
+        let p = plan(
+            "[capture]\ninterfaces = [\"lo\"]\nworkers = 2\ndedup = \"200ms\"\n[flows]\nidle = 10\n",
+            &["--workers", "3", "-i", "lo2"],
+        )
+        .unwrap();
+        assert_eq!(p.live.workers, 3);
+        assert_eq!(p.live.interfaces, vec!["lo".to_string(), "lo2".to_string()]);
+        assert_eq!(p.dedup_ns, 200_000_000);
+        assert_eq!(p.flow.idle_timeout_ns, 10_000_000_000);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let e = plan("[capture]\ninterfaces = [\"lo\"]\nworkerz = 2\n", &[]).unwrap_err();
+        assert!(e.to_string().contains("workerz"), "{e}");
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\nfanout = \"random\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("capture.fanout"), "{e}");
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[flows]\nidle = \"3 fortnights\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("flows.idle"), "{e}");
+        let e = plan("", &[]).unwrap_err();
+        assert!(e.to_string().contains("no interface"), "{e}");
+    }
+}

@@ -1,0 +1,223 @@
+//! `trawl run` (the monitor: capture into shared rings, flows and series to files) and
+//! `trawl listen` (a client of another trawl's shared ring).
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use trawl_capture::{Direction, PcapWriter};
+use trawl_flow::format::{RecordFormat, RecordWriter};
+use trawl_ring::{Mode, Recv, SharedRing};
+use trawl_series::{SeriesFormat, SeriesWriter};
+
+use crate::args::{ListenArgs, OutputFormat, RunArgs, SummaryFormat};
+use crate::config::RunPlan;
+use crate::live;
+use crate::run::{Output, RunReport};
+use crate::summary;
+
+pub fn run(a: &RunArgs) -> Result<ExitCode> {
+    let plan = RunPlan::new(a)?;
+    let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
+    let rings = live::attach_rings(&mut workers, plan.ring.as_ref(), plan.dedup_ns)?;
+    // Output files are created before privileges are dropped, like the sockets and rings.
+    let mut flows_out = match &plan.flows {
+        Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
+        None => None,
+    };
+    let mut series_out = match &plan.series {
+        Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
+        None => None,
+    };
+    live::drop_privileges(&plan.live)?;
+    for (name, _) in &rings {
+        eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
+    }
+    let n = workers.len();
+    let stop = crate::install_stop_signals()?;
+    let outputs = live::Outputs {
+        flows: flows_out.as_mut().map(|(o, fmt)| {
+            let format = match fmt {
+                OutputFormat::Json => RecordFormat::Json,
+                OutputFormat::Csv => RecordFormat::Csv,
+            };
+            let w = RecordWriter::new(format, false);
+            w.write_header(o.buf());
+            (o, w)
+        }),
+        series: series_out.as_mut().map(|(o, fmt)| {
+            let w = SeriesWriter::new(match fmt {
+                OutputFormat::Json => SeriesFormat::Json,
+                OutputFormat::Csv => SeriesFormat::Csv,
+            });
+            w.write_header(o.buf());
+            (o, w)
+        }),
+    };
+    let status = Some((
+        Duration::from_nanos(plan.stats_interval_ns.unwrap_or(u64::MAX / 4)),
+        rings,
+    ))
+    .filter(|_| plan.stats_interval_ns.is_some());
+    let outcome = live::run(
+        &plan.live, &plan.flow, workers, outputs, stop, false, status,
+    );
+    for out in [flows_out.map(|(o, _)| o), series_out.map(|(o, _)| o)]
+        .into_iter()
+        .flatten()
+    {
+        out.finish()?;
+    }
+    let report = RunReport {
+        input_errors: outcome.errors.clone(),
+        source: outcome.source,
+        filter_rejected: outcome.filter_rejected,
+        elapsed: outcome.elapsed,
+        live: Some(live::LiveReport {
+            interfaces: plan.live.interfaces.clone(),
+            workers: n,
+            stats: outcome.live,
+            kernel_filter,
+            user: plan.live.user.clone(),
+            duplicates: outcome.duplicates,
+            ring: outcome.ring,
+        }),
+        ..RunReport::default()
+    };
+    summary::print(
+        "run",
+        a.summary,
+        &report,
+        &outcome.meter,
+        outcome.bytes_per_flow,
+        Some(outcome.series),
+    );
+    Ok(if report.input_errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
+    let mode = if a.lossless {
+        Mode::Lossless
+    } else {
+        Mode::Lossy
+    };
+    let mut listener = if a.ring.contains('/') {
+        SharedRing::open_at(std::path::Path::new(&a.ring))
+            .and_then(|r| r.listen(mode))
+            .with_context(|| format!("cannot attach to ring file {}", a.ring))?
+    } else {
+        SharedRing::attach(&a.ring, mode).with_context(|| {
+            format!(
+                "cannot attach to ring '{}' (is `trawl run` running with that ring?)",
+                a.ring
+            )
+        })?
+    };
+    let stop = crate::install_stop_signals()?;
+    let interfaces = listener.interfaces();
+    let mut pcap = match &a.write {
+        Some(path) => {
+            let Some(first) = interfaces.first() else {
+                bail!("ring '{}' names no interface yet", a.ring);
+            };
+            if interfaces.iter().any(|i| i.link_type != first.link_type) {
+                bail!(
+                    "ring '{}' carries several link types; a pcap file holds one",
+                    a.ring
+                );
+            }
+            let sink = std::io::BufWriter::with_capacity(1 << 20, crate::args::open_output(path)?);
+            Some(PcapWriter::new(
+                sink,
+                first.link_type,
+                first.snaplen.max(65_535),
+            )?)
+        }
+        None => None,
+    };
+    let mut text = std::io::BufWriter::new(std::io::stdout().lock());
+    let started = Instant::now();
+    let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
+    let limit = a.count.unwrap_or(u64::MAX);
+    let mut packets = 0u64;
+    let mut closed = false;
+    while packets < limit && !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        match listener.wait(Duration::from_millis(100))? {
+            Recv::Ready(p) => {
+                packets += 1;
+                match pcap.as_mut() {
+                    Some(w) => w.write(p.ts_ns, p.wire_len, p.data)?,
+                    None => {
+                        let dir = match p.direction {
+                            Direction::Inbound => "in",
+                            Direction::Outbound => "out",
+                            Direction::Unknown => "-",
+                        };
+                        let name = interfaces
+                            .get(usize::from(p.iface))
+                            .and_then(|i| i.name.as_deref())
+                            .unwrap_or("?");
+                        let r = writeln!(
+                            text,
+                            "{}.{:09} {name} {dir} {} bytes (captured {})",
+                            p.ts_ns / 1_000_000_000,
+                            p.ts_ns % 1_000_000_000,
+                            p.wire_len,
+                            p.data.len()
+                        );
+                        if r.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            Recv::Empty => {}
+            Recv::Closed => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    listener.release();
+    let _ = text.flush();
+    if let Some(w) = pcap {
+        w.finish()?;
+    }
+    let st = listener.stats();
+    match a.summary {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({
+                "command": "listen",
+                "ring": a.ring,
+                "mode": if a.lossless { "lossless" } else { "lossy" },
+                "packets": packets,
+                "records_read": st.records_read,
+                "bytes_read": st.bytes_read,
+                "records_missed": st.records_missed,
+                "bytes_missed": st.bytes_missed,
+                "ring_closed": closed,
+                "elapsed_s": started.elapsed().as_secs_f64(),
+            })
+        ),
+        SummaryFormat::Text => eprintln!(
+            "trawl listen: {packets} packets from ring '{}' ({} missed){}",
+            a.ring,
+            st.records_missed,
+            if closed {
+                "; the producer closed the ring"
+            } else {
+                ""
+            }
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
