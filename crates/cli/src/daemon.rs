@@ -34,6 +34,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
     }
     let n = workers.len();
+    let timestamp_sources = live::timestamp_sources(&workers);
     let stop = crate::install_stop_signals()?;
     let outputs = live::Outputs {
         flows: flows_out.as_mut().map(|(o, fmt)| {
@@ -79,6 +80,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
             stats: outcome.live,
             kernel_filter,
             user: plan.live.user.clone(),
+            timestamp_sources,
             duplicates: outcome.duplicates,
             ring: outcome.ring,
         }),

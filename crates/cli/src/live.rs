@@ -47,6 +47,8 @@ pub struct LiveReport {
     pub stats: LiveStats,
     pub kernel_filter: bool,
     pub user: Option<String>,
+    /// Per worker socket: `hardware` when the NIC timestamps packets, else `software`.
+    pub timestamp_sources: Vec<&'static str>,
     /// Switching duplicates removed (`trawl run --dedup`).
     pub duplicates: u64,
     /// Shared rings' producer counters (`trawl run`).
@@ -120,6 +122,17 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
         }
     }
     Ok((workers, kernel_filter))
+}
+
+/// Where each worker's timestamps come from, for the summary.
+pub fn timestamp_sources(workers: &[Worker]) -> Vec<&'static str> {
+    workers
+        .iter()
+        .map(|w| match w.source.timestamp_source() {
+            live::TimestampSource::Hardware => "hardware",
+            live::TimestampSource::Software => "software",
+        })
+        .collect()
 }
 
 /// Switches to `--user` once everything privileged (sockets, rings) is open.

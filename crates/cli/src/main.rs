@@ -160,6 +160,7 @@ fn run_live(
     let (workers, kernel_filter) = live::open_workers(live, input.filter.as_deref())?;
     live::drop_privileges(live)?;
     let n = workers.len();
+    let timestamp_sources = live::timestamp_sources(&workers);
     let stop = install_stop_signals()?;
     let outcome = live::run(
         live,
@@ -181,6 +182,7 @@ fn run_live(
             stats: outcome.live,
             kernel_filter,
             user: live.user.clone(),
+            timestamp_sources,
             duplicates: 0,
             ring: None,
         }),

@@ -65,6 +65,7 @@ pub fn print(
                     "kernel_filter": l.kernel_filter,
                     "user": l.user,
                     "duplicates_removed": l.duplicates,
+                    "timestamp_sources": l.timestamp_sources,
                 });
                 if let Some(r) = &l.ring {
                     v["live"]["ring"] = serde_json::json!({

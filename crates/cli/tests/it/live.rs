@@ -715,3 +715,68 @@ fn listen_says_what_is_wrong() {
         "{stderr}"
     );
 }
+
+#[test]
+fn without_privileges_the_error_says_what_is_needed() {
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_trawl"))
+        .args(["flows", "-i", "lo", "--duration", "1s"])
+        .output()
+        .expect("setpriv (util-linux)");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("capturing on 'lo' needs root or the CAP_NET_RAW capability"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn workers_are_pinned_to_the_cpus_given() {
+    let lab = lab();
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--duration",
+        "2s",
+        "--workers",
+        "2",
+        "--cpus",
+        "1,0",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut pinned = BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap() {
+        let dir = task.unwrap().path();
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        if let Some(n) = name.trim().strip_prefix("capture-") {
+            let cpus = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .unwrap()
+                .trim()
+                .to_string();
+            pinned.insert(n.to_string(), cpus);
+        }
+    }
+    let (_, summary) = wait_json(child);
+    assert_eq!(
+        pinned,
+        BTreeMap::from([("0".into(), "1".into()), ("1".into(), "0".into())])
+    );
+    assert_eq!(
+        summary["live"]["timestamp_sources"],
+        serde_json::json!(["software", "software"]),
+        "veth has no hardware clock"
+    );
+}
