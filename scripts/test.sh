@@ -4,6 +4,11 @@
 # there and print "SKIPPED: corpus not found" otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The live capture tests make network namespaces and veth pairs: they need root.
+if [ "$(id -u)" -ne 0 ]; then
+    echo "test.sh: the live capture tests need root (network namespaces); re-running under sudo"
+    exec sudo --preserve-env=HOME,TRAWL_CORPUS,CARGO_TARGET_DIR env "PATH=$PATH" "$0" "$@"
+fi
 scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 corpus=${TRAWL_CORPUS:-../shared/corpus}
