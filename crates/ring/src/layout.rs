@@ -82,7 +82,14 @@ pub(crate) struct Header {
     pub write_pos: AtomicU64,
     pub data_seq: AtomicU32,
     pub data_waiters: AtomicU32,
-    _pad1: [u64; 6],
+    /// Seqlock over (`write_pos`, `pub_records`, `pub_bytes`): odd while the producer updates.
+    pub pub_seq: AtomicU32,
+    _pad1a: u32,
+    /// Records before `write_pos` since the ring started.
+    pub pub_records: AtomicU64,
+    /// Captured bytes of those records.
+    pub pub_bytes: AtomicU64,
+    _pad1: [u64; 3],
     // 128: the producer waiting for space.
     pub space_seq: AtomicU32,
     pub space_waiters: AtomicU32,
@@ -107,8 +114,12 @@ pub(crate) struct IfaceEntry {
     pub name: [AtomicU8; IFACE_NAME_LEN],
 }
 
-/// One listener slot: two cache lines, the first written by the listener, the second by the
+/// One listener slot: three cache lines, two written by the listener, the third by the
 /// producer, so that neither side's stores evict the line the other reads on its hot path.
+///
+/// "cum" counts are totals since the ring started: `cum_records` at a position is the number of
+/// records before it. They let either side count the records between two positions without
+/// reading the records (see `docs/specs/ring.md`, "Counting what a lossy listener misses").
 #[repr(C)]
 pub(crate) struct Slot {
     // Listener's line.
@@ -122,13 +133,29 @@ pub(crate) struct Slot {
     pub bytes_read: AtomicU64,
     pub missed_records: AtomicU64,
     pub missed_bytes: AtomicU64,
+    // Listener's second line: the cum counts at the cursor, valid while the lease is not held,
+    // and the producer's `skipped_*` totals they already include.
+    pub cum_records: AtomicU64,
+    pub cum_bytes: AtomicU64,
+    pub seen_skipped_records: AtomicU64,
+    pub seen_skipped_bytes: AtomicU64,
+    _pad1: [u64; 4],
     // Producer's line.
+    /// Seqlock over the request (`want`, `want_records`, `want_bytes`).
+    pub req_seq: AtomicU32,
+    /// 1 while the producer moves this slot's cursor and updates `skipped_*`.
+    pub busy: AtomicU32,
+    /// The producer's request: move to this position (see the crate docs).
     pub want: AtomicU64,
+    /// cum counts at `want` (meaningful for lossy listeners).
+    pub want_records: AtomicU64,
+    pub want_bytes: AtomicU64,
+    /// Totals of what the producer skipped while the listener did not hold its lease.
     pub skipped_records: AtomicU64,
     pub skipped_bytes: AtomicU64,
-    pub busy: AtomicU32,
-    _pad1: u32,
-    _pad2: [u64; 4],
+    /// cum counts at the position the producer gave a joining listener.
+    pub join_records: AtomicU64,
+    pub join_bytes: AtomicU64,
 }
 
 /// A record header in the data area: 24 bytes, native byte order, at an 8-byte aligned offset.
@@ -161,19 +188,25 @@ const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(size_of::<RecordHeader>() == REC_HDR);
     assert!(size_of::<IfaceEntry>() == 32);
-    assert!(size_of::<Slot>() == 128);
-    assert!(offset_of!(Slot, want) == 64);
+    assert!(size_of::<Slot>() == 192);
     assert!(offset_of!(Slot, cursor) == 24);
+    assert!(offset_of!(Slot, cum_records) == 64);
+    assert!(offset_of!(Slot, req_seq) == 128);
+    assert!(offset_of!(Slot, want) == 136);
+    assert!(offset_of!(Slot, join_bytes) == 184);
     assert!(offset_of!(Header, producer_start) == 40);
     assert!(offset_of!(Header, flags) == 48);
     assert!(offset_of!(Header, iface_count) == 52);
     assert!(offset_of!(Header, write_pos) == 64);
     assert!(offset_of!(Header, data_seq) == 72);
+    assert!(offset_of!(Header, pub_seq) == 80);
+    assert!(offset_of!(Header, pub_records) == 88);
+    assert!(offset_of!(Header, pub_bytes) == 96);
     assert!(offset_of!(Header, space_seq) == 128);
     assert!(offset_of!(Header, counters) == 192);
     assert!(offset_of!(Header, ifaces) == 512);
     assert!(offset_of!(Header, slots) == 1024);
-    assert!(size_of::<Header>() == 1024 + SLOTS * 128);
+    assert!(size_of::<Header>() == 1024 + SLOTS * 192);
     assert!(offset_of!(RecordHeader, ts_ns) == 8);
     assert!(offset_of!(RecordHeader, wire_len) == 16);
     assert!(offset_of!(RecordHeader, iface) == 20);

@@ -37,8 +37,14 @@ pub struct Listener {
     end: u64,
     /// Whether the cursor carries the lease bit.
     held: bool,
-    /// The cursor value last stored (its position part).
-    published: u64,
+    /// The highest request (`want`) of the producer this listener has acted on.
+    acked: u64,
+    /// Records and bytes before the listener's start position since the ring started.
+    start_records: u64,
+    start_bytes: u64,
+    /// The producer's `skipped_*` totals this listener has accounted for.
+    seen_skipped_records: u64,
+    seen_skipped_bytes: u64,
     links: [LinkType; IFACES],
     links_len: usize,
     stats: ListenerStats,
@@ -78,7 +84,6 @@ impl Listener {
             &s.bytes_read,
             &s.missed_records,
             &s.missed_bytes,
-            &s.want,
             &s.skipped_records,
             &s.skipped_bytes,
         ] {
@@ -87,19 +92,38 @@ impl Listener {
         s.cursor.store(CURSOR_JOINING, Ordering::Relaxed);
         s.state.store(SLOT_ACTIVE, Ordering::SeqCst);
         // Pairs with the fence at the start of the producer's scan: either that scan sees this
-        // slot active (and waits for or skips it), or the write position read below is at least
-        // the one the scan bounded its writes with. See "Joining" in docs/specs/ring.md.
+        // slot active (and starts it itself), or the write position read below is at least the
+        // one the scan bounded its writes with. See "Joining" in docs/specs/ring.md.
         fence(Ordering::SeqCst);
-        let start = h.write_pos.load(Ordering::SeqCst);
-        let pos = match s.cursor.compare_exchange(
+        let (start, records, bytes) = loop {
+            let seq = h.pub_seq.load(Ordering::Acquire);
+            if seq & 1 == 0 {
+                let w = h.write_pos.load(Ordering::SeqCst);
+                let r = h.pub_records.load(Ordering::Relaxed);
+                let b = h.pub_bytes.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if h.pub_seq.load(Ordering::Relaxed) == seq {
+                    break (w, r, b);
+                }
+            }
+            std::hint::spin_loop();
+        };
+        // Start holding the lease, so that the producer leaves the cursor alone until the
+        // counts below are in the slot.
+        let (pos, start_records, start_bytes) = match s.cursor.compare_exchange(
             CURSOR_JOINING,
-            start,
+            start | HELD,
             Ordering::SeqCst,
             Ordering::SeqCst,
         ) {
-            Ok(_) => start,
-            // The producer started us first, at its published position.
-            Err(c) => c & !HELD,
+            Ok(_) => (start, records, bytes),
+            // The producer started us first, at its published position (holding the lease for
+            // us), and left that position's counts in the slot.
+            Err(c) => (
+                c & !HELD,
+                s.join_records.load(Ordering::Relaxed),
+                s.join_bytes.load(Ordering::Relaxed),
+            ),
         };
         let producer_pid = h.producer_pid.load(Ordering::Relaxed);
         let producer_start = h.producer_start.load(Ordering::Relaxed);
@@ -109,8 +133,12 @@ impl Listener {
             mode,
             pos,
             end: pos,
-            held: false,
-            published: pos,
+            held: true,
+            acked: 0,
+            start_records,
+            start_bytes,
+            seen_skipped_records: 0,
+            seen_skipped_bytes: 0,
             links: [LinkType(0); IFACES],
             links_len: 0,
             stats: ListenerStats::default(),
@@ -120,6 +148,7 @@ impl Listener {
             last_liveness: Instant::now(),
         };
         l.load_links();
+        l.release();
         Ok(l)
     }
 
@@ -146,14 +175,17 @@ impl Listener {
 
     /// Like [`Listener::next`], but when nothing is published yet, sleeps until a record is
     /// (or the ring closes), at most `timeout`; [`Recv::Empty`] means the timeout passed.
+    #[inline]
     pub fn wait(&mut self, timeout: Duration) -> Result<Recv<PacketRecord<'_>>, Error> {
-        let deadline = Instant::now() + timeout;
+        let mut deadline = None;
         loop {
             match self.advance()? {
                 Recv::Ready(h) => return Ok(Recv::Ready(self.take(h))),
                 Recv::Closed => return Ok(Recv::Closed),
                 Recv::Empty => {
-                    if !self.sleep_until(deadline)? {
+                    // The clock is read only when there is nothing to read.
+                    let d = *deadline.get_or_insert_with(|| Instant::now() + timeout);
+                    if !self.sleep_until(d)? {
                         return Ok(Recv::Empty);
                     }
                 }
@@ -319,32 +351,41 @@ impl Listener {
     }
 
     /// Positions the listener on the next record, under the lease, and returns its header.
+    ///
+    /// While reading, the lease follows the listener record by record: before a record is handed
+    /// out, the cursor is set to its start (one plain release store), which gives up the records
+    /// before it. So the producer sees where the listener really is, and a lossy listener's
+    /// lease covers only the record the application holds.
     #[inline]
     fn advance(&mut self) -> Result<Recv<RecordHeader>, Error> {
         self.block = None;
         loop {
             if self.held {
-                let want = self.slot().want.load(Ordering::Relaxed);
-                if want > self.published {
-                    self.on_want(want)?;
-                }
                 if self.pos < self.end {
+                    let want = self.slot().want.load(Ordering::Relaxed);
+                    if want > self.acked && self.on_want(want)? {
+                        continue;
+                    }
                     // SAFETY: `pos < end` is published, and the lease (cursor <= pos) keeps the
                     // producer off it.
                     match unsafe { self.seg.at(self.pos)? } {
-                        At::Record(h) => return Ok(Recv::Ready(h)),
+                        At::Record(h) => {
+                            // Release: pairs with the producer's acquire load of the cursor, so
+                            // our reads of the records before `pos` happen before it overwrites
+                            // them.
+                            self.slot().cursor.store(self.pos | HELD, Ordering::Release);
+                            return Ok(Recv::Ready(h));
+                        }
                         At::Wrap(skip) => {
                             self.pos += skip;
                             continue;
                         }
                     }
                 }
-                // Everything seen is read: keep the lease over the next batch, if there is one,
-                // and report progress to the producer once per batch.
+                // Everything seen is read: keep the lease over the next batch if there is one.
                 let end = self.seg.header().write_pos.load(Ordering::Acquire);
                 if end > self.pos {
                     self.end = end;
-                    self.store_cursor(self.pos | HELD);
                     continue;
                 }
                 self.release();
@@ -368,6 +409,9 @@ impl Listener {
         self.pos += h.len as u64;
         self.stats.records_read += 1;
         self.stats.bytes_read += h.caplen as u64;
+        if self.stats.records_read.is_multiple_of(4096) {
+            self.flush_stats();
+        }
         let iface = h.iface;
         if iface as usize >= self.links_len {
             self.load_links();
@@ -401,8 +445,18 @@ impl Listener {
             if c & SPECIAL != 0 {
                 return Err(Error::Evicted { slot: self.slot });
             }
-            // The producer may have moved the cursor over a backlog while we did not hold it.
-            self.pos = self.pos.max(c);
+            if c > self.pos {
+                // The producer moved the cursor over our backlog while we did not hold the
+                // lease. Take note of what it counted as missed (it adds that right after
+                // moving the cursor, under `busy`); if it moves the cursor again before our
+                // compare-exchange below, that fails and we come back here.
+                while slot.busy.load(Ordering::SeqCst) != 0 {
+                    std::hint::spin_loop();
+                }
+                self.seen_skipped_records = slot.skipped_records.load(Ordering::Acquire);
+                self.seen_skipped_bytes = slot.skipped_bytes.load(Ordering::Acquire);
+                self.pos = c;
+            }
             if c >= end {
                 return Ok(false);
             }
@@ -414,7 +468,6 @@ impl Listener {
                 .is_ok()
             {
                 self.pos = c;
-                self.published = c;
                 self.end = end;
                 self.held = true;
                 return Ok(true);
@@ -422,38 +475,106 @@ impl Listener {
         }
     }
 
-    /// The producer asked this listener to move to `want`.
+    /// The producer asked this listener to move to `want` (it waits for us). Returns whether
+    /// the position moved.
     #[cold]
     #[inline(never)]
-    fn on_want(&mut self, want: u64) -> Result<(), Error> {
+    fn on_want(&mut self, want: u64) -> Result<bool, Error> {
         match self.mode {
             Mode::Lossless => {
+                // Report progress (and wake the producer) only once we are past `want`, so the
+                // producer gets a useful amount of room per wake-up.
                 if self.pos >= want {
+                    self.acked = want;
                     self.store_cursor(self.pos | HELD);
                 }
+                Ok(false)
             }
             Mode::Lossy => {
-                if self.pos < want {
-                    let end = self.seg.header().write_pos.load(Ordering::Acquire);
-                    // SAFETY: `pos..end` is published; the producer does not overwrite it while
-                    // our lease (cursor <= pos) stands, and it is waiting for us.
-                    let w = unsafe { self.seg.walk(self.pos, want, end)? };
-                    self.pos = w.pos;
-                    self.end = self.end.max(end);
-                    self.stats.records_missed += w.records;
-                    self.stats.bytes_missed += w.bytes;
+                let before = self.pos;
+                let (to, to_records, to_bytes) = self.read_request();
+                if self.pos < to {
+                    // Skip to the checkpoint the producer chose. Its counts minus ours at `pos`
+                    // are the records and bytes in between, which we never read.
+                    let (at_records, at_bytes) = self.cum();
+                    self.stats.records_missed += to_records.saturating_sub(at_records);
+                    self.stats.bytes_missed += to_bytes.saturating_sub(at_bytes);
+                    self.pos = to;
+                    self.end = self
+                        .end
+                        .max(self.seg.header().write_pos.load(Ordering::Acquire));
                 }
+                self.acked = want.max(to);
                 self.store_cursor(self.pos | HELD);
+                Ok(self.pos != before)
             }
         }
-        Ok(())
+    }
+
+    /// The producer's current request: position and cum counts there.
+    fn read_request(&self) -> (u64, u64, u64) {
+        let slot = self.slot();
+        loop {
+            let seq = slot.req_seq.load(Ordering::Acquire);
+            if seq & 1 == 0 {
+                let to = slot.want.load(Ordering::Relaxed);
+                let records = slot.want_records.load(Ordering::Relaxed);
+                let bytes = slot.want_bytes.load(Ordering::Relaxed);
+                fence(Ordering::Acquire);
+                if slot.req_seq.load(Ordering::Relaxed) == seq {
+                    return (to, records, bytes);
+                }
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Records and bytes before `self.pos` since the ring started: everything before our start,
+    /// plus what we read, skipped ourselves, and saw the producer skip.
+    fn cum(&self) -> (u64, u64) {
+        (
+            self.start_records
+                + self.stats.records_read
+                + self.stats.records_missed
+                + self.seen_skipped_records,
+            self.start_bytes
+                + self.stats.bytes_read
+                + self.stats.bytes_missed
+                + self.seen_skipped_bytes,
+        )
     }
 
     /// Stores the cursor (with or without the lease bit), publishes the counters, and wakes the
     /// producer if it sleeps waiting for space.
     fn store_cursor(&mut self, value: u64) {
+        self.flush_stats();
         let h = self.seg.header();
         let slot = &h.slots[self.slot];
+        if value & HELD == 0 {
+            // What the producer needs to count what it skips while we do not hold the lease;
+            // published by the release store of the cursor below.
+            let (records, bytes) = self.cum();
+            slot.cum_records.store(records, Ordering::Relaxed);
+            slot.cum_bytes.store(bytes, Ordering::Relaxed);
+            slot.seen_skipped_records
+                .store(self.seen_skipped_records, Ordering::Relaxed);
+            slot.seen_skipped_bytes
+                .store(self.seen_skipped_bytes, Ordering::Relaxed);
+        }
+        // SeqCst store then SeqCst load of the waiter count: paired with the producer's SeqCst
+        // increment of `space_waiters` followed by a re-check of this cursor, so either the
+        // producer sees the new cursor or this thread sees it waiting and wakes it.
+        slot.cursor.store(value, Ordering::SeqCst);
+        if h.space_waiters.load(Ordering::SeqCst) != 0 {
+            h.space_seq.fetch_add(1, Ordering::SeqCst);
+            sys::futex_wake_all(&h.space_seq);
+        }
+    }
+
+    /// Copies the counters to the slot, where the producer and other processes read them.
+    #[cold]
+    fn flush_stats(&self) {
+        let slot = self.slot();
         slot.records_read
             .store(self.stats.records_read, Ordering::Relaxed);
         slot.bytes_read
@@ -462,15 +583,6 @@ impl Listener {
             .store(self.stats.records_missed, Ordering::Relaxed);
         slot.missed_bytes
             .store(self.stats.bytes_missed, Ordering::Relaxed);
-        // SeqCst store then SeqCst load of the waiter count: paired with the producer's SeqCst
-        // increment of `space_waiters` followed by a re-check of this cursor, so either the
-        // producer sees the new cursor or this thread sees it waiting and wakes it.
-        slot.cursor.store(value, Ordering::SeqCst);
-        self.published = value & !HELD;
-        if h.space_waiters.load(Ordering::SeqCst) != 0 {
-            h.space_seq.fetch_add(1, Ordering::SeqCst);
-            sys::futex_wake_all(&h.space_seq);
-        }
     }
 
     /// Sleeps until something is published past our position, the ring closes, or `deadline`.

@@ -20,10 +20,74 @@ const SPINS: u32 = 256;
 /// Longest single futex sleep; the producer re-checks its listener (and its liveness) after it.
 const SLEEP: Duration = Duration::from_millis(20);
 
+/// Checkpoints the producer remembers (a few turns of the ring at the default spacing).
+const CHECKPOINTS: usize = 4096;
+
 /// Counters kept in plain integers on the hot path and copied to the header at each publish.
 #[derive(Clone, Copy, Debug, Default)]
 struct Counters {
     c: [u64; counter::COUNT],
+}
+
+/// A published position with the number of records (and their captured bytes) before it since
+/// the ring started.
+#[derive(Clone, Copy, Debug, Default)]
+struct Checkpoint {
+    pos: u64,
+    records: u64,
+    bytes: u64,
+}
+
+/// Recent publish positions with their cumulative counts, oldest first, in a fixed ring: lets
+/// the producer tell a lossy listener exactly how many records lie between two positions
+/// without reading them.
+struct Checkpoints {
+    entries: Box<[Checkpoint]>,
+    head: usize,
+    len: usize,
+    /// Minimum distance between two checkpoints, so the table spans at least two turns.
+    every: u64,
+}
+
+impl Checkpoints {
+    fn new(cap: u64) -> Self {
+        Checkpoints {
+            entries: vec![Checkpoint::default(); CHECKPOINTS].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            every: (2 * cap / CHECKPOINTS as u64).max(1),
+        }
+    }
+
+    fn get(&self, i: usize) -> Checkpoint {
+        self.entries[(self.head + i) % CHECKPOINTS]
+    }
+
+    fn add(&mut self, cp: Checkpoint) {
+        if self.len > 0 && cp.pos < self.get(self.len - 1).pos + self.every {
+            return;
+        }
+        if self.len == CHECKPOINTS {
+            self.head = (self.head + 1) % CHECKPOINTS;
+            self.len -= 1;
+        }
+        self.entries[(self.head + self.len) % CHECKPOINTS] = cp;
+        self.len += 1;
+    }
+
+    /// The first checkpoint at or after `target`, if any.
+    fn at_or_after(&self, target: u64) -> Option<Checkpoint> {
+        let (mut lo, mut hi) = (0, self.len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.get(mid).pos < target {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < self.len).then(|| self.get(lo))
+    }
 }
 
 /// Writes records into a ring. There is exactly one per ring; it is `Send` (move it to the
@@ -36,8 +100,11 @@ pub struct Producer {
     seg: Arc<Segment>,
     /// End of what has been written (published or not).
     w: u64,
-    /// End of what has been published.
+    /// End of what has been published, with the records and bytes before it.
     published: u64,
+    pub_records: u64,
+    pub_bytes: u64,
+    checkpoints: Checkpoints,
     /// Every listener's cursor was at or beyond this at the last scan: the producer may write
     /// positions below `limit + cap` without looking at the slots again.
     limit: u64,
@@ -134,6 +201,9 @@ impl Producer {
             seg: Arc::new(seg),
             w: 0,
             published: 0,
+            pub_records: 0,
+            pub_bytes: 0,
+            checkpoints: Checkpoints::new(cap),
             limit: 0,
             max_caplen: max_caplen & !(layout::ALIGN - 1),
             slack: config.slack.map_or(cap / 16, |s| s as u64).min(cap / 2),
@@ -301,11 +371,27 @@ impl Producer {
     pub fn publish(&mut self) {
         let h = self.seg.header();
         if self.w != self.published {
+            let records = self.counters.c[counter::RECORDS_WRITTEN];
+            let bytes = self.counters.c[counter::BYTES_WRITTEN];
+            // A seqlock, so a joining listener reads position and counts of one publish.
+            let seq = h.pub_seq.load(Ordering::Relaxed);
+            h.pub_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+            fence(Ordering::Release);
+            h.pub_records.store(records, Ordering::Relaxed);
+            h.pub_bytes.store(bytes, Ordering::Relaxed);
             // SeqCst, not just Release: paired with the listeners' SeqCst increment of
             // `data_waiters` followed by a re-check of `write_pos`, so that either a listener
             // about to sleep sees this store or this thread sees its waiter count.
             h.write_pos.store(self.w, Ordering::SeqCst);
+            h.pub_seq.store(seq.wrapping_add(2), Ordering::Release);
             self.published = self.w;
+            self.pub_records = records;
+            self.pub_bytes = bytes;
+            self.checkpoints.add(Checkpoint {
+                pos: self.w,
+                records,
+                bytes,
+            });
             self.counters.c[counter::PUBLISHES] += 1;
             if h.data_waiters.load(Ordering::SeqCst) != 0 {
                 h.data_seq.fetch_add(1, Ordering::SeqCst);
@@ -394,6 +480,19 @@ impl Producer {
         self.limit = limit;
     }
 
+    /// The first checkpoint at or after `target` (<= `published`), falling back to the
+    /// published position itself.
+    fn checkpoint_at(&self, target: u64) -> Checkpoint {
+        self.checkpoints
+            .at_or_after(target)
+            .filter(|cp| cp.pos <= self.published)
+            .unwrap_or(Checkpoint {
+                pos: self.published,
+                records: self.pub_records,
+                bytes: self.pub_bytes,
+            })
+    }
+
     /// Brings slot `i`'s cursor to `need` or beyond: skips a lossy listener's backlog, or waits
     /// for the listener. Returns the cursor, or `None` when the slot turned out to be empty.
     fn settle(&mut self, h: &Header, i: usize, need: u64) -> Option<u64> {
@@ -407,10 +506,13 @@ impl Producer {
         let result = loop {
             let c = slot.cursor.load(Ordering::SeqCst);
             if c == CURSOR_JOINING {
-                // A listener between claiming the slot and choosing its start: start it here.
+                // A listener between claiming the slot and choosing its start: start it here,
+                // holding its lease until it has set itself up (it releases at once).
+                slot.join_records.store(self.pub_records, Ordering::Relaxed);
+                slot.join_bytes.store(self.pub_bytes, Ordering::Relaxed);
                 let _ = slot.cursor.compare_exchange(
                     CURSOR_JOINING,
-                    self.published,
+                    self.published | HELD,
                     Ordering::SeqCst,
                     Ordering::SeqCst,
                 );
@@ -425,39 +527,55 @@ impl Producer {
             }
             if lossy && c & HELD == 0 {
                 // The listener is not reading: move its cursor over the backlog it will never
-                // read in time, counting what it misses.
-                // SAFETY: `pos..self.published` is published, and nothing at or beyond `pos`
-                // has been overwritten (every cursor bounded the last write); only this thread
-                // writes.
-                let walk = unsafe { self.seg.walk(pos, target, self.published) }
-                    // Only a process scribbling over the shared data area gets here: skip the
-                    // whole backlog then, uncounted.
-                    .unwrap_or(crate::segment::Walk {
-                        pos: self.published,
-                        records: 0,
-                        bytes: 0,
-                    });
-                // `busy` tells a listener that is leaving to wait until the counters below are
-                // added, so they never land on the slot's next occupant.
+                // read in time, counting what it misses. Its cum counts at `c` are what it left
+                // in its slot, plus what we skipped since.
+                let to = self.checkpoint_at(target);
+                // `busy` tells a listener that sees the moved cursor (or is leaving) to wait
+                // until the counters below are added.
                 slot.busy.store(1, Ordering::SeqCst);
+                let skipped_r = slot.skipped_records.load(Ordering::Relaxed);
+                let skipped_b = slot.skipped_bytes.load(Ordering::Relaxed);
+                let at_r = slot.cum_records.load(Ordering::Acquire)
+                    + skipped_r.wrapping_sub(slot.seen_skipped_records.load(Ordering::Acquire));
+                let at_b = slot.cum_bytes.load(Ordering::Acquire)
+                    + skipped_b.wrapping_sub(slot.seen_skipped_bytes.load(Ordering::Acquire));
                 if slot
                     .cursor
-                    .compare_exchange(c, walk.pos, Ordering::SeqCst, Ordering::SeqCst)
+                    .compare_exchange(c, to.pos, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
                 {
-                    slot.skipped_records
-                        .fetch_add(walk.records, Ordering::Relaxed);
-                    slot.skipped_bytes.fetch_add(walk.bytes, Ordering::Relaxed);
+                    slot.skipped_records.store(
+                        skipped_r + to.records.saturating_sub(at_r),
+                        Ordering::Relaxed,
+                    );
+                    slot.skipped_bytes
+                        .store(skipped_b + to.bytes.saturating_sub(at_b), Ordering::Relaxed);
                     self.counters.c[counter::LOSSY_SKIPS] += 1;
                 }
                 slot.busy.store(0, Ordering::SeqCst);
                 continue;
             }
             // A lossless listener behind, or a lossy one holding a lease on what we need: ask it
-            // to move (a lossy one skips to `target` at its next call; a lossless one reports
-            // its progress once it passes `target`), then wait.
+            // to move, then wait. A lossy one skips to a checkpoint at its next call (the
+            // request carries the checkpoint's counts, so it counts what it misses without
+            // reading it); a lossless one reports its progress once it passes `target`.
             if !asked {
-                slot.want.store(target, Ordering::SeqCst);
+                let to = if lossy {
+                    self.checkpoint_at(target)
+                } else {
+                    Checkpoint {
+                        pos: target,
+                        records: 0,
+                        bytes: 0,
+                    }
+                };
+                let seq = slot.req_seq.load(Ordering::Relaxed);
+                slot.req_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+                fence(Ordering::Release);
+                slot.want_records.store(to.records, Ordering::Relaxed);
+                slot.want_bytes.store(to.bytes, Ordering::Relaxed);
+                slot.want.store(to.pos, Ordering::Relaxed);
+                slot.req_seq.store(seq.wrapping_add(2), Ordering::SeqCst);
                 asked = true;
             }
             let t0 = *waited.get_or_insert_with(Instant::now);
