@@ -25,28 +25,32 @@
 //! # Leases, and why the zero-copy references are sound
 //!
 //! Each listener slot has a *cursor*: the position (a byte count since the ring started) of the
-//! next record the listener has not read. Bit 0 of the cursor is the *lease* bit. While a
-//! listener reads, it holds the lease: everything from its cursor on stays in place, and the
-//! producer may not change the cursor. The producer only ever overwrites bytes that lie a whole
-//! capacity behind *every* cursor, so bytes a listener may be reading are never written: the
-//! `&[u8]` a record hands out never aliases a write.
+//! first record the listener still needs. Bit 0 of the cursor is the *lease* bit. While a
+//! listener reads, it holds the lease and its cursor follows it record by record (one release
+//! store per record, before the record is handed out): the cursor is the start of the record the
+//! application holds, or of the block it holds. The producer writes a byte only when every
+//! cursor is at least a whole capacity behind it (as observed by an acquire load that the write
+//! follows), so the bytes a listener may be reading are never written while it may read them:
+//! the `&[u8]` of a record never aliases a write. The borrow checker keeps the record from
+//! outliving the call that gives the lease up (every reading method takes `&mut self`).
 //!
 //! When the producer needs space held by a lossy listener:
-//! - if the lease is not held, it moves the cursor forward with a compare-exchange (so the
-//!   listener, taking its lease with a compare-exchange on the same word, either wins first or
-//!   starts from the new position) and adds the records passed over to the listener's missed
-//!   counters;
-//! - if the lease is held, it asks the listener to skip (a `want` word in the slot) and waits.
-//!   The listener skips, counting what it skipped, at its **next call into the ring**: in
-//!   per-packet reading that is the time the application spends on one record; in block
-//!   reading, the time between [`Listener::block`] and [`Listener::consume`]. A listener idle or
-//!   waiting for data does not hold the lease ([`Listener::release`] drops it explicitly).
+//! - if the lease is not held (the listener is idle or waiting for data), it moves the cursor
+//!   forward with a compare-exchange (the listener takes its lease with a compare-exchange on
+//!   the same word, so exactly one of them wins) and counts the records passed over as missed;
+//! - if the lease is held, it posts a request in the slot (a position, with the record and byte
+//!   counts there) and waits. The listener checks for a request before every record; at its
+//!   **next call into the ring** it jumps to the requested position and counts what it skipped.
+//!   In per-packet reading that is the time the application spends on one record; in block
+//!   reading, the time between [`Listener::block`] and [`Listener::consume`].
 //!
-//! So a lossy listener can stall the producer at most for as long as it holds one record (or
-//! one block), and only when it has fallen a whole ring behind. A listener *process* that dies
-//! while holding the lease (or while lossless) is noticed after [`RingConfig::dead_after`]
-//! (1 s) of waiting and its slot reclaimed; one that is stopped (SIGSTOP) but alive is waited
-//! for.
+//! So a lossy listener holds the producer up at most until its next call into the ring, and
+//! only when it has fallen a whole ring behind. Missed records are counted exactly, without
+//! reading them: the producer keeps checkpoints (published positions with the number of records
+//! and bytes before them) and skips listeners only to checkpoints. A listener *process* that
+//! dies while the producer waits for it is noticed after [`RingConfig::dead_after`] (1 s) and its
+//! slot reclaimed; one that is stopped (SIGSTOP), or a thread that is descheduled, while holding
+//! a record is waited for. [`Listener::release`] gives the lease up explicitly.
 //!
 //! Waiting never burns a core for long: a short spin, then a futex on a word in the mapping
 //! (shared, so it works across processes), with a waiter count so that the side that would
@@ -493,4 +497,19 @@ fn read_interfaces(h: &Header) -> Vec<Interface> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_cross_threads() {
+        fn send<T: Send>() {}
+        fn sync<T: Sync>() {}
+        send::<Producer>();
+        send::<Listener>();
+        send::<Ring>();
+        sync::<Ring>();
+    }
 }

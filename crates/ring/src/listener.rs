@@ -230,7 +230,9 @@ impl Listener {
         let mut p = start + first.len as u64;
         let mut records = 1;
         let mut bytes = first.caplen as u64;
-        while p < self.end {
+        // Stop at the end of the buffer: at a wrap marker or a short tail, and also when a record
+        // ends exactly at the end (the next one starts at offset 0 without a marker).
+        while p < self.end && p & self.seg.mask != 0 {
             // SAFETY: `p < self.end` is published, and the lease (cursor <= start) keeps the
             // producer off `start..end`.
             match unsafe { self.seg.at(p)? } {
@@ -242,14 +244,14 @@ impl Listener {
                 }
             }
         }
-        if p > self.end {
+        let o = (start & self.seg.mask) as usize;
+        if p > self.end || o + (p - start) as usize > self.seg.cap_usize() {
             return Err(Error::Corrupt {
                 position: p,
-                detail: "record runs past the write position",
+                detail: "record runs past the write position or the buffer",
             });
         }
         self.block = Some((p, records, bytes));
-        let o = (start & self.seg.mask) as usize;
         // SAFETY: `start..p` are whole records inside one turn of the buffer (walking stopped at
         // any wrap), published, and under this listener's lease until `consume` or the next
         // reading call, neither of which can run while the returned borrow of `self` lives.
@@ -416,7 +418,7 @@ impl Listener {
         if iface as usize >= self.links_len {
             self.load_links();
         }
-        let link_type = self.links.get(iface as usize).copied();
+        let link_type = self.links[..self.links_len].get(iface as usize).copied();
         // SAFETY: `seg.at` validated that the record (header and `caplen` bytes) lies inside the
         // buffer; it is published and under this listener's lease, which cannot move while the
         // returned borrow of `self` lives.

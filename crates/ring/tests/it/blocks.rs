@@ -93,3 +93,40 @@ fn consume_inside_a_record_panics() {
     };
     l.consume(8);
 }
+
+#[test]
+fn block_ends_where_a_record_ends_exactly_at_the_end_of_the_buffer() {
+    // 64-byte records (40 captured bytes) tile the 64 KiB buffer exactly: record 1024 starts at
+    // offset 0 with no wrap marker before it.
+    let mut p = producer(1 << 16);
+    let mut l = p.ring().listen(Mode::Lossless).unwrap();
+    let meta = trawl_capture::RecordMeta::default();
+    let push = |p: &mut trawl_ring::Producer, from: u32, to: u32| {
+        for i in from..to {
+            let mut data = [0u8; 40];
+            data[..4].copy_from_slice(&i.to_le_bytes());
+            p.push(&meta, &data).unwrap();
+        }
+        p.publish();
+    };
+    let read = |l: &mut trawl_ring::Listener| {
+        let mut seqs = Vec::new();
+        let n = match l.block().unwrap() {
+            Recv::Ready(b) => {
+                for (rec, _) in b.records() {
+                    seqs.push(u32::from_le_bytes(rec.data[..4].try_into().unwrap()));
+                }
+                b.len()
+            }
+            _ => return seqs,
+        };
+        l.consume(n);
+        seqs
+    };
+    push(&mut p, 0, 1000);
+    assert_eq!(read(&mut l), (0..1000).collect::<Vec<_>>());
+    push(&mut p, 1000, 1034);
+    assert_eq!(read(&mut l), (1000..1024).collect::<Vec<_>>());
+    assert_eq!(read(&mut l), (1024..1034).collect::<Vec<_>>());
+    assert_eq!(read(&mut l), Vec::<u32>::new());
+}

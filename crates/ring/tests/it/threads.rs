@@ -223,3 +223,62 @@ fn listeners_join_and_leave_while_running() {
     assert_eq!(ring.listeners().len(), 0);
     assert_eq!(p.stats().listeners_reclaimed, 0);
 }
+
+#[test]
+fn lossy_block_reader_and_lossless_reader_together() {
+    let mut p = producer(1 << 16);
+    let ring = p.ring();
+    let mut dumper = ring.listen(Mode::Lossless).unwrap();
+    let mut monitor = ring.listen(Mode::Lossy).unwrap();
+    let dumper = thread::spawn(move || {
+        let mut next = 0;
+        loop {
+            match dumper.wait(Duration::from_secs(10)).unwrap() {
+                Recv::Ready(rec) => {
+                    assert_eq!(seq_of(&rec), next);
+                    next += 1;
+                }
+                Recv::Closed => return next,
+                Recv::Empty => panic!("no record for 10 s"),
+            }
+        }
+    });
+    let monitor = thread::spawn(move || {
+        let mut last: Option<u64> = None;
+        let mut blocks = 0u64;
+        loop {
+            let n = match monitor.block().unwrap() {
+                Recv::Ready(b) => {
+                    for (rec, _) in b.records() {
+                        let s = seq_of(&rec);
+                        check(&rec, s);
+                        assert!(last.is_none_or(|l| s > l));
+                        last = Some(s);
+                    }
+                    b.len()
+                }
+                Recv::Empty => {
+                    thread::sleep(Duration::from_micros(50));
+                    continue;
+                }
+                Recv::Closed => break,
+            };
+            blocks += 1;
+            if blocks.is_multiple_of(8) {
+                // Slow: holds a block for a while now and then.
+                thread::sleep(Duration::from_micros(300));
+            }
+            monitor.consume(n);
+        }
+        (monitor.stats(), last)
+    });
+    let n = 150_000;
+    push_range(&mut p, 0, n, 16);
+    p.close();
+    assert_eq!(dumper.join().unwrap(), n);
+    let (st, last) = monitor.join().unwrap();
+    assert_eq!(last, Some(n - 1));
+    assert!(st.records_missed > 0, "{st:?}");
+    assert_eq!(st.records_read + st.records_missed, n, "{st:?}");
+    assert_eq!(st.bytes_read + st.bytes_missed, p.stats().bytes_written);
+}
