@@ -1,6 +1,6 @@
 //! Shared rings across processes: the test binary re-runs itself as the listener process
 //! (`child_entry`, selected by the `TRAWL_RING_CHILD` variable).
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::ops::ControlFlow;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,6 +49,16 @@ fn child_entry() {
             println!("RING-CHILD ready");
             std::thread::sleep(Duration::from_secs(60));
         }
+        "produce" => {
+            // Creates the ring, waits for a line on stdin, publishes ten records, never closes.
+            let mut p = shared_producer(name, 1 << 16);
+            println!("RING-CHILD ready");
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).unwrap();
+            push_range(&mut p, 0, 10, 10);
+            println!("RING-CHILD pushed");
+            std::thread::sleep(Duration::from_secs(60));
+        }
         other => panic!("unknown child command {other}"),
     }
 }
@@ -62,6 +72,7 @@ fn spawn_child(cmd: &str, name: &str) -> Child {
             "--test-threads=1",
         ])
         .env(CHILD_VAR, format!("{cmd}:{name}"))
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -214,4 +225,35 @@ fn shared_ring_names_and_errors() {
     }
     assert_eq!(n, 10);
     assert!(matches!(l.next().unwrap(), Recv::Closed));
+}
+
+#[test]
+fn producer_process_dies() {
+    let name = unique("orphan");
+    let mut child = spawn_child("produce", &name);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    expect_line(&mut out, "RING-CHILD ready");
+    let mut l = SharedRing::attach(&name, Mode::Lossless).unwrap();
+    assert_eq!(SharedRing::open(&name).unwrap().producer_pid(), child.id());
+    writeln!(child.stdin.take().unwrap(), "go").unwrap();
+    expect_line(&mut out, "RING-CHILD pushed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // What was published is still read; then the listener learns the producer is gone.
+    for seq in 0..10 {
+        let Recv::Ready(rec) = l.wait(Duration::from_secs(5)).unwrap() else {
+            panic!("record {seq}")
+        };
+        check(&rec, seq);
+    }
+    let t0 = Instant::now();
+    match l.wait(Duration::from_secs(10)) {
+        Err(Error::ProducerGone { pid }) => assert_eq!(pid, child.id()),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    drop(l);
+    // The dead producer's file is replaced by the next producer of that name.
+    let p = shared_producer(&name, 1 << 16);
+    assert_eq!(p.ring().producer_pid(), std::process::id());
 }

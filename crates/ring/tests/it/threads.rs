@@ -264,9 +264,10 @@ fn lossy_block_reader_and_lossless_reader_together() {
                 Recv::Closed => break,
             };
             blocks += 1;
-            if blocks.is_multiple_of(8) {
-                // Slow: holds a block for a while now and then.
-                thread::sleep(Duration::from_micros(300));
+            if blocks.is_multiple_of(32) {
+                // Slow: holds a block for a while now and then, long enough for the producer
+                // to go round the 64 KiB ring.
+                thread::sleep(Duration::from_millis(1));
             }
             monitor.consume(n);
         }
