@@ -394,7 +394,10 @@ fn worker_loop(
             eprintln!("trawl: warning: cannot pin worker {index} to CPU {cpu}: {e}");
         }
     }
-    let mut meter = FlowMeter::new(flow);
+    // Flows are computed only when something consumes them: `trawl run` without flow or series
+    // outputs is a pure capture server feeding its rings, and counts packets only.
+    let mut meter = (writer.is_some() || series_mode).then(|| FlowMeter::new(flow));
+    let mut counted = MeterStats::default();
     let state = RefCell::new(WorkerState {
         writer,
         buf: Vec::with_capacity(CHUNK * 2),
@@ -462,10 +465,16 @@ fn worker_loop(
             }
             p.publish();
         }
-        meter.process_batch(&selected, &mut sink, |i, o| {
-            let p = &selected[i];
-            state.borrow_mut().observe(p, o);
-        });
+        match meter.as_mut() {
+            Some(m) => m.process_batch(&selected, &mut sink, |i, o| {
+                let p = &selected[i];
+                state.borrow_mut().observe(p, o);
+            }),
+            None => {
+                counted.packets += selected.len() as u64;
+                counted.wire_bytes += selected.iter().map(|p| u64::from(p.wire_len)).sum::<u64>();
+            }
+        }
         let now = match (selected.iter().map(|p| p.ts_ns).max(), clock) {
             (Some(ts), _) => {
                 let ts = clock.map_or(ts, |(c, _)| c.max(ts));
@@ -476,14 +485,18 @@ fn worker_loop(
             (None, None) => now_ns(),
         };
         spare = recycle(selected);
-        meter.advance(now, &mut sink);
+        if let Some(m) = meter.as_mut() {
+            m.advance(now, &mut sink);
+        }
         state.borrow_mut().tick(now, index, tx);
     }
     w.source.refresh_kernel_stats();
     if let Some(p) = w.ring.as_mut() {
         p.close();
     }
-    meter.flush(&mut sink);
+    if let Some(m) = meter.as_mut() {
+        m.flush(&mut sink);
+    }
     state.borrow_mut().finish(index, tx);
     let series = state
         .borrow()
@@ -495,8 +508,8 @@ fn worker_loop(
     WorkerReport {
         source: w.source.stats(),
         live: w.source.live_stats(),
-        meter: *meter.stats(),
-        bytes_per_flow: meter.bytes_per_flow(),
+        meter: meter.as_ref().map_or(counted, |m| *m.stats()),
+        bytes_per_flow: meter.as_ref().map_or(0, |m| m.bytes_per_flow()),
         series,
         filter_rejected,
         duplicates: w.dedup.as_ref().map_or(0, |d| d.stats().duplicates),

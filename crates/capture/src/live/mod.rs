@@ -1,10 +1,10 @@
 //! Live capture from a network interface with AF_PACKET TPACKET_V3 memory-mapped rings.
 //!
-//! The kernel writes packets into blocks of a ring shared with user space; [`LiveSource`] walks
-//! each block the kernel hands over, copies its packets into the batch buffer (restoring the
-//! VLAN tags the kernel moved into metadata), and gives the block back at once, so the kernel
-//! has the whole ring to write into while the batch is being processed. One copy per packet,
-//! one `poll` per block at most, no system call per packet.
+//! The kernel writes packets into blocks of a ring shared with user space; [`LiveSource`] hands
+//! out each block the kernel passes over as one batch whose records point into the block (no
+//! copy), after putting back in place the VLAN tags the kernel moved into metadata, and gives
+//! the block back to the kernel at the next call. One `poll` per block at most, no system call
+//! and no copy per packet.
 //!
 //! Several [`LiveSource`]s on one interface join a PACKET_FANOUT group; with
 //! [`FanoutMode::Symmetric`] the kernel stripes traffic by an XOR of the addresses so both
@@ -172,13 +172,15 @@ pub struct LiveSource {
     out: Collector,
     last_kernel_poll: Instant,
     down: bool,
+    /// The kernel block the last batch points into, given back at the next call.
+    held: Option<usize>,
 }
 
 /// The batch being assembled and the counters, apart from the socket so that a block borrowed
 /// from the ring can be copied into it.
 struct Collector {
+    /// Records of the current batch, with offsets into the kernel block.
     metas: Vec<RecordMeta>,
-    bytes: Vec<u8>,
     stats: SourceStats,
     live: LiveStats,
     snaplen: u32,
@@ -193,6 +195,10 @@ struct Socket {
     next_block: usize,
     timestamp_source: TimestampSource,
 }
+
+const VLAN_TAG_LEN: usize = 4;
+/// The end of `sockaddr_ll` after a packet header: a restored tag must start at or after it.
+const HEADROOM_START: usize = sys::pkt::SOCKADDR_LL + 20;
 
 const ARPHRD_ETHER: u32 = 1;
 const ARPHRD_IEEE802: u32 = 6;
@@ -271,6 +277,15 @@ impl Socket {
                 timestamp_source = TimestampSource::Hardware;
             }
         }
+        // Headroom before every frame, so a VLAN tag the kernel moved into metadata can be put
+        // back in place without copying the packet (libpcap does the same).
+        sys::setsockopt(
+            &fd,
+            libc::SOL_PACKET,
+            sys::PACKET_RESERVE,
+            &(VLAN_TAG_LEN as u32),
+        )
+        .map_err(os("PACKET_RESERVE"))?;
         let frame_size = 2048u32;
         let req = sys::TpacketReq3 {
             block_size: c.block_size as u32,
@@ -358,7 +373,6 @@ impl LiveSource {
             }],
             out: Collector {
                 metas: Vec::with_capacity(config.block_size / 64),
-                bytes: Vec::with_capacity(config.block_size * 2),
                 stats: SourceStats::default(),
                 live: LiveStats::default(),
                 snaplen: config.snaplen,
@@ -366,6 +380,7 @@ impl LiveSource {
             },
             last_kernel_poll: Instant::now(),
             down: false,
+            held: None,
             socket,
             config,
         })
@@ -421,6 +436,7 @@ impl LiveSource {
                 if let Ok(s) = Socket::open(&self.config) {
                     self.refresh_kernel_stats();
                     self.socket = s;
+                    self.held = None;
                     self.out.live.reopened += 1;
                     self.down = false;
                 }
@@ -431,41 +447,43 @@ impl LiveSource {
 }
 
 impl Collector {
-    /// Copies the packets of one block into the batch buffer.
-    fn take_block(&mut self, block: &[u8]) {
-        let rd = |off: usize| -> Option<u32> {
+    /// Reads the packets of one block into `metas` (offsets into the block), re-inserting VLAN
+    /// tags in place. Header fields come from the kernel but are bounds-checked anyway: a walk
+    /// over inconsistent headers stops and counts an error.
+    fn take_block(&mut self, block: &mut [u8]) {
+        let rd = |block: &[u8], off: usize| -> Option<u32> {
             block
-                .get(off..off + 4)
+                .get(off..off.checked_add(4)?)
                 .map(|b| u32::from_ne_bytes(b.try_into().expect("4 bytes")))
         };
-        let num = rd(sys::block::NUM_PKTS).unwrap_or(0);
-        let blk_len = (rd(sys::block::BLK_LEN).unwrap_or(0) as usize).min(block.len());
-        let mut off = rd(sys::block::OFFSET_TO_FIRST_PKT).unwrap_or(0) as usize;
-        let ethernet = self.ethernet;
+        let num = rd(block, sys::block::NUM_PKTS).unwrap_or(0);
+        let blk_len = (rd(block, sys::block::BLK_LEN).unwrap_or(0) as usize).min(block.len());
+        let mut off = rd(block, sys::block::OFFSET_TO_FIRST_PKT).unwrap_or(0) as usize;
         for i in 0..num {
+            let field = |at: usize| rd(block, off.checked_add(at)?);
             let (Some(next), Some(sec), Some(nsec), Some(snaplen), Some(len), Some(status)) = (
-                rd(off + sys::pkt::NEXT_OFFSET),
-                rd(off + sys::pkt::SEC),
-                rd(off + sys::pkt::NSEC),
-                rd(off + sys::pkt::SNAPLEN),
-                rd(off + sys::pkt::LEN),
-                rd(off + sys::pkt::STATUS),
+                field(sys::pkt::NEXT_OFFSET),
+                field(sys::pkt::SEC),
+                field(sys::pkt::NSEC),
+                field(sys::pkt::SNAPLEN),
+                field(sys::pkt::LEN),
+                field(sys::pkt::STATUS),
             ) else {
                 self.stats.errors += 1;
                 break;
             };
+            let tag = field(sys::pkt::VLAN_TCI).unwrap_or(0) as u16;
+            let tpid_field = field(sys::pkt::VLAN_TPID).unwrap_or(0) as u16;
             let mac = block
                 .get(off + sys::pkt::MAC..off + sys::pkt::MAC + 2)
                 .map_or(0, |b| u16::from_ne_bytes([b[0], b[1]])) as usize;
-            let start = off + mac;
-            let Some(data) = block
-                .get(start..start + snaplen as usize)
-                .filter(|_| start + snaplen as usize <= blk_len.max(start))
-            else {
+            let mut start = off + mac;
+            let end = start + snaplen as usize;
+            if mac < HEADROOM_START || end > blk_len {
                 self.stats.errors += 1;
                 break;
-            };
-            let pkttype = block.get(off + sys::pkt::SLL_PKTTYPE).copied().unwrap_or(0);
+            }
+            let pkttype = block[off + sys::pkt::SLL_PKTTYPE];
             let direction = if pkttype == sys::PACKET_OUTGOING {
                 Direction::Outbound
             } else {
@@ -476,30 +494,26 @@ impl Collector {
             }
             let mut caplen = snaplen.min(self.snaplen);
             let mut wire_len = len;
-            let offset = self.bytes.len();
-            if ethernet && status & sys::TP_STATUS_VLAN_VALID != 0 && data.len() >= 12 {
-                // The kernel took the 802.1Q tag out of the frame into metadata; put it back
-                // where it was so decoding sees the frame as it was on the wire.
-                let tci = rd(off + sys::pkt::VLAN_TCI).unwrap_or(0) as u16;
+            if self.ethernet
+                && status & sys::TP_STATUS_VLAN_VALID != 0
+                && snaplen >= 12
+                && mac >= HEADROOM_START + VLAN_TAG_LEN
+            {
+                // The kernel took the 802.1Q/802.1ad tag out of the frame into metadata; put
+                // it back where it was (MAC addresses moved 4 bytes down into the headroom) so
+                // decoding sees the frame as it was on the wire.
                 let tpid = if status & sys::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    block
-                        .get(off + sys::pkt::VLAN_TPID..off + sys::pkt::VLAN_TPID + 2)
-                        .map_or(0x8100, |b| u16::from_ne_bytes([b[0], b[1]]))
+                    tpid_field
                 } else {
                     0x8100
                 };
-                let keep = (caplen as usize).min(data.len());
-                self.bytes.extend_from_slice(&data[..12]);
-                self.bytes.extend_from_slice(&tpid.to_be_bytes());
-                self.bytes.extend_from_slice(&tci.to_be_bytes());
-                self.bytes.extend_from_slice(&data[12..keep.max(12)]);
-                caplen = (keep + 4).min(self.snaplen as usize) as u32;
-                self.bytes.truncate(offset + caplen as usize);
+                block.copy_within(start..start + 12, start - VLAN_TAG_LEN);
+                start -= VLAN_TAG_LEN;
+                block[start + 12..start + 14].copy_from_slice(&tpid.to_be_bytes());
+                block[start + 14..start + 16].copy_from_slice(&tag.to_be_bytes());
+                caplen = snaplen.saturating_add(4).min(self.snaplen);
                 wire_len = wire_len.saturating_add(4);
                 self.live.vlan_restored += 1;
-            } else {
-                caplen = caplen.min(data.len() as u32);
-                self.bytes.extend_from_slice(&data[..caplen as usize]);
             }
             if caplen < wire_len {
                 self.stats.truncated_records += 1;
@@ -509,7 +523,7 @@ impl Collector {
             self.stats.wire_bytes += u64::from(wire_len);
             self.metas.push(RecordMeta {
                 ts_ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-                offset,
+                offset: start,
                 caplen,
                 wire_len,
                 iface: 0,
@@ -529,7 +543,10 @@ impl Collector {
 impl PacketSource for LiveSource {
     fn next_batch(&mut self) -> Result<Option<Batch<'_>>, crate::Error> {
         self.out.metas.clear();
-        self.out.bytes.clear();
+        // The previous batch pointed into this block; nobody can hold it any more.
+        if let Some(index) = self.held.take() {
+            self.socket.ring.release_block(index);
+        }
         if self.last_kernel_poll.elapsed() >= Duration::from_millis(100) {
             self.refresh_kernel_stats();
             if self.down {
@@ -540,22 +557,23 @@ impl PacketSource for LiveSource {
         let deadline = Instant::now() + self.config.poll_timeout;
         loop {
             let index = self.socket.next_block;
-            let taken = if let Some(block) = self.socket.ring.user_block(index) {
+            if let Some(block) = self.socket.ring.user_block_mut(index) {
                 if block_status(block) & sys::TP_STATUS_LOSING != 0 {
                     self.out.live.losing_blocks += 1;
                 }
                 self.out.take_block(block);
-                true
-            } else {
-                false
-            };
-            if taken {
-                self.socket.ring.release_block(index);
                 self.socket.next_block = (index + 1) % self.socket.ring.blocks();
-                if !self.out.metas.is_empty() {
-                    break;
+                if self.out.metas.is_empty() {
+                    self.socket.ring.release_block(index);
+                    continue;
                 }
-                continue;
+                self.held = Some(index);
+                let block = self
+                    .socket
+                    .ring
+                    .user_block(index)
+                    .expect("held by user space");
+                return Ok(Some(Batch::new(&self.out.metas, block, &self.interfaces)));
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -580,11 +598,7 @@ impl PacketSource for LiveSource {
                 std::thread::sleep(remaining.min(Duration::from_millis(20)));
             }
         }
-        Ok(Some(Batch::new(
-            &self.out.metas,
-            &self.out.bytes,
-            &self.interfaces,
-        )))
+        Ok(Some(Batch::new(&[], &[], &self.interfaces)))
     }
 
     fn interfaces(&self) -> &[Interface] {
@@ -701,7 +715,7 @@ fn block_status(block: &[u8]) -> u32 {
 pub struct WalkedBlock {
     /// Records, pointing into `bytes`.
     pub metas: Vec<RecordMeta>,
-    /// The copied (VLAN-restored, snaplen-cut) packet bytes.
+    /// The block after the walk (VLAN tags restored in place).
     pub bytes: Vec<u8>,
     /// Counters (records, truncated, errors for inconsistent headers).
     pub stats: SourceStats,
@@ -716,16 +730,16 @@ pub struct WalkedBlock {
 pub fn walk_block(block: &[u8], snaplen: u32, ethernet: bool) -> WalkedBlock {
     let mut c = Collector {
         metas: Vec::new(),
-        bytes: Vec::new(),
         stats: SourceStats::default(),
         live: LiveStats::default(),
         snaplen,
         ethernet,
     };
-    c.take_block(block);
+    let mut bytes = block.to_vec();
+    c.take_block(&mut bytes);
     WalkedBlock {
         metas: c.metas,
-        bytes: c.bytes,
+        bytes,
         stats: c.stats,
         live: c.live,
     }

@@ -17,6 +17,7 @@ pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
 pub const PACKET_RX_RING: libc::c_int = 5;
 pub const PACKET_STATISTICS: libc::c_int = 6;
 pub const PACKET_VERSION: libc::c_int = 10;
+pub const PACKET_RESERVE: libc::c_int = 12;
 pub const PACKET_TIMESTAMP: libc::c_int = 17;
 pub const PACKET_FANOUT: libc::c_int = 18;
 pub const PACKET_FANOUT_DATA: libc::c_int = 22;
@@ -399,6 +400,23 @@ impl MappedRing {
         // `&mut self` and so cannot happen while this borrow lives.
         Some(unsafe {
             std::slice::from_raw_parts(
+                self.base.as_ptr().add(index * self.block_size),
+                self.block_size,
+            )
+        })
+    }
+
+    /// The block's bytes, writable, if the kernel has handed it to user space (trawl re-inserts
+    /// VLAN tags in place, in the headroom PACKET_RESERVE leaves before each frame).
+    pub fn user_block_mut(&mut self, index: usize) -> Option<&mut [u8]> {
+        let status = self.status_word(index).load(Ordering::Acquire);
+        if status & TP_STATUS_USER == 0 {
+            return None;
+        }
+        // SAFETY: as in `user_block`: the kernel leaves a TP_STATUS_USER block alone until it is
+        // released, which needs `&mut self`, so this exclusive borrow is the only access.
+        Some(unsafe {
+            std::slice::from_raw_parts_mut(
                 self.base.as_ptr().add(index * self.block_size),
                 self.block_size,
             )
