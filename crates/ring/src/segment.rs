@@ -36,8 +36,11 @@ unsafe impl Sync for Segment {}
 impl Segment {
     /// Maps a fresh, zeroed anonymous ring of `total` bytes.
     pub(crate) fn anonymous(total: usize) -> Result<MmapRaw, Error> {
+        // Populated up front, like the kernel's capture ring: page faults belong to start-up,
+        // not to the first pass of capture.
         let map = MmapOptions::new()
             .len(total)
+            .populate()
             .map_anon()
             .map_err(|source| Error::Io {
                 path: PathBuf::from("<anonymous mapping>"),
@@ -49,6 +52,7 @@ impl Segment {
     /// Maps `file` (already `total` bytes long) read-write and shared.
     pub(crate) fn map_file(file: &File, path: &Path) -> Result<MmapRaw, Error> {
         MmapOptions::new()
+            .populate()
             .map_raw(file)
             .map_err(|source| Error::Io {
                 path: path.to_path_buf(),
