@@ -292,13 +292,18 @@ mod tests {
         let o = PacketOutcome::default();
         c.advance(100 * S, &mut |r: &SeriesRow| rows.push(*r));
         assert_eq!(c.emitted_before(), Some(100));
-        c.observe(101 * S, 60, Direction::Inbound, &o, &mut |r: &SeriesRow| rows.push(*r));
+        c.observe(101 * S, 60, Direction::Inbound, &o, &mut |r: &SeriesRow| {
+            rows.push(*r)
+        });
         c.advance(110 * S + 5, &mut |r: &SeriesRow| rows.push(*r));
         assert_eq!(c.emitted_before(), Some(107));
         let seconds: Vec<u64> = rows.iter().map(|r| r.second).collect();
         assert_eq!(seconds, (100..107).collect::<Vec<_>>());
         assert_eq!((rows[1].packets, rows[1].in_bytes), (1, 60));
-        assert!(rows.iter().filter(|r| r.second != 101).all(|r| r.packets == 0));
+        assert!(rows
+            .iter()
+            .filter(|r| r.second != 101)
+            .all(|r| r.packets == 0));
         c.finish(&mut |r: &SeriesRow| rows.push(*r));
         assert_eq!(rows.last().map(|r| r.second), Some(110));
     }
