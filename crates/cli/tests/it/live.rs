@@ -340,28 +340,46 @@ fn trawl_file(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs `trawl flows -i` for 3 s with `options` while `capture` is replayed into the host end,
+/// checks that its conversations equal those of `trawl flows -r capture` with the same filter
+/// (`-f` among `options`), and returns the live run's output and summary.
+fn live_matches_file(
+    lab: &VethLab,
+    capture: &str,
+    options: &[&str],
+) -> (String, serde_json::Value) {
+    let mut live = vec![
+        "flows",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+    ];
+    live.extend_from_slice(options);
+    let child = trawl_live(&live);
+    let (stdout, summary) = replay_and_wait(lab, child, capture, false);
+    let path = pcap(capture);
+    let mut offline = vec!["flows", "-r", path.to_str().unwrap()];
+    if let Some(i) = options.iter().position(|o| *o == "-f") {
+        offline.extend_from_slice(&options[i..i + 2]);
+    }
+    let from_file = trawl_file(&offline);
+    assert!(!from_file.is_empty(), "the file has flows for {options:?}");
+    assert_eq!(
+        conversations(&stdout),
+        conversations(&from_file),
+        "{capture} with {options:?}"
+    );
+    (stdout, summary)
+}
+
 #[test]
 fn live_flows_equal_the_flows_of_the_file_that_was_replayed() {
     let lab = lab();
     for workers in ["1", "2"] {
-        let child = trawl_live(&[
-            "flows",
-            "-i",
-            &lab.host,
-            "--duration",
-            "3s",
-            "--summary",
-            "json",
-            "--workers",
-            workers,
-        ]);
-        let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
-        let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
-        assert_eq!(
-            conversations(&stdout),
-            conversations(&from_file),
-            "{workers} worker(s)"
-        );
+        let (stdout, summary) = live_matches_file(&lab, "android.pcap", &["--workers", workers]);
         assert_eq!(summary["packets"], 500);
         assert_eq!(summary["live"]["kernel_drops"], 0);
         assert_eq!(
@@ -474,28 +492,7 @@ fn sigint_flushes_every_flow_and_exits_cleanly() {
 #[test]
 fn filter_and_privilege_drop_on_a_live_interface() {
     let lab = lab();
-    let child = trawl_live(&[
-        "flows",
-        "-i",
-        &lab.host,
-        "--duration",
-        "3s",
-        "--summary",
-        "json",
-        "-f",
-        "udp",
-        "--user",
-        "nobody",
-    ]);
-    let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
-    let from_file = trawl_file(&[
-        "flows",
-        "-r",
-        pcap("android.pcap").to_str().unwrap(),
-        "-f",
-        "udp",
-    ]);
-    assert_eq!(conversations(&stdout), conversations(&from_file));
+    let (_, summary) = live_matches_file(&lab, "android.pcap", &["-f", "udp", "--user", "nobody"]);
     assert_eq!(summary["live"]["kernel_filter"], true);
     assert_eq!(summary["live"]["user"], "nobody");
 }
@@ -503,27 +500,7 @@ fn filter_and_privilege_drop_on_a_live_interface() {
 #[test]
 fn vlan_filter_runs_on_restored_tags() {
     let lab = lab();
-    let child = trawl_live(&[
-        "flows",
-        "-i",
-        &lab.host,
-        "--duration",
-        "3s",
-        "--summary",
-        "json",
-        "-f",
-        "vlan",
-    ]);
-    let (stdout, summary) = replay_and_wait(&lab, child, "VlanPackets.pcap", false);
-    let from_file = trawl_file(&[
-        "flows",
-        "-r",
-        pcap("VlanPackets.pcap").to_str().unwrap(),
-        "-f",
-        "vlan",
-    ]);
-    assert!(!from_file.is_empty());
-    assert_eq!(conversations(&stdout), conversations(&from_file));
+    let (_, summary) = live_matches_file(&lab, "VlanPackets.pcap", &["-f", "vlan"]);
     assert_eq!(summary["live"]["kernel_filter"], false);
 }
 
