@@ -448,7 +448,9 @@ fn worker_loop(
             }
             seen.fetch_add(granted, Ordering::Relaxed);
         }
-        if let Some(p) = w.ring.as_mut() {
+        // Nobody attached: nothing to publish (a listener that joins starts at the current
+        // write position and would never read what is written now).
+        if let Some(p) = w.ring.as_mut().filter(|p| p.has_listeners()) {
             for pkt in &selected {
                 let meta = RecordMeta {
                     ts_ns: pkt.ts_ns,

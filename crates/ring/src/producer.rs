@@ -425,6 +425,16 @@ impl Producer {
         self.ring().listeners()
     }
 
+    /// Whether any listener is attached or joining. With nobody listening a producer may skip
+    /// writing: a listener that joins starts at the current write position, so it would never
+    /// read records written before it anyway. One load per slot: call it per batch.
+    pub fn has_listeners(&self) -> bool {
+        let h = self.seg.header();
+        h.slots
+            .iter()
+            .any(|s| s.state.load(Ordering::Acquire) != SLOT_FREE)
+    }
+
     /// Bytes written so far (the producer's write position, published or not).
     pub fn position(&self) -> u64 {
         self.w

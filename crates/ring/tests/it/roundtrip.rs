@@ -332,3 +332,17 @@ fn invalid_configs_are_refused() {
     cfg.max_record = Some(1 << 15);
     assert!(matches!(Producer::new(&cfg), Err(Error::InvalidConfig(_))));
 }
+
+#[test]
+fn has_listeners_follows_joins_and_leaves() {
+    let p = producer(1 << 16);
+    let ring = p.ring();
+    assert!(!p.has_listeners());
+    let a = ring.listen(Mode::Lossy).unwrap();
+    assert!(p.has_listeners());
+    let b = ring.listen(Mode::Lossless).unwrap();
+    drop(a);
+    assert!(p.has_listeners(), "one left, one still there");
+    drop(b);
+    assert!(!p.has_listeners());
+}
