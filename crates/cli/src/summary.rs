@@ -38,6 +38,8 @@ pub fn print(
                 "filter_rejected": report.filter_rejected,
                 "filter_warnings": report.filter_warnings,
                 "packets": m.packets,
+                // False for `trawl run` without flow or series outputs: packets counted only.
+                "flows_metered": !(m.packets > 0 && m.outcomes.total() == 0),
                 "bytes": m.wire_bytes,
                 "decode": outcomes,
                 "flows_created": m.flows_created,
@@ -97,18 +99,23 @@ pub fn print(
                 secs,
                 human(m.packets as f64 / secs)
             );
-            let outcomes: Vec<String> = ParseOutcome::ALL
-                .iter()
-                .filter(|o| m.outcomes.get(**o) > 0)
-                .map(|o| format!("{} {}", o.name(), m.outcomes.get(*o)))
-                .collect();
-            eprintln!("  decode: {}", outcomes.join(", "));
-            let reasons: Vec<String> = EndReason::ALL
-                .iter()
-                .filter(|r| m.records[**r as usize] > 0)
-                .map(|r| format!("{} {}", r.name(), m.records[*r as usize]))
-                .collect();
-            eprintln!("  records by end reason: {}", reasons.join(", "));
+            if m.packets > 0 && m.outcomes.total() == 0 {
+                // `trawl run` with no flow or series output counts packets only.
+                eprintln!("  flows not metered: no flow or series output was asked for");
+            } else {
+                let outcomes: Vec<String> = ParseOutcome::ALL
+                    .iter()
+                    .filter(|o| m.outcomes.get(**o) > 0)
+                    .map(|o| format!("{} {}", o.name(), m.outcomes.get(*o)))
+                    .collect();
+                eprintln!("  decode: {}", outcomes.join(", "));
+                let reasons: Vec<String> = EndReason::ALL
+                    .iter()
+                    .filter(|r| m.records[**r as usize] > 0)
+                    .map(|r| format!("{} {}", r.name(), m.records[*r as usize]))
+                    .collect();
+                eprintln!("  records by end reason: {}", reasons.join(", "));
+            }
             match &report.live {
                 Some(l) => eprintln!(
                     "  capture: {} on {} worker(s); kernel saw {} packets, dropped {} ({} ring freezes); {} truncated (snaplen), {} hardware timestamps, {} VLAN tags restored{}",

@@ -600,6 +600,7 @@ fn run_publishes_a_ring_that_other_processes_read_whole() {
     );
     assert_eq!(lines.lines().count() as u64, read);
     assert_eq!(run_summary["live"]["ring"]["records_written"], 500);
+    assert_eq!(run_summary["flows_metered"], true);
     // Flows and series went to their files meanwhile.
     let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
     assert_eq!(
@@ -671,6 +672,10 @@ fn duplicate_removal_drops_switching_duplicates() {
         .expect("replay");
     let (_, summary) = wait_json(run);
     assert_eq!(summary["live"]["kernel_packets"], 1000);
+    assert_eq!(
+        summary["flows_metered"], false,
+        "no flow or series output: packets counted only"
+    );
     assert_eq!(summary["packets"].as_u64(), Some(distinct.len() as u64));
     assert_eq!(
         summary["live"]["duplicates_removed"].as_u64(),
