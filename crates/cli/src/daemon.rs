@@ -13,7 +13,7 @@ use trawl_series::{SeriesFormat, SeriesWriter};
 use crate::args::{ListenArgs, OutputFormat, RunArgs, SummaryFormat};
 use crate::config::RunPlan;
 use crate::live;
-use crate::run::{Output, RunReport};
+use crate::run::Output;
 use crate::summary;
 
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
@@ -55,11 +55,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
             (o, w)
         }),
     };
-    let status = Some((
-        Duration::from_nanos(plan.stats_interval_ns.unwrap_or(u64::MAX / 4)),
-        rings,
-    ))
-    .filter(|_| plan.stats_interval_ns.is_some());
+    let status = plan
+        .stats_interval_ns
+        .map(|ns| (Duration::from_nanos(ns), rings));
     let outcome = live::run(
         &plan.live, &plan.flow, workers, outputs, stop, false, status,
     );
@@ -69,23 +67,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     {
         out.finish()?;
     }
-    let report = RunReport {
-        input_errors: outcome.errors.clone(),
-        source: outcome.source,
-        filter_rejected: outcome.filter_rejected,
-        elapsed: outcome.elapsed,
-        live: Some(live::LiveReport {
-            interfaces: plan.live.interfaces.clone(),
-            workers: n,
-            stats: outcome.live,
-            kernel_filter,
-            user: plan.live.user.clone(),
-            timestamp_sources,
-            duplicates: outcome.duplicates,
-            ring: outcome.ring,
-        }),
-        ..RunReport::default()
-    };
+    let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
     summary::print(
         "run",
         a.summary,
@@ -94,11 +76,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         outcome.bytes_per_flow,
         Some(outcome.series),
     );
-    Ok(if report.input_errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(crate::exit_code(&report))
 }
 
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {

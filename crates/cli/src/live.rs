@@ -22,7 +22,7 @@ use trawl_ring::{Producer, ProducerStats, RingConfig};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats, SeriesWriter};
 
 use crate::args::LiveInput;
-use crate::run::{recycle, Output};
+use crate::run::{recycle, Output, RunReport};
 
 /// One capture socket and what the worker that reads it needs.
 pub struct Worker {
@@ -133,6 +133,36 @@ pub fn timestamp_sources(workers: &[Worker]) -> Vec<&'static str> {
             live::TimestampSource::Software => "software",
         })
         .collect()
+}
+
+impl LiveOutcome {
+    /// The summary's view of the run: `workers` opened by [`open_workers`] (which said whether
+    /// the filter runs in the kernel) on the interfaces of `live`.
+    pub fn report(
+        &self,
+        live: &LiveInput,
+        workers: usize,
+        kernel_filter: bool,
+        timestamp_sources: Vec<&'static str>,
+    ) -> RunReport {
+        RunReport {
+            input_errors: self.errors.clone(),
+            source: self.source,
+            filter_rejected: self.filter_rejected,
+            elapsed: self.elapsed,
+            live: Some(LiveReport {
+                interfaces: live.interfaces.clone(),
+                workers,
+                stats: self.live,
+                kernel_filter,
+                user: live.user.clone(),
+                timestamp_sources,
+                duplicates: self.duplicates,
+                ring: self.ring,
+            }),
+            ..RunReport::default()
+        }
+    }
 }
 
 /// Switches to `--user` once everything privileged (sockets, rings) is open.
@@ -348,7 +378,7 @@ pub fn run(
         match h.join() {
             Ok(r) => {
                 crate::run::add_stats(&mut outcome.source, &r.source);
-                add_live(&mut outcome.live, &r.live);
+                outcome.live.merge(&r.live);
                 outcome.meter.merge(&r.meter);
                 outcome.bytes_per_flow = r.bytes_per_flow;
                 outcome.series.rows = merger.rows;
@@ -357,15 +387,10 @@ pub fn run(
                 outcome.filter_rejected += r.filter_rejected;
                 outcome.duplicates += r.duplicates;
                 if let Some(p) = r.ring {
-                    let t = outcome.ring.get_or_insert_with(ProducerStats::default);
-                    t.records_written += p.records_written;
-                    t.bytes_written += p.bytes_written;
-                    t.records_truncated += p.records_truncated;
-                    t.wait_count += p.wait_count;
-                    t.wait_ns += p.wait_ns;
-                    t.lossy_skips += p.lossy_skips;
-                    t.listeners_reclaimed += p.listeners_reclaimed;
-                    t.publishes += p.publishes;
+                    outcome
+                        .ring
+                        .get_or_insert_with(ProducerStats::default)
+                        .merge(&p);
                 }
                 outcome.errors.extend(r.error);
             }
@@ -657,17 +682,6 @@ impl SeriesMerger {
             self.rows += 1;
         }
     }
-}
-
-fn add_live(total: &mut LiveStats, s: &LiveStats) {
-    total.kernel_packets += s.kernel_packets;
-    total.kernel_drops += s.kernel_drops;
-    total.kernel_freezes += s.kernel_freezes;
-    total.hardware_timestamps += s.hardware_timestamps;
-    total.vlan_restored += s.vlan_restored;
-    total.interface_down += s.interface_down;
-    total.reopened += s.reopened;
-    total.losing_blocks += s.losing_blocks;
 }
 
 #[cfg(test)]

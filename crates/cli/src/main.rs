@@ -171,23 +171,7 @@ fn run_live(
         input.progress,
         None,
     );
-    let report = RunReport {
-        input_errors: outcome.errors.clone(),
-        source: outcome.source,
-        filter_rejected: outcome.filter_rejected,
-        elapsed: outcome.elapsed,
-        live: Some(live::LiveReport {
-            interfaces: live.interfaces.clone(),
-            workers: n,
-            stats: outcome.live,
-            kernel_filter,
-            user: live.user.clone(),
-            timestamp_sources,
-            duplicates: 0,
-            ring: None,
-        }),
-        ..RunReport::default()
-    };
+    let report = outcome.report(live, n, kernel_filter, timestamp_sources);
     Ok((report, outcome))
 }
 
@@ -205,7 +189,7 @@ pub(crate) fn install_stop_signals() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-fn exit_code(report: &RunReport) -> ExitCode {
+pub(crate) fn exit_code(report: &RunReport) -> ExitCode {
     if report.input_errors.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -287,6 +287,19 @@ pub struct ProducerStats {
 }
 
 impl ProducerStats {
+    /// Adds another producer's counters (rings of parallel capture workers).
+    pub fn merge(&mut self, other: &ProducerStats) {
+        self.records_written += other.records_written;
+        self.bytes_written += other.bytes_written;
+        self.records_truncated += other.records_truncated;
+        self.duplicates_dropped += other.duplicates_dropped;
+        self.wait_count += other.wait_count;
+        self.wait_ns += other.wait_ns;
+        self.lossy_skips += other.lossy_skips;
+        self.listeners_reclaimed += other.listeners_reclaimed;
+        self.publishes += other.publishes;
+    }
+
     fn from_array(c: &[u64; counter::COUNT]) -> Self {
         ProducerStats {
             records_written: c[counter::RECORDS_WRITTEN],

@@ -155,6 +155,20 @@ pub struct LiveStats {
     pub losing_blocks: u64,
 }
 
+impl LiveStats {
+    /// Adds another source's counters (parallel capture workers).
+    pub fn merge(&mut self, other: &LiveStats) {
+        self.kernel_packets += other.kernel_packets;
+        self.kernel_drops += other.kernel_drops;
+        self.kernel_freezes += other.kernel_freezes;
+        self.hardware_timestamps += other.hardware_timestamps;
+        self.vlan_restored += other.vlan_restored;
+        self.interface_down += other.interface_down;
+        self.reopened += other.reopened;
+        self.losing_blocks += other.losing_blocks;
+    }
+}
+
 /// Whether hardware timestamping was switched on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimestampSource {
