@@ -301,12 +301,7 @@ fn replay_and_wait(
         lab.replay_into_host(&pcap(name), &["--topspeed"])
             .expect("replay");
     }
-    let out = child.wait_with_output().expect("trawl ran");
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "trawl failed: {stderr}");
-    let summary: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("summary not JSON ({e}): {stderr}"));
-    (String::from_utf8(out.stdout).expect("utf-8"), summary)
+    wait_json(child)
 }
 
 /// Per conversation (addresses, ports, protocol, in a fixed order): packets and bytes.
@@ -531,13 +526,14 @@ fn listen_child(ring: &str, extra: &[&str]) -> Child {
     trawl_live(&args)
 }
 
+/// Waits for a trawl child that must succeed: its standard output and JSON summary.
 fn wait_json(child: Child) -> (String, serde_json::Value) {
     let out = child.wait_with_output().expect("trawl ran");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "trawl failed: {stderr}");
     let summary = serde_json::from_str(stderr.lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("summary not JSON ({e}): {stderr}"));
-    (String::from_utf8_lossy(&out.stdout).into_owned(), summary)
+    (String::from_utf8(out.stdout).expect("utf-8"), summary)
 }
 
 fn wait_for_ring(name: &str) {
