@@ -49,6 +49,8 @@ struct File {
     flows: Flows,
     #[serde(default)]
     series: Series,
+    #[serde(default)]
+    dump: crate::dump::StoreSettings,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -110,6 +112,8 @@ pub struct RunPlan {
     pub flows: Option<(PathBuf, OutputFormat)>,
     pub series: Option<(PathBuf, OutputFormat)>,
     pub stats_interval_ns: Option<u64>,
+    /// Packet store, None = packets are not stored.
+    pub dump: Option<crate::dump::StorePlan>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -251,6 +255,13 @@ impl RunPlan {
             flows,
             series,
             stats_interval_ns: a.stats_interval,
+            dump: match a.dump.as_ref().or(file.dump.dir.as_ref()) {
+                Some(dir) => Some(
+                    crate::dump::StorePlan::new(dir, &a.store.clone().or(&file.dump))
+                        .context("dump")?,
+                ),
+                None => None,
+            },
         })
     }
 }
