@@ -80,17 +80,18 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
     // Capture has stopped and closed the rings: the writers drain what is left and close
     // their segments.
-    let dump_errors = match dumpers {
+    let (dump_errors, dump_json) = match dumpers {
         Some(d) => crate::dump::report_run_dumpers(a.summary, d),
-        None => Vec::new(),
+        None => (Vec::new(), None),
     };
-    summary::print(
+    summary::print_with(
         "run",
         a.summary,
         &report,
         &outcome.meter,
         outcome.bytes_per_flow,
         Some(outcome.series),
+        dump_json.map(|v| ("dump", v)),
     );
     if !dump_errors.is_empty() {
         return Ok(ExitCode::from(1));

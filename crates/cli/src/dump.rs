@@ -214,10 +214,10 @@ pub struct PacketsArgs {
     #[arg(short = 'd', long = "dir", value_name = "DIR")]
     pub dir: PathBuf,
     /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
-    #[arg(long, value_name = "TIME")]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub from: Option<String>,
-    /// End (exclusive), same forms; default: now.
-    #[arg(long, value_name = "TIME")]
+    /// End (exclusive), same forms; default: no end.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Only packets matching this tcpdump filter expression.
     #[arg(short = 'f', long = "filter", value_name = "BPF")]
@@ -255,12 +255,22 @@ pub fn drain_into_dumper(
         match listener.wait(Duration::from_millis(100))? {
             Recv::Ready(pkt) => {
                 let i = usize::from(pkt.iface);
-                if i >= ifaces.len() {
-                    // A new interface: re-read the table only then.
+                if i < ifaces.len() {
+                    dumper.write(pkt.iface, &ifaces[i], &pkt)?;
+                } else {
+                    // The first packet of a new interface: copy it out (the record borrows
+                    // the listener), re-read the table, write it.
+                    let data = pkt.data.to_vec();
+                    let pkt = trawl_capture::PacketRecord { data: &data, ..pkt };
                     ifaces = listener.interfaces();
-                    continue;
+                    let Some(iface) = ifaces.get(i) else {
+                        bail!(
+                            "ring record names interface {i}, the ring has {}",
+                            ifaces.len()
+                        );
+                    };
+                    dumper.write(pkt.iface, iface, &pkt)?;
                 }
-                dumper.write(pkt.iface, &ifaces[i], &pkt)?;
                 if live {
                     since_touch += 1;
                     if since_touch >= 4096 {
@@ -325,35 +335,22 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     });
     let mid = outcome?;
     let stats = dumper.finish().unwrap_or(mid);
-    for r in &stats_repairs(&stats) {
-        eprintln!("trawl: {r}");
-    }
     let retention_stats = retention.map(Retention::stop);
     let secs = started.elapsed().as_secs_f64();
-    print_dump_summary(
-        a.summary,
-        &stats,
-        retention_stats.as_ref(),
-        packets_in,
-        filtered_out,
-        secs,
-        &input_errors,
-    );
+    let r = retention_stats.as_ref();
+    match a.summary {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => eprintln!(
+            "{}",
+            dump_json(&stats, r, packets_in, filtered_out, secs, &input_errors)
+        ),
+        SummaryFormat::Text => print_dump_text(&stats, r, filtered_out, secs, &input_errors),
+    }
     Ok(if input_errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
-}
-
-fn stats_repairs(s: &DumperStats) -> Vec<String> {
-    if s.repaired == 0 {
-        return Vec::new();
-    }
-    vec![format!(
-        "repaired {} segment(s) left open by a crash ({} bytes of torn tail cut)",
-        s.repaired, s.repaired_bytes_cut
-    )]
 }
 
 /// Reads the capture files into the ring; interfaces of every file get their own ring entry
@@ -418,16 +415,17 @@ fn push_files(
     Ok(())
 }
 
-fn print_dump_summary(
-    format: SummaryFormat,
+/// The store's counters as a JSON object (the `trawl dump` summary, the `dump` section of the
+/// `trawl run` summary).
+fn dump_json(
     s: &DumperStats,
     r: Option<&RetentionStats>,
     packets_in: u64,
     filtered_out: u64,
     secs: f64,
     errors: &[String],
-) {
-    let json = serde_json::json!({
+) -> serde_json::Value {
+    serde_json::json!({
         "command": "dump",
         "packets_read": packets_in,
         "packets_filtered_out": filtered_out,
@@ -456,49 +454,64 @@ fn print_dump_summary(
         })),
         "seconds": secs,
         "errors": errors,
-    });
-    match format {
-        SummaryFormat::None => {}
-        SummaryFormat::Json => eprintln!("{json}"),
-        SummaryFormat::Text => {
-            let mb = s.bytes as f64 / 1e6;
-            let rate = if secs > 0.0 {
-                format!(" in {secs:.2} s, {:.0} MB/s", mb / secs)
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "trawl dump: {} packets, {:.1} MB in {} segments ({}){rate}",
-                s.packets,
-                mb,
-                s.segments,
-                if s.direct_io { "O_DIRECT" } else { "buffered" },
-            );
-            if filtered_out > 0 {
-                eprintln!("  {filtered_out} packets did not match the filter");
-            }
-            if s.cutoff.packets_cut > 0 {
-                eprintln!(
-                    "  cutoff: {} packets ({} bytes) of {} flows not stored",
-                    s.cutoff.packets_cut, s.cutoff.bytes_cut, s.cutoff.flows_cut
-                );
-            }
-            if let Some(r) = r {
-                eprintln!(
-                    "  retention: {} segments deleted ({} budget, {} age, {} space), {} bytes; {} segments / {} bytes stored",
-                    r.deleted_for_budget + r.deleted_for_age + r.deleted_for_space,
-                    r.deleted_for_budget,
-                    r.deleted_for_age,
-                    r.deleted_for_space,
-                    r.bytes_deleted,
-                    r.stored_segments,
-                    r.stored_bytes
-                );
-            }
-            for e in errors {
-                eprintln!("  input error: {e}");
-            }
-        }
+    })
+}
+
+fn print_dump_text(
+    s: &DumperStats,
+    r: Option<&RetentionStats>,
+    filtered_out: u64,
+    secs: f64,
+    errors: &[String],
+) {
+    let mb = s.bytes as f64 / 1e6;
+    let rate = if secs > 0.0 {
+        format!(" in {secs:.2} s, {:.0} MB/s", mb / secs)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "trawl dump: {} packets, {:.1} MB in {} segments ({}){rate}",
+        s.packets,
+        mb,
+        s.segments,
+        if s.direct_io { "O_DIRECT" } else { "buffered" },
+    );
+    if filtered_out > 0 {
+        eprintln!("  {filtered_out} packets did not match the filter");
+    }
+    if s.repaired > 0 {
+        eprintln!(
+            "  repaired {} segment(s) left open by a crash ({} bytes of torn tail cut)",
+            s.repaired, s.repaired_bytes_cut
+        );
+    }
+    if s.timestamps_clamped > 0 {
+        eprintln!(
+            "  {} timestamps after 2106 stored as 2106-02-07T06:28:15.999999999Z (pcap's limit)",
+            s.timestamps_clamped
+        );
+    }
+    if s.cutoff.packets_cut > 0 {
+        eprintln!(
+            "  cutoff: {} packets ({} bytes) of {} flows not stored",
+            s.cutoff.packets_cut, s.cutoff.bytes_cut, s.cutoff.flows_cut
+        );
+    }
+    if let Some(r) = r {
+        eprintln!(
+            "  retention: {} segments deleted ({} budget, {} age, {} space), {} bytes; {} segments / {} bytes stored",
+            r.deleted_for_budget + r.deleted_for_age + r.deleted_for_space,
+            r.deleted_for_budget,
+            r.deleted_for_age,
+            r.deleted_for_space,
+            r.bytes_deleted,
+            r.stored_segments,
+            r.stored_bytes
+        );
+    }
+    for e in errors {
+        eprintln!("  error: {e}");
     }
 }
 
@@ -656,6 +669,12 @@ impl RunDumpers {
             let mut config = plan.dumper.clone();
             config.worker = worker;
             let mut dumper = Dumper::new(config, handle.clone())?;
+            // Repair what a crash left of this worker's streams now, not at the first packet.
+            for iface in ring.interfaces() {
+                if let Some(name) = &iface.name {
+                    dumper.prepare_stream(name)?;
+                }
+            }
             let mut listener = ring.listen(Mode::Lossless)?;
             threads.push(
                 std::thread::Builder::new()
@@ -689,23 +708,22 @@ impl RunDumpers {
     }
 }
 
-/// Joins the writers of `trawl run --dump` and prints what they did; returns their errors.
-pub fn report_run_dumpers(format: SummaryFormat, d: RunDumpers) -> Vec<String> {
+/// Joins the writers of `trawl run --dump`; prints their text summary, returns their errors
+/// and the JSON section for the run's summary.
+pub fn report_run_dumpers(
+    format: SummaryFormat,
+    d: RunDumpers,
+) -> (Vec<String>, Option<serde_json::Value>) {
     let (stats, retention, errors) = d.finish();
-    for e in &errors {
-        eprintln!("trawl: packet store: {e}");
+    match format {
+        SummaryFormat::Text => {
+            print_dump_text(&stats, retention.as_ref(), 0, 0.0, &errors);
+            (errors, None)
+        }
+        SummaryFormat::None => (errors, None),
+        SummaryFormat::Json => {
+            let v = dump_json(&stats, retention.as_ref(), stats.packets, 0, 0.0, &errors);
+            (errors, Some(v))
+        }
     }
-    for r in stats_repairs(&stats) {
-        eprintln!("trawl: packet store: {r}");
-    }
-    print_dump_summary(
-        format,
-        &stats,
-        retention.as_ref(),
-        stats.packets,
-        0,
-        0.0,
-        &errors,
-    );
-    errors
 }

@@ -191,7 +191,7 @@ impl Dumper {
         Ok(Dumper {
             io,
             streams: Vec::new(),
-            facts: FactFinder::new(),
+            facts: FactFinder::new(config.cutoff_bytes.is_some()),
             cutoff,
             retention,
             stats: DumperStats {

@@ -72,7 +72,7 @@ pub fn repair_segment(
         index_packets,
         index_ns,
     );
-    let mut facts = FactFinder::new();
+    let mut facts = FactFinder::new(false);
     let mut buf = Vec::new();
     let end = scan(
         &file,
