@@ -249,7 +249,7 @@ fn packets_pipe_into_tshark() {
         "--summary",
         "json",
     ]));
-    let trawl_out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+    let mut trawl_out = Command::new(env!("CARGO_BIN_EXE_trawl"))
         .args(["packets", "-d", s(&store), "-w", "-", "--summary", "none"])
         .stdout(Stdio::piped())
         .spawn()
@@ -268,10 +268,11 @@ fn packets_pipe_into_tshark() {
             "-e",
             "frame.cap_len",
         ])
-        .stdin(trawl_out.stdout.unwrap())
+        .stdin(trawl_out.stdout.take().unwrap())
         .stderr(Stdio::null())
         .output()
         .unwrap();
+    assert!(trawl_out.wait().unwrap().success());
     let got: Vec<String> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
