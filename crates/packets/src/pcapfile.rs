@@ -126,7 +126,9 @@ pub(crate) fn parse_record(h: &PcapHeader, b: &[u8; 16]) -> Result<Rec, Stop> {
         }
         u64::from(frac) * 1000
     };
-    if caplen > MAX_CAPLEN.max(h.snaplen) {
+    // The store never writes more (and a bigger value from a damaged header must not size a
+    // buffer).
+    if caplen > MAX_CAPLEN {
         return Err(Stop::Bad("captured length"));
     }
     Ok(Rec {
@@ -164,7 +166,12 @@ pub(crate) fn scan(
     let mut at = 0usize; // next record in buf
     let mut bytes_read = 0u64;
     buf.clear();
-    buf.resize((4 << 20).max(MAX_CAPLEN as usize * 2), 0);
+    // Window-sized reads, but no 4 MiB buffer for a small range; a record that does not fit
+    // grows it.
+    buf.resize(
+        (end.saturating_sub(start) as usize).clamp(64 << 10, 4 << 20),
+        0,
+    );
     loop {
         // Parse what is whole in the buffer.
         while filled - at >= RECORD_HEADER_LEN {
@@ -181,6 +188,9 @@ pub(crate) fn scan(
             };
             let total = RECORD_HEADER_LEN + rec.caplen as usize;
             if filled - at < total {
+                if buf.len() < total {
+                    buf.resize(total, 0);
+                }
                 break;
             }
             let offset = pos + at as u64;

@@ -345,6 +345,10 @@ impl Cursor {
                             self.at += total;
                             return Ok(Some((rec, start)));
                         }
+                        // The buffer starts small for small files: grow it to hold the record.
+                        if self.buf.len() < total {
+                            self.buf.resize(total, 0);
+                        }
                     }
                     Err(stop) => {
                         let path = &self.plans[self.plan].seg.path;
@@ -448,8 +452,12 @@ impl Cursor {
         let got = file.read_at(&mut head, 0).unwrap_or(0);
         self.header = parse_file_header(&path, &head[..got])?;
         crate::sys::advise(&file, 0, 0, crate::sys::SEQUENTIAL);
-        if self.buf.is_empty() {
-            self.buf = vec![0; WINDOW.max(2 * MAX_CAPLEN as usize + 32)];
+        // Window-sized reads, but no 4 MiB buffer for a small file; records that do not fit
+        // grow it.
+        let len = file.metadata().map_or(0, |m| m.len());
+        let want = (len as usize).clamp(64 << 10, WINDOW);
+        if self.buf.len() < want {
+            self.buf.resize(want, 0);
         }
         self.file = Some(file);
         self.range = 0;
