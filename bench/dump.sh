@@ -117,7 +117,9 @@ HTRACE=$(trace "hour$SUFFIX" --target-bytes "$SIZE" --span-secs 3600)
 WBYTES=$(stat -c %s "$WTRACE")
 
 cold() { sync; echo 3 >/proc/sys/vm/drop_caches; }
-warm() { cat "$1" >/dev/null; }
+# The input and every program's binary back in the page cache: writers are measured reading
+# from memory and writing to disk, none of them paying for loading itself.
+warm() { cat "$1" "$TRAWL" "$(command -v tcpdump)" "$(command -v dd)" >/dev/null; }
 
 CSV=$WORK/dump.csv
 echo "phase,tool,run,bytes,wall_s,user_s,sys_s,note" >"$CSV"
@@ -175,17 +177,21 @@ note "window $from..$to, host $host"
 HBYTES=$(stat -c %s "$HTRACE")
 for run in $(seq 1 "$RUNS"); do
     cold
+    cat "$TRAWL" "$(command -v tcpdump)" >/dev/null
     timed extract trawl-window "$run" "$HBYTES" \
         "$TRAWL" packets -d "$DIR/hour" --from "$from" --to "$to" -f "host $host" \
         -w "$DIR/window.pcap" --summary json
     cold
+    cat "$TRAWL" >/dev/null
     timed extract trawl-window-noindex "$run" "$HBYTES" \
         "$TRAWL" packets -d "$DIR/hour" --from "$from" --to "$to" -f "host $host or host $host" \
         -w "$DIR/window2.pcap" --summary json
     cold
+    cat "$TRAWL" >/dev/null
     timed extract trawl-fullscan "$run" "$HBYTES" \
         "$TRAWL" packets -d "$DIR/hour" -f "host $host or host $host" -w "$DIR/full.pcap" --summary json
     cold
+    cat "$(command -v tcpdump)" >/dev/null
     timed extract tcpdump-fullscan "$run" "$HBYTES" \
         tcpdump -r "$HTRACE" -w "$DIR/full-tcpdump.pcap" "host $host"
 done
