@@ -73,8 +73,9 @@ pub(crate) struct IoThread {
     /// Buffers given back by closed segments.
     spare: Vec<AlignedBuf>,
     block: usize,
-    allocated: usize,
-    max_buffers: usize,
+    /// Buffers submitted and not returned yet.
+    in_flight: usize,
+    max_in_flight: usize,
 }
 
 impl IoThread {
@@ -96,30 +97,38 @@ impl IoThread {
             handle: Some(handle),
             spare: Vec::new(),
             block,
-            allocated: 0,
-            max_buffers: max_buffers.max(2),
+            in_flight: 0,
+            max_in_flight: max_buffers.max(2),
         })
     }
 
-    /// A free buffer: a returned one, a new one while under the limit, else waits for one.
+    /// A free buffer: a spare or returned one; a new one while fewer than the limit are being
+    /// written; else waits for a write to finish. The limit is on writes in flight, not on
+    /// buffers: every stream holds one it is filling, whatever the number of streams.
     fn take_buffer(&mut self) -> AlignedBuf {
         if let Some(b) = self.spare.pop() {
             return b;
         }
         if let Ok(b) = self.free_rx.try_recv() {
+            self.in_flight -= 1;
             return b;
         }
-        if self.allocated < self.max_buffers {
-            self.allocated += 1;
+        if self.in_flight < self.max_in_flight {
             return AlignedBuf::new(self.block);
         }
-        self.free_rx
+        let b = self
+            .free_rx
             .recv()
-            .expect("the I/O thread returns every buffer while it runs")
+            .expect("the I/O thread returns every buffer while it runs");
+        self.in_flight -= 1;
+        b
     }
 
     fn submit(&mut self, job: Job) -> Result<(), Error> {
         self.check()?;
+        if matches!(job, Job::Write { .. }) {
+            self.in_flight += 1;
+        }
         self.tx
             .as_ref()
             .expect("open until drop")

@@ -165,7 +165,9 @@ struct Stream {
 pub struct Dumper {
     config: DumperConfig,
     io: IoThread,
-    streams: Vec<Option<Stream>>,
+    streams: Vec<Stream>,
+    /// Source interface index → its stream in `streams`.
+    stream_of: Vec<Option<usize>>,
     facts: FactFinder,
     cutoff: Option<Cutoff>,
     retention: Option<RetentionHandle>,
@@ -191,6 +193,7 @@ impl Dumper {
         Ok(Dumper {
             io,
             streams: Vec::new(),
+            stream_of: Vec::new(),
             facts: FactFinder::new(config.cutoff_bytes.is_some()),
             cutoff,
             retention,
@@ -243,29 +246,11 @@ impl Dumper {
             pkt.ts_ns
         };
         let record_len = 16 + data.len() as u64;
-        let i = usize::from(iface_index);
-        if self.streams.len() <= i {
-            self.streams.resize_with(i + 1, || None);
-        }
-        if self.streams[i].is_none() {
-            let name = match &iface.name {
-                Some(n) => sanitise(n),
-                None => format!("if{iface_index}"),
-            };
-            let last_start = self.repair_stream(&name)?;
-            self.streams[i] = Some(Stream {
-                last_start,
-                iface: name,
-                link: iface.link_type,
-                snaplen: if iface.snaplen == 0 {
-                    MAX_CAPLEN
-                } else {
-                    iface.snaplen.min(MAX_CAPLEN)
-                },
-                open: None,
-            });
-        }
-        let rotate = match &self.streams[i].as_ref().expect("created above").open {
+        let i = match self.stream_of.get(usize::from(iface_index)) {
+            Some(Some(slot)) => *slot,
+            _ => self.add_stream(iface_index, iface)?,
+        };
+        let rotate = match &self.streams[i].open {
             None => false,
             Some(o) => {
                 ts >= o.deadline
@@ -276,7 +261,7 @@ impl Dumper {
         if rotate {
             self.close_stream(i)?;
         }
-        let stream = self.streams[i].as_mut().expect("created above");
+        let stream = &mut self.streams[i];
         if stream.open.is_none() {
             let o = open_segment(&self.config, &mut self.io, stream, ts)?;
             stream.last_start = o.name.start_ns;
@@ -305,13 +290,13 @@ impl Dumper {
         }
         self.last_flush_wall = now_wall_ns;
         for i in 0..self.streams.len() {
-            let idle = match self.streams[i].as_ref().and_then(|s| s.open.as_ref()) {
+            let idle = match self.streams[i].open.as_ref() {
                 Some(o) => now_wall_ns.saturating_sub(o.last_write_wall) >= self.config.segment_ns,
                 None => continue,
             };
             if idle {
                 self.close_stream(i)?;
-            } else if let Some(o) = self.streams[i].as_mut().and_then(|s| s.open.as_mut()) {
+            } else if let Some(o) = self.streams[i].open.as_mut() {
                 o.file.flush(&mut self.io)?;
             }
         }
@@ -321,7 +306,7 @@ impl Dumper {
     /// Notes that packets were written at wall-clock `now` (for the idle rule of
     /// [`Dumper::tick`]); live writers call it once per batch.
     pub fn touch(&mut self, now_wall_ns: u64) {
-        for s in self.streams.iter_mut().flatten() {
+        for s in self.streams.iter_mut() {
             if let Some(o) = s.open.as_mut() {
                 o.last_write_wall = now_wall_ns;
             }
@@ -341,7 +326,6 @@ impl Dumper {
     pub fn streams(&self) -> Vec<StreamId> {
         self.streams
             .iter()
-            .flatten()
             .map(|s| StreamId {
                 iface: s.iface.clone(),
                 worker: self.config.worker,
@@ -357,8 +341,52 @@ impl Dumper {
         Ok(self.stats())
     }
 
+    /// The stream of a source interface seen for the first time. Interfaces with the same name
+    /// and link type share a stream (a pcapng file declares its interfaces again in every
+    /// section); the same name with another link type gets `NAME.linkN`.
+    fn add_stream(&mut self, index: u16, iface: &Interface) -> Result<usize, Error> {
+        let mut name = match &iface.name {
+            Some(n) => sanitise(n),
+            None => format!("if{index}"),
+        };
+        let same_name = |s: &Stream, name: &str| s.iface == name;
+        if let Some(s) = self.streams.iter().find(|s| same_name(s, &name)) {
+            if s.link != iface.link_type {
+                name = format!("{name}.link{}", iface.link_type.0);
+            }
+        }
+        let slot = match self
+            .streams
+            .iter()
+            .position(|s| same_name(s, &name) && s.link == iface.link_type)
+        {
+            Some(slot) => slot,
+            None => {
+                let last_start = self.repair_stream(&name)?;
+                self.streams.push(Stream {
+                    last_start,
+                    iface: name,
+                    link: iface.link_type,
+                    snaplen: if iface.snaplen == 0 {
+                        MAX_CAPLEN
+                    } else {
+                        iface.snaplen.min(MAX_CAPLEN)
+                    },
+                    open: None,
+                });
+                self.streams.len() - 1
+            }
+        };
+        let i = usize::from(index);
+        if self.stream_of.len() <= i {
+            self.stream_of.resize(i + 1, None);
+        }
+        self.stream_of[i] = Some(slot);
+        Ok(slot)
+    }
+
     fn close_stream(&mut self, i: usize) -> Result<(), Error> {
-        let Some(o) = self.streams[i].as_mut().and_then(|s| s.open.take()) else {
+        let Some(o) = self.streams[i].open.take() else {
             return Ok(());
         };
         let path = o.file.path().to_path_buf();

@@ -95,10 +95,29 @@ pub(crate) struct Rec {
 /// Why a record header ends the readable part of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// All zero: the padding of a flushed partial block (the writer was killed).
+    /// Zeros up to the next 4 KiB boundary: the padding of a flushed partial block (the writer
+    /// was killed).
     Padding,
     /// A field out of range: torn or corrupt.
     Bad(&'static str),
+}
+
+/// Whether the all-zero record header at file offset `offset` is flush padding rather than a
+/// record (a capture may hold a record with zero time and length). Padding runs from the end of
+/// the last record to the next 4 KiB boundary (or the end of the file); `bytes` are the bytes
+/// from `offset` on that are loaded, `end` the file length. `None`: more bytes are needed.
+pub(crate) fn is_padding(offset: u64, bytes: &[u8], end: u64) -> Option<bool> {
+    if offset % 4096 == 0 {
+        // Padding never starts on a boundary: a record ending there needs none.
+        return Some(false);
+    }
+    let boundary = (offset / 4096 + 1) * 4096;
+    let need = (boundary.min(end) - offset) as usize;
+    let have = &bytes[..bytes.len().min(need)];
+    if have.iter().any(|&b| b != 0) {
+        return Some(false);
+    }
+    (have.len() == need).then_some(true)
 }
 
 #[inline]
@@ -112,9 +131,6 @@ pub(crate) fn parse_record(h: &PcapHeader, b: &[u8; 16]) -> Result<Rec, Stop> {
         }
     };
     let (sec, frac, caplen, wire_len) = (f(0), f(4), f(8), f(12));
-    if sec == 0 && frac == 0 && caplen == 0 && wire_len == 0 {
-        return Err(Stop::Padding);
-    }
     let frac_ns = if h.nanos {
         if frac >= 1_000_000_000 {
             return Err(Stop::Bad("timestamp fraction"));
@@ -150,8 +166,8 @@ pub(crate) struct ScanEnd {
 }
 
 /// Calls `f(offset, record, data)` for every whole record in `start..end` of `file`, reading
-/// it in windows of 4 MiB (`buf` is reused). Stops early at padding, a bad header, a record running past
-/// `end`, or when `f` breaks.
+/// it in windows of 4 MiB (`buf` is reused). Stops early at flush padding (see
+/// [`is_padding`]), a bad header, a record running past `end`, or when `f` breaks.
 pub(crate) fn scan(
     file: &File,
     path: &Path,
@@ -176,6 +192,19 @@ pub(crate) fn scan(
         // Parse what is whole in the buffer.
         while filled - at >= RECORD_HEADER_LEN {
             let hdr: &[u8; 16] = buf[at..at + 16].try_into().expect("16 bytes");
+            if hdr.iter().all(|&b| b == 0) {
+                match is_padding(pos + at as u64, &buf[at..filled], end) {
+                    Some(true) => {
+                        return Ok(ScanEnd {
+                            good_end: pos + at as u64,
+                            stopped: Some((pos + at as u64, Stop::Padding)),
+                            bytes_read,
+                        })
+                    }
+                    Some(false) => {}
+                    None => break, // read on to the boundary first
+                }
+            }
             let rec = match parse_record(h, hdr) {
                 Ok(r) => r,
                 Err(stop) => {
@@ -245,4 +274,26 @@ fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<usi
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_runs_to_the_next_4k_boundary() {
+        let zeros = [0u8; 4096];
+        // A partial block flushed at 5000: zeros from 5000 to 8192.
+        assert_eq!(is_padding(5000, &zeros[..3192], 8192), Some(true));
+        // Not all loaded yet.
+        assert_eq!(is_padding(5000, &zeros[..100], 8192), None);
+        // A zero record followed by more data before the boundary is a record.
+        let mut b = [0u8; 3192];
+        b[40] = 1;
+        assert_eq!(is_padding(5000, &b, 8192), Some(false));
+        // The file may end before the boundary (buffered writes pad nothing).
+        assert_eq!(is_padding(5000, &zeros[..16], 5016), Some(true));
+        // On a boundary: a record ending there needs no padding.
+        assert_eq!(is_padding(8192, &zeros, 16384), Some(false));
+    }
 }

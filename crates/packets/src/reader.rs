@@ -13,7 +13,7 @@ use trawl_capture::LinkType;
 use crate::error::Error;
 use crate::index::SegmentIndex;
 use crate::layout::{index_path, list_segments_between, StoredSegment};
-use crate::pcapfile::{parse_file_header, parse_record, PcapHeader, Stop, MAX_CAPLEN};
+use crate::pcapfile::{is_padding, parse_file_header, parse_record, PcapHeader, Stop, MAX_CAPLEN};
 use crate::terms::required_items;
 
 const HOUR_NS: u64 = 3600 * 1_000_000_000;
@@ -178,6 +178,8 @@ impl PacketStore {
 struct SegmentPlan {
     seg: StoredSegment,
     ranges: Vec<(u64, u64)>,
+    /// Read through its index: ranges end exactly at records, so zero headers are records.
+    indexed: bool,
 }
 
 fn plan_segment(
@@ -205,6 +207,7 @@ fn plan_segment(
         return Some(SegmentPlan {
             ranges: vec![(crate::pcapfile::FILE_HEADER_LEN, u64::MAX)],
             seg,
+            indexed: false,
         });
     };
     if index.packets == 0 || index.last_ts < sel.from_ns || index.first_ts >= sel.to_ns {
@@ -228,7 +231,11 @@ fn plan_segment(
             _ => ranges.push((start, end)),
         }
     }
-    (!ranges.is_empty()).then_some(SegmentPlan { seg, ranges })
+    (!ranges.is_empty()).then_some(SegmentPlan {
+        seg,
+        ranges,
+        indexed: true,
+    })
 }
 
 /// Reads one stream's segments in order, record by record, from its planned ranges.
@@ -337,6 +344,23 @@ impl Cursor {
                 let hdr: &[u8; 16] = self.buf[self.at..self.at + 16]
                     .try_into()
                     .expect("16 bytes");
+                if !self.plans[self.plan].indexed && hdr.iter().all(|&b| b == 0) {
+                    let offset = self.pos + self.at as u64;
+                    match is_padding(offset, &self.buf[self.at..self.filled], self.end) {
+                        // Flush padding of a segment being written: its readable part ends.
+                        Some(true) => {
+                            self.next_range();
+                            continue;
+                        }
+                        Some(false) => {}
+                        None => {
+                            if !self.refill(stats)? {
+                                self.next_range();
+                            }
+                            continue;
+                        }
+                    }
+                }
                 match parse_record(&self.header, hdr) {
                     Ok(rec) => {
                         let total = 16 + rec.caplen as usize;
@@ -351,24 +375,16 @@ impl Cursor {
                         }
                     }
                     Err(stop) => {
-                        let path = &self.plans[self.plan].seg.path;
-                        let offset = self.pos + self.at as u64;
-                        if stop != Stop::Padding {
-                            let field = match stop {
-                                Stop::Bad(f) => f,
-                                Stop::Padding => unreachable!(),
-                            };
-                            return Err(Error::Corrupt {
-                                path: path.clone(),
-                                offset,
-                                field,
-                                detail: "bad record header; the rest of the segment is skipped"
-                                    .into(),
-                            });
-                        }
-                        // Padding of a segment being written: its readable part ends here.
-                        self.next_range();
-                        continue;
+                        let field = match stop {
+                            Stop::Bad(f) => f,
+                            Stop::Padding => "record header",
+                        };
+                        return Err(Error::Corrupt {
+                            path: self.plans[self.plan].seg.path.clone(),
+                            offset: self.pos + self.at as u64,
+                            field,
+                            detail: "bad record header; the rest of the segment is skipped".into(),
+                        });
                     }
                 }
             }

@@ -448,3 +448,46 @@ fn the_cutoff_keeps_the_head_of_every_flow() {
     assert!(back.iter().all(|b| it.any(|o| o == b)));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+mod sweep;
+
+#[test]
+fn more_interfaces_than_buffers_do_not_stall_the_dumper() {
+    // Every stream holds the block it is filling; the buffer limit is on writes in flight.
+    let dir = tempdir("streams");
+    let d2 = dir.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut config = DumperConfig::new(&d2);
+        config.buffers = 2;
+        config.block_bytes = 4096;
+        let mut d = Dumper::new(config, None).unwrap();
+        let frame = [0u8; 1000];
+        for i in 0..2000u64 {
+            let iface = (i % 9) as u16;
+            let info = trawl_capture::Interface {
+                link_type: LinkType::ETHERNET,
+                snaplen: 65535,
+                name: Some(format!("eth{iface}")),
+            };
+            let pkt = trawl_capture::PacketRecord {
+                ts_ns: 1_700_000_000_000_000_000 + i * 1000,
+                wire_len: 1000,
+                iface,
+                direction: trawl_capture::Direction::Unknown,
+                link_type: LinkType::ETHERNET,
+                data: &frame,
+            };
+            d.write(iface, &info, &pkt).unwrap();
+        }
+        tx.send(d.finish().unwrap()).unwrap();
+    });
+    let stats = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the dumper finishes");
+    assert_eq!(stats.packets, 2000);
+    let (back, _) = read_back(&dir, &everything());
+    assert_eq!(back.len(), 2000);
+    assert_eq!(by_iface(&back).len(), 9);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
