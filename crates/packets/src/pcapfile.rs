@@ -107,7 +107,7 @@ pub(crate) enum Stop {
 /// the last record to the next 4 KiB boundary (or the end of the file); `bytes` are the bytes
 /// from `offset` on that are loaded, `end` the file length. `None`: more bytes are needed.
 pub(crate) fn is_padding(offset: u64, bytes: &[u8], end: u64) -> Option<bool> {
-    if offset % 4096 == 0 {
+    if offset.is_multiple_of(4096) {
         // Padding never starts on a boundary: a record ending there needs none.
         return Some(false);
     }
