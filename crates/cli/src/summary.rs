@@ -17,7 +17,7 @@ pub fn print(
     print_with(command, format, report, m, bytes_per_flow, series, None)
 }
 
-/// [`print`] with one more section in the JSON object (the packet store of `trawl run`).
+/// [`print()`] with one more section in the JSON object (the packet store of `trawl run`).
 pub fn print_with(
     command: &str,
     format: SummaryFormat,
