@@ -283,7 +283,13 @@ pub fn drain_into_dumper(
             }
             Recv::Empty => {
                 if live {
-                    dumper.tick(trawl_time::now_ns())?;
+                    // The ring went quiet: streams written since the last look are not idle.
+                    let now = trawl_time::now_ns();
+                    if since_touch > 0 {
+                        since_touch = 0;
+                        dumper.touch(now);
+                    }
+                    dumper.tick(now)?;
                 }
                 if stop() {
                     return Ok(());

@@ -205,6 +205,31 @@ impl SegmentIndex {
         })
     }
 
+    /// The time range and packet count from an index's 64-byte header alone: enough to skip a
+    /// segment without reading its chunk table (the full read checks the checksum).
+    pub fn read_time_range(path: &Path) -> Result<(u64, u64, u64), Error> {
+        use std::io::Read;
+        let mut h = [0u8; HEADER_LEN];
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut h))
+            .map_err(Error::io(path, "reading the index header"))?;
+        let bad = |offset: u64, field: &'static str, detail: String| Error::Corrupt {
+            path: path.to_path_buf(),
+            offset,
+            field,
+            detail,
+        };
+        if &h[..8] != MAGIC {
+            return Err(bad(0, "magic", "not a trawl packet index".into()));
+        }
+        let version = u16::from_le_bytes([h[8], h[9]]);
+        if version != INDEX_VERSION {
+            return Err(bad(8, "version", format!("{version} (this trawl reads 1)")));
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
+        Ok((u64_at(40), u64_at(48), u64_at(24)))
+    }
+
     /// Reads and parses an index file.
     pub fn read(path: &Path) -> Result<SegmentIndex, Error> {
         let b = std::fs::read(path).map_err(Error::io(path, "reading the index"))?;
