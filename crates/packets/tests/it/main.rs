@@ -491,3 +491,19 @@ fn more_interfaces_than_buffers_do_not_stall_the_dumper() {
     assert_eq!(by_iface(&back).len(), 9);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn buffered_writing_stores_the_same_bytes() {
+    // The path for filesystems without O_DIRECT: pwrite, writeback started at once, written
+    // pages dropped from the cache.
+    let path = testdata("oracle/1kxun.pcap.gz");
+    let dir = tempdir("buffered");
+    let mut config = DumperConfig::new(&dir);
+    config.direct_io = false;
+    config.block_bytes = 64 << 10;
+    dump(&path, config, None);
+    let (back, stats) = read_back(&dir, &everything());
+    assert!(stats.errors.is_empty());
+    assert_eq!(by_iface(&back), by_iface(&originals(&path)));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
