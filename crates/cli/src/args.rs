@@ -39,6 +39,13 @@ pub enum Command {
     /// a pcap file.
     #[command(after_help = EXIT_CODES)]
     Listen(ListenArgs),
+    /// Receive IPFIX and NetFlow v5/v9 from exporters (routers, softflowd, nProbe, another
+    /// trawl) and write them as trawl flow records.
+    #[command(after_help = EXIT_CODES)]
+    Collect(crate::collect::CollectArgs),
+    /// Print a live multicast feed of flow records or series rows (or stored series).
+    #[command(after_help = EXIT_CODES)]
+    Subscribe(crate::subscribe::SubscribeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -90,6 +97,8 @@ pub struct RunArgs {
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -267,6 +276,8 @@ pub struct FlowsArgs {
     /// Leading transport payload bytes kept per direction and written (hex) with each record.
     #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -275,6 +286,8 @@ pub struct SeriesArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,271 @@
+//! `trawl collect`: IPFIX and NetFlow v5/v9 in (UDP datagrams, or IPFIX files), trawl flow
+//! records out. One trawl can so be the collector of others, of routers and of softflowd.
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use trawl_export::{DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
+use trawl_flow::format::{RecordFormat, RecordWriter};
+
+use crate::args::{parse_duration_ns, OutputFormat, SummaryFormat};
+use crate::run::Output;
+
+#[derive(Args, Debug)]
+pub struct CollectArgs {
+    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port).
+    #[arg(long, value_name = "URL", required_unless_present = "read")]
+    pub listen: Vec<String>,
+    /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
+    /// writes) instead of listening; repeat for several.
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        conflicts_with = "listen"
+    )]
+    pub read: Vec<PathBuf>,
+    /// Output file (`-` for standard output).
+    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    pub output: PathBuf,
+    /// Output format: JSON lines, or CSV with a header line.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+    /// Stop after this many flow records.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Private Enterprise Number whose elements are read as trawl's own.
+    #[arg(long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
+    pub pen: u32,
+    /// Most templates kept over all exporters (a bound against template floods).
+    #[arg(long = "max-templates", value_name = "N", default_value_t = 4096)]
+    pub max_templates: usize,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+/// Up to this many decode errors are listed in the summary (all are counted).
+const ERRORS_LISTED: usize = 20;
+
+struct Collected {
+    decoder: Decoder,
+    writer: RecordWriter,
+    out: Output,
+    errors: Vec<String>,
+    records: u64,
+    limit: u64,
+}
+
+impl Collected {
+    fn message(&mut self, from: SocketAddr, bytes: &[u8]) {
+        let Collected {
+            decoder,
+            writer,
+            out,
+            records,
+            limit,
+            ..
+        } = self;
+        let (_, err) = decoder.decode(from, bytes, &mut |_, item| {
+            if let Item::Flow(r) = item {
+                if *records < *limit {
+                    writer.write(r, out.buf());
+                    *records += 1;
+                }
+            }
+        });
+        out.maybe_flush();
+        if let Some(e) = err {
+            self.note(e.to_string());
+        }
+    }
+
+    fn note(&mut self, e: String) {
+        if self.errors.len() < ERRORS_LISTED {
+            self.errors.push(e);
+        }
+    }
+}
+
+pub fn run(a: &CollectArgs) -> Result<ExitCode> {
+    let format = match a.format {
+        OutputFormat::Json => RecordFormat::Json,
+        OutputFormat::Csv => RecordFormat::Csv,
+    };
+    let writer = RecordWriter::new(format, false);
+    let mut c = Collected {
+        decoder: Decoder::new(DecoderConfig {
+            pen: a.pen,
+            max_templates: a.max_templates,
+        }),
+        writer,
+        out: Output::new(crate::args::open_output(&a.output)?),
+        errors: Vec::new(),
+        records: 0,
+        limit: a.count.unwrap_or(u64::MAX),
+    };
+    c.writer.write_header(c.out.buf());
+    let started = Instant::now();
+    let mut input_failed = false;
+    if !a.read.is_empty() {
+        for path in &a.read {
+            if let Err(e) = read_file(&mut c, path) {
+                input_failed = true;
+                c.note(format!("{e:#}"));
+            }
+        }
+    } else {
+        let mut sockets = Vec::new();
+        for l in &a.listen {
+            let Some(addr) = l.strip_prefix("udp://") else {
+                bail!("--listen {l}: only udp://HOST:PORT is supported (IPFIX over TCP: not yet)");
+            };
+            let s = UdpSocket::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
+            // Bursts from fast exporters: a larger receive buffer would need a socket option
+            // std does not offer; the kernel default (rmem_default) applies.
+            s.set_nonblocking(true)?;
+            sockets.push(s);
+        }
+        let stop = crate::install_stop_signals()?;
+        let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
+        let mut buf = vec![0u8; 65_536];
+        'outer: loop {
+            let mut idle = true;
+            for s in &sockets {
+                loop {
+                    match s.recv_from(&mut buf) {
+                        Ok((n, from)) => {
+                            idle = false;
+                            c.message(from, &buf[..n]);
+                            if c.records >= c.limit || c.out.failed() {
+                                break 'outer;
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e).context("receiving"),
+                    }
+                }
+            }
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if idle {
+                c.out.flush();
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+    let Collected {
+        decoder,
+        out,
+        errors,
+        records,
+        ..
+    } = c;
+    out.finish()?;
+    print_summary(
+        a.summary,
+        decoder.stats(),
+        records,
+        &errors,
+        started.elapsed(),
+    );
+    Ok(if input_failed || decoder.stats().total_errors() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Reads an IPFIX file message by message (each message's header gives its length).
+fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Files have no exporter address; a fixed one keeps their templates apart from the
+    // network's.
+    let from: SocketAddr = "0.0.0.0:0".parse().expect("literal");
+    let mut off = 0;
+    while off < data.len() {
+        if data.len() - off < 16 {
+            bail!(
+                "{}: offset {off}: {} bytes left, less than an IPFIX message header",
+                path.display(),
+                data.len() - off
+            );
+        }
+        let version = u16::from_be_bytes([data[off], data[off + 1]]);
+        let len = usize::from(u16::from_be_bytes([data[off + 2], data[off + 3]]));
+        if version != 10 || len < 16 || off + len > data.len() {
+            bail!(
+                "{}: offset {off}: not an IPFIX message (version {version}, length {len}, {} bytes left)",
+                path.display(),
+                data.len() - off
+            );
+        }
+        c.message(from, &data[off..off + len]);
+        off += len;
+        if c.records >= c.limit {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(
+    format: SummaryFormat,
+    s: &DecoderStats,
+    written: u64,
+    errors: &[String],
+    elapsed: Duration,
+) {
+    let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), s.errors[*k as usize].into()))
+        .collect();
+    match format {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => {
+            let v = serde_json::json!({
+                "command": "collect",
+                "messages_ipfix": s.messages_ipfix,
+                "messages_v9": s.messages_v9,
+                "messages_v5": s.messages_v5,
+                "flows": s.flows,
+                "records_written": written,
+                "templates": s.templates,
+                "withdrawals": s.withdrawals,
+                "options_records": s.options_records,
+                "errors": kinds,
+                "error_messages": errors,
+                "elapsed_s": elapsed.as_secs_f64(),
+            });
+            eprintln!("{v}");
+        }
+        SummaryFormat::Text => {
+            eprintln!(
+                "collect: {} IPFIX, {} NetFlow v9, {} NetFlow v5 messages; {} flow records ({} written); {} templates, {} withdrawn; {} errors",
+                s.messages_ipfix,
+                s.messages_v9,
+                s.messages_v5,
+                s.flows,
+                written,
+                s.templates,
+                s.withdrawals,
+                s.total_errors()
+            );
+            for (k, v) in kinds.iter().filter(|(_, v)| v.as_u64() != Some(0)) {
+                eprintln!("  {k}: {v}");
+            }
+            for e in errors {
+                eprintln!("  {e}");
+            }
+        }
+    }
+}
