@@ -557,7 +557,7 @@ impl Decoder {
                     return;
                 }
                 let opt_len = usize::from(u16_at(body, off + 4));
-                if count_or_scope % 4 != 0 || opt_len % 4 != 0 {
+                if !count_or_scope.is_multiple_of(4) || !opt_len.is_multiple_of(4) {
                     ctx.fail(&mut self.stats, base + off, DecodeErrorKind::BadTemplate, || {
                         format!("options template {id}: scope length {count_or_scope}, option length {opt_len}")
                     });

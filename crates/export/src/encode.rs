@@ -259,7 +259,7 @@ impl MessageEncoder {
         if self.set_id != 0 {
             if self.protocol == Protocol::NetflowV9 {
                 // RFC 3954: data FlowSets are padded to a 4-byte boundary.
-                while (self.buf.len() - self.set_start) % 4 != 0 {
+                while !(self.buf.len() - self.set_start).is_multiple_of(4) {
                     self.buf.push(0);
                 }
             }
@@ -314,6 +314,7 @@ impl MessageEncoder {
         }
         self.stats.messages += 1;
         self.messages_since_templates += 1;
+        self.clock_ms = 0;
         emit(&self.buf);
         self.buf.clear();
         self.msg_records = 0;
@@ -328,12 +329,17 @@ impl MessageEncoder {
         emit: &mut dyn FnMut(&[u8]),
     ) {
         if self.protocol == Protocol::NetflowV9 {
-            let first_ms = r.first_ns / 1_000_000;
-            // A virtual boot a day before the first record: v9 times are 32-bit milliseconds
-            // of uptime, so records must fall within 49 days after it.
-            self.boot_ms
-                .get_or_insert(first_ms.saturating_sub(86_400_000));
-            self.clock_ms = self.clock_ms.max(r.last_ns / 1_000_000);
+            let (first_ms, last_ms) = (r.first_ns / 1_000_000, r.last_ns / 1_000_000);
+            // v9 times are 32-bit milliseconds since the exporter's boot, which each message
+            // header pins (unix_secs*1000 - sysUptime). trawl's virtual boot is a day before
+            // the first record; a record outside the 49 days after it starts a new message
+            // with a new boot (input files can jump years).
+            let fits = |boot: u64| first_ms >= boot && last_ms - boot <= u64::from(u32::MAX);
+            if !self.boot_ms.is_some_and(fits) {
+                self.flush(export_time_s, emit);
+                self.boot_ms = Some(first_ms.saturating_sub(86_400_000));
+            }
+            self.clock_ms = self.clock_ms.max(last_ms);
         }
         let family = match r.src_ip {
             IpAddr::V4(_) => Family::FlowV4,

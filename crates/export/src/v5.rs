@@ -90,9 +90,15 @@ impl V5Encoder {
             self.stats.skipped_ipv6 += 1;
             return;
         };
-        self.boot_ms
-            .get_or_insert((r.first_ns / 1_000_000).saturating_sub(86_400_000));
-        self.clock_ms = self.clock_ms.max(r.last_ns / 1_000_000);
+        // As for v9 (see `MessageEncoder::add_flow`): a virtual boot a day before the first
+        // record, and a new packet with a new boot for a record outside its 49 days.
+        let (first_ms, last_ms) = (r.first_ns / 1_000_000, r.last_ns / 1_000_000);
+        let fits = |boot: u64| first_ms >= boot && last_ms - boot <= u64::from(u32::MAX);
+        if !self.boot_ms.is_some_and(fits) {
+            self.flush(emit);
+            self.boot_ms = Some(first_ms.saturating_sub(86_400_000));
+        }
+        self.clock_ms = self.clock_ms.max(last_ms);
         let sides = [
             (src, dst, r.src_port, r.dst_port, &r.fwd),
             (dst, src, r.dst_port, r.src_port, &r.rev),
@@ -155,6 +161,7 @@ impl V5Encoder {
         h[22..24].copy_from_slice(&0u16.to_be_bytes()); // no sampling
         self.sequence = self.sequence.wrapping_add(self.count as u32);
         self.stats.messages += 1;
+        self.clock_ms = 0;
         emit(&self.buf);
         self.count = 0;
         self.buf.clear();
