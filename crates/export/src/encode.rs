@@ -36,7 +36,7 @@ pub enum TemplateRefresh {
     Periodic {
         /// Longest time between template sets.
         interval: Duration,
-        /// Most messages between template sets.
+        /// Template sets at least every this many messages.
         messages: u32,
     },
     /// In every message (multicast feeds: a subscriber may join at any time).
