@@ -44,6 +44,14 @@ pub enum TemplateRefresh {
 }
 
 impl TemplateRefresh {
+    /// Multicast feeds: a subscriber joins at any time and should not wait long, but the
+    /// flow templates (about 800 bytes) in every message would leave room for one record.
+    /// Every second or 16 messages.
+    pub const FEED: TemplateRefresh = TemplateRefresh::Periodic {
+        interval: Duration::from_secs(1),
+        messages: 16,
+    };
+
     /// UDP default: every 60 s or 1000 messages.
     pub const UDP_DEFAULT: TemplateRefresh = TemplateRefresh::Periodic {
         interval: Duration::from_secs(60),

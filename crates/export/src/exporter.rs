@@ -463,7 +463,7 @@ impl Worker {
             Destination::Feed(_) => Encoding::Messages {
                 protocol: Protocol::Ipfix,
                 max_message: config.udp_max_message,
-                refresh: TemplateRefresh::EveryMessage,
+                refresh: TemplateRefresh::FEED,
                 encoders: Vec::new(),
             },
             Destination::IpfixTcp(_) | Destination::IpfixFile(_) => Encoding::Messages {

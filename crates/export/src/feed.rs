@@ -1,8 +1,8 @@
 //! Live multicast feeds (M³Omon's design) and the subscriber API.
 //!
-//! A feed is IPFIX over UDP multicast with the templates in every message, so a subscriber
-//! that joins at any moment decodes the next datagram it gets, and any IPFIX collector can
-//! listen too. Flow records go to one group per interface (the configured group plus the
+//! A feed is IPFIX over UDP multicast with the templates repeated every second or 16
+//! messages (series: in every message), so a subscriber that joins at any moment decodes
+//! from the next template set on, and any IPFIX collector can listen too. Flow records go to one group per interface (the configured group plus the
 //! interface's slot), series rows to another; TTL 1 by default keeps them on the link.
 //!
 //! Subscribing uses the same callback shape for live and stored data: a closure that gets a

@@ -818,3 +818,201 @@ fn malformed_datagrams_are_counted_and_the_rest_decoded() {
     assert_eq!(rec["src_ip"], "10.0.0.1");
     assert_eq!(rec["fwd_packets"], 3);
 }
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "ip {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Flows and series sent to multicast groups from one network namespace and received by
+/// `trawl subscribe` in another, over a real veth link: every record and row arrives, with
+/// every field as the sender wrote it as JSON.
+#[test]
+fn multicast_feeds_reach_a_subscriber_in_another_namespace() {
+    use trawl_testkit::netns::{lab_available, VethLab};
+    if let Err(e) = lab_available() {
+        panic!("the feed test needs a network namespace lab: {e}");
+    }
+    let lab = VethLab::new(1500).unwrap();
+    let n = std::process::id() % 200 + 20;
+    let (host_addr, peer_addr) = (format!("10.{n}.77.1"), format!("10.{n}.77.2"));
+    ip(&["addr", "add", &format!("{host_addr}/24"), "dev", &lab.host]);
+    ip(&[
+        "-n",
+        &lab.ns,
+        "addr",
+        "add",
+        &format!("{peer_addr}/24"),
+        "dev",
+        &lab.peer,
+    ]);
+    let dir = tempdir("feeds");
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (flows_group, series_group) = ("239.255.77.1", "239.255.77.9");
+
+    // What the sender will write as JSON (the same capture, same settings).
+    let want_flows = dir.join("want-flows.jsonl");
+    let want_series = dir.join("want-series.jsonl");
+    assert!(Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&want_flows)
+        .status()
+        .unwrap()
+        .success());
+    assert!(Command::new(bin())
+        .args(["series", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&want_series)
+        .status()
+        .unwrap()
+        .success());
+    let want_flows = std::fs::read_to_string(&want_flows).unwrap();
+    let want_series = std::fs::read_to_string(&want_series).unwrap();
+    let flow_count = want_flows.lines().count();
+    let row_count = want_series.lines().count();
+
+    let subscribe = |kind: &str, group: &str, count: usize| {
+        Command::new(bin())
+            .args(["subscribe", kind, "--feed", &format!("{group}:{port}")])
+            .args([
+                "--interface-address",
+                &host_addr,
+                "--count",
+                &count.to_string(),
+            ])
+            .args(["--duration", "20s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let flows_sub = subscribe("flows", flows_group, flow_count);
+    let series_sub = subscribe("series", series_group, row_count);
+    std::thread::sleep(Duration::from_millis(500));
+
+    // The sender, in the other namespace, sends from its address (no route needed).
+    let send = |cmd: &str, feed_opt: &str, group: &str| {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &lab.ns,
+                bin(),
+                cmd,
+                "-r",
+                &sample(),
+                "--summary",
+                "json",
+                "-o",
+                "/dev/null",
+            ])
+            .args([
+                feed_opt,
+                &format!("{group}:{port}"),
+                "--feed-source",
+                &peer_addr,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let flows_summary = send("flows", "--flows-feed", flows_group);
+    let series_summary = send("series", "--series-feed", series_group);
+
+    let flows_out = flows_sub.wait_with_output().unwrap();
+    let series_out = series_sub.wait_with_output().unwrap();
+    assert!(
+        flows_out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&flows_out.stderr)
+    );
+    let sorted = |s: &str| {
+        let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+        v.sort();
+        v
+    };
+    let got_flows = String::from_utf8_lossy(&flows_out.stdout);
+    assert_eq!(
+        sorted(&got_flows),
+        sorted(&want_flows),
+        "sender: {flows_summary}\nsubscriber: {}",
+        String::from_utf8_lossy(&flows_out.stderr)
+    );
+    let got_series = String::from_utf8_lossy(&series_out.stdout);
+    assert_eq!(
+        got_series.lines().collect::<Vec<_>>(),
+        want_series.lines().collect::<Vec<_>>(),
+        "sender: {series_summary}"
+    );
+}
+
+#[test]
+fn stored_series_go_through_the_same_callback_as_live_ones() {
+    let dir = tempdir("stored-series");
+    let series = dir.join("series.csv");
+    assert!(Command::new(bin())
+        .args([
+            "series",
+            "-r",
+            &sample(),
+            "--summary",
+            "none",
+            "--format",
+            "csv",
+            "-o"
+        ])
+        .arg(&series)
+        .status()
+        .unwrap()
+        .success());
+    let text = std::fs::read_to_string(&series).unwrap();
+    let seconds: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    let (from, to) = (seconds[2], seconds[seconds.len() - 3]);
+    let out = Command::new(bin())
+        .args(["subscribe", "series", "--file"])
+        .arg(&series)
+        .args(["--from", &from.to_string(), "--to", &to.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want: Vec<&u64> = seconds.iter().filter(|s| (from..to).contains(*s)).collect();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[0]["second"].as_u64().unwrap(), from);
+    // A broken file names the file and line.
+    std::fs::write(&series, format!("{}1,2,x,4,5,6,7,8,9\n", text)).unwrap();
+    let out = Command::new(bin())
+        .args(["subscribe", "series", "--file"])
+        .arg(&series)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("line {}", text.lines().count() + 1)) && err.contains("'x'"),
+        "{err}"
+    );
+}
