@@ -324,3 +324,50 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::template::{IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES};
+
+    /// `docs/specs/ipfix.md` lists every element the templates use, with its id.
+    #[test]
+    fn the_spec_lists_every_element() {
+        let spec = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/specs/ipfix.md"
+        ))
+        .unwrap();
+        for t in [IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES] {
+            for f in t.fields {
+                let s = f.spec();
+                let id = s.id & !REVERSE_BIT;
+                let row = spec
+                    .lines()
+                    .find(|l| l.starts_with('|') && l.contains(s.name))
+                    .unwrap_or_else(|| panic!("{} is not in docs/specs/ipfix.md", s.name));
+                assert!(
+                    row.split('|')
+                        .any(|c| c.split('/').any(|x| x.trim() == id.to_string())),
+                    "{}: id {id} not in its row: {row}",
+                    s.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_exported_element_is_read_back() {
+        for t in [IPFIX_FLOW_V4, IPFIX_FLOW_V6] {
+            for f in t.fields {
+                let s = f.spec();
+                assert_eq!(
+                    lookup(f.pen(DEFAULT_PEN), s.id, DEFAULT_PEN),
+                    Some(*f),
+                    "{}",
+                    s.name
+                );
+            }
+        }
+    }
+}
