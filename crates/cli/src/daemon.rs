@@ -30,7 +30,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     // Exporters open their files and sockets before privileges are dropped too.
-    let hub = plan.export.start()?;
+    let hub = plan.export.start(false)?;
     let mut series_feed = plan
         .export
         .open_series_feed(crate::export::ifindex(&plan.live.interfaces[0]))?;

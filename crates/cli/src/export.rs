@@ -80,13 +80,15 @@ impl ExportPlan {
         !self.destinations.is_empty()
     }
 
-    /// Starts the exporters (None when there are none).
-    pub fn start(&self) -> Result<Option<ExportHub>> {
+    /// Starts the exporters (None when there are none). `lossless`: capture files wait for
+    /// the exporters; live capture drops (counted) rather than wait.
+    pub fn start(&self, lossless: bool) -> Result<Option<ExportHub>> {
         if self.destinations.is_empty() {
             return Ok(None);
         }
         let config = ExportConfig {
             pen: self.pen,
+            lossless,
             ..ExportConfig::default()
         };
         Ok(Some(ExportHub::start(&self.destinations, &config)?))

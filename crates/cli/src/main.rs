@@ -51,7 +51,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
-            let hub = plan.start()?;
+            let hub = plan.start(input.live.is_none())?;
             if let Some(live) = &input.live {
                 let outputs = live::Outputs {
                     flows: main_output.then_some((&mut out, writer)),
@@ -115,7 +115,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             };
             let writer = SeriesWriter::new(format);
             let plan = export::ExportPlan::from_args(&a.export)?;
-            let hub = plan.start()?;
+            let hub = plan.start(input.live.is_none())?;
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             if let Some(live) = &input.live {

@@ -422,29 +422,69 @@ impl MessageEncoder {
 
     fn put_flow(&mut self, t: TemplateDef, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
         let v9 = self.protocol == Protocol::NetflowV9;
+        // The record is written through a cursor into room made once: one length check per
+        // record instead of one capacity check and copy call per field.
+        let start = out.len();
+        out.resize(start + MAX_FLOW_RECORD, 0);
+        let mut c = Cursor {
+            buf: &mut out[start..],
+            pos: 0,
+        };
         for &f in t.fields {
             match f {
-                Field::SrcIpv4 | Field::SrcIpv6 => put_ip(out, r.src_ip),
-                Field::DstIpv4 | Field::DstIpv6 => put_ip(out, r.dst_ip),
+                Field::SrcIpv4 | Field::SrcIpv6 => c.ip(r.src_ip),
+                Field::DstIpv4 | Field::DstIpv6 => c.ip(r.dst_ip),
                 Field::UptimeStart => {
                     let v = self.uptime(r.first_ns);
-                    out.extend_from_slice(&v.to_be_bytes());
+                    c.u32(v);
                 }
                 Field::UptimeEnd => {
                     let v = self.uptime(r.last_ns);
-                    out.extend_from_slice(&v.to_be_bytes());
+                    c.u32(v);
                 }
-                Field::TcpFlags(_) if v9 => out.push(r.fwd.tcp_flags | r.rev.tcp_flags),
-                other => put_flow_field(other, r, out),
+                Field::TcpFlags(_) if v9 => c.u8(r.fwd.tcp_flags | r.rev.tcp_flags),
+                other => put_flow_field(other, r, &mut c),
             }
         }
+        let len = c.pos;
+        out.truncate(start + len);
     }
 }
 
-fn put_ip(out: &mut Vec<u8>, ip: IpAddr) {
-    match ip {
-        IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
-        IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+/// Largest flow record of any template: 60 fields of at most 16 bytes, and the two arrays.
+const MAX_FLOW_RECORD: usize = 60 * 16 + 2 + 10 * 4 + 10 * 8;
+
+/// Writes big-endian values at increasing offsets of a slice sized for the record.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+    #[inline(always)]
+    fn u8(&mut self, v: u8) {
+        self.buf[self.pos] = v;
+        self.pos += 1;
+    }
+    #[inline(always)]
+    fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_be_bytes());
+    }
+    #[inline(always)]
+    fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_be_bytes());
+    }
+    #[inline(always)]
+    fn ip(&mut self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(a) => self.bytes(&a.octets()),
+            IpAddr::V6(a) => self.bytes(&a.octets()),
+        }
     }
 }
 
@@ -476,67 +516,66 @@ pub fn iana_end_reason(r: EndReason) -> u8 {
     }
 }
 
-fn dir(r: &FlowRecord<'_>, d: Dir) -> DirectionRecord {
+#[inline(always)]
+fn dir<'r>(r: &'r FlowRecord<'_>, d: Dir) -> &'r DirectionRecord {
     match d {
-        Dir::Fwd => r.fwd,
-        Dir::Rev => r.rev,
+        Dir::Fwd => &r.fwd,
+        Dir::Rev => &r.rev,
     }
 }
 
-#[inline]
-fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
+#[inline(always)]
+fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
     match f {
-        Field::SrcPort => out.extend_from_slice(&r.src_port.to_be_bytes()),
-        Field::DstPort => out.extend_from_slice(&r.dst_port.to_be_bytes()),
-        Field::Proto => out.push(r.proto),
-        Field::Vlan => out.extend_from_slice(&r.vlan.to_be_bytes()),
-        Field::SrcMac => out.extend_from_slice(&r.src_mac),
-        Field::DstMac => out.extend_from_slice(&r.dst_mac),
-        Field::StartNs => out.extend_from_slice(&ntp_from_ns(r.first_ns).to_be_bytes()),
-        Field::EndNs => out.extend_from_slice(&ntp_from_ns(r.last_ns).to_be_bytes()),
-        Field::StartMs => out.extend_from_slice(&(r.first_ns / 1_000_000).to_be_bytes()),
-        Field::EndMs => out.extend_from_slice(&(r.last_ns / 1_000_000).to_be_bytes()),
-        Field::FlowEndReason => out.push(iana_end_reason(r.end_reason)),
-        Field::TrawlEndReason => out.push(r.end_reason as u8),
-        Field::Packets(d) => out.extend_from_slice(&dir(r, d).packets.to_be_bytes()),
-        Field::IpBytes(d) => out.extend_from_slice(&dir(r, d).ip_bytes.to_be_bytes()),
-        Field::FrameBytes(d) => out.extend_from_slice(&dir(r, d).bytes.to_be_bytes()),
-        Field::V9OutPackets => out.extend_from_slice(&r.rev.packets.to_be_bytes()),
-        Field::V9OutBytes => out.extend_from_slice(&r.rev.ip_bytes.to_be_bytes()),
-        Field::TcpFlags(d) => out.extend_from_slice(&u16::from(dir(r, d).tcp_flags).to_be_bytes()),
-        Field::Fin(d) => out.extend_from_slice(&dir(r, d).fin.to_be_bytes()),
-        Field::Rst(d) => out.extend_from_slice(&dir(r, d).rst.to_be_bytes()),
-        Field::Psh(d) => out.extend_from_slice(&dir(r, d).psh.to_be_bytes()),
-        Field::Urg(d) => out.extend_from_slice(&dir(r, d).urg.to_be_bytes()),
-        Field::LenMin(d) => out.extend_from_slice(&dir(r, d).len_min.to_be_bytes()),
-        Field::LenMax(d) => out.extend_from_slice(&dir(r, d).len_max.to_be_bytes()),
-        Field::LenMean(d) => out.extend_from_slice(&dir(r, d).len_mean.to_be_bytes()),
-        Field::LenStd(d) => out.extend_from_slice(&dir(r, d).len_std.to_be_bytes()),
-        Field::IatMin(d) => out.extend_from_slice(&dir(r, d).iat_min_ns.to_be_bytes()),
-        Field::IatMax(d) => out.extend_from_slice(&dir(r, d).iat_max_ns.to_be_bytes()),
-        Field::IatMean(d) => out.extend_from_slice(&dir(r, d).iat_mean_ns.to_be_bytes()),
-        Field::IatStd(d) => out.extend_from_slice(&dir(r, d).iat_std_ns.to_be_bytes()),
-        Field::Syn(d) => out.extend_from_slice(&dir(r, d).syn.to_be_bytes()),
-        Field::SynAck(d) => out.extend_from_slice(&dir(r, d).syn_ack.to_be_bytes()),
-        Field::Ece(d) => out.extend_from_slice(&dir(r, d).ece.to_be_bytes()),
-        Field::Cwr(d) => out.extend_from_slice(&dir(r, d).cwr.to_be_bytes()),
-        Field::ZeroWindow(d) => out.extend_from_slice(&dir(r, d).zero_window.to_be_bytes()),
-        Field::Retrans(d) => out.extend_from_slice(&dir(r, d).retransmissions.to_be_bytes()),
+        Field::SrcPort => out.u16(r.src_port),
+        Field::DstPort => out.bytes(&r.dst_port.to_be_bytes()),
+        Field::Proto => out.u8(r.proto),
+        Field::Vlan => out.bytes(&r.vlan.to_be_bytes()),
+        Field::SrcMac => out.bytes(&r.src_mac),
+        Field::DstMac => out.bytes(&r.dst_mac),
+        Field::StartNs => out.bytes(&ntp_from_ns(r.first_ns).to_be_bytes()),
+        Field::EndNs => out.bytes(&ntp_from_ns(r.last_ns).to_be_bytes()),
+        Field::StartMs => out.bytes(&(r.first_ns / 1_000_000).to_be_bytes()),
+        Field::EndMs => out.bytes(&(r.last_ns / 1_000_000).to_be_bytes()),
+        Field::FlowEndReason => out.u8(iana_end_reason(r.end_reason)),
+        Field::TrawlEndReason => out.u8(r.end_reason as u8),
+        Field::Packets(d) => out.bytes(&dir(r, d).packets.to_be_bytes()),
+        Field::IpBytes(d) => out.bytes(&dir(r, d).ip_bytes.to_be_bytes()),
+        Field::FrameBytes(d) => out.bytes(&dir(r, d).bytes.to_be_bytes()),
+        Field::V9OutPackets => out.bytes(&r.rev.packets.to_be_bytes()),
+        Field::V9OutBytes => out.bytes(&r.rev.ip_bytes.to_be_bytes()),
+        Field::TcpFlags(d) => out.u16(u16::from(dir(r, d).tcp_flags)),
+        Field::Fin(d) => out.bytes(&dir(r, d).fin.to_be_bytes()),
+        Field::Rst(d) => out.bytes(&dir(r, d).rst.to_be_bytes()),
+        Field::Psh(d) => out.bytes(&dir(r, d).psh.to_be_bytes()),
+        Field::Urg(d) => out.bytes(&dir(r, d).urg.to_be_bytes()),
+        Field::LenMin(d) => out.bytes(&dir(r, d).len_min.to_be_bytes()),
+        Field::LenMax(d) => out.bytes(&dir(r, d).len_max.to_be_bytes()),
+        Field::LenMean(d) => out.bytes(&dir(r, d).len_mean.to_be_bytes()),
+        Field::LenStd(d) => out.bytes(&dir(r, d).len_std.to_be_bytes()),
+        Field::IatMin(d) => out.bytes(&dir(r, d).iat_min_ns.to_be_bytes()),
+        Field::IatMax(d) => out.bytes(&dir(r, d).iat_max_ns.to_be_bytes()),
+        Field::IatMean(d) => out.bytes(&dir(r, d).iat_mean_ns.to_be_bytes()),
+        Field::IatStd(d) => out.bytes(&dir(r, d).iat_std_ns.to_be_bytes()),
+        Field::Syn(d) => out.bytes(&dir(r, d).syn.to_be_bytes()),
+        Field::SynAck(d) => out.bytes(&dir(r, d).syn_ack.to_be_bytes()),
+        Field::Ece(d) => out.bytes(&dir(r, d).ece.to_be_bytes()),
+        Field::Cwr(d) => out.bytes(&dir(r, d).cwr.to_be_bytes()),
+        Field::ZeroWindow(d) => out.bytes(&dir(r, d).zero_window.to_be_bytes()),
+        Field::Retrans(d) => out.bytes(&dir(r, d).retransmissions.to_be_bytes()),
         Field::FirstLengths => {
             let n = r.first_count.min(r.first_lengths.len());
             // Variable-length field, short form: one length byte (at most 40 here).
-            out.push((n * 4) as u8);
+            out.u8((n * 4) as u8);
             for &l in &r.first_lengths[..n] {
-                out.extend_from_slice(
-                    &(l.clamp(i32::MIN.into(), i32::MAX.into()) as i32).to_be_bytes(),
-                );
+                out.u32(l.clamp(i32::MIN.into(), i32::MAX.into()) as i32 as u32);
             }
         }
         Field::FirstGaps => {
             let n = r.first_count.min(r.first_iats_ns.len());
-            out.push((n * 8) as u8);
+            out.u8((n * 8) as u8);
             for &g in &r.first_iats_ns[..n] {
-                out.extend_from_slice(&g.to_be_bytes());
+                out.bytes(&g.to_be_bytes());
             }
         }
         // Not in any flow template trawl writes; zeros of the element's length keep the
@@ -544,9 +583,9 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
         other => {
             let len = other.spec().len;
             if len != VARLEN {
-                out.resize(out.len() + usize::from(len), 0);
+                out.pos += usize::from(len);
             } else {
-                out.push(0);
+                out.u8(0);
             }
         }
     }

@@ -37,6 +37,10 @@ pub struct ExportConfig {
     pub queue_batches: usize,
     /// A partly filled message waits at most this long.
     pub flush_interval: Duration,
+    /// Wait for room in a full queue instead of dropping: for capture files, whose reading
+    /// can always wait for the exporters. Live capture keeps this off, so that a slow
+    /// collector costs counted drops and never stalls capture.
+    pub lossless: bool,
 }
 
 impl Default for ExportConfig {
@@ -49,6 +53,7 @@ impl Default for ExportConfig {
             batch_records: 256,
             queue_batches: 256,
             flush_interval: Duration::from_millis(200),
+            lossless: false,
         }
     }
 }
@@ -91,6 +96,7 @@ type Pool = Arc<Mutex<Vec<Vec<FlowRecord<'static>>>>>;
 
 #[derive(Clone)]
 struct Lane {
+    lossless: bool,
     tx: SyncSender<Batch>,
     pool: Pool,
     counters: Arc<Counters>,
@@ -145,6 +151,7 @@ impl ExportHub {
                     source: e,
                 })?;
             hub.lanes.push(Lane {
+                lossless: config.lossless,
                 tx,
                 pool,
                 counters: counters.clone(),
@@ -253,7 +260,12 @@ impl ExportHandle {
                 slot: self.slot,
                 records,
             };
-            match lane.tx.try_send(b) {
+            let sent = if lane.lossless {
+                lane.tx.send(b).map_err(|e| TrySendError::Disconnected(e.0))
+            } else {
+                lane.tx.try_send(b)
+            };
+            match sent {
                 Ok(()) => {}
                 Err(TrySendError::Full(mut b)) | Err(TrySendError::Disconnected(mut b)) => {
                     lane.counters.dropped_queue.fetch_add(n, Ordering::Relaxed);
@@ -276,7 +288,6 @@ impl Drop for ExportHandle {
 enum Sink {
     Udp {
         socket: UdpSocket,
-        to: SocketAddr,
     },
     Feed {
         socket: UdpSocket,
@@ -307,7 +318,12 @@ impl Sink {
                 };
                 let socket = UdpSocket::bind(bind)
                     .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
-                Sink::Udp { socket, to: *to }
+                // Connected: the kernel resolves the route once instead of per datagram, and
+                // a collector that is down shows as send errors (ICMP port unreachable).
+                socket
+                    .connect(to)
+                    .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
+                Sink::Udp { socket }
             }
             Destination::Feed(feed) => Sink::Feed {
                 socket: crate::feed::sender_socket(feed)?,
@@ -346,6 +362,10 @@ impl Sink {
                 match TcpStream::connect_timeout(to, Duration::from_secs(1)) {
                     Ok(s) => {
                         let _ = s.set_nodelay(true);
+                        // A collector that stops reading fails the write after this long
+                        // (the connection is dropped and retried) instead of holding a
+                        // lossless exporter, and so a file run, forever.
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
                         *stream = Some(s);
                         *fresh = true;
                         true
@@ -369,7 +389,7 @@ impl Sink {
 
     fn send(&mut self, bytes: &[u8], slot: u16) -> io::Result<()> {
         match self {
-            Sink::Udp { socket, to } => socket.send_to(bytes, *to).map(|_| ()),
+            Sink::Udp { socket } => socket.send(bytes).map(|_| ()),
             Sink::Feed { socket, feed } => socket
                 .send_to(bytes, (feed.group_for(slot), feed.port))
                 .map(|_| ()),

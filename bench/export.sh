@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# trawl's export benchmark (issue 5):
+#   1. records exported per CPU second (producer + exporter thread): IPFIX over UDP to a sink
+#      socket that never reads, at 1472-byte messages (Ethernet MTU), 8972 (jumbo) and 65000;
+#   2. collector records decoded per CPU second: the same IPFIX stream (synthetic records,
+#      deterministic) replayed at a fixed pace into `trawl collect` and into nfdump's nfcapd,
+#      one after the other, each receiver's CPU time read from /proc around the replay.
+#
+#   bench/export.sh [--records N] [--stream-records N] [--rate DATAGRAMS_PER_S] [--no-install]
+#
+# Installs nfdump when missing (apt-get). Prints a table and ratios; raw output in
+# bench/work/export/.
+set -euo pipefail
+export LC_ALL=C
+
+RECORDS=4000000
+STREAM_RECORDS=1000000
+RATE=40000
+INSTALL=1
+while [ $# -gt 0 ]; do
+    case $1 in
+        --records) RECORDS=$2; shift ;;
+        --stream-records) STREAM_RECORDS=$2; shift ;;
+        --rate) RATE=$2; shift ;;
+        --no-install) INSTALL=0 ;;
+        *) echo "export.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=$ROOT/bench/work/export
+mkdir -p "$WORK"
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+note() { echo "== $*" >&2; }
+
+if ! command -v nfcapd >/dev/null 2>&1; then
+    [ "$INSTALL" = 1 ] || { echo "export.sh: nfcapd missing (apt-get install nfdump)" >&2; exit 1; }
+    sudo_cmd=()
+    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nfdump
+fi
+
+note "building (release)"
+(cd "$ROOT" && cargo build --release -q -p trawl-cli)
+BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --bench export_throughput --no-run --message-format=json 2>/dev/null \
+    | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+TRAWL=$TARGET_DIR/release/trawl
+[ -x "$BENCH_BIN" ] && [ -x "$TRAWL" ] || { echo "export.sh: build products missing" >&2; exit 1; }
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+TICK=$(getconf CLK_TCK)
+
+{
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') ($(nproc) CPUs)"
+    echo "kernel: $(uname -r)"
+    echo "nfdump: $(nfdump -V 2>&1 | head -1)"
+    echo "rustc: $(rustc --version)"
+} > "$WORK/env.txt"
+
+note "export: $RECORDS records per message size"
+: > "$WORK/encode.txt"
+for m in 1472 8972 65000; do
+    "$BENCH_BIN" encode "$RECORDS" "$m" | tee -a "$WORK/encode.txt"
+done
+
+note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE datagrams/s"
+"$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream.bin" | tee "$WORK/stream.txt"
+DATAGRAMS=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/stream.txt")
+
+# trawl collect: JSON records to /dev/null (formatting included: that is its output).
+PORT=47391
+"$TRAWL" collect --listen "udp://127.0.0.1:$PORT" -o /dev/null --summary json 2> "$WORK/trawl-collect.err" &
+TPID=$!
+sleep 1
+T0=$(cpu_ticks $TPID)
+"$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$PORT" "$RATE" > "$WORK/replay-trawl.txt"
+sleep 1
+T1=$(cpu_ticks $TPID)
+kill -INT $TPID
+wait $TPID || true
+TRAWL_FLOWS=$(tail -1 "$WORK/trawl-collect.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p')
+
+# nfcapd: writes its binary flow files (that is its output).
+PORT=47392
+rm -rf "$WORK/nfcapd" && mkdir -p "$WORK/nfcapd"
+nfcapd -p $PORT -b 127.0.0.1 -w "$WORK/nfcapd" > "$WORK/nfcapd.log" 2>&1 &
+NPID=$!
+sleep 1
+N0=$(cpu_ticks $NPID)
+"$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$PORT" "$RATE" > "$WORK/replay-nfcapd.txt"
+sleep 1
+N1=$(cpu_ticks $NPID)
+kill -TERM $NPID
+wait $NPID || true
+NF_FLOWS=$(nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | grep -c . || true)
+# `-q -o csv` has a header line in nfdump 1.7: subtract it when present.
+if nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | head -1 | grep -q '^ts,'; then NF_FLOWS=$((NF_FLOWS - 1)); fi
+
+python3 - "$TICK" "$T0" "$T1" "$N0" "$N1" "$TRAWL_FLOWS" "$NF_FLOWS" "$STREAM_RECORDS" "$DATAGRAMS" "$WORK/encode.txt" <<'PY' | tee "$WORK/summary.txt"
+import re, sys
+tick, t0, t1, n0, n1, tf, nf, sent, dgrams, enc = sys.argv[1:]
+tick = float(tick)
+tcpu = (int(t1) - int(t0)) / tick
+ncpu = (int(n1) - int(n0)) / tick
+tf, nf, sent = int(tf or 0), int(nf or 0), int(sent)
+print("export (IPFIX over UDP to a sink; producer + exporter CPU):")
+for line in open(enc):
+    kv = dict(re.findall(r"(\w+)=([\d.]+)", line))
+    print(f"  max message {kv['max_message']:>5} B: {float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
+          f"{int(kv['messages'])/max(float(kv['cpu_s']),1e-9)/1e3:6.0f} k messages/CPU-s, allocations/record {kv['allocations_per_record']}")
+print(f"collector ({sent} records in {dgrams} datagrams, same stream to each):")
+tr = tf / tcpu if tcpu > 0 else float('nan')
+nr = nf / ncpu if ncpu > 0 else float('nan')
+print(f"  trawl collect: {tf} records decoded, {tcpu:.2f} CPU-s, {tr/1e3:.0f} k records/CPU-s")
+print(f"  nfcapd:        {nf} records stored,  {ncpu:.2f} CPU-s, {nr/1e3:.0f} k records/CPU-s")
+print(f"  ratio trawl/nfcapd: {tr/nr:.2f}x")
+PY
