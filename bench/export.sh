@@ -70,18 +70,25 @@ note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE d
 "$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream.bin" | tee "$WORK/stream.txt"
 DATAGRAMS=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/stream.txt")
 
-# trawl collect: JSON records to /dev/null (formatting included: that is its output).
-PORT=47391
-"$TRAWL" collect --listen "udp://127.0.0.1:$PORT" -o /dev/null --summary json 2> "$WORK/trawl-collect.err" &
-TPID=$!
-sleep 1
-T0=$(cpu_ticks $TPID)
-"$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$PORT" "$RATE" > "$WORK/replay-trawl.txt"
-sleep 1
-T1=$(cpu_ticks $TPID)
-kill -INT $TPID
-wait $TPID || true
-TRAWL_FLOWS=$(tail -1 "$WORK/trawl-collect.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p')
+# trawl collect, twice: JSON records to /dev/null (formatting included: that is its output
+# today), and --no-output (decoding only).
+run_trawl() { # label, options...
+    local label=$1 port=$2
+    shift 2
+    "$TRAWL" collect --listen "udp://127.0.0.1:$port" "$@" --summary json 2> "$WORK/trawl-collect-$label.err" &
+    local pid=$!
+    sleep 1
+    local c0 c1
+    c0=$(cpu_ticks $pid)
+    "$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$port" "$RATE" > "$WORK/replay-trawl-$label.txt"
+    sleep 1
+    c1=$(cpu_ticks $pid)
+    kill -INT $pid
+    wait $pid || true
+    echo "$((c1 - c0)) $(tail -1 "$WORK/trawl-collect-$label.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p')"
+}
+read -r TJ_TICKS TJ_FLOWS < <(run_trawl json 47391 -o /dev/null)
+read -r TD_TICKS TD_FLOWS < <(run_trawl decode 47393 --no-output)
 
 # nfcapd: writes its binary flow files (that is its output).
 PORT=47392
@@ -99,22 +106,23 @@ NF_FLOWS=$(nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | grep -c . || true)
 # `-q -o csv` has a header line in nfdump 1.7: subtract it when present.
 if nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | head -1 | grep -q '^ts,'; then NF_FLOWS=$((NF_FLOWS - 1)); fi
 
-python3 - "$TICK" "$T0" "$T1" "$N0" "$N1" "$TRAWL_FLOWS" "$NF_FLOWS" "$STREAM_RECORDS" "$DATAGRAMS" "$WORK/encode.txt" <<'PY' | tee "$WORK/summary.txt"
+python3 - "$TICK" "$TJ_TICKS" "$TJ_FLOWS" "$TD_TICKS" "$TD_FLOWS" "$N0" "$N1" "$NF_FLOWS" "$STREAM_RECORDS" "$DATAGRAMS" "$WORK/encode.txt" <<'PY' | tee "$WORK/summary.txt"
 import re, sys
-tick, t0, t1, n0, n1, tf, nf, sent, dgrams, enc = sys.argv[1:]
+tick, tjt, tjf, tdt, tdf, n0, n1, nf, sent, dgrams, enc = sys.argv[1:]
 tick = float(tick)
-tcpu = (int(t1) - int(t0)) / tick
-ncpu = (int(n1) - int(n0)) / tick
-tf, nf, sent = int(tf or 0), int(nf or 0), int(sent)
 print("export (IPFIX over UDP to a sink; producer + exporter CPU):")
 for line in open(enc):
     kv = dict(re.findall(r"(\w+)=([\d.]+)", line))
     print(f"  max message {kv['max_message']:>5} B: {float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
           f"{int(kv['messages'])/max(float(kv['cpu_s']),1e-9)/1e3:6.0f} k messages/CPU-s, allocations/record {kv['allocations_per_record']}")
-print(f"collector ({sent} records in {dgrams} datagrams, same stream to each):")
-tr = tf / tcpu if tcpu > 0 else float('nan')
+print(f"collector ({sent} records in {dgrams} datagrams, the same stream to each receiver):")
+ncpu = (int(n1) - int(n0)) / tick
+nf = int(nf or 0)
 nr = nf / ncpu if ncpu > 0 else float('nan')
-print(f"  trawl collect: {tf} records decoded, {tcpu:.2f} CPU-s, {tr/1e3:.0f} k records/CPU-s")
-print(f"  nfcapd:        {nf} records stored,  {ncpu:.2f} CPU-s, {nr/1e3:.0f} k records/CPU-s")
-print(f"  ratio trawl/nfcapd: {tr/nr:.2f}x")
+rows = [("trawl collect (JSON to /dev/null)", int(tjt) / tick, int(tjf or 0)),
+        ("trawl collect --no-output", int(tdt) / tick, int(tdf or 0))]
+for name, cpu, n in rows:
+    r = n / cpu if cpu > 0 else float('nan')
+    print(f"  {name:34} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
+print(f"  {'nfcapd (nfcapd files)':34} {nf:>8} records, {ncpu:5.2f} CPU-s, {nr/1e3:6.0f} k records/CPU-s")
 PY

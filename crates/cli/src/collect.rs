@@ -34,6 +34,9 @@ pub struct CollectArgs {
     /// Output format: JSON lines, or CSV with a header line.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// Decode and count only, write no records (benchmarks; checking what an exporter sends).
+    #[arg(long = "no-output")]
+    pub no_output: bool,
     /// Stop after this many flow records.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
@@ -61,6 +64,7 @@ struct Collected {
     errors: Vec<String>,
     records: u64,
     limit: u64,
+    write: bool,
 }
 
 impl Collected {
@@ -71,12 +75,15 @@ impl Collected {
             out,
             records,
             limit,
+            write,
             ..
         } = self;
         let (_, err) = decoder.decode(from, bytes, &mut |_, item| {
             if let Item::Flow(r) = item {
                 if *records < *limit {
-                    writer.write(r, out.buf());
+                    if *write {
+                        writer.write(r, out.buf());
+                    }
                     *records += 1;
                 }
             }
@@ -110,6 +117,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         errors: Vec::new(),
         records: 0,
         limit: a.count.unwrap_or(u64::MAX),
+        write: !a.no_output,
     };
     c.writer.write_header(c.out.buf());
     let started = Instant::now();
@@ -129,8 +137,13 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             };
             let s = UdpSocket::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
             // Bursts from fast exporters: a larger receive buffer would need a socket option
-            // std does not offer; the kernel default (rmem_default) applies.
-            s.set_nonblocking(true)?;
+            // std does not offer; the kernel default (rmem_default) applies. One socket
+            // blocks in recv (the stop flag is seen within the timeout); several are polled.
+            if a.listen.len() == 1 {
+                s.set_read_timeout(Some(Duration::from_millis(100)))?;
+            } else {
+                s.set_nonblocking(true)?;
+            }
             sockets.push(s);
         }
         let stop = crate::install_stop_signals()?;
@@ -139,7 +152,9 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         'outer: loop {
             let mut idle = true;
             for s in &sockets {
-                loop {
+                // At most this many datagrams per socket before the stop flag and the
+                // deadline are looked at again.
+                for _ in 0..1024 {
                     match s.recv_from(&mut buf) {
                         Ok((n, from)) => {
                             idle = false;
@@ -148,7 +163,12 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                                 break 'outer;
                             }
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::WouldBlock
+                                || e.kind() == std::io::ErrorKind::TimedOut =>
+                        {
+                            break
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(e).context("receiving"),
                     }
@@ -159,7 +179,9 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             }
             if idle {
                 c.out.flush();
-                std::thread::sleep(Duration::from_millis(2));
+                if sockets.len() > 1 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
             }
         }
     }

@@ -7,6 +7,7 @@
 //! export_throughput stream RECORDS FILE          the same IPFIX datagrams into FILE
 //!                                                (2-byte length + datagram each)
 //! export_throughput replay FILE HOST:PORT RATE   sends FILE's datagrams at RATE datagrams/s
+//! export_throughput decode FILE                  decodes FILE's datagrams in process
 //! ```
 //! Records are synthetic but shaped like real ones (IPv4, TCP/UDP mix, varied addresses,
 //! ports, counters and first-packet arrays), deterministic (a fixed LCG).
@@ -15,7 +16,9 @@ use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 use trawl_export::decode::empty_record;
-use trawl_export::{Destination, ExportConfig, ExportHub, MessageEncoder, Protocol, TemplateRefresh};
+use trawl_export::{
+    Destination, ExportConfig, ExportHub, MessageEncoder, Protocol, TemplateRefresh,
+};
 use trawl_flow::FlowRecord;
 
 #[global_allocator]
@@ -25,7 +28,10 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         self.0 >> 33
     }
 }
@@ -67,7 +73,10 @@ fn records(n: usize) -> Vec<FlowRecord<'static>> {
 fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
     let after = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<u64> = after.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
     (f[11] + f[12]) as f64 / 100.0
 }
 
@@ -121,7 +130,13 @@ fn encode(n: usize, max_message: usize) {
 
 fn stream(n: usize, path: &str) {
     let recs = records(n);
-    let mut enc = MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::UDP_DEFAULT);
+    let mut enc = MessageEncoder::flows(
+        Protocol::Ipfix,
+        1,
+        32473,
+        1472,
+        TemplateRefresh::UDP_DEFAULT,
+    );
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut count = 0u64;
     let mut emit = |m: &[u8]| {
@@ -138,7 +153,10 @@ fn stream(n: usize, path: &str) {
 
 fn replay(path: &str, to: &str, rate: f64) {
     let mut data = Vec::new();
-    std::fs::File::open(path).unwrap().read_to_end(&mut data).unwrap();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut data)
+        .unwrap();
     let s = UdpSocket::bind("0.0.0.0:0").unwrap();
     let started = Instant::now();
     let (mut off, mut sent) = (0usize, 0u64);
@@ -155,17 +173,56 @@ fn replay(path: &str, to: &str, rate: f64) {
             }
         }
     }
-    println!("replay: datagrams={sent} wall_s={:.2}", started.elapsed().as_secs_f64());
+    println!(
+        "replay: datagrams={sent} wall_s={:.2}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Decodes a stream file in process (no sockets): the decoder's own pace.
+fn decode(path: &str) {
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut data)
+        .unwrap();
+    let mut dec = trawl_export::Decoder::new(trawl_export::DecoderConfig::default());
+    let from = "127.0.0.1:1".parse().unwrap();
+    let cpu0 = cpu_seconds();
+    let mut records = 0usize;
+    let mut packets = 0u64;
+    for _ in 0..3 {
+        let mut off = 0usize;
+        while off + 2 <= data.len() {
+            let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
+            let (n, _) = dec.decode(from, &data[off + 2..off + 2 + len], &mut |_, item| {
+                if let trawl_export::Item::Flow(r) = item {
+                    packets += r.fwd.packets;
+                }
+            });
+            records += n;
+            off += 2 + len;
+        }
+    }
+    let cpu = cpu_seconds() - cpu0;
+    println!(
+        "decode: records={records} cpu_s={cpu:.2} records_per_cpu_s={:.0} (checksum {packets})",
+        records as f64 / cpu
+    );
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     match args.first().map(String::as_str) {
         Some("encode") => encode(
             args[1].parse().unwrap(),
             args.get(2).map_or(1472, |m| m.parse().unwrap()),
         ),
         Some("stream") => stream(args[1].parse().unwrap(), &args[2]),
+        Some("decode") => decode(&args[1]),
         Some("replay") => replay(&args[1], &args[2], args[3].parse().unwrap()),
         // `cargo bench` with no arguments: a quick run that checks the allocation rule.
         _ => encode(500_000, 1472),

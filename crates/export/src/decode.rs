@@ -243,10 +243,20 @@ impl Ctx<'_> {
     }
 }
 
+/// A big-endian unsigned integer of 1 to 8 bytes (reduced-size encoding, RFC 7011 6.2);
+/// longer values keep their first 8 bytes.
+#[inline(always)]
 fn be(b: &[u8]) -> u64 {
-    b.iter()
-        .take(8)
-        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+    match b.len() {
+        1 => u64::from(b[0]),
+        2 => u64::from(u16::from_be_bytes([b[0], b[1]])),
+        4 => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        8 => u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        _ => b
+            .iter()
+            .take(8)
+            .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+    }
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -824,6 +834,7 @@ fn d<'r>(rec: &'r mut FlowRecord<'static>, dir: Dir) -> &'r mut trawl_flow::Dire
     }
 }
 
+#[inline(always)]
 fn apply(f: Field, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t: &mut Times) {
     use Field::*;
     let n = be(v);
