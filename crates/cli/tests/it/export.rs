@@ -1016,3 +1016,154 @@ fn stored_series_go_through_the_same_callback_as_live_ones() {
         "{err}"
     );
 }
+
+/// Receives IPFIX on `socket` until `done` says the exporter ended and 500 ms passed quietly;
+/// returns every record as trawl's JSON line, and the observation domains seen.
+fn collect_ipfix(
+    socket: UdpSocket,
+    done: std::sync::mpsc::Receiver<()>,
+) -> (Vec<String>, Vec<u32>) {
+    use trawl_export::{Decoder, DecoderConfig, Item};
+    socket
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut dec = Decoder::new(DecoderConfig::default());
+    let mut writer =
+        trawl_flow::format::RecordWriter::new(trawl_flow::format::RecordFormat::Json, false);
+    let mut out = Vec::new();
+    let mut domains = Vec::new();
+    let mut buf = vec![0u8; 65_536];
+    let mut ended: Option<Instant> = None;
+    loop {
+        match socket.recv_from(&mut buf) {
+            Ok((n, from)) => {
+                let (_, err) = dec.decode(from, &buf[..n], &mut |o, item| {
+                    if let Item::Flow(r) = item {
+                        writer.write(r, &mut out);
+                        if !domains.contains(&o.domain) {
+                            domains.push(o.domain);
+                        }
+                    }
+                });
+                assert!(err.is_none(), "{err:?}");
+            }
+            Err(_) => {
+                if ended.is_none() && done.try_recv().is_ok() {
+                    ended = Some(Instant::now());
+                }
+                if ended.is_some_and(|t| t.elapsed() > Duration::from_millis(500)) {
+                    break;
+                }
+            }
+        }
+    }
+    let text = String::from_utf8(out).unwrap();
+    (text.lines().map(str::to_string).collect(), domains)
+}
+
+/// Live capture on a veth pair with IPFIX export: every record the capture wrote as JSON
+/// arrives by IPFIX with every field, under the interface's index as observation domain; and
+/// `trawl run` exports what its configuration's `[[export]]` tables name.
+#[test]
+fn live_capture_exports_every_record_with_the_interface_as_observation_domain() {
+    use trawl_testkit::netns::{lab_available, VethLab};
+    if let Err(e) = lab_available() {
+        panic!("the live export test needs a network namespace lab: {e}");
+    }
+    let lab = VethLab::new(9000).unwrap();
+    let ifindex: u32 = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", lab.host))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let dir = tempdir("live");
+    let capture = testdata("pcaps/android.pcap");
+
+    // trawl flows -i with --export.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = socket.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || collect_ipfix(socket, rx));
+    let json = dir.join("live.jsonl");
+    let child = Command::new(bin())
+        .args([
+            "flows",
+            "-i",
+            &lab.host,
+            "--duration",
+            "4s",
+            "--summary",
+            "json",
+            "-o",
+        ])
+        .arg(&json)
+        .args(["--export", &format!("ipfix+udp://127.0.0.1:{port}")])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(Path::new(&capture), &["--topspeed"])
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tx.send(()).unwrap();
+    let (mut got, domains) = receiver.join().unwrap();
+    let want = std::fs::read_to_string(&json).unwrap();
+    let mut want: Vec<String> = want.lines().map(str::to_string).collect();
+    assert!(want.len() > 5, "{} records", want.len());
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    assert_eq!(domains, vec![ifindex]);
+
+    // trawl run with [[export]] in its configuration: an IPFIX file, read back by collect.
+    let ipfix = dir.join("run.ipfix");
+    let flows = dir.join("run.jsonl");
+    let config = dir.join("trawl.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[capture]\ninterfaces = [\"{}\"]\n[ring]\nenabled = false\n[flows]\noutput = \"{}\"\n[[export]]\nto = \"ipfix:{}\"\n",
+            lab.host,
+            flows.display(),
+            ipfix.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(bin())
+        .args(["run", "-c"])
+        .arg(&config)
+        .args(["--duration", "4s", "--summary", "json"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(Path::new(&capture), &["--topspeed"])
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let back = Command::new(bin())
+        .args(["collect", "--summary", "none", "-r"])
+        .arg(&ipfix)
+        .output()
+        .unwrap();
+    assert!(back.status.success());
+    let mut got: Vec<String> = String::from_utf8_lossy(&back.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let want = std::fs::read_to_string(&flows).unwrap();
+    let mut want: Vec<String> = want.lines().map(str::to_string).collect();
+    assert!(!want.is_empty());
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+}
