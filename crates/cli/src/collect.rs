@@ -1,9 +1,11 @@
 //! `trawl collect`: IPFIX and NetFlow v5/v9 in (UDP datagrams, or IPFIX files), trawl flow
 //! records out. One trawl can so be the collector of others, of routers and of softflowd.
-use std::net::{SocketAddr, UdpSocket};
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +18,8 @@ use crate::run::Output;
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
-    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port).
+    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port) or
+    /// tcp://HOST:PORT (IPFIX over TCP); repeat for several.
     #[arg(long, value_name = "URL", required_unless_present = "read")]
     pub listen: Vec<String>,
     /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
@@ -131,20 +134,38 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         }
     } else {
         let mut sockets = Vec::new();
+        // IPFIX over TCP: each connection's messages arrive here from its reader thread.
+        let (tcp_tx, tcp_rx) = mpsc::sync_channel::<TcpEvent>(1024);
+        let mut tcp = false;
         for l in &a.listen {
+            if let Some(addr) = l.strip_prefix("tcp://") {
+                let listener =
+                    TcpListener::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
+                let tx = tcp_tx.clone();
+                std::thread::Builder::new()
+                    .name("collect-accept".into())
+                    .spawn(move || accept_loop(listener, tx))
+                    .context("cannot start the TCP listener")?;
+                tcp = true;
+                continue;
+            }
             let Some(addr) = l.strip_prefix("udp://") else {
-                bail!("--listen {l}: only udp://HOST:PORT is supported (IPFIX over TCP: not yet)");
+                bail!("--listen {l}: expected udp://HOST:PORT or tcp://HOST:PORT");
             };
             let s = UdpSocket::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
+            sockets.push(s);
+        }
+        drop(tcp_tx);
+        let single = sockets.len() == 1 && !tcp;
+        for s in &sockets {
             // Bursts from fast exporters: a larger receive buffer would need a socket option
             // std does not offer; the kernel default (rmem_default) applies. One socket
             // blocks in recv (the stop flag is seen within the timeout); several are polled.
-            if a.listen.len() == 1 {
+            if single {
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
             } else {
                 s.set_nonblocking(true)?;
             }
-            sockets.push(s);
         }
         let stop = crate::install_stop_signals()?;
         let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
@@ -174,12 +195,23 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                     }
                 }
             }
+            while let Ok(event) = tcp_rx.try_recv() {
+                idle = false;
+                match event {
+                    TcpEvent::Message(from, bytes) => c.message(from, &bytes),
+                    TcpEvent::Closed(from, Some(e)) => c.note(format!("TCP exporter {from}: {e}")),
+                    TcpEvent::Closed(_, None) => {}
+                }
+                if c.records >= c.limit || c.out.failed() {
+                    break 'outer;
+                }
+            }
             if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
             if idle {
                 c.out.flush();
-                if sockets.len() > 1 {
+                if !single {
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }
@@ -205,6 +237,60 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What a TCP exporter's reader thread passes to the main loop.
+enum TcpEvent {
+    /// One whole IPFIX message.
+    Message(SocketAddr, Vec<u8>),
+    /// The connection ended (with the framing error, if any).
+    Closed(SocketAddr, Option<String>),
+}
+
+fn accept_loop(listener: TcpListener, tx: mpsc::SyncSender<TcpEvent>) {
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name("collect-tcp".into())
+            .spawn(move || read_stream(stream, tx));
+    }
+}
+
+/// Reads IPFIX messages off a TCP connection (RFC 7011 10.4: each framed by its header's
+/// length). A message that is not IPFIX ends the connection: the stream cannot be re-framed.
+fn read_stream(mut stream: TcpStream, tx: mpsc::SyncSender<TcpEvent>) {
+    let from = stream
+        .peer_addr()
+        .unwrap_or_else(|_| "0.0.0.0:0".parse().expect("literal"));
+    let mut offset = 0u64;
+    let error = loop {
+        let mut header = [0u8; 4];
+        match stream.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break None,
+            Err(e) => break Some(format!("offset {offset}: {e}")),
+        }
+        let version = u16::from_be_bytes([header[0], header[1]]);
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        if version != 10 || len < 16 {
+            break Some(format!(
+                "offset {offset}: not an IPFIX message header (version {version}, length {len})"
+            ));
+        }
+        let mut msg = vec![0u8; len];
+        msg[..4].copy_from_slice(&header);
+        if let Err(e) = stream.read_exact(&mut msg[4..]) {
+            break Some(format!(
+                "offset {offset}: message of {len} bytes cut short: {e}"
+            ));
+        }
+        offset += len as u64;
+        if tx.send(TcpEvent::Message(from, msg)).is_err() {
+            return;
+        }
+    };
+    let _ = tx.send(TcpEvent::Closed(from, error));
 }
 
 /// Reads an IPFIX file message by message (each message's header gives its length).

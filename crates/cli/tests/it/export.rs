@@ -1167,3 +1167,57 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
     want.sort();
     assert_eq!(got, want);
 }
+
+/// One trawl exports IPFIX over TCP, another collects it: every record, every field.
+#[test]
+fn trawl_collects_trawl_over_tcp() {
+    let dir = tempdir("collect-tcp");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let json = dir.join("sent.jsonl");
+    let got = dir.join("got.jsonl");
+    let collector = Command::new(bin())
+        .args([
+            "collect",
+            "--listen",
+            &format!("tcp://127.0.0.1:{port}"),
+            "--summary",
+            "json",
+            "--duration",
+            "4s",
+            "-o",
+        ])
+        .arg(&got)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&json)
+        .args(["--export", &format!("ipfix+tcp://127.0.0.1:{port}")])
+        .status()
+        .unwrap()
+        .success());
+    let out = collector.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sorted = |p: &Path| {
+        let mut v: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let want = sorted(&json);
+    assert!(want.len() > 50);
+    assert_eq!(sorted(&got), want);
+}
