@@ -1,7 +1,7 @@
 //! `trawl collect`: IPFIX and NetFlow v5/v9 in (UDP datagrams, or IPFIX files), trawl flow
 //! records out. One trawl can so be the collector of others, of routers and of softflowd.
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -152,15 +152,25 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             let Some(addr) = l.strip_prefix("udp://") else {
                 bail!("--listen {l}: expected udp://HOST:PORT or tcp://HOST:PORT");
             };
-            let s = UdpSocket::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
+            let bind = addr
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .with_context(|| format!("--listen {l}: not an address"))?;
+            // A large receive buffer absorbs exporters' bursts (capped by net.core.rmem_max).
+            let s = trawl_export::socket::udp_socket(
+                bind,
+                false,
+                Some(trawl_export::socket::RECV_BUFFER),
+            )
+            .with_context(|| format!("cannot listen on {l}"))?;
             sockets.push(s);
         }
         drop(tcp_tx);
         let single = sockets.len() == 1 && !tcp;
         for s in &sockets {
-            // Bursts from fast exporters: a larger receive buffer would need a socket option
-            // std does not offer; the kernel default (rmem_default) applies. One socket
-            // blocks in recv (the stop flag is seen within the timeout); several are polled.
+            // One socket blocks in recv (the stop flag is seen within the timeout); several
+            // are polled.
             if single {
                 s.set_read_timeout(Some(Duration::from_millis(100)))?;
             } else {

@@ -123,15 +123,19 @@ pub struct SubscribeReport {
     pub first_error: Option<DecodeError>,
 }
 
-/// Joins a feed's group: a socket bound to the group and port, member on `interface`.
-/// (Binding to the group keeps other groups on the same port out.) One subscriber per group
-/// and port per host: std offers no SO_REUSEADDR and this crate has no unsafe code.
+/// Joins a feed's group: a socket bound to the group and port (which keeps other groups on
+/// the same port out) with SO_REUSEADDR (any number of subscribers per host) and a large
+/// receive buffer, member on `interface`.
 pub fn join(feed: &FeedAddr, options: &LiveOptions) -> Result<UdpSocket, Error> {
     let group = feed.group_for(options.slot);
     let iface = options.interface.unwrap_or(Ipv4Addr::UNSPECIFIED);
     let io_err = |what: String| move |e| Error::Io { what, source: e };
-    let socket = UdpSocket::bind((group, feed.port))
-        .map_err(io_err(format!("cannot bind {group}:{}", feed.port)))?;
+    let socket = crate::socket::udp_socket(
+        SocketAddr::from((group, feed.port)),
+        true,
+        Some(crate::socket::RECV_BUFFER),
+    )
+    .map_err(io_err(format!("cannot bind {group}:{}", feed.port)))?;
     socket
         .join_multicast_v4(&group, &iface)
         .map_err(io_err(format!("cannot join {group} on {iface}")))?;

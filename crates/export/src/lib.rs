@@ -51,6 +51,7 @@ pub mod encode;
 mod exporter;
 pub mod feed;
 pub mod ie;
+pub mod socket;
 pub mod template;
 pub mod v5;
 

@@ -894,6 +894,8 @@ fn multicast_feeds_reach_a_subscriber_in_another_namespace() {
             .unwrap()
     };
     let flows_sub = subscribe("flows", flows_group, flow_count);
+    // A second application on the same host, same group and port (SO_REUSEADDR).
+    let flows_sub2 = subscribe("flows", flows_group, flow_count);
     let series_sub = subscribe("series", series_group, row_count);
     std::thread::sleep(Duration::from_millis(500));
 
@@ -932,6 +934,11 @@ fn multicast_feeds_reach_a_subscriber_in_another_namespace() {
     let series_summary = send("series", "--series-feed", series_group);
 
     let flows_out = flows_sub.wait_with_output().unwrap();
+    let flows_out2 = flows_sub2.wait_with_output().unwrap();
+    assert_eq!(
+        flows_out2.stdout, flows_out.stdout,
+        "both subscribers got the same feed"
+    );
     let series_out = series_sub.wait_with_output().unwrap();
     assert!(
         flows_out.status.success(),
