@@ -94,10 +94,11 @@ impl ExportPlan {
         Ok(Some(ExportHub::start(&self.destinations, &config)?))
     }
 
-    /// Opens the series feed of interface slot 0.
+    /// Opens the series feed (rows of all interfaces together go to the base group with
+    /// observation domain `domain`; with several interfaces each also has its own group).
     pub fn open_series_feed(&self, domain: u32) -> Result<Option<SeriesFeed>> {
         self.series_feed
-            .map(|f| SeriesFeed::open(f, 0, domain, self.pen))
+            .map(|f| SeriesFeed::open(f, domain, self.pen))
             .transpose()
             .map_err(Into::into)
     }

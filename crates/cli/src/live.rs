@@ -228,7 +228,7 @@ enum Msg {
     /// Formatted flow records.
     Records(Vec<u8>),
     /// A worker's row for one second.
-    Row(SeriesRow),
+    Row(usize, SeriesRow),
     /// The worker has emitted every second before this one.
     Watermark(usize, u64),
     /// The worker is done (its report follows through the join handle).
@@ -289,6 +289,30 @@ pub fn run(
     let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
     let writer = outputs.flows.as_ref().map(|(_, w)| w.clone());
     let series_mode = outputs.series.is_some() || outputs.series_feed.is_some();
+    // Each interface's own series for its multicast group (the merged series of all of them
+    // goes to the series output): only with a feed and several interfaces.
+    let slots: Vec<(u16, u32)> = workers.iter().map(|w| (w.slot, w.domain)).collect();
+    let interfaces = slots
+        .iter()
+        .map(|(s, _)| usize::from(*s) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut per_interface: Vec<(u16, u32, SeriesMerger)> = Vec::new();
+    if outputs.series_feed.is_some() && interfaces > 1 {
+        for slot in 0..interfaces as u16 {
+            let mut m = SeriesMerger::new(n);
+            let mut domain = 0;
+            for (i, (s, d)) in slots.iter().enumerate() {
+                if *s == slot {
+                    domain = *d;
+                } else {
+                    // Other interfaces' workers never hold this interface's rows back.
+                    m.watermark(i, u64::MAX);
+                }
+            }
+            per_interface.push((slot, domain, m));
+        }
+    }
     let mut handles = Vec::new();
     for (index, w) in workers.into_iter().enumerate() {
         let tx = tx.clone();
@@ -333,13 +357,28 @@ pub fn run(
                     out.maybe_flush();
                 }
             }
-            Ok(Msg::Row(row)) => merger.add(row),
-            Ok(Msg::Watermark(w, s)) => merger.watermark(w, s),
-            Ok(Msg::Done(w)) => merger.watermark(w, u64::MAX),
+            Ok(Msg::Row(w, row)) => {
+                merger.add(row);
+                if let Some((_, _, m)) = per_interface.get_mut(usize::from(slots[w].0)) {
+                    m.add(row);
+                }
+            }
+            Ok(Msg::Watermark(w, s)) => {
+                merger.watermark(w, s);
+                for (_, _, m) in per_interface.iter_mut() {
+                    m.watermark(w, s);
+                }
+            }
+            Ok(Msg::Done(w)) => {
+                merger.watermark(w, u64::MAX);
+                for (_, _, m) in per_interface.iter_mut() {
+                    m.watermark(w, u64::MAX);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        drain_series(&mut merger, &mut outputs);
+        drain_series(&mut merger, &mut per_interface, &mut outputs);
         if outputs.failed() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -367,7 +406,7 @@ pub fn run(
             );
         }
     }
-    drain_series(&mut merger, &mut outputs);
+    drain_series(&mut merger, &mut per_interface, &mut outputs);
     if progress {
         eprint!("\r\x1b[K");
     }
@@ -410,21 +449,32 @@ pub fn run(
     outcome
 }
 
-/// Writes the rows every worker has closed to the series output and the series feed.
-fn drain_series(merger: &mut SeriesMerger, outputs: &mut Outputs<'_>) {
+/// Writes the rows every worker has closed to the series output and the series feed (with
+/// several interfaces, each interface's rows to its own group).
+fn drain_series(
+    merger: &mut SeriesMerger,
+    per_interface: &mut [(u16, u32, SeriesMerger)],
+    outputs: &mut Outputs<'_>,
+) {
     let Outputs {
         series,
         series_feed,
         ..
     } = outputs;
+    let whole_to_feed = per_interface.is_empty();
     merger.drain(|row| {
         if let Some((out, sw)) = series.as_mut() {
             sw.write(row, out.buf());
         }
-        if let Some(feed) = series_feed.as_mut() {
+        if let Some(feed) = series_feed.as_mut().filter(|_| whole_to_feed) {
             feed.send(row);
         }
     });
+    if let Some(feed) = series_feed.as_mut() {
+        for (slot, domain, m) in per_interface.iter_mut() {
+            m.drain(|row| feed.send_slot(*slot, *domain, row));
+        }
+    }
     if let Some((out, _)) = series.as_mut() {
         out.maybe_flush();
     }
@@ -646,7 +696,7 @@ impl WorkerState {
             let rows = &mut self.rows;
             s.advance(now, &mut |r: &SeriesRow| rows.push(*r));
             for r in self.rows.drain(..) {
-                let _ = tx.send(Msg::Row(r));
+                let _ = tx.send(Msg::Row(index, r));
             }
             if let Some(w) = s.emitted_before() {
                 let _ = tx.send(Msg::Watermark(index, w));
@@ -669,7 +719,7 @@ impl WorkerState {
             let rows = &mut self.rows;
             s.finish(&mut |r: &SeriesRow| rows.push(*r));
             for r in self.rows.drain(..) {
-                let _ = tx.send(Msg::Row(r));
+                let _ = tx.send(Msg::Row(index, r));
             }
             let _ = tx.send(Msg::Watermark(index, u64::MAX));
         }

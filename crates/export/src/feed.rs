@@ -51,8 +51,9 @@ pub fn sender_socket(feed: &FeedAddr) -> Result<UdpSocket, Error> {
 pub struct SeriesFeed {
     socket: UdpSocket,
     feed: FeedAddr,
-    slot: u16,
-    encoder: MessageEncoder,
+    pen: u32,
+    /// One encoder per interface slot (its group and observation domain).
+    encoders: Vec<(u16, MessageEncoder)>,
     /// Rows that could not be sent.
     pub send_errors: u64,
     /// Rows sent.
@@ -60,32 +61,52 @@ pub struct SeriesFeed {
 }
 
 impl SeriesFeed {
-    /// A series feed for interface slot `slot`, observation domain `domain`.
-    pub fn open(feed: FeedAddr, slot: u16, domain: u32, pen: u32) -> Result<SeriesFeed, Error> {
+    /// A series feed whose rows of all interfaces together go to slot 0 with observation
+    /// domain `domain` (see [`SeriesFeed::send`]).
+    pub fn open(feed: FeedAddr, domain: u32, pen: u32) -> Result<SeriesFeed, Error> {
         Ok(SeriesFeed {
             socket: sender_socket(&feed)?,
             feed,
-            slot,
-            encoder: MessageEncoder::series(domain, pen, 1472, TemplateRefresh::EveryMessage),
+            pen,
+            encoders: vec![(
+                0,
+                MessageEncoder::series(domain, pen, 1472, TemplateRefresh::EveryMessage),
+            )],
             send_errors: 0,
             rows: 0,
         })
     }
 
-    /// Sends one row now.
+    /// Sends one row of all interfaces now (to the base group).
     pub fn send(&mut self, row: &SeriesRow) {
+        self.send_at(0, row);
+    }
+
+    /// Sends one row of interface slot `slot` (observation domain `domain`) to its group.
+    pub fn send_slot(&mut self, slot: u16, domain: u32, row: &SeriesRow) {
+        if !self.encoders.iter().any(|(s, _)| *s == slot) {
+            let e = MessageEncoder::series(domain, self.pen, 1472, TemplateRefresh::EveryMessage);
+            self.encoders.push((slot, e));
+        }
+        self.send_at(slot, row);
+    }
+
+    fn send_at(&mut self, slot: u16, row: &SeriesRow) {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as u32);
         let SeriesFeed {
             socket,
             feed,
-            slot,
-            encoder,
+            encoders,
             send_errors,
             rows,
+            ..
         } = self;
-        let to = (feed.group_for(*slot), feed.port);
+        let Some((_, encoder)) = encoders.iter_mut().find(|(s, _)| *s == slot) else {
+            return;
+        };
+        let to = (feed.group_for(slot), feed.port);
         let mut emit = |m: &[u8]| match socket.send_to(m, to) {
             Ok(_) => *rows += 1,
             Err(_) => *send_errors += 1,
