@@ -2,6 +2,7 @@
 # trawl's export benchmark (issue 5):
 #   1. records exported per CPU second (producer + exporter thread): IPFIX over UDP to a sink
 #      socket that never reads, at 1472-byte messages (Ethernet MTU), 8972 (jumbo) and 65000;
+#      as root also into a veth whose peer is down (dropped at transmit: no receive path);
 #   2. collector records decoded per CPU second: the same IPFIX stream (synthetic records,
 #      deterministic) replayed at a fixed pace into `trawl collect` and into nfdump's nfcapd,
 #      one after the other, each receiver's CPU time read from /proc around the replay.
@@ -60,11 +61,28 @@ TICK=$(getconf CLK_TCK)
     echo "rustc: $(rustc --version)"
 } > "$WORK/env.txt"
 
-note "export: $RECORDS records per message size"
+note "export: $RECORDS records per message size, to a loopback socket that never reads"
 : > "$WORK/encode.txt"
 for m in 1472 8972 65000; do
     "$BENCH_BIN" encode "$RECORDS" "$m" | tee -a "$WORK/encode.txt"
 done
+# The loopback sink makes the sender pay the kernel's receive path too. As root, also send
+# into a veth whose peer is down: the datagrams are dropped at transmit, as a NIC's queue
+# would take them (198.51.100.0/24 is a documentation prefix; a permanent neighbour entry
+# avoids ARP).
+if [ "$(id -u)" -eq 0 ]; then
+    dev=tbx$$
+    ip link add "$dev" type veth peer name "${dev}p"
+    trap 'ip link del "$dev" 2>/dev/null || true' EXIT
+    ip link set "$dev" mtu 9000 up
+    ip addr add 198.51.100.1/24 dev "$dev"
+    ip neigh replace 198.51.100.2 lladdr 02:00:00:00:00:02 dev "$dev" nud permanent
+    for m in 1472 8972; do
+        "$BENCH_BIN" encode "$RECORDS" "$m" 198.51.100.2:4739 | tee -a "$WORK/encode.txt"
+    done
+    ip link del "$dev"
+    trap - EXIT
+fi
 
 note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE datagrams/s"
 "$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream.bin" | tee "$WORK/stream.txt"
@@ -110,10 +128,11 @@ python3 - "$TICK" "$TJ_TICKS" "$TJ_FLOWS" "$TD_TICKS" "$TD_FLOWS" "$N0" "$N1" "$
 import re, sys
 tick, tjt, tjf, tdt, tdf, n0, n1, nf, sent, dgrams, enc = sys.argv[1:]
 tick = float(tick)
-print("export (IPFIX over UDP to a sink; producer + exporter CPU):")
+print("export (IPFIX over UDP; producer + exporter CPU):")
 for line in open(enc):
     kv = dict(re.findall(r"(\w+)=([\d.]+)", line))
-    print(f"  max message {kv['max_message']:>5} B: {float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
+    sink = "loopback socket" if "127.0.0.1" in line else "veth, dropped at transmit"
+    print(f"  {sink:26} max message {kv['max_message']:>5} B: {float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
           f"{int(kv['messages'])/max(float(kv['cpu_s']),1e-9)/1e3:6.0f} k messages/CPU-s, allocations/record {kv['allocations_per_record']}")
 print(f"collector ({sent} records in {dgrams} datagrams, the same stream to each receiver):")
 ncpu = (int(n1) - int(n0)) / tick

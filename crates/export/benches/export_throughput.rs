@@ -1,9 +1,10 @@
 //! Export and collector throughput, driven by `bench/export.sh` (harness-less bench binary).
 //!
 //! ```text
-//! export_throughput encode RECORDS [MAX_MESSAGE] IPFIX over UDP to a sink socket that never
-//!                                                reads: records exported per CPU second, and
-//!                                                allocations per record
+//! export_throughput encode RECORDS [MAX_MESSAGE [TARGET]]
+//!                                                IPFIX over UDP to a sink socket that never
+//!                                                reads (or to TARGET): records exported per CPU
+//!                                                second, and allocations per record
 //! export_throughput stream RECORDS FILE          the same IPFIX datagrams into FILE
 //!                                                (2-byte length + datagram each)
 //! export_throughput replay FILE HOST:PORT RATE   sends FILE's datagrams at RATE datagrams/s
@@ -80,10 +81,13 @@ fn cpu_seconds() -> f64 {
     (f[11] + f[12]) as f64 / 100.0
 }
 
-fn encode(n: usize, max_message: usize) {
+fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
     let recs = records(n.min(1 << 20));
+    // The sink: a local socket that never reads (the kernel's loopback delivery is then part
+    // of the sender's cost), or TARGET, e.g. an address routed into a dummy interface, which
+    // drops datagrams at transmit, as a NIC would send them.
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let to = sink.local_addr().unwrap();
+    let to = target.unwrap_or_else(|| sink.local_addr().unwrap());
     // The producer waits for the exporter (as `trawl flows -r` does): the exporter's pace is
     // measured, in the steady state where batches circulate through the pool.
     let config = ExportConfig {
@@ -118,7 +122,7 @@ fn encode(n: usize, max_message: usize) {
     let wall = wall0.elapsed().as_secs_f64();
     let r = &reports[0];
     println!(
-        "encode: max_message={max_message} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}",
+        "encode: sink={to} max_message={max_message} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}",
         r.records - 100_000,
         r.messages,
         r.bytes,
@@ -220,11 +224,12 @@ fn main() {
         Some("encode") => encode(
             args[1].parse().unwrap(),
             args.get(2).map_or(1472, |m| m.parse().unwrap()),
+            args.get(3).map(|t| t.parse().unwrap()),
         ),
         Some("stream") => stream(args[1].parse().unwrap(), &args[2]),
         Some("decode") => decode(&args[1]),
         Some("replay") => replay(&args[1], &args[2], args[3].parse().unwrap()),
         // `cargo bench` with no arguments: a quick run that checks the allocation rule.
-        _ => encode(500_000, 1472),
+        _ => encode(500_000, 1472, None),
     }
 }

@@ -288,6 +288,7 @@ impl Drop for ExportHandle {
 enum Sink {
     Udp {
         socket: UdpSocket,
+        batch: crate::socket::SendBatch,
     },
     Feed {
         socket: UdpSocket,
@@ -323,7 +324,10 @@ impl Sink {
                 socket
                     .connect(to)
                     .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
-                Sink::Udp { socket }
+                Sink::Udp {
+                    socket,
+                    batch: crate::socket::SendBatch::default(),
+                }
             }
             Destination::Feed(feed) => Sink::Feed {
                 socket: crate::feed::sender_socket(feed)?,
@@ -389,7 +393,7 @@ impl Sink {
 
     fn send(&mut self, bytes: &[u8], slot: u16) -> io::Result<()> {
         match self {
-            Sink::Udp { socket } => socket.send(bytes).map(|_| ()),
+            Sink::Udp { socket, batch } => batch.push(socket, bytes).map_err(|(_, e)| e),
             Sink::Feed { socket, feed } => socket
                 .send_to(bytes, (feed.group_for(slot), feed.port))
                 .map(|_| ()),
@@ -410,6 +414,7 @@ impl Sink {
 
     fn finish(&mut self) -> io::Result<()> {
         match self {
+            Sink::Udp { socket, batch } => batch.flush(socket).map_err(|(_, e)| e),
             Sink::File(f) => f.flush(),
             Sink::Stdout(o) => o.flush(),
             Sink::Tcp {
