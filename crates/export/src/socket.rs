@@ -47,7 +47,8 @@ pub const SEND_BATCH: usize = 32;
 #[derive(Debug)]
 pub struct SendBatch {
     bytes: Vec<u8>,
-    ends: [usize; SEND_BATCH],
+    /// End offset of each datagram in `bytes`.
+    ends: Vec<usize>,
     count: usize,
 }
 
@@ -55,7 +56,7 @@ impl Default for SendBatch {
     fn default() -> Self {
         SendBatch {
             bytes: Vec::with_capacity(SEND_BATCH * 1500),
-            ends: [0; SEND_BATCH],
+            ends: vec![0; SEND_BATCH],
             count: 0,
         }
     }
