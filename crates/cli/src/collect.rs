@@ -360,6 +360,8 @@ fn print_summary(
                 "templates": s.templates,
                 "withdrawals": s.withdrawals,
                 "options_records": s.options_records,
+                "sequence_missing": s.sequence_missing,
+                "sequence_resets": s.sequence_resets,
                 "errors": kinds,
                 "error_messages": errors,
                 "elapsed_s": elapsed.as_secs_f64(),
@@ -378,6 +380,12 @@ fn print_summary(
                 s.withdrawals,
                 s.total_errors()
             );
+            if s.sequence_missing + s.sequence_resets > 0 {
+                eprintln!(
+                    "  sequence numbers: {} missing (IPFIX records, v5 flows, v9 packets), {} went back",
+                    s.sequence_missing, s.sequence_resets
+                );
+            }
             for (k, v) in kinds.iter().filter(|(_, v)| v.as_u64() != Some(0)) {
                 eprintln!("  {k}: {v}");
             }

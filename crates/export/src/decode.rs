@@ -150,6 +150,12 @@ pub struct DecoderStats {
     pub withdrawals: u64,
     /// Errors by [`DecodeErrorKind`].
     pub errors: [u64; DecodeErrorKind::COUNT],
+    /// What the exporters' sequence numbers say never arrived: IPFIX data records, NetFlow
+    /// v5 flows, NetFlow v9 export packets (each counts in its own unit, RFC 7011 / RFC 3954).
+    pub sequence_missing: u64,
+    /// Sequence numbers that went backwards (an exporter restarted, or datagrams were
+    /// reordered).
+    pub sequence_resets: u64,
 }
 
 impl DecoderStats {
@@ -210,6 +216,9 @@ pub struct Decoder {
     templates: HashMap<TemplateKey, Template>,
     /// IPFIX systemInitTimeMilliseconds per (exporter, domain), from options records.
     init_ms: HashMap<(SocketAddr, u32), u64>,
+    /// The sequence number expected next per (exporter, version, domain); as bounded as the
+    /// template cache.
+    sequences: HashMap<(SocketAddr, u16, u32), u32>,
     stats: DecoderStats,
 }
 
@@ -221,6 +230,8 @@ struct Ctx<'s> {
     boot_ms: Option<u64>,
     first_error: &'s mut Option<DecodeError>,
     records: usize,
+    /// Options data records of this message (IPFIX sequence numbers count them too).
+    options: usize,
 }
 
 impl Ctx<'_> {
@@ -312,6 +323,7 @@ impl Decoder {
             config,
             templates: HashMap::new(),
             init_ms: HashMap::new(),
+            sequences: HashMap::new(),
             stats: DecoderStats::default(),
         }
     }
@@ -319,6 +331,27 @@ impl Decoder {
     /// Counters so far.
     pub fn stats(&self) -> &DecoderStats {
         &self.stats
+    }
+
+    /// Checks a message's sequence number against the one expected, and expects `next`.
+    fn sequence(&mut self, ctx: &Ctx<'_>, seq: u32, next: u32) {
+        let key = (ctx.exporter, ctx.version, ctx.domain);
+        let room = self.sequences.len() < self.config.max_templates;
+        match self.sequences.get_mut(&key) {
+            Some(expected) => {
+                let ahead = seq.wrapping_sub(*expected);
+                if ahead != 0 && ahead < 1 << 31 {
+                    self.stats.sequence_missing += u64::from(ahead);
+                } else if ahead != 0 {
+                    self.stats.sequence_resets += 1;
+                }
+                *expected = next;
+            }
+            None if room => {
+                self.sequences.insert(key, next);
+            }
+            None => {}
+        }
     }
 
     /// Templates cached now.
@@ -343,6 +376,7 @@ impl Decoder {
             boot_ms: None,
             first_error: &mut first_error,
             records: 0,
+            options: 0,
         };
         if msg.len() < 2 {
             ctx.fail(&mut self.stats, 0, DecodeErrorKind::ShortHeader, || {
@@ -401,6 +435,8 @@ impl Decoder {
             version: 5,
             domain: ctx.domain,
         };
+        let seq = u32_at(msg, 16);
+        self.sequence(ctx, seq, seq.wrapping_add(count as u32));
         for i in 0..count.min(avail) {
             let r = &msg[HEADER_LEN + i * RECORD_LEN..HEADER_LEN + (i + 1) * RECORD_LEN];
             let mut rec = empty_record();
@@ -438,6 +474,8 @@ impl Decoder {
         ctx.version = 9;
         ctx.domain = u32_at(msg, 16);
         ctx.boot_ms = Some((secs * 1000).saturating_sub(uptime));
+        let seq = u32_at(msg, 12);
+        self.sequence(ctx, seq, seq.wrapping_add(1));
         self.walk_sets(ctx, msg, 20, sink);
     }
 
@@ -467,6 +505,13 @@ impl Decoder {
         }
         let end = len.min(msg.len());
         self.walk_sets(ctx, &msg[..end], 16, sink);
+        // The next message's number is this one's plus its data records (known once read).
+        let seq = u32_at(msg, 8);
+        self.sequence(
+            ctx,
+            seq,
+            seq.wrapping_add((ctx.records + ctx.options) as u32),
+        );
     }
 
     fn walk_sets(
@@ -776,6 +821,7 @@ impl Decoder {
             match t.kind {
                 Kind::Options => {
                     self.stats.options_records += 1;
+                    ctx.options += 1;
                     if let Some(ms) = times.init_ms {
                         self.init_ms.insert(init_key, ms);
                     }

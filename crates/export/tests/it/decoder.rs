@@ -349,3 +349,32 @@ fn random_bytes_never_panic() {
         }
     }
 }
+
+#[test]
+fn lost_messages_show_in_the_sequence_numbers() {
+    let records = sample();
+    for protocol in [Protocol::Ipfix, Protocol::NetflowV9] {
+        let messages = encode(protocol, &records, TemplateRefresh::EveryMessage);
+        assert!(messages.len() > 10);
+        let mut dec = Decoder::new(DecoderConfig::default());
+        let mut lost_records = 0;
+        for (i, m) in messages.iter().enumerate() {
+            if i == 3 || i == 7 {
+                let mut probe = Decoder::new(DecoderConfig::default());
+                lost_records += probe.decode(exporter(), m, &mut |_, _| {}).0 as u64;
+                continue;
+            }
+            dec.decode(exporter(), m, &mut |_, _| {});
+        }
+        let want = match protocol {
+            // IPFIX counts data records, v9 export packets.
+            Protocol::Ipfix => lost_records,
+            Protocol::NetflowV9 => 2,
+        };
+        assert_eq!(dec.stats().sequence_missing, want, "{protocol:?}");
+        assert_eq!(dec.stats().sequence_resets, 0);
+        // The same messages again: the sequence goes back.
+        dec.decode(exporter(), &messages[0], &mut |_, _| {});
+        assert_eq!(dec.stats().sequence_resets, 1);
+    }
+}
