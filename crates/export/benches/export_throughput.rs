@@ -121,6 +121,10 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
     let cpu = cpu_seconds() - cpu0;
     let wall = wall0.elapsed().as_secs_f64();
     let r = &reports[0];
+    if target.is_none() && max_message == 1472 {
+        // The style rule for hot paths: once the batches circulate, no allocation per record.
+        assert_eq!(allocs, 0, "the export hot path allocated {allocs} times");
+    }
     println!(
         "encode: sink={to} max_message={max_message} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}",
         r.records - 100_000,
