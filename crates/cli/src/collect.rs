@@ -305,30 +305,46 @@ fn read_stream(mut stream: TcpStream, tx: mpsc::SyncSender<TcpEvent>) {
 
 /// Reads an IPFIX file message by message (each message's header gives its length).
 fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Streamed one message at a time: files can be far larger than memory.
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     // Files have no exporter address; a fixed one keeps their templates apart from the
     // network's.
     let from: SocketAddr = "0.0.0.0:0".parse().expect("literal");
-    let mut off = 0;
-    while off < data.len() {
-        if data.len() - off < 16 {
+    let mut msg = vec![0u8; 65_536];
+    let mut off = 0u64;
+    loop {
+        let mut header = [0u8; 4];
+        // A clean end of file falls between messages.
+        match input.read(&mut header[..1]) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(e).with_context(|| format!("{}: offset {off}", path.display())),
+        }
+        input.read_exact(&mut header[1..]).with_context(|| {
+            format!(
+                "{}: offset {off}: file ends inside an IPFIX message header",
+                path.display()
+            )
+        })?;
+        let version = u16::from_be_bytes([header[0], header[1]]);
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        if version != 10 || len < 16 {
             bail!(
-                "{}: offset {off}: {} bytes left, less than an IPFIX message header",
-                path.display(),
-                data.len() - off
+                "{}: offset {off}: not an IPFIX message (version {version}, length {len})",
+                path.display()
             );
         }
-        let version = u16::from_be_bytes([data[off], data[off + 1]]);
-        let len = usize::from(u16::from_be_bytes([data[off + 2], data[off + 3]]));
-        if version != 10 || len < 16 || off + len > data.len() {
-            bail!(
-                "{}: offset {off}: not an IPFIX message (version {version}, length {len}, {} bytes left)",
-                path.display(),
-                data.len() - off
-            );
-        }
-        c.message(from, &data[off..off + len]);
-        off += len;
+        msg[..4].copy_from_slice(&header);
+        input.read_exact(&mut msg[4..len]).with_context(|| {
+            format!(
+                "{}: offset {off}: file ends inside a message of {len} bytes",
+                path.display()
+            )
+        })?;
+        c.message(from, &msg[..len]);
+        off += len as u64;
         if c.records >= c.limit {
             break;
         }

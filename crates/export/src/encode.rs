@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
 use trawl_series::SeriesRow;
 
-use crate::ie::{Dir, Field, Owner, VARLEN};
+use crate::ie::{Dir, Field, VARLEN};
 use crate::template::{
     v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES, V9_FLOW_V4, V9_FLOW_V6,
 };
@@ -610,11 +610,6 @@ fn put_series(t: TemplateDef, r: &SeriesRow, out: &mut Vec<u8>) {
         };
         out.extend_from_slice(&v.to_be_bytes());
     }
-}
-
-/// Whether an element is trawl's own (for the spec listing).
-pub fn is_enterprise(f: Field) -> bool {
-    f.spec().owner == Owner::Trawl
 }
 
 #[cfg(test)]
