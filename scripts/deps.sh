@@ -5,10 +5,13 @@
 #   curl, ca-certificates: to fetch the Rust toolchain (rustup) when cargo is missing.
 #   iproute2, tcpreplay: live capture tests make veth pairs in network namespaces and put
 #     corpus traffic on them with tcpreplay (an independent sender).
-# The tests need no tshark: its outputs are committed as golden files.
+#   tshark, nfdump, softflowd: the export tests check trawl's IPFIX and NetFlow v9 against
+#     tshark's cflow dissector and nfdump's nfcapd collector, and trawl's collector against
+#     softflowd's export (independent implementations, run live in the tests).
+# The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +30,8 @@ if [ ${#missing[@]} -eq 0 ]; then
 else
     echo "deps: installing ${missing[*]}"
     "${sudo_cmd[@]}" apt-get update
+    # tshark asks whether non-root users may capture: answer no, non-interactively.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | "${sudo_cmd[@]}" debconf-set-selections 2>/dev/null || true
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 

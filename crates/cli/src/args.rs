@@ -47,6 +47,13 @@ pub enum Command {
     /// pcap, reading only what the indexes point to.
     #[command(after_help = EXIT_CODES)]
     Packets(crate::dump::PacketsArgs),
+    /// Receive IPFIX and NetFlow v5/v9 from exporters (routers, softflowd, nProbe, another
+    /// trawl) and write them as trawl flow records.
+    #[command(after_help = EXIT_CODES)]
+    Collect(crate::collect::CollectArgs),
+    /// Print a live multicast feed of flow records or series rows (or stored series).
+    #[command(after_help = EXIT_CODES)]
+    Subscribe(crate::subscribe::SubscribeArgs),
 }
 
 #[derive(Args, Debug)]
@@ -104,6 +111,8 @@ pub struct RunArgs {
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -281,6 +290,8 @@ pub struct FlowsArgs {
     /// Leading transport payload bytes kept per direction and written (hex) with each record.
     #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(Args, Debug)]
@@ -289,6 +300,8 @@ pub struct SeriesArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

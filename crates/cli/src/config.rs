@@ -51,6 +51,34 @@ struct File {
     series: Series,
     #[serde(default)]
     dump: crate::dump::StoreSettings,
+    #[serde(default)]
+    export: Vec<ExportTable>,
+    #[serde(default)]
+    feeds: Feeds,
+    #[serde(default)]
+    ipfix: Ipfix,
+}
+
+/// One `[[export]]` table: a destination as `--export` takes it.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct ExportTable {
+    to: String,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Feeds {
+    flows: Option<String>,
+    series: Option<String>,
+    ttl: Option<u32>,
+    source: Option<std::net::Ipv4Addr>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct Ipfix {
+    pen: Option<u32>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -114,6 +142,9 @@ pub struct RunPlan {
     pub stats_interval_ns: Option<u64>,
     /// Packet store, None = packets are not stored.
     pub dump: Option<crate::dump::StorePlan>,
+    /// Exporters and feeds: the file's, plus the command line's `--export`; the command
+    /// line's feeds and PEN win.
+    pub export: crate::export::ExportPlan,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -242,7 +273,24 @@ impl RunPlan {
             )),
             (None, None) => None,
         };
+        let mut export_args = a.export.clone();
+        let mut listed: Vec<String> = file.export.iter().map(|e| e.to.clone()).collect();
+        listed.append(&mut export_args.export);
+        export_args.export = listed;
+        export_args.flows_feed = export_args.flows_feed.or(file.feeds.flows.clone());
+        export_args.series_feed = export_args.series_feed.or(file.feeds.series.clone());
+        export_args.feed_source = export_args.feed_source.or(file.feeds.source);
+        if let Some(ttl) = file.feeds.ttl {
+            // The option's default is 1; the file's value applies unless the option differs.
+            if export_args.feed_ttl == 1 {
+                export_args.feed_ttl = ttl;
+            }
+        }
+        export_args.pen = export_args.pen.or(file.ipfix.pen);
+        let export = crate::export::ExportPlan::from_args(&export_args)
+            .context("export settings ([[export]], [feeds], --export)")?;
         Ok(RunPlan {
+            export,
             live,
             filter: a
                 .filter
@@ -328,6 +376,41 @@ mod tests {
         )
         .unwrap_err();
         assert!(format!("{e:#}").contains("retention-size"), "{e:#}");
+    }
+
+    #[test]
+    fn exports_come_from_the_file_and_the_command_line() {
+        let p = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[[export]]\nto = \"ipfix+udp://127.0.0.1:4739\"\n[[export]]\nto = \"json:-\"\n[feeds]\nflows = \"239.255.77.1:5500\"\nseries = \"239.255.77.2:5501\"\nttl = 4\n[ipfix]\npen = 99\n",
+            &["--export", "netflow5+udp://127.0.0.1:2055"],
+        )
+        .unwrap();
+        let d: Vec<String> = p
+            .export
+            .destinations
+            .iter()
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(
+            d,
+            vec![
+                "ipfix+udp://127.0.0.1:4739",
+                "json:-",
+                "netflow5+udp://127.0.0.1:2055",
+                "feed:239.255.77.1:5500"
+            ]
+        );
+        assert_eq!(p.export.pen, 99);
+        assert_eq!(p.export.series_feed.unwrap().ttl, 4);
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[[export]]\nto = \"ipfix+sctp://127.0.0.1:4739\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown scheme 'ipfix+sctp'"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -39,6 +39,11 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
         None => None,
     };
+    // Exporters open their files and sockets before privileges are dropped too.
+    let hub = plan.export.start(false)?;
+    let mut series_feed = plan
+        .export
+        .open_series_feed(crate::export::ifindex(&plan.live.interfaces[0]))?;
     live::drop_privileges(&plan.live)?;
     for (name, _) in rings.iter().filter(|(n, _)| !n.starts_with('(')) {
         eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
@@ -64,6 +69,8 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
             w.write_header(o.buf());
             (o, w)
         }),
+        export: hub.as_ref(),
+        series_feed: series_feed.as_mut(),
     };
     let status = plan
         .stats_interval_ns
@@ -78,6 +85,8 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         out.finish()?;
     }
     let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
+    let reports = hub.map(|h| h.finish()).unwrap_or_default();
+    crate::export::print_reports(a.summary, &reports, series_feed.as_ref());
     // Capture has stopped and closed the rings: the writers drain what is left and close
     // their segments.
     let (dump_errors, dump_json) = match dumpers {

@@ -37,6 +37,10 @@ pub struct Worker {
     /// A filter libpcap's offline compiler cannot express for a live socket (VLAN tags are
     /// metadata there), run in user space on the restored frames instead.
     user_filter: Option<FilterSet>,
+    /// Position of the interface in the `-i` list (its multicast feed group offset) and its
+    /// kernel index (the IPFIX observation domain of its records).
+    slot: u16,
+    domain: u32,
 }
 
 /// Counters of a live run, for the summary.
@@ -118,6 +122,8 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
                 ring: None,
                 dedup: None,
                 user_filter: user_filter.clone(),
+                slot: i as u16,
+                domain: crate::export::ifindex(name),
             });
         }
     }
@@ -212,6 +218,10 @@ pub fn attach_rings(
 pub struct Outputs<'a> {
     pub flows: Option<(&'a mut Output, RecordWriter)>,
     pub series: Option<(&'a mut Output, SeriesWriter)>,
+    /// Flow exporters (IPFIX, NetFlow, JSON, multicast feed): each worker pushes its records.
+    pub export: Option<&'a trawl_export::ExportHub>,
+    /// Multicast feed of the merged series rows.
+    pub series_feed: Option<&'a mut trawl_export::feed::SeriesFeed>,
 }
 
 impl Outputs<'_> {
@@ -225,7 +235,7 @@ enum Msg {
     /// Formatted flow records.
     Records(Vec<u8>),
     /// A worker's row for one second.
-    Row(SeriesRow),
+    Row(usize, SeriesRow),
     /// The worker has emitted every second before this one.
     Watermark(usize, u64),
     /// The worker is done (its report follows through the join handle).
@@ -285,7 +295,31 @@ pub fn run(
     let packets_seen = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
     let writer = outputs.flows.as_ref().map(|(_, w)| w.clone());
-    let series_mode = outputs.series.is_some();
+    let series_mode = outputs.series.is_some() || outputs.series_feed.is_some();
+    // Each interface's own series for its multicast group (the merged series of all of them
+    // goes to the series output): only with a feed and several interfaces.
+    let slots: Vec<(u16, u32)> = workers.iter().map(|w| (w.slot, w.domain)).collect();
+    let interfaces = slots
+        .iter()
+        .map(|(s, _)| usize::from(*s) + 1)
+        .max()
+        .unwrap_or(0);
+    let mut per_interface: Vec<(u16, u32, SeriesMerger)> = Vec::new();
+    if outputs.series_feed.is_some() && interfaces > 1 {
+        for slot in 0..interfaces as u16 {
+            let mut m = SeriesMerger::new(n);
+            let mut domain = 0;
+            for (i, (s, d)) in slots.iter().enumerate() {
+                if *s == slot {
+                    domain = *d;
+                } else {
+                    // Other interfaces' workers never hold this interface's rows back.
+                    m.watermark(i, u64::MAX);
+                }
+            }
+            per_interface.push((slot, domain, m));
+        }
+    }
     let mut handles = Vec::new();
     for (index, w) in workers.into_iter().enumerate() {
         let tx = tx.clone();
@@ -294,6 +328,9 @@ pub fn run(
         let seen = packets_seen.clone();
         let flow = flow.clone();
         let writer = writer.clone();
+        let export = outputs
+            .export
+            .map(|h| crate::export::handle(h, w.domain, w.slot));
         let handle = std::thread::Builder::new()
             .name(format!("capture-{index}"))
             .spawn(move || {
@@ -302,6 +339,7 @@ pub fn run(
                     w,
                     flow,
                     writer,
+                    export,
                     series_mode,
                     &tx,
                     &stop,
@@ -326,16 +364,28 @@ pub fn run(
                     out.maybe_flush();
                 }
             }
-            Ok(Msg::Row(row)) => merger.add(row),
-            Ok(Msg::Watermark(w, s)) => merger.watermark(w, s),
-            Ok(Msg::Done(w)) => merger.watermark(w, u64::MAX),
+            Ok(Msg::Row(w, row)) => {
+                merger.add(row);
+                if let Some((_, _, m)) = per_interface.get_mut(usize::from(slots[w].0)) {
+                    m.add(row);
+                }
+            }
+            Ok(Msg::Watermark(w, s)) => {
+                merger.watermark(w, s);
+                for (_, _, m) in per_interface.iter_mut() {
+                    m.watermark(w, s);
+                }
+            }
+            Ok(Msg::Done(w)) => {
+                merger.watermark(w, u64::MAX);
+                for (_, _, m) in per_interface.iter_mut() {
+                    m.watermark(w, u64::MAX);
+                }
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
-        if let Some((out, sw)) = outputs.series.as_mut() {
-            merger.drain(|row| sw.write(row, out.buf()));
-            out.maybe_flush();
-        }
+        drain_series(&mut merger, &mut per_interface, &mut outputs);
         if outputs.failed() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -363,9 +413,7 @@ pub fn run(
             );
         }
     }
-    if let Some((out, sw)) = outputs.series.as_mut() {
-        merger.drain(|row| sw.write(row, out.buf()));
-    }
+    drain_series(&mut merger, &mut per_interface, &mut outputs);
     if progress {
         eprint!("\r\x1b[K");
     }
@@ -408,12 +456,44 @@ pub fn run(
     outcome
 }
 
+/// Writes the rows every worker has closed to the series output and the series feed (with
+/// several interfaces, each interface's rows to its own group).
+fn drain_series(
+    merger: &mut SeriesMerger,
+    per_interface: &mut [(u16, u32, SeriesMerger)],
+    outputs: &mut Outputs<'_>,
+) {
+    let Outputs {
+        series,
+        series_feed,
+        ..
+    } = outputs;
+    let whole_to_feed = per_interface.is_empty();
+    merger.drain(|row| {
+        if let Some((out, sw)) = series.as_mut() {
+            sw.write(row, out.buf());
+        }
+        if let Some(feed) = series_feed.as_mut().filter(|_| whole_to_feed) {
+            feed.send(row);
+        }
+    });
+    if let Some(feed) = series_feed.as_mut() {
+        for (slot, domain, m) in per_interface.iter_mut() {
+            m.drain(|row| feed.send_slot(*slot, *domain, row));
+        }
+    }
+    if let Some((out, _)) = series.as_mut() {
+        out.maybe_flush();
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn worker_loop(
     index: usize,
     mut w: Worker,
     flow: FlowConfig,
     writer: Option<RecordWriter>,
+    export: Option<trawl_export::ExportHandle>,
     series_mode: bool,
     tx: &mpsc::SyncSender<Msg>,
     stop: &AtomicBool,
@@ -428,10 +508,12 @@ fn worker_loop(
     }
     // Flows are computed only when something consumes them: `trawl run` without flow or series
     // outputs is a pure capture server feeding its rings, and counts packets only.
-    let mut meter = (writer.is_some() || series_mode).then(|| FlowMeter::new(flow));
+    let mut meter =
+        (writer.is_some() || export.is_some() || series_mode).then(|| FlowMeter::new(flow));
     let mut counted = MeterStats::default();
     let state = RefCell::new(WorkerState {
         writer,
+        export,
         buf: Vec::with_capacity(CHUNK * 2),
         series: series_mode.then(|| SeriesCounter::new(SeriesConfig::default())),
         rows: Vec::new(),
@@ -587,6 +669,7 @@ fn reserve(remaining: &AtomicU64, want: u64) -> u64 {
 
 struct WorkerState {
     writer: Option<RecordWriter>,
+    export: Option<trawl_export::ExportHandle>,
     buf: Vec<u8>,
     series: Option<SeriesCounter>,
     rows: Vec<SeriesRow>,
@@ -597,6 +680,9 @@ impl WorkerState {
     fn record(&mut self, r: &FlowRecord<'_>) {
         if let Some(w) = self.writer.as_mut() {
             w.write(r, &mut self.buf);
+        }
+        if let Some(e) = self.export.as_mut() {
+            e.push(r);
         }
     }
 
@@ -610,11 +696,14 @@ impl WorkerState {
     }
 
     fn tick(&mut self, now: u64, index: usize, tx: &mpsc::SyncSender<Msg>) {
+        if let Some(e) = self.export.as_mut() {
+            e.tick();
+        }
         if let Some(s) = self.series.as_mut() {
             let rows = &mut self.rows;
             s.advance(now, &mut |r: &SeriesRow| rows.push(*r));
             for r in self.rows.drain(..) {
-                let _ = tx.send(Msg::Row(r));
+                let _ = tx.send(Msg::Row(index, r));
             }
             if let Some(w) = s.emitted_before() {
                 let _ = tx.send(Msg::Watermark(index, w));
@@ -630,11 +719,14 @@ impl WorkerState {
     }
 
     fn finish(&mut self, index: usize, tx: &mpsc::SyncSender<Msg>) {
+        if let Some(e) = self.export.as_mut() {
+            e.flush();
+        }
         if let Some(s) = self.series.as_mut() {
             let rows = &mut self.rows;
             s.finish(&mut |r: &SeriesRow| rows.push(*r));
             for r in self.rows.drain(..) {
-                let _ = tx.send(Msg::Row(r));
+                let _ = tx.send(Msg::Row(index, r));
             }
             let _ = tx.send(Msg::Watermark(index, u64::MAX));
         }

@@ -1,10 +1,13 @@
 //! The `trawl` command-line tool.
 mod args;
+mod collect;
 mod config;
 mod daemon;
 mod dump;
+mod export;
 mod live;
 mod run;
+mod subscribe;
 mod summary;
 
 use std::cell::Cell;
@@ -46,15 +49,23 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Csv => RecordFormat::Csv,
             };
             let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
+            let plan = export::ExportPlan::from_args(&a.export)?;
+            // With exporters, standard output carries records only when asked (-o FILE).
+            let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
+            let hub = plan.start(input.live.is_none())?;
             if let Some(live) = &input.live {
                 let outputs = live::Outputs {
-                    flows: Some((&mut out, writer)),
+                    flows: main_output.then_some((&mut out, writer)),
                     series: None,
+                    export: hub.as_ref(),
+                    series_feed: None,
                 };
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;
+                let reports = hub.map(|h| h.finish()).unwrap_or_default();
+                export::print_reports(input.summary, &reports, None);
                 summary::print(
                     "flows",
                     input.summary,
@@ -68,13 +79,24 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let mut meter = FlowMeter::new(input.flow.clone());
             // The sink owns the output while the run goes; a closed pipe ends the run early.
             let broken = Cell::new(false);
+            let mut handle = hub
+                .as_ref()
+                .map(|h| export::handle(h, export::FILE_DOMAIN, 0));
             let mut sink = |r: &FlowRecord<'_>| {
-                writer.write(r, out.buf());
-                out.maybe_flush();
-                broken.set(out.failed());
+                if main_output {
+                    writer.write(r, out.buf());
+                    out.maybe_flush();
+                    broken.set(out.failed());
+                }
+                if let Some(h) = handle.as_mut() {
+                    h.push(r);
+                }
             };
             let report = drive(&input, &mut meter, &mut sink, |_| {}, &|| broken.get());
+            drop(handle);
             out.finish()?;
+            let reports = hub.map(|h| h.finish()).unwrap_or_default();
+            export::print_reports(input.summary, &reports, None);
             summary::print(
                 "flows",
                 input.summary,
@@ -95,15 +117,24 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Csv => SeriesFormat::Csv,
             };
             let writer = SeriesWriter::new(format);
+            let plan = export::ExportPlan::from_args(&a.export)?;
+            let hub = plan.start(input.live.is_none())?;
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             if let Some(live) = &input.live {
+                // The merged series of all interfaces: domain and group of the first one.
+                let domain = export::ifindex(&live.interfaces[0]);
+                let mut feed = plan.open_series_feed(domain)?;
                 let outputs = live::Outputs {
                     flows: None,
                     series: Some((&mut out, writer)),
+                    export: hub.as_ref(),
+                    series_feed: feed.as_mut(),
                 };
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;
+                let reports = hub.map(|h| h.finish()).unwrap_or_default();
+                export::print_reports(input.summary, &reports, feed.as_ref());
                 summary::print(
                     "series",
                     input.summary,
@@ -117,12 +148,23 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let mut meter = FlowMeter::new(input.flow.clone());
             let mut series = SeriesCounter::new(SeriesConfig::default());
             let broken = Cell::new(false);
+            let mut feed = plan.open_series_feed(export::FILE_DOMAIN)?;
             let mut emit = |r: &SeriesRow| {
                 writer.write(r, out.buf());
                 out.maybe_flush();
                 broken.set(out.failed());
+                if let Some(f) = feed.as_mut() {
+                    f.send(r);
+                }
             };
-            let mut discard = |_: &FlowRecord<'_>| {};
+            let mut handle = hub
+                .as_ref()
+                .map(|h| export::handle(h, export::FILE_DOMAIN, 0));
+            let mut discard = |r: &FlowRecord<'_>| {
+                if let Some(h) = handle.as_mut() {
+                    h.push(r);
+                }
+            };
             let report = drive(
                 &input,
                 &mut meter,
@@ -137,7 +179,10 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 &|| broken.get(),
             );
             series.finish(&mut emit);
+            drop(handle);
             out.finish()?;
+            let reports = hub.map(|h| h.finish()).unwrap_or_default();
+            export::print_reports(input.summary, &reports, feed.as_ref());
             summary::print(
                 "series",
                 input.summary,
@@ -150,6 +195,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         }
         Command::Run(a) => daemon::run(&a),
         Command::Listen(a) => daemon::listen(&a),
+        Command::Collect(a) => collect::run(&a),
+        Command::Subscribe(a) => subscribe::run(&a),
     }
 }
 

@@ -357,4 +357,5 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
 }
 
 mod dump;
+mod export;
 mod live;

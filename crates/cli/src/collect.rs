@@ -1,0 +1,413 @@
+//! `trawl collect`: IPFIX and NetFlow v5/v9 in (UDP datagrams, or IPFIX files), trawl flow
+//! records out. One trawl can so be the collector of others, of routers and of softflowd.
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use trawl_export::{DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
+use trawl_flow::format::{RecordFormat, RecordWriter};
+
+use crate::args::{parse_duration_ns, OutputFormat, SummaryFormat};
+use crate::run::Output;
+
+#[derive(Args, Debug)]
+pub struct CollectArgs {
+    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port) or
+    /// tcp://HOST:PORT (IPFIX over TCP); repeat for several.
+    #[arg(long, value_name = "URL", required_unless_present = "read")]
+    pub listen: Vec<String>,
+    /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
+    /// writes) instead of listening; repeat for several.
+    #[arg(
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        conflicts_with = "listen"
+    )]
+    pub read: Vec<PathBuf>,
+    /// Output file (`-` for standard output).
+    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    pub output: PathBuf,
+    /// Output format: JSON lines, or CSV with a header line.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+    /// Decode and count only, write no records (benchmarks; checking what an exporter sends).
+    #[arg(long = "no-output")]
+    pub no_output: bool,
+    /// Stop after this many flow records.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Private Enterprise Number whose elements are read as trawl's own.
+    #[arg(long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
+    pub pen: u32,
+    /// Most templates kept over all exporters (a bound against template floods).
+    #[arg(long = "max-templates", value_name = "N", default_value_t = 4096)]
+    pub max_templates: usize,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+/// Up to this many decode errors are listed in the summary (all are counted).
+const ERRORS_LISTED: usize = 20;
+
+struct Collected {
+    decoder: Decoder,
+    writer: RecordWriter,
+    out: Output,
+    errors: Vec<String>,
+    records: u64,
+    limit: u64,
+    write: bool,
+}
+
+impl Collected {
+    fn message(&mut self, from: SocketAddr, bytes: &[u8]) {
+        let Collected {
+            decoder,
+            writer,
+            out,
+            records,
+            limit,
+            write,
+            ..
+        } = self;
+        let (_, err) = decoder.decode(from, bytes, &mut |_, item| {
+            if let Item::Flow(r) = item {
+                if *records < *limit {
+                    if *write {
+                        writer.write(r, out.buf());
+                    }
+                    *records += 1;
+                }
+            }
+        });
+        out.maybe_flush();
+        if let Some(e) = err {
+            self.note(e.to_string());
+        }
+    }
+
+    fn note(&mut self, e: String) {
+        if self.errors.len() < ERRORS_LISTED {
+            self.errors.push(e);
+        }
+    }
+}
+
+pub fn run(a: &CollectArgs) -> Result<ExitCode> {
+    let format = match a.format {
+        OutputFormat::Json => RecordFormat::Json,
+        OutputFormat::Csv => RecordFormat::Csv,
+    };
+    let writer = RecordWriter::new(format, false);
+    let mut c = Collected {
+        decoder: Decoder::new(DecoderConfig {
+            pen: a.pen,
+            max_templates: a.max_templates,
+        }),
+        writer,
+        out: Output::new(crate::args::open_output(&a.output)?),
+        errors: Vec::new(),
+        records: 0,
+        limit: a.count.unwrap_or(u64::MAX),
+        write: !a.no_output,
+    };
+    c.writer.write_header(c.out.buf());
+    let started = Instant::now();
+    let mut input_failed = false;
+    if !a.read.is_empty() {
+        for path in &a.read {
+            if let Err(e) = read_file(&mut c, path) {
+                input_failed = true;
+                c.note(format!("{e:#}"));
+            }
+        }
+    } else {
+        let mut sockets = Vec::new();
+        // IPFIX over TCP: each connection's messages arrive here from its reader thread.
+        let (tcp_tx, tcp_rx) = mpsc::sync_channel::<TcpEvent>(1024);
+        let mut tcp = false;
+        for l in &a.listen {
+            if let Some(addr) = l.strip_prefix("tcp://") {
+                let listener =
+                    TcpListener::bind(addr).with_context(|| format!("cannot listen on {l}"))?;
+                let tx = tcp_tx.clone();
+                std::thread::Builder::new()
+                    .name("collect-accept".into())
+                    .spawn(move || accept_loop(listener, tx))
+                    .context("cannot start the TCP listener")?;
+                tcp = true;
+                continue;
+            }
+            let Some(addr) = l.strip_prefix("udp://") else {
+                bail!("--listen {l}: expected udp://HOST:PORT or tcp://HOST:PORT");
+            };
+            let bind = addr
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut a| a.next())
+                .with_context(|| format!("--listen {l}: not an address"))?;
+            // A large receive buffer absorbs exporters' bursts (capped by net.core.rmem_max).
+            let s = trawl_export::socket::udp_socket(
+                bind,
+                false,
+                Some(trawl_export::socket::RECV_BUFFER),
+            )
+            .with_context(|| format!("cannot listen on {l}"))?;
+            sockets.push(s);
+        }
+        drop(tcp_tx);
+        let single = sockets.len() == 1 && !tcp;
+        for s in &sockets {
+            // One socket blocks in recv (the stop flag is seen within the timeout); several
+            // are polled.
+            if single {
+                s.set_read_timeout(Some(Duration::from_millis(100)))?;
+            } else {
+                s.set_nonblocking(true)?;
+            }
+        }
+        let stop = crate::install_stop_signals()?;
+        let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
+        let mut buf = vec![0u8; 65_536];
+        'outer: loop {
+            let mut idle = true;
+            for s in &sockets {
+                // At most this many datagrams per socket before the stop flag and the
+                // deadline are looked at again.
+                for _ in 0..1024 {
+                    match s.recv_from(&mut buf) {
+                        Ok((n, from)) => {
+                            idle = false;
+                            c.message(from, &buf[..n]);
+                            if c.records >= c.limit || c.out.failed() {
+                                break 'outer;
+                            }
+                        }
+                        Err(e)
+                            if e.kind() == std::io::ErrorKind::WouldBlock
+                                || e.kind() == std::io::ErrorKind::TimedOut =>
+                        {
+                            break
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => return Err(e).context("receiving"),
+                    }
+                }
+            }
+            while let Ok(event) = tcp_rx.try_recv() {
+                idle = false;
+                match event {
+                    TcpEvent::Message(from, bytes) => c.message(from, &bytes),
+                    TcpEvent::Closed(from, Some(e)) => c.note(format!("TCP exporter {from}: {e}")),
+                    TcpEvent::Closed(_, None) => {}
+                }
+                if c.records >= c.limit || c.out.failed() {
+                    break 'outer;
+                }
+            }
+            if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if idle {
+                c.out.flush();
+                if !single {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    }
+    let Collected {
+        decoder,
+        out,
+        errors,
+        records,
+        ..
+    } = c;
+    out.finish()?;
+    print_summary(
+        a.summary,
+        decoder.stats(),
+        records,
+        &errors,
+        started.elapsed(),
+    );
+    Ok(if input_failed || decoder.stats().total_errors() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What a TCP exporter's reader thread passes to the main loop.
+enum TcpEvent {
+    /// One whole IPFIX message.
+    Message(SocketAddr, Vec<u8>),
+    /// The connection ended (with the framing error, if any).
+    Closed(SocketAddr, Option<String>),
+}
+
+fn accept_loop(listener: TcpListener, tx: mpsc::SyncSender<TcpEvent>) {
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name("collect-tcp".into())
+            .spawn(move || read_stream(stream, tx));
+    }
+}
+
+/// Reads IPFIX messages off a TCP connection (RFC 7011 10.4: each framed by its header's
+/// length). A message that is not IPFIX ends the connection: the stream cannot be re-framed.
+fn read_stream(mut stream: TcpStream, tx: mpsc::SyncSender<TcpEvent>) {
+    let from = stream
+        .peer_addr()
+        .unwrap_or_else(|_| "0.0.0.0:0".parse().expect("literal"));
+    let mut offset = 0u64;
+    let error = loop {
+        let mut header = [0u8; 4];
+        match stream.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break None,
+            Err(e) => break Some(format!("offset {offset}: {e}")),
+        }
+        let version = u16::from_be_bytes([header[0], header[1]]);
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        if version != 10 || len < 16 {
+            break Some(format!(
+                "offset {offset}: not an IPFIX message header (version {version}, length {len})"
+            ));
+        }
+        let mut msg = vec![0u8; len];
+        msg[..4].copy_from_slice(&header);
+        if let Err(e) = stream.read_exact(&mut msg[4..]) {
+            break Some(format!(
+                "offset {offset}: message of {len} bytes cut short: {e}"
+            ));
+        }
+        offset += len as u64;
+        if tx.send(TcpEvent::Message(from, msg)).is_err() {
+            return;
+        }
+    };
+    let _ = tx.send(TcpEvent::Closed(from, error));
+}
+
+/// Reads an IPFIX file message by message (each message's header gives its length).
+fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    // Streamed one message at a time: files can be far larger than memory.
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    // Files have no exporter address; a fixed one keeps their templates apart from the
+    // network's.
+    let from: SocketAddr = "0.0.0.0:0".parse().expect("literal");
+    let mut msg = vec![0u8; 65_536];
+    let mut off = 0u64;
+    loop {
+        let mut header = [0u8; 4];
+        // A clean end of file falls between messages.
+        match input.read(&mut header[..1]) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(e).with_context(|| format!("{}: offset {off}", path.display())),
+        }
+        input.read_exact(&mut header[1..]).with_context(|| {
+            format!(
+                "{}: offset {off}: file ends inside an IPFIX message header",
+                path.display()
+            )
+        })?;
+        let version = u16::from_be_bytes([header[0], header[1]]);
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        if version != 10 || len < 16 {
+            bail!(
+                "{}: offset {off}: not an IPFIX message (version {version}, length {len})",
+                path.display()
+            );
+        }
+        msg[..4].copy_from_slice(&header);
+        input.read_exact(&mut msg[4..len]).with_context(|| {
+            format!(
+                "{}: offset {off}: file ends inside a message of {len} bytes",
+                path.display()
+            )
+        })?;
+        c.message(from, &msg[..len]);
+        off += len as u64;
+        if c.records >= c.limit {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn print_summary(
+    format: SummaryFormat,
+    s: &DecoderStats,
+    written: u64,
+    errors: &[String],
+    elapsed: Duration,
+) {
+    let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
+        .iter()
+        .map(|k| (k.name().to_string(), s.errors[*k as usize].into()))
+        .collect();
+    match format {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => {
+            let v = serde_json::json!({
+                "command": "collect",
+                "messages_ipfix": s.messages_ipfix,
+                "messages_v9": s.messages_v9,
+                "messages_v5": s.messages_v5,
+                "flows": s.flows,
+                "records_written": written,
+                "templates": s.templates,
+                "withdrawals": s.withdrawals,
+                "options_records": s.options_records,
+                "sequence_missing": s.sequence_missing,
+                "sequence_resets": s.sequence_resets,
+                "errors": kinds,
+                "error_messages": errors,
+                "elapsed_s": elapsed.as_secs_f64(),
+            });
+            eprintln!("{v}");
+        }
+        SummaryFormat::Text => {
+            eprintln!(
+                "collect: {} IPFIX, {} NetFlow v9, {} NetFlow v5 messages; {} flow records ({} written); {} templates, {} withdrawn; {} errors",
+                s.messages_ipfix,
+                s.messages_v9,
+                s.messages_v5,
+                s.flows,
+                written,
+                s.templates,
+                s.withdrawals,
+                s.total_errors()
+            );
+            if s.sequence_missing + s.sequence_resets > 0 {
+                eprintln!(
+                    "  sequence numbers: {} missing (IPFIX records, v5 flows, v9 packets), {} went back",
+                    s.sequence_missing, s.sequence_resets
+                );
+            }
+            for (k, v) in kinds.iter().filter(|(_, v)| v.as_u64() != Some(0)) {
+                eprintln!("  {k}: {v}");
+            }
+            for e in errors {
+                eprintln!("  {e}");
+            }
+        }
+    }
+}

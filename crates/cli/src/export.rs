@@ -1,0 +1,181 @@
+//! Flow export and live feeds for `trawl flows`, `trawl series` and `trawl run`: the
+//! command-line options, the exporters started from them, and their lines in the summary.
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use trawl_export::feed::SeriesFeed;
+use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, FeedAddr};
+
+use crate::args::SummaryFormat;
+
+/// Observation domain of records read from files (live records use the interface's index).
+pub const FILE_DOMAIN: u32 = 1;
+
+/// Export options shared by the capture commands.
+#[derive(Args, Debug, Default, Clone)]
+pub struct ExportArgs {
+    /// Export flow records (repeat for several): ipfix+udp://HOST:PORT, ipfix+tcp://HOST:PORT,
+    /// ipfix:/path/file.ipfix, netflow9+udp://HOST:PORT, netflow5+udp://HOST:PORT, json:/path,
+    /// json:- (standard output), json+tcp://HOST:PORT. With --export, records go to standard
+    /// output only if -o names a file or json:- is given.
+    #[arg(long = "export", value_name = "DEST")]
+    pub export: Vec<String>,
+    /// Live feed of flow records: IPFIX over UDP multicast to GROUP:PORT (interface n of the
+    /// -i list uses GROUP+n).
+    #[arg(long = "flows-feed", value_name = "GROUP:PORT")]
+    pub flows_feed: Option<String>,
+    /// Live feed of per-second series rows: IPFIX over UDP multicast to GROUP:PORT.
+    #[arg(long = "series-feed", value_name = "GROUP:PORT")]
+    pub series_feed: Option<String>,
+    /// Multicast TTL of the feeds (1 keeps them on the link).
+    #[arg(long = "feed-ttl", value_name = "N", default_value_t = 1)]
+    pub feed_ttl: u32,
+    /// Send the feeds from this local address (its interface carries them).
+    #[arg(long = "feed-source", value_name = "ADDR")]
+    pub feed_source: Option<Ipv4Addr>,
+    /// Private Enterprise Number of trawl's own IPFIX elements (default: 32473, RFC 5612's
+    /// documentation number).
+    #[arg(long = "pen", value_name = "N")]
+    pub pen: Option<u32>,
+}
+
+/// Checked export settings.
+#[derive(Debug, Default, Clone)]
+pub struct ExportPlan {
+    pub destinations: Vec<Destination>,
+    pub series_feed: Option<FeedAddr>,
+    pub pen: u32,
+}
+
+impl ExportPlan {
+    pub fn from_args(a: &ExportArgs) -> Result<ExportPlan> {
+        let mut destinations = Vec::new();
+        for d in &a.export {
+            destinations.push(d.parse::<Destination>().context("--export")?);
+        }
+        let feed = |s: &Option<String>, opt: &str| -> Result<Option<FeedAddr>> {
+            s.as_deref()
+                .map(|s| {
+                    let mut f = FeedAddr::parse(s).with_context(|| opt.to_string())?;
+                    f.ttl = a.feed_ttl;
+                    f.source = a.feed_source;
+                    Ok(f)
+                })
+                .transpose()
+        };
+        if let Some(f) = feed(&a.flows_feed, "--flows-feed")? {
+            destinations.push(Destination::Feed(f));
+        }
+        Ok(ExportPlan {
+            destinations,
+            series_feed: feed(&a.series_feed, "--series-feed")?,
+            pen: a.pen.unwrap_or(trawl_export::ie::DEFAULT_PEN),
+        })
+    }
+
+    /// Whether flow records go anywhere besides the main output.
+    pub fn exports_flows(&self) -> bool {
+        !self.destinations.is_empty()
+    }
+
+    /// Starts the exporters (None when there are none). `lossless`: capture files wait for
+    /// the exporters; live capture drops (counted) rather than wait.
+    pub fn start(&self, lossless: bool) -> Result<Option<ExportHub>> {
+        if self.destinations.is_empty() {
+            return Ok(None);
+        }
+        let config = ExportConfig {
+            pen: self.pen,
+            lossless,
+            ..ExportConfig::default()
+        };
+        Ok(Some(ExportHub::start(&self.destinations, &config)?))
+    }
+
+    /// Opens the series feed (rows of all interfaces together go to the base group with
+    /// observation domain `domain`; with several interfaces each also has its own group).
+    pub fn open_series_feed(&self, domain: u32) -> Result<Option<SeriesFeed>> {
+        self.series_feed
+            .map(|f| SeriesFeed::open(f, domain, self.pen))
+            .transpose()
+            .map_err(Into::into)
+    }
+}
+
+/// A producer handle of `hub` for interface slot `slot` with observation domain `domain`.
+pub fn handle(hub: &ExportHub, domain: u32, slot: u16) -> ExportHandle {
+    hub.handle(domain, slot, Duration::from_millis(200))
+}
+
+/// The kernel's index of an interface: the observation domain of its records.
+pub fn ifindex(name: &str) -> u32 {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Prints the exporters' counters on standard error (before the run summary, whose JSON form
+/// is the last line).
+pub fn print_reports(
+    format: SummaryFormat,
+    reports: &[ExporterReport],
+    series_feed: Option<&SeriesFeed>,
+) {
+    if reports.is_empty() && series_feed.is_none() {
+        return;
+    }
+    match format {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => {
+            let exporters: Vec<serde_json::Value> = reports
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "destination": r.destination,
+                        "records": r.records,
+                        "dropped_queue": r.dropped_queue,
+                        "dropped_send": r.dropped_send,
+                        "messages": r.messages,
+                        "bytes": r.bytes,
+                        "send_errors": r.send_errors,
+                        "last_error": r.last_error,
+                    })
+                })
+                .collect();
+            let mut v = serde_json::json!({ "exporters": exporters });
+            if let Some(f) = series_feed {
+                v["series_feed"] = serde_json::json!({
+                    "rows": f.rows,
+                    "send_errors": f.send_errors,
+                });
+            }
+            eprintln!("{v}");
+        }
+        SummaryFormat::Text => {
+            for r in reports {
+                eprintln!(
+                    "export {}: {} records, {} messages, {} bytes; dropped {} (queue full), {} (not sent){}",
+                    r.destination,
+                    r.records,
+                    r.messages,
+                    r.bytes,
+                    r.dropped_queue,
+                    r.dropped_send,
+                    r.last_error
+                        .as_ref()
+                        .map(|e| format!("; {} send errors, last: {e}", r.send_errors))
+                        .unwrap_or_default()
+                );
+            }
+            if let Some(f) = series_feed {
+                eprintln!(
+                    "series feed: {} rows sent, {} send errors",
+                    f.rows, f.send_errors
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! `trawl subscribe flows|series`: prints a live multicast feed (or, for series, a stored
+//! series file) through the subscriber API of `trawl_export::feed`.
+use std::io::Write;
+use std::net::Ipv4Addr;
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use trawl_export::feed::{self, FlowSource, LiveOptions, SeriesSource};
+use trawl_export::FeedAddr;
+use trawl_flow::format::{RecordFormat, RecordWriter};
+use trawl_series::{SeriesFormat, SeriesWriter};
+
+use crate::args::parse_duration_ns;
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Flows,
+    Series,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Table,
+}
+
+#[derive(Args, Debug)]
+pub struct SubscribeArgs {
+    /// What to print.
+    #[arg(value_enum)]
+    pub kind: Kind,
+    /// The feed: multicast GROUP:PORT (as given to --flows-feed / --series-feed).
+    #[arg(long, value_name = "GROUP:PORT", required_unless_present = "file")]
+    pub feed: Option<String>,
+    /// Stored series instead of a live feed: a file `trawl series` wrote (JSON lines or CSV).
+    #[arg(long, value_name = "PATH", conflicts_with = "feed")]
+    pub file: Option<PathBuf>,
+    /// Join the group on the interface with this local address (default: the route's).
+    #[arg(long = "interface-address", value_name = "ADDR")]
+    pub interface_address: Option<Ipv4Addr>,
+    /// The feed of the n-th capture interface (its group is GROUP+n).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub slot: u16,
+    /// Only records from this time on (Unix seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub from: Option<u64>,
+    /// Only records before this time (Unix seconds).
+    #[arg(long, value_name = "SECONDS")]
+    pub to: Option<u64>,
+    /// Output: JSON lines (the fields of flow-record.md / series.md) or an aligned table.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// Stop after this many records.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Private Enterprise Number of trawl's elements in the feed.
+    #[arg(long, value_name = "N")]
+    pub pen: Option<u32>,
+}
+
+pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
+    let limit = a.count.unwrap_or(u64::MAX);
+    let options = LiveOptions {
+        interface: a.interface_address,
+        slot: a.slot,
+        stop: Some(crate::install_stop_signals()?),
+        deadline: a.duration.map(|d| Instant::now() + Duration::from_nanos(d)),
+        pen: a.pen,
+    };
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut buf = Vec::with_capacity(4096);
+    let mut seen = 0u64;
+    let mut closed = false;
+    let mut write = |buf: &mut Vec<u8>| -> ControlFlow<()> {
+        seen += 1;
+        // Live output: each record as it comes.
+        let r = out.write_all(buf).and_then(|_| out.flush());
+        buf.clear();
+        if r.is_err() {
+            closed = true;
+            return ControlFlow::Break(());
+        }
+        if seen >= limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let report = match a.kind {
+        Kind::Flows => {
+            let Some(f) = &a.feed else {
+                bail!(
+                    "stored flows come from the flow store, which does not exist yet: give --feed"
+                );
+            };
+            let feed = FeedAddr::parse(f).context("--feed")?;
+            let mut writer = RecordWriter::new(RecordFormat::Json, false);
+            if a.format == Format::Table {
+                println!(
+                    "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} end",
+                    "first",
+                    "proto",
+                    "src",
+                    "dst",
+                    "fwd_pkts",
+                    "rev_pkts",
+                    "fwd_bytes",
+                    "rev_bytes"
+                );
+            }
+            feed::for_each_flow(
+                FlowSource::Live(feed, options),
+                from.saturating_mul(1_000_000_000)..to.saturating_mul(1_000_000_000),
+                |r| {
+                    match a.format {
+                        Format::Json => writer.write(r, &mut buf),
+                        Format::Table => {
+                            let line = format!(
+                                "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} {}\n",
+                                format!(
+                                    "{}.{:09}",
+                                    r.first_ns / 1_000_000_000,
+                                    r.first_ns % 1_000_000_000
+                                ),
+                                r.proto_name().to_string(),
+                                format!("{}:{}", r.src_ip, r.src_port),
+                                format!("{}:{}", r.dst_ip, r.dst_port),
+                                r.fwd.packets,
+                                r.rev.packets,
+                                r.fwd.bytes,
+                                r.rev.bytes,
+                                r.end_reason.name()
+                            );
+                            buf.extend_from_slice(line.as_bytes());
+                        }
+                    }
+                    write(&mut buf)
+                },
+            )?
+        }
+        Kind::Series => {
+            let source = match (&a.feed, &a.file) {
+                (Some(f), _) => SeriesSource::Live(FeedAddr::parse(f).context("--feed")?, options),
+                (None, Some(p)) => SeriesSource::Stored(p.clone()),
+                (None, None) => bail!("give --feed GROUP:PORT or --file PATH"),
+            };
+            let writer = SeriesWriter::new(SeriesFormat::Json);
+            if a.format == Format::Table {
+                println!(
+                    "{:>10} {:>10} {:>14} {:>12} {:>10}",
+                    "second", "packets", "bytes", "active_flows", "new_flows"
+                );
+            }
+            feed::for_each_series(source, from..to, |r| {
+                match a.format {
+                    Format::Json => writer.write(r, &mut buf),
+                    Format::Table => buf.extend_from_slice(
+                        format!(
+                            "{:>10} {:>10} {:>14} {:>12} {:>10}\n",
+                            r.second, r.packets, r.bytes, r.active_flows, r.new_flows
+                        )
+                        .as_bytes(),
+                    ),
+                }
+                write(&mut buf)
+            })?
+        }
+    };
+    if report.decoder.sequence_missing > 0 {
+        eprintln!(
+            "trawl: the feed's sequence numbers say {} record(s) did not arrive (UDP loss)",
+            report.decoder.sequence_missing
+        );
+    }
+    if report.decoder.total_errors() > 0 {
+        eprintln!(
+            "trawl: {} undecodable datagram(s) on the feed; first: {}",
+            report.decoder.total_errors(),
+            report
+                .first_error
+                .as_ref()
+                .map_or_else(String::new, |e| e.to_string())
+        );
+    }
+    let _ = closed;
+    Ok(ExitCode::SUCCESS)
+}

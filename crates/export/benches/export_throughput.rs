@@ -1,0 +1,239 @@
+//! Export and collector throughput, driven by `bench/export.sh` (harness-less bench binary).
+//!
+//! ```text
+//! export_throughput encode RECORDS [MAX_MESSAGE [TARGET]]
+//!                                                IPFIX over UDP to a sink socket that never
+//!                                                reads (or to TARGET): records exported per CPU
+//!                                                second, and allocations per record
+//! export_throughput stream RECORDS FILE          the same IPFIX datagrams into FILE
+//!                                                (2-byte length + datagram each)
+//! export_throughput replay FILE HOST:PORT RATE   sends FILE's datagrams at RATE datagrams/s
+//! export_throughput decode FILE                  decodes FILE's datagrams in process
+//! ```
+//! Records are synthetic but shaped like real ones (IPv4, TCP/UDP mix, varied addresses,
+//! ports, counters and first-packet arrays), deterministic (a fixed LCG).
+use std::io::{Read, Write};
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use trawl_export::decode::empty_record;
+use trawl_export::{
+    Destination, ExportConfig, ExportHub, MessageEncoder, Protocol, TemplateRefresh,
+};
+use trawl_flow::FlowRecord;
+
+#[global_allocator]
+static ALLOC: trawl_testkit::alloc::CountingAllocator = trawl_testkit::alloc::CountingAllocator;
+
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 >> 33
+    }
+}
+
+fn records(n: usize) -> Vec<FlowRecord<'static>> {
+    let mut rng = Lcg(42);
+    let base = 1_700_000_000_000_000_000u64;
+    (0..n)
+        .map(|i| {
+            let mut r = empty_record();
+            let a = rng.next() as u32;
+            r.src_ip = std::net::Ipv4Addr::from(0x0a00_0000 | (a & 0xffff)).into();
+            r.dst_ip = std::net::Ipv4Addr::from(0xc000_0200 | (a >> 16 & 0xff)).into();
+            r.proto = if i % 4 == 0 { 17 } else { 6 };
+            r.src_port = 1024 + (rng.next() % 60000) as u16;
+            r.dst_port = [80, 443, 53, 22][i % 4];
+            r.first_ns = base + i as u64 * 1_000_000;
+            r.last_ns = r.first_ns + rng.next() % 30_000_000_000;
+            r.fwd.packets = 1 + rng.next() % 50;
+            r.rev.packets = rng.next() % 60;
+            r.fwd.ip_bytes = r.fwd.packets * (40 + rng.next() % 1400);
+            r.rev.ip_bytes = r.rev.packets * (40 + rng.next() % 1400);
+            r.fwd.bytes = r.fwd.ip_bytes + 14 * r.fwd.packets;
+            r.rev.bytes = r.rev.ip_bytes + 14 * r.rev.packets;
+            r.fwd.len_mean = 512.25;
+            r.rev.iat_mean_ns = 12_345.5;
+            r.fwd.tcp_flags = 0x1b;
+            r.first_count = ((r.fwd.packets + r.rev.packets) as usize).min(10);
+            for k in 0..r.first_count {
+                r.first_lengths[k] = if k % 2 == 0 { 60 } else { -1500 };
+                r.first_iats_ns[k] = (k as i64) * 1000;
+            }
+            r
+        })
+        .collect()
+}
+
+/// Process CPU time (all threads), from /proc (USER_HZ is 100 on Linux).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    (f[11] + f[12]) as f64 / 100.0
+}
+
+fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
+    let recs = records(n.min(1 << 20));
+    // The sink: a local socket that never reads (the kernel's loopback delivery is then part
+    // of the sender's cost), or TARGET, e.g. an address routed into a dummy interface, which
+    // drops datagrams at transmit, as a NIC would send them.
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = target.unwrap_or_else(|| sink.local_addr().unwrap());
+    // The producer waits for the exporter (as `trawl flows -r` does): the exporter's pace is
+    // measured, in the steady state where batches circulate through the pool.
+    let config = ExportConfig {
+        lossless: true,
+        udp_max_message: max_message,
+        ..ExportConfig::default()
+    };
+    let hub = ExportHub::start(&[Destination::IpfixUdp(to)], &config).unwrap();
+    let mut handle = hub.handle(1, 0, Duration::from_millis(200));
+    // Warm up: the batch pool fills, the encoder's buffer reaches its size.
+    for r in recs.iter().take(100_000) {
+        handle.push(r);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu0 = cpu_seconds();
+    let wall0 = Instant::now();
+    let alloc0 = trawl_testkit::alloc::allocations();
+    let mut pushed = 0usize;
+    while pushed < n {
+        for r in &recs {
+            handle.push(r);
+            pushed += 1;
+            if pushed == n {
+                break;
+            }
+        }
+    }
+    let allocs = trawl_testkit::alloc::allocations() - alloc0;
+    drop(handle);
+    let reports = hub.finish();
+    let cpu = cpu_seconds() - cpu0;
+    let wall = wall0.elapsed().as_secs_f64();
+    let r = &reports[0];
+    if target.is_none() && max_message == 1472 {
+        // The style rule for hot paths: once the batches circulate, no allocation per record.
+        assert_eq!(allocs, 0, "the export hot path allocated {allocs} times");
+    }
+    println!(
+        "encode: sink={to} max_message={max_message} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}",
+        r.records - 100_000,
+        r.messages,
+        r.bytes,
+        r.dropped_queue + r.dropped_send,
+        (r.records - 100_000) as f64 / cpu,
+        allocs as f64 / n as f64
+    );
+}
+
+fn stream(n: usize, path: &str) {
+    let recs = records(n);
+    let mut enc = MessageEncoder::flows(
+        Protocol::Ipfix,
+        1,
+        32473,
+        1472,
+        TemplateRefresh::UDP_DEFAULT,
+    );
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut count = 0u64;
+    let mut emit = |m: &[u8]| {
+        out.write_all(&(m.len() as u16).to_be_bytes()).unwrap();
+        out.write_all(m).unwrap();
+        count += 1;
+    };
+    for r in &recs {
+        enc.add_flow(r, 1_700_000_000, &mut emit);
+    }
+    enc.flush(1_700_000_000, &mut emit);
+    println!("stream: records={n} datagrams={count}");
+}
+
+fn replay(path: &str, to: &str, rate: f64) {
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut data)
+        .unwrap();
+    let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    let started = Instant::now();
+    let (mut off, mut sent) = (0usize, 0u64);
+    while off + 2 <= data.len() {
+        let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
+        let _ = s.send_to(&data[off + 2..off + 2 + len], to);
+        off += 2 + len;
+        sent += 1;
+        // Paced in bursts of 32 so that neither receiver is overrun.
+        if sent % 32 == 0 {
+            let due = started + Duration::from_secs_f64(sent as f64 / rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+    println!(
+        "replay: datagrams={sent} wall_s={:.2}",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// Decodes a stream file in process (no sockets): the decoder's own pace.
+fn decode(path: &str) {
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_end(&mut data)
+        .unwrap();
+    let mut dec = trawl_export::Decoder::new(trawl_export::DecoderConfig::default());
+    let from = "127.0.0.1:1".parse().unwrap();
+    let cpu0 = cpu_seconds();
+    let mut records = 0usize;
+    let mut packets = 0u64;
+    for _ in 0..3 {
+        let mut off = 0usize;
+        while off + 2 <= data.len() {
+            let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
+            let (n, _) = dec.decode(from, &data[off + 2..off + 2 + len], &mut |_, item| {
+                if let trawl_export::Item::Flow(r) = item {
+                    packets += r.fwd.packets;
+                }
+            });
+            records += n;
+            off += 2 + len;
+        }
+    }
+    let cpu = cpu_seconds() - cpu0;
+    println!(
+        "decode: records={records} cpu_s={cpu:.2} records_per_cpu_s={:.0} (checksum {packets})",
+        records as f64 / cpu
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    match args.first().map(String::as_str) {
+        Some("encode") => encode(
+            args[1].parse().unwrap(),
+            args.get(2).map_or(1472, |m| m.parse().unwrap()),
+            args.get(3).map(|t| t.parse().unwrap()),
+        ),
+        Some("stream") => stream(args[1].parse().unwrap(), &args[2]),
+        Some("decode") => decode(&args[1]),
+        Some("replay") => replay(&args[1], &args[2], args[3].parse().unwrap()),
+        // `cargo bench` with no arguments: a quick run that checks the allocation rule.
+        _ => encode(500_000, 1472, None),
+    }
+}

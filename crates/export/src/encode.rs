@@ -1,0 +1,633 @@
+//! IPFIX (RFC 7011, biflows per RFC 5103) and NetFlow v9 (RFC 3954) message encoding.
+//!
+//! A [`MessageEncoder`] belongs to one transport session and one observation domain (v9:
+//! source id). Records are appended in place to one reused buffer; when the next record does
+//! not fit in `max_message` bytes the message is closed and handed to the caller, who sends
+//! it. Nothing is allocated per record.
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
+use trawl_series::SeriesRow;
+
+use crate::ie::{Dir, Field, VARLEN};
+use crate::template::{
+    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES, V9_FLOW_V4, V9_FLOW_V6,
+};
+
+/// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
+pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
+
+/// Wire protocol of a message encoder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// IPFIX (version 10).
+    Ipfix,
+    /// NetFlow version 9.
+    NetflowV9,
+}
+
+/// When templates are (re)sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemplateRefresh {
+    /// Once at the start of the session (TCP, files: reliable transports, RFC 7011 8.1).
+    Once,
+    /// UDP (RFC 7011 8.4): again after this long or this many messages, whichever first.
+    Periodic {
+        /// Longest time between template sets.
+        interval: Duration,
+        /// Template sets at least every this many messages.
+        messages: u32,
+    },
+    /// In every message (multicast feeds: a subscriber may join at any time).
+    EveryMessage,
+}
+
+impl TemplateRefresh {
+    /// Multicast feeds: a subscriber joins at any time and should not wait long, but the
+    /// flow templates (about 800 bytes) in every message would leave room for one record.
+    /// Every second or 16 messages.
+    pub const FEED: TemplateRefresh = TemplateRefresh::Periodic {
+        interval: Duration::from_secs(1),
+        messages: 16,
+    };
+
+    /// UDP default: every 60 s or 1000 messages.
+    pub const UDP_DEFAULT: TemplateRefresh = TemplateRefresh::Periodic {
+        interval: Duration::from_secs(60),
+        messages: 1000,
+    };
+}
+
+/// Counters of an encoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncoderStats {
+    /// Messages closed.
+    pub messages: u64,
+    /// Data records written.
+    pub records: u64,
+    /// Template sets written.
+    pub template_sets: u64,
+    /// NetFlow v9 times before the exporter's virtual boot time, written as 0.
+    pub clamped_times: u64,
+}
+
+/// Builds IPFIX or NetFlow v9 messages for one observation domain.
+#[derive(Debug)]
+pub struct MessageEncoder {
+    protocol: Protocol,
+    domain: u32,
+    pen: u32,
+    max_message: usize,
+    refresh: TemplateRefresh,
+    templates: [TemplateDef; 2],
+    series: bool,
+    buf: Vec<u8>,
+    /// Start of the open set and its template id (0: none open).
+    set_start: usize,
+    set_id: u16,
+    /// Data records in the open message, and v9's count of all records (templates too).
+    msg_records: u32,
+    v9_count: u16,
+    /// IPFIX: data records sent before the open message. v9: messages sent before it.
+    sequence: u32,
+    templates_sent_at: Option<Instant>,
+    messages_since_templates: u32,
+    /// NetFlow v9's virtual boot time (ms since the Unix epoch) and packet clock (ms).
+    boot_ms: Option<u64>,
+    clock_ms: u64,
+    stats: EncoderStats,
+}
+
+const IPFIX_HEADER: usize = 16;
+const V9_HEADER: usize = 20;
+
+impl MessageEncoder {
+    /// A flow record encoder. `max_message`: largest message in bytes (UDP: path MTU minus IP
+    /// and UDP headers; at most 65535).
+    pub fn flows(
+        protocol: Protocol,
+        domain: u32,
+        pen: u32,
+        max_message: usize,
+        refresh: TemplateRefresh,
+    ) -> Self {
+        let templates = match protocol {
+            Protocol::Ipfix => [IPFIX_FLOW_V4, IPFIX_FLOW_V6],
+            Protocol::NetflowV9 => [V9_FLOW_V4, V9_FLOW_V6],
+        };
+        Self::with_templates(
+            protocol,
+            domain,
+            pen,
+            max_message,
+            refresh,
+            templates,
+            false,
+        )
+    }
+
+    /// A series row encoder (IPFIX only; multicast feeds).
+    pub fn series(domain: u32, pen: u32, max_message: usize, refresh: TemplateRefresh) -> Self {
+        Self::with_templates(
+            Protocol::Ipfix,
+            domain,
+            pen,
+            max_message,
+            refresh,
+            [IPFIX_SERIES, IPFIX_SERIES],
+            true,
+        )
+    }
+
+    fn with_templates(
+        protocol: Protocol,
+        domain: u32,
+        pen: u32,
+        max_message: usize,
+        refresh: TemplateRefresh,
+        templates: [TemplateDef; 2],
+        series: bool,
+    ) -> Self {
+        let max_message = max_message.clamp(512, 65_535);
+        MessageEncoder {
+            protocol,
+            domain,
+            pen,
+            max_message,
+            refresh,
+            templates,
+            series,
+            buf: Vec::with_capacity(max_message + 4096),
+            set_start: 0,
+            set_id: 0,
+            msg_records: 0,
+            v9_count: 0,
+            sequence: 0,
+            templates_sent_at: None,
+            messages_since_templates: 0,
+            boot_ms: None,
+            clock_ms: 0,
+            stats: EncoderStats::default(),
+        }
+    }
+
+    /// The observation domain (v9: source id).
+    pub fn domain(&self) -> u32 {
+        self.domain
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EncoderStats {
+        self.stats
+    }
+
+    /// Starts over as a new transport session (a TCP reconnect): templates first again,
+    /// sequence numbers from 0.
+    pub fn reset_session(&mut self) {
+        self.buf.clear();
+        self.set_id = 0;
+        self.msg_records = 0;
+        self.sequence = 0;
+        self.templates_sent_at = None;
+        self.messages_since_templates = 0;
+    }
+
+    fn header_len(&self) -> usize {
+        match self.protocol {
+            Protocol::Ipfix => IPFIX_HEADER,
+            Protocol::NetflowV9 => V9_HEADER,
+        }
+    }
+
+    fn templates_due(&self, now: Instant) -> bool {
+        match (self.refresh, self.templates_sent_at) {
+            (_, None) => true,
+            (TemplateRefresh::Once, Some(_)) => false,
+            (TemplateRefresh::EveryMessage, _) => true,
+            (TemplateRefresh::Periodic { interval, messages }, Some(at)) => {
+                now.duration_since(at) >= interval || self.messages_since_templates >= messages
+            }
+        }
+    }
+
+    fn begin(&mut self) {
+        self.buf.clear();
+        self.buf.resize(self.header_len(), 0);
+        self.set_id = 0;
+        self.msg_records = 0;
+        self.v9_count = 0;
+        let now = Instant::now();
+        if self.templates_due(now) {
+            self.write_templates();
+            self.templates_sent_at = Some(now);
+            self.messages_since_templates = 0;
+            self.stats.template_sets += 1;
+        }
+    }
+
+    fn write_templates(&mut self) {
+        let start = self.buf.len();
+        let set_id: u16 = match self.protocol {
+            Protocol::Ipfix => 2,
+            Protocol::NetflowV9 => 0,
+        };
+        self.buf.extend_from_slice(&set_id.to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        let count = if self.series { 1 } else { 2 };
+        for t in &self.templates[..count] {
+            self.buf.extend_from_slice(&t.id.to_be_bytes());
+            self.buf
+                .extend_from_slice(&(t.fields.len() as u16).to_be_bytes());
+            for f in t.fields {
+                let spec = f.spec();
+                match self.protocol {
+                    Protocol::Ipfix => {
+                        let pen = f.pen(self.pen);
+                        let id = if pen != 0 { spec.id | 0x8000 } else { spec.id };
+                        self.buf.extend_from_slice(&id.to_be_bytes());
+                        self.buf.extend_from_slice(&spec.len.to_be_bytes());
+                        if pen != 0 {
+                            self.buf.extend_from_slice(&pen.to_be_bytes());
+                        }
+                    }
+                    Protocol::NetflowV9 => {
+                        self.buf.extend_from_slice(&spec.id.to_be_bytes());
+                        self.buf.extend_from_slice(&v9_len(*f).to_be_bytes());
+                    }
+                }
+            }
+            self.v9_count += 1;
+        }
+        let len = (self.buf.len() - start) as u16;
+        self.buf[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    fn close_set(&mut self) {
+        if self.set_id != 0 {
+            if self.protocol == Protocol::NetflowV9 {
+                // RFC 3954: data FlowSets are padded to a 4-byte boundary.
+                while !(self.buf.len() - self.set_start).is_multiple_of(4) {
+                    self.buf.push(0);
+                }
+            }
+            let len = (self.buf.len() - self.set_start) as u16;
+            self.buf[self.set_start + 2..self.set_start + 4].copy_from_slice(&len.to_be_bytes());
+            self.set_id = 0;
+        }
+    }
+
+    /// Whether a message with data records is open.
+    pub fn has_pending(&self) -> bool {
+        self.msg_records > 0
+    }
+
+    /// Closes the open message (if it holds records) and passes it to `emit`.
+    pub fn flush(&mut self, export_time_s: u32, emit: &mut dyn FnMut(&[u8])) {
+        if self.msg_records == 0 {
+            return;
+        }
+        self.close_set();
+        match self.protocol {
+            Protocol::Ipfix => {
+                let len = self.buf.len() as u16;
+                let seq = self.sequence;
+                let h = &mut self.buf[..IPFIX_HEADER];
+                h[0..2].copy_from_slice(&10u16.to_be_bytes());
+                h[2..4].copy_from_slice(&len.to_be_bytes());
+                h[4..8].copy_from_slice(&export_time_s.to_be_bytes());
+                h[8..12].copy_from_slice(&seq.to_be_bytes());
+                h[12..16].copy_from_slice(&self.domain.to_be_bytes());
+                // RFC 7011: the sequence number counts data records, modulo 2^32.
+                self.sequence = self.sequence.wrapping_add(self.msg_records);
+            }
+            Protocol::NetflowV9 => {
+                // The header's clock is the packet clock, so that unix_secs*1000 - sysUptime
+                // is exactly the virtual boot time the records' uptimes count from.
+                let secs = self.clock_ms / 1000;
+                let boot = self.boot_ms.unwrap_or(0);
+                let uptime = (secs * 1000).saturating_sub(boot) as u32;
+                let seq = self.sequence;
+                let count = self.v9_count;
+                let h = &mut self.buf[..V9_HEADER];
+                h[0..2].copy_from_slice(&9u16.to_be_bytes());
+                h[2..4].copy_from_slice(&count.to_be_bytes());
+                h[4..8].copy_from_slice(&uptime.to_be_bytes());
+                h[8..12].copy_from_slice(&(secs as u32).to_be_bytes());
+                h[12..16].copy_from_slice(&seq.to_be_bytes());
+                h[16..20].copy_from_slice(&self.domain.to_be_bytes());
+                // RFC 3954: the sequence number counts export packets.
+                self.sequence = self.sequence.wrapping_add(1);
+            }
+        }
+        self.stats.messages += 1;
+        self.messages_since_templates += 1;
+        self.clock_ms = 0;
+        emit(&self.buf);
+        self.buf.clear();
+        self.msg_records = 0;
+    }
+
+    /// Appends a flow record (its payload bytes are not exported), emitting the message
+    /// first when the record does not fit.
+    pub fn add_flow(
+        &mut self,
+        r: &FlowRecord<'_>,
+        export_time_s: u32,
+        emit: &mut dyn FnMut(&[u8]),
+    ) {
+        if self.protocol == Protocol::NetflowV9 {
+            let (first_ms, last_ms) = (r.first_ns / 1_000_000, r.last_ns / 1_000_000);
+            // v9 times are 32-bit milliseconds since the exporter's boot, which each message
+            // header pins (unix_secs*1000 - sysUptime). trawl's virtual boot is a day before
+            // the first record; a record outside the 49 days after it starts a new message
+            // with a new boot (input files can jump years).
+            let fits = |boot: u64| first_ms >= boot && last_ms - boot <= u64::from(u32::MAX);
+            if !self.boot_ms.is_some_and(fits) {
+                self.flush(export_time_s, emit);
+                self.boot_ms = Some(first_ms.saturating_sub(86_400_000));
+            }
+            self.clock_ms = self.clock_ms.max(last_ms);
+        }
+        let family = match r.src_ip {
+            IpAddr::V4(_) => Family::FlowV4,
+            IpAddr::V6(_) => Family::FlowV6,
+        };
+        let t = if self.templates[0].family == family {
+            self.templates[0]
+        } else {
+            self.templates[1]
+        };
+        self.add(t, export_time_s, emit, &mut |enc, out| {
+            enc.put_flow(t, r, out)
+        });
+    }
+
+    /// Appends a series row.
+    pub fn add_series(&mut self, row: &SeriesRow, export_time_s: u32, emit: &mut dyn FnMut(&[u8])) {
+        let t = self.templates[0];
+        self.add(t, export_time_s, emit, &mut |_, out| {
+            put_series(t, row, out)
+        });
+    }
+
+    fn add(
+        &mut self,
+        t: TemplateDef,
+        export_time_s: u32,
+        emit: &mut dyn FnMut(&[u8]),
+        put: &mut dyn FnMut(&mut Self, &mut Vec<u8>),
+    ) {
+        loop {
+            if self.buf.is_empty() {
+                self.begin();
+            }
+            let mark = (self.buf.len(), self.set_id, self.set_start);
+            if self.set_id != t.id {
+                self.close_set();
+                self.set_start = self.buf.len();
+                self.set_id = t.id;
+                self.buf.extend_from_slice(&t.id.to_be_bytes());
+                self.buf.extend_from_slice(&[0, 0]);
+            }
+            let mut out = std::mem::take(&mut self.buf);
+            put(self, &mut out);
+            self.buf = out;
+            // v9 pads data sets to 4 bytes: leave room for it. A record that does not fit
+            // even alone after the templates is sent anyway (IP fragments it) rather than
+            // lost.
+            if self.buf.len() + 3 <= self.max_message || self.msg_records == 0 {
+                self.msg_records += 1;
+                self.v9_count = self.v9_count.wrapping_add(1);
+                self.stats.records += 1;
+                return;
+            }
+            // Does not fit: take it back out, send what is there, retry in a fresh message.
+            self.buf.truncate(mark.0);
+            self.set_id = mark.1;
+            self.set_start = mark.2;
+            self.flush(export_time_s, emit);
+        }
+    }
+
+    fn uptime(&mut self, ns: u64) -> u32 {
+        let ms = ns / 1_000_000;
+        let boot = self.boot_ms.unwrap_or(0);
+        if ms < boot {
+            self.stats.clamped_times += 1;
+            return 0;
+        }
+        (ms - boot).min(u64::from(u32::MAX)) as u32
+    }
+
+    fn put_flow(&mut self, t: TemplateDef, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
+        let v9 = self.protocol == Protocol::NetflowV9;
+        // The record is written through a cursor into room made once: one length check per
+        // record instead of one capacity check and copy call per field.
+        let start = out.len();
+        out.resize(start + MAX_FLOW_RECORD, 0);
+        let mut c = Cursor {
+            buf: &mut out[start..],
+            pos: 0,
+        };
+        for &f in t.fields {
+            match f {
+                Field::SrcIpv4 | Field::SrcIpv6 => c.ip(r.src_ip),
+                Field::DstIpv4 | Field::DstIpv6 => c.ip(r.dst_ip),
+                Field::UptimeStart => {
+                    let v = self.uptime(r.first_ns);
+                    c.u32(v);
+                }
+                Field::UptimeEnd => {
+                    let v = self.uptime(r.last_ns);
+                    c.u32(v);
+                }
+                Field::TcpFlags(_) if v9 => c.u8(r.fwd.tcp_flags | r.rev.tcp_flags),
+                other => put_flow_field(other, r, &mut c),
+            }
+        }
+        let len = c.pos;
+        out.truncate(start + len);
+    }
+}
+
+/// Largest flow record of any template: 60 fields of at most 16 bytes, and the two arrays.
+const MAX_FLOW_RECORD: usize = 60 * 16 + 2 + 10 * 4 + 10 * 8;
+
+/// Writes big-endian values at increasing offsets of a slice sized for the record.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+    }
+    #[inline(always)]
+    fn u8(&mut self, v: u8) {
+        self.buf[self.pos] = v;
+        self.pos += 1;
+    }
+    #[inline(always)]
+    fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_be_bytes());
+    }
+    #[inline(always)]
+    fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_be_bytes());
+    }
+    #[inline(always)]
+    fn ip(&mut self, ip: IpAddr) {
+        match ip {
+            IpAddr::V4(a) => self.bytes(&a.octets()),
+            IpAddr::V6(a) => self.bytes(&a.octets()),
+        }
+    }
+}
+
+/// `ns` since the Unix epoch as an NTP-format dateTimeNanoseconds. The fraction is rounded up
+/// so that a decoder rounding down gets the nanoseconds back exactly.
+pub fn ntp_from_ns(ns: u64) -> u64 {
+    let secs = ns / 1_000_000_000 + NTP_UNIX_OFFSET;
+    let rem = ns % 1_000_000_000;
+    let frac = ((rem as u128) << 32).div_ceil(1_000_000_000) as u64;
+    (secs << 32) | frac
+}
+
+/// The inverse of [`ntp_from_ns`] (NTP times before 1970 give 0).
+pub fn ns_from_ntp(ntp: u64) -> u64 {
+    let secs = (ntp >> 32).saturating_sub(NTP_UNIX_OFFSET);
+    let frac = ntp & 0xffff_ffff;
+    secs * 1_000_000_000 + ((u128::from(frac) * 1_000_000_000) >> 32) as u64
+}
+
+/// IANA flowEndReason for trawl's end reason (RFC 7011 / IANA registry values: 1 idle
+/// timeout, 2 active timeout, 3 end of flow detected, 4 forced end, 5 lack of resources).
+pub fn iana_end_reason(r: EndReason) -> u8 {
+    match r {
+        EndReason::Idle => 1,
+        EndReason::Active => 2,
+        EndReason::Fin | EndReason::Rst => 3,
+        EndReason::End => 4,
+        EndReason::Pressure => 5,
+    }
+}
+
+#[inline(always)]
+fn dir<'r>(r: &'r FlowRecord<'_>, d: Dir) -> &'r DirectionRecord {
+    match d {
+        Dir::Fwd => &r.fwd,
+        Dir::Rev => &r.rev,
+    }
+}
+
+#[inline(always)]
+fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
+    match f {
+        Field::SrcPort => out.u16(r.src_port),
+        Field::DstPort => out.bytes(&r.dst_port.to_be_bytes()),
+        Field::Proto => out.u8(r.proto),
+        Field::Vlan => out.bytes(&r.vlan.to_be_bytes()),
+        Field::SrcMac => out.bytes(&r.src_mac),
+        Field::DstMac => out.bytes(&r.dst_mac),
+        Field::StartNs => out.bytes(&ntp_from_ns(r.first_ns).to_be_bytes()),
+        Field::EndNs => out.bytes(&ntp_from_ns(r.last_ns).to_be_bytes()),
+        Field::StartMs => out.bytes(&(r.first_ns / 1_000_000).to_be_bytes()),
+        Field::EndMs => out.bytes(&(r.last_ns / 1_000_000).to_be_bytes()),
+        Field::FlowEndReason => out.u8(iana_end_reason(r.end_reason)),
+        Field::TrawlEndReason => out.u8(r.end_reason as u8),
+        Field::Packets(d) => out.bytes(&dir(r, d).packets.to_be_bytes()),
+        Field::IpBytes(d) => out.bytes(&dir(r, d).ip_bytes.to_be_bytes()),
+        Field::FrameBytes(d) => out.bytes(&dir(r, d).bytes.to_be_bytes()),
+        Field::V9OutPackets => out.bytes(&r.rev.packets.to_be_bytes()),
+        Field::V9OutBytes => out.bytes(&r.rev.ip_bytes.to_be_bytes()),
+        Field::TcpFlags(d) => out.u16(u16::from(dir(r, d).tcp_flags)),
+        Field::Fin(d) => out.bytes(&dir(r, d).fin.to_be_bytes()),
+        Field::Rst(d) => out.bytes(&dir(r, d).rst.to_be_bytes()),
+        Field::Psh(d) => out.bytes(&dir(r, d).psh.to_be_bytes()),
+        Field::Urg(d) => out.bytes(&dir(r, d).urg.to_be_bytes()),
+        Field::LenMin(d) => out.bytes(&dir(r, d).len_min.to_be_bytes()),
+        Field::LenMax(d) => out.bytes(&dir(r, d).len_max.to_be_bytes()),
+        Field::LenMean(d) => out.bytes(&dir(r, d).len_mean.to_be_bytes()),
+        Field::LenStd(d) => out.bytes(&dir(r, d).len_std.to_be_bytes()),
+        Field::IatMin(d) => out.bytes(&dir(r, d).iat_min_ns.to_be_bytes()),
+        Field::IatMax(d) => out.bytes(&dir(r, d).iat_max_ns.to_be_bytes()),
+        Field::IatMean(d) => out.bytes(&dir(r, d).iat_mean_ns.to_be_bytes()),
+        Field::IatStd(d) => out.bytes(&dir(r, d).iat_std_ns.to_be_bytes()),
+        Field::Syn(d) => out.bytes(&dir(r, d).syn.to_be_bytes()),
+        Field::SynAck(d) => out.bytes(&dir(r, d).syn_ack.to_be_bytes()),
+        Field::Ece(d) => out.bytes(&dir(r, d).ece.to_be_bytes()),
+        Field::Cwr(d) => out.bytes(&dir(r, d).cwr.to_be_bytes()),
+        Field::ZeroWindow(d) => out.bytes(&dir(r, d).zero_window.to_be_bytes()),
+        Field::Retrans(d) => out.bytes(&dir(r, d).retransmissions.to_be_bytes()),
+        Field::FirstLengths => {
+            let n = r.first_count.min(r.first_lengths.len());
+            // Variable-length field, short form: one length byte (at most 40 here).
+            out.u8((n * 4) as u8);
+            for &l in &r.first_lengths[..n] {
+                out.u32(l.clamp(i32::MIN.into(), i32::MAX.into()) as i32 as u32);
+            }
+        }
+        Field::FirstGaps => {
+            let n = r.first_count.min(r.first_iats_ns.len());
+            out.u8((n * 8) as u8);
+            for &g in &r.first_iats_ns[..n] {
+                out.bytes(&g.to_be_bytes());
+            }
+        }
+        // Not in any flow template trawl writes; zeros of the element's length keep the
+        // record aligned with its template should one ever list them.
+        other => {
+            let len = other.spec().len;
+            if len != VARLEN {
+                out.pos += usize::from(len);
+            } else {
+                out.u8(0);
+            }
+        }
+    }
+}
+
+fn put_series(t: TemplateDef, r: &SeriesRow, out: &mut Vec<u8>) {
+    for &f in t.fields {
+        let v = match f {
+            Field::SeriesSecond => {
+                out.extend_from_slice(&(r.second.min(u64::from(u32::MAX)) as u32).to_be_bytes());
+                continue;
+            }
+            Field::SeriesPackets => r.packets,
+            Field::SeriesBytes => r.bytes,
+            Field::SeriesActiveFlows => r.active_flows,
+            Field::SeriesNewFlows => r.new_flows,
+            Field::SeriesInPackets => r.in_packets,
+            Field::SeriesInBytes => r.in_bytes,
+            Field::SeriesOutPackets => r.out_packets,
+            Field::SeriesOutBytes => r.out_bytes,
+            _ => 0,
+        };
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ntp_round_trip_is_exact() {
+        for ns in [
+            0u64,
+            1,
+            999_999_999,
+            1_700_000_000_123_456_789,
+            1_524_000_000_999_999_999,
+        ] {
+            assert_eq!(ns_from_ntp(ntp_from_ns(ns)), ns, "{ns}");
+        }
+        // 1970-01-01 is NTP second 2208988800.
+        assert_eq!(ntp_from_ns(0) >> 32, NTP_UNIX_OFFSET);
+    }
+}

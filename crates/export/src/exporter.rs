@@ -1,0 +1,682 @@
+//! Exporters as components: each destination gets its own thread behind a bounded queue of
+//! record batches, so a slow or absent collector never holds capture back; what does not fit
+//! in the queue is dropped and counted.
+//!
+//! Producers (the capture workers, or the offline driver) hold an [`ExportHandle`]: records
+//! are copied into a preallocated batch (payload bytes are not exported), a full batch is
+//! offered to every exporter's queue with `try_send`, and the exporter hands emptied batches
+//! back through a pool, so the steady state allocates nothing per record.
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use trawl_flow::format::{RecordFormat, RecordWriter};
+use trawl_flow::FlowRecord;
+
+use crate::destination::{Destination, FeedAddr};
+use crate::encode::{MessageEncoder, Protocol, TemplateRefresh};
+use crate::v5::V5Encoder;
+use crate::Error;
+
+/// Settings shared by the exporters of a run.
+#[derive(Clone, Debug)]
+pub struct ExportConfig {
+    /// Enterprise number of trawl's own elements.
+    pub pen: u32,
+    /// Largest UDP message (IPFIX, v9); TCP and files use 65535.
+    pub udp_max_message: usize,
+    /// Template refresh on UDP.
+    pub udp_refresh: TemplateRefresh,
+    /// Records per batch handed to an exporter thread.
+    pub batch_records: usize,
+    /// Batches each exporter's queue holds before records are dropped.
+    pub queue_batches: usize,
+    /// A partly filled message waits at most this long.
+    pub flush_interval: Duration,
+    /// Wait for room in a full queue instead of dropping: for capture files, whose reading
+    /// can always wait for the exporters. Live capture keeps this off, so that a slow
+    /// collector costs counted drops and never stalls capture.
+    pub lossless: bool,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        ExportConfig {
+            pen: crate::ie::DEFAULT_PEN,
+            // 1500-byte Ethernet MTU minus IPv4 and UDP headers.
+            udp_max_message: 1472,
+            udp_refresh: TemplateRefresh::UDP_DEFAULT,
+            batch_records: 256,
+            queue_batches: 256,
+            flush_interval: Duration::from_millis(200),
+            lossless: false,
+        }
+    }
+}
+
+/// Counters of one exporter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExporterReport {
+    /// The destination, as given.
+    pub destination: String,
+    /// Flow records handed to this exporter.
+    pub records: u64,
+    /// Records dropped because its queue was full (collector slow or down).
+    pub dropped_queue: u64,
+    /// Records that could not be sent (connection refused or down, write error).
+    pub dropped_send: u64,
+    /// Messages (datagrams, framed messages, JSON chunks) written.
+    pub messages: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Send/write errors.
+    pub send_errors: u64,
+    /// The last send error, for the summary.
+    pub last_error: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    records: AtomicU64,
+    dropped_queue: AtomicU64,
+}
+
+/// A batch of records of one observation domain.
+struct Batch {
+    domain: u32,
+    slot: u16,
+    records: Vec<FlowRecord<'static>>,
+}
+
+type Pool = Arc<Mutex<Vec<Vec<FlowRecord<'static>>>>>;
+
+#[derive(Clone)]
+struct Lane {
+    lossless: bool,
+    tx: SyncSender<Batch>,
+    pool: Pool,
+    counters: Arc<Counters>,
+}
+
+/// The running exporters of a process.
+pub struct ExportHub {
+    lanes: Vec<Lane>,
+    threads: Vec<(String, JoinHandle<ExporterReport>)>,
+    counters: Vec<Arc<Counters>>,
+    batch_records: usize,
+}
+
+/// A producer's side of every exporter (one per capture worker or driver thread).
+pub struct ExportHandle {
+    lanes: Vec<(Lane, Vec<FlowRecord<'static>>)>,
+    domain: u32,
+    slot: u16,
+    batch_records: usize,
+    last_flush: Instant,
+    flush_interval: Duration,
+}
+
+fn wall_secs() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}
+
+impl ExportHub {
+    /// Opens every destination (files created, sockets bound; TCP connects lazily and
+    /// retries) and starts one thread per destination.
+    pub fn start(destinations: &[Destination], config: &ExportConfig) -> Result<ExportHub, Error> {
+        let mut hub = ExportHub {
+            lanes: Vec::new(),
+            threads: Vec::new(),
+            counters: Vec::new(),
+            batch_records: config.batch_records.max(1),
+        };
+        for d in destinations {
+            let sink = Sink::open(d)?;
+            let (tx, rx) = mpsc::sync_channel::<Batch>(config.queue_batches.max(1));
+            let pool: Pool = Arc::new(Mutex::new(Vec::new()));
+            let counters = Arc::new(Counters::default());
+            let worker = Worker::new(d, sink, config.clone(), pool.clone());
+            let name = d.to_string();
+            let thread = std::thread::Builder::new()
+                .name("export".into())
+                .spawn(move || worker.run(rx))
+                .map_err(|e| Error::Io {
+                    what: "cannot start an exporter thread".into(),
+                    source: e,
+                })?;
+            hub.lanes.push(Lane {
+                lossless: config.lossless,
+                tx,
+                pool,
+                counters: counters.clone(),
+            });
+            hub.counters.push(counters);
+            hub.threads.push((name, thread));
+        }
+        Ok(hub)
+    }
+
+    /// Whether any exporter runs.
+    pub fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    /// A producer handle whose records belong to observation domain `domain` (an
+    /// interface), interface slot `slot` (which multicast group a feed uses).
+    pub fn handle(&self, domain: u32, slot: u16, flush_interval: Duration) -> ExportHandle {
+        ExportHandle {
+            lanes: self
+                .lanes
+                .iter()
+                .map(|l| (l.clone(), Vec::with_capacity(self.batch_records)))
+                .collect(),
+            domain,
+            slot,
+            batch_records: self.batch_records,
+            last_flush: Instant::now(),
+            flush_interval,
+        }
+    }
+
+    /// Records dropped so far because a queue was full, over all exporters.
+    pub fn dropped(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.dropped_queue.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Waits for every exporter to send what it holds (all handles must be dropped or
+    /// flushed first) and returns their counters.
+    pub fn finish(self) -> Vec<ExporterReport> {
+        drop(self.lanes);
+        self.threads
+            .into_iter()
+            .zip(self.counters)
+            .map(|((name, t), c)| {
+                let mut r = t.join().unwrap_or_else(|_| ExporterReport {
+                    last_error: Some("exporter thread panicked".into()),
+                    ..ExporterReport::default()
+                });
+                r.destination = name;
+                r.records = c.records.load(Ordering::Relaxed);
+                r.dropped_queue = c.dropped_queue.load(Ordering::Relaxed);
+                r
+            })
+            .collect()
+    }
+}
+
+impl ExportHandle {
+    /// Copies a record into every exporter's batch (payload bytes left out).
+    #[inline]
+    pub fn push(&mut self, r: &FlowRecord<'_>) {
+        let owned = FlowRecord {
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*r
+        };
+        let mut full = false;
+        for (_, batch) in self.lanes.iter_mut() {
+            batch.push(owned);
+            full |= batch.len() >= self.batch_records;
+        }
+        if full {
+            self.flush();
+        }
+    }
+
+    /// Sends partly filled batches once the flush interval has passed (call it when idle).
+    pub fn tick(&mut self) {
+        if self.last_flush.elapsed() >= self.flush_interval {
+            self.flush();
+        }
+    }
+
+    /// Hands every non-empty batch to its exporter now.
+    pub fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        for (lane, batch) in self.lanes.iter_mut() {
+            if batch.is_empty() {
+                continue;
+            }
+            let n = batch.len() as u64;
+            lane.counters.records.fetch_add(n, Ordering::Relaxed);
+            let spare = lane
+                .pool
+                .lock()
+                .ok()
+                .and_then(|mut p| p.pop())
+                .unwrap_or_else(|| Vec::with_capacity(self.batch_records));
+            let records = std::mem::replace(batch, spare);
+            let b = Batch {
+                domain: self.domain,
+                slot: self.slot,
+                records,
+            };
+            let sent = if lane.lossless {
+                lane.tx.send(b).map_err(|e| TrySendError::Disconnected(e.0))
+            } else {
+                lane.tx.try_send(b)
+            };
+            match sent {
+                Ok(()) => {}
+                Err(TrySendError::Full(mut b)) | Err(TrySendError::Disconnected(mut b)) => {
+                    lane.counters.dropped_queue.fetch_add(n, Ordering::Relaxed);
+                    // Keep the allocation for the next batch.
+                    b.records.clear();
+                    *batch = b.records;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for ExportHandle {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+/// Where the encoded bytes go.
+enum Sink {
+    Udp {
+        socket: UdpSocket,
+        batch: crate::socket::SendBatch,
+    },
+    Feed {
+        socket: UdpSocket,
+        feed: FeedAddr,
+    },
+    Tcp {
+        to: SocketAddr,
+        stream: Option<TcpStream>,
+        retry_at: Instant,
+        /// Set when a (re)connection starts a new transport session.
+        fresh: bool,
+    },
+    File(io::BufWriter<std::fs::File>),
+    Stdout(io::Stdout),
+}
+
+impl Sink {
+    fn open(d: &Destination) -> Result<Sink, Error> {
+        let io_err = |what: String| move |e| Error::Io { what, source: e };
+        Ok(match d {
+            Destination::IpfixUdp(to)
+            | Destination::Netflow9Udp(to)
+            | Destination::Netflow5Udp(to) => {
+                let bind: SocketAddr = if to.is_ipv4() {
+                    "0.0.0.0:0".parse().expect("literal")
+                } else {
+                    "[::]:0".parse().expect("literal")
+                };
+                let socket = UdpSocket::bind(bind)
+                    .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
+                // Connected: the kernel resolves the route once instead of per datagram, and
+                // a collector that is down shows as send errors (ICMP port unreachable).
+                socket
+                    .connect(to)
+                    .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
+                Sink::Udp {
+                    socket,
+                    batch: crate::socket::SendBatch::default(),
+                }
+            }
+            Destination::Feed(feed) => Sink::Feed {
+                socket: crate::feed::sender_socket(feed)?,
+                feed: *feed,
+            },
+            Destination::IpfixTcp(to) | Destination::JsonTcp(to) => Sink::Tcp {
+                to: *to,
+                stream: None,
+                retry_at: Instant::now(),
+                fresh: false,
+            },
+            Destination::IpfixFile(p) | Destination::JsonFile(p) => {
+                let f = std::fs::File::create(p)
+                    .map_err(io_err(format!("cannot create {}", p.display())))?;
+                Sink::File(io::BufWriter::with_capacity(1 << 20, f))
+            }
+            Destination::JsonStdout => Sink::Stdout(io::stdout()),
+        })
+    }
+
+    /// Whether bytes can go out now (TCP: connected, or reconnected after a pause).
+    fn ready(&mut self) -> bool {
+        match self {
+            Sink::Tcp {
+                to,
+                stream,
+                retry_at,
+                fresh,
+            } => {
+                if stream.is_some() {
+                    return true;
+                }
+                if Instant::now() < *retry_at {
+                    return false;
+                }
+                match TcpStream::connect_timeout(to, Duration::from_secs(1)) {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        // A collector that stops reading fails the write after this long
+                        // (the connection is dropped and retried) instead of holding a
+                        // lossless exporter, and so a file run, forever.
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                        *stream = Some(s);
+                        *fresh = true;
+                        true
+                    }
+                    Err(_) => {
+                        *retry_at = Instant::now() + Duration::from_secs(1);
+                        false
+                    }
+                }
+            }
+            _ => true,
+        }
+    }
+
+    fn take_fresh(&mut self) -> bool {
+        match self {
+            Sink::Tcp { fresh, .. } => std::mem::take(fresh),
+            _ => false,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8], slot: u16) -> io::Result<()> {
+        match self {
+            Sink::Udp { socket, batch } => batch.push(socket, bytes).map_err(|(_, e)| e),
+            Sink::Feed { socket, feed } => socket
+                .send_to(bytes, (feed.group_for(slot), feed.port))
+                .map(|_| ()),
+            Sink::Tcp { stream, .. } => {
+                let Some(s) = stream.as_mut() else {
+                    return Err(io::Error::new(io::ErrorKind::NotConnected, "not connected"));
+                };
+                let r = s.write_all(bytes);
+                if r.is_err() {
+                    *stream = None;
+                }
+                r
+            }
+            Sink::File(f) => f.write_all(bytes),
+            Sink::Stdout(o) => o.lock().write_all(bytes),
+        }
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            Sink::Udp { socket, batch } => batch.flush(socket).map_err(|(_, e)| e),
+            Sink::File(f) => f.flush(),
+            Sink::Stdout(o) => o.flush(),
+            Sink::Tcp {
+                stream: Some(s), ..
+            } => s.flush(),
+            _ => Ok(()),
+        }
+    }
+}
+
+enum Encoding {
+    /// IPFIX or v9, one encoder per observation domain.
+    Messages {
+        protocol: Protocol,
+        max_message: usize,
+        refresh: TemplateRefresh,
+        encoders: Vec<(u32, u16, MessageEncoder)>,
+    },
+    V5(Vec<(u32, u16, V5Encoder)>),
+    Json {
+        writer: RecordWriter,
+        buf: Vec<u8>,
+    },
+}
+
+struct Worker {
+    sink: Sink,
+    encoding: Encoding,
+    config: ExportConfig,
+    pool: Pool,
+    report: ExporterReport,
+    last_flush: Instant,
+}
+
+struct Emit<'a> {
+    sink: &'a mut Sink,
+    report: &'a mut ExporterReport,
+    slot: u16,
+}
+
+impl Emit<'_> {
+    fn send(&mut self, bytes: &[u8]) {
+        match self.sink.send(bytes, self.slot) {
+            Ok(()) => {
+                self.report.messages += 1;
+                self.report.bytes += bytes.len() as u64;
+            }
+            Err(e) => {
+                self.report.send_errors += 1;
+                self.report.last_error = Some(e.to_string());
+            }
+        }
+    }
+}
+
+impl Worker {
+    fn new(d: &Destination, sink: Sink, config: ExportConfig, pool: Pool) -> Worker {
+        let encoding = match d {
+            Destination::IpfixUdp(_) => Encoding::Messages {
+                protocol: Protocol::Ipfix,
+                max_message: config.udp_max_message,
+                refresh: config.udp_refresh,
+                encoders: Vec::new(),
+            },
+            Destination::Netflow9Udp(_) => Encoding::Messages {
+                protocol: Protocol::NetflowV9,
+                max_message: config.udp_max_message,
+                refresh: config.udp_refresh,
+                encoders: Vec::new(),
+            },
+            Destination::Feed(_) => Encoding::Messages {
+                protocol: Protocol::Ipfix,
+                max_message: config.udp_max_message,
+                refresh: TemplateRefresh::FEED,
+                encoders: Vec::new(),
+            },
+            Destination::IpfixTcp(_) | Destination::IpfixFile(_) => Encoding::Messages {
+                protocol: Protocol::Ipfix,
+                max_message: 65_535,
+                refresh: TemplateRefresh::Once,
+                encoders: Vec::new(),
+            },
+            Destination::Netflow5Udp(_) => Encoding::V5(Vec::new()),
+            Destination::JsonFile(_) | Destination::JsonStdout | Destination::JsonTcp(_) => {
+                Encoding::Json {
+                    writer: RecordWriter::new(RecordFormat::Json, false),
+                    buf: Vec::with_capacity(1 << 17),
+                }
+            }
+        };
+        Worker {
+            sink,
+            encoding,
+            config,
+            pool,
+            report: ExporterReport::default(),
+            last_flush: Instant::now(),
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Batch>) -> ExporterReport {
+        loop {
+            match rx.recv_timeout(self.config.flush_interval) {
+                Ok(mut batch) => {
+                    self.encode(&batch);
+                    batch.records.clear();
+                    if let Ok(mut p) = self.pool.lock() {
+                        p.push(batch.records);
+                    }
+                    if self.last_flush.elapsed() >= self.config.flush_interval {
+                        self.flush();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => self.flush(),
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        self.flush();
+        if let Err(e) = self.sink.finish() {
+            self.report.send_errors += 1;
+            self.report.last_error = Some(e.to_string());
+        }
+        self.report
+    }
+
+    fn encode(&mut self, batch: &Batch) {
+        if !self.sink.ready() {
+            self.report.dropped_send += batch.records.len() as u64;
+            return;
+        }
+        let fresh = self.sink.take_fresh();
+        let now = wall_secs();
+        let pen = self.config.pen;
+        let Worker {
+            sink,
+            encoding,
+            report,
+            ..
+        } = self;
+        let mut emit = Emit {
+            sink,
+            report,
+            slot: batch.slot,
+        };
+        match encoding {
+            Encoding::Messages {
+                protocol,
+                max_message,
+                refresh,
+                encoders,
+            } => {
+                if fresh {
+                    for (_, _, e) in encoders.iter_mut() {
+                        e.reset_session();
+                    }
+                }
+                let i = match encoders
+                    .iter()
+                    .position(|(d, s, _)| *d == batch.domain && *s == batch.slot)
+                {
+                    Some(i) => i,
+                    None => {
+                        encoders.push((
+                            batch.domain,
+                            batch.slot,
+                            MessageEncoder::flows(
+                                *protocol,
+                                batch.domain,
+                                pen,
+                                *max_message,
+                                *refresh,
+                            ),
+                        ));
+                        encoders.len() - 1
+                    }
+                };
+                let enc = &mut encoders[i].2;
+                let mut f = |m: &[u8]| emit.send(m);
+                for r in &batch.records {
+                    enc.add_flow(r, now, &mut f);
+                }
+            }
+            Encoding::V5(encoders) => {
+                let i = match encoders
+                    .iter()
+                    .position(|(d, s, _)| *d == batch.domain && *s == batch.slot)
+                {
+                    Some(i) => i,
+                    None => {
+                        encoders.push((
+                            batch.domain,
+                            batch.slot,
+                            V5Encoder::new(batch.domain as u8),
+                        ));
+                        encoders.len() - 1
+                    }
+                };
+                let enc = &mut encoders[i].2;
+                let mut f = |m: &[u8]| emit.send(m);
+                for r in &batch.records {
+                    enc.add_flow(r, &mut f);
+                }
+            }
+            Encoding::Json { writer, buf } => {
+                for r in &batch.records {
+                    writer.write(r, buf);
+                }
+                if buf.len() >= 1 << 16 {
+                    emit.send(buf);
+                    buf.clear();
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        self.last_flush = Instant::now();
+        let now = wall_secs();
+        let Worker {
+            sink,
+            encoding,
+            report,
+            ..
+        } = self;
+        match encoding {
+            Encoding::Messages { encoders, .. } => {
+                for (_, slot, e) in encoders.iter_mut() {
+                    if e.has_pending() {
+                        let mut emit = Emit {
+                            sink,
+                            report,
+                            slot: *slot,
+                        };
+                        e.flush(now, &mut |m: &[u8]| emit.send(m));
+                    }
+                }
+            }
+            Encoding::V5(encoders) => {
+                for (_, slot, e) in encoders.iter_mut() {
+                    let mut emit = Emit {
+                        sink,
+                        report,
+                        slot: *slot,
+                    };
+                    e.flush(&mut |m: &[u8]| emit.send(m));
+                }
+            }
+            Encoding::Json { buf, .. } => {
+                if !buf.is_empty() {
+                    let mut emit = Emit {
+                        sink,
+                        report,
+                        slot: 0,
+                    };
+                    emit.send(buf);
+                    buf.clear();
+                }
+            }
+        }
+        if let Err(e) = sink.finish() {
+            report.send_errors += 1;
+            report.last_error = Some(e.to_string());
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The templates trawl exports: which fields, in which order, under which template id.
+//! Fixed at compile time, so exporter and decoder (and `docs/specs/ipfix.md`) agree.
+use crate::ie::{Dir, Field};
+
+/// A template: id and field list.
+#[derive(Clone, Copy, Debug)]
+pub struct TemplateDef {
+    /// Template id (256 and up).
+    pub id: u16,
+    /// Fields in record order.
+    pub fields: &'static [Field],
+    /// Which protocol family the template is for (the record's address family decides).
+    pub family: Family,
+}
+
+/// What a template carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Flow records with IPv4 addresses.
+    FlowV4,
+    /// Flow records with IPv6 addresses.
+    FlowV6,
+    /// Per-second series rows.
+    Series,
+}
+
+/// IPFIX template id of IPv4 flow records.
+pub const FLOW_V4_ID: u16 = 256;
+/// IPFIX template id of IPv6 flow records.
+pub const FLOW_V6_ID: u16 = 257;
+/// IPFIX template id of series rows.
+pub const SERIES_ID: u16 = 258;
+
+macro_rules! flow_fields {
+    ($src:expr, $dst:expr) => {
+        &[
+            $src,
+            $dst,
+            Field::SrcPort,
+            Field::DstPort,
+            Field::Proto,
+            Field::Vlan,
+            Field::SrcMac,
+            Field::DstMac,
+            Field::StartNs,
+            Field::EndNs,
+            Field::StartMs,
+            Field::EndMs,
+            Field::FlowEndReason,
+            Field::TrawlEndReason,
+            Field::Packets(Dir::Fwd),
+            Field::IpBytes(Dir::Fwd),
+            Field::FrameBytes(Dir::Fwd),
+            Field::TcpFlags(Dir::Fwd),
+            Field::Packets(Dir::Rev),
+            Field::IpBytes(Dir::Rev),
+            Field::FrameBytes(Dir::Rev),
+            Field::TcpFlags(Dir::Rev),
+            Field::Fin(Dir::Fwd),
+            Field::Rst(Dir::Fwd),
+            Field::Psh(Dir::Fwd),
+            Field::Urg(Dir::Fwd),
+            Field::Fin(Dir::Rev),
+            Field::Rst(Dir::Rev),
+            Field::Psh(Dir::Rev),
+            Field::Urg(Dir::Rev),
+            Field::LenMin(Dir::Fwd),
+            Field::LenMax(Dir::Fwd),
+            Field::LenMean(Dir::Fwd),
+            Field::LenStd(Dir::Fwd),
+            Field::IatMin(Dir::Fwd),
+            Field::IatMax(Dir::Fwd),
+            Field::IatMean(Dir::Fwd),
+            Field::IatStd(Dir::Fwd),
+            Field::Syn(Dir::Fwd),
+            Field::SynAck(Dir::Fwd),
+            Field::Ece(Dir::Fwd),
+            Field::Cwr(Dir::Fwd),
+            Field::ZeroWindow(Dir::Fwd),
+            Field::Retrans(Dir::Fwd),
+            Field::LenMin(Dir::Rev),
+            Field::LenMax(Dir::Rev),
+            Field::LenMean(Dir::Rev),
+            Field::LenStd(Dir::Rev),
+            Field::IatMin(Dir::Rev),
+            Field::IatMax(Dir::Rev),
+            Field::IatMean(Dir::Rev),
+            Field::IatStd(Dir::Rev),
+            Field::Syn(Dir::Rev),
+            Field::SynAck(Dir::Rev),
+            Field::Ece(Dir::Rev),
+            Field::Cwr(Dir::Rev),
+            Field::ZeroWindow(Dir::Rev),
+            Field::Retrans(Dir::Rev),
+            Field::FirstLengths,
+            Field::FirstGaps,
+        ]
+    };
+}
+
+/// IPFIX flow record template, IPv4.
+pub const IPFIX_FLOW_V4: TemplateDef = TemplateDef {
+    id: FLOW_V4_ID,
+    fields: flow_fields!(Field::SrcIpv4, Field::DstIpv4),
+    family: Family::FlowV4,
+};
+
+/// IPFIX flow record template, IPv6.
+pub const IPFIX_FLOW_V6: TemplateDef = TemplateDef {
+    id: FLOW_V6_ID,
+    fields: flow_fields!(Field::SrcIpv6, Field::DstIpv6),
+    family: Family::FlowV6,
+};
+
+/// IPFIX series row template.
+pub const IPFIX_SERIES: TemplateDef = TemplateDef {
+    id: SERIES_ID,
+    fields: &[
+        Field::SeriesSecond,
+        Field::SeriesPackets,
+        Field::SeriesBytes,
+        Field::SeriesActiveFlows,
+        Field::SeriesNewFlows,
+        Field::SeriesInPackets,
+        Field::SeriesInBytes,
+        Field::SeriesOutPackets,
+        Field::SeriesOutBytes,
+    ],
+    family: Family::Series,
+};
+
+macro_rules! v9_fields {
+    ($src:expr, $dst:expr) => {
+        &[
+            $src,
+            $dst,
+            Field::SrcPort,
+            Field::DstPort,
+            Field::Proto,
+            Field::Vlan,
+            Field::SrcMac,
+            Field::DstMac,
+            Field::UptimeStart,
+            Field::UptimeEnd,
+            Field::Packets(Dir::Fwd),
+            Field::IpBytes(Dir::Fwd),
+            Field::V9OutPackets,
+            Field::V9OutBytes,
+            Field::TcpFlags(Dir::Fwd),
+        ]
+    };
+}
+
+/// NetFlow v9 flow template, IPv4. v9 has no reverse elements: the responder's packets and
+/// bytes travel as OUT_PKTS/OUT_BYTES (as Cisco ASA's NSEL does), TCP_FLAGS is the union of
+/// both directions, times are milliseconds of system uptime.
+pub const V9_FLOW_V4: TemplateDef = TemplateDef {
+    id: FLOW_V4_ID,
+    fields: v9_fields!(Field::SrcIpv4, Field::DstIpv4),
+    family: Family::FlowV4,
+};
+
+/// NetFlow v9 flow template, IPv6.
+pub const V9_FLOW_V6: TemplateDef = TemplateDef {
+    id: FLOW_V6_ID,
+    fields: v9_fields!(Field::SrcIpv6, Field::DstIpv6),
+    family: Family::FlowV6,
+};
+
+/// Length of a field in a NetFlow v9 template (v9 has no variable-length fields; TCP_FLAGS is
+/// one byte there).
+pub fn v9_len(f: Field) -> u16 {
+    match f {
+        Field::TcpFlags(_) => 1,
+        other => other.spec().len,
+    }
+}
