@@ -39,6 +39,13 @@ pub enum Command {
     /// a pcap file.
     #[command(after_help = EXIT_CODES)]
     Listen(ListenArgs),
+    /// Meter capture files into the flow database (Parquet blocks per interface and 5-minute
+    /// interval).
+    #[command(after_help = EXIT_CODES)]
+    Ingest(crate::ingest::IngestArgs),
+    /// Query the flow database: group by attributes, filter by a condition and a time range.
+    #[command(after_help = crate::query::QUERY_HELP)]
+    Query(crate::query::QueryArgs),
 }
 
 #[derive(Args, Debug)]

@@ -2,7 +2,9 @@
 mod args;
 mod config;
 mod daemon;
+mod ingest;
 mod live;
+mod query;
 mod run;
 mod summary;
 
@@ -147,6 +149,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         }
         Command::Run(a) => daemon::run(&a),
         Command::Listen(a) => daemon::listen(&a),
+        Command::Ingest(a) => ingest::run(&a),
+        Command::Query(a) => query::run(&a),
     }
 }
 

@@ -152,7 +152,7 @@ pub fn parse_block_name(name: &str) -> Option<(u32, u32)> {
     }
     let h: u32 = hhmm[..2].parse().ok()?;
     let m: u32 = hhmm[2..].parse().ok()?;
-    (h < 24 && m < 60 && m % 5 == 0).then_some((h * 60 + m, part))
+    (h < 24 && m < 60 && m.is_multiple_of(5)).then_some((h * 60 + m, part))
 }
 
 /// Which blocks [`list_blocks`] returns.

@@ -95,10 +95,12 @@ fn tidy(db: &Path) -> Result<u64> {
                     .ok()
                     .and_then(|t| now.duration_since(t).ok())
                     .is_some_and(|age| age > STALE_TEMPORARY);
-                if name.starts_with('.') && name.ends_with(".tmp") && stale {
-                    if fs::remove_file(f.path()).is_ok() {
-                        removed += 1;
-                    }
+                if name.starts_with('.')
+                    && name.ends_with(".tmp")
+                    && stale
+                    && fs::remove_file(f.path()).is_ok()
+                {
+                    removed += 1;
                 }
             }
             // Fails (and is left) unless empty.

@@ -1,0 +1,677 @@
+//! The scan: blocks of the range handed to a pool of workers (map), each reading only the
+//! needed columns of the row groups its statistics cannot rule out, filtering and grouping on
+//! dictionary indices, and the workers' partial aggregates merged (reduce).
+//!
+//! Per row the work is a few array lookups: an address column's dictionary (a few hundred to a
+//! few thousand distinct values per row group) is interned once per row group into worker-wide
+//! ids, and predicates on it are evaluated once per dictionary entry. Group keys pack the ids
+//! and small integers into one `u128`; per-block constants (interface, time bucket) select the
+//! hash map the block's rows go to.
+use std::fs::File;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_buffer::ScalarBuffer;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::statistics::Statistics;
+use trawl_store::hash::FxHashMap;
+use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
+use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
+
+use crate::error::Error;
+use crate::partial::{GroupKey, Metrics, PartialAggregate, ScanStats};
+use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, Program, Query};
+
+/// Rows per record batch read.
+const BATCH_ROWS: usize = 65_536;
+
+/// Bit position of each attribute in a packed group key (sip 32 bits of id, dip 32, sport 16,
+/// dport 16, proto 8, vlan 16).
+fn shift(a: Attribute) -> u32 {
+    match a {
+        Attribute::Sip => 88,
+        Attribute::Dip => 56,
+        Attribute::Sport => 40,
+        Attribute::Dport => 24,
+        Attribute::Proto => 16,
+        Attribute::Vlan => 0,
+        Attribute::Iface | Attribute::Time => 0,
+    }
+}
+
+/// Runs `query` over the database at `db` and returns the merged partial aggregate.
+/// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
+/// the others are still scanned.
+pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
+    let blocks = list_blocks(
+        db,
+        &BlockFilter {
+            ifaces: &query.ifaces,
+            from_ns: query.from_ns,
+            to_ns: query.to_ns,
+        },
+    )?;
+    scan_blocks(&blocks, query)
+}
+
+/// Runs `query` over the given blocks (the time and interface selection already made).
+pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregate, Error> {
+    let program = Program::compile(query.condition.as_ref());
+    let mut columns: Vec<&'static str> =
+        query.attributes.iter().filter_map(|a| a.column()).collect();
+    for c in program.columns() {
+        if !columns.contains(&c) {
+            columns.push(c);
+        }
+    }
+    columns.extend([
+        col::FWD_PACKETS,
+        col::REV_PACKETS,
+        col::FWD_BYTES,
+        col::REV_BYTES,
+    ]);
+    let ctx = Ctx {
+        query,
+        program,
+        columns,
+        resolution: query.time_resolution_ns.max(1),
+    };
+    let next = AtomicUsize::new(0);
+    let abort = AtomicBool::new(false);
+    let workers = query.workers.clamp(1, blocks.len().max(1));
+    let results: Vec<Result<PartialAggregate, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut w = Worker::new(&ctx);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= blocks.len() || abort.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        if let Err(e) = w.block(&blocks[i]) {
+                            if matches!(e, Error::TooManyGroups(_)) {
+                                abort.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                            w.stats.blocks_failed += 1;
+                            w.stats.errors.push(e.to_string());
+                        }
+                    }
+                    Ok(w.into_partial())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into())))
+            })
+            .collect()
+    });
+    let mut total = PartialAggregate {
+        attributes: query.attributes.clone(),
+        max_groups: query.max_groups,
+        ..PartialAggregate::default()
+    };
+    for r in results {
+        total.merge(r?)?;
+    }
+    total.stats.blocks = blocks.len() as u64;
+    total.stats.errors.sort();
+    Ok(total)
+}
+
+struct Ctx<'a> {
+    query: &'a Query,
+    program: Program,
+    columns: Vec<&'static str>,
+    resolution: u64,
+}
+
+/// Worker-wide ids of addresses, keyed by their text as stored.
+#[derive(Default)]
+struct IpInterner {
+    ids: FxHashMap<Box<[u8]>, u32>,
+    addrs: Vec<IpAddr>,
+}
+
+impl IpInterner {
+    fn id(&mut self, text: &str) -> Result<u32, String> {
+        if let Some(&id) = self.ids.get(text.as_bytes()) {
+            return Ok(id);
+        }
+        let ip: IpAddr = text
+            .parse()
+            .map_err(|_| format!("not an address: {text:?}"))?;
+        let id = self.addrs.len() as u32;
+        self.addrs.push(ip);
+        self.ids.insert(text.as_bytes().into(), id);
+        Ok(id)
+    }
+}
+
+/// The dictionary of a column as last seen, and what was derived from it.
+#[derive(Default)]
+struct DictCache {
+    values: Option<ArrayRef>,
+    /// Per dictionary entry: address id, or protocol number.
+    codes: Vec<u32>,
+}
+
+/// A predicate table per dictionary entry, for one address leaf.
+#[derive(Default)]
+struct LeafCache {
+    values: Option<ArrayRef>,
+    table: Vec<bool>,
+}
+
+struct Worker<'a> {
+    ctx: &'a Ctx<'a>,
+    ips: IpInterner,
+    /// (interface index, time bucket) → index into `maps`.
+    outer: FxHashMap<(u32, u64), usize>,
+    maps: Vec<FxHashMap<u128, Metrics>>,
+    ifaces: Vec<String>,
+    groups: usize,
+    stats: ScanStats,
+    ip_dicts: [DictCache; 2],
+    proto_dict: DictCache,
+    leaf_tables: Vec<LeafCache>,
+    keys: Vec<u128>,
+}
+
+fn block_error(b: &BlockRef, e: impl std::fmt::Display) -> Error {
+    Error::Block(format!("{}: {e}", b.path.display()))
+}
+
+impl<'a> Worker<'a> {
+    fn new(ctx: &'a Ctx<'a>) -> Self {
+        Worker {
+            ctx,
+            ips: IpInterner::default(),
+            outer: FxHashMap::default(),
+            maps: Vec::new(),
+            ifaces: Vec::new(),
+            groups: 0,
+            stats: ScanStats::default(),
+            ip_dicts: Default::default(),
+            proto_dict: DictCache::default(),
+            leaf_tables: (0..ctx.program.leaves.len())
+                .map(|_| LeafCache::default())
+                .collect(),
+            keys: Vec::new(),
+        }
+    }
+
+    fn block(&mut self, b: &BlockRef) -> Result<(), Error> {
+        // Interface leaves are constant per block: fold them first, maybe skipping the file.
+        let root = self
+            .ctx
+            .program
+            .root
+            .as_ref()
+            .map(|r| fold_iface(r, &self.ctx.program.leaves, &b.iface));
+        if matches!(root, Some(Node::Const(false))) {
+            self.stats.blocks_pruned += 1;
+            return Ok(());
+        }
+        let file = File::open(&b.path).map_err(|e| block_error(b, e))?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| block_error(b, e))?;
+        let meta = builder.metadata().clone();
+        let version = meta
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|k| k.key == VERSION_KEY))
+            .and_then(|k| k.value.as_deref())
+            .and_then(|v| v.parse::<u32>().ok());
+        if version.is_some_and(|v| v > STORE_VERSION) {
+            return Err(block_error(
+                b,
+                format!(
+                    "block format version {} is newer than this trawl's ({STORE_VERSION})",
+                    version.unwrap_or(0)
+                ),
+            ));
+        }
+        let schema = builder.parquet_schema();
+        let index_of = |name: &str| -> Result<usize, Error> {
+            schema
+                .columns()
+                .iter()
+                .position(|c| c.name() == name)
+                .ok_or_else(|| block_error(b, format!("column {name} missing")))
+        };
+        let mut leaves_idx = Vec::with_capacity(self.ctx.columns.len());
+        for c in &self.ctx.columns {
+            leaves_idx.push(index_of(c)?);
+        }
+        // Row groups the statistics cannot rule out.
+        let mut selected = Vec::new();
+        for (i, rg) in meta.row_groups().iter().enumerate() {
+            self.stats.row_groups += 1;
+            let keep = match &root {
+                None => true,
+                Some(r) => {
+                    let leaf3 =
+                        |l: usize| leaf_on_stats(&self.ctx.program.leaves[l], rg, &index_of);
+                    eval3(r, &leaf3) != Some(false)
+                }
+            };
+            if keep {
+                selected.push(i);
+            } else {
+                self.stats.row_groups_pruned += 1;
+            }
+        }
+        if selected.is_empty() {
+            self.stats.blocks_pruned += 1;
+            return Ok(());
+        }
+        let mask = ProjectionMask::leaves(schema, leaves_idx);
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(selected)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| block_error(b, e))?;
+        self.stats.blocks_scanned += 1;
+        self.stats.bytes_scanned += b.bytes;
+        let map = self.map_for(b);
+        // A new row group brings new dictionaries; Arc identity tells.
+        for batch in reader {
+            let batch = batch.map_err(|e| block_error(b, e))?;
+            self.batch(&batch, root.as_ref(), map)
+                .map_err(|e| block_error(b, e))?;
+            if self.groups > self.ctx.query.max_groups {
+                return Err(Error::TooManyGroups(self.ctx.query.max_groups));
+            }
+        }
+        Ok(())
+    }
+
+    fn map_for(&mut self, b: &BlockRef) -> usize {
+        let attrs = &self.ctx.query.attributes;
+        let iface = if attrs.contains(&Attribute::Iface) {
+            match self.ifaces.iter().position(|i| *i == b.iface) {
+                Some(i) => i as u32,
+                None => {
+                    self.ifaces.push(b.iface.clone());
+                    self.ifaces.len() as u32 - 1
+                }
+            }
+        } else {
+            u32::MAX
+        };
+        let time = if attrs.contains(&Attribute::Time) {
+            b.start_ns - b.start_ns % self.ctx.resolution
+        } else {
+            u64::MAX
+        };
+        let n = self.maps.len();
+        let i = *self.outer.entry((iface, time)).or_insert(n);
+        if i == n {
+            self.maps.push(FxHashMap::default());
+        }
+        i
+    }
+
+    /// Refreshes the cache of dictionary column `name` (`which`: 0 sip, 1 dip, 2 proto) and
+    /// returns its keys.
+    fn dict(
+        &mut self,
+        batch: &RecordBatch,
+        name: &str,
+        which: usize,
+    ) -> Result<arrow_array::PrimitiveArray<Int32Type>, String> {
+        let a = batch
+            .column_by_name(name)
+            .ok_or_else(|| format!("column {name} missing"))?;
+        let d = a.as_dictionary_opt::<Int32Type>().ok_or_else(|| {
+            format!(
+                "column {name}: expected a dictionary of strings, found {}",
+                a.data_type()
+            )
+        })?;
+        let cache = if which < 2 {
+            &mut self.ip_dicts[which]
+        } else {
+            &mut self.proto_dict
+        };
+        let fresh = !cache
+            .values
+            .as_ref()
+            .is_some_and(|v| Arc::ptr_eq(v, d.values()));
+        if fresh {
+            let strings = d
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| format!("column {name}: dictionary values are not strings"))?;
+            cache.codes.clear();
+            for s in strings.iter() {
+                let s = s.unwrap_or("");
+                let code = if which < 2 {
+                    self.ips.id(s).map_err(|e| format!("column {name}: {e}"))?
+                } else {
+                    u32::from(
+                        proto_number(s)
+                            .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?,
+                    )
+                };
+                cache.codes.push(code);
+            }
+            cache.values = Some(d.values().clone());
+        }
+        let keys = d.keys().clone();
+        let n = cache.codes.len();
+        if keys.values().iter().any(|&k| k < 0 || k as usize >= n) {
+            return Err(format!("column {name}: dictionary index out of range"));
+        }
+        Ok(keys)
+    }
+
+    fn batch(
+        &mut self,
+        batch: &RecordBatch,
+        root: Option<&Node>,
+        map: usize,
+    ) -> Result<(), String> {
+        let n = batch.num_rows();
+        self.stats.rows_scanned += n as u64;
+        let sel = match root {
+            Some(r) => Some(self.eval(r, batch)?),
+            None => None,
+        };
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.resize(n, 0);
+        for &a in &self.ctx.query.attributes {
+            let sh = shift(a);
+            match a {
+                Attribute::Sip | Attribute::Dip => {
+                    let (name, which) = if a == Attribute::Sip {
+                        (col::SRC_IP, 0)
+                    } else {
+                        (col::DST_IP, 1)
+                    };
+                    let dk = self.dict(batch, name, which)?;
+                    let codes = &self.ip_dicts[which].codes;
+                    for (k, &d) in keys.iter_mut().zip(dk.values().iter()) {
+                        *k |= u128::from(codes[d as usize]) << sh;
+                    }
+                }
+                Attribute::Proto => {
+                    let dk = self.dict(batch, col::PROTO, 2)?;
+                    let codes = &self.proto_dict.codes;
+                    for (k, &d) in keys.iter_mut().zip(dk.values().iter()) {
+                        *k |= u128::from(codes[d as usize]) << sh;
+                    }
+                }
+                Attribute::Sport | Attribute::Dport | Attribute::Vlan => {
+                    let v = u16s(batch, a.column().unwrap_or(col::VLAN))?;
+                    for (k, &x) in keys.iter_mut().zip(v.iter()) {
+                        *k |= u128::from(x) << sh;
+                    }
+                }
+                Attribute::Iface | Attribute::Time => {}
+            }
+        }
+        let fp = u64s(batch, col::FWD_PACKETS)?;
+        let rp = u64s(batch, col::REV_PACKETS)?;
+        let fb = u64s(batch, col::FWD_BYTES)?;
+        let rb = u64s(batch, col::REV_BYTES)?;
+        let m = &mut self.maps[map];
+        let before = m.len();
+        let mut matched = 0u64;
+        for i in 0..n {
+            if let Some(s) = &sel {
+                if !s[i] {
+                    continue;
+                }
+            }
+            matched += 1;
+            let e = m.entry(keys[i]).or_default();
+            e.fwd_packets += fp[i];
+            e.rev_packets += rp[i];
+            e.fwd_bytes += fb[i];
+            e.rev_bytes += rb[i];
+            e.flows += 1;
+        }
+        self.groups += m.len() - before;
+        self.stats.rows_matched += matched;
+        self.keys = keys;
+        Ok(())
+    }
+
+    fn eval(&mut self, node: &Node, batch: &RecordBatch) -> Result<Vec<bool>, String> {
+        let n = batch.num_rows();
+        Ok(match node {
+            Node::Const(b) => vec![*b; n],
+            Node::Not(a) => {
+                let mut v = self.eval(a, batch)?;
+                v.iter_mut().for_each(|x| *x = !*x);
+                v
+            }
+            Node::And(a, b) => {
+                let mut l = self.eval(a, batch)?;
+                if l.iter().any(|&x| x) {
+                    let r = self.eval(b, batch)?;
+                    l.iter_mut().zip(r).for_each(|(x, y)| *x &= y);
+                }
+                l
+            }
+            Node::Or(a, b) => {
+                let mut l = self.eval(a, batch)?;
+                if !l.iter().all(|&x| x) {
+                    let r = self.eval(b, batch)?;
+                    l.iter_mut().zip(r).for_each(|(x, y)| *x |= y);
+                }
+                l
+            }
+            Node::Leaf(i) => self.leaf(*i, batch)?,
+        })
+    }
+
+    fn leaf(&mut self, i: usize, batch: &RecordBatch) -> Result<Vec<bool>, String> {
+        let leaf = &self.ctx.program.leaves[i];
+        Ok(match leaf {
+            Leaf::Ip(c, pred) => {
+                let (name, which) = match c {
+                    IpCol::Src => (col::SRC_IP, 0),
+                    IpCol::Dst => (col::DST_IP, 1),
+                };
+                let dk = self.dict(batch, name, which)?;
+                let dict = &self.ip_dicts[which];
+                let lc = &mut self.leaf_tables[i];
+                let same = match (&lc.values, &dict.values) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                };
+                if !same {
+                    lc.table = dict
+                        .codes
+                        .iter()
+                        .map(|&id| pred.eval(&self.ips.addrs[id as usize]))
+                        .collect();
+                    lc.values = dict.values.clone();
+                }
+                dk.values().iter().map(|&d| lc.table[d as usize]).collect()
+            }
+            Leaf::Num(c, lo, hi) => {
+                let v = u16s(batch, c.column())?;
+                v.iter().map(|x| (*lo..=*hi).contains(x)).collect()
+            }
+            Leaf::Proto(p) => {
+                let dk = self.dict(batch, col::PROTO, 2)?;
+                let codes = &self.proto_dict.codes;
+                let p = u32::from(*p);
+                dk.values()
+                    .iter()
+                    .map(|&d| codes[d as usize] == p)
+                    .collect()
+            }
+            // Folded per block before the scan.
+            Leaf::Iface(_) => vec![false; batch.num_rows()],
+        })
+    }
+
+    fn into_partial(self) -> PartialAggregate {
+        let attrs = &self.ctx.query.attributes;
+        let has = |a| attrs.contains(&a);
+        let mut groups: FxHashMap<GroupKey, Metrics> = FxHashMap::default();
+        for (&(iface, time), &mi) in &self.outer {
+            for (&k, m) in &self.maps[mi] {
+                let field = |a: Attribute, bits: u32| -> u64 {
+                    ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64
+                };
+                let key = GroupKey {
+                    time_ns: has(Attribute::Time).then_some(time),
+                    iface: has(Attribute::Iface).then(|| self.ifaces[iface as usize].clone()),
+                    sip: has(Attribute::Sip)
+                        .then(|| self.ips.addrs[field(Attribute::Sip, 32) as usize]),
+                    dip: has(Attribute::Dip)
+                        .then(|| self.ips.addrs[field(Attribute::Dip, 32) as usize]),
+                    sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
+                    dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
+                    proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
+                    vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
+                };
+                groups.entry(key).or_default().add(m);
+            }
+        }
+        PartialAggregate {
+            attributes: attrs.clone(),
+            groups,
+            stats: self.stats,
+            max_groups: self.ctx.query.max_groups,
+        }
+    }
+}
+
+fn u16s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u16>, String> {
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("column {name} missing"))?;
+    a.as_primitive_opt::<UInt16Type>()
+        .map(|p| p.values().clone())
+        .ok_or_else(|| format!("column {name}: expected uint16, found {}", a.data_type()))
+}
+
+fn u64s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u64>, String> {
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("column {name} missing"))?;
+    a.as_primitive_opt::<UInt64Type>()
+        .map(|p| p.values().clone())
+        .ok_or_else(|| format!("column {name}: expected uint64, found {}", a.data_type()))
+}
+
+/// Replaces interface leaves by their value for a block of interface `iface`, and simplifies.
+fn fold_iface(node: &Node, leaves: &[Leaf], iface: &str) -> Node {
+    match node {
+        Node::Leaf(i) => match &leaves[*i] {
+            Leaf::Iface(name) => Node::Const(name == iface),
+            _ => node.clone(),
+        },
+        Node::Const(_) => node.clone(),
+        Node::Not(a) => match fold_iface(a, leaves, iface) {
+            Node::Const(b) => Node::Const(!b),
+            x => Node::Not(Box::new(x)),
+        },
+        Node::And(a, b) => match (fold_iface(a, leaves, iface), fold_iface(b, leaves, iface)) {
+            (Node::Const(false), _) | (_, Node::Const(false)) => Node::Const(false),
+            (Node::Const(true), x) | (x, Node::Const(true)) => x,
+            (x, y) => Node::And(Box::new(x), Box::new(y)),
+        },
+        Node::Or(a, b) => match (fold_iface(a, leaves, iface), fold_iface(b, leaves, iface)) {
+            (Node::Const(true), _) | (_, Node::Const(true)) => Node::Const(true),
+            (Node::Const(false), x) | (x, Node::Const(false)) => x,
+            (x, y) => Node::Or(Box::new(x), Box::new(y)),
+        },
+    }
+}
+
+/// What a row group's min/max statistics say about a leaf: `Some(false)` when no row can
+/// match, `Some(true)` when every row does, `None` when they do not tell.
+fn leaf_on_stats(
+    leaf: &Leaf,
+    rg: &RowGroupMetaData,
+    index_of: &dyn Fn(&str) -> Result<usize, Error>,
+) -> Option<bool> {
+    let stats = |name: &str| index_of(name).ok().and_then(|i| rg.column(i).statistics());
+    match leaf {
+        Leaf::Num(c, lo, hi) => {
+            let Some(Statistics::Int32(s)) = stats(c.column()) else {
+                return None;
+            };
+            let (min, max) = (*s.min_opt()?, *s.max_opt()?);
+            let (lo, hi) = (i32::from(*lo), i32::from(*hi));
+            if hi < min || lo > max {
+                Some(false)
+            } else if lo <= min && max <= hi {
+                Some(true)
+            } else {
+                None
+            }
+        }
+        Leaf::Ip(c, pred) => {
+            let name = if *c == IpCol::Src {
+                col::SRC_IP
+            } else {
+                col::DST_IP
+            };
+            let Some(Statistics::ByteArray(s)) = stats(name) else {
+                return None;
+            };
+            let (min, max) = (s.min_opt()?.data(), s.max_opt()?.data());
+            // Text ranges that hold every match: an exact address, or an IPv4 prefix on an
+            // octet boundary ("10.1." .. "10.1/", '/' following '.' in ASCII).
+            let (lo, hi): (Vec<u8>, Vec<u8>) = match pred {
+                IpPred::Cmp(crate::syntax::Op::Eq, a) => {
+                    let t = a.to_string().into_bytes();
+                    (t.clone(), t)
+                }
+                IpPred::In(n) if n.addr.is_ipv4() && n.prefix % 8 == 0 && n.prefix > 0 => {
+                    let t = n.addr.to_string();
+                    let octets: Vec<&str> = t.split('.').take(usize::from(n.prefix / 8)).collect();
+                    if n.prefix == 32 {
+                        (t.clone().into_bytes(), t.into_bytes())
+                    } else {
+                        let p = format!("{}.", octets.join("."));
+                        let mut end = p.clone().into_bytes();
+                        *end.last_mut()? = b'/';
+                        (p.into_bytes(), end)
+                    }
+                }
+                _ => return None,
+            };
+            // Every matching text t satisfies lo <= t <= hi (or < hi for a prefix range).
+            (max < lo.as_slice() || min > hi.as_slice()).then_some(false)
+        }
+        Leaf::Proto(_) | Leaf::Iface(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iface_leaves_fold() {
+        let e = crate::syntax::parse("iface = eth0 and dport = 53 or iface = eth1").unwrap();
+        let p = Program::compile(Some(&e));
+        let r = p.root.as_ref().unwrap();
+        assert_eq!(fold_iface(r, &p.leaves, "eth1"), Node::Const(true));
+        assert!(matches!(fold_iface(r, &p.leaves, "eth0"), Node::Leaf(_)));
+        assert_eq!(fold_iface(r, &p.leaves, "eth2"), Node::Const(false));
+    }
+}
