@@ -11,7 +11,7 @@ use std::fs::File;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
@@ -26,25 +26,11 @@ use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
 use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
 
 use crate::error::Error;
-use crate::partial::{GroupKey, Metrics, PartialAggregate, ScanStats};
+use crate::partial::{context, shift, Inner, PartialAggregate, ScanStats, Tables};
 use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, Program, Query};
 
 /// Rows per record batch read.
 const BATCH_ROWS: usize = 65_536;
-
-/// Bit position of each attribute in a packed group key (sip 32 bits of id, dip 32, sport 16,
-/// dport 16, proto 8, vlan 16).
-fn shift(a: Attribute) -> u32 {
-    match a {
-        Attribute::Sip => 88,
-        Attribute::Dip => 56,
-        Attribute::Sport => 40,
-        Attribute::Dport => 24,
-        Attribute::Proto => 16,
-        Attribute::Vlan => 0,
-        Attribute::Iface | Attribute::Time => 0,
-    }
-}
 
 /// Runs `query` over the database at `db` and returns the merged partial aggregate.
 /// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
@@ -77,11 +63,16 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         col::FWD_BYTES,
         col::REV_BYTES,
     ]);
+    let mut ifaces: Vec<String> = blocks.iter().map(|b| b.iface.clone()).collect();
+    ifaces.sort();
+    ifaces.dedup();
     let ctx = Ctx {
         query,
         program,
         columns,
         resolution: query.time_resolution_ns.max(1),
+        ips: Mutex::new(IpInterner::default()),
+        ifaces,
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -117,13 +108,20 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
             })
             .collect()
     });
-    let mut total = PartialAggregate {
-        attributes: query.attributes.clone(),
-        max_groups: query.max_groups,
-        ..PartialAggregate::default()
-    };
+    // Every worker interned into the same table: one decoding table for all partials, so
+    // merging never re-encodes.
+    let interner = ctx.ips.into_inner().unwrap_or_else(|p| p.into_inner());
+    let tables = Arc::new(Tables {
+        ips: interner.addrs,
+        ip_ids: interner.ids,
+        ifaces: ctx.ifaces,
+    });
+    let mut total = PartialAggregate::new(query.attributes.clone(), query.max_groups);
+    total.tables = tables.clone();
     for r in results {
-        total.merge(r?)?;
+        let mut p = r?;
+        p.tables = tables.clone();
+        total.merge(p)?;
     }
     total.stats.blocks = blocks.len() as u64;
     total.stats.errors.sort();
@@ -135,27 +133,55 @@ struct Ctx<'a> {
     program: Program,
     columns: Vec<&'static str>,
     resolution: u64,
+    /// Address ids shared by the workers (locked once per dictionary, not per row).
+    ips: Mutex<IpInterner>,
+    /// Interface names of the blocks, sorted; ids index this.
+    ifaces: Vec<String>,
 }
 
-/// Worker-wide ids of addresses, keyed by their text as stored.
+/// Ids of addresses shared by the workers, keyed by the address (parsed from the stored text
+/// with a fast path for dotted quads: no string hashing or comparison per dictionary entry).
 #[derive(Default)]
 struct IpInterner {
-    ids: FxHashMap<Box<[u8]>, u32>,
+    ids: FxHashMap<IpAddr, u32>,
     addrs: Vec<IpAddr>,
 }
 
-impl IpInterner {
-    fn id(&mut self, text: &str) -> Result<u32, String> {
-        if let Some(&id) = self.ids.get(text.as_bytes()) {
-            return Ok(id);
+/// Parses a dotted quad without the generic parser's overhead; anything else goes to `std`.
+#[inline]
+fn parse_ip(text: &str) -> Option<IpAddr> {
+    let b = text.as_bytes();
+    let mut octets = [0u32; 4];
+    let (mut n, mut digits) = (0usize, 0u32);
+    for &c in b {
+        match c {
+            b'0'..=b'9' if digits < 3 => {
+                octets[n] = octets[n] * 10 + u32::from(c - b'0');
+                digits += 1;
+            }
+            b'.' if digits > 0 && n < 3 => {
+                n += 1;
+                digits = 0;
+            }
+            _ => return text.parse().ok(),
         }
-        let ip: IpAddr = text
-            .parse()
-            .map_err(|_| format!("not an address: {text:?}"))?;
-        let id = self.addrs.len() as u32;
-        self.addrs.push(ip);
-        self.ids.insert(text.as_bytes().into(), id);
-        Ok(id)
+    }
+    if n != 3 || digits == 0 || octets.iter().any(|&o| o > 255) {
+        return text.parse().ok();
+    }
+    let v = octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3];
+    Some(IpAddr::V4(v.into()))
+}
+
+impl IpInterner {
+    fn id(&mut self, text: &str) -> Result<(u32, IpAddr), String> {
+        let ip = parse_ip(text).ok_or_else(|| format!("not an address: {text:?}"))?;
+        let n = self.addrs.len() as u32;
+        let id = *self.ids.entry(ip).or_insert(n);
+        if id == n {
+            self.addrs.push(ip);
+        }
+        Ok((id, ip))
     }
 }
 
@@ -165,6 +191,8 @@ struct DictCache {
     values: Option<ArrayRef>,
     /// Per dictionary entry: address id, or protocol number.
     codes: Vec<u32>,
+    /// Per dictionary entry of an address column: the address.
+    ips: Vec<IpAddr>,
 }
 
 /// A predicate table per dictionary entry, for one address leaf.
@@ -176,11 +204,9 @@ struct LeafCache {
 
 struct Worker<'a> {
     ctx: &'a Ctx<'a>,
-    ips: IpInterner,
-    /// (interface index, time bucket) → index into `maps`.
-    outer: FxHashMap<(u32, u64), usize>,
-    maps: Vec<FxHashMap<u128, Metrics>>,
-    ifaces: Vec<String>,
+    /// Context key (interface, time bucket) → index into `maps`.
+    outer: FxHashMap<u64, usize>,
+    maps: Vec<Inner>,
     groups: usize,
     stats: ScanStats,
     ip_dicts: [DictCache; 2],
@@ -197,10 +223,8 @@ impl<'a> Worker<'a> {
     fn new(ctx: &'a Ctx<'a>) -> Self {
         Worker {
             ctx,
-            ips: IpInterner::default(),
             outer: FxHashMap::default(),
             maps: Vec::new(),
-            ifaces: Vec::new(),
             groups: 0,
             stats: ScanStats::default(),
             ip_dicts: Default::default(),
@@ -301,26 +325,20 @@ impl<'a> Worker<'a> {
 
     fn map_for(&mut self, b: &BlockRef) -> usize {
         let attrs = &self.ctx.query.attributes;
-        let iface = if attrs.contains(&Attribute::Iface) {
-            match self.ifaces.iter().position(|i| *i == b.iface) {
-                Some(i) => i as u32,
-                None => {
-                    self.ifaces.push(b.iface.clone());
-                    self.ifaces.len() as u32 - 1
-                }
-            }
-        } else {
-            u32::MAX
-        };
-        let time = if attrs.contains(&Attribute::Time) {
-            b.start_ns - b.start_ns % self.ctx.resolution
-        } else {
-            u64::MAX
-        };
+        let iface = attrs.contains(&Attribute::Iface).then(|| {
+            self.ctx
+                .ifaces
+                .iter()
+                .position(|i| *i == b.iface)
+                .unwrap_or(0) as u32
+        });
+        let time = attrs
+            .contains(&Attribute::Time)
+            .then(|| b.start_ns - b.start_ns % self.ctx.resolution);
         let n = self.maps.len();
-        let i = *self.outer.entry((iface, time)).or_insert(n);
+        let i = *self.outer.entry(context(iface, time)).or_insert(n);
         if i == n {
-            self.maps.push(FxHashMap::default());
+            self.maps.push(Inner::default());
         }
         i
     }
@@ -357,17 +375,23 @@ impl<'a> Worker<'a> {
                 .as_string_opt::<i32>()
                 .ok_or_else(|| format!("column {name}: dictionary values are not strings"))?;
             cache.codes.clear();
-            for s in strings.iter() {
-                let s = s.unwrap_or("");
-                let code = if which < 2 {
-                    self.ips.id(s).map_err(|e| format!("column {name}: {e}"))?
-                } else {
-                    u32::from(
-                        proto_number(s)
-                            .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?,
-                    )
-                };
-                cache.codes.push(code);
+            cache.ips.clear();
+            if which < 2 {
+                let mut ips = self.ctx.ips.lock().unwrap_or_else(|p| p.into_inner());
+                for s in strings.iter() {
+                    let (id, ip) = ips
+                        .id(s.unwrap_or(""))
+                        .map_err(|e| format!("column {name}: {e}"))?;
+                    cache.codes.push(id);
+                    cache.ips.push(ip);
+                }
+            } else {
+                for s in strings.iter() {
+                    let s = s.unwrap_or("");
+                    let p = proto_number(s)
+                        .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?;
+                    cache.codes.push(u32::from(p));
+                }
             }
             cache.values = Some(d.values().clone());
         }
@@ -497,11 +521,7 @@ impl<'a> Worker<'a> {
                     _ => false,
                 };
                 if !same {
-                    lc.table = dict
-                        .codes
-                        .iter()
-                        .map(|&id| pred.eval(&self.ips.addrs[id as usize]))
-                        .collect();
+                    lc.table = dict.ips.iter().map(|ip| pred.eval(ip)).collect();
                     lc.values = dict.values.clone();
                 }
                 dk.values().iter().map(|&d| lc.table[d as usize]).collect()
@@ -525,35 +545,16 @@ impl<'a> Worker<'a> {
     }
 
     fn into_partial(self) -> PartialAggregate {
-        let attrs = &self.ctx.query.attributes;
-        let has = |a| attrs.contains(&a);
-        let mut groups: FxHashMap<GroupKey, Metrics> = FxHashMap::default();
-        for (&(iface, time), &mi) in &self.outer {
-            for (&k, m) in &self.maps[mi] {
-                let field = |a: Attribute, bits: u32| -> u64 {
-                    ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64
-                };
-                let key = GroupKey {
-                    time_ns: has(Attribute::Time).then_some(time),
-                    iface: has(Attribute::Iface).then(|| self.ifaces[iface as usize].clone()),
-                    sip: has(Attribute::Sip)
-                        .then(|| self.ips.addrs[field(Attribute::Sip, 32) as usize]),
-                    dip: has(Attribute::Dip)
-                        .then(|| self.ips.addrs[field(Attribute::Dip, 32) as usize]),
-                    sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
-                    dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
-                    proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
-                    vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
-                };
-                groups.entry(key).or_default().add(m);
+        let mut p =
+            PartialAggregate::new(self.ctx.query.attributes.clone(), self.ctx.query.max_groups);
+        let mut maps: Vec<Option<Inner>> = self.maps.into_iter().map(Some).collect();
+        for (c, i) in self.outer {
+            if let Some(m) = maps[i].take() {
+                p.maps.insert(c, m);
             }
         }
-        PartialAggregate {
-            attributes: attrs.clone(),
-            groups,
-            stats: self.stats,
-            max_groups: self.ctx.query.max_groups,
-        }
+        p.stats = self.stats;
+        p
     }
 }
 
@@ -664,6 +665,33 @@ fn leaf_on_stats(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_parse_like_std() {
+        for t in [
+            "10.0.0.1",
+            "255.255.255.255",
+            "0.0.0.0",
+            "1.2.3.4",
+            "::1",
+            "2001:db8::5",
+            "::ffff:1.2.3.4",
+        ] {
+            assert_eq!(parse_ip(t), t.parse().ok(), "{t}");
+        }
+        for t in [
+            "256.0.0.1",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1..2.3",
+            "01234.1.1.1",
+            "",
+            "x",
+            "1.2.3.4.",
+        ] {
+            assert_eq!(parse_ip(t), None, "{t}");
+        }
+    }
 
     #[test]
     fn iface_leaves_fold() {

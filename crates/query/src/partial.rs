@@ -2,6 +2,7 @@
 //! Its serialised form (`PartialAggregate::to_json`, documented in `docs/query.md`) is what a
 //! probe will return to a central coordinator when queries are distributed.
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use trawl_store::hash::FxHashMap;
@@ -117,17 +118,69 @@ impl ScanStats {
     }
 }
 
-/// Groups and their metrics, plus the scan's counters.
+/// Decoding tables of packed group keys: address ids and interface ids index these.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tables {
+    pub ips: Vec<IpAddr>,
+    pub ip_ids: FxHashMap<IpAddr, u32>,
+    pub ifaces: Vec<String>,
+}
+
+impl Tables {
+    fn ip_id(&mut self, ip: IpAddr) -> u32 {
+        let n = self.ips.len() as u32;
+        let id = *self.ip_ids.entry(ip).or_insert(n);
+        if id == n {
+            self.ips.push(ip);
+        }
+        id
+    }
+    fn iface_id(&mut self, name: &str) -> u32 {
+        match self.ifaces.iter().position(|i| i == name) {
+            Some(i) => i as u32,
+            None => {
+                self.ifaces.push(name.to_string());
+                self.ifaces.len() as u32 - 1
+            }
+        }
+    }
+}
+
+/// Bit position of each attribute in a packed row key (sip id 32 bits, dip id 32, sport 16,
+/// dport 16, proto 8, vlan 16). Interface id and time bucket live in the per-block context key.
+pub(crate) fn shift(a: Attribute) -> u32 {
+    match a {
+        Attribute::Sip => 88,
+        Attribute::Dip => 56,
+        Attribute::Sport => 40,
+        Attribute::Dport => 24,
+        Attribute::Proto => 16,
+        Attribute::Vlan | Attribute::Iface | Attribute::Time => 0,
+    }
+}
+
+/// Context key of a block: interface id in the top 16 bits, time bucket (in 5-minute units)
+/// below; 0 for attributes not grouped by.
+pub(crate) fn context(iface: Option<u32>, time_ns: Option<u64>) -> u64 {
+    (u64::from(iface.unwrap_or(0)) << 48) | time_ns.map_or(0, |t| t / trawl_store::BLOCK_NS)
+}
+
+/// Groups of one context: packed row key → metrics.
+pub(crate) type Inner = FxHashMap<u128, Metrics>;
+
+/// Groups and their metrics, plus the scan's counters. Held packed (addresses as ids into a
+/// table, attributes as bit fields) so merging and top-N never touch the full key; decoded to
+/// [`GroupKey`]s for output and for the serialised form.
 #[derive(Clone, Debug, Default)]
 pub struct PartialAggregate {
     /// Grouped-by attributes.
     pub attributes: Vec<Attribute>,
-    /// The groups.
-    pub groups: FxHashMap<GroupKey, Metrics>,
     /// Scan counters.
     pub stats: ScanStats,
     /// Most groups allowed (see [`crate::Query::max_groups`]).
     pub max_groups: usize,
+    pub(crate) tables: Arc<Tables>,
+    pub(crate) maps: FxHashMap<u64, Inner>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -146,25 +199,117 @@ struct WireGroup {
 }
 
 impl PartialAggregate {
+    /// An empty aggregate.
+    pub fn new(attributes: Vec<Attribute>, max_groups: usize) -> PartialAggregate {
+        PartialAggregate {
+            attributes,
+            max_groups,
+            ..PartialAggregate::default()
+        }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.maps.values().map(|m| m.len()).sum()
+    }
+
+    /// Whether there is no group.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn decode(&self, ctx: u64, k: u128) -> GroupKey {
+        let has = |a| self.attributes.contains(&a);
+        let field =
+            |a: Attribute, bits: u32| -> u64 { ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64 };
+        let t = &self.tables;
+        GroupKey {
+            time_ns: has(Attribute::Time)
+                .then_some((ctx & ((1 << 48) - 1)) * trawl_store::BLOCK_NS),
+            iface: has(Attribute::Iface).then(|| {
+                t.ifaces
+                    .get((ctx >> 48) as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            }),
+            sip: has(Attribute::Sip).then(|| t.ips[field(Attribute::Sip, 32) as usize]),
+            dip: has(Attribute::Dip).then(|| t.ips[field(Attribute::Dip, 32) as usize]),
+            sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
+            dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
+            proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
+            vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
+        }
+    }
+
+    fn encode(tables: &mut Tables, key: &GroupKey) -> (u64, u128) {
+        let ctx = context(
+            key.iface.as_deref().map(|i| tables.iface_id(i)),
+            key.time_ns,
+        );
+        let mut k = 0u128;
+        if let Some(ip) = key.sip {
+            k |= u128::from(tables.ip_id(ip)) << shift(Attribute::Sip);
+        }
+        if let Some(ip) = key.dip {
+            k |= u128::from(tables.ip_id(ip)) << shift(Attribute::Dip);
+        }
+        k |= u128::from(key.sport.unwrap_or(0)) << shift(Attribute::Sport);
+        k |= u128::from(key.dport.unwrap_or(0)) << shift(Attribute::Dport);
+        k |= u128::from(key.proto.unwrap_or(0)) << shift(Attribute::Proto);
+        k |= u128::from(key.vlan.unwrap_or(0)) << shift(Attribute::Vlan);
+        (ctx, k)
+    }
+
+    /// Every group, decoded (unordered).
+    pub fn groups(&self) -> Vec<(GroupKey, Metrics)> {
+        self.maps
+            .iter()
+            .flat_map(|(&c, m)| m.iter().map(move |(&k, v)| (self.decode(c, k), *v)))
+            .collect()
+    }
+
     /// Adds `other`'s groups and counters. Fails when the union holds more than `max_groups`
     /// groups, or when the attributes differ.
-    pub fn merge(&mut self, other: PartialAggregate) -> Result<(), Error> {
+    pub fn merge(&mut self, mut other: PartialAggregate) -> Result<(), Error> {
         if other.attributes != self.attributes {
             return Err(Error::Partial(
                 "partial aggregates group by different attributes".into(),
             ));
         }
         self.stats.merge(&other.stats);
-        let (mut big, small) = if other.groups.len() > self.groups.len() {
-            (other.groups, std::mem::take(&mut self.groups))
-        } else {
-            (std::mem::take(&mut self.groups), other.groups)
-        };
-        for (k, m) in small {
-            big.entry(k).or_default().add(&m);
+        if !Arc::ptr_eq(&self.tables, &other.tables) && !other.is_empty() {
+            if self.is_empty() && self.tables.ips.is_empty() && self.tables.ifaces.is_empty() {
+                self.tables = other.tables.clone();
+            } else {
+                // Another probe's ids: re-encode its groups with this aggregate's tables.
+                let groups = other.groups();
+                let tables = Arc::make_mut(&mut self.tables);
+                other.maps.clear();
+                for (g, m) in groups {
+                    let (c, k) = Self::encode(tables, &g);
+                    other
+                        .maps
+                        .entry(c)
+                        .or_default()
+                        .entry(k)
+                        .or_default()
+                        .add(&m);
+                }
+            }
         }
-        self.groups = big;
-        if self.groups.len() > self.max_groups {
+        for (c, theirs) in other.maps {
+            let mine = self.maps.entry(c).or_default();
+            let (mut big, small) = if theirs.len() > mine.len() {
+                (theirs, std::mem::take(mine))
+            } else {
+                (std::mem::take(mine), theirs)
+            };
+            for (k, m) in small {
+                big.entry(k).or_default().add(&m);
+            }
+            *mine = big;
+        }
+        if self.len() > self.max_groups {
             return Err(Error::TooManyGroups(self.max_groups));
         }
         Ok(())
@@ -173,12 +318,9 @@ impl PartialAggregate {
     /// The documented serialised form (JSON).
     pub fn to_json(&self) -> String {
         let mut groups: Vec<WireGroup> = self
-            .groups
-            .iter()
-            .map(|(k, m)| WireGroup {
-                key: k.clone(),
-                metrics: *m,
-            })
+            .groups()
+            .into_iter()
+            .map(|(key, metrics)| WireGroup { key, metrics })
             .collect();
         groups.sort_by(|a, b| a.key.cmp(&b.key));
         let w = Wire {
@@ -211,22 +353,27 @@ impl PartialAggregate {
                     .ok_or_else(|| Error::Partial(format!("unknown attribute {a:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut groups = FxHashMap::default();
+        let mut tables = Tables::default();
+        let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
         for g in w.groups {
-            groups
-                .entry(g.key)
-                .or_insert_with(Metrics::default)
+            let (c, k) = Self::encode(&mut tables, &g.key);
+            maps.entry(c)
+                .or_default()
+                .entry(k)
+                .or_default()
                 .add(&g.metrics);
         }
-        if groups.len() > max_groups {
-            return Err(Error::TooManyGroups(max_groups));
-        }
-        Ok(PartialAggregate {
+        let p = PartialAggregate {
             attributes,
-            groups,
             stats: w.stats,
             max_groups,
-        })
+            tables: Arc::new(tables),
+            maps,
+        };
+        if p.len() > max_groups {
+            return Err(Error::TooManyGroups(max_groups));
+        }
+        Ok(p)
     }
 }
 
@@ -235,30 +382,29 @@ mod tests {
     use super::*;
 
     fn partial(groups: &[(u16, u64)]) -> PartialAggregate {
-        PartialAggregate {
-            attributes: vec![Attribute::Dport],
+        let wire = Wire {
+            version: PARTIAL_VERSION,
+            attributes: vec!["dport".into()],
             groups: groups
                 .iter()
-                .map(|&(p, b)| {
-                    (
-                        GroupKey {
-                            dport: Some(p),
-                            ..GroupKey::default()
-                        },
-                        Metrics {
-                            fwd_bytes: b,
-                            flows: 1,
-                            ..Metrics::default()
-                        },
-                    )
+                .map(|&(p, b)| WireGroup {
+                    key: GroupKey {
+                        dport: Some(p),
+                        ..GroupKey::default()
+                    },
+                    metrics: Metrics {
+                        fwd_bytes: b,
+                        flows: 1,
+                        ..Metrics::default()
+                    },
                 })
                 .collect(),
             stats: ScanStats {
                 rows_scanned: groups.len() as u64,
                 ..ScanStats::default()
             },
-            max_groups: 3,
-        }
+        };
+        PartialAggregate::from_json(&serde_json::to_string(&wire).unwrap(), 3).unwrap()
     }
 
     #[test]
@@ -266,14 +412,21 @@ mod tests {
         let mut a = partial(&[(80, 10), (443, 5)]);
         a.merge(partial(&[(443, 7)])).unwrap();
         let back = PartialAggregate::from_json(&a.to_json(), 3).unwrap();
-        assert_eq!(back.groups, a.groups);
+        let sorted = |p: &PartialAggregate| {
+            let mut g = p.groups();
+            g.sort_by(|x, y| x.0.cmp(&y.0));
+            g
+        };
+        assert_eq!(sorted(&back), sorted(&a));
+        let back_groups: std::collections::HashMap<GroupKey, Metrics> =
+            back.groups().into_iter().collect();
         assert_eq!(back.stats.rows_scanned, 3);
         let k443 = GroupKey {
             dport: Some(443),
             ..GroupKey::default()
         };
-        assert_eq!(back.groups[&k443].fwd_bytes, 12);
-        assert_eq!(back.groups[&k443].flows, 2);
+        assert_eq!(back_groups[&k443].fwd_bytes, 12);
+        assert_eq!(back_groups[&k443].flows, 2);
         assert!(a.to_json().starts_with(
             r#"{"version":1,"attributes":["dport"],"groups":[{"key":{"dport":80},"fwd_packets":0"#
         ));

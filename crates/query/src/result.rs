@@ -48,32 +48,39 @@ pub struct QueryResult {
     pub elapsed: Duration,
 }
 
-fn order(sort: SortBy, a: &(GroupKey, Metrics), b: &(GroupKey, Metrics)) -> Ordering {
+/// Row order on the metrics (and the time bucket for `SortBy::Time`); ties are broken by the
+/// decoded key by the caller.
+fn order(sort: SortBy, a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)) -> Ordering {
     let desc = |x: u64, y: u64| y.cmp(&x);
-    let primary = match sort {
-        SortBy::Bytes => desc(a.1.bytes(), b.1.bytes()).then(desc(a.1.packets(), b.1.packets())),
-        SortBy::Packets => desc(a.1.packets(), b.1.packets()).then(desc(a.1.bytes(), b.1.bytes())),
-        SortBy::Flows => desc(a.1.flows, b.1.flows).then(desc(a.1.bytes(), b.1.bytes())),
+    let (ma, mb) = (&a.2, &b.2);
+    match sort {
+        SortBy::Bytes => desc(ma.bytes(), mb.bytes()).then(desc(ma.packets(), mb.packets())),
+        SortBy::Packets => desc(ma.packets(), mb.packets()).then(desc(ma.bytes(), mb.bytes())),
+        SortBy::Flows => desc(ma.flows, mb.flows).then(desc(ma.bytes(), mb.bytes())),
         SortBy::Time => {
-            a.0.time_ns
-                .cmp(&b.0.time_ns)
-                .then(desc(a.1.bytes(), b.1.bytes()))
+            let t = |c: u64| c & ((1 << 48) - 1);
+            t(a.0).cmp(&t(b.0)).then(desc(ma.bytes(), mb.bytes()))
         }
-    };
-    // Ties are broken by the key, so equal inputs give identical output.
-    primary.then_with(|| a.0.cmp(&b.0))
+    }
 }
 
 impl PartialAggregate {
-    /// Sorts, keeps the first `limit` groups, and sums the totals.
+    /// Sorts, keeps the first `limit` groups, and sums the totals. Works on the packed keys:
+    /// only the rows kept are decoded.
     pub fn finish(self, sort: SortBy, limit: Option<usize>) -> QueryResult {
         let mut totals = Metrics::default();
-        for m in self.groups.values() {
-            totals.add(m);
+        let mut rows: Vec<(u64, u128, Metrics)> = Vec::with_capacity(self.len());
+        for (&c, m) in &self.maps {
+            for (&k, v) in m {
+                totals.add(v);
+                rows.push((c, k, *v));
+            }
         }
-        let groups = self.groups.len() as u64;
-        let mut rows: Vec<(GroupKey, Metrics)> = self.groups.into_iter().collect();
-        let cmp = |a: &(GroupKey, Metrics), b: &(GroupKey, Metrics)| order(sort, a, b);
+        let groups = rows.len() as u64;
+        // Ties are broken by the decoded key, so equal inputs give identical output.
+        let cmp = |a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)| {
+            order(sort, a, b).then_with(|| self.decode(a.0, a.1).cmp(&self.decode(b.0, b.1)))
+        };
         if let Some(l) = limit {
             if l < rows.len() {
                 // Top-N without sorting every group.
@@ -84,8 +91,12 @@ impl PartialAggregate {
             }
         }
         rows.sort_unstable_by(cmp);
+        let rows = rows
+            .iter()
+            .map(|&(c, k, m)| (self.decode(c, k), m))
+            .collect();
         QueryResult {
-            attributes: self.attributes,
+            attributes: self.attributes.clone(),
             rows,
             totals,
             groups,
