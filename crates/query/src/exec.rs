@@ -455,21 +455,7 @@ impl<'a> Worker<'a> {
         let rb = u64s(batch, col::REV_BYTES)?;
         let m = &mut self.maps[map];
         let before = m.len();
-        let mut matched = 0u64;
-        for i in 0..n {
-            if let Some(s) = &sel {
-                if !s[i] {
-                    continue;
-                }
-            }
-            matched += 1;
-            let e = m.entry(keys[i]).or_default();
-            e.fwd_packets += fp[i];
-            e.rev_packets += rp[i];
-            e.fwd_bytes += fb[i];
-            e.rev_bytes += rb[i];
-            e.flows += 1;
-        }
+        let matched = m.add_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
         self.groups += m.len() - before;
         self.stats.rows_matched += matched;
         self.keys = keys;

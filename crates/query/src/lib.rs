@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod agg;
 mod error;
 pub mod exec;
 pub mod output;

@@ -166,7 +166,7 @@ pub(crate) fn context(iface: Option<u32>, time_ns: Option<u64>) -> u64 {
 }
 
 /// Groups of one context: packed row key → metrics.
-pub(crate) type Inner = FxHashMap<u128, Metrics>;
+pub(crate) type Inner = crate::agg::AggTable;
 
 /// Groups and their metrics, plus the scan's counters. Held packed (addresses as ids into a
 /// table, attributes as bit fields) so merging and top-N never touch the full key; decoded to
@@ -264,7 +264,7 @@ impl PartialAggregate {
     pub fn groups(&self) -> Vec<(GroupKey, Metrics)> {
         self.maps
             .iter()
-            .flat_map(|(&c, m)| m.iter().map(move |(&k, v)| (self.decode(c, k), *v)))
+            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(c, k), *v)))
             .collect()
     }
 
@@ -287,13 +287,7 @@ impl PartialAggregate {
                 other.maps.clear();
                 for (g, m) in groups {
                     let (c, k) = Self::encode(tables, &g);
-                    other
-                        .maps
-                        .entry(c)
-                        .or_default()
-                        .entry(k)
-                        .or_default()
-                        .add(&m);
+                    other.maps.entry(c).or_default().add(k, &m);
                 }
             }
         }
@@ -304,8 +298,8 @@ impl PartialAggregate {
             } else {
                 (std::mem::take(mine), theirs)
             };
-            for (k, m) in small {
-                big.entry(k).or_default().add(&m);
+            for (k, m) in small.iter() {
+                big.add(k, m);
             }
             *mine = big;
         }
@@ -357,11 +351,7 @@ impl PartialAggregate {
         let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
         for g in w.groups {
             let (c, k) = Self::encode(&mut tables, &g.key);
-            maps.entry(c)
-                .or_default()
-                .entry(k)
-                .or_default()
-                .add(&g.metrics);
+            maps.entry(c).or_default().add(k, &g.metrics);
         }
         let p = PartialAggregate {
             attributes,

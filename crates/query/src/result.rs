@@ -69,27 +69,34 @@ impl PartialAggregate {
     /// only the rows kept are decoded.
     pub fn finish(self, sort: SortBy, limit: Option<usize>) -> QueryResult {
         let mut totals = Metrics::default();
-        let mut rows: Vec<(u64, u128, Metrics)> = Vec::with_capacity(self.len());
-        for (&c, m) in &self.maps {
-            for (&k, v) in m {
-                totals.add(v);
-                rows.push((c, k, *v));
-            }
-        }
-        let groups = rows.len() as u64;
+        let mut groups = 0u64;
         // Ties are broken by the decoded key, so equal inputs give identical output.
         let cmp = |a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)| {
             order(sort, a, b).then_with(|| self.decode(a.0, a.1).cmp(&self.decode(b.0, b.1)))
         };
-        if let Some(l) = limit {
-            if l < rows.len() {
-                // Top-N without sorting every group.
-                if l > 0 {
-                    rows.select_nth_unstable_by(l - 1, cmp);
+        // Top-N in one pass with a buffer of at most 2N candidates, cut back to the best N
+        // whenever it fills: no vector of every group.
+        let keep = limit.unwrap_or(usize::MAX);
+        let cap = keep.saturating_mul(2).max(1024);
+        let mut rows: Vec<(u64, u128, Metrics)> = Vec::new();
+        for (&c, m) in &self.maps {
+            for (k, v) in m.iter() {
+                totals.add(v);
+                groups += 1;
+                if keep == 0 {
+                    continue;
                 }
-                rows.truncate(l);
+                rows.push((c, k, *v));
+                if rows.len() >= cap && keep < rows.len() {
+                    rows.select_nth_unstable_by(keep - 1, cmp);
+                    rows.truncate(keep);
+                }
             }
         }
+        if keep < rows.len() {
+            rows.select_nth_unstable_by(keep - 1, cmp);
+        }
+        rows.truncate(keep);
         rows.sort_unstable_by(cmp);
         let rows = rows
             .iter()

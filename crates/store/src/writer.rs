@@ -15,7 +15,7 @@ use arrow_array::{
     UInt8Array,
 };
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
@@ -24,7 +24,7 @@ use trawl_flow::{FlowRecord, ProtoName};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::layout::{block_file_name, block_start, day_dir, valid_iface, BlockRef, Date, BLOCK_NS};
-use crate::schema::{schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, VERSION_KEY};
+use crate::schema::{col, schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, VERSION_KEY};
 
 /// Compression of block pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +55,9 @@ impl Codec {
 /// Settings of the writer.
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// Page compression. Default zstd level 3.
+    /// Compression of the pages of the key columns (addresses, ports, protocol, flags, end
+    /// reason); counters and times are bit-packed and not compressed further. Default zstd
+    /// level 3.
     pub codec: Codec,
     /// Rows per Parquet row group (the unit of statistics pruning). Default 65,536.
     pub row_group_rows: usize,
@@ -265,8 +267,28 @@ fn writer_properties(config: &StoreConfig) -> WriterProperties {
     for c in DICTIONARY_COLUMNS {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
     }
+    // Bit-packed deltas take these near-random counters to about their bit width, smaller
+    // than zstd over plain 8-byte values, and a general-purpose codec on top would only cost
+    // decompression time at query time (measured: bytes per row unchanged).
+    for c in DELTA_COLUMNS {
+        b = b
+            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
+            .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
+    }
     b.build()
 }
+
+/// Counter and time columns: stored as bit-packed deltas, uncompressed.
+const DELTA_COLUMNS: [&str; 8] = [
+    col::FIRST_NS,
+    col::LAST_NS,
+    col::FWD_PACKETS,
+    col::REV_PACKETS,
+    col::FWD_BYTES,
+    col::REV_BYTES,
+    col::FWD_IP_BYTES,
+    col::REV_IP_BYTES,
+];
 
 /// Interns values of one dictionary column of a block.
 struct DictBuilder<T> {
