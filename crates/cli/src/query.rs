@@ -166,9 +166,13 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     }
     let condition = match a.condition.as_deref().filter(|c| !c.trim().is_empty()) {
         None => None,
-        Some(c) => {
-            Some(syntax::parse(c).map_err(|e| anyhow!("invalid condition\n{}", e.render(c)))?)
-        }
+        Some(c) => Some(syntax::parse(c).map_err(|e| {
+            anyhow!(
+                "invalid condition, at character {}:\n{}",
+                e.pos + 1,
+                e.render(c)
+            )
+        })?),
     };
     let now = now_ns();
     let (from, to) = match a.last {

@@ -357,3 +357,4 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
 }
 
 mod live;
+mod store;
