@@ -35,9 +35,9 @@ if [ ! -f "$db/.complete" ]; then
 fi
 gen=$(cat "$here/work/flowgen.json")
 
-# 1-hour window: 12:00-13:00 UTC of the second day (2026-11-17).
-from=2026-11-17T12:00:00Z
-to=2026-11-17T13:00:00Z
+# 1-hour window: 12:00-13:00 UTC of the second day (2025-11-17).
+from=2025-11-17T12:00:00Z
+to=2025-11-17T13:00:00Z
 from_ns=1763380800000000000
 to_ns=1763384400000000000
 

@@ -19,7 +19,7 @@ use std::time::Instant;
 use trawl_flow::EndReason;
 use trawl_store::{Codec, Ingest, StoreConfig, StoredFlow, BLOCK_NS};
 
-/// 2026-11-16T00:00:00Z: the first day.
+/// 2025-11-16T00:00:00Z: the first day.
 const START_NS: u64 = 1_763_251_200 * 1_000_000_000;
 
 struct Rng(u64);
