@@ -14,7 +14,7 @@ const T0: u64 = 1_763_251_200 * 1_000_000_000;
 fn row(i: u64) -> StoredFlow {
     StoredFlow {
         src_ip: IpAddr::from([10, 0, (i / 256 % 40) as u8, (i % 256) as u8]),
-        dst_ip: if i % 5 == 0 {
+        dst_ip: if i.is_multiple_of(5) {
             "2001:db8::1".parse().unwrap()
         } else {
             IpAddr::from([192, 0, 2, (i % 11) as u8])
@@ -111,7 +111,7 @@ fn statistics_prune_row_groups_without_changing_results() {
     // Octet-aligned prefixes prune too.
     let p = scan(dir.path(), &query("sip", Some("sip = 10.0.39.0/24"), 1)).unwrap();
     assert!(p.stats.row_groups_pruned > 0);
-    assert!(p.len() > 0);
+    assert!(!p.is_empty());
 }
 
 #[test]
