@@ -5,10 +5,12 @@
 #   curl, ca-certificates: to fetch the Rust toolchain (rustup) when cargo is missing.
 #   iproute2, tcpreplay: live capture tests make veth pairs in network namespaces and put
 #     corpus traffic on them with tcpreplay (an independent sender).
+#   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
+#     package (installed with pip below), as users of the Parquet files will.
 # The tests need no tshark: its outputs are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay python3 python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -33,4 +35,11 @@ fi
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: installing the Rust toolchain with rustup (minimal profile, stable)"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+fi
+
+if ! python3 -c 'import duckdb' 2>/dev/null; then
+    echo "deps: installing the duckdb Python package (pip)"
+    python3 -m pip install --quiet duckdb 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages duckdb \
+        || echo "deps: WARNING: could not install duckdb; the DuckDB test will say SKIPPED"
 fi
