@@ -30,7 +30,7 @@ const AHEAD: usize = 16;
 
 /// Packed group key → summed metrics.
 #[derive(Clone, Debug)]
-pub(crate) struct AggTable {
+pub(crate) struct Part {
     slots: Vec<Slot>,
     len: usize,
     /// Mixed into the hash, different per table: iterating one table visits keys in the order
@@ -41,28 +41,36 @@ pub(crate) struct AggTable {
     shift: u32,
 }
 
-impl Default for AggTable {
+impl Default for Part {
     fn default() -> Self {
-        AggTable::with_capacity_log2(8)
+        Part::with_capacity_log2(6)
     }
 }
 
 static SEEDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// Seed-independent hash of a key: its top bits choose the partition.
 #[inline]
-fn hash(k: u128, seed: u64) -> u64 {
+fn prehash(k: u128) -> u64 {
     let (lo, hi) = (k as u64, (k >> 64) as u64);
-    let x = (lo ^ seed).wrapping_mul(0xD6E8_FEB8_6659_FD93)
+    let x = lo.wrapping_mul(0xD6E8_FEB8_6659_FD93)
         ^ hi.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
     (x ^ (x >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9)
 }
 
-impl AggTable {
+/// The slot hash of a partition: the prehash mixed with the partition's seed.
+#[inline]
+fn hash(pre: u64, seed: u64) -> u64 {
+    let x = (pre ^ seed).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 29)
+}
+
+impl Part {
     fn with_capacity_log2(bits: u32) -> Self {
         let seed = SEEDS
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        AggTable {
+        Part {
             slots: vec![VACANT; 1 << bits],
             len: 0,
             shift: 64 - bits,
@@ -70,22 +78,17 @@ impl AggTable {
         }
     }
 
-    /// Groups held.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     #[inline]
     fn grow_if_needed(&mut self) {
         // Load factor at most 7/8 keeps linear probes short.
         if (self.len + 1) * 8 > self.slots.len() * 7 {
             let bits = 64 - self.shift + 1;
-            let mut bigger = AggTable::with_capacity_log2(bits);
+            let mut bigger = Part::with_capacity_log2(bits);
             // Same seed: hashes computed before the growth stay valid (`add_rows`).
             bigger.seed = self.seed;
             let old = std::mem::replace(self, bigger);
             for s in old.slots.iter().filter(|s| s.key != EMPTY) {
-                let h = hash(s.key, self.seed);
+                let h = hash(prehash(s.key), self.seed);
                 self.slot(s.key, h).m = s.m;
             }
             self.len = old.len;
@@ -112,12 +115,62 @@ impl AggTable {
         s
     }
 
-    /// Adds `m` to the group `key`.
+    /// Adds `m` to the group `key` (`pre`: its prehash).
     #[inline]
-    pub(crate) fn add(&mut self, key: u128, m: &Metrics) {
+    fn add(&mut self, key: u128, pre: u64, m: &Metrics) {
         self.grow_if_needed();
-        let h = hash(key, self.seed);
+        let h = hash(pre, self.seed);
         self.slot(key, h).m.add(m);
+    }
+
+    /// Adds every group of `other` (merging: the smaller goes into the larger).
+    fn absorb(mut self, mut other: Part) -> Part {
+        if other.len > self.len {
+            std::mem::swap(&mut self, &mut other);
+        }
+        for s in other.slots.iter().filter(|s| s.key != EMPTY) {
+            self.add(s.key, prehash(s.key), &s.m);
+        }
+        self
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u128, &Metrics)> {
+        self.slots
+            .iter()
+            .filter(|s| s.key != EMPTY)
+            .map(|s| (s.key, &s.m))
+    }
+}
+
+/// Partitions of a table, by the top bits of the seed-independent prehash: tables of different
+/// workers merge partition by partition, in parallel, and each partition grows on its own.
+const PARTS: usize = 16;
+const PART_SHIFT: u32 = 60;
+
+/// Packed group key → summed metrics.
+#[derive(Clone, Debug)]
+pub(crate) struct AggTable {
+    parts: Vec<Part>,
+}
+
+impl Default for AggTable {
+    fn default() -> Self {
+        AggTable {
+            parts: (0..PARTS).map(|_| Part::default()).collect(),
+        }
+    }
+}
+
+impl AggTable {
+    /// Groups held.
+    pub(crate) fn len(&self) -> usize {
+        self.parts.iter().map(|p| p.len).sum()
+    }
+
+    /// Adds `m` to the group `key`.
+    pub(crate) fn add(&mut self, key: u128, m: &Metrics) {
+        let pre = prehash(key);
+        self.parts[(pre >> PART_SHIFT) as usize].add(key, pre, m);
     }
 
     /// Adds one flow row per selected index: `keys[i]` gets the four counters of row `i` and
@@ -135,22 +188,27 @@ impl AggTable {
             .min(rp.len())
             .min(fb.len())
             .min(rb.len());
-        let mut hashes = [0u64; AHEAD];
+        let mut pending = [(0usize, 0u64); AHEAD];
         let mut added = 0;
         let mut start = 0;
         while start < n {
             let end = (start + AHEAD).min(n);
             for (j, i) in (start..end).enumerate() {
-                let h = hash(keys[i], self.seed);
-                hashes[j] = h;
-                mem_prefetch::prefetch_write_data::<_, 3>(&self.slots[(h >> self.shift) as usize]);
+                let pre = prehash(keys[i]);
+                let part = (pre >> PART_SHIFT) as usize;
+                let p = &self.parts[part];
+                let h = hash(pre, p.seed);
+                pending[j] = (part, h);
+                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots[(h >> p.shift) as usize]);
             }
             for (j, i) in (start..end).enumerate() {
                 if sel.is_some_and(|s| !s[i]) {
                     continue;
                 }
-                self.grow_if_needed();
-                let m = &mut self.slot(keys[i], hashes[j]).m;
+                let (part, h) = pending[j];
+                let p = &mut self.parts[part];
+                p.grow_if_needed();
+                let m = &mut p.slot(keys[i], h).m;
                 m.fwd_packets += fp[i];
                 m.rev_packets += rp[i];
                 m.fwd_bytes += fb[i];
@@ -163,12 +221,48 @@ impl AggTable {
         added
     }
 
+    /// Adds every group of `other`; large tables merge their partitions on `threads` threads.
+    pub(crate) fn merge(self, other: AggTable, threads: usize) -> AggTable {
+        let pairs: Vec<(Part, Part)> = self.parts.into_iter().zip(other.parts).collect();
+        let big = pairs.iter().map(|(a, b)| a.len.min(b.len)).sum::<usize>() > 50_000;
+        let threads = if big { threads.clamp(1, PARTS) } else { 1 };
+        if threads == 1 {
+            return AggTable {
+                parts: pairs.into_iter().map(|(a, b)| a.absorb(b)).collect(),
+            };
+        }
+        let mut slots: Vec<Option<(Part, Part)>> = pairs.into_iter().map(Some).collect();
+        let mut chunks: Vec<Vec<(usize, (Part, Part))>> =
+            (0..threads).map(|_| Vec::new()).collect();
+        for (i, s) in slots.iter_mut().enumerate() {
+            if let Some(p) = s.take() {
+                chunks[i % threads].push((i, p));
+            }
+        }
+        let mut merged: Vec<(usize, Part)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = chunks
+                .into_iter()
+                .map(|c| {
+                    sc.spawn(move || {
+                        c.into_iter()
+                            .map(|(i, (a, b))| (i, a.absorb(b)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        });
+        merged.sort_by_key(|(i, _)| *i);
+        AggTable {
+            parts: merged.into_iter().map(|(_, p)| p).collect(),
+        }
+    }
+
     /// Every group.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, &Metrics)> {
-        self.slots
-            .iter()
-            .filter(|s| s.key != EMPTY)
-            .map(|s| (s.key, &s.m))
+        self.parts.iter().flat_map(|p| p.iter())
     }
 }
 
@@ -224,5 +318,34 @@ mod tests {
             t.iter().find(|(k, _)| *k == keys[1]).unwrap().1.flows,
             reference[&keys[1]].flows + 5
         );
+    }
+
+    #[test]
+    fn parallel_merge_equals_serial_adds() {
+        let (mut a, mut b, mut both) = (
+            AggTable::default(),
+            AggTable::default(),
+            AggTable::default(),
+        );
+        for i in 0..300_000u128 {
+            let k = (i % 170_000) << 60 | (i % 7);
+            let m = Metrics {
+                fwd_bytes: i as u64,
+                flows: 1,
+                ..Metrics::default()
+            };
+            if i % 2 == 0 {
+                a.add(k, &m)
+            } else {
+                b.add(k, &m)
+            }
+            both.add(k, &m);
+        }
+        let merged = a.merge(b, 2);
+        assert_eq!(merged.len(), both.len());
+        let want: HashMap<u128, Metrics> = both.iter().map(|(k, m)| (k, *m)).collect();
+        for (k, m) in merged.iter() {
+            assert_eq!(want[&k], *m);
+        }
     }
 }

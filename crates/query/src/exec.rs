@@ -26,7 +26,7 @@ use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
 use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
 
 use crate::error::Error;
-use crate::partial::{context, shift, Inner, PartialAggregate, ScanStats, Tables};
+use crate::partial::{context, shift, Inner, PartialAggregate, ScanStats, Tables, V4_TAG};
 use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, Program, Query};
 
 /// Rows per record batch read.
@@ -174,14 +174,14 @@ fn parse_ip(text: &str) -> Option<IpAddr> {
 }
 
 impl IpInterner {
-    fn id(&mut self, text: &str) -> Result<(u32, IpAddr), String> {
-        let ip = parse_ip(text).ok_or_else(|| format!("not an address: {text:?}"))?;
+    /// The 33-bit code of an IPv6 address (IPv4 codes need no table: see `V4_TAG`).
+    fn v6_code(&mut self, ip: IpAddr) -> u64 {
         let n = self.addrs.len() as u32;
         let id = *self.ids.entry(ip).or_insert(n);
         if id == n {
             self.addrs.push(ip);
         }
-        Ok((id, ip))
+        u64::from(id)
     }
 }
 
@@ -189,8 +189,8 @@ impl IpInterner {
 #[derive(Default)]
 struct DictCache {
     values: Option<ArrayRef>,
-    /// Per dictionary entry: address id, or protocol number.
-    codes: Vec<u32>,
+    /// Per dictionary entry: address code (`V4_TAG`), or protocol number.
+    codes: Vec<u64>,
     /// Per dictionary entry of an address column: the address.
     ips: Vec<IpAddr>,
 }
@@ -377,12 +377,22 @@ impl<'a> Worker<'a> {
             cache.codes.clear();
             cache.ips.clear();
             if which < 2 {
-                let mut ips = self.ctx.ips.lock().unwrap_or_else(|p| p.into_inner());
+                // IPv4 addresses are their own code; only IPv6 ones take the shared table's
+                // lock, once per dictionary.
+                let mut v6 = None;
                 for s in strings.iter() {
-                    let (id, ip) = ips
-                        .id(s.unwrap_or(""))
-                        .map_err(|e| format!("column {name}: {e}"))?;
-                    cache.codes.push(id);
+                    let s = s.unwrap_or("");
+                    let ip = parse_ip(s)
+                        .ok_or_else(|| format!("column {name}: not an address: {s:?}"))?;
+                    let code = match ip {
+                        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+                        IpAddr::V6(_) => v6
+                            .get_or_insert_with(|| {
+                                self.ctx.ips.lock().unwrap_or_else(|p| p.into_inner())
+                            })
+                            .v6_code(ip),
+                    };
+                    cache.codes.push(code);
                     cache.ips.push(ip);
                 }
             } else {
@@ -390,7 +400,7 @@ impl<'a> Worker<'a> {
                     let s = s.unwrap_or("");
                     let p = proto_number(s)
                         .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?;
-                    cache.codes.push(u32::from(p));
+                    cache.codes.push(u64::from(p));
                 }
             }
             cache.values = Some(d.values().clone());
@@ -519,7 +529,7 @@ impl<'a> Worker<'a> {
             Leaf::Proto(p) => {
                 let dk = self.dict(batch, col::PROTO, 2)?;
                 let codes = &self.proto_dict.codes;
-                let p = u32::from(*p);
+                let p = u64::from(*p);
                 dk.values()
                     .iter()
                     .map(|&d| codes[d as usize] == p)

@@ -118,22 +118,45 @@ impl ScanStats {
     }
 }
 
-/// Decoding tables of packed group keys: address ids and interface ids index these.
+/// Decoding tables of packed group keys: IPv6 address ids and interface ids index these.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Tables {
+    /// IPv6 addresses by id.
     pub ips: Vec<IpAddr>,
     pub ip_ids: FxHashMap<IpAddr, u32>,
     pub ifaces: Vec<String>,
 }
 
+/// Tag bit of an address code: set for IPv4 (the low 32 bits are the address itself, no
+/// table needed), clear for IPv6 (the low 32 bits are an id into [`Tables::ips`]).
+pub(crate) const V4_TAG: u64 = 1 << 32;
+
 impl Tables {
-    fn ip_id(&mut self, ip: IpAddr) -> u32 {
-        let n = self.ips.len() as u32;
-        let id = *self.ip_ids.entry(ip).or_insert(n);
-        if id == n {
-            self.ips.push(ip);
+    /// The 33-bit code of `ip`, interning IPv6 addresses.
+    pub(crate) fn ip_code(&mut self, ip: IpAddr) -> u64 {
+        match ip {
+            IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+            IpAddr::V6(_) => {
+                let n = self.ips.len() as u32;
+                let id = *self.ip_ids.entry(ip).or_insert(n);
+                if id == n {
+                    self.ips.push(ip);
+                }
+                u64::from(id)
+            }
         }
-        id
+    }
+
+    /// The address of a code.
+    pub(crate) fn ip(&self, code: u64) -> IpAddr {
+        if code & V4_TAG != 0 {
+            IpAddr::V4((code as u32).into())
+        } else {
+            self.ips
+                .get(code as usize)
+                .copied()
+                .unwrap_or(IpAddr::V4(0.into()))
+        }
     }
     fn iface_id(&mut self, name: &str) -> u32 {
         match self.ifaces.iter().position(|i| i == name) {
@@ -146,11 +169,12 @@ impl Tables {
     }
 }
 
-/// Bit position of each attribute in a packed row key (sip id 32 bits, dip id 32, sport 16,
-/// dport 16, proto 8, vlan 16). Interface id and time bucket live in the per-block context key.
+/// Bit position of each attribute in a packed row key (sip code 33 bits, dip code 33, sport 16,
+/// dport 16, proto 8, vlan 16: 122 bits). Interface id and time bucket live in the per-block
+/// context key.
 pub(crate) fn shift(a: Attribute) -> u32 {
     match a {
-        Attribute::Sip => 88,
+        Attribute::Sip => 89,
         Attribute::Dip => 56,
         Attribute::Sport => 40,
         Attribute::Dport => 24,
@@ -232,8 +256,8 @@ impl PartialAggregate {
                     .cloned()
                     .unwrap_or_default()
             }),
-            sip: has(Attribute::Sip).then(|| t.ips[field(Attribute::Sip, 32) as usize]),
-            dip: has(Attribute::Dip).then(|| t.ips[field(Attribute::Dip, 32) as usize]),
+            sip: has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip, 33))),
+            dip: has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip, 33))),
             sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
             dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
             proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
@@ -248,10 +272,10 @@ impl PartialAggregate {
         );
         let mut k = 0u128;
         if let Some(ip) = key.sip {
-            k |= u128::from(tables.ip_id(ip)) << shift(Attribute::Sip);
+            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Sip);
         }
         if let Some(ip) = key.dip {
-            k |= u128::from(tables.ip_id(ip)) << shift(Attribute::Dip);
+            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Dip);
         }
         k |= u128::from(key.sport.unwrap_or(0)) << shift(Attribute::Sport);
         k |= u128::from(key.dport.unwrap_or(0)) << shift(Attribute::Dport);
@@ -291,17 +315,10 @@ impl PartialAggregate {
                 }
             }
         }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         for (c, theirs) in other.maps {
-            let mine = self.maps.entry(c).or_default();
-            let (mut big, small) = if theirs.len() > mine.len() {
-                (theirs, std::mem::take(mine))
-            } else {
-                (std::mem::take(mine), theirs)
-            };
-            for (k, m) in small.iter() {
-                big.add(k, m);
-            }
-            *mine = big;
+            let mine = self.maps.remove(&c).unwrap_or_default();
+            self.maps.insert(c, mine.merge(theirs, threads));
         }
         if self.len() > self.max_groups {
             return Err(Error::TooManyGroups(self.max_groups));
