@@ -53,6 +53,7 @@ struct Args {
     threads: usize,
     seed: u64,
     codec: Codec,
+    row_group_rows: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -64,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         threads: 2,
         seed: 1,
         codec: Codec::Zstd(3),
+        row_group_rows: StoreConfig::default().row_group_rows,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -85,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
             "--threads" => a.threads = num(&v)?.max(1) as usize,
             "--seed" => a.seed = num(&v)?,
             "--codec" => a.codec = Codec::parse(&v).ok_or(format!("bad codec {v:?}"))?,
+            "--row-group-rows" => a.row_group_rows = num(&v)?.max(1) as usize,
             other => return Err(format!("unknown option {other}")),
         }
         i += 2;
@@ -299,6 +302,7 @@ fn main() {
                 s.spawn(|| {
                     let config = StoreConfig {
                         codec: a.codec,
+                        row_group_rows: a.row_group_rows,
                         ..StoreConfig::default()
                     };
                     let mut ing = Ingest::open(&a.db, config).expect("open db");

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_buffer::ScalarBuffer;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
@@ -185,21 +185,50 @@ impl IpInterner {
     }
 }
 
-/// The dictionary of a column as last seen, and what was derived from it.
+/// The dictionary of a column as last seen, and what was derived from it. Address
+/// dictionaries are resolved lazily, entry by entry, as rows that need them are met: a
+/// selective condition parses only the addresses of matching rows.
 #[derive(Default)]
 struct DictCache {
     values: Option<ArrayRef>,
-    /// Per dictionary entry: address code (`V4_TAG`), or protocol number.
+    strings: Option<StringArray>,
+    /// Per dictionary entry: address code (`V4_TAG`) or `UNSET`, or protocol number.
     codes: Vec<u64>,
-    /// Per dictionary entry of an address column: the address.
+    /// Per dictionary entry of an address column: the address, once resolved.
     ips: Vec<IpAddr>,
 }
 
-/// A predicate table per dictionary entry, for one address leaf.
+/// A dictionary entry not resolved yet (codes use 33 bits).
+const UNSET: u64 = u64::MAX;
+
+/// Resolves entry `d` of an address dictionary.
+#[inline(never)]
+fn resolve_ip(
+    cache: &mut DictCache,
+    shared: &Mutex<IpInterner>,
+    name: &str,
+    d: usize,
+) -> Result<u64, String> {
+    let text = match &cache.strings {
+        Some(s) if d < s.len() => s.value(d),
+        _ => return Err(format!("column {name}: dictionary index out of range")),
+    };
+    let ip = parse_ip(text).ok_or_else(|| format!("column {name}: not an address: {text:?}"))?;
+    let code = match ip {
+        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+        IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+    };
+    cache.codes[d] = code;
+    cache.ips[d] = ip;
+    Ok(code)
+}
+
+/// A predicate table per dictionary entry, for one address leaf: 0 false, 1 true, 2 not
+/// evaluated yet.
 #[derive(Default)]
 struct LeafCache {
     values: Option<ArrayRef>,
-    table: Vec<bool>,
+    table: Vec<u8>,
 }
 
 struct Worker<'a> {
@@ -377,24 +406,9 @@ impl<'a> Worker<'a> {
             cache.codes.clear();
             cache.ips.clear();
             if which < 2 {
-                // IPv4 addresses are their own code; only IPv6 ones take the shared table's
-                // lock, once per dictionary.
-                let mut v6 = None;
-                for s in strings.iter() {
-                    let s = s.unwrap_or("");
-                    let ip = parse_ip(s)
-                        .ok_or_else(|| format!("column {name}: not an address: {s:?}"))?;
-                    let code = match ip {
-                        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
-                        IpAddr::V6(_) => v6
-                            .get_or_insert_with(|| {
-                                self.ctx.ips.lock().unwrap_or_else(|p| p.into_inner())
-                            })
-                            .v6_code(ip),
-                    };
-                    cache.codes.push(code);
-                    cache.ips.push(ip);
-                }
+                cache.codes.resize(strings.len(), UNSET);
+                cache.ips.resize(strings.len(), IpAddr::V4(0.into()));
+                cache.strings = Some(strings.clone());
             } else {
                 for s in strings.iter() {
                     let s = s.unwrap_or("");
@@ -438,9 +452,16 @@ impl<'a> Worker<'a> {
                         (col::DST_IP, 1)
                     };
                     let dk = self.dict(batch, name, which)?;
-                    let codes = &self.ip_dicts[which].codes;
-                    for (k, &d) in keys.iter_mut().zip(dk.values().iter()) {
-                        *k |= u128::from(codes[d as usize]) << sh;
+                    let cache = &mut self.ip_dicts[which];
+                    for (i, (k, &d)) in keys.iter_mut().zip(dk.values().iter()).enumerate() {
+                        if sel.as_ref().is_some_and(|s| !s[i]) {
+                            continue;
+                        }
+                        let mut c = cache.codes[d as usize];
+                        if c == UNSET {
+                            c = resolve_ip(cache, &self.ctx.ips, name, d as usize)?;
+                        }
+                        *k |= u128::from(c) << sh;
                     }
                 }
                 Attribute::Proto => {
@@ -510,17 +531,31 @@ impl<'a> Worker<'a> {
                     IpCol::Dst => (col::DST_IP, 1),
                 };
                 let dk = self.dict(batch, name, which)?;
-                let dict = &self.ip_dicts[which];
+                let dict = &mut self.ip_dicts[which];
                 let lc = &mut self.leaf_tables[i];
                 let same = match (&lc.values, &dict.values) {
                     (Some(a), Some(b)) => Arc::ptr_eq(a, b),
                     _ => false,
                 };
                 if !same {
-                    lc.table = dict.ips.iter().map(|ip| pred.eval(ip)).collect();
+                    lc.table.clear();
+                    lc.table.resize(dict.codes.len(), 2);
                     lc.values = dict.values.clone();
                 }
-                dk.values().iter().map(|&d| lc.table[d as usize]).collect()
+                let mut out = Vec::with_capacity(dk.len());
+                for &d in dk.values().iter() {
+                    let d = d as usize;
+                    let mut t = lc.table[d];
+                    if t == 2 {
+                        if dict.codes[d] == UNSET {
+                            resolve_ip(dict, &self.ctx.ips, name, d)?;
+                        }
+                        t = u8::from(pred.eval(&dict.ips[d]));
+                        lc.table[d] = t;
+                    }
+                    out.push(t == 1);
+                }
+                out
             }
             Leaf::Num(c, lo, hi) => {
                 let v = u16s(batch, c.column())?;
