@@ -5,8 +5,9 @@
 #   bench/query.sh [ROWS] [DAYS]       (default 50000000 rows over 4 days)
 #
 # Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_DB (default
-# bench/work/flowdb-ROWS), TRAWL_BENCH_THREADS (default 2: threads of both engines and of the
-# generator), TRAWL_BENCH_RUNS (default 3; the median is reported), TRAWL_BENCH_CODEC (zstd).
+# bench/work/flowdb-ROWS-CODEC), TRAWL_BENCH_THREADS (default 2: threads of both engines and of
+# the generator), TRAWL_BENCH_RUNS (default 3; the median is reported), TRAWL_BENCH_CODEC (lz4,
+# the store's default; or zstd).
 set -euo pipefail
 export LC_ALL=C
 ROWS=${1:-50000000}
@@ -16,7 +17,7 @@ repo=$(dirname "$here")
 target=${CARGO_TARGET_DIR:-$repo/target}
 threads=${TRAWL_BENCH_THREADS:-2}
 runs=${TRAWL_BENCH_RUNS:-3}
-codec=${TRAWL_BENCH_CODEC:-zstd}
+codec=${TRAWL_BENCH_CODEC:-lz4}
 db=${TRAWL_BENCH_DB:-$here/work/flowdb-$ROWS-$codec}
 mkdir -p "$here/work"
 

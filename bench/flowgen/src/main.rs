@@ -2,7 +2,8 @@
 //! uses, and reports the ingest rate:
 //!
 //! ```text
-//! flowgen --db DIR --rows 50000000 [--days 4] [--ifaces 1] [--threads 2] [--seed 1] [--codec zstd]
+//! flowgen --db DIR --rows 50000000 [--days 4] [--ifaces 1] [--threads 2] [--seed 1]
+//!         [--codec lz4|zstd|zstd:N|none] [--row-group-rows N]
 //! ```
 //!
 //! The traffic is an enterprise edge's: a few thousand internal hosts in 10.0.0.0/12 (a few
@@ -64,7 +65,7 @@ fn parse_args() -> Result<Args, String> {
         ifaces: 1,
         threads: 2,
         seed: 1,
-        codec: Codec::Zstd(3),
+        codec: Codec::Lz4,
         row_group_rows: StoreConfig::default().row_group_rows,
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -296,7 +297,7 @@ fn main() {
     let started = Instant::now();
     let cpu0 = cpu_seconds();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<trawl_store::IngestStats> = std::thread::scope(|s| {
+    let results: Vec<(trawl_store::IngestStats, f64)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..a.threads)
             .map(|_| {
                 s.spawn(|| {
@@ -309,6 +310,12 @@ fn main() {
                     let ids: Vec<_> = (0..a.ifaces)
                         .map(|i| ing.iface(&format!("eth{i}")).expect("iface"))
                         .collect();
+                    // Time spent in the store alone (push, sort, encode, compress, write),
+                    // without generating the rows. Wall time of this thread: equal to its CPU
+                    // time when it has a core to itself (per-thread CPU clocks are either
+                    // unsafe to call or only updated at scheduler ticks, too coarse here).
+                    let mut ingest_cpu = 0.0;
+                    let mut rows = Vec::new();
                     loop {
                         let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(&(block, iface, n)) = jobs.get(j) else {
@@ -316,26 +323,31 @@ fn main() {
                         };
                         let mut r =
                             Rng(a.seed.wrapping_mul(1_000_003) ^ block ^ u64::from(iface) << 40);
-                        for _ in 0..n {
-                            ing.push_row(ids[iface as usize], row(&mut r, &w, block))
-                                .expect("push");
+                        rows.clear();
+                        rows.extend((0..n).map(|_| row(&mut r, &w, block)));
+                        let t = Instant::now();
+                        for x in &rows {
+                            ing.push_row(ids[iface as usize], *x).expect("push");
                         }
                         ing.flush().expect("write block");
+                        ingest_cpu += t.elapsed().as_secs_f64();
                     }
-                    ing.finish().expect("finish")
+                    (ing.finish().expect("finish"), ingest_cpu)
                 })
             })
             .collect();
         hs.into_iter().map(|h| h.join().expect("worker")).collect()
     });
     let mut total = trawl_store::IngestStats::default();
-    for r in &results {
+    let mut ingest_cpu = 0.0;
+    for (r, c) in &results {
         total.merge(r);
+        ingest_cpu += c;
     }
     let secs = started.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
     println!(
-        "{{\"rows\":{},\"blocks\":{},\"bytes\":{},\"bytes_per_row\":{:.2},\"seconds\":{:.2},\"cpu_seconds\":{:.2},\"rows_per_s\":{:.0},\"rows_per_cpu_s\":{:.0},\"threads\":{}}}",
+        "{{\"rows\":{},\"blocks\":{},\"bytes\":{},\"bytes_per_row\":{:.2},\"seconds\":{:.2},\"cpu_seconds\":{:.2},\"rows_per_s\":{:.0},\"rows_per_cpu_s\":{:.0},\"ingest_thread_seconds\":{:.2},\"ingest_rows_per_thread_s\":{:.0},\"threads\":{}}}",
         total.rows,
         total.blocks,
         total.bytes,
@@ -344,6 +356,8 @@ fn main() {
         cpu,
         total.rows as f64 / secs,
         total.rows as f64 / cpu.max(1e-9),
+        ingest_cpu,
+        total.rows as f64 / ingest_cpu.max(1e-9),
         a.threads
     );
 }

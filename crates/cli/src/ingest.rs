@@ -42,7 +42,7 @@ pub struct IngestArgs {
     #[arg(long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
     /// Block compression: zstd, zstd:LEVEL (1-22), lz4 or none.
-    #[arg(long, value_name = "CODEC", default_value = "zstd")]
+    #[arg(long, value_name = "CODEC", default_value = "lz4")]
     pub codec: String,
     /// Summary on standard error.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
