@@ -173,6 +173,28 @@ impl AggTable {
         self.parts[(pre >> PART_SHIFT) as usize].add(key, pre, m);
     }
 
+    /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
+    /// current ones.
+    pub(crate) fn add_many(&mut self, items: &[(u128, Metrics)]) {
+        let mut pending = [(0usize, 0u64); AHEAD];
+        for chunk in items.chunks(AHEAD) {
+            for (j, (k, _)) in chunk.iter().enumerate() {
+                let pre = prehash(*k);
+                let part = (pre >> PART_SHIFT) as usize;
+                let p = &self.parts[part];
+                let h = hash(pre, p.seed);
+                pending[j] = (part, h);
+                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots[(h >> p.shift) as usize]);
+            }
+            for (j, (k, m)) in chunk.iter().enumerate() {
+                let (part, h) = pending[j];
+                let p = &mut self.parts[part];
+                p.grow_if_needed();
+                p.slot(*k, h).m.add(m);
+            }
+        }
+    }
+
     /// Adds one flow row per selected index: `keys[i]` gets the four counters of row `i` and
     /// one flow. Returns the rows added.
     pub(crate) fn add_rows(

@@ -246,6 +246,7 @@ struct Worker<'a> {
     local: Vec<u32>,
     dense: Vec<Metrics>,
     touched: Vec<u32>,
+    flush: Vec<(u128, Metrics)>,
 }
 
 /// Largest local key space aggregated densely (2^18 entries of 40 bytes: 10 MB per worker).
@@ -280,6 +281,7 @@ impl<'a> Worker<'a> {
             local: Vec::new(),
             dense: Vec::new(),
             touched: Vec::new(),
+            flush: Vec::new(),
         }
     }
 
@@ -609,6 +611,8 @@ impl<'a> Worker<'a> {
             matched += 1;
         }
         let before = self.maps[map].len();
+        let mut groups = std::mem::take(&mut self.flush);
+        groups.clear();
         for t in 0..self.touched.len() {
             let j = self.touched[t] as usize;
             let m = std::mem::take(&mut self.dense[j]);
@@ -637,8 +641,10 @@ impl<'a> Worker<'a> {
                 };
                 key |= u128::from(code) << shift(*a);
             }
-            self.maps[map].add(key, &m);
+            groups.push((key, m));
         }
+        self.maps[map].add_many(&groups);
+        self.flush = groups;
         self.touched.clear();
         self.groups += self.maps[map].len() - before;
         self.stats.rows_matched += matched;
