@@ -210,23 +210,24 @@ impl AggTable {
             .min(rp.len())
             .min(fb.len())
             .min(rb.len());
+        // The rows to add: all, or the selected ones gathered first, so that hashing and
+        // prefetching are spent only on rows that count.
+        let rows: Vec<u32> = match sel {
+            None => (0..n as u32).collect(),
+            Some(s) => (0..n as u32).filter(|&i| s[i as usize]).collect(),
+        };
         let mut pending = [(0usize, 0u64); AHEAD];
-        let mut added = 0;
-        let mut start = 0;
-        while start < n {
-            let end = (start + AHEAD).min(n);
-            for (j, i) in (start..end).enumerate() {
-                let pre = prehash(keys[i]);
+        for chunk in rows.chunks(AHEAD) {
+            for (j, &i) in chunk.iter().enumerate() {
+                let pre = prehash(keys[i as usize]);
                 let part = (pre >> PART_SHIFT) as usize;
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
                 mem_prefetch::prefetch_write_data::<_, 3>(&p.slots[(h >> p.shift) as usize]);
             }
-            for (j, i) in (start..end).enumerate() {
-                if sel.is_some_and(|s| !s[i]) {
-                    continue;
-                }
+            for (j, &i) in chunk.iter().enumerate() {
+                let i = i as usize;
                 let (part, h) = pending[j];
                 let p = &mut self.parts[part];
                 p.grow_if_needed();
@@ -236,11 +237,9 @@ impl AggTable {
                 m.fwd_bytes += fb[i];
                 m.rev_bytes += rb[i];
                 m.flows += 1;
-                added += 1;
             }
-            start = end;
         }
-        added
+        rows.len() as u64
     }
 
     /// Adds every group of `other`; large tables merge their partitions on `threads` threads.
