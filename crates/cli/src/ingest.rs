@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
-use trawl_store::{Codec, Ingest, IngestStats, StoreConfig, BLOCK_NS};
+use trawl_store::{Codec, Ingest, IngestStats, Retention, StoreConfig, BLOCK_NS};
 
-use crate::args::{parse_duration_ns, HiInput, SummaryFormat};
+use crate::args::{parse_duration_ns, parse_size, HiInput, SummaryFormat};
 use crate::run::{check_filter, drive, Event};
 
 #[derive(Args, Debug)]
@@ -44,6 +44,14 @@ pub struct IngestArgs {
     /// Block compression: zstd, zstd:LEVEL (1-22), lz4 or none.
     #[arg(long, value_name = "CODEC", default_value = "lz4")]
     pub codec: String,
+    /// After ingesting, delete the blocks of days more than N days before today (UTC, wall
+    /// clock), oldest first.
+    #[arg(long = "keep-days", value_name = "N")]
+    pub keep_days: Option<u32>,
+    /// After ingesting, delete the oldest blocks until the database's blocks take at most this
+    /// much disk (e.g. 50GiB).
+    #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
+    pub max_size: Option<usize>,
     /// Summary on standard error.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -130,6 +138,21 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         .into_inner()
         .finish()
         .context("cannot write to the database")?;
+    let retention = Retention {
+        max_age_days: a.keep_days,
+        max_bytes: a.max_size.map(|b| b as u64),
+    };
+    let retained = if retention == Retention::default() {
+        None
+    } else {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Some(
+            trawl_store::retention::enforce(&a.db, &retention, now)
+                .context("cannot apply retention")?,
+        )
+    };
     crate::summary::print(
         "ingest",
         a.summary,
@@ -139,6 +162,12 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         None,
     );
     print_store(a.summary, &stats, report.elapsed.as_secs_f64());
+    if let (Some(r), SummaryFormat::Text) = (retained, a.summary) {
+        eprintln!(
+            "retention: {} blocks ({} bytes) deleted, {} bytes kept",
+            r.blocks_deleted, r.bytes_deleted, r.bytes_kept
+        );
+    }
     Ok(crate::exit_code(&report))
 }
 

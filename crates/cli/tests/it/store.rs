@@ -428,3 +428,59 @@ fn duckdb_reads_the_database_and_agrees() {
         assert!(text.contains(line), "{line} not in\n{text}");
     }
 }
+
+#[test]
+fn ingest_applies_retention_by_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().to_str().unwrap();
+    let sample = testdata("oracle/many-protocols.pcap.gz");
+    let out = trawl(&["ingest", "-r", &sample, "--db", db, "--summary", "none"]);
+    assert!(out.status.success());
+    let before = query(dir.path(), &["time", "--sort", "time"]);
+    let times: Vec<&str> = before["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["time"].as_str().unwrap())
+        .collect();
+    assert!(!times.is_empty());
+    // A generous budget deletes nothing; a budget of one byte keeps nothing.
+    let out = trawl(&[
+        "ingest",
+        "-r",
+        &testdata("oracle/sip.pcap"),
+        "--db",
+        db,
+        "-i",
+        "other",
+        "--max-size",
+        "1GiB",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept = query(dir.path(), &["iface"]);
+    assert_eq!(kept["rows"].as_array().unwrap().len(), 2);
+    let out = trawl(&[
+        "ingest",
+        "-r",
+        &testdata("oracle/sip.pcap"),
+        "--db",
+        db,
+        "-i",
+        "other",
+        "--max-size",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("retention:"));
+    let after = query(dir.path(), &["time"]);
+    assert_eq!(after["rows"].as_array().unwrap().len(), 0);
+    assert_eq!(after["stats"]["blocks"].as_u64(), Some(0));
+}
