@@ -31,10 +31,10 @@ if [ ! -f "$db/.complete" ]; then
     rm -rf "$db"
     echo "generating $ROWS rows over $DAYS days into $db ..." >&2
     "$target/release/flowgen" --db "$db" --rows "$ROWS" --days "$DAYS" --threads "$threads" \
-        --codec "$codec" > "$here/work/flowgen.json"
+        --codec "$codec" > "$db.flowgen.json"
     touch "$db/.complete"
 fi
-gen=$(cat "$here/work/flowgen.json")
+gen=$(cat "$db.flowgen.json")
 
 # 1-hour window: 12:00-13:00 UTC of the second day (2025-11-17).
 from=2025-11-17T12:00:00Z

@@ -87,7 +87,23 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
                         if i >= blocks.len() || abort.load(Ordering::Relaxed) {
                             break;
                         }
-                        if let Err(e) = w.block(&blocks[i]) {
+                        // A decoder that panics on a damaged file (the Parquet library is
+                        // not hardened against every malformed input) fails that block like
+                        // any other error; blocks are decoded whole before they count, so the
+                        // worker's groups hold no part of it.
+                        let outcome =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                w.block(&blocks[i])
+                            }))
+                            .unwrap_or_else(|p| {
+                                let what = p
+                                    .downcast_ref::<&str>()
+                                    .map(|s| s.to_string())
+                                    .or_else(|| p.downcast_ref::<String>().cloned())
+                                    .unwrap_or_default();
+                                Err(block_error(&blocks[i], format!("decoder panicked: {what}")))
+                            });
+                        if let Err(e) = outcome {
                             if matches!(e, Error::TooManyGroups(_)) {
                                 abort.store(true, Ordering::Relaxed);
                                 return Err(e);

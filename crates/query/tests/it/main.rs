@@ -164,3 +164,72 @@ fn group_limit_is_a_clear_error() {
     let e = scan(dir.path(), &q).unwrap_err();
     assert!(e.to_string().contains("more than 100 groups"), "{e}");
 }
+
+/// Damaged blocks of every kind (truncated, bytes flipped anywhere, garbage with a block's
+/// name) are counted with their file named, never a panic, and never change the groups of the
+/// intact blocks.
+#[test]
+fn damaged_blocks_are_counted_and_the_rest_still_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..30_000, 65_536);
+    let q = query("dport,proto", Some("sip = 10.0.0.0/8"), 2);
+    let intact = scan(dir.path(), &q).unwrap();
+    let blocks =
+        trawl_store::list_blocks(dir.path(), &trawl_store::BlockFilter::default()).unwrap();
+    assert_eq!(blocks.len(), 6);
+    let victim = &blocks[2];
+    let original = std::fs::read(&victim.path).unwrap();
+    let victim_alone = {
+        let other = tempfile::tempdir().unwrap();
+        let rel = victim.path.strip_prefix(dir.path()).unwrap();
+        std::fs::create_dir_all(other.path().join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&victim.path, other.path().join(rel)).unwrap();
+        table(scan(other.path(), &q).unwrap())
+    };
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut failed = 0;
+    for round in 0..60 {
+        let mut bytes = original.clone();
+        match round % 3 {
+            0 => bytes.truncate(bytes.len() * (round + 1) / 61),
+            1 => {
+                for _ in 0..4 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let at = (seed % bytes.len() as u64) as usize;
+                    bytes[at] ^= 1 << (seed % 8);
+                }
+            }
+            _ => {
+                bytes = (0..bytes.len())
+                    .map(|i| ((i as u64).wrapping_mul(seed | 1) >> 7) as u8)
+                    .collect()
+            }
+        }
+        std::fs::write(&victim.path, &bytes).unwrap();
+        let p = scan(dir.path(), &q).unwrap();
+        if p.stats.blocks_failed == 1 {
+            failed += 1;
+            assert!(
+                p.stats.errors[0].contains(victim.path.to_str().unwrap()),
+                "{:?}",
+                p.stats.errors
+            );
+            // The intact blocks' groups are exactly the total minus the victim's.
+            let mut want = table(intact.clone());
+            for (k, m) in &victim_alone {
+                let e = want.get_mut(k).unwrap();
+                for (x, y) in e.iter_mut().zip(m) {
+                    *x -= y;
+                }
+                if e[4] == 0 {
+                    want.remove(k);
+                }
+            }
+            assert_eq!(table(p), want, "round {round}");
+        }
+    }
+    std::fs::write(&victim.path, &original).unwrap();
+    assert!(failed >= 40, "most damage is detected ({failed} of 60)");
+}
