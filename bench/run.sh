@@ -132,22 +132,8 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Seed and traces
 # ---------------------------------------------------------------------------------------------
-find_seed() {
-    local c
-    for c in "${TRAWL_BENCH_SEED:-}" /work/shared/corpus/bench/ndpi-default-ether-merged.pcap \
-        "$WORK/seed.pcap"; do
-        [ -n "$c" ] && [ -f "$c" ] && { echo "$c"; return; }
-    done
-    if [ -n "${NDPI_DIR:-}" ]; then
-        command -v mergecap >/dev/null || die "NDPI_DIR given but mergecap (wireshark-common) missing"
-        note "rebuilding the seed from $NDPI_DIR with mergecap"
-        (cd "$NDPI_DIR/tests/cfgs/default/pcap" &&
-            mergecap -F pcap -w "$WORK/seed.pcap.tmp" $(sed 's#^ndpi/default/##' "$BENCH/seed-sources.txt")) ||
-            die "mergecap failed"
-        mv "$WORK/seed.pcap.tmp" "$WORK/seed.pcap"
-        echo "$WORK/seed.pcap"
-    fi
-}
+# shellcheck source=bench/lib.sh
+. "$BENCH/lib.sh"
 
 # stat_of FILE KEY: the value of KEY=... in a name=value file.
 stat_of() { sed -n "s/^$2=//p" "$1" | head -1; }

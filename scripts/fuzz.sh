@@ -3,7 +3,8 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 # Targets: pcap_reader (any bytes through FileSource), decode (any frame through the decoder,
 # both tunnel modes), bpf_filter (any program through validation and the interpreter),
-# tpacket_block (any bytes as a TPACKET_V3 block through the live capture walk).
+# tpacket_block (any bytes as a TPACKET_V3 block through the live capture walk), packet_store
+# (any bytes as a stored segment and its index: reading, index parsing, crash repair).
 # Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block)
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do

@@ -39,6 +39,14 @@ pub enum Command {
     /// a pcap file.
     #[command(after_help = EXIT_CODES)]
     Listen(ListenArgs),
+    /// Store capture files in a packet store (pcap segments with indexes, rotation, retention):
+    /// the dumper `trawl run --dump` runs, fed from files.
+    #[command(after_help = EXIT_CODES)]
+    Dump(crate::dump::DumpArgs),
+    /// Extract a time window (and interfaces, and a tcpdump filter) from a packet store as
+    /// pcap, reading only what the indexes point to.
+    #[command(after_help = EXIT_CODES)]
+    Packets(crate::dump::PacketsArgs),
     /// Meter capture files into the flow database (Parquet blocks per interface and 5-minute
     /// interval).
     #[command(after_help = EXIT_CODES)]
@@ -94,6 +102,12 @@ pub struct RunArgs {
     /// A status line on standard error this often (packets, drops, ring listeners).
     #[arg(long = "stats-interval", value_name = "DURATION", value_parser = parse_duration_ns)]
     pub stats_interval: Option<u64>,
+    /// Store every captured packet in this packet store directory (one lossless ring listener
+    /// and writer per worker).
+    #[arg(long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,

@@ -49,6 +49,8 @@ struct File {
     flows: Flows,
     #[serde(default)]
     series: Series,
+    #[serde(default)]
+    dump: crate::dump::StoreSettings,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -110,6 +112,8 @@ pub struct RunPlan {
     pub flows: Option<(PathBuf, OutputFormat)>,
     pub series: Option<(PathBuf, OutputFormat)>,
     pub stats_interval_ns: Option<u64>,
+    /// Packet store, None = packets are not stored.
+    pub dump: Option<crate::dump::StorePlan>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -251,6 +255,13 @@ impl RunPlan {
             flows,
             series,
             stats_interval_ns: a.stats_interval,
+            dump: match a.dump.as_ref().or(file.dump.dir.as_ref()) {
+                Some(dir) => Some(
+                    crate::dump::StorePlan::new(dir, &a.store.clone().or(&file.dump))
+                        .context("dump")?,
+                ),
+                None => None,
+            },
         })
     }
 }
@@ -286,6 +297,37 @@ mod tests {
         let p = plan(&text, &[]).expect("example is valid");
         assert_eq!(p.live.interfaces, vec!["eth0".to_string()]);
         assert!(p.ring.is_some());
+        assert!(p.dump.is_none(), "no store unless a directory is named");
+        let p = plan(&text, &["--dump", "/tmp/x", "--cutoff", "2MiB"]).unwrap();
+        let d = p.dump.expect("store asked for");
+        assert_eq!(d.dumper.segment_bytes, 1 << 30);
+        assert_eq!(d.dumper.cutoff_bytes, Some(2 << 20));
+        assert_eq!(d.dumper.dir, std::path::PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn the_dump_table_and_its_mistakes() {
+        let p = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[dump]\ndir = \"/srv/p\"\nsegment_time = \"10s\"\nretention_size = \"50%\"\n",
+            &["--segment-size", "256MiB"],
+        )
+        .unwrap();
+        let d = p.dump.unwrap();
+        assert_eq!(d.dumper.segment_ns, 10_000_000_000);
+        assert_eq!(d.dumper.segment_bytes, 256 << 20);
+        assert_eq!(d.budget, Some(trawl_packets::Budget::Percent(50.0)));
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[dump]\ndir = \"/srv/p\"\nsegmnet_time = 1\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("segmnet_time"), "{e}");
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[dump]\ndir = \"/srv/p\"\nretention_size = \"120%\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("retention-size"), "{e:#}");
     }
 
     #[test]

@@ -19,7 +19,17 @@ use crate::summary;
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let plan = RunPlan::new(a)?;
     let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
-    let rings = live::attach_rings(&mut workers, plan.ring.as_ref(), plan.dedup_ns)?;
+    let rings = live::attach_rings(
+        &mut workers,
+        plan.ring.as_ref(),
+        plan.dedup_ns,
+        plan.dump.is_some(),
+    )?;
+    // The store's writers listen before the first packet is captured, so none is missed.
+    let dumpers = match &plan.dump {
+        Some(p) => Some(crate::dump::RunDumpers::start(p, &rings)?),
+        None => None,
+    };
     // Output files are created before privileges are dropped, like the sockets and rings.
     let mut flows_out = match &plan.flows {
         Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
@@ -30,7 +40,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         None => None,
     };
     live::drop_privileges(&plan.live)?;
-    for (name, _) in &rings {
+    for (name, _) in rings.iter().filter(|(n, _)| !n.starts_with('(')) {
         eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
     }
     let n = workers.len();
@@ -68,14 +78,24 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         out.finish()?;
     }
     let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
-    summary::print(
+    // Capture has stopped and closed the rings: the writers drain what is left and close
+    // their segments.
+    let (dump_errors, dump_json) = match dumpers {
+        Some(d) => crate::dump::report_run_dumpers(a.summary, d),
+        None => (Vec::new(), None),
+    };
+    summary::print_with(
         "run",
         a.summary,
         &report,
         &outcome.meter,
         outcome.bytes_per_flow,
         Some(outcome.series),
+        dump_json.map(|v| ("dump", v)),
     );
+    if !dump_errors.is_empty() {
+        return Ok(ExitCode::from(1));
+    }
     Ok(crate::exit_code(&report))
 }
 

@@ -174,12 +174,14 @@ pub fn drop_privileges(live: &LiveInput) -> Result<()> {
     Ok(())
 }
 
-/// Gives every worker a shared ring named `PREFIX-IFACE-WORKER` and, with a window, a
-/// duplicate filter. Returns the ring names and handles (for status lines).
+/// Gives every worker a shared ring named `PREFIX-IFACE-WORKER` (or, with `private` and no
+/// shared ring asked for, an in-process ring of 64 MiB for the packet store's writers) and,
+/// with a window, a duplicate filter. Returns the ring names and handles.
 pub fn attach_rings(
     workers: &mut [Worker],
     ring: Option<&(String, usize)>,
     dedup_ns: u64,
+    private: bool,
 ) -> Result<Vec<(String, trawl_ring::Ring)>> {
     let mut handles = Vec::new();
     for w in workers.iter_mut() {
@@ -195,6 +197,11 @@ pub fn attach_rings(
                 .set_interfaces(w.source.interfaces())
                 .with_context(|| format!("ring '{name}'"))?;
             handles.push((name, producer.ring()));
+            w.ring = Some(producer);
+        } else if private {
+            let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
+            producer.set_interfaces(w.source.interfaces())?;
+            handles.push((format!("(in-process) {}", w.label), producer.ring()));
             w.ring = Some(producer);
         }
     }

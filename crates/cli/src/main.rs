@@ -2,6 +2,7 @@
 mod args;
 mod config;
 mod daemon;
+mod dump;
 mod ingest;
 mod live;
 mod query;
@@ -42,6 +43,8 @@ fn main() -> ExitCode {
 
 fn run(low: LowArgs) -> Result<ExitCode> {
     match low.command {
+        Command::Dump(a) => dump::dump(&a),
+        Command::Packets(a) => dump::packets(&a),
         Command::Flows(a) => {
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
             if let Some(f) = &input.filter {

@@ -2,13 +2,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
-use trawl_store::layout::Date;
 use trawl_store::BLOCK_NS;
 
 use crate::args::parse_duration_ns;
@@ -85,71 +84,6 @@ pub struct QueryArgs {
     pub partial: bool,
 }
 
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// Parses a time (see `QUERY_HELP`) into ns since the epoch.
-pub fn parse_time(s: &str, now: u64) -> Result<u64, String> {
-    let s = s.trim();
-    if s == "now" {
-        return Ok(now);
-    }
-    if let Some(rel) = s.strip_prefix('-') {
-        let d = parse_duration_ns(rel)?;
-        return Ok(now.saturating_sub(d));
-    }
-    if !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()) {
-        let n: u64 = s
-            .parse()
-            .map_err(|_| format!("{s:?}: number out of range"))?;
-        // Seconds until the year 5138, then ms, µs, ns by magnitude.
-        return Ok(match n {
-            0..=99_999_999_999 => n * 1_000_000_000,
-            100_000_000_000..=99_999_999_999_999 => n * 1_000_000,
-            100_000_000_000_000..=99_999_999_999_999_999 => n * 1_000,
-            _ => n,
-        });
-    }
-    let bad = || {
-        format!("{s:?} is not a time (examples: 2026-11-22T12:05:00Z, 2026-11-22, 1763812800, -15m, now)")
-    };
-    let date = Date::parse(s.get(..10).ok_or_else(bad)?).ok_or_else(bad)?;
-    let day = date.start_ns().ok_or_else(bad)?;
-    let rest = &s[10..];
-    if rest.is_empty() {
-        return Ok(day);
-    }
-    let rest = rest.strip_prefix(['T', 't', ' ']).ok_or_else(bad)?;
-    // HH:MM[:SS[.frac]] then Z, +HH:MM, -HH:MM or nothing (UTC).
-    let (clock, offset_s): (&str, i64) = if let Some(c) = rest.strip_suffix(['Z', 'z']) {
-        (c, 0)
-    } else if rest.len() > 6 && matches!(rest.as_bytes()[rest.len() - 6], b'+' | b'-') {
-        let (c, off) = rest.split_at(rest.len() - 6);
-        let sign = if off.starts_with('-') { -1 } else { 1 };
-        let h: i64 = off[1..3].parse().map_err(|_| bad())?;
-        let m: i64 = off[4..6].parse().map_err(|_| bad())?;
-        (c, sign * (h * 3600 + m * 60))
-    } else {
-        (rest, 0)
-    };
-    let mut parts = clock.split(':');
-    let h: u64 = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-    let m: u64 = parts.next().and_then(|x| x.parse().ok()).ok_or_else(bad)?;
-    let sec: f64 = match parts.next() {
-        Some(x) => x.parse().map_err(|_| bad())?,
-        None => 0.0,
-    };
-    if parts.next().is_some() || h > 23 || m > 59 || !(0.0..61.0).contains(&sec) {
-        return Err(bad());
-    }
-    let local = day as i128 + ((h * 3600 + m * 60) as i128 * 1_000_000_000) + (sec * 1e9) as i128;
-    let utc = local - i128::from(offset_s) * 1_000_000_000;
-    u64::try_from(utc).map_err(|_| bad())
-}
-
 pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     let attributes = parse_attributes(&a.attributes).map_err(|e| anyhow!(e))?;
     let sort = SortBy::parse(&a.sort)
@@ -174,16 +108,19 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
             )
         })?),
     };
-    let now = now_ns();
+    // The same time syntax as `trawl packets` (crate trawl-time).
+    let now = trawl_time::now_ns();
     let (from, to) = match a.last {
         Some(d) => (now.saturating_sub(d), None),
         None => (
             match &a.from {
-                Some(t) => parse_time(t, now).map_err(|e| anyhow!("--from: {e}"))?,
+                Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--from: {e}"))?,
                 None => 0,
             },
             match &a.to {
-                Some(t) => Some(parse_time(t, now).map_err(|e| anyhow!("--to: {e}"))?),
+                Some(t) => {
+                    Some(trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--to: {e}"))?)
+                }
                 None => None,
             },
         ),
@@ -230,33 +167,4 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_parse() {
-        let now = 1_763_812_800_000_000_000; // 2025-11-22T12:00:00Z
-        let s = 1_000_000_000;
-        assert_eq!(parse_time("now", now), Ok(now));
-        assert_eq!(parse_time("-15m", now), Ok(now - 900 * s));
-        assert_eq!(parse_time("1763812800", now), Ok(now));
-        assert_eq!(parse_time("1763812800000", now), Ok(now));
-        assert_eq!(parse_time("2025-11-22T12:00:00Z", now), Ok(now));
-        assert_eq!(parse_time("2025-11-22T13:30:00+01:30", now), Ok(now));
-        assert_eq!(parse_time("2025-11-22 12:00", now), Ok(now));
-        assert_eq!(parse_time("2025-11-22T12:00:00.5Z", now), Ok(now + s / 2));
-        assert_eq!(parse_time("2025-11-22", now), Ok(now - 12 * 3600 * s));
-        for bad in [
-            "yesterday",
-            "2025-13-01",
-            "2025-11-22T25:00Z",
-            "-5x",
-            "2025-11-22X",
-        ] {
-            assert!(parse_time(bad, now).is_err(), "{bad}");
-        }
-    }
 }

@@ -14,6 +14,19 @@ pub fn print(
     bytes_per_flow: usize,
     series: Option<SeriesStats>,
 ) {
+    print_with(command, format, report, m, bytes_per_flow, series, None)
+}
+
+/// [`print()`] with one more section in the JSON object (the packet store of `trawl run`).
+pub fn print_with(
+    command: &str,
+    format: SummaryFormat,
+    report: &RunReport,
+    m: &MeterStats,
+    bytes_per_flow: usize,
+    series: Option<SeriesStats>,
+    extra: Option<(&str, serde_json::Value)>,
+) {
     match format {
         SummaryFormat::None => {}
         SummaryFormat::Json => {
@@ -85,6 +98,9 @@ pub fn print(
                 v["series_rows"] = s.rows.into();
                 v["series_late_packets"] = s.late_packets.into();
                 v["series_skipped_empty_seconds"] = s.skipped_empty_seconds.into();
+            }
+            if let Some((key, value)) = extra {
+                v[key] = value;
             }
             eprintln!("{v}");
         }

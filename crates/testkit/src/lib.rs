@@ -44,6 +44,37 @@ pub fn corpus_dir() -> Option<PathBuf> {
     None
 }
 
+/// Every capture under `dir` (recursively, sorted): all files except the corpus's text,
+/// manifest, script and expected-output files.
+pub fn corpus_captures(dir: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let mut entries: Vec<_> = std::fs::read_dir(dir)
+            .expect("corpus directory readable")
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                let name = p.file_name().unwrap().to_string_lossy().to_string();
+                let skip = [
+                    ".txt", ".tsv", ".md", ".py", ".sh", "TESTLIST", ".json", ".out",
+                ]
+                .iter()
+                .any(|s| name.ends_with(s));
+                if !skip {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, &mut out);
+    out
+}
+
 /// One row of the oracle's exact flow table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OracleFlow {

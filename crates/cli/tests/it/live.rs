@@ -16,14 +16,14 @@ struct Pkt {
     direction: Direction,
 }
 
-fn lab() -> VethLab {
+pub(crate) fn lab() -> VethLab {
     if let Err(e) = lab_available() {
         panic!("live capture tests need a lab: {e}");
     }
     VethLab::new(9000).unwrap_or_else(|e| panic!("cannot make a veth lab: {e}"))
 }
 
-fn file_packets(path: &Path) -> Vec<Vec<u8>> {
+pub(crate) fn file_packets(path: &Path) -> Vec<Vec<u8>> {
     let mut src = FileSource::open(path).expect("open capture");
     let mut v = Vec::new();
     while let Some(b) = src.next_batch().expect("read capture") {
@@ -65,7 +65,7 @@ fn config(iface: &str) -> LiveConfig {
     c
 }
 
-fn pcap(name: &str) -> std::path::PathBuf {
+pub(crate) fn pcap(name: &str) -> std::path::PathBuf {
     trawl_testkit::testdata(&format!("pcaps/{name}"))
 }
 
@@ -276,7 +276,7 @@ fn open_errors_name_the_interface() {
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
 
-fn trawl_live(args: &[&str]) -> Child {
+pub(crate) fn trawl_live(args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_trawl"))
         .args(args)
         .stdout(Stdio::piped())
@@ -527,7 +527,7 @@ fn listen_child(ring: &str, extra: &[&str]) -> Child {
 }
 
 /// Waits for a trawl child that must succeed: its standard output and JSON summary.
-fn wait_json(child: Child) -> (String, serde_json::Value) {
+pub(crate) fn wait_json(child: Child) -> (String, serde_json::Value) {
     let out = child.wait_with_output().expect("trawl ran");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "trawl failed: {stderr}");

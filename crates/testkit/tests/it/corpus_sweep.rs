@@ -2,42 +2,16 @@
 //! and the books balance (packets read = packets metered = sum of decode outcomes; packets in
 //! records = packets with a flow key). Broken files must produce an error naming the file.
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use trawl_flow::decode::{ParseOutcome, TunnelMode};
 use trawl_flow::FlowConfig;
-use trawl_testkit::{corpus_dir, meter_file};
-
-fn candidates(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            candidates(&p, out);
-        } else {
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            let skip = [
-                ".txt", ".tsv", ".md", ".py", ".sh", "TESTLIST", ".json", ".out",
-            ]
-            .iter()
-            .any(|s| name.ends_with(s));
-            if !skip {
-                out.push(p);
-            }
-        }
-    }
-}
+use trawl_testkit::{corpus_captures, corpus_dir, meter_file};
 
 #[test]
 fn every_corpus_capture_through_the_flow_meter() {
     let Some(corpus) = corpus_dir() else { return };
-    let mut files = Vec::new();
-    candidates(&corpus, &mut files);
+    let files = corpus_captures(&corpus);
     assert!(
         files.len() > 1000,
         "corpus looks incomplete: {} files",

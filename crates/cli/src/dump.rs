@@ -1,0 +1,735 @@
+//! Packet storage commands: `trawl dump` (capture files into a packet store, through the same
+//! ring-listener dumper `trawl run --dump` uses) and `trawl packets` (a time window out of a
+//! store, as pcap).
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+use trawl_bpf::FilterSet;
+use trawl_capture::{FileSource, Interface, PacketSource, PcapWriter};
+use trawl_packets::{
+    set_io_priority, Budget, Dumper, DumperConfig, DumperStats, IoPriority, PacketStore, Retention,
+    RetentionConfig, RetentionHandle, RetentionStats, Selection,
+};
+use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
+
+use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+
+/// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
+/// table of the configuration file (same names, `-` in options, `_` in the file).
+#[derive(Args, Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// The store directory (configuration file `[dump] dir`; on the command line it is
+    /// `--dump DIR` or `trawl dump -w DIR`).
+    #[arg(skip)]
+    pub dir: Option<PathBuf>,
+    /// Close a segment before it exceeds this size (default 1GiB).
+    #[arg(long = "segment-size", value_name = "SIZE")]
+    pub segment_size: Option<String>,
+    /// Close a segment this long (packet time) after its first packet (default 60s); segments
+    /// also end at every hour boundary.
+    #[arg(long = "segment-time", value_name = "DURATION")]
+    pub segment_time: Option<String>,
+    /// Bytes per disk write (multiple of 4KiB, default 4MiB).
+    #[arg(long = "write-block", value_name = "SIZE")]
+    pub write_block: Option<String>,
+    /// Keep only the first SIZE bytes of every flow (frame lengths, both directions).
+    #[arg(long, value_name = "SIZE")]
+    pub cutoff: Option<String>,
+    /// Index hashed addresses and ports per chunk (default true); host/port filtered
+    /// retrieval then skips chunks without them.
+    #[arg(long = "host-index", value_name = "BOOL")]
+    pub host_index: Option<bool>,
+    /// Write with O_DIRECT where the filesystem supports it (default true).
+    #[arg(long = "direct-io", value_name = "BOOL")]
+    pub direct_io: Option<bool>,
+    /// Disk budget of the store: a size (`500GiB`) or a percentage of the volume (`80%`).
+    /// The oldest segments are deleted to stay within it.
+    #[arg(long = "retention-size", value_name = "SIZE|PCT%")]
+    pub retention_size: Option<String>,
+    /// Delete segments whose packets are older than this (packet time, e.g. `7d`).
+    #[arg(long = "retention-age", value_name = "DURATION")]
+    pub retention_age: Option<String>,
+}
+
+impl StoreSettings {
+    /// `self` where given, else `other`.
+    pub fn or(self, other: &StoreSettings) -> StoreSettings {
+        let o = other.clone();
+        StoreSettings {
+            dir: self.dir.or(o.dir),
+            segment_size: self.segment_size.or(o.segment_size),
+            segment_time: self.segment_time.or(o.segment_time),
+            write_block: self.write_block.or(o.write_block),
+            cutoff: self.cutoff.or(o.cutoff),
+            host_index: self.host_index.or(o.host_index),
+            direct_io: self.direct_io.or(o.direct_io),
+            retention_size: self.retention_size.or(o.retention_size),
+            retention_age: self.retention_age.or(o.retention_age),
+        }
+    }
+}
+
+/// Checked store settings.
+#[derive(Clone, Debug)]
+pub struct StorePlan {
+    pub dumper: DumperConfig,
+    pub budget: Option<Budget>,
+    pub max_age_ns: Option<u64>,
+}
+
+impl StorePlan {
+    pub fn new(dir: &Path, s: &StoreSettings) -> Result<StorePlan> {
+        let mut c = DumperConfig::new(dir);
+        let size = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
+            v.as_deref()
+                .map(|t| parse_big_size(t).map_err(|e| anyhow::anyhow!("{key}: {e}")))
+                .transpose()
+        };
+        let duration = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
+            v.as_deref()
+                .map(|t| parse_duration_ns(t).map_err(|e| anyhow::anyhow!("{key}: {e}")))
+                .transpose()
+        };
+        if let Some(v) = size(&s.segment_size, "segment-size")? {
+            c.segment_bytes = v;
+        }
+        if let Some(v) = duration(&s.segment_time, "segment-time")? {
+            c.segment_ns = v;
+        }
+        if let Some(v) = size(&s.write_block, "write-block")? {
+            c.block_bytes = v as usize;
+        }
+        c.cutoff_bytes = size(&s.cutoff, "cutoff")?;
+        c.host_index = s.host_index.unwrap_or(true);
+        c.direct_io = s.direct_io.unwrap_or(true);
+        let budget = match s.retention_size.as_deref() {
+            None => None,
+            Some(t) => Some(match t.trim().strip_suffix('%') {
+                Some(p) => {
+                    let p: f64 = p.trim().parse().map_err(|_| {
+                        anyhow::anyhow!("retention-size: '{t}' is not a percentage")
+                    })?;
+                    if !(0.0..=100.0).contains(&p) || p == 0.0 {
+                        bail!("retention-size: {p}% is not between 0 and 100");
+                    }
+                    Budget::Percent(p)
+                }
+                None => Budget::Bytes(size(&s.retention_size, "retention-size")?.unwrap_or(0)),
+            }),
+        };
+        Ok(StorePlan {
+            dumper: c,
+            budget,
+            max_age_ns: duration(&s.retention_age, "retention-age")?,
+        })
+    }
+
+    /// Starts retention if a limit is set; `writers` segments may be open at once.
+    pub fn start_retention(&self, writers: usize) -> Result<Option<Retention>> {
+        if self.budget.is_none() && self.max_age_ns.is_none() {
+            return Ok(None);
+        }
+        let reserve = self.dumper.segment_bytes.saturating_mul(writers as u64);
+        if let Some(Budget::Bytes(b)) = self.budget {
+            if b <= reserve {
+                bail!(
+                    "retention-size {b} bytes leaves no room: it must exceed the segments being \
+                     written ({writers} x segment-size {} bytes)",
+                    self.dumper.segment_bytes
+                );
+            }
+        }
+        std::fs::create_dir_all(&self.dumper.dir)
+            .with_context(|| format!("cannot create {}", self.dumper.dir.display()))?;
+        Ok(Some(Retention::start(RetentionConfig {
+            dir: self.dumper.dir.clone(),
+            budget: self.budget,
+            max_age_ns: self.max_age_ns,
+            reserve_bytes: reserve,
+            interval: Duration::from_millis(500),
+        })?))
+    }
+}
+
+/// Sizes with binary units up to TiB (`1GiB`, `500G`, `2T`).
+fn parse_big_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if let Some(n) = t
+        .strip_suffix("TiB")
+        .or_else(|| t.strip_suffix("TB"))
+        .or_else(|| t.strip_suffix('T'))
+        .or_else(|| t.strip_suffix('t'))
+    {
+        let n: u64 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a size"))?;
+        return n
+            .checked_mul(1 << 40)
+            .ok_or(format!("size '{s}' out of range"));
+    }
+    parse_size(t).map(|v| v as u64)
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    /// Capture file to store (pcap, pcapng, HPCAP raw; gzip/zstd). Repeat for several.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    pub read: Vec<PathBuf>,
+    /// The packet store directory.
+    #[arg(short = 'w', long = "write", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Only packets matching this tcpdump filter expression.
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Interface name for packets whose file names none (pcap files); default `if0`, `if1`...
+    #[arg(long = "iface", value_name = "NAME")]
+    pub iface: Option<String>,
+    #[command(flatten)]
+    pub store: StoreSettings,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoClass {
+    /// Only when nobody else uses the disk.
+    Idle,
+    /// Best effort, lowest level.
+    Low,
+    /// Leave the priority alone.
+    Normal,
+}
+
+#[derive(Args, Debug)]
+pub struct PacketsArgs {
+    /// The packet store directory.
+    #[arg(short = 'd', long = "dir", value_name = "DIR")]
+    pub dir: PathBuf,
+    /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub from: Option<String>,
+    /// End (exclusive), same forms; default: no end.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    pub to: Option<String>,
+    /// Only packets matching this tcpdump filter expression.
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Only packets of this interface (repeat for several).
+    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: Vec<String>,
+    /// Write the packets to this pcap file (`-`: standard output, e.g. into `tshark -r -`).
+    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    pub write: PathBuf,
+    /// Stop after this many packets.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// I/O priority of the reading: `idle` leaves the disk to capture entirely, `low` is the
+    /// lowest best-effort level.
+    #[arg(long = "io-priority", value_enum, default_value_t = IoClass::Low)]
+    pub io_priority: IoClass,
+    /// Summary on standard error at the end.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+/// The writer side of a ring listener: reads packets and hands them to a dumper until the ring
+/// closes (or `stop` says so); live capture calls `tick` while the ring is quiet.
+pub fn drain_into_dumper(
+    listener: &mut Listener,
+    dumper: &mut Dumper,
+    live: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<()> {
+    let mut ifaces: Vec<Interface> = listener.interfaces();
+    // Wall-clock bookkeeping every few thousand packets, not per packet.
+    let mut since_touch = 0u32;
+    loop {
+        match listener.wait(Duration::from_millis(100))? {
+            Recv::Ready(pkt) => {
+                let i = usize::from(pkt.iface);
+                if i < ifaces.len() {
+                    dumper.write(pkt.iface, &ifaces[i], &pkt)?;
+                } else {
+                    // The first packet of a new interface: copy it out (the record borrows
+                    // the listener), re-read the table, write it.
+                    let data = pkt.data.to_vec();
+                    let pkt = trawl_capture::PacketRecord { data: &data, ..pkt };
+                    ifaces = listener.interfaces();
+                    let Some(iface) = ifaces.get(i) else {
+                        bail!(
+                            "ring record names interface {i}, the ring has {}",
+                            ifaces.len()
+                        );
+                    };
+                    dumper.write(pkt.iface, iface, &pkt)?;
+                }
+                if live {
+                    since_touch += 1;
+                    if since_touch >= 4096 {
+                        since_touch = 0;
+                        let now = trawl_time::now_ns();
+                        dumper.touch(now);
+                        dumper.tick(now)?;
+                    }
+                }
+            }
+            Recv::Empty => {
+                if live {
+                    // The ring went quiet: streams written since the last look are not idle.
+                    let now = trawl_time::now_ns();
+                    if since_touch > 0 {
+                        since_touch = 0;
+                        dumper.touch(now);
+                    }
+                    dumper.tick(now)?;
+                }
+                if stop() {
+                    return Ok(());
+                }
+            }
+            Recv::Closed => return Ok(()),
+        }
+    }
+}
+
+pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
+    let plan = StorePlan::new(&a.dir, &a.store)?;
+    let mut filter = match &a.filter {
+        Some(f) => {
+            crate::run::check_filter(f)?;
+            Some(FilterSet::new(f, 262_144))
+        }
+        None => None,
+    };
+    let retention = plan.start_retention(1)?;
+    let mut dumper = Dumper::new(plan.dumper.clone(), retention.as_ref().map(|r| r.handle()))?;
+    let started = Instant::now();
+    let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
+    let mut listener = producer.ring().listen(Mode::Lossless)?;
+    let mut input_errors = Vec::new();
+    let mut packets_in = 0u64;
+    let mut filtered_out = 0u64;
+    let outcome = std::thread::scope(|s| -> Result<DumperStats> {
+        let writer = std::thread::Builder::new()
+            .name("trawl-dump".into())
+            .spawn_scoped(s, || -> Result<DumperStats> {
+                drain_into_dumper(&mut listener, &mut dumper, false, &|| false)?;
+                Ok(dumper.stats())
+            })?;
+        let pushed = push_files(
+            a,
+            &mut producer,
+            &mut filter,
+            &mut input_errors,
+            &mut packets_in,
+            &mut filtered_out,
+        );
+        producer.close();
+        let stats = writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("the dump writer thread panicked"))??;
+        pushed?;
+        Ok(stats)
+    });
+    let mid = outcome?;
+    let stats = dumper.finish().unwrap_or(mid);
+    let retention_stats = retention.map(Retention::stop);
+    let secs = started.elapsed().as_secs_f64();
+    let r = retention_stats.as_ref();
+    match a.summary {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => eprintln!(
+            "{}",
+            dump_json(&stats, r, packets_in, filtered_out, secs, &input_errors)
+        ),
+        SummaryFormat::Text => print_dump_text(&stats, r, filtered_out, secs, &input_errors),
+    }
+    Ok(if input_errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Reads the capture files into the ring; interfaces of every file get their own ring entry
+/// (file 2's interface 0 is not file 1's).
+fn push_files(
+    a: &DumpArgs,
+    producer: &mut Producer,
+    filter: &mut Option<FilterSet>,
+    errors: &mut Vec<String>,
+    packets_in: &mut u64,
+    filtered_out: &mut u64,
+) -> Result<()> {
+    for path in &a.read {
+        let mut src = match FileSource::open(path) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("trawl: {e}");
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let mut map: Vec<u16> = Vec::new();
+        loop {
+            let batch = match src.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("trawl: {e}");
+                    errors.push(e.to_string());
+                    break;
+                }
+            };
+            for iface in batch.interfaces().iter().skip(map.len()) {
+                let mut named = iface.clone();
+                if named.name.is_none() {
+                    named.name = Some(match &a.iface {
+                        Some(n) if map.is_empty() => n.clone(),
+                        Some(n) => format!("{n}{}", map.len()),
+                        None => format!("if{}", map.len()),
+                    });
+                }
+                map.push(producer.add_interface(&named)?);
+            }
+            let bytes = batch.bytes();
+            for m in batch.metas() {
+                *packets_in += 1;
+                let data = &bytes[m.offset..m.offset + m.caplen as usize];
+                if let Some(f) = filter.as_mut() {
+                    let link = batch.interfaces()[usize::from(m.iface)].link_type;
+                    if !f.matches(link, data, m.wire_len)? {
+                        *filtered_out += 1;
+                        continue;
+                    }
+                }
+                let mut meta = *m;
+                meta.iface = map[usize::from(m.iface)];
+                producer.push(&meta, data)?;
+            }
+            producer.publish();
+        }
+    }
+    Ok(())
+}
+
+/// The store's counters as a JSON object (the `trawl dump` summary, the `dump` section of the
+/// `trawl run` summary).
+fn dump_json(
+    s: &DumperStats,
+    r: Option<&RetentionStats>,
+    packets_in: u64,
+    filtered_out: u64,
+    secs: f64,
+    errors: &[String],
+) -> serde_json::Value {
+    serde_json::json!({
+        "command": "dump",
+        "packets_read": packets_in,
+        "packets_filtered_out": filtered_out,
+        "packets_written": s.packets,
+        "bytes_written": s.bytes,
+        "segments": s.segments,
+        "direct_io": s.direct_io,
+        "records_truncated": s.truncated,
+        "timestamps_clamped": s.timestamps_clamped,
+        "segments_repaired": s.repaired,
+        "repaired_bytes_cut": s.repaired_bytes_cut,
+        "cutoff": {
+            "packets_cut": s.cutoff.packets_cut,
+            "bytes_cut": s.cutoff.bytes_cut,
+            "flows_cut": s.cutoff.flows_cut,
+            "evictions": s.cutoff.evictions,
+        },
+        "retention": r.map(|r| serde_json::json!({
+            "deleted_for_budget": r.deleted_for_budget,
+            "deleted_for_age": r.deleted_for_age,
+            "deleted_for_space": r.deleted_for_space,
+            "bytes_deleted": r.bytes_deleted,
+            "stored_bytes": r.stored_bytes,
+            "stored_segments": r.stored_segments,
+            "errors": r.errors,
+        })),
+        "seconds": secs,
+        "errors": errors,
+    })
+}
+
+fn print_dump_text(
+    s: &DumperStats,
+    r: Option<&RetentionStats>,
+    filtered_out: u64,
+    secs: f64,
+    errors: &[String],
+) {
+    let mb = s.bytes as f64 / 1e6;
+    let rate = if secs > 0.0 {
+        format!(" in {secs:.2} s, {:.0} MB/s", mb / secs)
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "trawl dump: {} packets, {:.1} MB in {} segments ({}){rate}",
+        s.packets,
+        mb,
+        s.segments,
+        if s.direct_io { "O_DIRECT" } else { "buffered" },
+    );
+    if filtered_out > 0 {
+        eprintln!("  {filtered_out} packets did not match the filter");
+    }
+    if s.repaired > 0 {
+        eprintln!(
+            "  repaired {} segment(s) left open by a crash ({} bytes of torn tail cut)",
+            s.repaired, s.repaired_bytes_cut
+        );
+    }
+    if s.timestamps_clamped > 0 {
+        eprintln!(
+            "  {} timestamps after 2106 stored as 2106-02-07T06:28:15.999999999Z (pcap's limit)",
+            s.timestamps_clamped
+        );
+    }
+    if s.cutoff.packets_cut > 0 {
+        eprintln!(
+            "  cutoff: {} packets ({} bytes) of {} flows not stored",
+            s.cutoff.packets_cut, s.cutoff.bytes_cut, s.cutoff.flows_cut
+        );
+    }
+    if let Some(r) = r {
+        eprintln!(
+            "  retention: {} segments deleted ({} budget, {} age, {} space), {} bytes; {} segments / {} bytes stored",
+            r.deleted_for_budget + r.deleted_for_age + r.deleted_for_space,
+            r.deleted_for_budget,
+            r.deleted_for_age,
+            r.deleted_for_space,
+            r.bytes_deleted,
+            r.stored_segments,
+            r.stored_bytes
+        );
+    }
+    for e in errors {
+        eprintln!("  error: {e}");
+    }
+}
+
+pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
+    let now = trawl_time::now_ns();
+    let parse = |t: &Option<String>, default: u64| -> Result<u64> {
+        match t {
+            Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow::anyhow!("{e}")),
+            None => Ok(default),
+        }
+    };
+    let from = parse(&a.from, 0)?;
+    let to = parse(&a.to, u64::MAX)?;
+    if to <= from {
+        bail!("--to must be after --from");
+    }
+    if let Some(f) = &a.filter {
+        crate::run::check_filter(f)?;
+    }
+    match a.io_priority {
+        IoClass::Idle => set_io_priority(IoPriority::Idle)?,
+        IoClass::Low => set_io_priority(IoPriority::BestEffort(7))?,
+        IoClass::Normal => {}
+    }
+    let store = PacketStore::open(&a.dir)?;
+    let sel = Selection {
+        from_ns: from,
+        to_ns: to,
+        ifaces: a.interface.clone(),
+        filter: a.filter.clone(),
+    };
+    let started = Instant::now();
+    let out = crate::args::open_output(&a.write)?;
+    let mut sink = Some(std::io::BufWriter::with_capacity(1 << 20, out));
+    let mut writer: Option<PcapWriter<_>> = None;
+    let mut link = None;
+    let mut failure: Option<anyhow::Error> = None;
+    let mut written = 0u64;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let stats = store.read(&sel, |p| {
+        if written >= limit {
+            return ControlFlow::Break(());
+        }
+        if writer.is_none() {
+            link = Some(p.link_type);
+            match PcapWriter::new(sink.take().expect("once"), p.link_type, 262_144) {
+                Ok(w) => writer = Some(w),
+                Err(e) => {
+                    failure = Some(e.into());
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        if link != Some(p.link_type) {
+            failure = Some(anyhow::anyhow!(
+                "the selection mixes link types ({} and {}, interface {}): a pcap file holds one; \
+                 select interfaces with -i",
+                link.map_or(0, |l| l.0),
+                p.link_type.0,
+                p.iface
+            ));
+            return ControlFlow::Break(());
+        }
+        let w = writer.as_mut().expect("created above");
+        match w.write(p.ts_ns, p.wire_len, p.data) {
+            Ok(()) => {
+                written += 1;
+                ControlFlow::Continue(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ControlFlow::Break(()),
+            Err(e) => {
+                failure = Some(e.into());
+                ControlFlow::Break(())
+            }
+        }
+    })?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    match writer {
+        Some(w) => finish_pcap(w.finish())?,
+        // Nothing matched: still a valid (empty) capture file.
+        None => finish_pcap(
+            PcapWriter::new(
+                sink.take().expect("unused"),
+                trawl_capture::LinkType::ETHERNET,
+                262_144,
+            )
+            .and_then(|w| w.finish()),
+        )?,
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let json = serde_json::json!({
+        "command": "packets",
+        "packets_written": written,
+        "packets_scanned": stats.packets_scanned,
+        "segments_selected": stats.segments_selected,
+        "segments_unindexed": stats.segments_unindexed,
+        "chunks_total": stats.chunks_total,
+        "chunks_skipped_time": stats.chunks_skipped_time,
+        "chunks_skipped_index": stats.chunks_skipped_index,
+        "bytes_read": stats.bytes_read,
+        "seconds": secs,
+        "errors": stats.errors,
+    });
+    match a.summary {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => eprintln!("{json}"),
+        SummaryFormat::Text => {
+            eprintln!(
+                "trawl packets: {written} packets written; {} segments, {} of {} chunks read \
+                 ({} skipped by time, {} by the host index), {:.1} MB read in {:.2} s",
+                stats.segments_selected,
+                stats.chunks_total - stats.chunks_skipped_time - stats.chunks_skipped_index,
+                stats.chunks_total,
+                stats.chunks_skipped_time,
+                stats.chunks_skipped_index,
+                stats.bytes_read as f64 / 1e6,
+                secs
+            );
+            for e in &stats.errors {
+                eprintln!("  problem: {e}");
+            }
+        }
+    }
+    Ok(if stats.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn finish_pcap<W: std::io::Write>(r: std::io::Result<W>) -> Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Per-worker dumpers of `trawl run`: one lossless listener and writer thread per capture
+/// worker's ring.
+pub struct RunDumpers {
+    pub threads: Vec<std::thread::JoinHandle<Result<DumperStats>>>,
+    pub retention: Option<Retention>,
+}
+
+impl RunDumpers {
+    pub fn start(plan: &StorePlan, rings: &[(String, trawl_ring::Ring)]) -> Result<RunDumpers> {
+        let retention = plan.start_retention(rings.len())?;
+        let handle: Option<RetentionHandle> = retention.as_ref().map(|r| r.handle());
+        let mut threads = Vec::new();
+        for (worker, (_, ring)) in rings.iter().enumerate() {
+            let worker = worker as u16;
+            let mut config = plan.dumper.clone();
+            config.worker = worker;
+            let mut dumper = Dumper::new(config, handle.clone())?;
+            // Repair what a crash left of this worker's streams now, not at the first packet.
+            for iface in ring.interfaces() {
+                if let Some(name) = &iface.name {
+                    dumper.prepare_stream(name)?;
+                }
+            }
+            let mut listener = ring.listen(Mode::Lossless)?;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("trawl-dump{worker}"))
+                    .spawn(move || -> Result<DumperStats> {
+                        // Drains until the ring closes (capture stopped), so no captured packet
+                        // is left unwritten.
+                        let r = drain_into_dumper(&mut listener, &mut dumper, true, &|| false);
+                        let stats = dumper.finish()?;
+                        r.map(|()| stats)
+                    })?,
+            );
+        }
+        Ok(RunDumpers { threads, retention })
+    }
+
+    pub fn finish(self) -> (DumperStats, Option<RetentionStats>, Vec<String>) {
+        let mut total = DumperStats {
+            direct_io: true,
+            ..DumperStats::default()
+        };
+        let mut errors = Vec::new();
+        for t in self.threads {
+            match t.join() {
+                Ok(Ok(s)) => total.merge(&s),
+                Ok(Err(e)) => errors.push(format!("{e:#}")),
+                Err(_) => errors.push("a dump writer thread panicked".into()),
+            }
+        }
+        (total, self.retention.map(Retention::stop), errors)
+    }
+}
+
+/// Joins the writers of `trawl run --dump`; prints their text summary, returns their errors
+/// and the JSON section for the run's summary.
+pub fn report_run_dumpers(
+    format: SummaryFormat,
+    d: RunDumpers,
+) -> (Vec<String>, Option<serde_json::Value>) {
+    let (stats, retention, errors) = d.finish();
+    match format {
+        SummaryFormat::Text => {
+            print_dump_text(&stats, retention.as_ref(), 0, 0.0, &errors);
+            (errors, None)
+        }
+        SummaryFormat::None => (errors, None),
+        SummaryFormat::Json => {
+            let v = dump_json(&stats, retention.as_ref(), stats.packets, 0, 0.0, &errors);
+            (errors, Some(v))
+        }
+    }
+}

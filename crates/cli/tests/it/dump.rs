@@ -1,0 +1,526 @@
+//! The packet store through the `trawl` binary: capture files and live capture into segments
+//! and back out, checked against tshark's reading and filtering of the same packets; a writer
+//! killed with SIGKILL leaves a segment that reads up to its last whole record and is repaired
+//! on the next start.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::live::{file_packets, lab, pcap, trawl_live, wait_json};
+
+fn trawl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(args)
+        .output()
+        .expect("run trawl")
+}
+
+fn ok(out: &Output) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "trawl failed: {stderr}");
+    serde_json::from_str(stderr.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stderr}"))
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("trawl-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// tshark's view of a capture: per frame, epoch time, frame length, captured length, and the
+/// bytes (hex).
+fn tshark_frames(file: &Path, display_filter: Option<&str>) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-n", "-r", s(file), "-T", "fields"]);
+    for f in ["frame.time_epoch", "frame.len", "frame.cap_len"] {
+        cmd.args(["-e", f]);
+    }
+    if let Some(f) = display_filter {
+        cmd.args(["-Y", f]);
+    }
+    let out = cmd.stderr(Stdio::null()).output().expect("tshark runs");
+    assert!(out.status.success(), "tshark failed on {}", file.display());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn gunzip(src: &Path, dir: &Path) -> PathBuf {
+    let out = dir.join("input.pcap");
+    let data = Command::new("zcat").arg(src).output().unwrap().stdout;
+    std::fs::write(&out, data).unwrap();
+    out
+}
+
+#[test]
+fn dump_then_packets_gives_back_the_capture_as_tshark_reads_it() {
+    let dir = tempdir("roundtrip");
+    let input = gunzip(
+        &trawl_testkit::testdata("oracle/many-protocols.pcap.gz"),
+        &dir,
+    );
+    let store = dir.join("store");
+    let out = trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--segment-time",
+        "20s",
+        "--summary",
+        "json",
+    ]);
+    let sum = ok(&out);
+    let frames = tshark_frames(&input, None);
+    assert_eq!(
+        sum["packets_written"].as_u64().unwrap(),
+        frames.len() as u64
+    );
+    assert!(sum["segments"].as_u64().unwrap() > 1);
+    let back = dir.join("back.pcap");
+    let out = trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "-w",
+        s(&back),
+        "--summary",
+        "json",
+    ]);
+    let psum = ok(&out);
+    assert_eq!(psum["packets_written"], sum["packets_written"]);
+    // tshark reads the extracted file as it reads the original: same times, lengths...
+    assert_eq!(tshark_frames(&back, None), frames);
+    // ...and the bytes are the same.
+    assert_eq!(file_packets(&back), file_packets(&input));
+    // Every segment is itself a capture file tshark opens.
+    let seg = walk(&store)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "pcap"));
+    assert!(!tshark_frames(&seg.unwrap(), None).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            v.extend(walk(&p));
+        } else {
+            v.push(p);
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn windows_and_filters_select_what_tshark_selects() {
+    let dir = tempdir("select");
+    let input = gunzip(&trawl_testkit::testdata("oracle/1kxun.pcap.gz"), &dir);
+    let store = dir.join("store");
+    ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--summary",
+        "json",
+    ]));
+    let all = tshark_frames(&input, None);
+    // The middle half of the packets (the capture has outliers years apart).
+    let mut times: Vec<String> = all
+        .iter()
+        .map(|l| l.split('\t').next().unwrap().to_string())
+        .collect();
+    times.sort_by(|a, b| {
+        a.parse::<f64>()
+            .unwrap()
+            .total_cmp(&b.parse::<f64>().unwrap())
+    });
+    let from = times[times.len() / 4].clone();
+    let to = times[times.len() * 3 / 4].clone();
+    // The first IPv4 source in the capture.
+    let host = Command::new("tshark")
+        .args([
+            "-n",
+            "-r",
+            s(&input),
+            "-T",
+            "fields",
+            "-e",
+            "ip.src",
+            "-Y",
+            "ip",
+            "-c",
+            "1",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let host = String::from_utf8(host.stdout).unwrap().trim().to_string();
+    let cases = [
+        // (trawl filter, tshark display filter); `#1`: the outer header only, as BPF sees it.
+        (None, "frame".to_string()),
+        (
+            Some(format!("host {host}")),
+            format!(
+                "ip.addr#1 == {host} || arp.src.proto_ipv4 == {host} || arp.dst.proto_ipv4 == {host}"
+            ),
+        ),
+        (Some("udp".into()), "ip.proto#1 == 17 || ipv6.nxt#1 == 17".into()),
+        (Some("tcp".into()), "ip.proto#1 == 6 || ipv6.nxt#1 == 6".into()),
+    ];
+    for (filter, display) in cases {
+        let back = dir.join("back.pcap");
+        let mut args = vec!["packets", "-d", s(&store), "--from", &from, "--to", &to];
+        args.extend(["-w", s(&back), "--summary", "json"]);
+        if let Some(f) = &filter {
+            args.extend(["-f", f.as_str()]);
+        }
+        let sum = ok(&trawl(&args));
+        let want = tshark_frames(
+            &input,
+            Some(&format!(
+                "frame.time_epoch >= {from} && frame.time_epoch < {to} && ({display})"
+            )),
+        );
+        assert!(!want.is_empty(), "{display}: the case selects something");
+        assert_eq!(tshark_frames(&back, None), want, "{filter:?}");
+        assert_eq!(sum["packets_written"].as_u64().unwrap(), want.len() as u64);
+        if filter.as_deref().is_some_and(|f| f.starts_with("host")) {
+            assert!(sum["chunks_skipped_index"].as_u64().unwrap() > 0, "{sum}");
+        }
+    }
+    // RFC 3339 and epoch forms of one instant select the same packets.
+    let rfc = Command::new("date")
+        .args(["-u", "-d", &format!("@{from}"), "+%Y-%m-%dT%H:%M:%S.%6NZ"])
+        .output()
+        .unwrap();
+    let rfc = String::from_utf8(rfc.stdout).unwrap().trim().to_string();
+    let a = ok(&trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "--from",
+        &from,
+        "-w",
+        "/dev/null",
+        "--summary",
+        "json",
+    ]));
+    let b = ok(&trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "--from",
+        &rfc,
+        "-w",
+        "/dev/null",
+        "--summary",
+        "json",
+    ]));
+    assert_eq!(a["packets_written"], b["packets_written"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn packets_pipe_into_tshark() {
+    let dir = tempdir("pipe");
+    let store = dir.join("store");
+    let input = pcap("android.pcap");
+    ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--summary",
+        "json",
+    ]));
+    let mut trawl_out = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["packets", "-d", s(&store), "-w", "-", "--summary", "none"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = Command::new("tshark")
+        .args([
+            "-n",
+            "-r",
+            "-",
+            "-T",
+            "fields",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
+        ])
+        .stdin(trawl_out.stdout.take().unwrap())
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(trawl_out.wait().unwrap().success());
+    let got: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(got, tshark_frames(&input, None));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn mistakes_are_named() {
+    let dir = tempdir("mistakes");
+    let e = trawl(&["packets", "-d", s(&dir.join("nope")), "-w", "/dev/null"]);
+    assert_eq!(e.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&e.stderr).contains("nope"));
+    let e = trawl(&[
+        "packets",
+        "-d",
+        s(&dir),
+        "--from",
+        "2024-13-01",
+        "-w",
+        "/dev/null",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("character 6"),
+        "{e:?}"
+    );
+    let e = trawl(&[
+        "packets",
+        "-d",
+        s(&dir),
+        "--from",
+        "-1h",
+        "--to",
+        "-2h",
+        "-w",
+        "/dev/null",
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("--to must be after --from"));
+    let e = trawl(&[
+        "packets",
+        "-d",
+        s(&dir),
+        "-f",
+        "host nonsense..x",
+        "-w",
+        "/dev/null",
+    ]);
+    assert_eq!(e.status.code(), Some(2));
+    let e = trawl(&[
+        "dump",
+        "-r",
+        s(&pcap("android.pcap")),
+        "-w",
+        s(&dir),
+        "--retention-size",
+        "1MiB",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&e.stderr).contains("leaves no room"),
+        "{e:?}"
+    );
+    let e = trawl(&[
+        "dump",
+        "-r",
+        s(&pcap("android.pcap")),
+        "-w",
+        s(&dir),
+        "--write-block",
+        "1000",
+    ]);
+    assert!(String::from_utf8_lossy(&e.stderr).contains("4096"), "{e:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn run_stores_every_live_packet() {
+    let lab = lab();
+    let dir = tempdir("live");
+    let store = dir.join("store");
+    let child = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--no-ring",
+        "--dump",
+        s(&store),
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(child);
+    let want = file_packets(&pcap("android.pcap"));
+    assert_eq!(summary["dump"]["packets_written"], want.len(), "{summary}");
+    let back = dir.join("back.pcap");
+    let out = trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "-w",
+        s(&back),
+        "--summary",
+        "json",
+    ]);
+    assert_eq!(ok(&out)["packets_written"], want.len());
+    assert_eq!(file_packets(&back), want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_killed_writer_leaves_a_segment_that_is_read_then_repaired() {
+    let lab = lab();
+    let dir = tempdir("kill");
+    let store = dir.join("store");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-i",
+            lab.host.as_str(),
+            "--no-ring",
+            "--dump",
+            s(&store),
+        ];
+        args.extend_from_slice(extra);
+        args.extend(["--summary", "json"]);
+        trawl_live(&args)
+    };
+    let mut child = run(&[]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    // The writer flushes every second: then SIGKILL, with the segment open.
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let segs: Vec<PathBuf> = walk(&store);
+    assert_eq!(segs.len(), 1, "one open segment, no index: {segs:?}");
+    let seg = segs[0].clone();
+    // Readable as it is, up to its last whole record (here: all of them, flushed).
+    let out = trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "-w",
+        s(&dir.join("a.pcap")),
+        "--summary",
+        "json",
+    ]);
+    let sum = ok(&out);
+    let want = file_packets(&pcap("android.pcap"));
+    assert_eq!(sum["packets_written"], want.len(), "{sum}");
+    assert_eq!(sum["segments_unindexed"], 1);
+    // The flushed block is padded with zeros to 4 KiB; after the last record comes padding.
+    let bytes = std::fs::read(&seg).unwrap();
+    let mut ends = vec![24usize];
+    while let Some(h) = bytes.get(ends[ends.len() - 1]..ends[ends.len() - 1] + 16) {
+        let caplen = u32::from_ne_bytes(h[8..12].try_into().unwrap()) as usize;
+        if h.iter().all(|&b| b == 0) {
+            break;
+        }
+        ends.push(ends[ends.len() - 1] + 16 + caplen);
+    }
+    assert_eq!(
+        ends.len() - 1,
+        want.len(),
+        "every record is on disk after the flush"
+    );
+    assert!(bytes.len() > ends[ends.len() - 1], "flush padding follows");
+    // Tear the last record as a power cut would, then restart: repaired, indexed, readable.
+    let torn = ends[ends.len() - 1] - 7;
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(torn as u64).unwrap();
+    drop(f);
+    let (_, summary) = wait_json(run(&["--duration", "1s"]));
+    let dump = &summary["dump"];
+    assert_eq!(dump["segments_repaired"], 1, "{summary}");
+    assert_eq!(dump["repaired_bytes_cut"], torn - ends[ends.len() - 2]);
+    assert!(Path::new(&format!("{}.idx", seg.display())).exists());
+    let n = want.len() - 1;
+    assert_eq!(
+        tshark_frames(&seg, None).len(),
+        n,
+        "the torn record is gone"
+    );
+    assert_eq!(file_packets(&seg), want[..n], "the rest is intact");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn two_workers_store_every_packet_and_read_back_in_time_order() {
+    let lab = lab();
+    let dir = tempdir("workers");
+    let store = dir.join("store");
+    let child = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--workers",
+        "2",
+        "--ring",
+        &format!("w{}", std::process::id()),
+        "--dump",
+        s(&store),
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(child);
+    let mut want = file_packets(&pcap("android.pcap"));
+    assert_eq!(summary["dump"]["packets_written"], want.len(), "{summary}");
+    // One stream per worker.
+    let names: std::collections::BTreeSet<String> = walk(&store)
+        .iter()
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+        .filter(|n| n.ends_with(".pcap"))
+        .map(|n| n.split('_').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let back = dir.join("back.pcap");
+    ok(&trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "-w",
+        s(&back),
+        "--summary",
+        "json",
+    ]));
+    let times: Vec<f64> = tshark_frames(&back, None)
+        .iter()
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "merged in time order"
+    );
+    let mut got = file_packets(&back);
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
