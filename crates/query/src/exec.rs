@@ -258,15 +258,20 @@ struct Worker<'a> {
     proto_dict: DictCache,
     leaf_tables: Vec<LeafCache>,
     keys: Vec<u128>,
-    /// Scratch of [`Worker::dense_batch`]: local index per row, dense sums, indices touched.
+    /// Scratch of [`Worker::dense_batch`]: local index per row, slot per local index, the
+    /// sums per slot, the local index of each slot.
     local: Vec<u32>,
+    slot_of: Vec<u32>,
     dense: Vec<Metrics>,
     touched: Vec<u32>,
     flush: Vec<(u128, Metrics)>,
 }
 
-/// Largest local key space aggregated densely (2^18 entries of 40 bytes: 10 MB per worker).
+/// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
 const DENSE_LIMIT: u64 = 1 << 18;
+
+/// A local key without a slot in the current batch.
+const NO_SLOT: u32 = u32::MAX;
 
 /// Where a dense batch takes an attribute's local value from.
 enum LocalSource {
@@ -295,6 +300,7 @@ impl<'a> Worker<'a> {
                 .collect(),
             keys: Vec::new(),
             local: Vec::new(),
+            slot_of: Vec::new(),
             dense: Vec::new(),
             touched: Vec::new(),
             flush: Vec::new(),
@@ -601,8 +607,11 @@ impl<'a> Worker<'a> {
             }
             stride = stride.saturating_mul(*card as u32);
         }
-        if self.dense.len() < product as usize {
-            self.dense.resize(product as usize, Metrics::default());
+        // `slot_of[local index]` is the group's place in `dense` (or `NO_SLOT`): 4 bytes per
+        // possible local key keep the sparse index cache-resident (1 MB at most), and the
+        // metrics of the groups actually met stay packed together.
+        if self.slot_of.len() < product as usize {
+            self.slot_of.resize(product as usize, NO_SLOT);
         }
         let fp = u64s(batch, col::FWD_PACKETS)?;
         let rp = u64s(batch, col::REV_PACKETS)?;
@@ -610,15 +619,21 @@ impl<'a> Worker<'a> {
         let rb = u64s(batch, col::REV_BYTES)?;
         let rows = n.min(fp.len()).min(rp.len()).min(fb.len()).min(rb.len());
         let mut matched = 0u64;
+        self.dense.clear();
+        self.touched.clear();
         for i in 0..rows {
             if sel.is_some_and(|s| !s[i]) {
                 continue;
             }
             let j = idx[i] as usize;
-            let m = &mut self.dense[j];
-            if m.flows == 0 {
+            let mut slot = self.slot_of[j];
+            if slot == NO_SLOT {
+                slot = self.dense.len() as u32;
+                self.slot_of[j] = slot;
+                self.dense.push(Metrics::default());
                 self.touched.push(j as u32);
             }
+            let m = &mut self.dense[slot as usize];
             m.fwd_packets += fp[i];
             m.rev_packets += rp[i];
             m.fwd_bytes += fb[i];
@@ -631,7 +646,8 @@ impl<'a> Worker<'a> {
         groups.clear();
         for t in 0..self.touched.len() {
             let j = self.touched[t] as usize;
-            let m = std::mem::take(&mut self.dense[j]);
+            self.slot_of[j] = NO_SLOT;
+            let m = self.dense[t];
             let mut rem = j as u64;
             let mut key = 0u128;
             for (a, src, card) in &parts {
