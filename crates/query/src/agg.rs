@@ -1,29 +1,94 @@
 //! The aggregation table: packed group key → metrics, open addressing with linear probing,
-//! one 64-byte slot per group (key and metrics in one cache line), and batched updates that
-//! prefetch the slots of the next rows while the current ones are added — a high-cardinality
-//! group-by (conversations) is bound by cache misses on this table, not by arithmetic.
+//! one 64-byte slot per group (key and metrics in one cache line), partitions of which large
+//! ones live in huge-page mappings, and batched updates that prefetch the slots of the next
+//! rows while the current ones are added — a high-cardinality group-by (conversations) is
+//! bound by cache and TLB misses on this table, not by arithmetic.
 use crate::partial::Metrics;
 
-/// Packed keys use at most 120 bits, so this value never is one.
-const EMPTY: u128 = u128::MAX;
+/// A slot: packed key + 1 in words 0–1 (0: vacant, so fresh zeroed memory is an empty table
+/// without a pass to initialise it), the five metrics in words 2–6, word 7 unused: one cache
+/// line per group.
+type Slot = [u64; 8];
 
-#[derive(Clone, Copy, Debug)]
-#[repr(C, align(64))]
-struct Slot {
-    key: u128,
-    m: Metrics,
+#[inline]
+fn slot_key(s: &Slot) -> Option<u128> {
+    let k = u128::from(s[0]) | u128::from(s[1]) << 64;
+    k.checked_sub(1)
 }
 
-const VACANT: Slot = Slot {
-    key: EMPTY,
-    m: Metrics {
-        fwd_packets: 0,
-        rev_packets: 0,
-        fwd_bytes: 0,
-        rev_bytes: 0,
-        flows: 0,
-    },
-};
+#[inline]
+fn slot_metrics(s: &Slot) -> Metrics {
+    Metrics {
+        fwd_packets: s[2],
+        rev_packets: s[3],
+        fwd_bytes: s[4],
+        rev_bytes: s[5],
+        flows: s[6],
+    }
+}
+
+#[inline]
+fn slot_add(s: &mut Slot, m: &Metrics) {
+    s[2] += m.fwd_packets;
+    s[3] += m.rev_packets;
+    s[4] += m.fwd_bytes;
+    s[5] += m.rev_bytes;
+    s[6] += m.flows;
+}
+
+/// Slot arrays of at least this many slots (2 MiB, one huge page) live in their own anonymous
+/// mapping advised for transparent huge pages: a conversation table of tens of millions of
+/// groups is probed at random, and with 4 KiB pages nearly every probe also missed the TLB
+/// and the kernel faulted the table in page by page.
+const MAPPED_SLOTS: usize = 1 << 15;
+
+#[derive(Debug)]
+enum Storage {
+    Heap(Vec<Slot>),
+    Mapped(memmap2::MmapMut),
+}
+
+impl Storage {
+    /// `n` vacant slots.
+    ///
+    /// # Panics
+    /// Panics when the kernel refuses the mapping, as a failed `Vec` allocation would abort.
+    fn zeroed(n: usize) -> Storage {
+        if n < MAPPED_SLOTS {
+            // `vec!` of zeros allocates zeroed memory without writing it.
+            return Storage::Heap(vec![[0u64; 8]; n]);
+        }
+        let map = memmap2::MmapMut::map_anon(n * std::mem::size_of::<Slot>())
+            .expect("cannot map memory for an aggregation table");
+        // Advice only: without huge pages the table works the same, slower.
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Storage::Mapped(map)
+    }
+
+    #[inline]
+    fn get(&self) -> &[Slot] {
+        match self {
+            Storage::Heap(v) => v,
+            Storage::Mapped(m) => bytemuck::cast_slice(m),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self) -> &mut [Slot] {
+        match self {
+            Storage::Heap(v) => v,
+            Storage::Mapped(m) => bytemuck::cast_slice_mut(m),
+        }
+    }
+}
+
+impl Clone for Storage {
+    fn clone(&self) -> Self {
+        let mut c = Storage::zeroed(self.get().len());
+        c.get_mut().copy_from_slice(self.get());
+        c
+    }
+}
 
 /// Rows whose slots are prefetched ahead of the update.
 const AHEAD: usize = 16;
@@ -31,7 +96,7 @@ const AHEAD: usize = 16;
 /// Packed group key → summed metrics.
 #[derive(Clone, Debug)]
 pub(crate) struct Part {
-    slots: Vec<Slot>,
+    slots: Storage,
     len: usize,
     /// Mixed into the hash, different per table: iterating one table visits keys in the order
     /// of its hash, and inserting them in that order into a table with the same hash piles
@@ -71,7 +136,7 @@ impl Part {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         Part {
-            slots: vec![VACANT; 1 << bits],
+            slots: Storage::zeroed(1 << bits),
             len: 0,
             shift: 64 - bits,
             seed,
@@ -81,15 +146,17 @@ impl Part {
     #[inline]
     fn grow_if_needed(&mut self) {
         // Load factor at most 7/8 keeps linear probes short.
-        if (self.len + 1) * 8 > self.slots.len() * 7 {
+        if (self.len + 1) * 8 > self.slots.get().len() * 7 {
             let bits = 64 - self.shift + 1;
             let mut bigger = Part::with_capacity_log2(bits);
             // Same seed: hashes computed before the growth stay valid (`add_rows`).
             bigger.seed = self.seed;
             let old = std::mem::replace(self, bigger);
-            for s in old.slots.iter().filter(|s| s.key != EMPTY) {
-                let h = hash(prehash(s.key), self.seed);
-                self.slot(s.key, h).m = s.m;
+            for s in old.slots.get() {
+                if let Some(k) = slot_key(s) {
+                    let h = hash(prehash(k), self.seed);
+                    *self.slot(k, h) = *s;
+                }
             }
             self.len = old.len;
         }
@@ -98,18 +165,22 @@ impl Part {
     /// The slot of `key` (claimed if vacant; the caller counts it).
     #[inline]
     fn slot(&mut self, key: u128, h: u64) -> &mut Slot {
-        let mask = self.slots.len() - 1;
+        let stored = key + 1;
+        let (lo, hi) = (stored as u64, (stored >> 64) as u64);
+        let slots = self.slots.get_mut();
+        let mask = slots.len() - 1;
         let mut i = (h >> self.shift) as usize;
         loop {
-            let k = self.slots[i].key;
-            if k == key || k == EMPTY {
+            let s = &slots[i];
+            if (s[0] == lo && s[1] == hi) || (s[0] == 0 && s[1] == 0) {
                 break;
             }
             i = (i + 1) & mask;
         }
-        let s = &mut self.slots[i];
-        if s.key == EMPTY {
-            s.key = key;
+        let s = &mut slots[i];
+        if s[0] == 0 && s[1] == 0 {
+            s[0] = lo;
+            s[1] = hi;
             self.len += 1;
         }
         s
@@ -120,7 +191,7 @@ impl Part {
     fn add(&mut self, key: u128, pre: u64, m: &Metrics) {
         self.grow_if_needed();
         let h = hash(pre, self.seed);
-        self.slot(key, h).m.add(m);
+        slot_add(self.slot(key, h), m);
     }
 
     /// Adds every group of `other` (merging: the smaller goes into the larger).
@@ -128,17 +199,19 @@ impl Part {
         if other.len > self.len {
             std::mem::swap(&mut self, &mut other);
         }
-        for s in other.slots.iter().filter(|s| s.key != EMPTY) {
-            self.add(s.key, prehash(s.key), &s.m);
+        for s in other.slots.get() {
+            if let Some(k) = slot_key(s) {
+                self.add(k, prehash(k), &slot_metrics(s));
+            }
         }
         self
     }
 
-    fn iter(&self) -> impl Iterator<Item = (u128, &Metrics)> {
+    fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         self.slots
+            .get()
             .iter()
-            .filter(|s| s.key != EMPTY)
-            .map(|s| (s.key, &s.m))
+            .filter_map(|s| slot_key(s).map(|k| (k, slot_metrics(s))))
     }
 }
 
@@ -184,13 +257,13 @@ impl AggTable {
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots[(h >> p.shift) as usize]);
+                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
             }
             for (j, (k, m)) in chunk.iter().enumerate() {
                 let (part, h) = pending[j];
                 let p = &mut self.parts[part];
                 p.grow_if_needed();
-                p.slot(*k, h).m.add(m);
+                slot_add(p.slot(*k, h), m);
             }
         }
     }
@@ -224,19 +297,19 @@ impl AggTable {
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots[(h >> p.shift) as usize]);
+                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
             }
             for (j, &i) in chunk.iter().enumerate() {
                 let i = i as usize;
                 let (part, h) = pending[j];
                 let p = &mut self.parts[part];
                 p.grow_if_needed();
-                let m = &mut p.slot(keys[i], h).m;
-                m.fwd_packets += fp[i];
-                m.rev_packets += rp[i];
-                m.fwd_bytes += fb[i];
-                m.rev_bytes += rb[i];
-                m.flows += 1;
+                let s = p.slot(keys[i], h);
+                s[2] += fp[i];
+                s[3] += rp[i];
+                s[4] += fb[i];
+                s[5] += rb[i];
+                s[6] += 1;
             }
         }
         rows.len() as u64
@@ -282,7 +355,7 @@ impl AggTable {
     }
 
     /// Every group.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, &Metrics)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         self.parts.iter().flat_map(|p| p.iter())
     }
 }
@@ -320,7 +393,7 @@ mod tests {
         assert_eq!(added, sel.iter().filter(|&&s| s).count() as u64);
         assert_eq!(t.len(), reference.len());
         for (k, m) in t.iter() {
-            assert_eq!(reference[&k], *m);
+            assert_eq!(reference[&k], m);
         }
         t.add(
             keys[1],
@@ -332,7 +405,7 @@ mod tests {
         // Merging a table into another in iteration order stays fast (distinct seeds).
         let mut u = AggTable::default();
         for (k, m) in t.iter() {
-            u.add(k, m);
+            u.add(k, &m);
         }
         assert_eq!(u.len(), t.len());
         assert_eq!(
@@ -364,9 +437,54 @@ mod tests {
         }
         let merged = a.merge(b, 2);
         assert_eq!(merged.len(), both.len());
-        let want: HashMap<u128, Metrics> = both.iter().map(|(k, m)| (k, *m)).collect();
+        let want: HashMap<u128, Metrics> = both.iter().collect();
         for (k, m) in merged.iter() {
-            assert_eq!(want[&k], *m);
+            assert_eq!(want[&k], m);
         }
+    }
+
+    #[test]
+    fn large_tables_in_mapped_memory_sum_exactly() {
+        let mut t = AggTable::default();
+        let n = 1_200_000u128;
+        for i in 0..n {
+            // Every key twice, the second time in reverse order.
+            t.add(
+                i << 70 | 5,
+                &Metrics {
+                    fwd_bytes: 1,
+                    flows: 1,
+                    ..Metrics::default()
+                },
+            );
+        }
+        for i in (0..n).rev() {
+            t.add(
+                i << 70 | 5,
+                &Metrics {
+                    rev_bytes: i as u64,
+                    flows: 1,
+                    ..Metrics::default()
+                },
+            );
+        }
+        assert!(t
+            .parts
+            .iter()
+            .all(|p| matches!(p.slots, Storage::Mapped(_))));
+        assert_eq!(t.len(), n as usize);
+        let mut seen = 0u128;
+        for (k, m) in t.iter() {
+            assert_eq!(k & 0xff, 5);
+            assert_eq!(
+                (m.fwd_bytes, m.rev_bytes, m.flows),
+                (1, (k >> 70) as u64, 2)
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, n);
+        // Clones copy the mapping.
+        let c = t.clone();
+        assert_eq!(c.len(), t.len());
     }
 }

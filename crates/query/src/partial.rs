@@ -288,7 +288,7 @@ impl PartialAggregate {
     pub fn groups(&self) -> Vec<(GroupKey, Metrics)> {
         self.maps
             .iter()
-            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(c, k), *v)))
+            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(c, k), v)))
             .collect()
     }
 

@@ -81,12 +81,12 @@ impl PartialAggregate {
         let mut rows: Vec<(u64, u128, Metrics)> = Vec::new();
         for (&c, m) in &self.maps {
             for (k, v) in m.iter() {
-                totals.add(v);
+                totals.add(&v);
                 groups += 1;
                 if keep == 0 {
                     continue;
                 }
-                rows.push((c, k, *v));
+                rows.push((c, k, v));
                 if rows.len() >= cap && keep < rows.len() {
                     rows.select_nth_unstable_by(keep - 1, cmp);
                     rows.truncate(keep);
