@@ -34,30 +34,20 @@ impl Date {
         Date::from_days((ts_ns / DAY_NS) as i64)
     }
 
-    /// The date `days` days after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    /// The date `days` days after 1970-01-01.
     pub fn from_days(days: i64) -> Date {
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = (yoe + era * 400 + i64::from(month <= 2)) as i32;
-        Date { year, month, day }
+        let (year, month, day) = trawl_time::civil_from_days(days);
+        Date {
+            year,
+            month: u32::from(month),
+            day: u32::from(day),
+        }
     }
 
-    /// Days since 1970-01-01 (`days_from_civil`).
+    /// Days since 1970-01-01.
     pub fn days(self) -> i64 {
-        let y = i64::from(self.year) - i64::from(self.month <= 2);
-        let era = y.div_euclid(400);
-        let yoe = y.rem_euclid(400);
-        let m = i64::from(self.month);
-        let mp = if m > 2 { m - 3 } else { m + 9 };
-        let doy = (153 * mp + 2) / 5 + i64::from(self.day) - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
+        let small = |v: u32| u8::try_from(v).unwrap_or(u8::MAX);
+        trawl_time::days_from_civil(self.year, small(self.month), small(self.day))
     }
 
     /// Midnight UTC of this date in ns, `None` before 1970.
