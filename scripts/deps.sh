@@ -8,10 +8,12 @@
 #   tshark, nfdump, softflowd: the export tests check trawl's IPFIX and NetFlow v9 against
 #     tshark's cflow dissector and nfdump's nfcapd collector, and trawl's collector against
 #     softflowd's export (independent implementations, run live in the tests).
+#   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
+#     package (installed with pip below), as users of the Parquet files will.
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -38,4 +40,11 @@ fi
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
     echo "deps: installing the Rust toolchain with rustup (minimal profile, stable)"
     curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal --component rustfmt,clippy
+fi
+
+if ! python3 -c 'import duckdb' 2>/dev/null; then
+    echo "deps: installing the duckdb Python package (pip)"
+    python3 -m pip install --quiet duckdb 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages duckdb \
+        || echo "deps: WARNING: could not install duckdb; the DuckDB test will say SKIPPED"
 fi

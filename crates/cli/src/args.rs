@@ -54,6 +54,13 @@ pub enum Command {
     /// Print a live multicast feed of flow records or series rows (or stored series).
     #[command(after_help = EXIT_CODES)]
     Subscribe(crate::subscribe::SubscribeArgs),
+    /// Meter capture files into the flow database (Parquet blocks per interface and 5-minute
+    /// interval).
+    #[command(after_help = EXIT_CODES)]
+    Ingest(crate::ingest::IngestArgs),
+    /// Query the flow database: group by attributes, filter by a condition and a time range.
+    #[command(after_help = crate::query::QUERY_HELP)]
+    Query(crate::query::QueryArgs),
 }
 
 #[derive(Args, Debug)]

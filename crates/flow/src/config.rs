@@ -12,6 +12,11 @@ pub struct FlowConfig {
     /// After FIN from both sides or a RST, a TCP flow lingers this long for the final ACKs and
     /// retransmissions before it is exported (reason `fin` / `rst`). Default 2 s.
     pub tcp_linger_ns: u64,
+    /// When non-zero, a record also ends (reason `active`) when a packet arrives in a later
+    /// interval of this length, aligned to multiples of it since the Unix epoch, than the
+    /// record's first packet: every record then holds the packets of one aligned interval, so
+    /// a store of 5-minute blocks sums time ranges exactly. Default 0 (off).
+    pub interval_align_ns: u64,
     /// Maximum concurrent flows. When full, the flow idle the longest is exported
     /// (reason `pressure`). Default 4 Mi; at most 2^26 - 2 (the index addresses 26 bits).
     pub capacity: usize,
@@ -35,6 +40,7 @@ impl Default for FlowConfig {
             idle_timeout_ns: 30 * SECOND_NS,
             active_timeout_ns: 30 * 60 * SECOND_NS,
             tcp_linger_ns: 2 * SECOND_NS,
+            interval_align_ns: 0,
             capacity: 4 << 20,
             payload_bytes: 0,
             decode: DecodeConfig::default(),

@@ -306,13 +306,23 @@ impl FlowMeter {
         }
     }
 
-    /// Whether the flow at `idx` has run past the active timeout and must emit a record
-    /// before counting a packet at `ts`. Checked per packet rather than by a timer: a flow
-    /// without packets is idle-expired first whenever the idle timeout is the shorter one.
+    /// Whether the flow at `idx` has run past the active timeout, or (with
+    /// `interval_align_ns`) into a later aligned interval than its record's first packet, and
+    /// must emit a record before counting a packet at `ts`. Checked per packet rather than by a
+    /// timer: a flow without packets is idle-expired first whenever the idle timeout is the
+    /// shorter one, and a record that receives no packet past a boundary holds only packets of
+    /// one interval already.
     #[inline]
     fn active_timeout_due(&self, idx: u32, ts: u64) -> bool {
         let e = &self.table.entries[idx as usize];
-        ts.saturating_sub(e.interval_start_ns) >= self.config.active_timeout_ns && e.packets() > 0
+        if e.packets() == 0 {
+            return false;
+        }
+        let align = self.config.interval_align_ns;
+        // `>`, not `!=`: a late packet from an earlier interval joins the open record rather
+        // than splitting it backwards (late packets are counted in `late_packets`).
+        ts.saturating_sub(e.interval_start_ns) >= self.config.active_timeout_ns
+            || (align != 0 && ts / align > e.first_ns() / align)
     }
 
     fn create<S: FlowSink>(&mut self, p: &Pending, ts: u64, sink: &mut S) -> u32 {
@@ -598,6 +608,32 @@ mod tests {
         let total: u64 = r.records.iter().map(|x| x.2 + x.3).sum();
         assert_eq!(total, 25);
         assert_eq!(r.records[0].2, 10);
+    }
+
+    #[test]
+    fn aligned_intervals_split_records_at_boundaries() {
+        let config = FlowConfig {
+            interval_align_ns: 300 * S,
+            ..FlowConfig::default()
+        };
+        let mut r = Run::new(config);
+        let mut times = Vec::new();
+        // One packet every 20 s from 280 s to 920 s: boundaries at 300, 600 and 900 s.
+        let mut t = 280 * S;
+        while t <= 920 * S {
+            r.packet(t, &tcp_frame(1, 40000, 2, 80, ACK));
+            times.push(t);
+            t += 20 * S;
+        }
+        r.flush();
+        let per_interval: Vec<u64> = [0u64, 1, 2, 3]
+            .iter()
+            .map(|i| times.iter().filter(|&&t| t / (300 * S) == *i).count() as u64)
+            .collect();
+        let got: Vec<u64> = r.records.iter().map(|x| x.2).collect();
+        assert_eq!(got, per_interval);
+        assert_eq!(r.records[0].4, EndReason::Active);
+        assert_eq!(r.records[3].4, EndReason::End);
     }
 
     #[test]

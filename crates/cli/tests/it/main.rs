@@ -359,3 +359,4 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
 mod dump;
 mod export;
 mod live;
+mod store;

@@ -1,0 +1,200 @@
+//! `trawl ingest`: capture files → flow meter (records split at 5-minute boundaries) → the
+//! flow database.
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
+use trawl_store::{Codec, Ingest, IngestStats, Retention, StoreConfig, BLOCK_NS};
+
+use crate::args::{parse_duration_ns, parse_size, HiInput, SummaryFormat};
+use crate::run::{check_filter, drive, Event};
+
+#[derive(Args, Debug)]
+pub struct IngestArgs {
+    /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed). Repeat for
+    /// several files, read one after the other.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    pub read: Vec<PathBuf>,
+    /// The database directory (created if missing).
+    #[arg(short = 'd', long = "db", value_name = "DIR")]
+    pub db: PathBuf,
+    /// Interface name the records are stored under (`DB/iface=NAME/...`).
+    #[arg(
+        short = 'i',
+        long = "iface",
+        value_name = "NAME",
+        default_value = "pcap"
+    )]
+    pub iface: String,
+    /// Only packets matching this tcpdump filter expression (libpcap syntax).
+    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Idle timeout of the flow meter.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
+    pub idle: u64,
+    /// TCP linger after FIN both ways or RST.
+    #[arg(long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
+    pub tcp_linger: u64,
+    /// Flow table capacity.
+    #[arg(long, value_name = "FLOWS", default_value_t = 4 << 20)]
+    pub capacity: usize,
+    /// Block compression: zstd, zstd:LEVEL (1-22), lz4 or none.
+    #[arg(long, value_name = "CODEC", default_value = "lz4")]
+    pub codec: String,
+    /// After ingesting, delete the blocks of days more than N days before today (UTC, wall
+    /// clock), oldest first.
+    #[arg(long = "keep-days", value_name = "N")]
+    pub keep_days: Option<u32>,
+    /// After ingesting, delete the oldest blocks until the database's blocks take at most this
+    /// much disk (e.g. 50GiB).
+    #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
+    pub max_size: Option<usize>,
+    /// Summary on standard error.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+pub fn run(a: &IngestArgs) -> Result<ExitCode> {
+    if a.capacity == 0 || a.capacity > trawl_flow::MAX_CAPACITY {
+        bail!(
+            "--capacity must be between 1 and {}",
+            trawl_flow::MAX_CAPACITY
+        );
+    }
+    if a.idle == 0 {
+        bail!("--idle must be greater than zero");
+    }
+    let codec = Codec::parse(&a.codec).with_context(|| {
+        format!(
+            "invalid --codec {:?} (zstd, zstd:LEVEL, lz4, none)",
+            a.codec
+        )
+    })?;
+    let filter = a.filter.clone().filter(|f| !f.trim().is_empty());
+    if let Some(f) = &filter {
+        check_filter(f)?;
+    }
+    let config = StoreConfig {
+        codec,
+        // Records reach the store up to the idle timeout plus the linger after their last
+        // packet; one wheel tick (67 ms) and a second of margin cover the expiry resolution.
+        grace_ns: a.idle + a.tcp_linger + 1_000_000_000,
+        ..StoreConfig::default()
+    };
+    let input = HiInput {
+        files: a.read.clone(),
+        live: None,
+        forced_format: None,
+        filter,
+        flow: FlowConfig {
+            idle_timeout_ns: a.idle,
+            tcp_linger_ns: a.tcp_linger,
+            capacity: a.capacity,
+            // Every record then holds the packets of one block interval: time-range sums over
+            // the store are exact.
+            interval_align_ns: BLOCK_NS,
+            ..FlowConfig::default()
+        },
+        summary: a.summary,
+        progress: false,
+    };
+    let mut store = Ingest::open(&a.db, config)
+        .with_context(|| format!("cannot open the database {}", a.db.display()))?;
+    let iface = store.iface(&a.iface)?;
+    let store = RefCell::new(store);
+    let failed: RefCell<Option<trawl_store::Error>> = RefCell::new(None);
+    let mut meter = FlowMeter::new(input.flow.clone());
+    let mut sink = |r: &FlowRecord<'_>| {
+        if failed.borrow().is_none() {
+            if let Err(e) = store.borrow_mut().push(iface, r) {
+                *failed.borrow_mut() = Some(e);
+            }
+        }
+    };
+    let mut packets = 0u64;
+    let mut latest = 0u64;
+    let after = |e: Event<'_, '_>| {
+        if let Event::Packet(p, _) = e {
+            latest = latest.max(p.ts_ns);
+            packets += 1;
+            // Closing blocks every 64 Ki packets keeps memory to the open intervals.
+            if packets.is_multiple_of(65_536) && failed.borrow().is_none() {
+                if let Err(e) = store.borrow_mut().advance(latest) {
+                    *failed.borrow_mut() = Some(e);
+                }
+            }
+        }
+    };
+    let report = drive(&input, &mut meter, &mut sink, after, &|| {
+        failed.borrow().is_some()
+    });
+    if let Some(e) = failed.into_inner() {
+        return Err(e).context("cannot write to the database");
+    }
+    let stats = store
+        .into_inner()
+        .finish()
+        .context("cannot write to the database")?;
+    let retention = Retention {
+        max_age_days: a.keep_days,
+        max_bytes: a.max_size.map(|b| b as u64),
+    };
+    let retained = if retention == Retention::default() {
+        None
+    } else {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Some(
+            trawl_store::retention::enforce(&a.db, &retention, now)
+                .context("cannot apply retention")?,
+        )
+    };
+    crate::summary::print(
+        "ingest",
+        a.summary,
+        &report,
+        meter.stats(),
+        meter.bytes_per_flow(),
+        None,
+    );
+    print_store(a.summary, &stats, report.elapsed.as_secs_f64());
+    if let (Some(r), SummaryFormat::Text) = (retained, a.summary) {
+        eprintln!(
+            "retention: {} blocks ({} bytes) deleted, {} bytes kept",
+            r.blocks_deleted, r.bytes_deleted, r.bytes_kept
+        );
+    }
+    Ok(crate::exit_code(&report))
+}
+
+fn print_store(format: SummaryFormat, s: &IngestStats, secs: f64) {
+    match format {
+        SummaryFormat::None => {}
+        SummaryFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({
+                "store": {
+                    "records": s.records,
+                    "records_spanning": s.records_spanning,
+                    "rows": s.rows,
+                    "blocks": s.blocks,
+                    "extra_parts": s.extra_parts,
+                    "bytes": s.bytes,
+                }
+            })
+        ),
+        SummaryFormat::Text => eprintln!(
+            "store: {} rows in {} blocks ({} further parts), {} bytes ({:.1} bytes/row), {:.2} s",
+            s.rows,
+            s.blocks,
+            s.extra_parts,
+            s.bytes,
+            s.bytes as f64 / s.rows.max(1) as f64,
+            secs
+        ),
+    }
+}

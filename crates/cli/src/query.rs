@@ -1,0 +1,170 @@
+//! `trawl query`: attributes, condition and time range in; a table, JSON or CSV out.
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use trawl_query::output::{self, Format};
+use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
+use trawl_store::BLOCK_NS;
+
+use crate::args::parse_duration_ns;
+
+pub const QUERY_HELP: &str =
+    "Times (--from, --to): RFC 3339 (2026-11-22T12:05:00Z, offsets allowed), a date
+(2026-11-22), 'YYYY-MM-DD HH:MM[:SS]' (UTC), Unix epoch seconds (or ms/us/ns by size),
+'now', or relative to now: -15m, -2h, -1d. The range is widened to whole 5-minute blocks.
+
+Condition (-c): comparisons joined by and/or/not and parentheses, e.g.
+  'sip = 10.0.0.0/8 and (dport = 443 or dport = 8000-8100) and not proto = udp'
+  fields: sip dip host snet dnet sport dport port proto vlan iface; operators = != < > <= >=
+
+Exit codes:
+  0  success
+  1  some blocks could not be read (the others were; the errors are listed)
+  2  usage error: bad option, condition, attribute or time";
+
+#[derive(Args, Debug)]
+pub struct QueryArgs {
+    /// Attributes to group by, comma-separated: sip, dip, sport, dport, proto, iface, vlan,
+    /// time, or talk_conv (sip,dip), talk_src, talk_dst, apps (dport,proto).
+    #[arg(value_name = "ATTRIBUTES", default_value = "talk_conv")]
+    pub attributes: String,
+    /// The database directory.
+    #[arg(
+        short = 'd',
+        long = "db",
+        value_name = "DIR",
+        default_value = "/var/lib/trawl/db"
+    )]
+    pub db: PathBuf,
+    /// Interfaces to query (comma-separated; default all).
+    #[arg(
+        short = 'i',
+        long = "iface",
+        value_name = "LIST",
+        value_delimiter = ','
+    )]
+    pub iface: Vec<String>,
+    /// Start of the time range.
+    #[arg(long, value_name = "TIME", conflicts_with = "last")]
+    pub from: Option<String>,
+    /// End of the time range (exclusive).
+    #[arg(long, value_name = "TIME", conflicts_with = "last")]
+    pub to: Option<String>,
+    /// The time range is the last DURATION (e.g. 1h, 30m, 7d) up to now.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub last: Option<u64>,
+    /// Condition rows must meet.
+    #[arg(short = 'c', long = "condition", value_name = "COND")]
+    pub condition: Option<String>,
+    /// Order of the rows.
+    #[arg(short = 's', long, value_name = "ORDER", default_value = "bytes")]
+    pub sort: String,
+    /// Rows shown (0: all).
+    #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
+    pub limit: usize,
+    /// Output format: table, json or csv.
+    #[arg(short = 'f', long, value_name = "FORMAT", default_value = "table")]
+    pub format: String,
+    /// Resolution of the `time` attribute (a multiple of 5m).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration_ns)]
+    pub resolution: u64,
+    /// Scan threads (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Most result groups held in memory; a query that needs more fails with a message.
+    #[arg(long = "max-groups", value_name = "N", default_value_t = 10_000_000)]
+    pub max_groups: usize,
+    /// Print the partial aggregate (the serialised form a probe returns to a coordinator)
+    /// instead of the result.
+    #[arg(long)]
+    pub partial: bool,
+}
+
+pub fn run(a: &QueryArgs) -> Result<ExitCode> {
+    let attributes = parse_attributes(&a.attributes).map_err(|e| anyhow!(e))?;
+    let sort = SortBy::parse(&a.sort)
+        .with_context(|| format!("invalid --sort {:?} (bytes, packets, flows, time)", a.sort))?;
+    let format = Format::parse(&a.format)
+        .with_context(|| format!("invalid --format {:?} (table, json, csv)", a.format))?;
+    if a.resolution == 0 || !a.resolution.is_multiple_of(BLOCK_NS) {
+        bail!("--resolution must be a multiple of 5m");
+    }
+    for i in &a.iface {
+        if !trawl_store::layout::valid_iface(i) {
+            bail!("invalid interface name {i:?}");
+        }
+    }
+    let condition = match a.condition.as_deref().filter(|c| !c.trim().is_empty()) {
+        None => None,
+        Some(c) => Some(syntax::parse(c).map_err(|e| {
+            anyhow!(
+                "invalid condition, at character {}:\n{}",
+                e.pos + 1,
+                e.render(c)
+            )
+        })?),
+    };
+    // The same time syntax as `trawl packets` (crate trawl-time).
+    let now = trawl_time::now_ns();
+    let (from, to) = match a.last {
+        Some(d) => (now.saturating_sub(d), None),
+        None => (
+            match &a.from {
+                Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--from: {e}"))?,
+                None => 0,
+            },
+            match &a.to {
+                Some(t) => {
+                    Some(trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--to: {e}"))?)
+                }
+                None => None,
+            },
+        ),
+    };
+    // Whole blocks: the block holding `from` through the block holding the instant before `to`.
+    let from_ns = from - from % BLOCK_NS;
+    let to_ns = to.map(|t| t.div_ceil(BLOCK_NS).saturating_mul(BLOCK_NS));
+    if to_ns.is_some_and(|t| t <= from_ns) {
+        bail!("the time range is empty (--to is not after --from)");
+    }
+    if !a.db.is_dir() {
+        bail!("no database at {}", a.db.display());
+    }
+    let query = Query {
+        attributes,
+        condition,
+        ifaces: a.iface.clone(),
+        from_ns,
+        to_ns,
+        time_resolution_ns: a.resolution,
+        workers: a.workers.unwrap_or(Query::default().workers).max(1),
+        max_groups: a.max_groups.max(1),
+    };
+    let started = Instant::now();
+    let partial = scan(&a.db, &query)?;
+    let failed = partial.stats.blocks_failed > 0;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let written = if a.partial {
+        writeln!(out, "{}", partial.to_json())
+    } else {
+        let mut result = partial.finish(sort, (a.limit > 0).then_some(a.limit));
+        result.elapsed = started.elapsed();
+        output::write(&result, format, &mut out).and_then(|()| out.flush())
+    };
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(e).context("cannot write output")
+        }
+        _ => {}
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,25 @@
+//! Errors of the query engine.
+
+/// What went wrong in a query.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The condition does not parse.
+    #[error(transparent)]
+    Syntax(#[from] crate::syntax::ParseError),
+    /// The database could not be listed.
+    #[error(transparent)]
+    Store(#[from] trawl_store::Error),
+    /// One block could not be read (the scan counts it and goes on with the others).
+    #[error("{0}")]
+    Block(String),
+    /// The result would hold more groups than allowed.
+    #[error("the result has more than {0} groups (the --max-groups limit): narrow the condition, the time range or the attributes, or raise the limit")]
+    TooManyGroups(usize),
+    /// A serialised partial aggregate could not be read or merged.
+    #[error("partial aggregate: {0}")]
+    Partial(String),
+    /// A bug, please report.
+    #[error("internal error, please report: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,927 @@
+//! The scan: blocks of the range handed to a pool of workers (map), each reading only the
+//! needed columns of the row groups its statistics cannot rule out, filtering and grouping on
+//! dictionary indices, and the workers' partial aggregates merged (reduce).
+//!
+//! Per row the work is a few array lookups: an address column's dictionary (a few hundred to a
+//! few thousand distinct values per row group) is interned once per row group into worker-wide
+//! ids, and predicates on it are evaluated once per dictionary entry. Group keys pack the ids
+//! and small integers into one `u128`; per-block constants (interface, time bucket) select the
+//! hash map the block's rows go to.
+use std::fs::File;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow_buffer::ScalarBuffer;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::RowGroupMetaData;
+use parquet::file::statistics::Statistics;
+use trawl_store::hash::FxHashMap;
+use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
+use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
+
+use crate::error::Error;
+use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
+use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, Program, Query};
+
+/// Rows per record batch read.
+const BATCH_ROWS: usize = 65_536;
+
+/// Runs `query` over the database at `db` and returns the merged partial aggregate.
+/// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
+/// the others are still scanned.
+pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
+    let blocks = list_blocks(
+        db,
+        &BlockFilter {
+            ifaces: &query.ifaces,
+            from_ns: query.from_ns,
+            to_ns: query.to_ns,
+        },
+    )?;
+    scan_blocks(&blocks, query)
+}
+
+/// Runs `query` over the given blocks (the time and interface selection already made).
+pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregate, Error> {
+    let program = Program::compile(query.condition.as_ref());
+    let mut columns: Vec<&'static str> =
+        query.attributes.iter().filter_map(|a| a.column()).collect();
+    for c in program.columns() {
+        if !columns.contains(&c) {
+            columns.push(c);
+        }
+    }
+    columns.extend([
+        col::FWD_PACKETS,
+        col::REV_PACKETS,
+        col::FWD_BYTES,
+        col::REV_BYTES,
+    ]);
+    let mut ifaces: Vec<String> = blocks.iter().map(|b| b.iface.clone()).collect();
+    ifaces.sort();
+    ifaces.dedup();
+    let ctx = Ctx {
+        query,
+        program,
+        columns,
+        resolution: query.time_resolution_ns.max(1),
+        ips: Mutex::new(IpInterner::default()),
+        ifaces,
+    };
+    let next = AtomicUsize::new(0);
+    let abort = AtomicBool::new(false);
+    let workers = query.workers.clamp(1, blocks.len().max(1));
+    let results: Vec<Result<PartialAggregate, Error>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut w = Worker::new(&ctx);
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= blocks.len() || abort.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        // A decoder that panics on a damaged file (the Parquet library is
+                        // not hardened against every malformed input) fails that block like
+                        // any other error; blocks are decoded whole before they count, so the
+                        // worker's groups hold no part of it.
+                        let outcome =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                w.block(&blocks[i])
+                            }))
+                            .unwrap_or_else(|p| {
+                                let what = p
+                                    .downcast_ref::<&str>()
+                                    .map(|s| s.to_string())
+                                    .or_else(|| p.downcast_ref::<String>().cloned())
+                                    .unwrap_or_default();
+                                Err(block_error(&blocks[i], format!("decoder panicked: {what}")))
+                            });
+                        if let Err(e) = outcome {
+                            if matches!(e, Error::TooManyGroups(_)) {
+                                abort.store(true, Ordering::Relaxed);
+                                return Err(e);
+                            }
+                            w.stats.blocks_failed += 1;
+                            w.stats.errors.push(e.to_string());
+                        }
+                    }
+                    Ok(w.into_partial())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into())))
+            })
+            .collect()
+    });
+    // Every worker interned into the same table: one decoding table for all partials, so
+    // merging never re-encodes.
+    let interner = ctx.ips.into_inner().unwrap_or_else(|p| p.into_inner());
+    let tables = Arc::new(Tables {
+        ips: interner.addrs,
+        ip_ids: interner.ids,
+        ifaces: ctx.ifaces,
+    });
+    let mut total = PartialAggregate::new(query.attributes.clone(), query.max_groups);
+    total.tables = tables.clone();
+    for r in results {
+        let mut p = r?;
+        p.tables = tables.clone();
+        total.merge(p)?;
+    }
+    total.stats.blocks = blocks.len() as u64;
+    total.stats.errors.sort();
+    Ok(total)
+}
+
+struct Ctx<'a> {
+    query: &'a Query,
+    program: Program,
+    columns: Vec<&'static str>,
+    resolution: u64,
+    /// Address ids shared by the workers (locked once per dictionary, not per row).
+    ips: Mutex<IpInterner>,
+    /// Interface names of the blocks, sorted; ids index this.
+    ifaces: Vec<String>,
+}
+
+/// Ids of addresses shared by the workers, keyed by the address (parsed from the stored text
+/// with a fast path for dotted quads: no string hashing or comparison per dictionary entry).
+#[derive(Default)]
+struct IpInterner {
+    ids: FxHashMap<IpAddr, u32>,
+    addrs: Vec<IpAddr>,
+}
+
+/// Parses a dotted quad without the generic parser's overhead; anything else goes to `std`.
+#[inline]
+fn parse_ip(text: &str) -> Option<IpAddr> {
+    let b = text.as_bytes();
+    let mut octets = [0u32; 4];
+    let (mut n, mut digits) = (0usize, 0u32);
+    for &c in b {
+        match c {
+            b'0'..=b'9' if digits < 3 => {
+                octets[n] = octets[n] * 10 + u32::from(c - b'0');
+                digits += 1;
+            }
+            b'.' if digits > 0 && n < 3 => {
+                n += 1;
+                digits = 0;
+            }
+            _ => return text.parse().ok(),
+        }
+    }
+    if n != 3 || digits == 0 || octets.iter().any(|&o| o > 255) {
+        return text.parse().ok();
+    }
+    let v = octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3];
+    Some(IpAddr::V4(v.into()))
+}
+
+impl IpInterner {
+    /// The 33-bit code of an IPv6 address (IPv4 codes need no table: see `V4_TAG`).
+    fn v6_code(&mut self, ip: IpAddr) -> u64 {
+        let n = self.addrs.len() as u32;
+        let id = *self.ids.entry(ip).or_insert(n);
+        if id == n {
+            self.addrs.push(ip);
+        }
+        u64::from(id)
+    }
+}
+
+/// The dictionary of a column as last seen, and what was derived from it. Address
+/// dictionaries are resolved lazily, entry by entry, as rows that need them are met: a
+/// selective condition parses only the addresses of matching rows.
+#[derive(Default)]
+struct DictCache {
+    values: Option<ArrayRef>,
+    strings: Option<StringArray>,
+    /// Per dictionary entry: address code (`V4_TAG`) or `UNSET`, or protocol number.
+    codes: Vec<u64>,
+    /// Per dictionary entry of an address column: the address, once resolved.
+    ips: Vec<IpAddr>,
+}
+
+/// A dictionary entry not resolved yet (codes use 33 bits).
+const UNSET: u64 = u64::MAX;
+
+/// Resolves entry `d` of an address dictionary.
+#[inline(never)]
+fn resolve_ip(
+    cache: &mut DictCache,
+    shared: &Mutex<IpInterner>,
+    name: &str,
+    d: usize,
+) -> Result<u64, String> {
+    let text = match &cache.strings {
+        Some(s) if d < s.len() => s.value(d),
+        _ => return Err(format!("column {name}: dictionary index out of range")),
+    };
+    let ip = parse_ip(text).ok_or_else(|| format!("column {name}: not an address: {text:?}"))?;
+    let code = match ip {
+        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+        IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+    };
+    cache.codes[d] = code;
+    cache.ips[d] = ip;
+    Ok(code)
+}
+
+/// A predicate table per dictionary entry, for one address leaf: 0 false, 1 true, 2 not
+/// evaluated yet.
+#[derive(Default)]
+struct LeafCache {
+    values: Option<ArrayRef>,
+    table: Vec<u8>,
+}
+
+struct Worker<'a> {
+    ctx: &'a Ctx<'a>,
+    /// Context key (interface, time bucket) → index into `maps`.
+    outer: FxHashMap<u64, usize>,
+    maps: Vec<Inner>,
+    groups: usize,
+    stats: ScanStats,
+    ip_dicts: [DictCache; 2],
+    proto_dict: DictCache,
+    leaf_tables: Vec<LeafCache>,
+    keys: Vec<u128>,
+    /// Scratch of [`Worker::dense_batch`]: local index per row, slot per local index, the
+    /// sums per slot, the local index of each slot.
+    local: Vec<u32>,
+    slot_of: Vec<u32>,
+    dense: Vec<Metrics>,
+    touched: Vec<u32>,
+    flush: Vec<(u128, Metrics)>,
+}
+
+/// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
+const DENSE_LIMIT: u64 = 1 << 18;
+
+/// A local key without a slot in the current batch.
+const NO_SLOT: u32 = u32::MAX;
+
+/// Where a dense batch takes an attribute's local value from.
+enum LocalSource {
+    /// Dictionary keys of cache 0 (sip), 1 (dip) or 2 (proto).
+    Dict(usize, arrow_array::PrimitiveArray<Int32Type>),
+    /// A 16-bit column's values.
+    Raw(ScalarBuffer<u16>),
+}
+
+fn block_error(b: &BlockRef, e: impl std::fmt::Display) -> Error {
+    Error::Block(format!("{}: {e}", b.path.display()))
+}
+
+impl<'a> Worker<'a> {
+    fn new(ctx: &'a Ctx<'a>) -> Self {
+        Worker {
+            ctx,
+            outer: FxHashMap::default(),
+            maps: Vec::new(),
+            groups: 0,
+            stats: ScanStats::default(),
+            ip_dicts: Default::default(),
+            proto_dict: DictCache::default(),
+            leaf_tables: (0..ctx.program.leaves.len())
+                .map(|_| LeafCache::default())
+                .collect(),
+            keys: Vec::new(),
+            local: Vec::new(),
+            slot_of: Vec::new(),
+            dense: Vec::new(),
+            touched: Vec::new(),
+            flush: Vec::new(),
+        }
+    }
+
+    fn block(&mut self, b: &BlockRef) -> Result<(), Error> {
+        // Interface leaves are constant per block: fold them first, maybe skipping the file.
+        let root = self
+            .ctx
+            .program
+            .root
+            .as_ref()
+            .map(|r| fold_iface(r, &self.ctx.program.leaves, &b.iface));
+        if matches!(root, Some(Node::Const(false))) {
+            self.stats.blocks_pruned += 1;
+            return Ok(());
+        }
+        let file = File::open(&b.path).map_err(|e| block_error(b, e))?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| block_error(b, e))?;
+        let meta = builder.metadata().clone();
+        let version = meta
+            .file_metadata()
+            .key_value_metadata()
+            .and_then(|kv| kv.iter().find(|k| k.key == VERSION_KEY))
+            .and_then(|k| k.value.as_deref())
+            .and_then(|v| v.parse::<u32>().ok());
+        if version.is_some_and(|v| v > STORE_VERSION) {
+            return Err(block_error(
+                b,
+                format!(
+                    "block format version {} is newer than this trawl's ({STORE_VERSION})",
+                    version.unwrap_or(0)
+                ),
+            ));
+        }
+        let schema = builder.parquet_schema();
+        let index_of = |name: &str| -> Result<usize, Error> {
+            schema
+                .columns()
+                .iter()
+                .position(|c| c.name() == name)
+                .ok_or_else(|| block_error(b, format!("column {name} missing")))
+        };
+        let mut leaves_idx = Vec::with_capacity(self.ctx.columns.len());
+        for c in &self.ctx.columns {
+            leaves_idx.push(index_of(c)?);
+        }
+        // Row groups the statistics cannot rule out.
+        let mut selected = Vec::new();
+        for (i, rg) in meta.row_groups().iter().enumerate() {
+            self.stats.row_groups += 1;
+            let keep = match &root {
+                None => true,
+                Some(r) => {
+                    let leaf3 =
+                        |l: usize| leaf_on_stats(&self.ctx.program.leaves[l], rg, &index_of);
+                    eval3(r, &leaf3) != Some(false)
+                }
+            };
+            if keep {
+                selected.push(i);
+            } else {
+                self.stats.row_groups_pruned += 1;
+            }
+        }
+        if selected.is_empty() {
+            self.stats.blocks_pruned += 1;
+            return Ok(());
+        }
+        let mask = ProjectionMask::leaves(schema, leaves_idx);
+        let reader = builder
+            .with_projection(mask)
+            .with_row_groups(selected)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| block_error(b, e))?;
+        // Decoded whole before any row is counted: a block that turns out damaged halfway
+        // contributes nothing rather than its first rows. (One block's needed columns: a few
+        // MB per worker.)
+        let batches = reader
+            .collect::<Result<Vec<RecordBatch>, _>>()
+            .map_err(|e| block_error(b, e))?;
+        self.stats.blocks_scanned += 1;
+        self.stats.bytes_scanned += b.bytes;
+        let map = self.map_for(b);
+        // A new row group brings new dictionaries; Arc identity tells.
+        for batch in &batches {
+            self.batch(batch, root.as_ref(), map)
+                .map_err(|e| block_error(b, e))?;
+            if self.groups > self.ctx.query.max_groups {
+                return Err(Error::TooManyGroups(self.ctx.query.max_groups));
+            }
+        }
+        Ok(())
+    }
+
+    fn map_for(&mut self, b: &BlockRef) -> usize {
+        let attrs = &self.ctx.query.attributes;
+        let iface = attrs.contains(&Attribute::Iface).then(|| {
+            self.ctx
+                .ifaces
+                .iter()
+                .position(|i| *i == b.iface)
+                .unwrap_or(0) as u32
+        });
+        let time = attrs
+            .contains(&Attribute::Time)
+            .then(|| b.start_ns - b.start_ns % self.ctx.resolution);
+        let n = self.maps.len();
+        let i = *self.outer.entry(context(iface, time)).or_insert(n);
+        if i == n {
+            self.maps.push(Inner::default());
+        }
+        i
+    }
+
+    /// Refreshes the cache of dictionary column `name` (`which`: 0 sip, 1 dip, 2 proto) and
+    /// returns its keys.
+    fn dict(
+        &mut self,
+        batch: &RecordBatch,
+        name: &str,
+        which: usize,
+    ) -> Result<arrow_array::PrimitiveArray<Int32Type>, String> {
+        let a = batch
+            .column_by_name(name)
+            .ok_or_else(|| format!("column {name} missing"))?;
+        let d = a.as_dictionary_opt::<Int32Type>().ok_or_else(|| {
+            format!(
+                "column {name}: expected a dictionary of strings, found {}",
+                a.data_type()
+            )
+        })?;
+        let cache = if which < 2 {
+            &mut self.ip_dicts[which]
+        } else {
+            &mut self.proto_dict
+        };
+        let fresh = !cache
+            .values
+            .as_ref()
+            .is_some_and(|v| Arc::ptr_eq(v, d.values()));
+        if fresh {
+            let strings = d
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| format!("column {name}: dictionary values are not strings"))?;
+            cache.codes.clear();
+            cache.ips.clear();
+            if which < 2 {
+                cache.codes.resize(strings.len(), UNSET);
+                cache.ips.resize(strings.len(), IpAddr::V4(0.into()));
+                cache.strings = Some(strings.clone());
+            } else {
+                for s in strings.iter() {
+                    let s = s.unwrap_or("");
+                    let p = proto_number(s)
+                        .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?;
+                    cache.codes.push(u64::from(p));
+                }
+            }
+            cache.values = Some(d.values().clone());
+        }
+        let keys = d.keys().clone();
+        let n = cache.codes.len();
+        if keys.values().iter().any(|&k| k < 0 || k as usize >= n) {
+            return Err(format!("column {name}: dictionary index out of range"));
+        }
+        Ok(keys)
+    }
+
+    fn batch(
+        &mut self,
+        batch: &RecordBatch,
+        root: Option<&Node>,
+        map: usize,
+    ) -> Result<(), String> {
+        let n = batch.num_rows();
+        self.stats.rows_scanned += n as u64;
+        let sel = match root {
+            Some(r) => Some(self.eval(r, batch)?),
+            None => None,
+        };
+        if self.dense_batch(batch, sel.as_deref(), map)? {
+            return Ok(());
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        keys.clear();
+        keys.resize(n, 0);
+        for &a in &self.ctx.query.attributes {
+            let sh = shift(a);
+            match a {
+                Attribute::Sip | Attribute::Dip => {
+                    let (name, which) = if a == Attribute::Sip {
+                        (col::SRC_IP, 0)
+                    } else {
+                        (col::DST_IP, 1)
+                    };
+                    let dk = self.dict(batch, name, which)?;
+                    let cache = &mut self.ip_dicts[which];
+                    for (i, (k, &d)) in keys.iter_mut().zip(dk.values().iter()).enumerate() {
+                        if sel.as_ref().is_some_and(|s| !s[i]) {
+                            continue;
+                        }
+                        let mut c = cache.codes[d as usize];
+                        if c == UNSET {
+                            c = resolve_ip(cache, &self.ctx.ips, name, d as usize)?;
+                        }
+                        *k |= u128::from(c) << sh;
+                    }
+                }
+                Attribute::Proto => {
+                    let dk = self.dict(batch, col::PROTO, 2)?;
+                    let codes = &self.proto_dict.codes;
+                    for (k, &d) in keys.iter_mut().zip(dk.values().iter()) {
+                        *k |= u128::from(codes[d as usize]) << sh;
+                    }
+                }
+                Attribute::Sport | Attribute::Dport | Attribute::Vlan => {
+                    let v = u16s(batch, a.column().unwrap_or(col::VLAN))?;
+                    for (k, &x) in keys.iter_mut().zip(v.iter()) {
+                        *k |= u128::from(x) << sh;
+                    }
+                }
+                Attribute::Iface | Attribute::Time => {}
+            }
+        }
+        let fp = u64s(batch, col::FWD_PACKETS)?;
+        let rp = u64s(batch, col::REV_PACKETS)?;
+        let fb = u64s(batch, col::FWD_BYTES)?;
+        let rb = u64s(batch, col::REV_BYTES)?;
+        let m = &mut self.maps[map];
+        let before = m.len();
+        let matched = m.add_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
+        self.groups += m.len() - before;
+        self.stats.rows_matched += matched;
+        self.keys = keys;
+        Ok(())
+    }
+
+    /// Aggregates a batch whose group keys have few local values — the product of the
+    /// dictionary sizes of its address and protocol attributes and the 65,536 values of each
+    /// port or VLAN attribute at most [`DENSE_LIMIT`] — into a dense array indexed by the
+    /// local values (no hashing per row), then adds each distinct group once to the table.
+    /// Returns false, doing nothing, when the keys have too many local values.
+    fn dense_batch(
+        &mut self,
+        batch: &RecordBatch,
+        sel: Option<&[bool]>,
+        map: usize,
+    ) -> Result<bool, String> {
+        let ctx = self.ctx;
+        let mut parts: Vec<(Attribute, LocalSource, u64)> = Vec::new();
+        let mut product = 1u64;
+        for &a in &ctx.query.attributes {
+            let (src, card) = match a {
+                Attribute::Sip | Attribute::Dip => {
+                    let (name, which) = if a == Attribute::Sip {
+                        (col::SRC_IP, 0)
+                    } else {
+                        (col::DST_IP, 1)
+                    };
+                    let dk = self.dict(batch, name, which)?;
+                    (
+                        LocalSource::Dict(which, dk),
+                        self.ip_dicts[which].codes.len() as u64,
+                    )
+                }
+                Attribute::Proto => {
+                    let dk = self.dict(batch, col::PROTO, 2)?;
+                    (LocalSource::Dict(2, dk), self.proto_dict.codes.len() as u64)
+                }
+                Attribute::Sport | Attribute::Dport | Attribute::Vlan => (
+                    LocalSource::Raw(u16s(batch, a.column().unwrap_or(col::VLAN))?),
+                    1 << 16,
+                ),
+                Attribute::Iface | Attribute::Time => continue,
+            };
+            product = product.saturating_mul(card.max(1));
+            if product > DENSE_LIMIT {
+                return Ok(false);
+            }
+            parts.push((a, src, card.max(1)));
+        }
+        let n = batch.num_rows();
+        let mut idx = std::mem::take(&mut self.local);
+        idx.clear();
+        idx.resize(n, 0);
+        let mut stride = 1u32;
+        for (_, src, card) in &parts {
+            match src {
+                LocalSource::Dict(_, dk) => {
+                    for (x, &d) in idx.iter_mut().zip(dk.values().iter()) {
+                        *x += d as u32 * stride;
+                    }
+                }
+                LocalSource::Raw(v) => {
+                    for (x, &y) in idx.iter_mut().zip(v.iter()) {
+                        *x += u32::from(y) * stride;
+                    }
+                }
+            }
+            stride = stride.saturating_mul(*card as u32);
+        }
+        // `slot_of[local index]` is the group's place in `dense` (or `NO_SLOT`): 4 bytes per
+        // possible local key keep the sparse index cache-resident (1 MB at most), and the
+        // metrics of the groups actually met stay packed together.
+        if self.slot_of.len() < product as usize {
+            self.slot_of.resize(product as usize, NO_SLOT);
+        }
+        let fp = u64s(batch, col::FWD_PACKETS)?;
+        let rp = u64s(batch, col::REV_PACKETS)?;
+        let fb = u64s(batch, col::FWD_BYTES)?;
+        let rb = u64s(batch, col::REV_BYTES)?;
+        let rows = n.min(fp.len()).min(rp.len()).min(fb.len()).min(rb.len());
+        let mut matched = 0u64;
+        self.dense.clear();
+        self.touched.clear();
+        for i in 0..rows {
+            if sel.is_some_and(|s| !s[i]) {
+                continue;
+            }
+            let j = idx[i] as usize;
+            let mut slot = self.slot_of[j];
+            if slot == NO_SLOT {
+                slot = self.dense.len() as u32;
+                self.slot_of[j] = slot;
+                self.dense.push(Metrics::default());
+                self.touched.push(j as u32);
+            }
+            let m = &mut self.dense[slot as usize];
+            m.fwd_packets += fp[i];
+            m.rev_packets += rp[i];
+            m.fwd_bytes += fb[i];
+            m.rev_bytes += rb[i];
+            m.flows += 1;
+            matched += 1;
+        }
+        let before = self.maps[map].len();
+        let mut groups = std::mem::take(&mut self.flush);
+        groups.clear();
+        for t in 0..self.touched.len() {
+            let j = self.touched[t] as usize;
+            self.slot_of[j] = NO_SLOT;
+            let m = self.dense[t];
+            let mut rem = j as u64;
+            let mut key = 0u128;
+            for (a, src, card) in &parts {
+                let local = rem % card;
+                rem /= card;
+                let code = match src {
+                    LocalSource::Dict(2, _) => self.proto_dict.codes[local as usize],
+                    LocalSource::Dict(which, _) => {
+                        let (name, cache) = (
+                            if *which == 0 {
+                                col::SRC_IP
+                            } else {
+                                col::DST_IP
+                            },
+                            &mut self.ip_dicts[*which],
+                        );
+                        match cache.codes[local as usize] {
+                            UNSET => resolve_ip(cache, &ctx.ips, name, local as usize)?,
+                            c => c,
+                        }
+                    }
+                    LocalSource::Raw(_) => local,
+                };
+                key |= u128::from(code) << shift(*a);
+            }
+            groups.push((key, m));
+        }
+        self.maps[map].add_many(&groups);
+        self.flush = groups;
+        self.touched.clear();
+        self.groups += self.maps[map].len() - before;
+        self.stats.rows_matched += matched;
+        self.local = idx;
+        Ok(true)
+    }
+
+    fn eval(&mut self, node: &Node, batch: &RecordBatch) -> Result<Vec<bool>, String> {
+        let n = batch.num_rows();
+        Ok(match node {
+            Node::Const(b) => vec![*b; n],
+            Node::Not(a) => {
+                let mut v = self.eval(a, batch)?;
+                v.iter_mut().for_each(|x| *x = !*x);
+                v
+            }
+            Node::And(a, b) => {
+                let mut l = self.eval(a, batch)?;
+                if l.iter().any(|&x| x) {
+                    let r = self.eval(b, batch)?;
+                    l.iter_mut().zip(r).for_each(|(x, y)| *x &= y);
+                }
+                l
+            }
+            Node::Or(a, b) => {
+                let mut l = self.eval(a, batch)?;
+                if !l.iter().all(|&x| x) {
+                    let r = self.eval(b, batch)?;
+                    l.iter_mut().zip(r).for_each(|(x, y)| *x |= y);
+                }
+                l
+            }
+            Node::Leaf(i) => self.leaf(*i, batch)?,
+        })
+    }
+
+    fn leaf(&mut self, i: usize, batch: &RecordBatch) -> Result<Vec<bool>, String> {
+        let leaf = &self.ctx.program.leaves[i];
+        Ok(match leaf {
+            Leaf::Ip(c, pred) => {
+                let (name, which) = match c {
+                    IpCol::Src => (col::SRC_IP, 0),
+                    IpCol::Dst => (col::DST_IP, 1),
+                };
+                let dk = self.dict(batch, name, which)?;
+                let dict = &mut self.ip_dicts[which];
+                let lc = &mut self.leaf_tables[i];
+                let same = match (&lc.values, &dict.values) {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                };
+                if !same {
+                    lc.table.clear();
+                    lc.table.resize(dict.codes.len(), 2);
+                    lc.values = dict.values.clone();
+                }
+                let mut out = Vec::with_capacity(dk.len());
+                for &d in dk.values().iter() {
+                    let d = d as usize;
+                    let mut t = lc.table[d];
+                    if t == 2 {
+                        if dict.codes[d] == UNSET {
+                            resolve_ip(dict, &self.ctx.ips, name, d)?;
+                        }
+                        t = u8::from(pred.eval(&dict.ips[d]));
+                        lc.table[d] = t;
+                    }
+                    out.push(t == 1);
+                }
+                out
+            }
+            Leaf::Num(c, lo, hi) => {
+                let v = u16s(batch, c.column())?;
+                v.iter().map(|x| (*lo..=*hi).contains(x)).collect()
+            }
+            Leaf::Proto(p) => {
+                let dk = self.dict(batch, col::PROTO, 2)?;
+                let codes = &self.proto_dict.codes;
+                let p = u64::from(*p);
+                dk.values()
+                    .iter()
+                    .map(|&d| codes[d as usize] == p)
+                    .collect()
+            }
+            // Folded per block before the scan.
+            Leaf::Iface(_) => vec![false; batch.num_rows()],
+        })
+    }
+
+    fn into_partial(self) -> PartialAggregate {
+        let mut p =
+            PartialAggregate::new(self.ctx.query.attributes.clone(), self.ctx.query.max_groups);
+        let mut maps: Vec<Option<Inner>> = self.maps.into_iter().map(Some).collect();
+        for (c, i) in self.outer {
+            if let Some(m) = maps[i].take() {
+                p.maps.insert(c, m);
+            }
+        }
+        p.stats = self.stats;
+        p
+    }
+}
+
+fn u16s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u16>, String> {
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("column {name} missing"))?;
+    a.as_primitive_opt::<UInt16Type>()
+        .map(|p| p.values().clone())
+        .ok_or_else(|| format!("column {name}: expected uint16, found {}", a.data_type()))
+}
+
+fn u64s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u64>, String> {
+    let a = batch
+        .column_by_name(name)
+        .ok_or_else(|| format!("column {name} missing"))?;
+    a.as_primitive_opt::<UInt64Type>()
+        .map(|p| p.values().clone())
+        .ok_or_else(|| format!("column {name}: expected uint64, found {}", a.data_type()))
+}
+
+/// Replaces interface leaves by their value for a block of interface `iface`, and simplifies.
+fn fold_iface(node: &Node, leaves: &[Leaf], iface: &str) -> Node {
+    match node {
+        Node::Leaf(i) => match &leaves[*i] {
+            Leaf::Iface(name) => Node::Const(name == iface),
+            _ => node.clone(),
+        },
+        Node::Const(_) => node.clone(),
+        Node::Not(a) => match fold_iface(a, leaves, iface) {
+            Node::Const(b) => Node::Const(!b),
+            x => Node::Not(Box::new(x)),
+        },
+        Node::And(a, b) => match (fold_iface(a, leaves, iface), fold_iface(b, leaves, iface)) {
+            (Node::Const(false), _) | (_, Node::Const(false)) => Node::Const(false),
+            (Node::Const(true), x) | (x, Node::Const(true)) => x,
+            (x, y) => Node::And(Box::new(x), Box::new(y)),
+        },
+        Node::Or(a, b) => match (fold_iface(a, leaves, iface), fold_iface(b, leaves, iface)) {
+            (Node::Const(true), _) | (_, Node::Const(true)) => Node::Const(true),
+            (Node::Const(false), x) | (x, Node::Const(false)) => x,
+            (x, y) => Node::Or(Box::new(x), Box::new(y)),
+        },
+    }
+}
+
+/// What a row group's min/max statistics say about a leaf: `Some(false)` when no row can
+/// match, `Some(true)` when every row does, `None` when they do not tell.
+fn leaf_on_stats(
+    leaf: &Leaf,
+    rg: &RowGroupMetaData,
+    index_of: &dyn Fn(&str) -> Result<usize, Error>,
+) -> Option<bool> {
+    let stats = |name: &str| index_of(name).ok().and_then(|i| rg.column(i).statistics());
+    match leaf {
+        Leaf::Num(c, lo, hi) => {
+            let Some(Statistics::Int32(s)) = stats(c.column()) else {
+                return None;
+            };
+            let (min, max) = (*s.min_opt()?, *s.max_opt()?);
+            let (lo, hi) = (i32::from(*lo), i32::from(*hi));
+            if hi < min || lo > max {
+                Some(false)
+            } else if lo <= min && max <= hi {
+                Some(true)
+            } else {
+                None
+            }
+        }
+        Leaf::Ip(c, pred) => {
+            let name = if *c == IpCol::Src {
+                col::SRC_IP
+            } else {
+                col::DST_IP
+            };
+            let Some(Statistics::ByteArray(s)) = stats(name) else {
+                return None;
+            };
+            let (min, max) = (s.min_opt()?.data(), s.max_opt()?.data());
+            // Text ranges that hold every match: an exact address, or an IPv4 prefix on an
+            // octet boundary ("10.1." .. "10.1/", '/' following '.' in ASCII).
+            let (lo, hi): (Vec<u8>, Vec<u8>) = match pred {
+                IpPred::Cmp(crate::syntax::Op::Eq, a) => {
+                    let t = a.to_string().into_bytes();
+                    (t.clone(), t)
+                }
+                IpPred::In(n) if n.addr.is_ipv4() && n.prefix % 8 == 0 && n.prefix > 0 => {
+                    let t = n.addr.to_string();
+                    let octets: Vec<&str> = t.split('.').take(usize::from(n.prefix / 8)).collect();
+                    if n.prefix == 32 {
+                        (t.clone().into_bytes(), t.into_bytes())
+                    } else {
+                        let p = format!("{}.", octets.join("."));
+                        let mut end = p.clone().into_bytes();
+                        *end.last_mut()? = b'/';
+                        (p.into_bytes(), end)
+                    }
+                }
+                _ => return None,
+            };
+            // Every matching text t satisfies lo <= t <= hi (or < hi for a prefix range).
+            (max < lo.as_slice() || min > hi.as_slice()).then_some(false)
+        }
+        Leaf::Proto(_) | Leaf::Iface(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_like_std() {
+        for t in [
+            "10.0.0.1",
+            "255.255.255.255",
+            "0.0.0.0",
+            "1.2.3.4",
+            "::1",
+            "2001:db8::5",
+            "::ffff:1.2.3.4",
+        ] {
+            assert_eq!(parse_ip(t), t.parse().ok(), "{t}");
+        }
+        for t in [
+            "256.0.0.1",
+            "1.2.3",
+            "1.2.3.4.5",
+            "1..2.3",
+            "01234.1.1.1",
+            "",
+            "x",
+            "1.2.3.4.",
+        ] {
+            assert_eq!(parse_ip(t), None, "{t}");
+        }
+    }
+
+    #[test]
+    fn iface_leaves_fold() {
+        let e = crate::syntax::parse("iface = eth0 and dport = 53 or iface = eth1").unwrap();
+        let p = Program::compile(Some(&e));
+        let r = p.root.as_ref().unwrap();
+        assert_eq!(fold_iface(r, &p.leaves, "eth1"), Node::Const(true));
+        assert!(matches!(fold_iface(r, &p.leaves, "eth0"), Node::Leaf(_)));
+        assert_eq!(fold_iface(r, &p.leaves, "eth2"), Node::Const(false));
+    }
+}

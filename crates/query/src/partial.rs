@@ -1,0 +1,443 @@
+//! The partial aggregate: what one scan (one worker, one probe) produces, merged by addition.
+//! Its serialised form (`PartialAggregate::to_json`, documented in `docs/query.md`) is what a
+//! probe will return to a central coordinator when queries are distributed.
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use trawl_store::hash::FxHashMap;
+
+use crate::error::Error;
+use crate::plan::Attribute;
+
+/// Version of the serialised partial aggregate.
+pub const PARTIAL_VERSION: u32 = 1;
+
+/// The summed metrics of a group.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Initiator → responder packets.
+    pub fwd_packets: u64,
+    /// Responder → initiator packets.
+    pub rev_packets: u64,
+    /// Initiator → responder bytes.
+    pub fwd_bytes: u64,
+    /// Responder → initiator bytes.
+    pub rev_bytes: u64,
+    /// Stored flow rows (one per flow and 5-minute block it was active in).
+    pub flows: u64,
+}
+
+impl Metrics {
+    /// Adds `o`.
+    #[inline]
+    pub fn add(&mut self, o: &Metrics) {
+        self.fwd_packets += o.fwd_packets;
+        self.rev_packets += o.rev_packets;
+        self.fwd_bytes += o.fwd_bytes;
+        self.rev_bytes += o.rev_bytes;
+        self.flows += o.flows;
+    }
+    /// Packets both ways.
+    pub fn packets(&self) -> u64 {
+        self.fwd_packets + self.rev_packets
+    }
+    /// Bytes both ways.
+    pub fn bytes(&self) -> u64 {
+        self.fwd_bytes + self.rev_bytes
+    }
+}
+
+/// The attribute values of a group (attributes not grouped by are `None`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupKey {
+    /// Block start rounded to the resolution, ns.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub time_ns: Option<u64>,
+    /// Interface.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub iface: Option<String>,
+    /// Initiator address.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sip: Option<IpAddr>,
+    /// Responder address.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dip: Option<IpAddr>,
+    /// Initiator port.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sport: Option<u16>,
+    /// Responder port.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dport: Option<u16>,
+    /// IP protocol number.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub proto: Option<u8>,
+    /// VLAN id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub vlan: Option<u16>,
+}
+
+/// Counters of a scan.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanStats {
+    /// Blocks of the time range and interfaces.
+    pub blocks: u64,
+    /// Of those, blocks read.
+    pub blocks_scanned: u64,
+    /// Blocks skipped whole because statistics showed no row could match.
+    pub blocks_pruned: u64,
+    /// Blocks that could not be read (their errors are in `errors`).
+    pub blocks_failed: u64,
+    /// Row groups in the blocks opened.
+    pub row_groups: u64,
+    /// Row groups skipped by statistics.
+    pub row_groups_pruned: u64,
+    /// Rows read.
+    pub rows_scanned: u64,
+    /// Rows that matched the condition.
+    pub rows_matched: u64,
+    /// Bytes of the block files read.
+    pub bytes_scanned: u64,
+    /// One message per failed block: file and what was wrong.
+    pub errors: Vec<String>,
+}
+
+impl ScanStats {
+    /// Adds another scan's counters.
+    pub fn merge(&mut self, o: &ScanStats) {
+        self.blocks += o.blocks;
+        self.blocks_scanned += o.blocks_scanned;
+        self.blocks_pruned += o.blocks_pruned;
+        self.blocks_failed += o.blocks_failed;
+        self.row_groups += o.row_groups;
+        self.row_groups_pruned += o.row_groups_pruned;
+        self.rows_scanned += o.rows_scanned;
+        self.rows_matched += o.rows_matched;
+        self.bytes_scanned += o.bytes_scanned;
+        self.errors.extend(o.errors.iter().cloned());
+    }
+}
+
+/// Decoding tables of packed group keys: IPv6 address ids and interface ids index these.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tables {
+    /// IPv6 addresses by id.
+    pub ips: Vec<IpAddr>,
+    pub ip_ids: FxHashMap<IpAddr, u32>,
+    pub ifaces: Vec<String>,
+}
+
+/// Tag bit of an address code: set for IPv4 (the low 32 bits are the address itself, no
+/// table needed), clear for IPv6 (the low 32 bits are an id into [`Tables::ips`]).
+pub(crate) const V4_TAG: u64 = 1 << 32;
+
+impl Tables {
+    /// The 33-bit code of `ip`, interning IPv6 addresses.
+    pub(crate) fn ip_code(&mut self, ip: IpAddr) -> u64 {
+        match ip {
+            IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+            IpAddr::V6(_) => {
+                let n = self.ips.len() as u32;
+                let id = *self.ip_ids.entry(ip).or_insert(n);
+                if id == n {
+                    self.ips.push(ip);
+                }
+                u64::from(id)
+            }
+        }
+    }
+
+    /// The address of a code.
+    pub(crate) fn ip(&self, code: u64) -> IpAddr {
+        if code & V4_TAG != 0 {
+            IpAddr::V4((code as u32).into())
+        } else {
+            self.ips
+                .get(code as usize)
+                .copied()
+                .unwrap_or(IpAddr::V4(0.into()))
+        }
+    }
+    fn iface_id(&mut self, name: &str) -> u32 {
+        match self.ifaces.iter().position(|i| i == name) {
+            Some(i) => i as u32,
+            None => {
+                self.ifaces.push(name.to_string());
+                self.ifaces.len() as u32 - 1
+            }
+        }
+    }
+}
+
+/// Bit position of each attribute in a packed row key (sip code 33 bits, dip code 33, sport 16,
+/// dport 16, proto 8, vlan 16: 122 bits). Interface id and time bucket live in the per-block
+/// context key.
+pub(crate) fn shift(a: Attribute) -> u32 {
+    match a {
+        Attribute::Sip => 89,
+        Attribute::Dip => 56,
+        Attribute::Sport => 40,
+        Attribute::Dport => 24,
+        Attribute::Proto => 16,
+        Attribute::Vlan | Attribute::Iface | Attribute::Time => 0,
+    }
+}
+
+/// Context key of a block: interface id in the top 16 bits, time bucket (in 5-minute units)
+/// below; 0 for attributes not grouped by.
+pub(crate) fn context(iface: Option<u32>, time_ns: Option<u64>) -> u64 {
+    (u64::from(iface.unwrap_or(0)) << 48) | time_ns.map_or(0, |t| t / trawl_store::BLOCK_NS)
+}
+
+/// Groups of one context: packed row key → metrics.
+pub(crate) type Inner = crate::agg::AggTable;
+
+/// Groups and their metrics, plus the scan's counters. Held packed (addresses as ids into a
+/// table, attributes as bit fields) so merging and top-N never touch the full key; decoded to
+/// [`GroupKey`]s for output and for the serialised form.
+#[derive(Clone, Debug, Default)]
+pub struct PartialAggregate {
+    /// Grouped-by attributes.
+    pub attributes: Vec<Attribute>,
+    /// Scan counters.
+    pub stats: ScanStats,
+    /// Most groups allowed (see [`crate::Query::max_groups`]).
+    pub max_groups: usize,
+    pub(crate) tables: Arc<Tables>,
+    pub(crate) maps: FxHashMap<u64, Inner>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    version: u32,
+    attributes: Vec<String>,
+    groups: Vec<WireGroup>,
+    stats: ScanStats,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WireGroup {
+    key: GroupKey,
+    #[serde(flatten)]
+    metrics: Metrics,
+}
+
+impl PartialAggregate {
+    /// An empty aggregate.
+    pub fn new(attributes: Vec<Attribute>, max_groups: usize) -> PartialAggregate {
+        PartialAggregate {
+            attributes,
+            max_groups,
+            ..PartialAggregate::default()
+        }
+    }
+
+    /// Number of groups.
+    pub fn len(&self) -> usize {
+        self.maps.values().map(|m| m.len()).sum()
+    }
+
+    /// Whether there is no group.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn decode(&self, ctx: u64, k: u128) -> GroupKey {
+        let has = |a| self.attributes.contains(&a);
+        let field =
+            |a: Attribute, bits: u32| -> u64 { ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64 };
+        let t = &self.tables;
+        GroupKey {
+            time_ns: has(Attribute::Time)
+                .then_some((ctx & ((1 << 48) - 1)) * trawl_store::BLOCK_NS),
+            iface: has(Attribute::Iface).then(|| {
+                t.ifaces
+                    .get((ctx >> 48) as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            }),
+            sip: has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip, 33))),
+            dip: has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip, 33))),
+            sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
+            dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
+            proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
+            vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
+        }
+    }
+
+    fn encode(tables: &mut Tables, key: &GroupKey) -> (u64, u128) {
+        let ctx = context(
+            key.iface.as_deref().map(|i| tables.iface_id(i)),
+            key.time_ns,
+        );
+        let mut k = 0u128;
+        if let Some(ip) = key.sip {
+            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Sip);
+        }
+        if let Some(ip) = key.dip {
+            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Dip);
+        }
+        k |= u128::from(key.sport.unwrap_or(0)) << shift(Attribute::Sport);
+        k |= u128::from(key.dport.unwrap_or(0)) << shift(Attribute::Dport);
+        k |= u128::from(key.proto.unwrap_or(0)) << shift(Attribute::Proto);
+        k |= u128::from(key.vlan.unwrap_or(0)) << shift(Attribute::Vlan);
+        (ctx, k)
+    }
+
+    /// Every group, decoded (unordered).
+    pub fn groups(&self) -> Vec<(GroupKey, Metrics)> {
+        self.maps
+            .iter()
+            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(c, k), v)))
+            .collect()
+    }
+
+    /// Adds `other`'s groups and counters. Fails when the union holds more than `max_groups`
+    /// groups, or when the attributes differ.
+    pub fn merge(&mut self, mut other: PartialAggregate) -> Result<(), Error> {
+        if other.attributes != self.attributes {
+            return Err(Error::Partial(
+                "partial aggregates group by different attributes".into(),
+            ));
+        }
+        self.stats.merge(&other.stats);
+        if !Arc::ptr_eq(&self.tables, &other.tables) && !other.is_empty() {
+            if self.is_empty() && self.tables.ips.is_empty() && self.tables.ifaces.is_empty() {
+                self.tables = other.tables.clone();
+            } else {
+                // Another probe's ids: re-encode its groups with this aggregate's tables.
+                let groups = other.groups();
+                let tables = Arc::make_mut(&mut self.tables);
+                other.maps.clear();
+                for (g, m) in groups {
+                    let (c, k) = Self::encode(tables, &g);
+                    other.maps.entry(c).or_default().add(k, &m);
+                }
+            }
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for (c, theirs) in other.maps {
+            let mine = self.maps.remove(&c).unwrap_or_default();
+            self.maps.insert(c, mine.merge(theirs, threads));
+        }
+        if self.len() > self.max_groups {
+            return Err(Error::TooManyGroups(self.max_groups));
+        }
+        Ok(())
+    }
+
+    /// The documented serialised form (JSON).
+    pub fn to_json(&self) -> String {
+        let mut groups: Vec<WireGroup> = self
+            .groups()
+            .into_iter()
+            .map(|(key, metrics)| WireGroup { key, metrics })
+            .collect();
+        groups.sort_by(|a, b| a.key.cmp(&b.key));
+        let w = Wire {
+            version: PARTIAL_VERSION,
+            attributes: self
+                .attributes
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect(),
+            groups,
+            stats: self.stats.clone(),
+        };
+        serde_json::to_string(&w).unwrap_or_default()
+    }
+
+    /// Reads the serialised form back.
+    pub fn from_json(s: &str, max_groups: usize) -> Result<PartialAggregate, Error> {
+        let w: Wire = serde_json::from_str(s).map_err(|e| Error::Partial(e.to_string()))?;
+        if w.version != PARTIAL_VERSION {
+            return Err(Error::Partial(format!(
+                "partial aggregate version {} (this trawl reads {PARTIAL_VERSION})",
+                w.version
+            )));
+        }
+        let attributes = w
+            .attributes
+            .iter()
+            .map(|a| {
+                Attribute::parse(a)
+                    .ok_or_else(|| Error::Partial(format!("unknown attribute {a:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut tables = Tables::default();
+        let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
+        for g in w.groups {
+            let (c, k) = Self::encode(&mut tables, &g.key);
+            maps.entry(c).or_default().add(k, &g.metrics);
+        }
+        let p = PartialAggregate {
+            attributes,
+            stats: w.stats,
+            max_groups,
+            tables: Arc::new(tables),
+            maps,
+        };
+        if p.len() > max_groups {
+            return Err(Error::TooManyGroups(max_groups));
+        }
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partial(groups: &[(u16, u64)]) -> PartialAggregate {
+        let wire = Wire {
+            version: PARTIAL_VERSION,
+            attributes: vec!["dport".into()],
+            groups: groups
+                .iter()
+                .map(|&(p, b)| WireGroup {
+                    key: GroupKey {
+                        dport: Some(p),
+                        ..GroupKey::default()
+                    },
+                    metrics: Metrics {
+                        fwd_bytes: b,
+                        flows: 1,
+                        ..Metrics::default()
+                    },
+                })
+                .collect(),
+            stats: ScanStats {
+                rows_scanned: groups.len() as u64,
+                ..ScanStats::default()
+            },
+        };
+        PartialAggregate::from_json(&serde_json::to_string(&wire).unwrap(), 3).unwrap()
+    }
+
+    #[test]
+    fn merges_and_round_trips() {
+        let mut a = partial(&[(80, 10), (443, 5)]);
+        a.merge(partial(&[(443, 7)])).unwrap();
+        let back = PartialAggregate::from_json(&a.to_json(), 3).unwrap();
+        let sorted = |p: &PartialAggregate| {
+            let mut g = p.groups();
+            g.sort_by(|x, y| x.0.cmp(&y.0));
+            g
+        };
+        assert_eq!(sorted(&back), sorted(&a));
+        let back_groups: std::collections::HashMap<GroupKey, Metrics> =
+            back.groups().into_iter().collect();
+        assert_eq!(back.stats.rows_scanned, 3);
+        let k443 = GroupKey {
+            dport: Some(443),
+            ..GroupKey::default()
+        };
+        assert_eq!(back_groups[&k443].fwd_bytes, 12);
+        assert_eq!(back_groups[&k443].flows, 2);
+        assert!(a.to_json().starts_with(
+            r#"{"version":1,"attributes":["dport"],"groups":[{"key":{"dport":80},"fwd_packets":0"#
+        ));
+        let err = a.merge(partial(&[(1, 1), (2, 2)])).unwrap_err();
+        assert!(matches!(err, Error::TooManyGroups(3)));
+    }
+}

@@ -1,0 +1,379 @@
+//! What a query asks (attributes, condition, time range, interfaces) and the condition
+//! compiled into single-column predicates the scan evaluates.
+use std::net::IpAddr;
+
+use trawl_store::schema::col;
+use trawl_store::BLOCK_NS;
+
+use crate::syntax::{Comparison, Expr, Field, Net, Op, Value};
+
+/// An attribute results are grouped by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Attribute {
+    /// Initiator address.
+    Sip,
+    /// Responder address.
+    Dip,
+    /// Initiator port.
+    Sport,
+    /// Responder port.
+    Dport,
+    /// IP protocol.
+    Proto,
+    /// Interface.
+    Iface,
+    /// VLAN id.
+    Vlan,
+    /// Block start rounded down to the query's time resolution.
+    Time,
+}
+
+impl Attribute {
+    /// The name in queries and output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attribute::Sip => "sip",
+            Attribute::Dip => "dip",
+            Attribute::Sport => "sport",
+            Attribute::Dport => "dport",
+            Attribute::Proto => "proto",
+            Attribute::Iface => "iface",
+            Attribute::Vlan => "vlan",
+            Attribute::Time => "time",
+        }
+    }
+
+    /// Parses a name (`sip`, `src_ip`, ...).
+    pub fn parse(s: &str) -> Option<Attribute> {
+        Some(match s {
+            "sip" | "src_ip" => Attribute::Sip,
+            "dip" | "dst_ip" => Attribute::Dip,
+            "sport" | "src_port" => Attribute::Sport,
+            "dport" | "dst_port" => Attribute::Dport,
+            "proto" => Attribute::Proto,
+            "iface" => Attribute::Iface,
+            "vlan" => Attribute::Vlan,
+            "time" => Attribute::Time,
+            _ => return None,
+        })
+    }
+
+    /// The block column the attribute reads (`None`: from the block's path).
+    pub fn column(self) -> Option<&'static str> {
+        match self {
+            Attribute::Sip => Some(col::SRC_IP),
+            Attribute::Dip => Some(col::DST_IP),
+            Attribute::Sport => Some(col::SRC_PORT),
+            Attribute::Dport => Some(col::DST_PORT),
+            Attribute::Proto => Some(col::PROTO),
+            Attribute::Vlan => Some(col::VLAN),
+            Attribute::Iface | Attribute::Time => None,
+        }
+    }
+}
+
+/// Parses a comma-separated attribute list; `talk_conv` is `sip,dip`, `talk_src` is `sip`,
+/// `talk_dst` is `dip`, `apps` is `dport,proto`. Duplicates are dropped, order is kept.
+pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
+    let mut out: Vec<Attribute> = Vec::new();
+    for word in s.split(',').map(str::trim) {
+        let add: Vec<Attribute> = match word {
+            "talk_conv" => vec![Attribute::Sip, Attribute::Dip],
+            "talk_src" => vec![Attribute::Sip],
+            "talk_dst" => vec![Attribute::Dip],
+            "apps" => vec![Attribute::Dport, Attribute::Proto],
+            w => vec![Attribute::parse(w).ok_or_else(|| {
+                format!(
+                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, talk_conv, talk_src, talk_dst or apps)"
+                )
+            })?],
+        };
+        for a in add {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A query: what to group by, which rows, which blocks.
+#[derive(Clone, Debug)]
+pub struct Query {
+    /// Group-by attributes, in output order (may be empty: one total row).
+    pub attributes: Vec<Attribute>,
+    /// Row filter.
+    pub condition: Option<Expr>,
+    /// Interfaces; empty for all.
+    pub ifaces: Vec<String>,
+    /// Blocks starting at or after this (ns; rounded down to a block boundary).
+    pub from_ns: u64,
+    /// Blocks starting before this (ns; rounded up to a block boundary); `None`: no bound.
+    pub to_ns: Option<u64>,
+    /// Resolution of the `time` attribute (ns, a multiple of 5 minutes).
+    pub time_resolution_ns: u64,
+    /// Scan threads.
+    pub workers: usize,
+    /// Most distinct groups a query may hold (per worker and merged); beyond it the query fails
+    /// with [`crate::Error::TooManyGroups`] rather than growing without bound.
+    pub max_groups: usize,
+}
+
+impl Default for Query {
+    fn default() -> Self {
+        Query {
+            attributes: Vec::new(),
+            condition: None,
+            ifaces: Vec::new(),
+            from_ns: 0,
+            to_ns: None,
+            time_resolution_ns: BLOCK_NS,
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            max_groups: 10_000_000,
+        }
+    }
+}
+
+/// Which address column a predicate reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IpCol {
+    Src = 0,
+    Dst = 1,
+}
+
+/// Which 16-bit column a range predicate reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NumCol {
+    Sport = 0,
+    Dport = 1,
+    Vlan = 2,
+}
+
+impl NumCol {
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            NumCol::Sport => col::SRC_PORT,
+            NumCol::Dport => col::DST_PORT,
+            NumCol::Vlan => col::VLAN,
+        }
+    }
+}
+
+/// A predicate on an address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IpPred {
+    In(Net),
+    /// Ordered comparison within the address family (`<`, `>`, `<=`, `>=`, `=`).
+    Cmp(Op, IpAddr),
+}
+
+impl IpPred {
+    pub(crate) fn eval(&self, ip: &IpAddr) -> bool {
+        match self {
+            IpPred::In(n) => n.contains(ip),
+            IpPred::Cmp(op, a) => {
+                if a.is_ipv4() != ip.is_ipv4() {
+                    return false;
+                }
+                match op {
+                    Op::Eq => ip == a,
+                    Op::Ne => ip != a,
+                    Op::Lt => ip < a,
+                    Op::Gt => ip > a,
+                    Op::Le => ip <= a,
+                    Op::Ge => ip >= a,
+                }
+            }
+        }
+    }
+}
+
+/// A single-column predicate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Leaf {
+    Ip(IpCol, IpPred),
+    /// Inclusive range.
+    Num(NumCol, u16, u16),
+    Proto(u8),
+    Iface(String),
+}
+
+/// The condition as a tree over leaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Node {
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Not(Box<Node>),
+    Const(bool),
+    Leaf(usize),
+}
+
+/// A compiled condition.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Program {
+    pub root: Option<Node>,
+    pub leaves: Vec<Leaf>,
+}
+
+impl Program {
+    pub(crate) fn compile(expr: Option<&Expr>) -> Program {
+        let mut p = Program::default();
+        p.root = expr.map(|e| p.node(e));
+        p
+    }
+
+    fn leaf(&mut self, l: Leaf) -> Node {
+        let i = self.leaves.iter().position(|x| *x == l).unwrap_or_else(|| {
+            self.leaves.push(l);
+            self.leaves.len() - 1
+        });
+        Node::Leaf(i)
+    }
+
+    fn node(&mut self, e: &Expr) -> Node {
+        match e {
+            Expr::And(a, b) => Node::And(Box::new(self.node(a)), Box::new(self.node(b))),
+            Expr::Or(a, b) => Node::Or(Box::new(self.node(a)), Box::new(self.node(b))),
+            Expr::Not(a) => Node::Not(Box::new(self.node(a))),
+            Expr::Cmp(c) => self.comparison(c),
+        }
+    }
+
+    fn comparison(&mut self, c: &Comparison) -> Node {
+        // `!=` is "not =" for every field; for host and port that means "neither side".
+        if c.op == Op::Ne {
+            let eq = Comparison {
+                op: Op::Eq,
+                ..c.clone()
+            };
+            return Node::Not(Box::new(self.comparison(&eq)));
+        }
+        let either = |p: &mut Program, a: Field, b: Field| {
+            let l = p.comparison(&Comparison {
+                field: a,
+                ..c.clone()
+            });
+            let r = p.comparison(&Comparison {
+                field: b,
+                ..c.clone()
+            });
+            Node::Or(Box::new(l), Box::new(r))
+        };
+        match c.field {
+            Field::Host => either(self, Field::Sip, Field::Dip),
+            Field::Port => either(self, Field::Sport, Field::Dport),
+            Field::Sip | Field::Dip => {
+                let col = if c.field == Field::Sip {
+                    IpCol::Src
+                } else {
+                    IpCol::Dst
+                };
+                let pred = match &c.value {
+                    Value::Net(n) => IpPred::In(*n),
+                    Value::Addr(a) => IpPred::Cmp(c.op, *a),
+                    _ => return Node::Const(false),
+                };
+                self.leaf(Leaf::Ip(col, pred))
+            }
+            Field::Sport | Field::Dport | Field::Vlan => {
+                let col = match c.field {
+                    Field::Sport => NumCol::Sport,
+                    Field::Dport => NumCol::Dport,
+                    _ => NumCol::Vlan,
+                };
+                let max = u64::from(u16::MAX);
+                let (lo, hi) = match (&c.value, c.op) {
+                    (Value::Range(a, b), _) => (*a, *b),
+                    (Value::Num(n), Op::Eq) => (*n, *n),
+                    (Value::Num(n), Op::Lt) if *n == 0 => return Node::Const(false),
+                    (Value::Num(n), Op::Lt) => (0, n - 1),
+                    (Value::Num(n), Op::Le) => (0, *n),
+                    (Value::Num(n), Op::Gt) if *n >= max => return Node::Const(false),
+                    (Value::Num(n), Op::Gt) => (n + 1, max),
+                    (Value::Num(n), Op::Ge) => (*n, max),
+                    _ => return Node::Const(false),
+                };
+                self.leaf(Leaf::Num(col, lo.min(max) as u16, hi.min(max) as u16))
+            }
+            Field::Proto => match c.value {
+                Value::Proto(p) => self.leaf(Leaf::Proto(p)),
+                _ => Node::Const(false),
+            },
+            Field::Iface => match &c.value {
+                Value::Name(n) => self.leaf(Leaf::Iface(n.clone())),
+                _ => Node::Const(false),
+            },
+        }
+    }
+
+    /// The block columns the condition reads.
+    pub(crate) fn columns(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for l in &self.leaves {
+            let c = match l {
+                Leaf::Ip(IpCol::Src, _) => col::SRC_IP,
+                Leaf::Ip(IpCol::Dst, _) => col::DST_IP,
+                Leaf::Num(c, ..) => c.column(),
+                Leaf::Proto(_) => col::PROTO,
+                Leaf::Iface(_) => continue,
+            };
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+}
+
+/// Three-valued evaluation (for pruning): `Some(b)` when every row has value `b`.
+pub(crate) fn eval3(node: &Node, leaf: &dyn Fn(usize) -> Option<bool>) -> Option<bool> {
+    match node {
+        Node::Const(b) => Some(*b),
+        Node::Leaf(i) => leaf(*i),
+        Node::Not(a) => eval3(a, leaf).map(|b| !b),
+        Node::And(a, b) => match (eval3(a, leaf), eval3(b, leaf)) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), Some(true)) => Some(true),
+            _ => None,
+        },
+        Node::Or(a, b) => match (eval3(a, leaf), eval3(b, leaf)) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), Some(false)) => Some(false),
+            _ => None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_lists() {
+        use Attribute::*;
+        assert_eq!(parse_attributes("talk_conv").unwrap(), vec![Sip, Dip]);
+        assert_eq!(
+            parse_attributes("apps,sip").unwrap(),
+            vec![Dport, Proto, Sip]
+        );
+        assert_eq!(
+            parse_attributes("sip,src_ip,time").unwrap(),
+            vec![Sip, Time]
+        );
+        assert!(parse_attributes("sip,bogus").unwrap_err().contains("bogus"));
+    }
+
+    #[test]
+    fn host_and_port_desugar_to_either_side() {
+        let e = crate::syntax::parse("host != 10.0.0.1 and port < 1024").unwrap();
+        let p = Program::compile(Some(&e));
+        assert_eq!(p.leaves.len(), 4);
+        assert_eq!(
+            p.columns(),
+            vec![col::SRC_IP, col::DST_IP, col::SRC_PORT, col::DST_PORT]
+        );
+        assert!(matches!(p.root, Some(Node::And(ref a, _)) if matches!(**a, Node::Not(_))));
+        let e = crate::syntax::parse("dport < 0").unwrap();
+        assert_eq!(Program::compile(Some(&e)).root, Some(Node::Const(false)));
+    }
+}

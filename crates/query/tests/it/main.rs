@@ -1,0 +1,235 @@
+//! The engine on databases written through `trawl_store::Ingest`: row-group pruning by
+//! statistics, parallel scans equal to a single worker, partial aggregates of separate
+//! "probes" merged through their serialised form equal to one scan over everything.
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use trawl_flow::EndReason;
+use trawl_query::{parse_attributes, scan, syntax, PartialAggregate, Query, SortBy};
+use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
+
+const T0: u64 = 1_763_251_200 * 1_000_000_000;
+
+fn row(i: u64) -> StoredFlow {
+    StoredFlow {
+        src_ip: IpAddr::from([10, 0, (i / 256 % 40) as u8, (i % 256) as u8]),
+        dst_ip: if i.is_multiple_of(5) {
+            "2001:db8::1".parse().unwrap()
+        } else {
+            IpAddr::from([192, 0, 2, (i % 11) as u8])
+        },
+        src_port: 30_000 + (i % 3000) as u16,
+        dst_port: [443, 80, 53, 8080][(i % 4) as usize],
+        proto: if i % 4 == 2 { 17 } else { 6 },
+        vlan: (i % 3) as u16,
+        first_ns: T0 + (i % 6) * BLOCK_NS + i,
+        last_ns: T0 + (i % 6) * BLOCK_NS + i + 10,
+        fwd_packets: 1 + i % 13,
+        rev_packets: i % 7,
+        fwd_bytes: 60 + i % 1500,
+        rev_bytes: 40 * (i % 7),
+        fwd_ip_bytes: 0,
+        rev_ip_bytes: 0,
+        fwd_tcp_flags: 0,
+        rev_tcp_flags: 0,
+        end_reason: EndReason::Idle,
+    }
+}
+
+fn write_db(db: &Path, rows: impl Iterator<Item = u64>, row_group_rows: usize) {
+    let mut ing = Ingest::open(
+        db,
+        StoreConfig {
+            row_group_rows,
+            ..StoreConfig::default()
+        },
+    )
+    .unwrap();
+    let eth0 = ing.iface("eth0").unwrap();
+    for i in rows {
+        ing.push_row(eth0, row(i)).unwrap();
+    }
+    ing.finish().unwrap();
+}
+
+fn query(attrs: &str, cond: Option<&str>, workers: usize) -> Query {
+    Query {
+        attributes: parse_attributes(attrs).unwrap(),
+        condition: cond.map(|c| syntax::parse(c).unwrap()),
+        workers,
+        ..Query::default()
+    }
+}
+
+fn table(p: PartialAggregate) -> BTreeMap<String, [u64; 5]> {
+    p.finish(SortBy::Bytes, None)
+        .rows
+        .into_iter()
+        .map(|(k, m)| {
+            (
+                format!("{k:?}"),
+                [
+                    m.fwd_packets,
+                    m.rev_packets,
+                    m.fwd_bytes,
+                    m.rev_bytes,
+                    m.flows,
+                ],
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn statistics_prune_row_groups_without_changing_results() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..60_000, 1000);
+    // Blocks are sorted by source address, so one address lives in few row groups.
+    let q = query("sip,dport", Some("sip = 10.0.7.9"), 2);
+    let p = scan(dir.path(), &q).unwrap();
+    assert!(
+        p.stats.row_groups_pruned * 10 >= p.stats.row_groups * 8,
+        "{:?}",
+        p.stats
+    );
+    let full = query("sip,dport", None, 2);
+    let want: BTreeMap<String, [u64; 5]> = table(scan(dir.path(), &full).unwrap())
+        .into_iter()
+        .filter(|(k, _)| k.contains("10.0.7.9)"))
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(table(p), want);
+    // A port no row has: every block is skipped unopened beyond its footer.
+    let p = scan(
+        dir.path(),
+        &query("sip", Some("dport = 9999 or vlan > 100"), 2),
+    )
+    .unwrap();
+    assert_eq!(p.stats.blocks_pruned, p.stats.blocks);
+    assert_eq!(p.stats.rows_scanned, 0);
+    // Octet-aligned prefixes prune too.
+    let p = scan(dir.path(), &query("sip", Some("sip = 10.0.39.0/24"), 1)).unwrap();
+    assert!(p.stats.row_groups_pruned > 0);
+    assert!(!p.is_empty());
+}
+
+#[test]
+fn worker_counts_do_not_change_results() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..30_000, 4096);
+    for (attrs, cond) in [
+        ("talk_conv", None),
+        ("apps,vlan,time", Some("not dip = 2001:db8::/32")),
+        ("sport", Some("sport = 30000-30100 or proto = udp")),
+    ] {
+        let one = table(scan(dir.path(), &query(attrs, cond, 1)).unwrap());
+        let four = table(scan(dir.path(), &query(attrs, cond, 4)).unwrap());
+        assert_eq!(one, four, "{attrs}");
+        assert!(!one.is_empty());
+    }
+}
+
+#[test]
+fn partials_of_separate_probes_merge_to_the_whole() {
+    let (a, b, all) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    write_db(a.path(), (0..20_000).filter(|i| i % 2 == 0), 65_536);
+    write_db(b.path(), (0..20_000).filter(|i| i % 2 == 1), 65_536);
+    write_db(all.path(), 0..20_000, 65_536);
+    let q = query("sip,dip,proto", Some("dport != 53"), 2);
+    // Each probe answers with the serialised form; the coordinator merges.
+    let pa = scan(a.path(), &q).unwrap().to_json();
+    let pb = scan(b.path(), &q).unwrap().to_json();
+    let mut merged = PartialAggregate::from_json(&pa, 1_000_000).unwrap();
+    merged
+        .merge(PartialAggregate::from_json(&pb, 1_000_000).unwrap())
+        .unwrap();
+    let whole = scan(all.path(), &q).unwrap();
+    assert_eq!(merged.stats.rows_scanned, whole.stats.rows_scanned);
+    assert_eq!(table(merged), table(whole));
+}
+
+#[test]
+fn group_limit_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..10_000, 65_536);
+    let q = Query {
+        max_groups: 100,
+        ..query("sport", None, 2)
+    };
+    let e = scan(dir.path(), &q).unwrap_err();
+    assert!(e.to_string().contains("more than 100 groups"), "{e}");
+}
+
+/// Damaged blocks of every kind (truncated, bytes flipped anywhere, garbage with a block's
+/// name) are counted with their file named, never a panic, and never change the groups of the
+/// intact blocks.
+#[test]
+fn damaged_blocks_are_counted_and_the_rest_still_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..30_000, 65_536);
+    let q = query("dport,proto", Some("sip = 10.0.0.0/8"), 2);
+    let intact = scan(dir.path(), &q).unwrap();
+    let blocks =
+        trawl_store::list_blocks(dir.path(), &trawl_store::BlockFilter::default()).unwrap();
+    assert_eq!(blocks.len(), 6);
+    let victim = &blocks[2];
+    let original = std::fs::read(&victim.path).unwrap();
+    let victim_alone = {
+        let other = tempfile::tempdir().unwrap();
+        let rel = victim.path.strip_prefix(dir.path()).unwrap();
+        std::fs::create_dir_all(other.path().join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(&victim.path, other.path().join(rel)).unwrap();
+        table(scan(other.path(), &q).unwrap())
+    };
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut failed = 0;
+    for round in 0..60 {
+        let mut bytes = original.clone();
+        match round % 3 {
+            0 => bytes.truncate(bytes.len() * (round + 1) / 61),
+            1 => {
+                for _ in 0..4 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    let at = (seed % bytes.len() as u64) as usize;
+                    bytes[at] ^= 1 << (seed % 8);
+                }
+            }
+            _ => {
+                bytes = (0..bytes.len())
+                    .map(|i| ((i as u64).wrapping_mul(seed | 1) >> 7) as u8)
+                    .collect()
+            }
+        }
+        std::fs::write(&victim.path, &bytes).unwrap();
+        let p = scan(dir.path(), &q).unwrap();
+        if p.stats.blocks_failed == 1 {
+            failed += 1;
+            assert!(
+                p.stats.errors[0].contains(victim.path.to_str().unwrap()),
+                "{:?}",
+                p.stats.errors
+            );
+            // The intact blocks' groups are exactly the total minus the victim's.
+            let mut want = table(intact.clone());
+            for (k, m) in &victim_alone {
+                let e = want.get_mut(k).unwrap();
+                for (x, y) in e.iter_mut().zip(m) {
+                    *x -= y;
+                }
+                if e[4] == 0 {
+                    want.remove(k);
+                }
+            }
+            assert_eq!(table(p), want, "round {round}");
+        }
+    }
+    std::fs::write(&victim.path, &original).unwrap();
+    assert!(failed >= 40, "most damage is detected ({failed} of 60)");
+}

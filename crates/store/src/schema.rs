@@ -1,0 +1,158 @@
+//! The columns of a block: the flow-record field names of `docs/specs/flow-record.md`.
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use trawl_flow::{EndReason, FlowRecord};
+
+/// Version of the block schema and layout (`docs/specs/store.md`), stored in each file's
+/// key-value metadata under [`VERSION_KEY`].
+pub const STORE_VERSION: u32 = 1;
+/// Parquet key-value metadata key holding [`STORE_VERSION`].
+pub const VERSION_KEY: &str = "trawl.store.version";
+
+/// Column names, in file order.
+pub mod col {
+    /// Initiator address, text (dotted quad or RFC 5952), dictionary-encoded.
+    pub const SRC_IP: &str = "src_ip";
+    /// Responder address.
+    pub const DST_IP: &str = "dst_ip";
+    /// Initiator port.
+    pub const SRC_PORT: &str = "src_port";
+    /// Responder port.
+    pub const DST_PORT: &str = "dst_port";
+    /// Protocol name (`tcp`, `udp`, ...) or number as text.
+    pub const PROTO: &str = "proto";
+    /// VLAN id, 0 untagged.
+    pub const VLAN: &str = "vlan";
+    /// First packet of the row, ns.
+    pub const FIRST_NS: &str = "first_ns";
+    /// Last packet of the row, ns.
+    pub const LAST_NS: &str = "last_ns";
+    /// Initiator → responder packets.
+    pub const FWD_PACKETS: &str = "fwd_packets";
+    /// Responder → initiator packets.
+    pub const REV_PACKETS: &str = "rev_packets";
+    /// Initiator → responder frame bytes.
+    pub const FWD_BYTES: &str = "fwd_bytes";
+    /// Responder → initiator frame bytes.
+    pub const REV_BYTES: &str = "rev_bytes";
+    /// Initiator → responder IP bytes.
+    pub const FWD_IP_BYTES: &str = "fwd_ip_bytes";
+    /// Responder → initiator IP bytes.
+    pub const REV_IP_BYTES: &str = "rev_ip_bytes";
+    /// OR of the initiator's TCP flags.
+    pub const FWD_TCP_FLAGS: &str = "fwd_tcp_flags";
+    /// OR of the responder's TCP flags.
+    pub const REV_TCP_FLAGS: &str = "rev_tcp_flags";
+    /// Why the record ended.
+    pub const END_REASON: &str = "end_reason";
+}
+
+/// Columns stored dictionary-encoded (low cardinality per block; the query engine works on
+/// the dictionary indices).
+pub const DICTIONARY_COLUMNS: [&str; 7] = [
+    col::SRC_IP,
+    col::DST_IP,
+    col::SRC_PORT,
+    col::DST_PORT,
+    col::PROTO,
+    col::VLAN,
+    col::END_REASON,
+];
+
+fn dict_utf8() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+
+/// The Arrow schema of a block (also embedded in each file, so Arrow readers get the address
+/// columns as dictionary arrays).
+pub fn schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            Arc::new(Schema::new(vec![
+                Field::new(col::SRC_IP, dict_utf8(), false),
+                Field::new(col::DST_IP, dict_utf8(), false),
+                Field::new(col::SRC_PORT, DataType::UInt16, false),
+                Field::new(col::DST_PORT, DataType::UInt16, false),
+                Field::new(col::PROTO, dict_utf8(), false),
+                Field::new(col::VLAN, DataType::UInt16, false),
+                Field::new(col::FIRST_NS, DataType::UInt64, false),
+                Field::new(col::LAST_NS, DataType::UInt64, false),
+                Field::new(col::FWD_PACKETS, DataType::UInt64, false),
+                Field::new(col::REV_PACKETS, DataType::UInt64, false),
+                Field::new(col::FWD_BYTES, DataType::UInt64, false),
+                Field::new(col::REV_BYTES, DataType::UInt64, false),
+                Field::new(col::FWD_IP_BYTES, DataType::UInt64, false),
+                Field::new(col::REV_IP_BYTES, DataType::UInt64, false),
+                Field::new(col::FWD_TCP_FLAGS, DataType::UInt8, false),
+                Field::new(col::REV_TCP_FLAGS, DataType::UInt8, false),
+                Field::new(col::END_REASON, dict_utf8(), false),
+            ]))
+        })
+        .clone()
+}
+
+/// One stored row: the key, times and counters of a flow record within one block interval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoredFlow {
+    /// Initiator address.
+    pub src_ip: IpAddr,
+    /// Responder address.
+    pub dst_ip: IpAddr,
+    /// Initiator port.
+    pub src_port: u16,
+    /// Responder port.
+    pub dst_port: u16,
+    /// IP protocol number.
+    pub proto: u8,
+    /// VLAN id.
+    pub vlan: u16,
+    /// First packet, ns.
+    pub first_ns: u64,
+    /// Last packet, ns.
+    pub last_ns: u64,
+    /// Initiator → responder packets.
+    pub fwd_packets: u64,
+    /// Responder → initiator packets.
+    pub rev_packets: u64,
+    /// Initiator → responder frame bytes.
+    pub fwd_bytes: u64,
+    /// Responder → initiator frame bytes.
+    pub rev_bytes: u64,
+    /// Initiator → responder IP bytes.
+    pub fwd_ip_bytes: u64,
+    /// Responder → initiator IP bytes.
+    pub rev_ip_bytes: u64,
+    /// OR of the initiator's TCP flags.
+    pub fwd_tcp_flags: u8,
+    /// OR of the responder's TCP flags.
+    pub rev_tcp_flags: u8,
+    /// Why the record ended.
+    pub end_reason: EndReason,
+}
+
+impl From<&FlowRecord<'_>> for StoredFlow {
+    fn from(r: &FlowRecord<'_>) -> Self {
+        StoredFlow {
+            src_ip: r.src_ip,
+            dst_ip: r.dst_ip,
+            src_port: r.src_port,
+            dst_port: r.dst_port,
+            proto: r.proto,
+            vlan: r.vlan,
+            first_ns: r.first_ns,
+            last_ns: r.last_ns,
+            fwd_packets: r.fwd.packets,
+            rev_packets: r.rev.packets,
+            fwd_bytes: r.fwd.bytes,
+            rev_bytes: r.rev.bytes,
+            fwd_ip_bytes: r.fwd.ip_bytes,
+            rev_ip_bytes: r.rev.ip_bytes,
+            fwd_tcp_flags: r.fwd.tcp_flags,
+            rev_tcp_flags: r.rev.tcp_flags,
+            end_reason: r.end_reason,
+        }
+    }
+}
