@@ -2,7 +2,8 @@
 # trawl's packet-storage benchmark (issue 4), everything in one run on the same directory:
 #
 # 1. Writing: a large realistic trace (trace a of bench/run.sh) written to disk by
-#    `trawl dump -r TRACE -w DIR`, by `tcpdump -r TRACE -w FILE` (plus the sync that puts its
+#    `trawl dump -r TRACE -w DIR` (and with `--via-ring`, the path of `trawl run --dump`:
+#    ring, lossless listener, writer thread), by `tcpdump -r TRACE -w FILE` (plus the sync that puts its
 #    data on disk), and the disk limit: `dd` of the same number of bytes in 4 MiB blocks
 #    (O_DIRECT, and buffered + fsync). Page cache dropped before each run, the input then read
 #    back into it (so every writer reads from memory and writes to disk).
@@ -139,7 +140,7 @@ timed() {
 BLOCKS=$(((WBYTES + 4194303) / 4194304))
 note "write phase: $WTRACE ($WBYTES bytes) into $DIR, $RUNS runs"
 for run in $(seq 1 "$RUNS"); do
-    for tool in dd-direct trawl tcpdump dd-fsync trawl-buffered tcpdump-nosync read; do
+    for tool in dd-direct trawl tcpdump trawl-ring dd-fsync trawl-buffered tcpdump-nosync read; do
         rm -rf "$DIR/store" "$DIR/tcpdump.pcap" "$DIR/dd.bin"
         cold
         warm "$WTRACE"
@@ -150,6 +151,8 @@ for run in $(seq 1 "$RUNS"); do
                 dd if=/dev/zero of="$DIR/dd.bin" bs=4M count="$BLOCKS" conv=fsync ;;
             trawl) timed write "$tool" "$run" "$WBYTES" \
                 "$TRAWL" dump -r "$WTRACE" -w "$DIR/store" --summary json ;;
+            trawl-ring) timed write "$tool" "$run" "$WBYTES" \
+                "$TRAWL" dump -r "$WTRACE" -w "$DIR/store" --via-ring --summary json ;;
             trawl-buffered) timed write "$tool" "$run" "$WBYTES" \
                 "$TRAWL" dump -r "$WTRACE" -w "$DIR/store" --direct-io false --summary json ;;
             # tcpdump leaves its data in the page cache: the sync is what puts it on disk.
@@ -226,13 +229,13 @@ function median(tool,   n, i, j, t, v) {
 NR > 1 { cnt[$2]++; w[$2, cnt[$2]] = $5; bytes[$2] = $4; phase[$2] = $1; cpu[$2] += $6 + $7 }
 END {
     printf "%-22s %9s %9s %9s %s\n", "tool", "median_s", "MB/s", "cpu_s", "ratio"
-    split("read dd-direct dd-fsync trawl trawl-buffered tcpdump tcpdump-nosync", wt, " ")
+    split("read dd-direct dd-fsync trawl trawl-ring trawl-buffered tcpdump tcpdump-nosync", wt, " ")
     dd = median("dd-direct"); tr = median("trawl"); td = median("tcpdump")
-    for (k = 1; k <= 7; k++) {
+    for (k = 1; k <= 8; k++) {
         t = wt[k]; if (!(t in cnt)) continue
         m = median(t)
         r = ""
-        if (t == "trawl") r = sprintf("%.2f of dd-direct, %.2fx tcpdump (with sync), %.2fx tcpdump-nosync", dd / m, td / m, median("tcpdump-nosync") / m)
+        if (t == "trawl" || t == "trawl-ring") r = sprintf("%.2f of dd-direct, %.2fx tcpdump (with sync), %.2fx tcpdump-nosync", dd / m, td / m, median("tcpdump-nosync") / m)
         if (t == "trawl-buffered") r = sprintf("%.2f of dd-fsync", median("dd-fsync") / m)
         printf "%-22s %9.2f %9.0f %9.2f %s\n", t, m, bytes[t] / m / 1e6, cpu[t] / cnt[t], r
     }

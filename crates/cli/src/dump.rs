@@ -191,6 +191,11 @@ pub struct DumpArgs {
     /// Interface name for packets whose file names none (pcap files); default `if0`, `if1`...
     #[arg(long = "iface", value_name = "NAME")]
     pub iface: Option<String>,
+    /// Pass the packets through an in-process packet ring to a writer thread, exactly as
+    /// `trawl run --dump` does live (default: the reading thread writes them, which needs one
+    /// core instead of two).
+    #[arg(long = "via-ring")]
+    pub via_ring: bool,
     #[command(flatten)]
     pub store: StoreSettings,
     /// Summary on standard error at the end.
@@ -312,113 +317,140 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let retention = plan.start_retention(1)?;
     let mut dumper = Dumper::new(plan.dumper.clone(), retention.as_ref().map(|r| r.handle()))?;
     let started = Instant::now();
-    let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
-    let mut listener = producer.ring().listen(Mode::Lossless)?;
-    let mut input_errors = Vec::new();
-    let mut packets_in = 0u64;
-    let mut filtered_out = 0u64;
-    let outcome = std::thread::scope(|s| -> Result<DumperStats> {
-        let writer = std::thread::Builder::new()
-            .name("trawl-dump".into())
-            .spawn_scoped(s, || -> Result<DumperStats> {
-                drain_into_dumper(&mut listener, &mut dumper, false, &|| false)?;
-                Ok(dumper.stats())
-            })?;
-        let pushed = push_files(
-            a,
-            &mut producer,
-            &mut filter,
-            &mut input_errors,
-            &mut packets_in,
-            &mut filtered_out,
-        );
-        producer.close();
-        let stats = writer
-            .join()
-            .map_err(|_| anyhow::anyhow!("the dump writer thread panicked"))??;
-        pushed?;
-        Ok(stats)
-    });
-    let mid = outcome?;
-    let stats = dumper.finish().unwrap_or(mid);
+    let mut feed = Feed::default();
+    if a.via_ring {
+        let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
+        let mut listener = producer.ring().listen(Mode::Lossless)?;
+        std::thread::scope(|s| -> Result<()> {
+            let writer = std::thread::Builder::new()
+                .name("trawl-dump".into())
+                .spawn_scoped(s, || -> Result<()> {
+                    drain_into_dumper(&mut listener, &mut dumper, false, &|| false)
+                })?;
+            let fed = feed.files(a, &mut filter, &mut Sink::Ring(&mut producer));
+            producer.close();
+            writer
+                .join()
+                .map_err(|_| anyhow::anyhow!("the dump writer thread panicked"))??;
+            fed
+        })?;
+    } else {
+        feed.files(a, &mut filter, &mut Sink::Direct(&mut dumper, Vec::new()))?;
+    }
+    let stats = dumper.finish()?;
     let retention_stats = retention.map(Retention::stop);
     let secs = started.elapsed().as_secs_f64();
     let r = retention_stats.as_ref();
+    let (errors, read, filtered) = (&feed.errors, feed.packets_in, feed.filtered_out);
     match a.summary {
         SummaryFormat::None => {}
-        SummaryFormat::Json => eprintln!(
-            "{}",
-            dump_json(&stats, r, packets_in, filtered_out, secs, &input_errors)
-        ),
-        SummaryFormat::Text => print_dump_text(&stats, r, filtered_out, secs, &input_errors),
+        SummaryFormat::Json => eprintln!("{}", dump_json(&stats, r, read, filtered, secs, errors)),
+        SummaryFormat::Text => print_dump_text(&stats, r, filtered, secs, errors),
     }
-    Ok(if input_errors.is_empty() {
+    Ok(if errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
 }
 
-/// Reads the capture files into the ring; interfaces of every file get their own ring entry
-/// (file 2's interface 0 is not file 1's).
-fn push_files(
-    a: &DumpArgs,
-    producer: &mut Producer,
-    filter: &mut Option<FilterSet>,
-    errors: &mut Vec<String>,
-    packets_in: &mut u64,
-    filtered_out: &mut u64,
-) -> Result<()> {
-    for path in &a.read {
-        let mut src = match FileSource::open(path) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("trawl: {e}");
-                errors.push(e.to_string());
-                continue;
-            }
-        };
-        let mut map: Vec<u16> = Vec::new();
-        loop {
-            let batch = match src.next_batch() {
-                Ok(Some(b)) => b,
-                Ok(None) => break,
+/// Where `trawl dump` sends what it reads: straight into the dumper (one thread), or into an
+/// in-process ring that a writer thread drains as `trawl run --dump` does (`--via-ring`).
+enum Sink<'a> {
+    Direct(&'a mut Dumper, Vec<Interface>),
+    Ring(&'a mut Producer),
+}
+
+/// What reading the capture files counted.
+#[derive(Default)]
+struct Feed {
+    errors: Vec<String>,
+    packets_in: u64,
+    filtered_out: u64,
+}
+
+impl Feed {
+    /// Reads the capture files into `sink`; interfaces of every file get their own entry
+    /// (file 2's interface 0 is not file 1's). Unreadable input is reported and counted, the
+    /// rest is stored.
+    fn files(
+        &mut self,
+        a: &DumpArgs,
+        filter: &mut Option<FilterSet>,
+        sink: &mut Sink<'_>,
+    ) -> Result<()> {
+        for path in &a.read {
+            let mut src = match FileSource::open(path) {
+                Ok(s) => s,
                 Err(e) => {
                     eprintln!("trawl: {e}");
-                    errors.push(e.to_string());
-                    break;
+                    self.errors.push(e.to_string());
+                    continue;
                 }
             };
-            for iface in batch.interfaces().iter().skip(map.len()) {
-                let mut named = iface.clone();
-                if named.name.is_none() {
-                    named.name = Some(match &a.iface {
-                        Some(n) if map.is_empty() => n.clone(),
-                        Some(n) => format!("{n}{}", map.len()),
-                        None => format!("if{}", map.len()),
+            let mut map: Vec<u16> = Vec::new();
+            loop {
+                let batch = match src.next_batch() {
+                    Ok(Some(b)) => b,
+                    Ok(None) => break,
+                    Err(e) => {
+                        eprintln!("trawl: {e}");
+                        self.errors.push(e.to_string());
+                        break;
+                    }
+                };
+                for iface in batch.interfaces().iter().skip(map.len()) {
+                    let mut named = iface.clone();
+                    if named.name.is_none() {
+                        named.name = Some(match &a.iface {
+                            Some(n) if map.is_empty() => n.clone(),
+                            Some(n) => format!("{n}{}", map.len()),
+                            None => format!("if{}", map.len()),
+                        });
+                    }
+                    map.push(match sink {
+                        Sink::Ring(p) => p.add_interface(&named)?,
+                        Sink::Direct(_, ifaces) => {
+                            ifaces.push(named);
+                            u16::try_from(ifaces.len() - 1)
+                                .map_err(|_| anyhow::anyhow!("more than 65536 interfaces"))?
+                        }
                     });
                 }
-                map.push(producer.add_interface(&named)?);
-            }
-            let bytes = batch.bytes();
-            for m in batch.metas() {
-                *packets_in += 1;
-                let data = &bytes[m.offset..m.offset + m.caplen as usize];
-                if let Some(f) = filter.as_mut() {
-                    let link = batch.interfaces()[usize::from(m.iface)].link_type;
-                    if !f.matches(link, data, m.wire_len)? {
-                        *filtered_out += 1;
-                        continue;
+                for pkt in batch.iter() {
+                    self.packets_in += 1;
+                    if let Some(f) = filter.as_mut() {
+                        if !f.matches(pkt.link_type, pkt.data, pkt.wire_len)? {
+                            self.filtered_out += 1;
+                            continue;
+                        }
+                    }
+                    let iface = map[usize::from(pkt.iface)];
+                    match sink {
+                        Sink::Direct(d, ifaces) => {
+                            let pkt = trawl_capture::PacketRecord { iface, ..pkt };
+                            d.write(iface, &ifaces[usize::from(iface)], &pkt)?;
+                        }
+                        Sink::Ring(p) => {
+                            let meta = trawl_capture::RecordMeta {
+                                ts_ns: pkt.ts_ns,
+                                offset: 0,
+                                caplen: pkt.data.len() as u32,
+                                wire_len: pkt.wire_len,
+                                iface,
+                                direction: pkt.direction,
+                            };
+                            p.push(&meta, pkt.data)?;
+                        }
                     }
                 }
-                let mut meta = *m;
-                meta.iface = map[usize::from(m.iface)];
-                producer.push(&meta, data)?;
+                if let Sink::Ring(p) = sink {
+                    p.publish();
+                }
             }
-            producer.publish();
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The store's counters as a JSON object (the `trawl dump` summary, the `dump` section of the
