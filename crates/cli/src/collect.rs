@@ -52,9 +52,55 @@ pub struct CollectArgs {
     /// Most templates kept over all exporters (a bound against template floods).
     #[arg(long = "max-templates", value_name = "N", default_value_t = 4096)]
     pub max_templates: usize,
+    /// Also store the records in this flow database (`trawl query -d DIR`), one interface per
+    /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
+    #[arg(long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+}
+
+/// Collected records on their way into the flow database.
+struct CollectStore {
+    ingest: trawl_store::Ingest,
+    ids: std::collections::HashMap<(std::net::IpAddr, u32), trawl_store::IfaceId>,
+    /// Latest record end seen: the store's clock (exporters' clocks, not ours).
+    clock: u64,
+    failed: Option<String>,
+}
+
+impl CollectStore {
+    /// The database interface of an exporter's observation domain: `exp-ADDRESS-DOMAIN`, with
+    /// an IPv6 address's `:` written as `_` (interface names are `[A-Za-z0-9._-]`).
+    fn iface(&mut self, o: &trawl_export::Origin) -> Option<trawl_store::IfaceId> {
+        let key = (o.exporter.ip(), o.domain);
+        if let Some(id) = self.ids.get(&key) {
+            return Some(*id);
+        }
+        let name = format!("exp-{}-{}", key.0, key.1).replace(':', "_");
+        match self.ingest.iface(&name) {
+            Ok(id) => {
+                self.ids.insert(key, id);
+                Some(id)
+            }
+            Err(e) => {
+                self.failed.get_or_insert(format!("flow database: {e}"));
+                None
+            }
+        }
+    }
+
+    fn push(&mut self, o: &trawl_export::Origin, r: &trawl_flow::FlowRecord<'_>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let Some(id) = self.iface(o) else { return };
+        self.clock = self.clock.max(r.last_ns);
+        if let Err(e) = self.ingest.push(id, r) {
+            self.failed = Some(format!("flow database: {e}"));
+        }
+    }
 }
 
 /// Up to this many decode errors are listed in the summary (all are counted).
@@ -68,6 +114,7 @@ struct Collected {
     records: u64,
     limit: u64,
     write: bool,
+    store: Option<CollectStore>,
 }
 
 impl Collected {
@@ -79,19 +126,31 @@ impl Collected {
             records,
             limit,
             write,
+            store,
             ..
         } = self;
-        let (_, err) = decoder.decode(from, bytes, &mut |_, item| {
+        let (_, err) = decoder.decode(from, bytes, &mut |origin, item| {
             if let Item::Flow(r) = item {
                 if *records < *limit {
                     if *write {
                         writer.write(r, out.buf());
+                    }
+                    if let Some(st) = store.as_mut() {
+                        st.push(origin, r);
                     }
                     *records += 1;
                 }
             }
         });
         out.maybe_flush();
+        if let Some(st) = store.as_mut() {
+            // Blocks whose interval (plus the grace time) the exporters' clocks have passed.
+            if st.failed.is_none() {
+                if let Err(e) = st.ingest.advance(st.clock) {
+                    st.failed = Some(format!("flow database: {e}"));
+                }
+            }
+        }
         if let Some(e) = err {
             self.note(e.to_string());
         }
@@ -121,6 +180,16 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         records: 0,
         limit: a.count.unwrap_or(u64::MAX),
         write: !a.no_output,
+        store: match &a.db {
+            Some(db) => Some(CollectStore {
+                ingest: trawl_store::Ingest::open(db, trawl_store::StoreConfig::default())
+                    .with_context(|| format!("cannot open the flow database {}", db.display()))?,
+                ids: Default::default(),
+                clock: 0,
+                failed: None,
+            }),
+            None => None,
+        },
     };
     c.writer.write_header(c.out.buf());
     let started = Instant::now();
@@ -230,11 +299,36 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let Collected {
         decoder,
         out,
-        errors,
+        mut errors,
         records,
+        store,
         ..
     } = c;
     out.finish()?;
+    let mut store_failed = false;
+    if let Some(st) = store {
+        let failed = st.failed.clone();
+        let finished = st.ingest.finish();
+        match (failed, finished) {
+            (None, Ok(stats)) => {
+                if a.summary == SummaryFormat::Text {
+                    eprintln!(
+                        "trawl collect: {} records stored in {} blocks ({} spanning blocks, \
+                         stored by their first packet)",
+                        stats.records, stats.blocks, stats.records_spanning
+                    );
+                }
+            }
+            (Some(e), _) => {
+                store_failed = true;
+                errors.push(e);
+            }
+            (None, Err(e)) => {
+                store_failed = true;
+                errors.push(format!("flow database: {e}"));
+            }
+        }
+    }
     print_summary(
         a.summary,
         decoder.stats(),
@@ -242,11 +336,13 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         &errors,
         started.elapsed(),
     );
-    Ok(if input_failed || decoder.stats().total_errors() > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if input_failed || store_failed || decoder.stats().total_errors() > 0 {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 /// What a TCP exporter's reader thread passes to the main loop.

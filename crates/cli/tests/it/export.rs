@@ -1425,3 +1425,80 @@ fn netflow_v5_collected_by_nfcapd_matches_the_json_records() {
         assert_eq!(n, w);
     }
 }
+
+#[test]
+fn collected_records_go_into_the_flow_database() {
+    // trawl exports IPFIX to a file; trawl collect stores what it decodes; trawl query's totals
+    // per source address equal those of the flow records trawl wrote as JSON.
+    let dir = tempdir("collect-db");
+    let file = dir.join("flows.ipfix");
+    let json = dir.join("flows.jsonl");
+    let status = Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&json)
+        .arg("--export")
+        .arg(format!("ipfix:{}", file.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let db = dir.join("db");
+    let out = Command::new(bin())
+        .args(["collect", "--no-output", "--summary", "json", "-r"])
+        .arg(&file)
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let q = Command::new(bin())
+        .args(["query", "-d"])
+        .arg(&db)
+        .args(["sip", "--limit", "100000", "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    let result: Value = serde_json::from_slice(&q.stdout).unwrap();
+    let mut want: BTreeMap<String, [u64; 5]> = BTreeMap::new();
+    for r in read_jsonl(&json) {
+        let e = want
+            .entry(r["src_ip"].as_str().unwrap().to_string())
+            .or_default();
+        e[0] += r["fwd_packets"].as_u64().unwrap();
+        e[1] += r["rev_packets"].as_u64().unwrap();
+        e[2] += r["fwd_bytes"].as_u64().unwrap();
+        e[3] += r["rev_bytes"].as_u64().unwrap();
+        e[4] += 1;
+    }
+    let got: BTreeMap<String, [u64; 5]> = result["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let n = |k: &str| r[k].as_u64().unwrap();
+            (
+                r["sip"].as_str().unwrap().to_string(),
+                [
+                    n("fwd_packets"),
+                    n("rev_packets"),
+                    n("fwd_bytes"),
+                    n("rev_bytes"),
+                    n("flows"),
+                ],
+            )
+        })
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    // One database interface per exporter and observation domain (a file: 0.0.0.0, domain 1).
+    let ifaces: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ifaces.len(), 1, "{ifaces:?}");
+    assert!(ifaces[0].starts_with("iface=exp-"), "{ifaces:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
