@@ -34,7 +34,7 @@ pub enum Command {
     /// per-second series, until SIGINT/SIGTERM. Settings come from a TOML file (`-c`) and/or
     /// the command line (which wins).
     #[command(after_help = EXIT_CODES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Read packets from a running trawl's shared ring (another process): print them or write
     /// a pcap file.
     #[command(after_help = EXIT_CODES)]
@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// and writer per worker).
     #[arg(long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
+    /// Store flow records in this flow database (Parquet blocks per interface and 5-minute
+    /// interval, `trawl query -d DIR`); records are then cut at 5-minute boundaries.
+    #[arg(long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.

@@ -52,6 +52,8 @@ struct File {
     #[serde(default)]
     dump: crate::dump::StoreSettings,
     #[serde(default)]
+    store: StoreTable,
+    #[serde(default)]
     export: Vec<ExportTable>,
     #[serde(default)]
     feeds: Feeds,
@@ -127,6 +129,13 @@ struct Series {
     format: Option<String>,
 }
 
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct StoreTable {
+    db: Option<PathBuf>,
+    codec: Option<String>,
+}
+
 /// Everything `trawl run` needs, checked.
 #[derive(Debug)]
 pub struct RunPlan {
@@ -142,6 +151,8 @@ pub struct RunPlan {
     pub stats_interval_ns: Option<u64>,
     /// Packet store, None = packets are not stored.
     pub dump: Option<crate::dump::StorePlan>,
+    /// Flow database, None = flow records are not stored.
+    pub store: Option<crate::live::StoreOutput>,
     /// Exporters and feeds: the file's, plus the command line's `--export`; the command
     /// line's feeds and PEN win.
     pub export: crate::export::ExportPlan,
@@ -303,6 +314,23 @@ impl RunPlan {
             flows,
             series,
             stats_interval_ns: a.stats_interval,
+            store: match a.db.as_ref().or(file.store.db.as_ref()) {
+                Some(db) => {
+                    let mut config = trawl_store::StoreConfig::default();
+                    if let Some(c) = &file.store.codec {
+                        config.codec = trawl_store::Codec::parse(c).ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "store.codec: unknown codec '{c}' (lz4, zstd, zstd:N, none)"
+                            )
+                        })?;
+                    }
+                    Some(crate::live::StoreOutput {
+                        db: db.clone(),
+                        config,
+                    })
+                }
+                None => None,
+            },
             dump: match a.dump.as_ref().or(file.dump.dir.as_ref()) {
                 Some(dir) => Some(
                     crate::dump::StorePlan::new(dir, &a.store.clone().or(&file.dump))
@@ -346,11 +374,35 @@ mod tests {
         assert_eq!(p.live.interfaces, vec!["eth0".to_string()]);
         assert!(p.ring.is_some());
         assert!(p.dump.is_none(), "no store unless a directory is named");
+        assert!(
+            p.store.is_none(),
+            "no flow database unless a directory is named"
+        );
         let p = plan(&text, &["--dump", "/tmp/x", "--cutoff", "2MiB"]).unwrap();
         let d = p.dump.expect("store asked for");
         assert_eq!(d.dumper.segment_bytes, 1 << 30);
         assert_eq!(d.dumper.cutoff_bytes, Some(2 << 20));
         assert_eq!(d.dumper.dir, std::path::PathBuf::from("/tmp/x"));
+    }
+
+    #[test]
+    fn the_store_table() {
+        let p = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[store]\ndb = \"/srv/f\"\ncodec = \"zstd\"\n",
+            &[],
+        )
+        .unwrap();
+        let st = p.store.expect("flow database asked for");
+        assert_eq!(st.db, std::path::PathBuf::from("/srv/f"));
+        assert_eq!(st.config.codec, trawl_store::Codec::parse("zstd").unwrap());
+        let p = plan("[capture]\ninterfaces = [\"lo\"]\n", &["--db", "/srv/g"]).unwrap();
+        assert_eq!(p.store.unwrap().db, std::path::PathBuf::from("/srv/g"));
+        let e = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[store]\ndb = \"/x\"\ncodec = \"gzip\"\n",
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("store.codec"), "{e}");
     }
 
     #[test]

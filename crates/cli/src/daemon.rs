@@ -44,6 +44,11 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let mut series_feed = plan
         .export
         .open_series_feed(crate::export::ifindex(&plan.live.interfaces[0]))?;
+    // The flow database's directory exists before privileges are dropped (like the outputs).
+    if let Some(st) = &plan.store {
+        std::fs::create_dir_all(&st.db)
+            .with_context(|| format!("cannot create the flow database {}", st.db.display()))?;
+    }
     live::drop_privileges(&plan.live)?;
     for (name, _) in rings.iter().filter(|(n, _)| !n.starts_with('(')) {
         eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
@@ -71,6 +76,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         }),
         export: hub.as_ref(),
         series_feed: series_feed.as_mut(),
+        store: plan.store.as_ref(),
     };
     let status = plan
         .stats_interval_ns
@@ -100,8 +106,32 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         &outcome.meter,
         outcome.bytes_per_flow,
         Some(outcome.series),
-        dump_json.map(|v| ("dump", v)),
+        dump_json
+            .map(|v| ("dump", v))
+            .into_iter()
+            .chain(outcome.store.as_ref().map(|st| {
+                (
+                    "store",
+                    serde_json::json!({
+                        "records": st.records,
+                        "rows": st.rows,
+                        "blocks": st.blocks,
+                        "extra_parts": st.extra_parts,
+                        "bytes": st.bytes,
+                        "records_spanning": st.records_spanning,
+                    }),
+                )
+            }))
+            .collect(),
     );
+    if a.summary == SummaryFormat::Text {
+        if let Some(st) = &outcome.store {
+            eprintln!(
+                "trawl run: flow database: {} records in {} blocks ({} bytes)",
+                st.records, st.blocks, st.bytes
+            );
+        }
+    }
     if !dump_errors.is_empty() {
         return Ok(ExitCode::from(1));
     }

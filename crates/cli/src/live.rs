@@ -222,6 +222,16 @@ pub struct Outputs<'a> {
     pub export: Option<&'a trawl_export::ExportHub>,
     /// Multicast feed of the merged series rows.
     pub series_feed: Option<&'a mut trawl_export::feed::SeriesFeed>,
+    /// The flow database: every worker writes its records into it (Parquet blocks per
+    /// interface and 5-minute interval; workers of one interface add parts to a block).
+    pub store: Option<&'a StoreOutput>,
+}
+
+/// Where `trawl run` stores flow records (`--db`, `[store]`).
+#[derive(Clone, Debug)]
+pub struct StoreOutput {
+    pub db: std::path::PathBuf,
+    pub config: trawl_store::StoreConfig,
 }
 
 impl Outputs<'_> {
@@ -251,6 +261,7 @@ struct WorkerReport {
     filter_rejected: u64,
     duplicates: u64,
     ring: Option<ProducerStats>,
+    store: Option<trawl_store::IngestStats>,
     error: Option<String>,
 }
 
@@ -266,6 +277,8 @@ pub struct LiveOutcome {
     pub duplicates: u64,
     /// Shared rings' producer counters, summed.
     pub ring: Option<ProducerStats>,
+    /// Flow database writers' counters, summed.
+    pub store: Option<trawl_store::IngestStats>,
     pub errors: Vec<String>,
     pub elapsed: Duration,
 }
@@ -296,6 +309,13 @@ pub fn run(
     let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
     let writer = outputs.flows.as_ref().map(|(_, w)| w.clone());
     let series_mode = outputs.series.is_some() || outputs.series_feed.is_some();
+    // The flow database needs records cut at its 5-minute boundaries (exact time-range sums);
+    // the other outputs then get the same cut records.
+    let mut flow = flow.clone();
+    if outputs.store.is_some() {
+        flow.interval_align_ns = trawl_store::BLOCK_NS;
+    }
+    let flow = &flow;
     // Each interface's own series for its multicast group (the merged series of all of them
     // goes to the series output): only with a feed and several interfaces.
     let slots: Vec<(u16, u32)> = workers.iter().map(|w| (w.slot, w.domain)).collect();
@@ -331,6 +351,7 @@ pub fn run(
         let export = outputs
             .export
             .map(|h| crate::export::handle(h, w.domain, w.slot));
+        let store = outputs.store.cloned();
         let handle = std::thread::Builder::new()
             .name(format!("capture-{index}"))
             .spawn(move || {
@@ -340,6 +361,7 @@ pub fn run(
                     flow,
                     writer,
                     export,
+                    store,
                     series_mode,
                     &tx,
                     &stop,
@@ -426,6 +448,7 @@ pub fn run(
         filter_rejected: 0,
         duplicates: 0,
         ring: None,
+        store: None,
         errors: Vec::new(),
         elapsed: Duration::ZERO,
     };
@@ -446,6 +469,12 @@ pub fn run(
                         .ring
                         .get_or_insert_with(ProducerStats::default)
                         .merge(&p);
+                }
+                if let Some(st) = r.store {
+                    outcome
+                        .store
+                        .get_or_insert_with(Default::default)
+                        .merge(&st);
                 }
                 outcome.errors.extend(r.error);
             }
@@ -494,6 +523,7 @@ fn worker_loop(
     flow: FlowConfig,
     writer: Option<RecordWriter>,
     export: Option<trawl_export::ExportHandle>,
+    store: Option<StoreOutput>,
     series_mode: bool,
     tx: &mpsc::SyncSender<Msg>,
     stop: &AtomicBool,
@@ -508,12 +538,21 @@ fn worker_loop(
     }
     // Flows are computed only when something consumes them: `trawl run` without flow or series
     // outputs is a pure capture server feeding its rings, and counts packets only.
-    let mut meter =
-        (writer.is_some() || export.is_some() || series_mode).then(|| FlowMeter::new(flow));
+    let mut store_error = None;
+    let store = store.and_then(|s| match WorkerStore::open(&s, &w) {
+        Ok(ws) => Some(ws),
+        Err(e) => {
+            store_error = Some(format!("flow database {}: {e}", s.db.display()));
+            None
+        }
+    });
+    let mut meter = (writer.is_some() || export.is_some() || store.is_some() || series_mode)
+        .then(|| FlowMeter::new(flow));
     let mut counted = MeterStats::default();
     let state = RefCell::new(WorkerState {
         writer,
         export,
+        store,
         buf: Vec::with_capacity(CHUNK * 2),
         series: series_mode.then(|| SeriesCounter::new(SeriesConfig::default())),
         rows: Vec::new(),
@@ -614,6 +653,16 @@ fn worker_loop(
         m.flush(&mut sink);
     }
     state.borrow_mut().finish(index, tx);
+    let (store, store_finish_error) = match state.borrow_mut().store.take() {
+        Some(ws) => {
+            let earlier = ws.error.clone();
+            match ws.ingest.finish() {
+                Ok(st) => (Some(st), earlier),
+                Err(e) => (None, Some(format!("flow database: {e}"))),
+            }
+        }
+        None => (None, None),
+    };
     let series = state
         .borrow()
         .series
@@ -630,9 +679,12 @@ fn worker_loop(
         filter_rejected,
         duplicates: w.dedup.as_ref().map_or(0, |d| d.stats().duplicates),
         ring: w.ring.as_ref().map(|p| p.stats()),
+        store,
         error: error
             .map(|e| format!("worker {index}: {e}"))
-            .or(ring_errors),
+            .or(ring_errors)
+            .or(store_error)
+            .or(store_finish_error),
     }
 }
 
@@ -667,9 +719,37 @@ fn reserve(remaining: &AtomicU64, want: u64) -> u64 {
     granted
 }
 
+/// A worker's writer into the flow database.
+struct WorkerStore {
+    ingest: trawl_store::Ingest,
+    iface: trawl_store::IfaceId,
+    /// First error; the worker stops storing after it (capture and the other outputs go on).
+    error: Option<String>,
+}
+
+impl WorkerStore {
+    fn open(s: &StoreOutput, w: &Worker) -> trawl_store::Result<WorkerStore> {
+        let mut ingest = trawl_store::Ingest::open(&s.db, s.config.clone())?;
+        // The interface's own name (the label is `iface-worker`).
+        let name = w
+            .source
+            .interfaces()
+            .first()
+            .and_then(|i| i.name.clone())
+            .unwrap_or_else(|| w.label.clone());
+        let iface = ingest.iface(&name)?;
+        Ok(WorkerStore {
+            ingest,
+            iface,
+            error: None,
+        })
+    }
+}
+
 struct WorkerState {
     writer: Option<RecordWriter>,
     export: Option<trawl_export::ExportHandle>,
+    store: Option<WorkerStore>,
     buf: Vec<u8>,
     series: Option<SeriesCounter>,
     rows: Vec<SeriesRow>,
@@ -683,6 +763,11 @@ impl WorkerState {
         }
         if let Some(e) = self.export.as_mut() {
             e.push(r);
+        }
+        if let Some(ws) = self.store.as_mut().filter(|ws| ws.error.is_none()) {
+            if let Err(e) = ws.ingest.push(ws.iface, r) {
+                ws.error = Some(format!("flow database: {e}"));
+            }
         }
     }
 
@@ -698,6 +783,12 @@ impl WorkerState {
     fn tick(&mut self, now: u64, index: usize, tx: &mpsc::SyncSender<Msg>) {
         if let Some(e) = self.export.as_mut() {
             e.tick();
+        }
+        // Blocks whose interval (plus the grace time) the packet clock has passed.
+        if let Some(ws) = self.store.as_mut().filter(|ws| ws.error.is_none()) {
+            if let Err(e) = ws.ingest.advance(now) {
+                ws.error = Some(format!("flow database: {e}"));
+            }
         }
         if let Some(s) = self.series.as_mut() {
             let rows = &mut self.rows;

@@ -70,6 +70,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                     series: None,
                     export: hub.as_ref(),
                     series_feed: None,
+                    store: None,
                 };
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;
@@ -139,6 +140,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                     series: Some((&mut out, writer)),
                     export: hub.as_ref(),
                     series_feed: feed.as_mut(),
+                    store: None,
                 };
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;

@@ -14,10 +14,19 @@ pub fn print(
     bytes_per_flow: usize,
     series: Option<SeriesStats>,
 ) {
-    print_with(command, format, report, m, bytes_per_flow, series, None)
+    print_with(
+        command,
+        format,
+        report,
+        m,
+        bytes_per_flow,
+        series,
+        Vec::new(),
+    )
 }
 
-/// [`print()`] with one more section in the JSON object (the packet store of `trawl run`).
+/// [`print()`] with more sections in the JSON object (`trawl run`'s packet store and flow
+/// database).
 pub fn print_with(
     command: &str,
     format: SummaryFormat,
@@ -25,7 +34,7 @@ pub fn print_with(
     m: &MeterStats,
     bytes_per_flow: usize,
     series: Option<SeriesStats>,
-    extra: Option<(&str, serde_json::Value)>,
+    extra: Vec<(&str, serde_json::Value)>,
 ) {
     match format {
         SummaryFormat::None => {}
@@ -99,7 +108,7 @@ pub fn print_with(
                 v["series_late_packets"] = s.late_packets.into();
                 v["series_skipped_empty_seconds"] = s.skipped_empty_seconds.into();
             }
-            if let Some((key, value)) = extra {
+            for (key, value) in extra {
                 v[key] = value;
             }
             eprintln!("{v}");

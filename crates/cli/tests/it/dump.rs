@@ -568,3 +568,63 @@ fn through_the_ring_or_straight_the_store_is_the_same() {
     assert_eq!(outs[0], outs[1]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn run_stores_live_flow_records_in_the_flow_database() {
+    let lab = lab();
+    let dir = tempdir("live-db");
+    let db = dir.join("db");
+    let child = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--no-ring",
+        "--db",
+        s(&db),
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(child);
+    let want = file_packets(&pcap("android.pcap"));
+    assert!(
+        summary["store"]["blocks"].as_u64().unwrap() >= 1,
+        "{summary}"
+    );
+    let q = trawl(&[
+        "query",
+        "-d",
+        s(&db),
+        "-i",
+        &lab.host,
+        "proto",
+        "--format",
+        "json",
+    ]);
+    assert!(q.status.success(), "{}", String::from_utf8_lossy(&q.stderr));
+    let result: serde_json::Value = serde_json::from_slice(&q.stdout).unwrap();
+    let t = &result["totals"];
+    let n = |k: &str| t[k].as_u64().unwrap_or_else(|| panic!("{k} in {t}"));
+    // Every captured packet with a flow key is in exactly one stored row: the same sums as the
+    // flow records of the file that was replayed.
+    let records = trawl(&["flows", "-r", s(&pcap("android.pcap")), "--summary", "none"]);
+    let (mut packets, mut bytes) = (0, 0);
+    for line in String::from_utf8(records.stdout).unwrap().lines() {
+        let r: serde_json::Value = serde_json::from_str(line).unwrap();
+        packets += r["fwd_packets"].as_u64().unwrap() + r["rev_packets"].as_u64().unwrap();
+        bytes += r["fwd_bytes"].as_u64().unwrap() + r["rev_bytes"].as_u64().unwrap();
+    }
+    assert!(packets > 0 && packets <= want.len() as u64);
+    assert_eq!(n("fwd_packets") + n("rev_packets"), packets, "{t}");
+    assert_eq!(n("fwd_bytes") + n("rev_bytes"), bytes, "{t}");
+    assert_eq!(
+        n("flows"),
+        summary["records"].as_u64().unwrap(),
+        "{t} {summary}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
