@@ -75,6 +75,19 @@ pub fn corpus_captures(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The captures of the whole corpus for a sweep, or `None` (said loudly by [`corpus_dir`]) when
+/// there is no corpus. Panics when the corpus looks incomplete: a sweep over a handful of files
+/// would pass for the wrong reason.
+pub fn corpus_sweep_files() -> Option<Vec<PathBuf>> {
+    let files = corpus_captures(&corpus_dir()?);
+    assert!(
+        files.len() > 1000,
+        "corpus looks incomplete: {} files",
+        files.len()
+    );
+    Some(files)
+}
+
 /// One row of the oracle's exact flow table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OracleFlow {

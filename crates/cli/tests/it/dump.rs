@@ -349,27 +349,25 @@ fn mistakes_are_named() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `trawl run -i HOST ARGS --duration 3s` while android.pcap is replayed into the host end of
+/// the lab; its JSON summary.
+fn run_during_replay(lab: &trawl_testkit::netns::VethLab, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["run", "-i", lab.host.as_str()];
+    all.extend_from_slice(args);
+    all.extend(["--duration", "3s", "--summary", "json"]);
+    let child = trawl_live(&all);
+    std::thread::sleep(Duration::from_millis(700));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    wait_json(child).1
+}
+
 #[test]
 fn run_stores_every_live_packet() {
     let lab = lab();
     let dir = tempdir("live");
     let store = dir.join("store");
-    let child = trawl_live(&[
-        "run",
-        "-i",
-        &lab.host,
-        "--no-ring",
-        "--dump",
-        s(&store),
-        "--duration",
-        "3s",
-        "--summary",
-        "json",
-    ]);
-    std::thread::sleep(Duration::from_millis(700));
-    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
-        .expect("replay");
-    let (_, summary) = wait_json(child);
+    let summary = run_during_replay(&lab, &["--no-ring", "--dump", s(&store)]);
     let want = file_packets(&pcap("android.pcap"));
     assert_eq!(summary["dump"]["packets_written"], want.len(), "{summary}");
     let back = dir.join("back.pcap");
@@ -471,25 +469,11 @@ fn two_workers_store_every_packet_and_read_back_in_time_order() {
     let lab = lab();
     let dir = tempdir("workers");
     let store = dir.join("store");
-    let child = trawl_live(&[
-        "run",
-        "-i",
-        &lab.host,
-        "--workers",
-        "2",
-        "--ring",
-        &format!("w{}", std::process::id()),
-        "--dump",
-        s(&store),
-        "--duration",
-        "3s",
-        "--summary",
-        "json",
-    ]);
-    std::thread::sleep(Duration::from_millis(700));
-    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
-        .expect("replay");
-    let (_, summary) = wait_json(child);
+    let ring = format!("w{}", std::process::id());
+    let summary = run_during_replay(
+        &lab,
+        &["--workers", "2", "--ring", &ring, "--dump", s(&store)],
+    );
     let mut want = file_packets(&pcap("android.pcap"));
     assert_eq!(summary["dump"]["packets_written"], want.len(), "{summary}");
     // One stream per worker.
@@ -574,22 +558,7 @@ fn run_stores_live_flow_records_in_the_flow_database() {
     let lab = lab();
     let dir = tempdir("live-db");
     let db = dir.join("db");
-    let child = trawl_live(&[
-        "run",
-        "-i",
-        &lab.host,
-        "--no-ring",
-        "--db",
-        s(&db),
-        "--duration",
-        "3s",
-        "--summary",
-        "json",
-    ]);
-    std::thread::sleep(Duration::from_millis(700));
-    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
-        .expect("replay");
-    let (_, summary) = wait_json(child);
+    let summary = run_during_replay(&lab, &["--no-ring", "--db", s(&db)]);
     let want = file_packets(&pcap("android.pcap"));
     assert!(
         summary["store"]["blocks"].as_u64().unwrap() >= 1,
