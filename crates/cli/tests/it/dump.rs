@@ -285,67 +285,74 @@ fn packets_pipe_into_tshark() {
 #[test]
 fn mistakes_are_named() {
     let dir = tempdir("mistakes");
-    let e = trawl(&["packets", "-d", s(&dir.join("nope")), "-w", "/dev/null"]);
-    assert_eq!(e.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&e.stderr).contains("nope"));
-    let e = trawl(&[
-        "packets",
-        "-d",
-        s(&dir),
-        "--from",
-        "2024-13-01",
-        "-w",
-        "/dev/null",
-    ]);
-    assert!(
-        String::from_utf8_lossy(&e.stderr).contains("character 6"),
-        "{e:?}"
-    );
-    let e = trawl(&[
-        "packets",
-        "-d",
-        s(&dir),
-        "--from",
-        "-1h",
-        "--to",
-        "-2h",
-        "-w",
-        "/dev/null",
-    ]);
-    assert!(String::from_utf8_lossy(&e.stderr).contains("--to must be after --from"));
-    let e = trawl(&[
-        "packets",
-        "-d",
-        s(&dir),
-        "-f",
-        "host nonsense..x",
-        "-w",
-        "/dev/null",
-    ]);
-    assert_eq!(e.status.code(), Some(2));
-    let e = trawl(&[
-        "dump",
-        "-r",
-        s(&pcap("android.pcap")),
-        "-w",
-        s(&dir),
-        "--retention-size",
-        "1MiB",
-    ]);
-    assert!(
-        String::from_utf8_lossy(&e.stderr).contains("leaves no room"),
-        "{e:?}"
-    );
-    let e = trawl(&[
-        "dump",
-        "-r",
-        s(&pcap("android.pcap")),
-        "-w",
-        s(&dir),
-        "--write-block",
-        "1000",
-    ]);
-    assert!(String::from_utf8_lossy(&e.stderr).contains("4096"), "{e:?}");
+    let (d, missing, capture) = (s(&dir), dir.join("nope"), pcap("android.pcap"));
+    // (arguments, what the message must say); every one is a usage error: exit code 2.
+    let cases: [(Vec<&str>, &str); 6] = [
+        (
+            vec!["packets", "-d", s(&missing), "-w", "/dev/null"],
+            "nope",
+        ),
+        (
+            vec![
+                "packets",
+                "-d",
+                d,
+                "--from",
+                "2024-13-01",
+                "-w",
+                "/dev/null",
+            ],
+            "character 6",
+        ),
+        (
+            vec![
+                "packets",
+                "-d",
+                d,
+                "--from",
+                "-1h",
+                "--to",
+                "-2h",
+                "-w",
+                "/dev/null",
+            ],
+            "--to must be after --from",
+        ),
+        (
+            vec![
+                "packets",
+                "-d",
+                d,
+                "-f",
+                "host nonsense..x",
+                "-w",
+                "/dev/null",
+            ],
+            "filter",
+        ),
+        (
+            vec![
+                "dump",
+                "-r",
+                s(&capture),
+                "-w",
+                d,
+                "--retention-size",
+                "1MiB",
+            ],
+            "leaves no room",
+        ),
+        (
+            vec!["dump", "-r", s(&capture), "-w", d, "--write-block", "1000"],
+            "4096",
+        ),
+    ];
+    for (args, says) in cases {
+        let e = trawl(&args);
+        let stderr = String::from_utf8_lossy(&e.stderr);
+        assert_eq!(e.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
