@@ -6,7 +6,8 @@
 # tpacket_block (any bytes as a TPACKET_V3 block through the live capture walk), packet_store
 # (any bytes as a stored segment and its index: reading, index parsing, crash repair),
 # flow_decoder (any bytes as a sequence of IPFIX / NetFlow v9 / v5 messages through the
-# collector's decoder).
+# collector's decoder), query_syntax (any text as a `trawl query` condition: errors point inside
+# it, what parses round-trips through its canonical form).
 # Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder)
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do
