@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_bpf::FilterSet;
-use trawl_capture::{FileSource, Interface, PacketSource, PcapWriter};
+use trawl_capture::{FileSource, Interface, LinkType, PacketSource, PcapWriter, PcapngWriter};
 use trawl_packets::{
     set_io_priority, Budget, Dumper, DumperConfig, DumperStats, IoPriority, PacketStore, Retention,
     RetentionConfig, RetentionHandle, RetentionStats, Selection,
@@ -230,9 +230,13 @@ pub struct PacketsArgs {
     /// Only packets of this interface (repeat for several).
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
-    /// Write the packets to this pcap file (`-`: standard output, e.g. into `tshark -r -`).
+    /// Write the packets to this capture file (`-`: standard output, e.g. into `tshark -r -`).
     #[arg(short = 'w', long = "write", value_name = "PATH")]
     pub write: PathBuf,
+    /// pcap (one link type) or pcapng (interfaces kept, link types may mix); default pcapng
+    /// for a `.pcapng` file name, else pcap.
+    #[arg(long, value_enum)]
+    pub format: Option<CaptureFormat>,
     /// Stop after this many packets.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
@@ -583,9 +587,13 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     };
     let started = Instant::now();
     let out = crate::args::open_output(&a.write)?;
-    let mut sink = Some(std::io::BufWriter::with_capacity(1 << 20, out));
-    let mut writer: Option<PcapWriter<_>> = None;
-    let mut link = None;
+    let sink = std::io::BufWriter::with_capacity(1 << 20, out);
+    let pcapng = match a.format {
+        Some(CaptureFormat::Pcapng) => true,
+        Some(CaptureFormat::Pcap) => false,
+        None => a.write.extension().is_some_and(|e| e == "pcapng"),
+    };
+    let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -593,35 +601,19 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         if written >= limit {
             return ControlFlow::Break(());
         }
-        if writer.is_none() {
-            link = Some(p.link_type);
-            match PcapWriter::new(sink.take().expect("once"), p.link_type, 262_144) {
-                Ok(w) => writer = Some(w),
-                Err(e) => {
-                    failure = Some(e.into());
-                    return ControlFlow::Break(());
-                }
-            }
-        }
-        if link != Some(p.link_type) {
-            failure = Some(anyhow::anyhow!(
-                "the selection mixes link types ({} and {}, interface {}): a pcap file holds one; \
-                 select interfaces with -i",
-                link.map_or(0, |l| l.0),
-                p.link_type.0,
-                p.iface
-            ));
-            return ControlFlow::Break(());
-        }
-        let w = writer.as_mut().expect("created above");
-        match w.write(p.ts_ns, p.wire_len, p.data) {
+        match writer.write(p) {
             Ok(()) => {
                 written += 1;
                 ControlFlow::Continue(())
             }
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ControlFlow::Break(()),
+            Err(e)
+                if e.downcast_ref::<std::io::Error>()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+            {
+                ControlFlow::Break(())
+            }
             Err(e) => {
-                failure = Some(e.into());
+                failure = Some(e);
                 ControlFlow::Break(())
             }
         }
@@ -629,18 +621,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     if let Some(e) = failure {
         return Err(e);
     }
-    match writer {
-        Some(w) => finish_pcap(w.finish())?,
-        // Nothing matched: still a valid (empty) capture file.
-        None => finish_pcap(
-            PcapWriter::new(
-                sink.take().expect("unused"),
-                trawl_capture::LinkType::ETHERNET,
-                262_144,
-            )
-            .and_then(|w| w.finish()),
-        )?,
-    }
+    writer.finish()?;
     let secs = started.elapsed().as_secs_f64();
     let json = serde_json::json!({
         "command": "packets",
@@ -682,11 +663,85 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     })
 }
 
-fn finish_pcap<W: std::io::Write>(r: std::io::Result<W>) -> Result<()> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(e.into()),
+/// The capture file `trawl packets` writes.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureFormat {
+    /// Classic pcap, nanosecond timestamps: one link type per file.
+    Pcap,
+    /// pcapng: one interface block per stored interface (names kept), link types may mix.
+    Pcapng,
+}
+
+/// A pcap file opened at the first packet (its link type goes into the header), or a pcapng
+/// file with an interface block per (interface name, link type) met.
+enum CaptureOut<W: std::io::Write> {
+    PcapPending(Option<W>),
+    Pcap(PcapWriter<W>, LinkType),
+    Pcapng(PcapngWriter<W>, Vec<(String, LinkType)>),
+}
+
+impl<W: std::io::Write> CaptureOut<W> {
+    fn new(sink: W, pcapng: bool) -> Result<Self> {
+        Ok(if pcapng {
+            CaptureOut::Pcapng(PcapngWriter::new(sink)?, Vec::new())
+        } else {
+            CaptureOut::PcapPending(Some(sink))
+        })
+    }
+
+    fn write(&mut self, p: &trawl_packets::StoredPacket<'_>) -> Result<()> {
+        if let CaptureOut::PcapPending(sink) = self {
+            let sink = sink.take().expect("replaced below");
+            *self = CaptureOut::Pcap(PcapWriter::new(sink, p.link_type, 262_144)?, p.link_type);
+        }
+        match self {
+            CaptureOut::Pcap(w, link) => {
+                if *link != p.link_type {
+                    bail!(
+                        "the selection mixes link types ({} and {}, interface {}): a pcap file \
+                         holds one; write pcapng (--format pcapng or a .pcapng file) or select \
+                         interfaces with -i",
+                        link.0,
+                        p.link_type.0,
+                        p.iface
+                    );
+                }
+                w.write(p.ts_ns, p.wire_len, p.data)?;
+            }
+            CaptureOut::Pcapng(w, ifaces) => {
+                let id = match ifaces
+                    .iter()
+                    .position(|(n, l)| n == p.iface && *l == p.link_type)
+                {
+                    Some(i) => i as u32,
+                    None => {
+                        ifaces.push((p.iface.to_string(), p.link_type));
+                        w.add_interface(p.link_type, 262_144, Some(p.iface))?
+                    }
+                };
+                w.write(id, p.ts_ns, p.wire_len, p.data)?;
+            }
+            CaptureOut::PcapPending(_) => unreachable!("opened above"),
+        }
+        Ok(())
+    }
+
+    /// Flushes; a selection with no packet still makes a valid (empty) capture file. A reader
+    /// that went away (`-w -` into `head`) is not an error.
+    fn finish(self) -> Result<()> {
+        let r = match self {
+            CaptureOut::PcapPending(Some(sink)) => {
+                PcapWriter::new(sink, LinkType::ETHERNET, 262_144)
+                    .and_then(|w| w.finish().map(drop))
+            }
+            CaptureOut::PcapPending(None) => Ok(()),
+            CaptureOut::Pcap(w, _) => w.finish().map(drop),
+            CaptureOut::Pcapng(w, _) => w.finish().map(drop),
+        };
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+            _ => Ok(()),
+        }
     }
 }
 

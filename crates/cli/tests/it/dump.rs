@@ -604,3 +604,61 @@ fn run_stores_live_flow_records_in_the_flow_database() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn pcapng_output_keeps_interfaces_and_mixes_link_types() {
+    let dir = tempdir("pcapng");
+    let input = pcap("many_interfaces-1.pcapng");
+    let store = dir.join("store");
+    ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--summary",
+        "json",
+    ]));
+    let fields = |file: &Path| {
+        let out = Command::new("tshark")
+            .args(["-n", "-r", s(file), "-T", "fields"])
+            .args([
+                "-e",
+                "frame.time_epoch",
+                "-e",
+                "frame.len",
+                "-e",
+                "frame.interface_name",
+            ])
+            .args(["-e", "frame.encap_type"])
+            .stderr(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let mut v: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let back = dir.join("back.pcapng");
+    ok(&trawl(&[
+        "packets",
+        "-d",
+        s(&store),
+        "-w",
+        s(&back),
+        "--summary",
+        "json",
+    ]));
+    let want = fields(&input);
+    assert!(want.iter().any(|l| l.contains("lo0")) && want.iter().any(|l| l.contains("en0")));
+    assert_eq!(fields(&back), want);
+    // As pcap the same selection is refused, saying why and what to do.
+    let e = trawl(&["packets", "-d", s(&store), "-w", s(&dir.join("x.pcap"))]);
+    let stderr = String::from_utf8_lossy(&e.stderr);
+    assert!(!e.status.success() && stderr.contains("pcapng"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
