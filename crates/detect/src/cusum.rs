@@ -154,6 +154,20 @@ impl Cusum {
         self.interval += 1;
     }
 
+    /// Counts `k` intervals in which every channel observed 0 without evaluating them: valid
+    /// when every `y` is already 0 (zero observations then keep it there). The means are not
+    /// decayed toward 0 over the skipped intervals, which only makes the detector more
+    /// tolerant afterwards. Used to cross long idle gaps in constant time.
+    pub fn skip_idle(&mut self, k: u64) {
+        debug_assert!(self.y.iter().all(|&y| y == 0.0), "skip_idle with y > 0");
+        self.interval += k;
+    }
+
+    /// Whether every channel's `y` is 0.
+    pub fn all_zero(&self) -> bool {
+        self.y.iter().all(|&y| y == 0.0)
+    }
+
     #[inline]
     fn update(&mut self, ch: usize, x: f64, n: u64) -> Transition {
         let c = &self.config;

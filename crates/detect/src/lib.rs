@@ -23,3 +23,4 @@
 
 pub mod cusum;
 pub mod sketch;
+pub mod synflood;
