@@ -22,5 +22,6 @@
 #![deny(missing_docs)]
 
 pub mod cusum;
+pub mod heavy;
 pub mod sketch;
 pub mod synflood;

@@ -536,6 +536,7 @@ mod tests {
             let SynFloodEvent::Start {
                 onset_ns,
                 detected_ns,
+                rate,
                 ..
             } = *mine[0]
             else {
@@ -586,6 +587,12 @@ mod tests {
                 f.victim
             );
             assert!(end_ns > f.end_ns(t0) && end_ns - f.end_ns(t0) <= end_bound);
+            // The raising interval's count exceeded mean + drift (else y could not have risen)
+            // and is a (possibly partial) interval of this flood.
+            assert!(
+                rate > c.drift && rate <= f.rate as f64 * 1.05 + 2.0,
+                "rate {rate}"
+            );
             // Estimates only overcount; the sketch's ε·N slack is tiny at these volumes.
             assert!(peak_rate >= f.rate as f64 && peak_rate <= f.rate as f64 * 1.05 + 2.0);
             let sent = (f.rate as f64 * f.secs) as u64;
