@@ -28,8 +28,9 @@ pub struct CusumConfig {
     pub alpha: f64,
     /// The mean before any observation.
     pub initial_mean: f64,
-    /// Intervals at the start that only teach the mean (no accumulation, no alarm): without
-    /// them a channel whose normal level is far above `initial_mean` alarms at once.
+    /// Intervals at the start that only teach the mean, as their plain average (no
+    /// accumulation, no alarm): without them a channel whose normal level is far above
+    /// `initial_mean` alarms at once.
     pub warmup: u64,
 }
 
@@ -42,7 +43,10 @@ impl Default for CusumConfig {
             ceiling: 40.0,
             alpha: 0.1,
             initial_mean: 0.0,
-            warmup: 0,
+            // A detector starts cold: without a warm-up, every channel whose normal level is
+            // above `drift` alarms at once and, as the mean learns only outside alarm, stays
+            // there.
+            warmup: 5,
         }
     }
 }
@@ -172,7 +176,9 @@ impl Cusum {
     fn update(&mut self, ch: usize, x: f64, n: u64) -> Transition {
         let c = &self.config;
         if n < c.warmup {
-            self.mean[ch] += c.alpha * (x - self.mean[ch]);
+            // The plain average of the warm-up intervals: an EWMA from `initial_mean` would
+            // still be far from the level after a few intervals (41 % of it after 5 at 0.1).
+            self.mean[ch] += (x - self.mean[ch]) / (n + 1) as f64;
             return Transition::None;
         }
         let prev = self.y[ch];

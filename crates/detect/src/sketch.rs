@@ -214,7 +214,10 @@ impl<K: Copy + Eq + Hash> SpaceSaving<K> {
             counters: Vec::with_capacity(k),
             heap: Vec::with_capacity(k),
             pos: Vec::with_capacity(k),
-            index: HashMap::with_capacity(k),
+            // Twice k: every eviction is a remove and an insert, and the tombstones removals
+            // may leave eventually force a rehash; with at most half the capacity in use that
+            // rehash is in place, never a reallocation.
+            index: HashMap::with_capacity(2 * k),
             total: 0,
         }
     }

@@ -621,10 +621,16 @@ mod tests {
     #[test]
     fn observe_and_advance_by_clock() {
         let mut det = SynFloodDetector::new(SynFloodConfig::default());
+        assert!(SynFloodConfig::default().cusum.warmup > 0);
         let victim: [u8; 16] = Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped().octets();
         let other: [u8; 16] = Ipv4Addr::new(10, 0, 0, 8).to_ipv6_mapped().octets();
         let mut events = Vec::new();
-        let t0 = 1_000 * SECOND_NS;
+        // Quiet traffic through the warm-up intervals, which only teach the means.
+        let warm = SynFloodConfig::default().cusum.warmup;
+        for i in 0..warm * 10 {
+            det.observe(i * SECOND_NS / 10, &other, true, &mut events);
+        }
+        let t0 = warm * SECOND_NS;
         for i in 0..500u64 {
             // 100 SYN/s to the victim for 5 s; one non-SYN to another host each time.
             det.observe(t0 + i * SECOND_NS / 100, &victim, true, &mut events);
