@@ -150,6 +150,12 @@ impl Cusum {
         assert_eq!(xs.len(), self.y.len(), "one observation per channel");
         let n = self.interval;
         for (ch, &x) in xs.iter().enumerate() {
+            // A quiet channel (nothing observed, nothing accumulated, nothing learned) stays as
+            // it is: exactly what `update` would compute, without the arithmetic. Most cells
+            // of a sparse sketch are quiet, so this is most of an interval close.
+            if x == 0 && self.y[ch] == 0.0 && self.mean[ch] == 0.0 && n >= self.config.warmup {
+                continue;
+            }
             let t = self.update(ch, x as f64, n);
             if t != Transition::None {
                 on_change(ch, t);
@@ -191,8 +197,11 @@ impl Cusum {
         let now = if was { y > c.low } else { y > c.threshold };
         self.alarm[ch] = now;
         if !now {
-            // Only intervals judged normal teach the mean.
-            self.mean[ch] += c.alpha * (x - self.mean[ch]);
+            // Only intervals judged normal teach the mean. A mean decayed below 1e-9 is 0, so
+            // a channel that fell silent becomes quiet (see `step`) instead of decaying
+            // through subnormals for thousands of intervals.
+            let m = self.mean[ch] + c.alpha * (x - self.mean[ch]);
+            self.mean[ch] = if m < 1e-9 { 0.0 } else { m };
         }
         match (was, now) {
             (false, true) => Transition::Raised,
