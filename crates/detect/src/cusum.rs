@@ -315,6 +315,29 @@ mod tests {
         assert_eq!(ev.first().map(|e| e.1), Some(Transition::Raised), "{ev:?}");
     }
 
+    /// A channel that falls silent decays its mean to exactly 0 and then behaves like a fresh
+    /// one: the quiet fast path changes nothing observable.
+    #[test]
+    fn silent_channel_becomes_quiet_and_still_detects() {
+        let cfg = CusumConfig {
+            warmup: 0,
+            ..config()
+        };
+        let mut c = Cusum::new(1, cfg);
+        for _ in 0..50 {
+            c.step(&[4], |_, _| {});
+        }
+        assert!(c.mean(0) > 3.0);
+        for _ in 0..300 {
+            c.step(&[0], |_, _| {});
+        }
+        assert_eq!((c.mean(0), c.y(0)), (0.0, 0.0));
+        let mut t = Vec::new();
+        c.step(&[36], |_, tr| t.push(tr)); // y = 36 − 5 = 31 > 30
+        assert_eq!(t, vec![Transition::Raised]);
+        assert_eq!(c.onset(0), 350);
+    }
+
     #[test]
     fn low_threshold_ends_alarm_sooner() {
         let mut xs = vec![100u64; 5];
