@@ -61,6 +61,8 @@ pub enum Command {
     /// Query the flow database: group by attributes, filter by a condition and a time range.
     #[command(after_help = crate::query::QUERY_HELP)]
     Query(crate::query::QueryArgs),
+    /// Run a detection application (SYN floods) over capture files; events as JSON lines.
+    Detect(crate::detect::DetectArgs),
 }
 
 #[derive(Args, Debug)]

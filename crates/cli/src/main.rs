@@ -3,6 +3,7 @@ mod args;
 mod collect;
 mod config;
 mod daemon;
+mod detect;
 mod dump;
 mod export;
 mod ingest;
@@ -210,6 +211,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Subscribe(a) => subscribe::run(&a),
         Command::Ingest(a) => ingest::run(&a),
         Command::Query(a) => query::run(&a),
+        Command::Detect(a) => detect::run(&a),
     }
 }
 
