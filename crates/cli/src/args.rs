@@ -119,6 +119,12 @@ pub struct RunArgs {
     /// interval, `trawl query -d DIR`); records are then cut at 5-minute boundaries.
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
+    /// Flow database retention: delete days older than this many days (checked every minute).
+    #[arg(long = "db-keep-days", value_name = "DAYS")]
+    pub db_keep_days: Option<u32>,
+    /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
+    #[arg(long = "db-max-size", value_name = "SIZE", value_parser = parse_size)]
+    pub db_max_size: Option<usize>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.

@@ -134,6 +134,8 @@ struct Series {
 struct StoreTable {
     db: Option<PathBuf>,
     codec: Option<String>,
+    keep_days: Option<u32>,
+    max_size: Option<Quantity>,
 }
 
 /// Everything `trawl run` needs, checked.
@@ -324,9 +326,18 @@ impl RunPlan {
                             )
                         })?;
                     }
+                    let max_bytes = match (a.db_max_size, &file.store.max_size) {
+                        (Some(b), _) => Some(b as u64),
+                        (None, Some(q)) => Some(q.bytes("store.max_size")? as u64),
+                        (None, None) => None,
+                    };
                     Some(crate::live::StoreOutput {
                         db: db.clone(),
                         config,
+                        retention: trawl_store::Retention {
+                            max_age_days: a.db_keep_days.or(file.store.keep_days),
+                            max_bytes,
+                        },
                     })
                 }
                 None => None,
@@ -394,9 +405,17 @@ mod tests {
         .unwrap();
         let st = p.store.expect("flow database asked for");
         assert_eq!(st.db, std::path::PathBuf::from("/srv/f"));
+        assert_eq!(st.retention, trawl_store::Retention::default());
         assert_eq!(st.config.codec, trawl_store::Codec::parse("zstd").unwrap());
-        let p = plan("[capture]\ninterfaces = [\"lo\"]\n", &["--db", "/srv/g"]).unwrap();
-        assert_eq!(p.store.unwrap().db, std::path::PathBuf::from("/srv/g"));
+        let p = plan(
+            "[capture]\ninterfaces = [\"lo\"]\n[store]\nkeep_days = 30\nmax_size = \"2GiB\"\n",
+            &["--db", "/srv/g", "--db-keep-days", "7"],
+        )
+        .unwrap();
+        let st = p.store.unwrap();
+        assert_eq!(st.db, std::path::PathBuf::from("/srv/g"));
+        assert_eq!(st.retention.max_age_days, Some(7), "the command line wins");
+        assert_eq!(st.retention.max_bytes, Some(2 << 30));
         let e = plan(
             "[capture]\ninterfaces = [\"lo\"]\n[store]\ndb = \"/x\"\ncodec = \"gzip\"\n",
             &[],

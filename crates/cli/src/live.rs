@@ -232,6 +232,8 @@ pub struct Outputs<'a> {
 pub struct StoreOutput {
     pub db: std::path::PathBuf,
     pub config: trawl_store::StoreConfig,
+    /// Applied every minute while the run goes, and once at its end.
+    pub retention: trawl_store::Retention,
 }
 
 impl Outputs<'_> {

@@ -662,3 +662,37 @@ fn pcapng_output_keeps_interfaces_and_mixes_link_types() {
     assert!(!e.status.success() && stderr.contains("pcapng"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn run_applies_the_flow_database_retention() {
+    let lab = lab();
+    let dir = tempdir("db-retention");
+    let db = dir.join("db");
+    // Years-old blocks first (the sample capture is from 2010 and 2015).
+    let sample = trawl_testkit::testdata("oracle/many-protocols.pcap.gz");
+    let out = trawl(&[
+        "ingest",
+        "-r",
+        s(&sample),
+        "--db",
+        s(&db),
+        "-i",
+        "old",
+        "--summary",
+        "none",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(db.join("iface=old").is_dir());
+    let summary = run_during_replay(&lab, &["--no-ring", "--db", s(&db), "--db-keep-days", "30"]);
+    let r = &summary["store"]["retention"];
+    assert!(r["blocks_deleted"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(r["errors"].as_array().unwrap().len(), 0, "{summary}");
+    // The old interface is gone, today's blocks stay.
+    assert!(!db.join("iface=old").exists());
+    assert!(db.join(format!("iface={}", lab.host)).is_dir());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
