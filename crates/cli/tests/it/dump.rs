@@ -87,15 +87,7 @@ fn dump_then_packets_gives_back_the_capture_as_tshark_reads_it() {
     );
     assert!(sum["segments"].as_u64().unwrap() > 1);
     let back = dir.join("back.pcap");
-    let out = trawl(&[
-        "packets",
-        "-d",
-        s(&store),
-        "-w",
-        s(&back),
-        "--summary",
-        "json",
-    ]);
+    let out = extract_all(&store, &back);
     let psum = ok(&out);
     assert_eq!(psum["packets_written"], sum["packets_written"]);
     // tshark reads the extracted file as it reads the original: same times, lengths...
@@ -108,6 +100,11 @@ fn dump_then_packets_gives_back_the_capture_as_tshark_reads_it() {
         .find(|p| p.extension().is_some_and(|e| e == "pcap"));
     assert!(!tshark_frames(&seg.unwrap(), None).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `trawl packets` of everything in `store` into the capture file `out`.
+fn extract_all(store: &Path, out: &Path) -> Output {
+    trawl(&["packets", "-d", s(store), "-w", s(out), "--summary", "json"])
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -378,15 +375,7 @@ fn run_stores_every_live_packet() {
     let want = file_packets(&pcap("android.pcap"));
     assert_eq!(summary["dump"]["packets_written"], want.len(), "{summary}");
     let back = dir.join("back.pcap");
-    let out = trawl(&[
-        "packets",
-        "-d",
-        s(&store),
-        "-w",
-        s(&back),
-        "--summary",
-        "json",
-    ]);
+    let out = extract_all(&store, &back);
     assert_eq!(ok(&out)["packets_written"], want.len());
     assert_eq!(file_packets(&back), want);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -492,15 +481,7 @@ fn two_workers_store_every_packet_and_read_back_in_time_order() {
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
     let back = dir.join("back.pcap");
-    ok(&trawl(&[
-        "packets",
-        "-d",
-        s(&store),
-        "-w",
-        s(&back),
-        "--summary",
-        "json",
-    ]));
+    ok(&extract_all(&store, &back));
     let times: Vec<f64> = tshark_frames(&back, None)
         .iter()
         .map(|l| l.split('\t').next().unwrap().parse().unwrap())
@@ -644,15 +625,7 @@ fn pcapng_output_keeps_interfaces_and_mixes_link_types() {
         v
     };
     let back = dir.join("back.pcapng");
-    ok(&trawl(&[
-        "packets",
-        "-d",
-        s(&store),
-        "-w",
-        s(&back),
-        "--summary",
-        "json",
-    ]));
+    ok(&extract_all(&store, &back));
     let want = fields(&input);
     assert!(want.iter().any(|l| l.contains("lo0")) && want.iter().any(|l| l.contains("en0")));
     assert_eq!(fields(&back), want);
