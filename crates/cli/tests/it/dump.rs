@@ -102,6 +102,19 @@ fn dump_then_packets_gives_back_the_capture_as_tshark_reads_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `trawl dump` of the capture `input` into `store`, which must succeed; its summary.
+fn dump_into(input: &Path, store: &Path) -> serde_json::Value {
+    ok(&trawl(&[
+        "dump",
+        "-r",
+        s(input),
+        "-w",
+        s(store),
+        "--summary",
+        "json",
+    ]))
+}
+
 /// `trawl packets` of everything in `store` into the capture file `out`.
 fn extract_all(store: &Path, out: &Path) -> Output {
     trawl(&["packets", "-d", s(store), "-w", s(out), "--summary", "json"])
@@ -126,15 +139,7 @@ fn windows_and_filters_select_what_tshark_selects() {
     let dir = tempdir("select");
     let input = gunzip(&trawl_testkit::testdata("oracle/1kxun.pcap.gz"), &dir);
     let store = dir.join("store");
-    ok(&trawl(&[
-        "dump",
-        "-r",
-        s(&input),
-        "-w",
-        s(&store),
-        "--summary",
-        "json",
-    ]));
+    dump_into(&input, &store);
     let all = tshark_frames(&input, None);
     // The middle half of the packets (the capture has outliers years apart).
     let mut times: Vec<String> = all
@@ -237,15 +242,7 @@ fn packets_pipe_into_tshark() {
     let dir = tempdir("pipe");
     let store = dir.join("store");
     let input = pcap("android.pcap");
-    ok(&trawl(&[
-        "dump",
-        "-r",
-        s(&input),
-        "-w",
-        s(&store),
-        "--summary",
-        "json",
-    ]));
+    dump_into(&input, &store);
     let mut trawl_out = Command::new(env!("CARGO_BIN_EXE_trawl"))
         .args(["packets", "-d", s(&store), "-w", "-", "--summary", "none"])
         .stdout(Stdio::piped())
@@ -591,15 +588,7 @@ fn pcapng_output_keeps_interfaces_and_mixes_link_types() {
     let dir = tempdir("pcapng");
     let input = pcap("many_interfaces-1.pcapng");
     let store = dir.join("store");
-    ok(&trawl(&[
-        "dump",
-        "-r",
-        s(&input),
-        "-w",
-        s(&store),
-        "--summary",
-        "json",
-    ]));
+    dump_into(&input, &store);
     let fields = |file: &Path| {
         let out = Command::new("tshark")
             .args(["-n", "-r", s(file), "-T", "fields"])
