@@ -306,6 +306,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     } = c;
     out.finish()?;
     let mut store_failed = false;
+    let mut stored = None;
     if let Some(st) = store {
         let failed = st.failed.clone();
         let finished = st.ingest.finish();
@@ -318,6 +319,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                         stats.records, stats.blocks, stats.records_spanning
                     );
                 }
+                stored = Some(stats);
             }
             (Some(e), _) => {
                 store_failed = true;
@@ -335,6 +337,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         records,
         &errors,
         started.elapsed(),
+        stored.as_ref(),
     );
     Ok(
         if input_failed || store_failed || decoder.stats().total_errors() > 0 {
@@ -454,6 +457,7 @@ fn print_summary(
     written: u64,
     errors: &[String],
     elapsed: Duration,
+    stored: Option<&trawl_store::IngestStats>,
 ) {
     let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
         .iter()
@@ -477,6 +481,14 @@ fn print_summary(
                 "errors": kinds,
                 "error_messages": errors,
                 "elapsed_s": elapsed.as_secs_f64(),
+                "store": stored.map(|st| serde_json::json!({
+                    "records": st.records,
+                    "rows": st.rows,
+                    "blocks": st.blocks,
+                    "extra_parts": st.extra_parts,
+                    "bytes": st.bytes,
+                    "records_spanning": st.records_spanning,
+                })),
             });
             eprintln!("{v}");
         }

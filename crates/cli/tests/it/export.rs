@@ -1454,6 +1454,13 @@ fn collected_records_go_into_the_flow_database() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let summary: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["store"]["records"], summary["flows"], "{summary}");
+    assert!(
+        summary["store"]["blocks"].as_u64().unwrap() >= 1,
+        "{summary}"
+    );
     let q = Command::new(bin())
         .args(["query", "-d"])
         .arg(&db)
