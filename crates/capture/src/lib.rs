@@ -32,7 +32,7 @@ mod write;
 pub use error::{Error, ErrorKind};
 pub use file::{FileFormat, FileSource, FileSourceConfig};
 pub use record::{Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs};
-pub use write::{PcapWriter, PcapngWriter};
+pub use write::{pcap_file_header, pcap_record_header, PcapWriter, PcapngWriter};
 
 /// Counters every source keeps. Monotonic over the life of the source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

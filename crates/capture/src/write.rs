@@ -7,6 +7,29 @@ use crate::LinkType;
 /// The nanosecond-resolution pcap magic number, written in the machine's byte order.
 const MAGIC_NS: u32 = 0xa1b2_3c4d;
 
+/// The 24-byte pcap file header: machine byte order, version 2.4, nanosecond timestamps.
+pub fn pcap_file_header(link_type: LinkType, snaplen: u32) -> [u8; 24] {
+    let mut h = [0u8; 24];
+    h[0..4].copy_from_slice(&MAGIC_NS.to_ne_bytes());
+    h[4..6].copy_from_slice(&2u16.to_ne_bytes());
+    h[6..8].copy_from_slice(&4u16.to_ne_bytes());
+    h[16..20].copy_from_slice(&snaplen.to_ne_bytes());
+    h[20..24].copy_from_slice(&u32::from(link_type.0).to_ne_bytes());
+    h
+}
+
+/// The 16-byte header of a nanosecond pcap record of `caplen` captured bytes (the wire length
+/// is at least `caplen`). Seconds are 32 bits: callers clamp times after 2106.
+#[inline]
+pub fn pcap_record_header(ts_ns: u64, caplen: u32, wire_len: u32) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_ne_bytes());
+    h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_ne_bytes());
+    h[8..12].copy_from_slice(&caplen.to_ne_bytes());
+    h[12..16].copy_from_slice(&wire_len.max(caplen).to_ne_bytes());
+    h
+}
+
 /// A pcap writer over any byte sink (buffer it: every record is two `write_all` calls).
 pub struct PcapWriter<W: Write> {
     out: W,
@@ -17,24 +40,14 @@ impl<W: Write> PcapWriter<W> {
     /// Writes the 24-byte file header: version 2.4, nanosecond timestamps, `snaplen`,
     /// `link_type`.
     pub fn new(mut out: W, link_type: LinkType, snaplen: u32) -> io::Result<Self> {
-        let mut h = [0u8; 24];
-        h[0..4].copy_from_slice(&MAGIC_NS.to_ne_bytes());
-        h[4..6].copy_from_slice(&2u16.to_ne_bytes());
-        h[6..8].copy_from_slice(&4u16.to_ne_bytes());
-        h[16..20].copy_from_slice(&snaplen.to_ne_bytes());
-        h[20..24].copy_from_slice(&u32::from(link_type.0).to_ne_bytes());
-        out.write_all(&h)?;
+        out.write_all(&pcap_file_header(link_type, snaplen))?;
         Ok(PcapWriter { out, records: 0 })
     }
 
     /// Appends one record. `data` longer than `u32::MAX` bytes cannot occur in a capture.
     pub fn write(&mut self, ts_ns: u64, wire_len: u32, data: &[u8]) -> io::Result<()> {
-        let mut h = [0u8; 16];
-        h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_ne_bytes());
-        h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_ne_bytes());
-        h[8..12].copy_from_slice(&(data.len() as u32).to_ne_bytes());
-        h[12..16].copy_from_slice(&wire_len.max(data.len() as u32).to_ne_bytes());
-        self.out.write_all(&h)?;
+        self.out
+            .write_all(&pcap_record_header(ts_ns, data.len() as u32, wire_len))?;
         self.out.write_all(data)?;
         self.records += 1;
         Ok(())

@@ -1,7 +1,7 @@
 //! The dumper: packet records in, segments with indexes out.
 use std::path::PathBuf;
 
-use trawl_capture::{Interface, LinkType, PacketRecord};
+use trawl_capture::{pcap_file_header, pcap_record_header, Interface, LinkType, PacketRecord};
 
 use crate::block::{IoThread, SegmentFile, ALIGN};
 use crate::cutoff::{Cutoff, CutoffStats};
@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::index::IndexBuilder;
 use crate::items::FactFinder;
 use crate::layout::{index_path, list_segments, sanitise, SegmentName};
-use crate::pcapfile::{file_header, record_header, MAX_CAPLEN};
+use crate::pcapfile::MAX_CAPLEN;
 use crate::repair::{repair_segment, RepairReport};
 use crate::retention::RetentionHandle;
 
@@ -273,7 +273,7 @@ impl Dumper {
         o.index.add(o.file.len(), ts, items);
         o.file.append(
             &mut self.io,
-            &record_header(ts, data.len() as u32, pkt.wire_len),
+            &pcap_record_header(ts, data.len() as u32, pkt.wire_len),
         )?;
         o.file.append(&mut self.io, data)?;
         self.stats.packets += 1;
@@ -461,7 +461,7 @@ fn open_segment(
             Err(e) => return Err(e),
         }
     };
-    file.append(io, &file_header(stream.link, stream.snaplen))?;
+    file.append(io, &pcap_file_header(stream.link, stream.snaplen))?;
     let next_hour = (ts / HOUR_NS + 1).saturating_mul(HOUR_NS);
     Ok(OpenSegment {
         file,

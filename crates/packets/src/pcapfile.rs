@@ -28,28 +28,6 @@ pub(crate) struct PcapHeader {
     pub link: LinkType,
 }
 
-/// The file header the dumper writes: native byte order, nanoseconds.
-pub(crate) fn file_header(link: LinkType, snaplen: u32) -> [u8; 24] {
-    let mut h = [0u8; 24];
-    h[0..4].copy_from_slice(&MAGIC_NS.to_ne_bytes());
-    h[4..6].copy_from_slice(&2u16.to_ne_bytes());
-    h[6..8].copy_from_slice(&4u16.to_ne_bytes());
-    h[16..20].copy_from_slice(&snaplen.to_ne_bytes());
-    h[20..24].copy_from_slice(&u32::from(link.0).to_ne_bytes());
-    h
-}
-
-/// A record header the dumper writes.
-#[inline]
-pub(crate) fn record_header(ts_ns: u64, caplen: u32, wire_len: u32) -> [u8; 16] {
-    let mut h = [0u8; 16];
-    h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_ne_bytes());
-    h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_ne_bytes());
-    h[8..12].copy_from_slice(&caplen.to_ne_bytes());
-    h[12..16].copy_from_slice(&wire_len.max(caplen).to_ne_bytes());
-    h
-}
-
 pub(crate) fn parse_file_header(path: &Path, b: &[u8]) -> Result<PcapHeader, Error> {
     let bad = |offset: u64, field: &'static str, detail: String| Error::Corrupt {
         path: path.to_path_buf(),
