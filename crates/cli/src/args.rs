@@ -279,9 +279,11 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "k" | "kib" | "kb" => 1 << 10,
         "m" | "mib" | "mb" => 1 << 20,
         "g" | "gib" | "gb" => 1 << 30,
+        // Disk budgets of packet stores and flow databases.
+        "t" | "tib" | "tb" => 1 << 40,
         other => {
             return Err(format!(
-                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB)"
+                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB, TiB)"
             ))
         }
     };
@@ -541,6 +543,8 @@ mod tests {
         assert_eq!(parse_size("64KiB"), Ok(65536));
         assert_eq!(parse_size("4MiB"), Ok(4 << 20));
         assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size("3t"), Ok(3 << 40));
         assert!(parse_size("4 parsecs").is_err());
     }
 

@@ -88,7 +88,11 @@ impl StorePlan {
         let mut c = DumperConfig::new(dir);
         let size = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
             v.as_deref()
-                .map(|t| parse_big_size(t).map_err(|e| anyhow::anyhow!("{key}: {e}")))
+                .map(|t| {
+                    parse_size(t)
+                        .map(|v| v as u64)
+                        .map_err(|e| anyhow::anyhow!("{key}: {e}"))
+                })
                 .transpose()
         };
         let duration = |v: &Option<String>, key: &str| -> Result<Option<u64>> {
@@ -155,26 +159,6 @@ impl StorePlan {
             interval: Duration::from_millis(500),
         })?))
     }
-}
-
-/// Sizes with binary units up to TiB (`1GiB`, `500G`, `2T`).
-fn parse_big_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if let Some(n) = t
-        .strip_suffix("TiB")
-        .or_else(|| t.strip_suffix("TB"))
-        .or_else(|| t.strip_suffix('T'))
-        .or_else(|| t.strip_suffix('t'))
-    {
-        let n: u64 = n
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a size"))?;
-        return n
-            .checked_mul(1 << 40)
-            .ok_or(format!("size '{s}' out of range"));
-    }
-    parse_size(t).map(|v| v as u64)
 }
 
 #[derive(Args, Debug)]
