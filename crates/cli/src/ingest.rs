@@ -145,11 +145,8 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
     let retained = if retention == Retention::default() {
         None
     } else {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         Some(
-            trawl_store::retention::enforce(&a.db, &retention, now)
+            trawl_store::retention::enforce(&a.db, &retention, trawl_time::now_ns())
                 .context("cannot apply retention")?,
         )
     };

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use trawl_bpf::FilterSet;
@@ -286,12 +286,6 @@ pub struct LiveOutcome {
 }
 
 const CHUNK: usize = 256 << 10;
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Runs the workers until `stop`, the duration or the packet count, writing `product` to
 /// `out`.
@@ -639,7 +633,7 @@ fn worker_loop(
                 ts
             }
             (None, Some((ts, at))) => ts + at.elapsed().as_nanos() as u64,
-            (None, None) => now_ns(),
+            (None, None) => trawl_time::now_ns(),
         };
         spare = recycle(selected);
         if let Some(m) = meter.as_mut() {
