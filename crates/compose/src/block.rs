@@ -1,0 +1,231 @@
+//! What a block is: a Rust type with typed gates, settings and a few entry points the runtime
+//! calls on the block's thread.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::de::DeserializeOwned;
+
+use crate::message::{Msg, MsgType};
+
+/// One gate of a block: a named input or output carrying one message type.
+#[derive(Clone, Copy, Debug)]
+pub struct GateDef {
+    /// Name used in compositions (`block.gate`).
+    pub name: &'static str,
+    /// Message type; connections must agree on it.
+    pub ty: MsgType,
+    /// A required gate must be connected for the composition to be valid.
+    pub required: bool,
+    /// One line for `trawl blocks` and docs/blocks.md.
+    pub doc: &'static str,
+}
+
+/// What a source's [`Block::poll`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Poll {
+    /// Produced something (or made progress); poll again soon.
+    Busy,
+    /// Nothing to do right now (a quiet interface); the thread may rest briefly.
+    Idle,
+    /// The source is exhausted (end of its files) or was told to stop: it will not be polled
+    /// again, and its [`Block::finish`] runs next.
+    Done,
+}
+
+/// Identifies a timer of a block, in the order the block created them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerId(pub usize);
+
+/// Where a block is built: what the runtime tells it about its place in the composition.
+#[derive(Clone, Debug)]
+pub struct BuildEnv {
+    /// The block's name in the composition.
+    pub name: String,
+    /// How many connections feed each input gate (index = gate).
+    pub input_connections: Vec<usize>,
+    /// How many connections leave each output gate; an output with none need not be filled.
+    pub output_connections: Vec<usize>,
+    /// Index of this block among the blocks of its type in the composition (0, 1, ...):
+    /// parallel chains use it as their worker number.
+    pub instance: usize,
+    /// How many blocks of this type the composition has.
+    pub instances: usize,
+}
+
+/// A block type. Implement it for a struct, register it with
+/// [`crate::Registry::register`], and compositions can use it by its [`Block::TYPE`].
+///
+/// The runtime calls every method on the block's own thread, one at a time: a block needs no
+/// locks for its own state. Messages received are shared with other receivers and read-only;
+/// a block emits new messages through [`Ctx::emit`].
+pub trait Block: Send + Sized + 'static {
+    /// The type name used in compositions (`type = "flow_meter"`).
+    const TYPE: &'static str;
+    /// One sentence for `trawl blocks` and docs/blocks.md.
+    const SUMMARY: &'static str;
+    /// Input gates, by index.
+    const INPUTS: &'static [GateDef];
+    /// Output gates, by index.
+    const OUTPUTS: &'static [GateDef];
+    /// The block's settings: every key of its composition table except `name`, `type`,
+    /// `pool` and `thread`. Use `#[serde(deny_unknown_fields)]` so typos are errors.
+    type Settings: DeserializeOwned;
+
+    /// Checks settings beyond their syntax (ranges, filters that must compile, paths that must
+    /// exist), without side effects: `trawl check` calls it.
+    fn check(_settings: &Self::Settings) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Makes the block (may open files and sockets). Runs on the thread that starts the
+    /// composition, before any block thread starts.
+    fn build(settings: Self::Settings, env: &BuildEnv) -> Result<Self, String>;
+
+    /// Called on the block's thread before anything else: create timers and counters here.
+    fn start(&mut self, _ctx: &mut Ctx<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// A message arrived on input gate `input`.
+    fn receive(&mut self, _input: usize, _msg: &Msg, _ctx: &mut Ctx<'_>) {}
+
+    /// Sources (blocks without inputs) produce here; the runtime calls it in a loop until it
+    /// returns [`Poll::Done`]. Blocks with inputs are never polled.
+    fn poll(&mut self, _ctx: &mut Ctx<'_>) -> Poll {
+        Poll::Done
+    }
+
+    /// A timer created with [`Ctx::every`] or [`Ctx::after`] fired.
+    fn timer(&mut self, _timer: TimerId, _ctx: &mut Ctx<'_>) {}
+
+    /// No more input will come (every upstream block finished and its queues are empty, or
+    /// the source is done): flush what is held. Messages emitted here are delivered.
+    fn finish(&mut self, _ctx: &mut Ctx<'_>) {}
+}
+
+/// A block's own counter (flows in the table, alarms raised, ...), shown with the runtime's
+/// counters of the block. Cheap: a relaxed atomic that only the block's thread writes.
+#[derive(Clone, Debug)]
+pub struct Counter(Arc<AtomicU64>);
+
+impl Counter {
+    /// Adds `n`.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Sets the value (gauges: occupancy, active flows).
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn new() -> Counter {
+        Counter(Arc::new(AtomicU64::new(0)))
+    }
+}
+
+/// A timer of a block.
+pub(crate) struct Timer {
+    pub due: Instant,
+    pub period: Option<Duration>,
+}
+
+/// The block's handle on the runtime during a call: emit messages, create timers and counters,
+/// report errors, see whether the composition is stopping.
+pub struct Ctx<'a> {
+    pub(crate) outbox: &'a mut Vec<(usize, Msg)>,
+    pub(crate) timers: &'a mut Vec<Timer>,
+    pub(crate) counters: &'a mut Vec<(String, Counter)>,
+    pub(crate) errors: &'a AtomicU64,
+    pub(crate) stop: &'a AtomicBool,
+    pub(crate) failure: &'a mut Option<String>,
+    pub(crate) name: &'a str,
+    pub(crate) outputs: &'a [usize],
+}
+
+impl Ctx<'_> {
+    /// Sends `msg` out of output gate `output` to every block connected to it. Sending on a
+    /// gate nothing is connected to drops the message (cheaply).
+    #[inline]
+    pub fn emit(&mut self, output: usize, msg: Msg) {
+        if self.outputs.get(output).is_some_and(|&n| n > 0) {
+            self.outbox.push((output, msg));
+        }
+    }
+
+    /// Whether anything is connected to output gate `output` (so the block can skip building
+    /// messages nobody reads).
+    #[inline]
+    pub fn is_connected(&self, output: usize) -> bool {
+        self.outputs.get(output).is_some_and(|&n| n > 0)
+    }
+
+    /// A timer that fires every `period`, first after one period.
+    pub fn every(&mut self, period: Duration) -> TimerId {
+        self.timers.push(Timer {
+            due: Instant::now() + period,
+            period: Some(period.max(Duration::from_micros(100))),
+        });
+        TimerId(self.timers.len() - 1)
+    }
+
+    /// A timer that fires once, after `delay`.
+    pub fn after(&mut self, delay: Duration) -> TimerId {
+        self.timers.push(Timer {
+            due: Instant::now() + delay,
+            period: None,
+        });
+        TimerId(self.timers.len() - 1)
+    }
+
+    /// A named counter of this block, reported with the runtime's counters.
+    pub fn counter(&mut self, name: &str) -> Counter {
+        let c = Counter::new();
+        self.counters.push((name.to_string(), c.clone()));
+        c
+    }
+
+    /// Reports a problem that does not stop the block (bad input, a lost record): counted in
+    /// the block's `errors` and written to standard error.
+    pub fn error(&mut self, message: impl std::fmt::Display) {
+        let n = self.errors.fetch_add(1, Ordering::Relaxed);
+        // The first errors are shown in full; the count says how many followed.
+        if n < 10 {
+            eprintln!("trawl: block {}: {message}", self.name);
+        } else if n == 10 {
+            eprintln!(
+                "trawl: block {}: more errors; see its `errors` counter",
+                self.name
+            );
+        }
+    }
+
+    /// Reports a problem the block cannot go on after (an output that cannot be written): the
+    /// whole composition stops and the run fails with this message.
+    pub fn fail(&mut self, message: impl std::fmt::Display) {
+        if self.failure.is_none() {
+            *self.failure = Some(message.to_string());
+        }
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// True once the composition is stopping (a signal, a failure, a duration reached):
+    /// sources should return [`Poll::Done`].
+    #[inline]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The block's name in the composition.
+    pub fn name(&self) -> &str {
+        self.name
+    }
+}

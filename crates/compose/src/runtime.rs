@@ -1,0 +1,879 @@
+//! Runs a [`Plan`]: one thread per pool thread (pinned where the pool names cores), blocks
+//! called directly within a thread and through wait-free single-producer queues between
+//! threads, an orderly finish from the sources down, and counters for every block and queue.
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::block::{Counter, Ctx, Poll, Timer, TimerId};
+use crate::composition::{Plan, Policy};
+use crate::message::Msg;
+use crate::registry::Node;
+
+/// Messages taken from one queue before the thread looks at its other work.
+const DRAIN_BURST: usize = 64;
+/// Empty rounds a thread spins before it parks.
+const SPIN_ROUNDS: u32 = 64;
+/// Longest park of an idle thread; bounds the delay of a missed wake-up.
+const MAX_PARK: Duration = Duration::from_millis(5);
+/// Park of a thread whose sources are idle (they wait in the kernel themselves).
+const SOURCE_PARK: Duration = Duration::from_micros(500);
+
+/// Counters of one block, written by its thread, read by anyone.
+#[derive(Default)]
+struct BlockShared {
+    finished: AtomicBool,
+    msgs_in: AtomicU64,
+    items_in: AtomicU64,
+    msgs_out: AtomicU64,
+    items_out: AtomicU64,
+    busy_ns: AtomicU64,
+    calls: AtomicU64,
+    errors: AtomicU64,
+    own: Mutex<Vec<(String, Counter)>>,
+}
+
+/// Counters of one queued connection.
+#[derive(Default)]
+struct QueueShared {
+    pushed: AtomicU64,
+    popped: AtomicU64,
+    dropped: AtomicU64,
+    peak: AtomicU64,
+    /// Times the sender found the queue full and waited.
+    waits: AtomicU64,
+}
+
+/// Lets a producer wake the consumer's thread when it parked.
+struct Waker {
+    sleeping: AtomicBool,
+    thread: Mutex<Option<Thread>>,
+}
+
+impl Waker {
+    fn wake(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            if let Ok(t) = self.thread.lock() {
+                if let Some(t) = t.as_ref() {
+                    t.unpark();
+                }
+            }
+        }
+    }
+}
+
+/// The state every thread shares: stop request and the first failure.
+struct Control {
+    stop: AtomicBool,
+    failure: Mutex<Option<String>>,
+}
+
+impl Control {
+    fn fail(&self, message: String) {
+        if let Ok(mut f) = self.failure.lock() {
+            if f.is_none() {
+                *f = Some(message);
+            }
+        }
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+enum Route {
+    Direct {
+        local: usize,
+        input: usize,
+    },
+    Queue {
+        producer: rtrb::Producer<Msg>,
+        shared: Arc<QueueShared>,
+        policy: Policy,
+        waker: Arc<Waker>,
+    },
+}
+
+struct Inbound {
+    consumer: rtrb::Consumer<Msg>,
+    input: usize,
+    shared: Arc<QueueShared>,
+}
+
+struct Local {
+    name: String,
+    node: Box<dyn Node>,
+    shared: Arc<BlockShared>,
+    timers: Vec<Timer>,
+    own: Vec<(String, Counter)>,
+    output_counts: Vec<usize>,
+    inbound: Vec<Inbound>,
+    /// Every block feeding this one (same thread or not).
+    upstream: Vec<Arc<BlockShared>>,
+    /// Threads to wake when this block finishes (those of its queued receivers).
+    downstream_wakers: Vec<Arc<Waker>>,
+    is_source: bool,
+    source_done: bool,
+    finished: bool,
+}
+
+struct Worker {
+    locals: Vec<Local>,
+    /// Per local block, per output gate, where messages go.
+    routes: Vec<Vec<Vec<Route>>>,
+    outbox: Vec<(usize, Msg)>,
+    stack: Vec<(usize, usize, Msg)>,
+    control: Arc<Control>,
+    waker: Arc<Waker>,
+    core: Option<usize>,
+    /// The block being called, for the message when it panics.
+    current: usize,
+}
+
+/// A composition that is running.
+pub struct Running {
+    control: Arc<Control>,
+    threads: Vec<JoinHandle<()>>,
+    blocks: Vec<(String, &'static str, String, Arc<BlockShared>)>,
+    queues: Vec<(String, String, usize, Arc<QueueShared>)>,
+    direct: Vec<(String, String)>,
+    started: Instant,
+}
+
+/// Counters of one block.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct BlockReport {
+    /// Name in the composition.
+    pub name: String,
+    /// Block type.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Thread it runs on (`pool[index]`).
+    pub thread: String,
+    /// Messages received.
+    pub msgs_in: u64,
+    /// Items in them (packets, records, rows).
+    pub items_in: u64,
+    /// Messages emitted.
+    pub msgs_out: u64,
+    /// Items in them.
+    pub items_out: u64,
+    /// Time spent in the block's own code, ns.
+    pub busy_ns: u64,
+    /// Calls into the block.
+    pub calls: u64,
+    /// Problems it reported and went on after.
+    pub errors: u64,
+    /// Whether it has finished.
+    pub finished: bool,
+    /// The block's own counters.
+    pub counters: Vec<(String, u64)>,
+}
+
+/// Counters of one connection.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ConnectionReport {
+    /// `block.gate` it leaves.
+    pub from: String,
+    /// `block.gate` it feeds.
+    pub to: String,
+    /// Through a queue (else a direct call, and the counters below stay 0).
+    pub queued: bool,
+    /// Queue capacity in messages.
+    pub capacity: usize,
+    /// Messages put into the queue.
+    pub pushed: u64,
+    /// Messages dropped because the queue was full (policy "drop") or the receiver was gone.
+    pub dropped: u64,
+    /// Messages in the queue now.
+    pub occupancy: u64,
+    /// Most messages the receiver found waiting at once.
+    pub peak: u64,
+    /// Times the sender waited for room (policy "wait").
+    pub waits: u64,
+}
+
+/// Every counter of a running or finished composition.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Seconds since the start.
+    pub elapsed_s: f64,
+    /// Blocks, in composition order.
+    pub blocks: Vec<BlockReport>,
+    /// Connections, in composition order.
+    pub connections: Vec<ConnectionReport>,
+}
+
+impl Report {
+    /// The counters as an aligned text table (blocks, then queues).
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<16} {:<14} {:<10} {:>10} {:>12} {:>10} {:>12} {:>9} {:>7}  counters",
+            "block",
+            "type",
+            "thread",
+            "msgs in",
+            "items in",
+            "msgs out",
+            "items out",
+            "busy s",
+            "errors"
+        );
+        for b in &self.blocks {
+            let own: Vec<String> = b.counters.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let _ = writeln!(
+                s,
+                "{:<16} {:<14} {:<10} {:>10} {:>12} {:>10} {:>12} {:>9.3} {:>7}  {}",
+                b.name,
+                b.type_name,
+                b.thread,
+                b.msgs_in,
+                b.items_in,
+                b.msgs_out,
+                b.items_out,
+                b.busy_ns as f64 / 1e9,
+                b.errors,
+                own.join(" ")
+            );
+        }
+        let queued: Vec<&ConnectionReport> = self.connections.iter().filter(|c| c.queued).collect();
+        if !queued.is_empty() {
+            let _ = writeln!(
+                s,
+                "{:<34} {:>9} {:>12} {:>9} {:>9} {:>9} {:>9}",
+                "queue", "capacity", "pushed", "dropped", "now", "peak", "waits"
+            );
+            for c in queued {
+                let _ = writeln!(
+                    s,
+                    "{:<34} {:>9} {:>12} {:>9} {:>9} {:>9} {:>9}",
+                    format!("{} -> {}", c.from, c.to),
+                    c.capacity,
+                    c.pushed,
+                    c.dropped,
+                    c.occupancy,
+                    c.peak,
+                    c.waits
+                );
+            }
+        }
+        s
+    }
+
+    /// The report of block `name`.
+    pub fn block(&self, name: &str) -> Option<&BlockReport> {
+        self.blocks.iter().find(|b| b.name == name)
+    }
+}
+
+impl BlockReport {
+    /// The block's own counter `name`.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Builds every block of `plan` (in the calling thread, so errors come back before anything
+/// runs) and starts the threads.
+pub fn start(plan: Plan) -> Result<Running, String> {
+    let Plan {
+        threads,
+        mut blocks,
+        connections,
+        order,
+    } = plan;
+    let control = Arc::new(Control {
+        stop: AtomicBool::new(false),
+        failure: Mutex::new(None),
+    });
+    let wakers: Vec<Arc<Waker>> = threads
+        .iter()
+        .map(|_| {
+            Arc::new(Waker {
+                sleeping: AtomicBool::new(false),
+                thread: Mutex::new(None),
+            })
+        })
+        .collect();
+    let shared: Vec<Arc<BlockShared>> = blocks.iter().map(|_| Arc::default()).collect();
+
+    // Build in composition order; stop at the first error.
+    let mut nodes: Vec<Option<Box<dyn Node>>> = Vec::with_capacity(blocks.len());
+    for b in blocks.iter_mut() {
+        let configured = b
+            .configured
+            .take()
+            .ok_or_else(|| format!("block `{}` was already built", b.name))?;
+        let node = configured
+            .build(&b.env)
+            .map_err(|e| format!("block `{}` ({}): {e}", b.name, b.info.type_name))?;
+        nodes.push(Some(node));
+    }
+
+    // Each thread's blocks in topological order; `local_of[b]` = (thread, index).
+    let mut local_of = vec![(0usize, 0usize); blocks.len()];
+    let mut per_thread: Vec<Vec<usize>> = vec![Vec::new(); threads.len()];
+    for &b in &order {
+        let t = blocks[b].thread;
+        local_of[b] = (t, per_thread[t].len());
+        per_thread[t].push(b);
+    }
+    let mut locals: Vec<Vec<Local>> = per_thread
+        .iter()
+        .map(|ids| {
+            ids.iter()
+                .map(|&b| {
+                    let block = &blocks[b];
+                    Local {
+                        name: block.name.clone(),
+                        node: nodes[b].take().expect("built once"),
+                        shared: shared[b].clone(),
+                        timers: Vec::new(),
+                        own: Vec::new(),
+                        output_counts: block.env.output_connections.clone(),
+                        inbound: Vec::new(),
+                        upstream: Vec::new(),
+                        downstream_wakers: Vec::new(),
+                        is_source: block.info.is_source(),
+                        source_done: false,
+                        finished: false,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut routes: Vec<Vec<Vec<Vec<Route>>>> = per_thread
+        .iter()
+        .map(|ids| {
+            ids.iter()
+                .map(|&b| {
+                    (0..blocks[b].info.outputs.len())
+                        .map(|_| Vec::new())
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let mut queues = Vec::new();
+    let mut direct = Vec::new();
+    let gate_name = |(b, g): (usize, usize), output: bool| {
+        let block = &blocks[b];
+        let gate = if output {
+            block.info.outputs[g].name
+        } else {
+            block.info.inputs[g].name
+        };
+        format!("{}.{gate}", block.name)
+    };
+    for c in &connections {
+        let (ft, fl) = local_of[c.from.0];
+        let (tt, tl) = local_of[c.to.0];
+        let upstream = shared[c.from.0].clone();
+        if !locals[tt][tl]
+            .upstream
+            .iter()
+            .any(|u| Arc::ptr_eq(u, &upstream))
+        {
+            locals[tt][tl].upstream.push(upstream);
+        }
+        let (from, to) = (gate_name(c.from, true), gate_name(c.to, false));
+        if c.queued {
+            let (producer, consumer) = rtrb::RingBuffer::new(c.capacity);
+            let qs = Arc::new(QueueShared::default());
+            routes[ft][fl][c.from.1].push(Route::Queue {
+                producer,
+                shared: qs.clone(),
+                policy: c.policy,
+                waker: wakers[tt].clone(),
+            });
+            locals[tt][tl].inbound.push(Inbound {
+                consumer,
+                input: c.to.1,
+                shared: qs.clone(),
+            });
+            locals[ft][fl].downstream_wakers.push(wakers[tt].clone());
+            queues.push((from, to, c.capacity, qs));
+        } else {
+            routes[ft][fl][c.from.1].push(Route::Direct {
+                local: tl,
+                input: c.to.1,
+            });
+            direct.push((from, to));
+        }
+    }
+
+    let block_list = blocks
+        .iter()
+        .enumerate()
+        .map(|(b, block)| {
+            let t = &threads[block.thread];
+            (
+                block.name.clone(),
+                block.info.type_name,
+                format!("{}[{}]", t.pool, t.index),
+                shared[b].clone(),
+            )
+        })
+        .collect();
+    let mut handles = Vec::new();
+    for (t, (locals, routes)) in locals.into_iter().zip(routes).enumerate() {
+        let worker = Worker {
+            locals,
+            routes,
+            outbox: Vec::with_capacity(64),
+            stack: Vec::with_capacity(64),
+            control: control.clone(),
+            waker: wakers[t].clone(),
+            core: threads[t].core,
+            current: 0,
+        };
+        let name = format!("trawl-{}-{}", threads[t].pool, threads[t].index);
+        let control = control.clone();
+        let handle = std::thread::Builder::new()
+            .name(name.chars().take(15).collect())
+            .spawn(move || worker.run())
+            .map_err(|e| {
+                control.fail(format!("cannot start thread {name}: {e}"));
+                format!("cannot start thread {name}: {e}")
+            })?;
+        if let Ok(mut slot) = wakers[t].thread.lock() {
+            *slot = Some(handle.thread().clone());
+        }
+        handles.push(handle);
+    }
+    Ok(Running {
+        control,
+        threads: handles,
+        blocks: block_list,
+        queues,
+        direct,
+        started: Instant::now(),
+    })
+}
+
+impl Running {
+    /// Asks the sources to stop; everything already produced still flows through and every
+    /// block finishes. Returns at once; [`Running::wait`] waits for the end.
+    pub fn stop(&self) {
+        self.control.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// True when every thread has ended.
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(|t| t.is_finished())
+    }
+
+    /// Every counter now.
+    pub fn report(&self) -> Report {
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|(name, type_name, thread, s)| BlockReport {
+                name: name.clone(),
+                type_name: type_name.to_string(),
+                thread: thread.clone(),
+                msgs_in: s.msgs_in.load(Ordering::Relaxed),
+                items_in: s.items_in.load(Ordering::Relaxed),
+                msgs_out: s.msgs_out.load(Ordering::Relaxed),
+                items_out: s.items_out.load(Ordering::Relaxed),
+                busy_ns: s.busy_ns.load(Ordering::Relaxed),
+                calls: s.calls.load(Ordering::Relaxed),
+                errors: s.errors.load(Ordering::Relaxed),
+                finished: s.finished.load(Ordering::Acquire),
+                counters: s
+                    .own
+                    .lock()
+                    .map(|own| own.iter().map(|(k, c)| (k.clone(), c.get())).collect())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let mut connections: Vec<ConnectionReport> = self
+            .queues
+            .iter()
+            .map(|(from, to, capacity, q)| {
+                let pushed = q.pushed.load(Ordering::Relaxed);
+                ConnectionReport {
+                    from: from.clone(),
+                    to: to.clone(),
+                    queued: true,
+                    capacity: *capacity,
+                    pushed,
+                    dropped: q.dropped.load(Ordering::Relaxed),
+                    occupancy: pushed.saturating_sub(q.popped.load(Ordering::Relaxed)),
+                    peak: q.peak.load(Ordering::Relaxed),
+                    waits: q.waits.load(Ordering::Relaxed),
+                }
+            })
+            .collect();
+        connections.extend(self.direct.iter().map(|(from, to)| ConnectionReport {
+            from: from.clone(),
+            to: to.clone(),
+            queued: false,
+            capacity: 0,
+            pushed: 0,
+            dropped: 0,
+            occupancy: 0,
+            peak: 0,
+            waits: 0,
+        }));
+        Report {
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+            blocks,
+            connections,
+        }
+    }
+
+    /// Waits for every block to finish. Returns the final counters, or the first failure
+    /// (a block's [`Ctx::fail`], a panic, a core that cannot be pinned) with them.
+    pub fn wait(self) -> Result<Report, (String, Report)> {
+        let report_before = |r: &Running| r.report();
+        let mut panicked = false;
+        let Running {
+            control,
+            threads,
+            blocks,
+            queues,
+            direct,
+            started,
+        } = self;
+        for t in threads {
+            panicked |= t.join().is_err();
+        }
+        let done = Running {
+            control,
+            threads: Vec::new(),
+            blocks,
+            queues,
+            direct,
+            started,
+        };
+        let report = report_before(&done);
+        let failure = done.control.failure.lock().ok().and_then(|f| f.clone());
+        match (failure, panicked) {
+            (Some(f), _) => Err((f, report)),
+            (None, true) => Err(("a block thread panicked".into(), report)),
+            (None, false) => Ok(report),
+        }
+    }
+}
+
+impl Worker {
+    fn run(mut self) {
+        if let Some(core) = self.core {
+            if let Err(e) = trawl_capture::live::pin_current_thread(core) {
+                self.control
+                    .fail(format!("cannot pin a thread to core {core}: {e}"));
+            }
+        }
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.serve()));
+        if let Err(panic) = outcome {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            let name = self
+                .locals
+                .get(self.current)
+                .map_or("?", |l| l.name.as_str());
+            self.control
+                .fail(format!("block `{name}` panicked: {what}"));
+            // Let the blocks downstream drain and finish.
+            for l in &self.locals {
+                l.shared.finished.store(true, Ordering::Release);
+                for w in &l.downstream_wakers {
+                    w.wake();
+                }
+            }
+        }
+    }
+
+    fn serve(&mut self) {
+        for i in 0..self.locals.len() {
+            self.call(i, |node, ctx| {
+                if let Err(e) = node.start(ctx) {
+                    ctx.fail(e);
+                }
+            });
+            let l = &self.locals[i];
+            if let Ok(mut own) = l.shared.own.lock() {
+                own.clone_from(&l.own);
+            }
+        }
+        let mut idle_rounds = 0u32;
+        loop {
+            let mut busy = false;
+            let mut sources_active = false;
+            let stopping = self.control.stop.load(Ordering::Relaxed);
+            for i in 0..self.locals.len() {
+                let l = &self.locals[i];
+                if !l.is_source || l.source_done {
+                    continue;
+                }
+                if stopping {
+                    self.locals[i].source_done = true;
+                    continue;
+                }
+                sources_active = true;
+                let mut outcome = Poll::Done;
+                self.call(i, |node, ctx| outcome = node.poll(ctx));
+                match outcome {
+                    Poll::Busy => busy = true,
+                    Poll::Idle => {}
+                    Poll::Done => self.locals[i].source_done = true,
+                }
+            }
+            for i in 0..self.locals.len() {
+                for q in 0..self.locals[i].inbound.len() {
+                    busy |= self.drain(i, q);
+                }
+            }
+            let next_due = self.fire_timers();
+            let all_finished = self.finish_ready();
+            if all_finished {
+                return;
+            }
+            if busy {
+                idle_rounds = 0;
+                continue;
+            }
+            idle_rounds += 1;
+            if idle_rounds < SPIN_ROUNDS {
+                std::hint::spin_loop();
+                continue;
+            }
+            let mut park = if sources_active {
+                SOURCE_PARK
+            } else {
+                MAX_PARK
+            };
+            if let Some(due) = next_due {
+                park = park.min(due.saturating_duration_since(Instant::now()));
+            }
+            self.waker.sleeping.store(true, Ordering::SeqCst);
+            if !self.has_input() && !park.is_zero() {
+                std::thread::park_timeout(park);
+            }
+            self.waker.sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether any inbound queue holds a message.
+    fn has_input(&self) -> bool {
+        self.locals
+            .iter()
+            .any(|l| l.inbound.iter().any(|q| !q.consumer.is_empty()))
+    }
+
+    /// Delivers up to a burst of messages from queue `q` of block `i`.
+    fn drain(&mut self, i: usize, q: usize) -> bool {
+        let mut any = false;
+        for _ in 0..DRAIN_BURST {
+            let inbound = &mut self.locals[i].inbound[q];
+            let waiting = inbound.consumer.slots() as u64;
+            let Ok(msg) = inbound.consumer.pop() else {
+                break;
+            };
+            let shared = &inbound.shared;
+            if waiting > shared.peak.load(Ordering::Relaxed) {
+                shared.peak.store(waiting, Ordering::Relaxed);
+            }
+            shared.popped.fetch_add(1, Ordering::Relaxed);
+            let input = inbound.input;
+            self.deliver(i, input, msg);
+            any = true;
+        }
+        any
+    }
+
+    /// Runs due timers; returns the next deadline.
+    fn fire_timers(&mut self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for i in 0..self.locals.len() {
+            if self.locals[i].finished {
+                continue;
+            }
+            for t in 0..self.locals[i].timers.len() {
+                let timer = &mut self.locals[i].timers[t];
+                if timer.due > now {
+                    next = Some(next.map_or(timer.due, |n| n.min(timer.due)));
+                    continue;
+                }
+                match timer.period {
+                    Some(p) => {
+                        // Skip missed periods rather than firing a burst.
+                        while timer.due <= now {
+                            timer.due += p;
+                        }
+                        next = Some(next.map_or(timer.due, |n| n.min(timer.due)));
+                    }
+                    None => timer.due = now + Duration::from_secs(1 << 40),
+                }
+                self.call(i, |node, ctx| node.timer(TimerId(t), ctx));
+            }
+        }
+        next
+    }
+
+    /// Finishes, in topological order, every block whose input has ended. Returns true when
+    /// all of this thread's blocks have finished.
+    fn finish_ready(&mut self) -> bool {
+        let mut all = true;
+        for i in 0..self.locals.len() {
+            let l = &self.locals[i];
+            if l.finished {
+                continue;
+            }
+            let ready = if l.is_source {
+                l.source_done
+            } else {
+                // Finished flags first (acquire), then the queues: whatever a finished
+                // upstream pushed is visible by then.
+                l.upstream
+                    .iter()
+                    .all(|u| u.finished.load(Ordering::Acquire))
+                    && l.inbound.iter().all(|q| q.consumer.is_empty())
+            };
+            if !ready {
+                all = false;
+                continue;
+            }
+            self.call(i, |node, ctx| node.finish(ctx));
+            let l = &mut self.locals[i];
+            l.finished = true;
+            l.shared.finished.store(true, Ordering::Release);
+            for w in &l.downstream_wakers {
+                w.wake();
+            }
+        }
+        all
+    }
+
+    #[inline]
+    fn deliver(&mut self, i: usize, input: usize, msg: Msg) {
+        let s = &self.locals[i].shared;
+        s.msgs_in.fetch_add(1, Ordering::Relaxed);
+        s.items_in.fetch_add(msg.items() as u64, Ordering::Relaxed);
+        self.call(i, |node, ctx| node.receive(input, &msg, ctx));
+    }
+
+    /// Calls block `i` with a fresh context, then routes what it emitted.
+    #[inline]
+    fn call(&mut self, i: usize, f: impl FnOnce(&mut dyn Node, &mut Ctx<'_>)) {
+        self.current = i;
+        let mut failure = None;
+        let local = &mut self.locals[i];
+        let started = Instant::now();
+        {
+            let mut ctx = Ctx {
+                outbox: &mut self.outbox,
+                timers: &mut local.timers,
+                counters: &mut local.own,
+                errors: &local.shared.errors,
+                stop: &self.control.stop,
+                failure: &mut failure,
+                name: &local.name,
+                outputs: &local.output_counts,
+            };
+            f(&mut *local.node, &mut ctx);
+        }
+        let s = &local.shared;
+        s.busy_ns
+            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        s.calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(f) = failure {
+            let name = local.name.clone();
+            self.control.fail(format!("block `{name}`: {f}"));
+        }
+        if !self.outbox.is_empty() {
+            self.route(i);
+        }
+    }
+
+    /// Sends block `i`'s emitted messages on: queued receivers get them now, direct receivers
+    /// are called (depth first, in connection order) before this returns.
+    fn route(&mut self, i: usize) {
+        let base = self.stack.len();
+        let shared = &self.locals[i].shared;
+        for (gate, msg) in self.outbox.drain(..) {
+            shared.msgs_out.fetch_add(1, Ordering::Relaxed);
+            shared
+                .items_out
+                .fetch_add(msg.items() as u64, Ordering::Relaxed);
+            for route in self.routes[i][gate].iter_mut() {
+                match route {
+                    Route::Direct { local, input } => {
+                        self.stack.push((*local, *input, msg.clone()));
+                    }
+                    Route::Queue {
+                        producer,
+                        shared,
+                        policy,
+                        waker,
+                    } => push(producer, shared, *policy, waker, &self.control, msg.clone()),
+                }
+            }
+        }
+        self.stack[base..].reverse();
+        while self.stack.len() > base {
+            let (to, input, msg) = self.stack.pop().expect("above base");
+            self.deliver(to, input, msg);
+        }
+    }
+}
+
+/// Puts a message into a queue: wait-free when there is room; when full, waits (policy
+/// "wait", unless the run is failing or the receiver is gone) or drops and counts.
+fn push(
+    producer: &mut rtrb::Producer<Msg>,
+    shared: &QueueShared,
+    policy: Policy,
+    waker: &Waker,
+    control: &Control,
+    mut msg: Msg,
+) {
+    let mut waited = false;
+    let mut spins = 0u32;
+    loop {
+        match producer.push(msg) {
+            Ok(()) => {
+                shared.pushed.fetch_add(1, Ordering::Relaxed);
+                waker.wake();
+                return;
+            }
+            Err(rtrb::PushError::Full(back)) => {
+                let failing = control
+                    .failure
+                    .try_lock()
+                    .map(|f| f.is_some())
+                    .unwrap_or(false);
+                if policy == Policy::Drop || producer.is_abandoned() || failing {
+                    shared.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                if !waited {
+                    waited = true;
+                    shared.waits.fetch_add(1, Ordering::Relaxed);
+                }
+                msg = back;
+                waker.wake();
+                spins += 1;
+                if spins < 128 {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+        }
+    }
+}
