@@ -31,7 +31,9 @@ mod write;
 
 pub use error::{Error, ErrorKind};
 pub use file::{FileFormat, FileSource, FileSourceConfig};
-pub use record::{Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs};
+pub use record::{
+    reuse_records, Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs,
+};
 pub use write::{pcap_file_header, pcap_record_header, PcapWriter, PcapngWriter};
 
 /// Counters every source keeps. Monotonic over the life of the source.

@@ -174,3 +174,27 @@ impl<'a> Batch<'a> {
         self.interfaces
     }
 }
+
+/// Empties a vector of records and hands its allocation to a vector of another lifetime: the
+/// records borrow one batch, the allocation outlives them. The in-place `collect` reuses the
+/// buffer, so a per-batch selection of records costs no allocation.
+pub fn reuse_records<'b>(mut v: Vec<PacketRecord<'_>>) -> Vec<PacketRecord<'b>> {
+    v.clear();
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuse_records_keeps_the_allocation() {
+        let v: Vec<PacketRecord<'static>> = Vec::with_capacity(256);
+        let ptr = v.as_ptr() as usize;
+        let w: Vec<PacketRecord<'_>> = reuse_records(v);
+        assert!(w.capacity() >= 256);
+        assert_eq!(w.as_ptr() as usize, ptr);
+    }
+}

@@ -6,7 +6,6 @@
 //! wall-clock time elapsed since its last packet, so idle flows expire and empty seconds close
 //! even when the packet clock (a NIC's hardware clock) is not the system clock.
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -19,10 +18,12 @@ use trawl_flow::format::RecordWriter;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
 use trawl_ring::dedup::Dedup;
 use trawl_ring::{Producer, ProducerStats, RingConfig};
-use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats, SeriesWriter};
+use trawl_series::{
+    SeriesConfig, SeriesCounter, SeriesMerger, SeriesRow, SeriesStats, SeriesWriter,
+};
 
 use crate::args::LiveInput;
-use crate::run::{recycle, Output, RunReport};
+use crate::run::{Output, RunReport};
 
 /// One capture socket and what the worker that reads it needs.
 pub struct Worker {
@@ -455,7 +456,7 @@ pub fn run(
                 outcome.live.merge(&r.live);
                 outcome.meter.merge(&r.meter);
                 outcome.bytes_per_flow = r.bytes_per_flow;
-                outcome.series.rows = merger.rows;
+                outcome.series.rows = merger.rows();
                 outcome.series.late_packets += r.series.late_packets;
                 outcome.series.skipped_empty_seconds += r.series.skipped_empty_seconds;
                 outcome.filter_rejected += r.filter_rejected;
@@ -570,7 +571,7 @@ fn worker_loop(
                 break;
             }
         };
-        let mut selected = recycle(std::mem::take(&mut spare));
+        let mut selected = trawl_capture::reuse_records(std::mem::take(&mut spare));
         for pkt in batch.iter() {
             if let Some(f) = w.user_filter.as_mut() {
                 if !f
@@ -635,7 +636,7 @@ fn worker_loop(
             (None, Some((ts, at))) => ts + at.elapsed().as_nanos() as u64,
             (None, None) => trawl_time::now_ns(),
         };
-        spare = recycle(selected);
+        spare = trawl_capture::reuse_records(selected);
         if let Some(m) = meter.as_mut() {
             m.advance(now, &mut sink);
         }
@@ -823,79 +824,9 @@ impl WorkerState {
     }
 }
 
-/// Sums the workers' rows per second and releases a second once every worker is past it.
-struct SeriesMerger {
-    pending: BTreeMap<u64, SeriesRow>,
-    watermarks: Vec<u64>,
-    rows: u64,
-}
-
-impl SeriesMerger {
-    fn new(workers: usize) -> Self {
-        SeriesMerger {
-            pending: BTreeMap::new(),
-            watermarks: vec![0; workers],
-            rows: 0,
-        }
-    }
-
-    fn add(&mut self, row: SeriesRow) {
-        let e = self.pending.entry(row.second).or_insert(SeriesRow {
-            second: row.second,
-            ..SeriesRow::default()
-        });
-        e.packets += row.packets;
-        e.bytes += row.bytes;
-        e.active_flows += row.active_flows;
-        e.new_flows += row.new_flows;
-        e.in_packets += row.in_packets;
-        e.in_bytes += row.in_bytes;
-        e.out_packets += row.out_packets;
-        e.out_bytes += row.out_bytes;
-    }
-
-    fn watermark(&mut self, worker: usize, second: u64) {
-        self.watermarks[worker] = self.watermarks[worker].max(second);
-    }
-
-    fn drain(&mut self, mut emit: impl FnMut(&SeriesRow)) {
-        let low = self.watermarks.iter().copied().min().unwrap_or(u64::MAX);
-        while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() >= low {
-                break;
-            }
-            emit(&entry.remove());
-            self.rows += 1;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn merger_waits_for_every_worker() {
-        let mut m = SeriesMerger::new(2);
-        let row = |second, packets| SeriesRow {
-            second,
-            packets,
-            ..SeriesRow::default()
-        };
-        m.add(row(10, 1));
-        m.add(row(11, 2));
-        m.watermark(0, 12);
-        let mut out = Vec::new();
-        m.drain(|r| out.push(*r));
-        assert!(out.is_empty(), "worker 1 has not closed second 10");
-        m.add(row(10, 5));
-        m.watermark(1, 11);
-        m.drain(|r| out.push(*r));
-        assert_eq!(out, vec![row(10, 6)]);
-        m.watermark(1, u64::MAX);
-        m.drain(|r| out.push(*r));
-        assert_eq!(out, vec![row(10, 6), row(11, 2)]);
-    }
 
     #[test]
     fn count_budget_is_shared_exactly() {

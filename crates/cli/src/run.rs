@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use trawl_bpf::{ByteOrder, FilterSet};
 use trawl_capture::{
-    FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
+    reuse_records, FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
 };
 use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
 
@@ -170,7 +170,7 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
             };
             // The filter and the file-boundary check run per packet; the survivors go to the
             // meter as one batch so its lookups overlap.
-            let mut selected = recycle(std::mem::take(&mut spare));
+            let mut selected = reuse_records(std::mem::take(&mut spare));
             for pkt in batch.iter() {
                 if first_packet {
                     first_packet = false;
@@ -208,7 +208,7 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
             meter.process_batch(&selected, sink, |i, o| {
                 after(Event::Packet(&selected[i], o))
             });
-            spare = recycle(selected);
+            spare = reuse_records(selected);
             progress.tick(meter, &source.stats(), source.progress(), &report);
             if stop() {
                 add_stats(&mut report.source, &source.stats());
@@ -221,16 +221,6 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
     progress.done();
     report.elapsed = started.elapsed();
     report
-}
-
-/// Empties a vector of records and hands its allocation to a vector of another lifetime (the
-/// records borrow one batch; the allocation outlives them). The in-place `collect` reuses the
-/// buffer, so the per-batch selection costs no allocation.
-pub(crate) fn recycle<'a, 'b>(mut v: Vec<PacketRecord<'a>>) -> Vec<PacketRecord<'b>> {
-    v.clear();
-    v.into_iter()
-        .map(|_| unreachable!("the vector is empty"))
-        .collect()
 }
 
 pub(crate) fn add_stats(total: &mut SourceStats, s: &SourceStats) {
@@ -322,16 +312,3 @@ pub fn human(v: f64) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn recycle_keeps_the_allocation() {
-        let v: Vec<PacketRecord<'static>> = Vec::with_capacity(256);
-        let ptr = v.as_ptr() as usize;
-        let w: Vec<PacketRecord<'_>> = recycle(v);
-        assert!(w.capacity() >= 256);
-        assert_eq!(w.as_ptr() as usize, ptr);
-    }
-}

@@ -26,8 +26,10 @@
 #![deny(missing_docs)]
 
 mod format;
+mod merge;
 
 pub use format::{SeriesFormat, SeriesWriter};
+pub use merge::SeriesMerger;
 
 use trawl_capture::Direction;
 use trawl_flow::{PacketOutcome, SECOND_NS};

@@ -1,0 +1,347 @@
+//! `synflood` and `heavy_hitters`: the monitoring applications of trawl-detect as blocks.
+//! Both run on packet time, so a capture file replayed gives the events the live run gave.
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
+use trawl_detect::cusum::CusumConfig;
+use trawl_detect::heavy::{HeavyConfig, HeavyHitters, HeavyReport, Selection, Summary};
+use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector, SynFloodEvent};
+use trawl_flow::key::Side;
+use trawl_flow::FlowKey;
+
+use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+use crate::util::span;
+
+/// A SYN-flood event as one JSON object (what `trawl detect synflood` prints).
+pub fn synflood_json(e: &SynFloodEvent) -> Value {
+    match *e {
+        SynFloodEvent::Start {
+            victim,
+            onset_ns,
+            detected_ns,
+            rate,
+        } => json!({
+            "event": "start", "victim": victim.to_string(), "onset_ns": onset_ns,
+            "detected_ns": detected_ns, "rate": rate,
+        }),
+        SynFloodEvent::End {
+            victim,
+            onset_ns,
+            end_ns,
+            peak_rate,
+            syns,
+        } => json!({
+            "event": "end", "victim": victim.to_string(), "onset_ns": onset_ns,
+            "end_ns": end_ns, "peak_rate": peak_rate, "syns": syns,
+        }),
+    }
+}
+
+fn synflood_time(e: &SynFloodEvent) -> u64 {
+    match *e {
+        SynFloodEvent::Start { detected_ns, .. } => detected_ns,
+        SynFloodEvent::End { end_ns, .. } => end_ns,
+    }
+}
+
+const PACKETS_IN: &[GateDef] = &[GateDef {
+    name: "packets",
+    ty: PACKETS,
+    required: true,
+    doc: "packets to watch",
+}];
+
+/// The SYN-flood detector: count-min sketch of SYNs per destination per interval and a
+/// multi-channel CUSUM over its cells.
+pub struct SynFlood {
+    detector: SynFloodDetector,
+    found: Vec<SynFloodEvent>,
+    pool: Pool<Events>,
+    alarms: Option<Counter>,
+    syns: Option<Counter>,
+}
+
+/// Settings of `synflood` (the defaults are `trawl detect synflood`'s).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynFloodSettings {
+    /// Interval of the sketch (default 1s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub interval: Option<u64>,
+    /// CUSUM alarm threshold in SYNs per interval.
+    pub threshold: Option<f64>,
+    /// CUSUM drift in SYNs per interval.
+    pub drift: Option<f64>,
+    /// CUSUM ceiling (default twice the threshold).
+    pub ceiling: Option<f64>,
+    /// Count-min relative error.
+    pub epsilon: Option<f64>,
+    /// Count-min failure probability.
+    pub delta: Option<f64>,
+}
+
+impl SynFloodSettings {
+    fn config(&self) -> Result<SynFloodConfig, String> {
+        let d = SynFloodConfig::default();
+        let threshold = self.threshold.unwrap_or(d.cusum.threshold);
+        let drift = self.drift.unwrap_or(d.cusum.drift);
+        let ceiling = self.ceiling.unwrap_or(2.0 * threshold);
+        let c = SynFloodConfig {
+            interval_ns: self.interval.unwrap_or(d.interval_ns),
+            epsilon: self.epsilon.unwrap_or(d.epsilon),
+            delta: self.delta.unwrap_or(d.delta),
+            cusum: CusumConfig {
+                threshold,
+                drift,
+                ceiling,
+                ..d.cusum
+            },
+            ..d
+        };
+        if c.interval_ns == 0 {
+            return Err("`interval` must be positive".into());
+        }
+        if drift <= 0.0 || threshold < 0.0 || ceiling < threshold {
+            return Err("need drift > 0, threshold >= 0 and ceiling >= threshold".into());
+        }
+        if !(c.epsilon > 0.0 && c.epsilon < 1.0 && c.delta > 0.0 && c.delta < 1.0) {
+            return Err("`epsilon` and `delta` must be in (0, 1)".into());
+        }
+        Ok(c)
+    }
+}
+
+impl Block for SynFlood {
+    const TYPE: &'static str = "synflood";
+    const SUMMARY: &'static str =
+        "detects SYN floods per victim address (count-min sketch + multi-channel CUSUM)";
+    const INPUTS: &'static [GateDef] = PACKETS_IN;
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "alarms",
+        ty: EVENTS,
+        required: false,
+        doc: "start and end of each flood: victim, onset, rate, SYNs",
+    }];
+    type Settings = SynFloodSettings;
+
+    fn check(s: &SynFloodSettings) -> Result<(), String> {
+        s.config().map(|_| ())
+    }
+
+    fn build(s: SynFloodSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(SynFlood {
+            detector: SynFloodDetector::new(s.config()?),
+            found: Vec::new(),
+            pool: Pool::new(Events::default),
+            alarms: None,
+            syns: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.alarms = Some(ctx.counter("alarms"));
+        self.syns = Some(ctx.counter("syns"));
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for pkt in packets.batch().iter() {
+            self.detector.observe_packet(&pkt, &mut self.found);
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        self.detector.finish(&mut self.found);
+        self.send(ctx);
+    }
+}
+
+impl SynFlood {
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(c) = &self.syns {
+            c.set(self.detector.stats().syns);
+        }
+        if self.found.is_empty() {
+            return;
+        }
+        if let Some(c) = &self.alarms {
+            c.add(
+                self.found
+                    .iter()
+                    .filter(|e| matches!(e, SynFloodEvent::Start { .. }))
+                    .count() as u64,
+            );
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.events.clear();
+        out.events.extend(self.found.drain(..).map(|e| Event {
+            ts_ns: synflood_time(&e),
+            json: synflood_json(&e),
+        }));
+        ctx.emit(0, slot.into_msg());
+    }
+}
+
+/// Per-interval heavy hitters by flow and by host, bytes and packets (Space-Saving).
+pub struct HeavyHittersBlock {
+    heavy: HeavyHitters,
+    reports: Vec<HeavyReport>,
+    pool: Pool<Events>,
+}
+
+/// Settings of `heavy_hitters`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeavySettings {
+    /// Report interval (default 10s).
+    #[serde(default = "ten_seconds", deserialize_with = "span")]
+    pub interval: u64,
+    /// Counters per summary (default 1024): counts are overestimated by at most N/k.
+    #[serde(default = "default_k")]
+    pub k: usize,
+    /// Report the top N (default 10) ...
+    pub top: Option<usize>,
+    /// ... or everything over these thresholds (give both).
+    pub min_bytes: Option<u64>,
+    /// Packet threshold.
+    pub min_packets: Option<u64>,
+}
+
+fn ten_seconds() -> u64 {
+    10_000_000_000
+}
+
+fn default_k() -> usize {
+    1024
+}
+
+impl HeavySettings {
+    fn config(&self) -> Result<HeavyConfig, String> {
+        let selection = match (self.top, self.min_bytes, self.min_packets) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                return Err("give either `top` or `min_bytes` + `min_packets`".into())
+            }
+            (top, None, None) => Selection::Top(top.unwrap_or(10)),
+            (None, Some(bytes), Some(packets)) => Selection::Threshold { bytes, packets },
+            (None, _, _) => return Err("`min_bytes` and `min_packets` go together".into()),
+        };
+        if self.interval == 0 || self.k == 0 {
+            return Err("`interval` and `k` must be positive".into());
+        }
+        if let Selection::Top(n) = selection {
+            if n == 0 || n > self.k {
+                return Err(format!("`top` must be between 1 and k ({})", self.k));
+            }
+        }
+        Ok(HeavyConfig {
+            interval_ns: self.interval,
+            k: self.k,
+            selection,
+            ..HeavyConfig::default()
+        })
+    }
+}
+
+impl Block for HeavyHittersBlock {
+    const TYPE: &'static str = "heavy_hitters";
+    const SUMMARY: &'static str =
+        "reports the top flows and hosts by bytes and packets each interval (Space-Saving, error <= N/k)";
+    const INPUTS: &'static [GateDef] = PACKETS_IN;
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "reports",
+        ty: EVENTS,
+        required: false,
+        doc: "one report per interval with its error bounds",
+    }];
+    type Settings = HeavySettings;
+
+    fn check(s: &HeavySettings) -> Result<(), String> {
+        s.config().map(|_| ())
+    }
+
+    fn build(s: HeavySettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(HeavyHittersBlock {
+            heavy: HeavyHitters::new(s.config()?),
+            reports: Vec::new(),
+            pool: Pool::new(Events::default),
+        })
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for pkt in packets.batch().iter() {
+            self.heavy.observe_packet(&pkt, &mut self.reports);
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        self.heavy.finish(&mut self.reports);
+        self.send(ctx);
+    }
+}
+
+impl HeavyHittersBlock {
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        if self.reports.is_empty() {
+            return;
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.events.clear();
+        out.events.extend(self.reports.drain(..).map(|r| Event {
+            ts_ns: r.end_ns,
+            json: heavy_json(&r),
+        }));
+        ctx.emit(0, slot.into_msg());
+    }
+}
+
+fn addr(bytes: [u8; 16]) -> String {
+    let v6 = std::net::Ipv6Addr::from(bytes);
+    match v6.to_ipv4_mapped() {
+        Some(v4) => IpAddr::V4(v4).to_string(),
+        None => IpAddr::V6(v6).to_string(),
+    }
+}
+
+fn flow_json(k: &FlowKey) -> Value {
+    json!({
+        "a": addr(k.ip(Side::Low)), "a_port": k.port(Side::Low),
+        "b": addr(k.ip(Side::High)), "b_port": k.port(Side::High),
+        "proto": k.proto(), "vlan": k.vlan(),
+    })
+}
+
+fn summary_json<K>(s: &Summary<K>, item: impl Fn(&K) -> Value) -> Value {
+    json!({
+        "total": s.total,
+        "error_bound": s.error_bound,
+        "complete": s.complete,
+        "items": s.items.iter().map(|c| json!({
+            "item": item(&c.item), "count": c.count, "error": c.error,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A heavy-hitter report as one JSON object.
+pub fn heavy_json(r: &HeavyReport) -> Value {
+    json!({
+        "event": "heavy_hitters",
+        "start_ns": r.start_ns,
+        "end_ns": r.end_ns,
+        "flows_by_bytes": summary_json(&r.flow_bytes, flow_json),
+        "flows_by_packets": summary_json(&r.flow_packets, flow_json),
+        "hosts_by_bytes": summary_json(&r.host_bytes, |a| json!(addr(*a))),
+        "hosts_by_packets": summary_json(&r.host_packets, |a| json!(addr(*a))),
+    })
+}

@@ -1,0 +1,32 @@
+//! The blocks trawl ships for its block runtime (`trawl-compose`), and the message types they
+//! exchange. [`registry`] returns all of them; docs/blocks.md lists their gates and settings.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod count;
+pub mod detect;
+pub mod filter;
+pub mod messages;
+pub mod meter;
+pub mod pcap;
+pub mod series;
+mod util;
+pub mod write;
+
+use trawl_compose::Registry;
+
+/// Every block type trawl ships.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register::<pcap::PcapSource>()
+        .register::<filter::PacketFilter>()
+        .register::<meter::FlowMeterBlock>()
+        .register::<series::SeriesMerge>()
+        .register::<series::SeriesFileWriter>()
+        .register::<write::FlowFileWriter>()
+        .register::<write::EventFileWriter>()
+        .register::<detect::SynFlood>()
+        .register::<detect::HeavyHittersBlock>()
+        .register::<count::Count>();
+    r
+}

@@ -1,0 +1,150 @@
+//! The message types trawl's blocks exchange, and the gate types that name them.
+use std::sync::Arc;
+
+use trawl_capture::{Batch, Interface, PacketRecord, RecordMeta};
+use trawl_compose::{MsgType, Payload};
+use trawl_flow::FlowRecord;
+use trawl_series::SeriesRow;
+
+/// Gates carrying [`PacketBatch`].
+pub const PACKETS: MsgType = MsgType::of::<PacketBatch>("packets");
+/// Gates carrying [`FlowBatch`].
+pub const FLOWS: MsgType = MsgType::of::<FlowBatch>("flows");
+/// Gates carrying [`SeriesBatch`].
+pub const SERIES: MsgType = MsgType::of::<SeriesBatch>("series");
+/// Gates carrying [`Events`].
+pub const EVENTS: MsgType = MsgType::of::<Events>("events");
+
+/// Packets: the records' bytes in one buffer, their metadata, and the interface table their
+/// `iface` fields index. Pooled by the source that fills it, so buffers keep their capacity.
+#[derive(Default)]
+pub struct PacketBatch {
+    /// Captured bytes of every record, back to back.
+    pub bytes: Vec<u8>,
+    /// One entry per record; offsets index `bytes`.
+    pub metas: Vec<RecordMeta>,
+    /// The source's interfaces (shared, replaced only when the table changes).
+    pub interfaces: Arc<[Interface]>,
+    /// The source's byte order (BSD loopback headers follow it; filters need it).
+    pub big_endian: bool,
+    /// Packets from a live capture: when they stop coming, receivers may move their clocks on
+    /// by wall time (files never do, so a replay gives the same results as live).
+    pub live: bool,
+    /// Which source instance sent it (parallel chains).
+    pub stream: u32,
+}
+
+impl Payload for PacketBatch {
+    fn items(&self) -> usize {
+        self.metas.len()
+    }
+}
+
+impl PacketBatch {
+    /// The records as a capture [`Batch`] (what the flow meter, filters and writers read).
+    #[inline]
+    pub fn batch(&self) -> Batch<'_> {
+        Batch::new(&self.metas, &self.bytes, &self.interfaces)
+    }
+
+    /// Replaces the contents with `records` (all of them, or those `keep` says yes to),
+    /// copying their bytes into this batch's buffer. The copy is one `memcpy` of the span the
+    /// kept records occupy in the source's buffer when they are contiguous, which they are
+    /// for every source trawl has.
+    pub fn fill(&mut self, batch: &Batch<'_>, mut keep: impl FnMut(&PacketRecord<'_>) -> bool) {
+        self.metas.clear();
+        self.bytes.clear();
+        let metas = batch.metas();
+        let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
+            return;
+        };
+        let lo = first.offset;
+        let hi = last.offset + last.caplen as usize;
+        let contiguous = hi >= lo
+            && metas
+                .iter()
+                .all(|m| m.offset >= lo && m.offset + m.caplen as usize <= hi);
+        if contiguous {
+            self.bytes.extend_from_slice(&batch.bytes()[lo..hi]);
+            for (i, m) in metas.iter().enumerate() {
+                if keep(&batch.get(i)) {
+                    self.metas.push(RecordMeta {
+                        offset: m.offset - lo,
+                        ..*m
+                    });
+                }
+            }
+        } else {
+            for (i, m) in metas.iter().enumerate() {
+                let pkt = batch.get(i);
+                if keep(&pkt) {
+                    self.metas.push(RecordMeta {
+                        offset: self.bytes.len(),
+                        ..*m
+                    });
+                    self.bytes.extend_from_slice(pkt.data);
+                }
+            }
+        }
+    }
+}
+
+/// Flow records, initiator to responder, with payload bytes left out.
+#[derive(Default)]
+pub struct FlowBatch {
+    /// The records, in emission order.
+    pub records: Vec<FlowRecord<'static>>,
+    /// The meter's packet clock when it emitted them (ns): every later record ends after it
+    /// minus the active timeout, so stores can close their time blocks.
+    pub clock_ns: u64,
+    /// Which meter sent them (parallel chains).
+    pub stream: u32,
+}
+
+impl Payload for FlowBatch {
+    fn items(&self) -> usize {
+        self.records.len()
+    }
+}
+
+/// Per-second rows of one counter, with how far that counter has got.
+#[derive(Default)]
+pub struct SeriesBatch {
+    /// Rows, oldest first.
+    pub rows: Vec<SeriesRow>,
+    /// Which counter sent them.
+    pub stream: u32,
+    /// This counter will send no row for a second before this one (merging waits for every
+    /// counter's watermark).
+    pub watermark: u64,
+    /// Set on a counter's last batch: it sends nothing after.
+    pub last: bool,
+}
+
+impl Payload for SeriesBatch {
+    fn items(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+/// Events of monitoring applications (alarms, reports), each one JSON object.
+#[derive(Default)]
+pub struct Events {
+    /// The events, oldest first.
+    pub events: Vec<Event>,
+}
+
+/// One event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Packet time the event refers to (ns).
+    pub ts_ns: u64,
+    /// The event as one JSON object (what writers print, one per line).
+    pub json: serde_json::Value,
+}
+
+impl Payload for Events {
+    fn items(&self) -> usize {
+        self.events.len()
+    }
+}

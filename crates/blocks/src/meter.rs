@@ -1,0 +1,307 @@
+//! `flow_meter`: packets in, bidirectional flow records and per-second series out.
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use trawl_capture::{reuse_records, PacketRecord};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
+use trawl_flow::decode::{DecodeConfig, TunnelMode};
+use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
+use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow};
+
+use crate::messages::{FlowBatch, PacketBatch, SeriesBatch, FLOWS, PACKETS, SERIES};
+use crate::util::span;
+
+/// Records collected before a flow batch is sent (or the flush period, whichever is first).
+const FLOW_BATCH: usize = 256;
+
+/// The flow meter of one worker (its own table) and, when the `series` output is connected,
+/// the per-second counter driven by the meter's verdicts.
+pub struct FlowMeterBlock {
+    meter: FlowMeter,
+    series: Option<SeriesCounter>,
+    scratch: Vec<PacketRecord<'static>>,
+    pending: Vec<FlowRecord<'static>>,
+    rows: Vec<SeriesRow>,
+    flows: Pool<FlowBatch>,
+    series_pool: Pool<SeriesBatch>,
+    stream: u32,
+    flush_every: Duration,
+    /// Packet clock and the wall time when it last moved.
+    clock: Option<(u64, Instant)>,
+    live: bool,
+    counters: Option<MeterCounters>,
+}
+
+struct MeterCounters {
+    active: Counter,
+    created: Counter,
+    records: Counter,
+    packets: Counter,
+}
+
+/// Settings of `flow_meter`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowMeterSettings {
+    /// Idle timeout (default 30s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub idle: Option<u64>,
+    /// Active timeout (default 30m).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub active: Option<u64>,
+    /// Records also end at multiples of this interval (the store uses 5m); default off.
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub interval: Option<u64>,
+    /// Most concurrent flows (default 4 Mi).
+    pub capacity: Option<usize>,
+    /// `outer` (default) or `inner`: which IP header of a tunnel keys the flow.
+    #[serde(default)]
+    pub tunnel: Tunnel,
+    /// Seconds the series counter keeps open for late packets (default 4).
+    pub series_window: Option<u64>,
+    /// Longest a flow record waits in a partly filled batch (default 100ms).
+    #[serde(default = "default_flush", deserialize_with = "span")]
+    pub flush: u64,
+}
+
+/// Tunnel keying.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Tunnel {
+    /// The outermost IP header.
+    #[default]
+    Outer,
+    /// The innermost.
+    Inner,
+}
+
+fn default_flush() -> u64 {
+    100_000_000
+}
+
+impl FlowMeterSettings {
+    fn config(&self) -> FlowConfig {
+        let d = FlowConfig::default();
+        FlowConfig {
+            idle_timeout_ns: self.idle.unwrap_or(d.idle_timeout_ns),
+            active_timeout_ns: self.active.unwrap_or(d.active_timeout_ns),
+            interval_align_ns: self.interval.unwrap_or(0),
+            capacity: self.capacity.unwrap_or(d.capacity),
+            decode: DecodeConfig {
+                tunnel: match self.tunnel {
+                    Tunnel::Outer => TunnelMode::Outer,
+                    Tunnel::Inner => TunnelMode::Inner,
+                },
+            },
+            ..d
+        }
+    }
+}
+
+impl Block for FlowMeterBlock {
+    const TYPE: &'static str = "flow_meter";
+    const SUMMARY: &'static str =
+        "meters packets into bidirectional flow records (its own flow table) and per-second series";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "packets of one worker (both directions of a conversation)",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "flows",
+            ty: FLOWS,
+            required: false,
+            doc:
+                "flow records as they end (idle, active, FIN/RST, pressure, interval, end of input)",
+        },
+        GateDef {
+            name: "series",
+            ty: SERIES,
+            required: false,
+            doc: "per-second rows: packets, bytes, active and new flows, per direction",
+        },
+    ];
+    type Settings = FlowMeterSettings;
+
+    fn check(s: &FlowMeterSettings) -> Result<(), String> {
+        let c = s.config();
+        if c.capacity == 0 || c.capacity > (1 << 26) - 2 {
+            return Err("`capacity` must be between 1 and 67108862".into());
+        }
+        if c.idle_timeout_ns == 0 || c.active_timeout_ns == 0 {
+            return Err("`idle` and `active` must be positive".into());
+        }
+        Ok(())
+    }
+
+    fn build(s: FlowMeterSettings, env: &BuildEnv) -> Result<Self, String> {
+        let series = (env.output_connections[1] > 0).then(|| {
+            SeriesCounter::new(SeriesConfig {
+                window_seconds: s
+                    .series_window
+                    .unwrap_or(SeriesConfig::default().window_seconds),
+                ..SeriesConfig::default()
+            })
+        });
+        Ok(FlowMeterBlock {
+            meter: FlowMeter::new(s.config()),
+            series,
+            scratch: Vec::with_capacity(1024),
+            pending: Vec::with_capacity(FLOW_BATCH),
+            rows: Vec::new(),
+            flows: Pool::new(FlowBatch::default),
+            series_pool: Pool::new(SeriesBatch::default),
+            stream: env.instance as u32,
+            flush_every: Duration::from_nanos(s.flush),
+            clock: None,
+            live: false,
+            counters: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = Some(MeterCounters {
+            active: ctx.counter("active_flows"),
+            created: ctx.counter("flows_created"),
+            records: ctx.counter("records"),
+            packets: ctx.counter("packets"),
+        });
+        ctx.every(self.flush_every);
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        let batch = packets.batch();
+        let mut selected = reuse_records(std::mem::take(&mut self.scratch));
+        selected.extend(batch.iter());
+        let pending = &mut self.pending;
+        let mut sink = |r: &FlowRecord<'_>| {
+            pending.push(FlowRecord {
+                fwd_payload: &[],
+                rev_payload: &[],
+                ..*r
+            })
+        };
+        match self.series.as_mut() {
+            Some(series) => {
+                let rows = &mut self.rows;
+                self.meter.process_batch(&selected, &mut sink, |i, o| {
+                    let p = &selected[i];
+                    series.observe(p.ts_ns, p.wire_len, p.direction, o, &mut |r: &SeriesRow| {
+                        rows.push(*r)
+                    });
+                });
+            }
+            None => self.meter.process_batch(&selected, &mut sink, |_, _| {}),
+        }
+        self.live |= packets.live;
+        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
+            let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
+            self.clock = Some((ts, Instant::now()));
+        }
+        self.scratch = reuse_records(selected);
+        if self.pending.len() >= FLOW_BATCH {
+            self.send_flows(ctx);
+        }
+        if !self.rows.is_empty() {
+            self.send_series(ctx, false);
+        }
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        // Live input that paused: move the packet clock on by the wall time since the last
+        // packet, so idle flows end and empty seconds close. Files never do this.
+        if let (true, Some((ts, at))) = (self.live, self.clock) {
+            let now = ts + at.elapsed().as_nanos() as u64;
+            self.advance(now);
+        }
+        self.send_flows(ctx);
+        if !self.rows.is_empty() || self.live {
+            self.send_series(ctx, false);
+        }
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        let pending = &mut self.pending;
+        self.meter.flush(&mut |r: &FlowRecord<'_>| {
+            pending.push(FlowRecord {
+                fwd_payload: &[],
+                rev_payload: &[],
+                ..*r
+            })
+        });
+        if let Some(series) = self.series.as_mut() {
+            let rows = &mut self.rows;
+            series.finish(&mut |r: &SeriesRow| rows.push(*r));
+        }
+        self.send_flows(ctx);
+        if self.series.is_some() {
+            self.send_series(ctx, true);
+        }
+    }
+}
+
+impl FlowMeterBlock {
+    fn advance(&mut self, now: u64) {
+        let pending = &mut self.pending;
+        self.meter.advance(now, &mut |r: &FlowRecord<'_>| {
+            pending.push(FlowRecord {
+                fwd_payload: &[],
+                rev_payload: &[],
+                ..*r
+            })
+        });
+        if let Some(series) = self.series.as_mut() {
+            let rows = &mut self.rows;
+            series.advance(now, &mut |r: &SeriesRow| rows.push(*r));
+        }
+    }
+
+    fn send_flows(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(c) = &self.counters {
+            let s = self.meter.stats();
+            c.active.set(self.meter.active_flows() as u64);
+            c.created.set(s.flows_created);
+            c.records.set(s.records_total());
+            c.packets.set(s.packets);
+        }
+        if self.pending.is_empty() {
+            return;
+        }
+        let clock = self.meter_clock();
+        let mut slot = self.flows.take();
+        let out = slot.get_mut();
+        out.records.clear();
+        std::mem::swap(&mut out.records, &mut self.pending);
+        out.clock_ns = clock;
+        out.stream = self.stream;
+        ctx.emit(0, slot.into_msg());
+    }
+
+    fn meter_clock(&self) -> u64 {
+        self.clock.map_or(0, |(c, _)| c)
+    }
+
+    fn send_series(&mut self, ctx: &mut Ctx<'_>, last: bool) {
+        let Some(series) = self.series.as_ref() else {
+            return;
+        };
+        let mut slot = self.series_pool.take();
+        let out = slot.get_mut();
+        out.rows.clear();
+        std::mem::swap(&mut out.rows, &mut self.rows);
+        out.stream = self.stream;
+        out.watermark = if last {
+            u64::MAX
+        } else {
+            series.emitted_before().unwrap_or(0)
+        };
+        out.last = last;
+        ctx.emit(1, slot.into_msg());
+    }
+}

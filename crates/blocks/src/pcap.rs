@@ -1,0 +1,187 @@
+//! `pcap_source`: capture files in, packet batches out.
+use std::sync::Arc;
+
+use serde::Deserialize;
+use trawl_bpf::{ByteOrder, FilterSet};
+use trawl_capture::{FileSource, FileSourceConfig, Interface, PacketSource};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
+
+use crate::messages::{PacketBatch, PACKETS};
+
+/// libpcap's snap length for compiling filters, so `greater`/`less` see whole packets.
+const FILTER_SNAPLEN: u32 = 262_144;
+
+/// Reads capture files one after the other (pcap, pcapng, HPCAP raw, gzip/zstd) and sends
+/// their packets in batches; a bad file is reported and counted, and the next one is read.
+pub struct PcapSource {
+    files: Vec<String>,
+    next_file: usize,
+    source: Option<FileSource>,
+    interfaces: Arc<[Interface]>,
+    filter_expr: Option<String>,
+    filter: Option<FilterSet>,
+    batch: usize,
+    stream: u32,
+    pool: Pool<PacketBatch>,
+    counters: Option<SourceCounters>,
+}
+
+struct SourceCounters {
+    packets: Counter,
+    bytes: Counter,
+    files: Counter,
+    rejected: Counter,
+}
+
+/// Settings of `pcap_source`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapSourceSettings {
+    /// Files to read, in order.
+    pub files: Vec<String>,
+    /// BPF expression (tcpdump syntax); packets that do not match are not sent.
+    pub filter: Option<String>,
+    /// Packets per batch (default 256).
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+}
+
+fn default_batch() -> usize {
+    256
+}
+
+impl Block for PcapSource {
+    const TYPE: &'static str = "pcap_source";
+    const SUMMARY: &'static str =
+        "reads capture files (pcap, pcapng, HPCAP raw, gzip/zstd) and sends their packets";
+    const INPUTS: &'static [GateDef] = &[];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "the packets, in file order",
+    }];
+    type Settings = PcapSourceSettings;
+
+    fn check(s: &PcapSourceSettings) -> Result<(), String> {
+        if s.files.is_empty() {
+            return Err("`files` is empty".into());
+        }
+        if s.batch == 0 || s.batch > 1 << 16 {
+            return Err("`batch` must be between 1 and 65536".into());
+        }
+        if let Some(expr) = &s.filter {
+            trawl_bpf::Filter::compile(expr, trawl_capture::LinkType::ETHERNET, FILTER_SNAPLEN)
+                .map_err(|e| format!("filter: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn build(s: PcapSourceSettings, env: &BuildEnv) -> Result<Self, String> {
+        Ok(PcapSource {
+            files: s.files,
+            next_file: 0,
+            source: None,
+            interfaces: Arc::from(Vec::new()),
+            filter_expr: s.filter,
+            filter: None,
+            batch: s.batch,
+            stream: env.instance as u32,
+            pool: Pool::new(PacketBatch::default),
+            counters: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = Some(SourceCounters {
+            packets: ctx.counter("packets"),
+            bytes: ctx.counter("bytes"),
+            files: ctx.counter("files"),
+            rejected: ctx.counter("filter_rejected"),
+        });
+        Ok(())
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll {
+        if ctx.stopping() {
+            return Poll::Done;
+        }
+        let Some(source) = self.source.as_mut() else {
+            return self.open_next(ctx);
+        };
+        let big_endian = source.big_endian();
+        let batch = match source.next_batch() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => {
+                self.source = None;
+                return Poll::Busy;
+            }
+            Err(e) => {
+                ctx.error(e);
+                self.source = None;
+                return Poll::Busy;
+            }
+        };
+        if self.interfaces.len() != batch.interfaces().len() {
+            self.interfaces = Arc::from(batch.interfaces().to_vec());
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.interfaces.clone_from(&self.interfaces);
+        out.big_endian = big_endian;
+        out.live = false;
+        out.stream = self.stream;
+        let mut rejected = 0u64;
+        match self.filter.as_mut() {
+            None => out.fill(&batch, |_| true),
+            Some(filter) => out.fill(&batch, |p| {
+                let keep = filter
+                    .matches(p.link_type, p.data, p.wire_len)
+                    .unwrap_or(false);
+                rejected += u64::from(!keep);
+                keep
+            }),
+        }
+        let c = self.counters.as_ref().expect("started");
+        c.rejected.add(rejected);
+        c.packets.add(out.metas.len() as u64);
+        c.bytes
+            .add(out.metas.iter().map(|m| u64::from(m.wire_len)).sum());
+        if !out.metas.is_empty() {
+            ctx.emit(0, slot.into_msg());
+        }
+        Poll::Busy
+    }
+}
+
+impl PcapSource {
+    fn open_next(&mut self, ctx: &mut Ctx<'_>) -> Poll {
+        let Some(path) = self.files.get(self.next_file) else {
+            return Poll::Done;
+        };
+        self.next_file += 1;
+        let config = FileSourceConfig {
+            batch_size: self.batch,
+            ..FileSourceConfig::default()
+        };
+        match FileSource::with_config(path, config) {
+            Ok(source) => {
+                if let Some(expr) = &self.filter_expr {
+                    let order = if source.big_endian() {
+                        ByteOrder::Big
+                    } else {
+                        ByteOrder::Little
+                    };
+                    self.filter = Some(FilterSet::new_for(expr, FILTER_SNAPLEN, order));
+                }
+                self.interfaces = Arc::from(source.interfaces().to_vec());
+                self.source = Some(source);
+                if let Some(c) = &self.counters {
+                    c.files.add(1);
+                }
+            }
+            Err(e) => ctx.error(e),
+        }
+        Poll::Busy
+    }
+}

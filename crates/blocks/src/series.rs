@@ -1,0 +1,190 @@
+//! `series_merge` and `series_writer`: the per-second rows of parallel workers summed, and
+//! written out.
+use serde::Deserialize;
+use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool};
+use trawl_series::{SeriesFormat, SeriesMerger, SeriesRow, SeriesWriter};
+
+use crate::messages::{SeriesBatch, SERIES};
+use crate::util::OutputFile;
+
+/// Sums the rows of every connected counter per second; a second leaves once every counter is
+/// past it, so the merged series equals the series of all packets counted in one place.
+pub struct SeriesMerge {
+    merger: SeriesMerger,
+    /// Stream numbers in the order they first appeared: the merger's slots.
+    streams: Vec<u32>,
+    slots: usize,
+    rows: Vec<SeriesRow>,
+    pool: Pool<SeriesBatch>,
+}
+
+impl Block for SeriesMerge {
+    const TYPE: &'static str = "series_merge";
+    const SUMMARY: &'static str =
+        "sums the per-second rows of parallel flow meters into one series";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "series",
+        ty: SERIES,
+        required: true,
+        doc: "rows of each worker (one connection per worker)",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "series",
+        ty: SERIES,
+        required: true,
+        doc: "the summed rows, oldest first",
+    }];
+    type Settings = toml::Table;
+
+    fn check(s: &toml::Table) -> Result<(), String> {
+        match s.keys().next() {
+            Some(k) => Err(format!("unknown setting `{k}` (series_merge has none)")),
+            None => Ok(()),
+        }
+    }
+
+    fn build(_s: toml::Table, env: &BuildEnv) -> Result<Self, String> {
+        // One slot per connected counter: a counter not heard from yet holds every second
+        // back, so nothing is released before all have spoken.
+        let slots = env.input_connections[0];
+        Ok(SeriesMerge {
+            merger: SeriesMerger::new(slots),
+            streams: Vec::new(),
+            slots,
+            rows: Vec::new(),
+            pool: Pool::new(SeriesBatch::default),
+        })
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(b) = msg.get::<SeriesBatch>() else {
+            return;
+        };
+        let slot = match self.streams.iter().position(|&s| s == b.stream) {
+            Some(i) => i,
+            None if self.streams.len() < self.slots => {
+                self.streams.push(b.stream);
+                self.streams.len() - 1
+            }
+            None => {
+                ctx.error(format!(
+                    "rows of more counters than connections ({}); stream {} ignored",
+                    self.slots, b.stream
+                ));
+                return;
+            }
+        };
+        for r in &b.rows {
+            self.merger.add(*r);
+        }
+        self.merger.watermark(slot, b.watermark);
+        let rows = &mut self.rows;
+        self.merger.drain(|r| rows.push(*r));
+        self.send(ctx, 0);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        for i in 0..self.slots {
+            self.merger.watermark(i, u64::MAX);
+        }
+        let rows = &mut self.rows;
+        self.merger.drain(|r| rows.push(*r));
+        self.send(ctx, u64::MAX);
+    }
+}
+
+impl SeriesMerge {
+    fn send(&mut self, ctx: &mut Ctx<'_>, watermark: u64) {
+        if self.rows.is_empty() && watermark != u64::MAX {
+            return;
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.rows.clear();
+        std::mem::swap(&mut out.rows, &mut self.rows);
+        out.watermark = watermark.min(out.rows.last().map_or(0, |r| r.second + 1));
+        out.last = watermark == u64::MAX;
+        out.stream = 0;
+        ctx.emit(0, slot.into_msg());
+    }
+}
+
+/// Writes series rows as CSV or JSON lines.
+pub struct SeriesFileWriter {
+    out: OutputFile,
+    writer: SeriesWriter,
+    header: bool,
+}
+
+/// Settings of `series_writer`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesWriterSettings {
+    /// Output file; `-` is standard output.
+    pub path: String,
+    /// `csv` (default) or `json`.
+    #[serde(default)]
+    pub format: TextFormat,
+}
+
+/// Text formats of the writers.
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TextFormat {
+    /// Comma-separated values with a header line.
+    #[default]
+    Csv,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Block for SeriesFileWriter {
+    const TYPE: &'static str = "series_writer";
+    const SUMMARY: &'static str =
+        "writes per-second rows to a file or standard output (CSV or JSON lines)";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "series",
+        ty: SERIES,
+        required: true,
+        doc: "rows to write (from one counter or a series_merge)",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = SeriesWriterSettings;
+
+    fn build(s: SeriesWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
+        let format = match s.format {
+            TextFormat::Csv => SeriesFormat::Csv,
+            TextFormat::Json => SeriesFormat::Json,
+        };
+        Ok(SeriesFileWriter {
+            out: OutputFile::create(&s.path)?,
+            writer: SeriesWriter::new(format),
+            header: false,
+        })
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(b) = msg.get::<SeriesBatch>() else {
+            return;
+        };
+        if !self.header {
+            self.header = true;
+            self.writer.write_header(self.out.buf());
+        }
+        for r in &b.rows {
+            self.writer.write(r, self.out.buf());
+        }
+        if let Err(e) = self.out.written() {
+            ctx.fail(e);
+        }
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.header {
+            self.writer.write_header(self.out.buf());
+        }
+        if let Err(e) = self.out.flush() {
+            ctx.fail(e);
+        }
+    }
+}
