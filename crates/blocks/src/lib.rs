@@ -25,6 +25,7 @@ pub fn registry() -> Registry {
         .register::<series::SeriesFileWriter>()
         .register::<write::FlowFileWriter>()
         .register::<write::EventFileWriter>()
+        .register::<write::PcapFileWriter>()
         .register::<detect::SynFlood>()
         .register::<detect::HeavyHittersBlock>()
         .register::<count::Count>();

@@ -1,9 +1,13 @@
-//! `flow_writer` and `event_writer`: records and events to files or standard output.
+//! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+
 use serde::Deserialize;
+use trawl_capture::{LinkType, PcapWriter};
 use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
-use crate::messages::{Events, FlowBatch, EVENTS, FLOWS};
+use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
 use crate::series::TextFormat;
 use crate::util::OutputFile;
 
@@ -115,6 +119,96 @@ impl Block for EventFileWriter {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if let Err(e) = self.out.flush() {
             ctx.fail(e);
+        }
+    }
+}
+
+/// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`).
+pub struct PcapFileWriter {
+    path: String,
+    writer: Option<PcapWriter<BufWriter<File>>>,
+    link_type: Option<LinkType>,
+}
+
+/// Settings of `pcap_writer`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PcapWriterSettings {
+    /// The pcap file to create.
+    pub path: String,
+}
+
+impl Block for PcapFileWriter {
+    const TYPE: &'static str = "pcap_writer";
+    const SUMMARY: &'static str =
+        "writes packets to a pcap file with nanosecond timestamps (one link type per file)";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "packets to write",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = PcapWriterSettings;
+
+    fn build(s: PcapWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
+        // Created now (before privileges are dropped); the header needs the first packet's
+        // link type, so it is written then.
+        File::create(&s.path).map_err(|e| format!("cannot create {}: {e}", s.path))?;
+        Ok(PcapFileWriter {
+            path: s.path,
+            writer: None,
+            link_type: None,
+        })
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(b) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for p in b.batch().iter() {
+            if self.writer.is_none() {
+                match OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(&self.path)
+                {
+                    Ok(f) => match PcapWriter::new(
+                        BufWriter::with_capacity(1 << 20, f),
+                        p.link_type,
+                        262_144,
+                    ) {
+                        Ok(w) => {
+                            self.writer = Some(w);
+                            self.link_type = Some(p.link_type);
+                        }
+                        Err(e) => return ctx.fail(format!("cannot write {}: {e}", self.path)),
+                    },
+                    Err(e) => return ctx.fail(format!("cannot open {}: {e}", self.path)),
+                }
+            }
+            if self.link_type != Some(p.link_type) {
+                ctx.error(format!(
+                    "{}: a packet of link type {} skipped (the file holds {})",
+                    self.path,
+                    p.link_type.0,
+                    self.link_type.map_or(0, |l| l.0)
+                ));
+                continue;
+            }
+            if let Some(w) = self.writer.as_mut() {
+                if let Err(e) = w.write(p.ts_ns, p.wire_len, p.data) {
+                    return ctx.fail(format!("cannot write {}: {e}", self.path));
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        if let Some(w) = self.writer.take() {
+            if let Err(e) = w.finish().and_then(|mut f| f.flush()) {
+                ctx.fail(format!("cannot write {}: {e}", self.path));
+            }
         }
     }
 }

@@ -63,6 +63,12 @@ pub enum Command {
     Query(crate::query::QueryArgs),
     /// Run a detection application (SYN floods) over capture files; events as JSON lines.
     Detect(crate::detect::DetectArgs),
+    /// Check a composition file (blocks, connections, pools) or a `trawl run` configuration
+    /// without running it; prints where each block runs and how blocks are connected.
+    #[command(after_help = EXIT_CODES)]
+    Check(crate::compose::CheckArgs),
+    /// List the block types compositions can use, with their gates.
+    Blocks(crate::compose::BlocksArgs),
 }
 
 #[derive(Args, Debug)]
@@ -132,6 +138,48 @@ pub struct RunArgs {
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,
+}
+
+impl RunArgs {
+    /// With a composition file, everything but the run's own controls (duration, status
+    /// lines, summary, user) belongs in the composition: say so rather than ignore a flag.
+    pub fn refuse_with_composition(&self) -> anyhow::Result<()> {
+        let set: Vec<&str> = [
+            (!self.interface.is_empty(), "-i/--interface"),
+            (self.workers.is_some(), "--workers"),
+            (!self.cpus.is_empty(), "--cpus"),
+            (self.filter.is_some(), "-f/--filter"),
+            (self.dedup.is_some(), "--dedup"),
+            (
+                self.ring.is_some() || self.ring_size.is_some() || self.no_ring,
+                "--ring",
+            ),
+            (self.flows.is_some(), "--flows"),
+            (self.series.is_some(), "--series"),
+            (self.dump.is_some(), "--dump"),
+            (
+                self.db.is_some() || self.db_keep_days.is_some() || self.db_max_size.is_some(),
+                "--db",
+            ),
+            (
+                !self.export.export.is_empty()
+                    || self.export.flows_feed.is_some()
+                    || self.export.series_feed.is_some(),
+                "--export/--flows-feed/--series-feed",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if !set.is_empty() {
+            anyhow::bail!(
+                "{} cannot be combined with a composition file: set it in the composition's \
+                 blocks (only --duration, --stats-interval, --summary and --user apply)",
+                set.join(", ")
+            );
+        }
+        Ok(())
+    }
 }
 
 #[derive(Args, Debug)]

@@ -17,6 +17,11 @@ use crate::run::Output;
 use crate::summary;
 
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
+    if let Some(path) = &a.config {
+        if crate::compose::is_composition(path)? {
+            return crate::compose::run(a);
+        }
+    }
     let plan = RunPlan::new(a)?;
     let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
     let rings = live::attach_rings(

@@ -158,27 +158,7 @@ fn write_events(
     lines: &mut u64,
 ) -> Result<bool> {
     for e in events.drain(..) {
-        let v = match e {
-            SynFloodEvent::Start {
-                victim,
-                onset_ns,
-                detected_ns,
-                rate,
-            } => serde_json::json!({
-                "event": "start", "victim": victim.to_string(), "onset_ns": onset_ns,
-                "detected_ns": detected_ns, "rate": rate,
-            }),
-            SynFloodEvent::End {
-                victim,
-                onset_ns,
-                end_ns,
-                peak_rate,
-                syns,
-            } => serde_json::json!({
-                "event": "end", "victim": victim.to_string(), "onset_ns": onset_ns,
-                "end_ns": end_ns, "peak_rate": peak_rate, "syns": syns,
-            }),
-        };
+        let v = trawl_blocks::detect::synflood_json(&e);
         match writeln!(out, "{v}") {
             Ok(()) => *lines += 1,
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),

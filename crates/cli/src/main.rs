@@ -1,6 +1,7 @@
 //! The `trawl` command-line tool.
 mod args;
 mod collect;
+mod compose;
 mod config;
 mod daemon;
 mod detect;
@@ -212,6 +213,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Ingest(a) => ingest::run(&a),
         Command::Query(a) => query::run(&a),
         Command::Detect(a) => detect::run(&a),
+        Command::Check(a) => compose::check(&a),
+        Command::Blocks(a) => compose::blocks(&a),
     }
 }
 

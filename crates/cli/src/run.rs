@@ -311,4 +311,3 @@ pub fn human(v: f64) -> String {
         format!("{v:.0}")
     }
 }
-
