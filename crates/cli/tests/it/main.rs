@@ -356,6 +356,7 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
         .all(|w| w[1][0] == w[0][0] + 1));
 }
 
+mod compose;
 mod detect;
 mod dump;
 mod export;

@@ -1,0 +1,244 @@
+//! `trawl run -c composition.toml`, `trawl check`, `trawl blocks` end to end.
+use crate::{summary, testdata, trawl};
+
+fn composition(dir: &std::path::Path, files: &[String]) -> std::path::PathBuf {
+    let list: Vec<String> = files.iter().map(|f| format!("\"{f}\"")).collect();
+    let text = format!(
+        r#"
+        # Two threads: reading and metering on one, the SYN-flood detector on the other.
+        [[pool]]
+        name = "read"
+        threads = 1
+        [[pool]]
+        name = "apps"
+        threads = 1
+
+        [[block]]
+        name = "files"
+        type = "pcap_source"
+        pool = "read"
+        files = [{}]
+
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        pool = "read"
+
+        [[block]]
+        name = "flows"
+        type = "flow_writer"
+        pool = "read"
+        path = "{flows}"
+
+        [[block]]
+        name = "syn"
+        type = "synflood"
+        pool = "apps"
+
+        [[block]]
+        name = "alarms"
+        type = "event_writer"
+        pool = "apps"
+        path = "{events}"
+
+        [[connection]]
+        from = "files.packets"
+        to = ["meter.packets", "syn.packets"]
+
+        [[connection]]
+        from = "meter.flows"
+        to = "flows.flows"
+
+        [[connection]]
+        from = "syn.alarms"
+        to = "alarms.events"
+        "#,
+        list.join(", "),
+        flows = dir.join("flows.json").display(),
+        events = dir.join("events.jsonl").display(),
+    );
+    let path = dir.join("comp.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_composition_writes_what_trawl_flows_writes_and_reports_every_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = testdata("pcaps/android.pcap");
+    let comp = composition(dir.path(), std::slice::from_ref(&sample));
+    let path = comp.to_str().unwrap();
+    let check = trawl(&["check", "-c", path]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let plan = String::from_utf8(check.stdout).unwrap();
+    assert!(
+        plan.contains("files.packets -> syn.packets: packets (queue of 1024"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("files.packets -> meter.packets: packets (direct call)"),
+        "{plan}"
+    );
+
+    let out = trawl(&["run", "-c", path, "--summary", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&out);
+    assert_eq!(s["command"], "run (composition)");
+    let block = |name: &str| {
+        s["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(block("files")["items_out"], 500);
+    assert_eq!(block("syn")["items_in"], 500);
+    assert_eq!(block("meter")["items_in"], 500);
+    let plain = trawl(&["flows", "-r", &sample]);
+    let written = std::fs::read(dir.path().join("flows.json")).unwrap();
+    assert_eq!(
+        written, plain.stdout,
+        "the composition's records are trawl flows' records"
+    );
+    assert_eq!(
+        block("flows")["items_in"].as_u64().unwrap(),
+        written.iter().filter(|&&b| b == b'\n').count() as u64
+    );
+    assert_eq!(std::fs::read(dir.path().join("events.jsonl")).unwrap(), b"");
+}
+
+#[test]
+fn an_unreadable_file_is_counted_and_the_others_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = [
+        testdata("pcaps/test_damaged.pcap"),
+        dir.path().join("missing.pcap").display().to_string(),
+        testdata("pcaps/android.pcap"),
+    ];
+    let comp = composition(dir.path(), &files);
+    let out = trawl(&["run", "-c", comp.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("block files:") && stderr.contains("missing.pcap"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("test_damaged.pcap"), "{stderr}");
+    let written = std::fs::read_to_string(dir.path().join("flows.json")).unwrap();
+    assert!(
+        written.lines().count() > 20,
+        "android.pcap's flows are there"
+    );
+}
+
+#[test]
+fn check_lists_every_problem_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        r#"
+        [[block]]
+        name = "src"
+        type = "pcap_source"
+        files = []
+        [[block]]
+        name = "m"
+        type = "flow_metre"
+        [[block]]
+        name = "w"
+        type = "event_writer"
+        path = "/dev/null"
+        [[connection]]
+        from = "src.packets"
+        to = "w.events"
+        "#,
+    )
+    .unwrap();
+    for cmd in ["check", "run"] {
+        let out = trawl(&[cmd, "-c", path.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("bad.toml: 5 problems"), "{stderr}");
+        assert!(
+            stderr.contains("input `w.events` (events) is required but nothing is connected"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("block `src` (pcap_source): `files` is empty"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("unknown block type `flow_metre`"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("type mismatch: `src.packets` sends packets, `w.events` takes events"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn run_flags_that_belong_in_the_composition_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let comp = composition(dir.path(), &[testdata("pcaps/android.pcap")]);
+    let out = trawl(&[
+        "run",
+        "-c",
+        comp.to_str().unwrap(),
+        "-i",
+        "lo",
+        "--flows",
+        "x",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr.contains("-i/--interface, --flows cannot be combined with a composition file"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_also_validates_run_configurations() {
+    let out = trawl(&["check", "-c", &testdata("../trawl.example.toml")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a valid trawl run configuration"));
+}
+
+#[test]
+fn blocks_lists_every_type_with_its_gates() {
+    let out = trawl(&["blocks", "--format", "json"]);
+    assert!(out.status.success());
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = list.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    for t in [
+        "pcap_source",
+        "flow_meter",
+        "synflood",
+        "heavy_hitters",
+        "count",
+    ] {
+        assert!(names.contains(&t), "{names:?}");
+    }
+    let meter = list.iter().find(|b| b["type"] == "flow_meter").unwrap();
+    assert_eq!(meter["inputs"][0]["name"], "packets");
+    assert_eq!(meter["outputs"][1]["type"], "series");
+    let text = trawl(&["blocks"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("synflood — detects SYN floods"));
+}
