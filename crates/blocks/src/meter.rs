@@ -20,9 +20,8 @@ pub struct FlowMeterBlock {
     meter: FlowMeter,
     series: Option<SeriesCounter>,
     scratch: Vec<PacketRecord<'static>>,
-    pending: Vec<FlowRecord<'static>>,
+    out: FlowOut,
     rows: Vec<SeriesRow>,
-    flows: Pool<FlowBatch>,
     series_pool: Pool<SeriesBatch>,
     stream: u32,
     flush_every: Duration,
@@ -149,9 +148,13 @@ impl Block for FlowMeterBlock {
             meter: FlowMeter::new(s.config()),
             series,
             scratch: Vec::with_capacity(1024),
-            pending: Vec::with_capacity(FLOW_BATCH),
+            out: FlowOut {
+                pending: Vec::with_capacity(FLOW_BATCH),
+                pool: Pool::new(FlowBatch::default),
+                stream: env.instance as u32,
+                clock: 0,
+            },
             rows: Vec::new(),
-            flows: Pool::new(FlowBatch::default),
             series_pool: Pool::new(SeriesBatch::default),
             stream: env.instance as u32,
             flush_every: Duration::from_nanos(s.flush),
@@ -179,14 +182,13 @@ impl Block for FlowMeterBlock {
         let batch = packets.batch();
         let mut selected = reuse_records(std::mem::take(&mut self.scratch));
         selected.extend(batch.iter());
-        let pending = &mut self.pending;
-        let mut sink = |r: &FlowRecord<'_>| {
-            pending.push(FlowRecord {
-                fwd_payload: &[],
-                rev_payload: &[],
-                ..*r
-            })
-        };
+        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
+            let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
+            self.clock = Some((ts, Instant::now()));
+            self.out.clock = ts;
+        }
+        let out = &mut self.out;
+        let mut sink = |r: &FlowRecord<'_>| out.push(r, ctx);
         match self.series.as_mut() {
             Some(series) => {
                 let rows = &mut self.rows;
@@ -200,14 +202,7 @@ impl Block for FlowMeterBlock {
             None => self.meter.process_batch(&selected, &mut sink, |_, _| {}),
         }
         self.live |= packets.live;
-        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
-            let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
-            self.clock = Some((ts, Instant::now()));
-        }
         self.scratch = reuse_records(selected);
-        if self.pending.len() >= FLOW_BATCH {
-            self.send_flows(ctx);
-        }
         if !self.rows.is_empty() {
             self.send_series(ctx, false);
         }
@@ -218,7 +213,7 @@ impl Block for FlowMeterBlock {
         // packet, so idle flows end and empty seconds close. Files never do this.
         if let (true, Some((ts, at))) = (self.live, self.clock) {
             let now = ts + at.elapsed().as_nanos() as u64;
-            self.advance(now);
+            self.advance(now, ctx);
         }
         self.send_flows(ctx);
         if !self.rows.is_empty() || self.live {
@@ -227,14 +222,8 @@ impl Block for FlowMeterBlock {
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let pending = &mut self.pending;
-        self.meter.flush(&mut |r: &FlowRecord<'_>| {
-            pending.push(FlowRecord {
-                fwd_payload: &[],
-                rev_payload: &[],
-                ..*r
-            })
-        });
+        let out = &mut self.out;
+        self.meter.flush(&mut |r: &FlowRecord<'_>| out.push(r, ctx));
         if let Some(series) = self.series.as_mut() {
             let rows = &mut self.rows;
             series.finish(&mut |r: &SeriesRow| rows.push(*r));
@@ -247,15 +236,11 @@ impl Block for FlowMeterBlock {
 }
 
 impl FlowMeterBlock {
-    fn advance(&mut self, now: u64) {
-        let pending = &mut self.pending;
-        self.meter.advance(now, &mut |r: &FlowRecord<'_>| {
-            pending.push(FlowRecord {
-                fwd_payload: &[],
-                rev_payload: &[],
-                ..*r
-            })
-        });
+    fn advance(&mut self, now: u64, ctx: &mut Ctx<'_>) {
+        self.out.clock = self.out.clock.max(now);
+        let out = &mut self.out;
+        self.meter
+            .advance(now, &mut |r: &FlowRecord<'_>| out.push(r, ctx));
         if let Some(series) = self.series.as_mut() {
             let rows = &mut self.rows;
             series.advance(now, &mut |r: &SeriesRow| rows.push(*r));
@@ -270,21 +255,7 @@ impl FlowMeterBlock {
             c.records.set(s.records_total());
             c.packets.set(s.packets);
         }
-        if self.pending.is_empty() {
-            return;
-        }
-        let clock = self.meter_clock();
-        let mut slot = self.flows.take();
-        let out = slot.get_mut();
-        out.records.clear();
-        std::mem::swap(&mut out.records, &mut self.pending);
-        out.clock_ns = clock;
-        out.stream = self.stream;
-        ctx.emit(0, slot.into_msg());
-    }
-
-    fn meter_clock(&self) -> u64 {
-        self.clock.map_or(0, |(c, _)| c)
+        self.out.send(ctx);
     }
 
     fn send_series(&mut self, ctx: &mut Ctx<'_>, last: bool) {
@@ -303,5 +274,46 @@ impl FlowMeterBlock {
         };
         out.last = last;
         ctx.emit(1, slot.into_msg());
+    }
+}
+
+/// Records on their way out: a batch is sent as soon as it is full, also in the middle of a
+/// flush or a long expiry, so the block never holds more than one batch.
+struct FlowOut {
+    pending: Vec<FlowRecord<'static>>,
+    pool: Pool<FlowBatch>,
+    stream: u32,
+    /// The meter's packet clock (ns), sent with every batch.
+    clock: u64,
+}
+
+impl FlowOut {
+    #[inline]
+    fn push(&mut self, r: &FlowRecord<'_>, ctx: &mut Ctx<'_>) {
+        self.pending.push(FlowRecord {
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*r
+        });
+        if self.pending.len() >= FLOW_BATCH {
+            self.send(ctx);
+        }
+    }
+
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if !ctx.is_connected(0) {
+            self.pending.clear();
+            return;
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.records.clear();
+        std::mem::swap(&mut out.records, &mut self.pending);
+        out.clock_ns = self.clock;
+        out.stream = self.stream;
+        ctx.emit(0, slot.into_msg());
     }
 }

@@ -1,6 +1,6 @@
 //! What a block is: a Rust type with typed gates, settings and a few entry points the runtime
 //! calls on the block's thread.
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -138,94 +138,91 @@ pub(crate) struct Timer {
     pub period: Option<Duration>,
 }
 
+/// What a [`Ctx`] asks of the thread running the block (implemented by the runtime).
+pub(crate) trait Host {
+    fn emit(&mut self, block: usize, output: usize, msg: Msg);
+    fn is_connected(&self, block: usize, output: usize) -> bool;
+    fn add_timer(&mut self, block: usize, timer: Timer) -> TimerId;
+    fn add_counter(&mut self, block: usize, name: &str) -> Counter;
+    fn error(&mut self, block: usize, message: String);
+    fn fail(&mut self, block: usize, message: String);
+    fn stopping(&self) -> bool;
+    fn name(&self, block: usize) -> &str;
+}
+
 /// The block's handle on the runtime during a call: emit messages, create timers and counters,
 /// report errors, see whether the composition is stopping.
 pub struct Ctx<'a> {
-    pub(crate) outbox: &'a mut Vec<(usize, Msg)>,
-    pub(crate) timers: &'a mut Vec<Timer>,
-    pub(crate) counters: &'a mut Vec<(String, Counter)>,
-    pub(crate) errors: &'a AtomicU64,
-    pub(crate) stop: &'a AtomicBool,
-    pub(crate) failure: &'a mut Option<String>,
-    pub(crate) name: &'a str,
-    pub(crate) outputs: &'a [usize],
+    pub(crate) host: &'a mut dyn Host,
+    pub(crate) block: usize,
 }
 
 impl Ctx<'_> {
-    /// Sends `msg` out of output gate `output` to every block connected to it. Sending on a
-    /// gate nothing is connected to drops the message (cheaply).
+    /// Sends `msg` out of output gate `output` to every block connected to it: blocks on
+    /// this thread are called now (they return before `emit` does), blocks on other threads
+    /// get it through their queue. Sending on a gate nothing is connected to drops the
+    /// message (cheaply).
     #[inline]
     pub fn emit(&mut self, output: usize, msg: Msg) {
-        if self.outputs.get(output).is_some_and(|&n| n > 0) {
-            self.outbox.push((output, msg));
-        }
+        self.host.emit(self.block, output, msg);
     }
 
     /// Whether anything is connected to output gate `output` (so the block can skip building
     /// messages nobody reads).
     #[inline]
     pub fn is_connected(&self, output: usize) -> bool {
-        self.outputs.get(output).is_some_and(|&n| n > 0)
+        self.host.is_connected(self.block, output)
     }
 
     /// A timer that fires every `period`, first after one period.
     pub fn every(&mut self, period: Duration) -> TimerId {
-        self.timers.push(Timer {
-            due: Instant::now() + period,
-            period: Some(period.max(Duration::from_micros(100))),
-        });
-        TimerId(self.timers.len() - 1)
+        let period = period.max(Duration::from_micros(100));
+        self.host.add_timer(
+            self.block,
+            Timer {
+                due: Instant::now() + period,
+                period: Some(period),
+            },
+        )
     }
 
     /// A timer that fires once, after `delay`.
     pub fn after(&mut self, delay: Duration) -> TimerId {
-        self.timers.push(Timer {
-            due: Instant::now() + delay,
-            period: None,
-        });
-        TimerId(self.timers.len() - 1)
+        self.host.add_timer(
+            self.block,
+            Timer {
+                due: Instant::now() + delay,
+                period: None,
+            },
+        )
     }
 
     /// A named counter of this block, reported with the runtime's counters.
     pub fn counter(&mut self, name: &str) -> Counter {
-        let c = Counter::new();
-        self.counters.push((name.to_string(), c.clone()));
-        c
+        self.host.add_counter(self.block, name)
     }
 
     /// Reports a problem that does not stop the block (bad input, a lost record): counted in
-    /// the block's `errors` and written to standard error.
+    /// the block's `errors` and written to standard error (the first ten in full).
     pub fn error(&mut self, message: impl std::fmt::Display) {
-        let n = self.errors.fetch_add(1, Ordering::Relaxed);
-        // The first errors are shown in full; the count says how many followed.
-        if n < 10 {
-            eprintln!("trawl: block {}: {message}", self.name);
-        } else if n == 10 {
-            eprintln!(
-                "trawl: block {}: more errors; see its `errors` counter",
-                self.name
-            );
-        }
+        self.host.error(self.block, message.to_string());
     }
 
     /// Reports a problem the block cannot go on after (an output that cannot be written): the
     /// whole composition stops and the run fails with this message.
     pub fn fail(&mut self, message: impl std::fmt::Display) {
-        if self.failure.is_none() {
-            *self.failure = Some(message.to_string());
-        }
-        self.stop.store(true, Ordering::Relaxed);
+        self.host.fail(self.block, message.to_string());
     }
 
     /// True once the composition is stopping (a signal, a failure, a duration reached):
     /// sources should return [`Poll::Done`].
     #[inline]
     pub fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.host.stopping()
     }
 
     /// The block's name in the composition.
     pub fn name(&self) -> &str {
-        self.name
+        self.host.name(self.block)
     }
 }

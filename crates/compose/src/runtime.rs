@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::block::{Counter, Ctx, Poll, Timer, TimerId};
+use crate::block::{Counter, Ctx, Host, Poll, Timer, TimerId};
 use crate::composition::{Plan, Policy};
 use crate::message::Msg;
 use crate::registry::Node;
@@ -105,7 +105,9 @@ struct Inbound {
 
 struct Local {
     name: String,
-    node: Box<dyn Node>,
+    /// Taken out while the block is being called (a block is never re-entered: the
+    /// connections form no cycle).
+    node: Option<Box<dyn Node>>,
     shared: Arc<BlockShared>,
     timers: Vec<Timer>,
     own: Vec<(String, Counter)>,
@@ -124,9 +126,10 @@ struct Worker {
     locals: Vec<Local>,
     /// Per local block, per output gate, where messages go.
     routes: Vec<Vec<Vec<Route>>>,
-    outbox: Vec<(usize, Msg)>,
-    stack: Vec<(usize, usize, Msg)>,
     control: Arc<Control>,
+    /// Time spent in nested calls (direct receivers) of the call in progress, so each block
+    /// is charged only its own time.
+    nested_ns: u64,
     waker: Arc<Waker>,
     core: Option<usize>,
     /// The block being called, for the message when it panics.
@@ -335,7 +338,7 @@ pub fn start(plan: Plan) -> Result<Running, String> {
                     let block = &blocks[b];
                     Local {
                         name: block.name.clone(),
-                        node: nodes[b].take().expect("built once"),
+                        node: nodes[b].take(),
                         shared: shared[b].clone(),
                         timers: Vec::new(),
                         own: Vec::new(),
@@ -429,9 +432,8 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         let worker = Worker {
             locals,
             routes,
-            outbox: Vec::with_capacity(64),
-            stack: Vec::with_capacity(64),
             control: control.clone(),
+            nested_ns: 0,
             waker: wakers[t].clone(),
             core: threads[t].core,
             current: 0,
@@ -767,68 +769,106 @@ impl Worker {
         self.call(i, |node, ctx| node.receive(input, &msg, ctx));
     }
 
-    /// Calls block `i` with a fresh context, then routes what it emitted.
+    /// Calls block `i`, charging it the time spent in its own code.
     #[inline]
     fn call(&mut self, i: usize, f: impl FnOnce(&mut dyn Node, &mut Ctx<'_>)) {
+        let Some(mut node) = self.locals[i].node.take() else {
+            // Only a cycle could re-enter a block, and plans have none.
+            debug_assert!(false, "block re-entered");
+            return;
+        };
+        let caller = self.current;
         self.current = i;
-        let mut failure = None;
-        let local = &mut self.locals[i];
+        let nested_before = self.nested_ns;
+        self.nested_ns = 0;
         let started = Instant::now();
         {
             let mut ctx = Ctx {
-                outbox: &mut self.outbox,
-                timers: &mut local.timers,
-                counters: &mut local.own,
-                errors: &local.shared.errors,
-                stop: &self.control.stop,
-                failure: &mut failure,
-                name: &local.name,
-                outputs: &local.output_counts,
+                host: self,
+                block: i,
             };
-            f(&mut *local.node, &mut ctx);
+            f(&mut *node, &mut ctx);
         }
-        let s = &local.shared;
-        s.busy_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        s.calls.fetch_add(1, Ordering::Relaxed);
-        if let Some(f) = failure {
-            let name = local.name.clone();
-            self.control.fail(format!("block `{name}`: {f}"));
-        }
-        if !self.outbox.is_empty() {
-            self.route(i);
+        let total = started.elapsed().as_nanos() as u64;
+        let own = total.saturating_sub(self.nested_ns);
+        self.nested_ns = nested_before + total;
+        self.current = caller;
+        let local = &mut self.locals[i];
+        local.node = Some(node);
+        local.shared.busy_ns.fetch_add(own, Ordering::Relaxed);
+        local.shared.calls.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Host for Worker {
+    #[inline]
+    fn emit(&mut self, block: usize, output: usize, msg: Msg) {
+        let shared = &self.locals[block].shared;
+        shared.msgs_out.fetch_add(1, Ordering::Relaxed);
+        shared
+            .items_out
+            .fetch_add(msg.items() as u64, Ordering::Relaxed);
+        let n = self.routes[block][output].len();
+        for r in 0..n {
+            match &mut self.routes[block][output][r] {
+                Route::Direct { local, input } => {
+                    let (to, input) = (*local, *input);
+                    self.deliver(to, input, msg.clone());
+                }
+                Route::Queue {
+                    producer,
+                    shared,
+                    policy,
+                    waker,
+                } => push(producer, shared, *policy, waker, &self.control, msg.clone()),
+            }
         }
     }
 
-    /// Sends block `i`'s emitted messages on: queued receivers get them now, direct receivers
-    /// are called (depth first, in connection order) before this returns.
-    fn route(&mut self, i: usize) {
-        let base = self.stack.len();
-        let shared = &self.locals[i].shared;
-        for (gate, msg) in self.outbox.drain(..) {
-            shared.msgs_out.fetch_add(1, Ordering::Relaxed);
-            shared
-                .items_out
-                .fetch_add(msg.items() as u64, Ordering::Relaxed);
-            for route in self.routes[i][gate].iter_mut() {
-                match route {
-                    Route::Direct { local, input } => {
-                        self.stack.push((*local, *input, msg.clone()));
-                    }
-                    Route::Queue {
-                        producer,
-                        shared,
-                        policy,
-                        waker,
-                    } => push(producer, shared, *policy, waker, &self.control, msg.clone()),
-                }
-            }
+    fn is_connected(&self, block: usize, output: usize) -> bool {
+        self.locals[block]
+            .output_counts
+            .get(output)
+            .is_some_and(|&n| n > 0)
+    }
+
+    fn add_timer(&mut self, block: usize, timer: Timer) -> TimerId {
+        let timers = &mut self.locals[block].timers;
+        timers.push(timer);
+        TimerId(timers.len() - 1)
+    }
+
+    fn add_counter(&mut self, block: usize, name: &str) -> Counter {
+        let c = Counter::new();
+        self.locals[block].own.push((name.to_string(), c.clone()));
+        c
+    }
+
+    fn error(&mut self, block: usize, message: String) {
+        let l = &self.locals[block];
+        let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
+        // The first errors are shown in full; the counter says how many followed.
+        if n < 10 {
+            eprintln!("trawl: block {}: {message}", l.name);
+        } else if n == 10 {
+            eprintln!(
+                "trawl: block {}: more errors; see its `errors` counter",
+                l.name
+            );
         }
-        self.stack[base..].reverse();
-        while self.stack.len() > base {
-            let (to, input, msg) = self.stack.pop().expect("above base");
-            self.deliver(to, input, msg);
-        }
+    }
+
+    fn fail(&mut self, block: usize, message: String) {
+        let name = &self.locals[block].name;
+        self.control.fail(format!("block `{name}`: {message}"));
+    }
+
+    fn stopping(&self) -> bool {
+        self.control.stop.load(Ordering::Relaxed)
+    }
+
+    fn name(&self, block: usize) -> &str {
+        &self.locals[block].name
     }
 }
 
