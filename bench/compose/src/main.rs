@@ -265,9 +265,11 @@ fn handoff(messages: u64, runs: usize) {
     registry.register::<Ticks>();
     let cpus = trawl_capture::live::allowed_cpus();
     let (a, b) = (cpus[0], *cpus.last().unwrap());
-    let text = |queued: bool| {
+    let text = |queued: bool, timed: bool| {
         format!(
             r#"
+            [runtime]
+            time_blocks = {timed}
             [[pool]]
             name = "a"
             cores = [{a}]
@@ -292,25 +294,26 @@ fn handoff(messages: u64, runs: usize) {
         )
     };
     println!("messages={messages} runs={runs} cores={a},{b}");
-    println!("| connection | ns per message (wall) | sender waits |");
-    println!("|---|---:|---:|");
-    for queued in [false, true] {
+    println!("| connection | blocks timed | ns per message (wall) | sender waits |");
+    println!("|---|---|---:|---:|");
+    for (queued, timed) in [(false, true), (false, false), (true, true), (true, false)] {
         let mut ns = Vec::new();
         let mut waits = 0;
         for _ in 0..runs {
             let t0 = Instant::now();
-            let r = run_composition(&text(queued), &registry);
+            let r = run_composition(&text(queued, timed), &registry);
             ns.push(t0.elapsed().as_nanos() as f64 / messages as f64);
             assert_eq!(r.block("sink").unwrap().msgs_in, messages);
             waits = r.connections[0].waits;
         }
         println!(
-            "| {} | {:.1} | {waits} |",
+            "| {} | {} | {:.1} | {waits} |",
             if queued {
                 "queue between two pinned threads"
             } else {
                 "direct call, one thread"
             },
+            if timed { "yes" } else { "no" },
             median(ns)
         );
     }

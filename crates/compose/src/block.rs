@@ -105,7 +105,9 @@ pub trait Block: Send + Sized + 'static {
 }
 
 /// A block's own counter (flows in the table, alarms raised, ...), shown with the runtime's
-/// counters of the block. Cheap: a relaxed atomic that only the block's thread writes.
+/// counters of the block. Cheap: an atomic that only the block's thread writes (with a plain
+/// load and store, no locked instruction) and any thread may read. Keep it with its block:
+/// two threads adding to one counter would lose counts.
 #[derive(Clone, Debug)]
 pub struct Counter(Arc<AtomicU64>);
 
@@ -113,7 +115,8 @@ impl Counter {
     /// Adds `n`.
     #[inline]
     pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + n, Ordering::Relaxed);
     }
 
     /// Sets the value (gauges: occupancy, active flows).

@@ -69,6 +69,7 @@ struct RawFile {
 #[serde(deny_unknown_fields)]
 struct RawRuntime {
     queue_capacity: Option<usize>,
+    time_blocks: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +147,8 @@ pub struct Plan {
     pub connections: Vec<PlannedConnection>,
     /// Blocks in an order where every block comes after the blocks that feed it.
     pub order: Vec<usize>,
+    /// Whether each call into a block is timed (`busy_ns`); two clock reads per call.
+    pub time_blocks: bool,
 }
 
 /// A connection while checking: (block, output), (block, input), policy, capacity.
@@ -513,6 +516,7 @@ pub fn plan(
         blocks: planned,
         connections,
         order,
+        time_blocks: raw.runtime.time_blocks.unwrap_or(true),
     })
 }
 
