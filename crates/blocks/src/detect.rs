@@ -83,7 +83,8 @@ pub struct SynFloodSettings {
 }
 
 impl SynFloodSettings {
-    fn config(&self) -> Result<SynFloodConfig, String> {
+    /// The detector's configuration, or why these settings are invalid.
+    pub fn config(&self) -> Result<SynFloodConfig, String> {
         let d = SynFloodConfig::default();
         let threshold = self.threshold.unwrap_or(d.cusum.threshold);
         let drift = self.drift.unwrap_or(d.cusum.drift);
@@ -223,7 +224,8 @@ fn default_k() -> usize {
 }
 
 impl HeavySettings {
-    fn config(&self) -> Result<HeavyConfig, String> {
+    /// The configuration, or why these settings are invalid.
+    pub fn config(&self) -> Result<HeavyConfig, String> {
         let selection = match (self.top, self.min_bytes, self.min_packets) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
                 return Err("give either `top` or `min_bytes` + `min_packets`".into())

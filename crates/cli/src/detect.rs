@@ -1,14 +1,17 @@
-//! `trawl detect`: the detection applications of `trawl-detect` over capture files, events as
-//! JSON lines.
+//! `trawl detect`: the monitoring applications over capture files, events as JSON lines (the
+//! same detectors and the same JSON as the `synflood` and `heavy_hitters` blocks).
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use trawl_capture::{FileSource, PacketSource};
+use serde_json::Value;
+use trawl_blocks::detect::{heavy_json, synflood_json, HeavySettings, SynFloodSettings};
+use trawl_capture::{FileSource, PacketRecord, PacketSource};
 use trawl_detect::cusum::CusumConfig;
-use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector, SynFloodEvent};
+use trawl_detect::heavy::HeavyHitters;
+use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
 
 use crate::args::parse_duration_ns;
 
@@ -16,6 +19,18 @@ pub const DETECT_HELP: &str = "Output: one JSON object per line,
   {\"event\":\"start\",\"victim\":...,\"onset_ns\":...,\"detected_ns\":...,\"rate\":...}
   {\"event\":\"end\",\"victim\":...,\"onset_ns\":...,\"end_ns\":...,\"peak_rate\":...,\"syns\":...}
 then a JSON summary on standard error. Rates are SYN/s. Thresholds are in SYNs per interval.
+
+Exit codes:
+  0  success (also when the output pipe is closed early)
+  1  some input could not be read (the rest was processed)
+  2  usage error";
+
+pub const HEAVY_HELP: &str = "Output: one JSON object per interval,
+  {\"event\":\"heavy_hitters\",\"start_ns\":...,\"end_ns\":...,\"flows_by_bytes\":S,
+   \"flows_by_packets\":S,\"hosts_by_bytes\":S,\"hosts_by_packets\":S}
+where each summary S is {\"total\":N,\"error_bound\":N/k,\"complete\":bool,
+\"items\":[{\"item\":...,\"count\":...,\"error\":...}]}: a count overestimates the true
+value by at most its error (<= N/k). Then a JSON summary on standard error.
 
 Exit codes:
   0  success (also when the output pipe is closed early)
@@ -34,6 +49,10 @@ pub enum DetectApp {
     /// sketch cell; reports each victim's alarm start and end.
     #[command(after_help = DETECT_HELP)]
     Synflood(SynfloodArgs),
+    /// Heavy hitters: the top flows and hosts by bytes and packets per interval
+    /// (Space-Saving), or every one over a threshold.
+    #[command(name = "heavy-hitters", after_help = HEAVY_HELP)]
+    HeavyHitters(HeavyArgs),
 }
 
 #[derive(Args, Debug)]
@@ -62,47 +81,130 @@ pub struct SynfloodArgs {
     pub delta: f64,
 }
 
+#[derive(Args, Debug)]
+pub struct HeavyArgs {
+    /// Capture files, read in order as one stream.
+    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Report interval, in packet time (e.g. 10s, 1m).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_ns)]
+    pub interval: u64,
+    /// Counters per summary: counts are overestimated by at most N/k.
+    #[arg(long, default_value_t = 1024)]
+    pub k: usize,
+    /// Report the top N of each summary (the default, 10) ...
+    #[arg(long, conflicts_with_all = ["min_bytes", "min_packets"])]
+    pub top: Option<usize>,
+    /// ... or every item over this many bytes (with --min-packets).
+    #[arg(long, requires = "min_packets")]
+    pub min_bytes: Option<u64>,
+    /// ... and this many packets.
+    #[arg(long, requires = "min_bytes")]
+    pub min_packets: Option<u64>,
+}
+
 pub fn run(args: &DetectArgs) -> Result<ExitCode> {
     match &args.app {
-        DetectApp::Synflood(a) => synflood(a),
+        DetectApp::Synflood(a) => {
+            let config = SynFloodSettings {
+                interval: Some(a.interval),
+                threshold: Some(a.threshold),
+                drift: Some(a.drift),
+                ceiling: a.ceiling,
+                epsilon: Some(a.epsilon),
+                delta: Some(a.delta),
+            }
+            .config()
+            .map_err(anyhow::Error::msg)?;
+            let mut det = SynFloodDetector::new(config);
+            let mut found = Vec::new();
+            let outcome = each_packet(&a.files, |p, out| {
+                match p {
+                    Some(p) => det.observe_packet(p, &mut found),
+                    None => det.finish(&mut found),
+                }
+                out.extend(found.drain(..).map(|e| synflood_json(&e)));
+            })?;
+            let stats = det.stats();
+            let still_active: Vec<String> = det.active().map(|v| v.to_string()).collect();
+            outcome.finish(serde_json::json!({
+                "command": "detect synflood",
+                "packets": stats.packets,
+                "syns": stats.syns,
+                "intervals": stats.intervals,
+                "active_at_end": still_active,
+            }))
+        }
+        DetectApp::HeavyHitters(a) => {
+            let config = HeavySettings {
+                interval: a.interval,
+                k: a.k,
+                top: a.top,
+                min_bytes: a.min_bytes,
+                min_packets: a.min_packets,
+            }
+            .config()
+            .map_err(anyhow::Error::msg)?;
+            let mut heavy = HeavyHitters::new(config);
+            let mut reports = Vec::new();
+            let mut packets = 0u64;
+            let outcome = each_packet(&a.files, |p, out| {
+                match p {
+                    Some(p) => {
+                        packets += 1;
+                        heavy.observe_packet(p, &mut reports);
+                    }
+                    None => heavy.finish(&mut reports),
+                }
+                out.extend(reports.drain(..).map(|r| heavy_json(&r)));
+            })?;
+            outcome.finish(serde_json::json!({
+                "command": "detect heavy-hitters",
+                "packets": packets,
+            }))
+        }
     }
 }
 
-fn synflood(a: &SynfloodArgs) -> Result<ExitCode> {
-    anyhow::ensure!(a.interval > 0, "--interval must be positive");
-    anyhow::ensure!(a.drift > 0.0, "--drift must be positive");
-    anyhow::ensure!(a.threshold >= 0.0, "--threshold must not be negative");
-    anyhow::ensure!(
-        a.epsilon > 0.0 && a.epsilon < 1.0 && a.delta > 0.0 && a.delta < 1.0,
-        "--epsilon and --delta must be in (0, 1)"
-    );
-    let ceiling = a.ceiling.unwrap_or(2.0 * a.threshold);
-    anyhow::ensure!(
-        ceiling >= a.threshold,
-        "--ceiling must be at least --threshold"
-    );
-    let config = SynFloodConfig {
-        interval_ns: a.interval,
-        epsilon: a.epsilon,
-        delta: a.delta,
-        cusum: CusumConfig {
-            threshold: a.threshold,
-            drift: a.drift,
-            ceiling,
-            ..CusumConfig::default()
-        },
-        ..SynFloodConfig::default()
-    };
-    let mut det = SynFloodDetector::new(config);
-    let mut events = Vec::new();
+/// What reading the files gave: events written and files that failed.
+struct Outcome {
+    events: u64,
+    read_errors: Vec<String>,
+}
+
+impl Outcome {
+    /// Prints the summary (`fields` plus events and read errors) and picks the exit code.
+    fn finish(self, mut fields: Value) -> Result<ExitCode> {
+        if let Some(obj) = fields.as_object_mut() {
+            obj.insert("events".into(), self.events.into());
+            obj.insert("read_errors".into(), self.read_errors.clone().into());
+        }
+        eprintln!("{fields}");
+        Ok(if self.read_errors.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
+/// Reads `files` as one stream, calling `step` with each packet and once with `None` at the
+/// end; it may add events, which are written as JSON lines to standard output as they come.
+fn each_packet(
+    files: &[PathBuf],
+    mut step: impl FnMut(Option<&PacketRecord<'_>>, &mut Vec<Value>),
+) -> Result<Outcome> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut read_errors = Vec::new();
-    let mut lines = 0u64;
-    'files: for path in &a.files {
+    let mut events = Vec::new();
+    let mut outcome = Outcome {
+        events: 0,
+        read_errors: Vec::new(),
+    };
+    'files: for path in files {
         let mut source = match FileSource::open(path) {
             Ok(s) => s,
             Err(e) => {
-                read_errors.push(format!("{}: {e}", path.display()));
+                outcome.read_errors.push(format!("{}: {e}", path.display()));
                 continue;
             }
         };
@@ -110,55 +212,33 @@ fn synflood(a: &SynfloodArgs) -> Result<ExitCode> {
             match source.next_batch() {
                 Ok(Some(batch)) => {
                     for pkt in batch.iter() {
-                        det.observe_packet(&pkt, &mut events);
+                        step(Some(&pkt), &mut events);
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    read_errors.push(format!("{}: {e}", path.display()));
+                    outcome.read_errors.push(format!("{}: {e}", path.display()));
                     break;
                 }
             }
-            if !write_events(&mut out, &mut events, &mut lines)? {
+            if !write_events(&mut out, &mut events, &mut outcome.events)? {
                 break 'files;
             }
         }
     }
-    det.finish(&mut events);
-    write_events(&mut out, &mut events, &mut lines)?;
+    step(None, &mut events);
+    write_events(&mut out, &mut events, &mut outcome.events)?;
     match out.flush() {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(e).context("cannot write the events")
+            Err(e).context("cannot write the events")
         }
-        _ => {}
+        _ => Ok(outcome),
     }
-    let stats = det.stats();
-    let still_active: Vec<String> = det.active().map(|v| v.to_string()).collect();
-    let summary = serde_json::json!({
-        "command": "detect synflood",
-        "packets": stats.packets,
-        "syns": stats.syns,
-        "intervals": stats.intervals,
-        "events": lines,
-        "active_at_end": still_active,
-        "read_errors": read_errors,
-    });
-    eprintln!("{summary}");
-    Ok(if read_errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// Writes and drains `events`; false when the output pipe closed (the run ends quietly).
-fn write_events(
-    out: &mut impl Write,
-    events: &mut Vec<SynFloodEvent>,
-    lines: &mut u64,
-) -> Result<bool> {
-    for e in events.drain(..) {
-        let v = trawl_blocks::detect::synflood_json(&e);
+fn write_events(out: &mut impl Write, events: &mut Vec<Value>, lines: &mut u64) -> Result<bool> {
+    for v in events.drain(..) {
         match writeln!(out, "{v}") {
             Ok(()) => *lines += 1,
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),

@@ -3,7 +3,7 @@ use std::process::Command;
 
 use trawl_capture::{FileSource, LinkType, PacketSource, PcapWriter};
 
-use super::testdata;
+use super::{summary, testdata, trawl};
 
 /// Ethernet / IPv4 / TCP SYN from `src` to `dst`:80 (checksums 0: not verified).
 fn syn_frame(src: [u8; 4], dst: [u8; 4], sport: u16) -> Vec<u8> {
@@ -85,4 +85,79 @@ fn detect_synflood_reports_injected_flood_only() {
     assert_eq!(events[1]["victim"], "10.9.9.9");
     assert_eq!(events[1]["peak_rate"].as_f64(), Some(400.0));
     assert_eq!(summary["active_at_end"], serde_json::json!([]));
+}
+
+#[test]
+fn heavy_hitters_count_every_keyed_packet_once_per_flow_and_twice_per_host() {
+    let sample = testdata("pcaps/android.pcap");
+    let out = trawl(&[
+        "detect",
+        "heavy-hitters",
+        "-r",
+        &sample,
+        "--interval",
+        "30s",
+        "--top",
+        "3",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: Vec<serde_json::Value> = String::from_utf8(out.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let s = summary(&out);
+    assert_eq!(s["events"].as_u64().unwrap(), reports.len() as u64);
+    assert!(reports.len() >= 3, "{} reports over 100 s", reports.len());
+    let flows = trawl(&["flows", "-r", &sample, "--summary", "json"]);
+    let d = &summary(&flows)["decode"];
+    let keyed = d["ok"].as_u64().unwrap()
+        + d["transport_incomplete"].as_u64().unwrap()
+        + d["fragment"].as_u64().unwrap();
+    let total = |key: &str| -> u64 {
+        reports
+            .iter()
+            .map(|r| r[key]["total"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(total("flows_by_packets"), keyed);
+    assert_eq!(total("hosts_by_packets"), 2 * keyed);
+    for r in &reports {
+        assert_eq!(r["event"], "heavy_hitters");
+        assert!(r["start_ns"].as_u64() < r["end_ns"].as_u64());
+        for key in ["flows_by_bytes", "hosts_by_packets"] {
+            let items = r[key]["items"].as_array().unwrap();
+            assert!(items.len() <= 3);
+            let counts: Vec<u64> = items.iter().map(|i| i["count"].as_u64().unwrap()).collect();
+            assert!(
+                counts.windows(2).all(|w| w[0] >= w[1]),
+                "largest first: {counts:?}"
+            );
+        }
+    }
+    // The phone (192.168.2.16 in its busiest interval) tops the hosts of the interval with
+    // the most packets.
+    let busiest = reports
+        .iter()
+        .max_by_key(|r| r["hosts_by_packets"]["total"].as_u64())
+        .unwrap();
+    assert_eq!(
+        busiest["hosts_by_packets"]["items"][0]["item"],
+        "192.168.2.16"
+    );
+    let bad = trawl(&[
+        "detect",
+        "heavy-hitters",
+        "-r",
+        &sample,
+        "--top",
+        "3",
+        "--min-bytes",
+        "9",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
 }

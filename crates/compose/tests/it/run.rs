@@ -344,3 +344,25 @@ fn busy_time_and_calls_are_counted() {
     let table = report.table();
     assert!(table.contains("slowish"), "{table}");
 }
+
+#[test]
+fn time_blocks_false_counts_calls_but_not_time() {
+    let report = run(r#"
+        [runtime]
+        time_blocks = false
+        [[block]]
+        name = "src"
+        type = "numbers"
+        count = 1000
+        [[block]]
+        name = "untimed"
+        type = "sink"
+        delay_us = 10
+        [[connection]]
+        from = "src.out"
+        to = "untimed.in"
+    "#);
+    let b = report.block("untimed").unwrap();
+    assert_eq!((b.calls, b.busy_ns), (102, 0));
+    assert_eq!(seen_by("untimed").numbers.len(), 1000);
+}
