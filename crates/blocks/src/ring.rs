@@ -30,8 +30,9 @@ struct RingCounters {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RingSettings {
-    /// Ring name: listeners attach to `/dev/shm/trawl-ring-NAME`.
-    pub name: String,
+    /// Ring name: listeners attach to `/dev/shm/trawl-ring-NAME` (`trawl listen --ring NAME`).
+    /// (The key is `ring`, as `name` is the block's own name in the composition.)
+    pub ring: String,
     /// Bytes of the ring's data area: a power of two from 64KiB (default 64MiB).
     #[serde(default = "default_capacity", deserialize_with = "crate::util::size")]
     pub capacity: u64,
@@ -61,7 +62,7 @@ impl Block for RingBlock {
     type Settings = RingSettings;
 
     fn check(s: &RingSettings) -> Result<(), String> {
-        trawl_ring::SharedRing::path(&s.name).map_err(|e| format!("name: {e}"))?;
+        trawl_ring::SharedRing::path(&s.ring).map_err(|e| format!("ring: {e}"))?;
         let cap = s.capacity;
         if !cap.is_power_of_two() || !(64 << 10..=1 << 40).contains(&cap) {
             return Err("`capacity` must be a power of two from 64KiB to 1TiB".into());
@@ -70,11 +71,11 @@ impl Block for RingBlock {
     }
 
     fn build(s: RingSettings, _env: &BuildEnv) -> Result<Self, String> {
-        let producer = Producer::create_shared(&s.name, &s.config())
-            .map_err(|e| format!("cannot create the shared ring `{}`: {e}", s.name))?;
+        let producer = Producer::create_shared(&s.ring, &s.config())
+            .map_err(|e| format!("cannot create the shared ring `{}`: {e}", s.ring))?;
         Ok(RingBlock {
             producer,
-            name: s.name,
+            name: s.ring,
             maps: Vec::new(),
             counters: None,
         })
