@@ -4,9 +4,7 @@ use std::time::Duration;
 use trawl_ring::{Mode, Recv, SharedRing};
 use trawl_testkit::netns::{lab_available, VethLab};
 
-use crate::{
-    collected, conversation_sums, file_packets, pcap, run, start, wait_for, Pkt,
-};
+use crate::{collected, conversation_sums, file_packets, pcap, run, start, wait_for, Pkt};
 
 pub fn lab() -> VethLab {
     if let Err(e) = lab_available() {
@@ -74,7 +72,13 @@ fn afpacket_source_delivers_the_replayed_frames_and_the_ring_publishes_them() {
         });
     }
     let got = collected("live_got").packets;
-    assert!(arrived, "{} of {} packets arrived\n{}", got.len(), want.len(), report.table());
+    assert!(
+        arrived,
+        "{} of {} packets arrived\n{}",
+        got.len(),
+        want.len(),
+        report.table()
+    );
     assert_eq!(got.len(), want.len(), "{}", report.table());
     assert!(got == want, "captured frames differ from the file's");
     let cap = report.block("cap").unwrap();
@@ -82,7 +86,11 @@ fn afpacket_source_delivers_the_replayed_frames_and_the_ring_publishes_them() {
     let bytes: u64 = want.iter().map(|p| u64::from(p.wire_len)).sum();
     assert_eq!(cap.counter("bytes"), Some(bytes));
     assert_eq!(cap.counter("kernel_drops"), Some(0));
-    assert!(from_ring == want, "the ring's listener got {} packets, not the file's", from_ring.len());
+    assert!(
+        from_ring == want,
+        "the ring's listener got {} packets, not the file's",
+        from_ring.len()
+    );
     let shared = report.block("shared").unwrap();
     assert_eq!(shared.counter("published"), Some(want.len() as u64));
     assert!(listener.is_closed() || report.blocks.iter().all(|b| b.finished));
@@ -151,7 +159,9 @@ fn two_fanout_workers_give_the_conversations_of_the_file() {
             .map(|w| r.block(w).unwrap().counter("packets").unwrap_or(0))
             .sum()
     };
-    wait_for(Duration::from_secs(10), || captured(&running.report()) >= want_packets);
+    wait_for(Duration::from_secs(10), || {
+        captured(&running.report()) >= want_packets
+    });
     std::thread::sleep(Duration::from_millis(200));
     running.stop();
     let report = running

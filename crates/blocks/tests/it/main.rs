@@ -159,7 +159,11 @@ pub fn conversation_sums(records: &[FlowRecord<'_>]) -> BTreeMap<Conversation, (
     let mut m = BTreeMap::new();
     for r in records {
         let (a, b) = ((r.src_ip, r.src_port), (r.dst_ip, r.dst_port));
-        let key = if a <= b { (r.proto, a, b) } else { (r.proto, b, a) };
+        let key = if a <= b {
+            (r.proto, a, b)
+        } else {
+            (r.proto, b, a)
+        };
         let e: &mut (u64, u64) = m.entry(key).or_default();
         e.0 += r.fwd.packets + r.rev.packets;
         e.1 += r.fwd.bytes + r.rev.bytes;

@@ -178,7 +178,10 @@ fn flow_store_counts_records_that_were_not_cut_at_block_boundaries() {
         .iter()
         .filter(|r| block_of(r.first_ns) != block_of(r.last_ns))
         .count() as u64;
-    assert!(spanning > 0, "the file has flows across 5-minute boundaries");
+    assert!(
+        spanning > 0,
+        "the file has flows across 5-minute boundaries"
+    );
     let db_block = report.block("db").unwrap();
     assert_eq!(db_block.counter("records_spanning"), Some(spanning));
     // Reported once, as an error that does not stop the run.
