@@ -129,3 +129,101 @@ fn default_toml_runs_on_a_live_interface_and_stops() {
             > 1
     );
 }
+
+#[test]
+fn bad_settings_are_refused_when_the_composition_is_checked() {
+    let cases = [
+        (
+            "afpacket_source",
+            "interface = \"eth0\"\nblock_size = 5000",
+            "block_size",
+        ),
+        (
+            "afpacket_source",
+            "interface = \"eth0\"\nfilter = \"port\"",
+            "filter",
+        ),
+        ("ring", "ring = \"x\"\ncapacity = \"3MiB\"", "capacity"),
+        (
+            "dumper",
+            "dir = \"/tmp/x\"\nwrite_block = 1000",
+            "write_block",
+        ),
+        (
+            "dumper",
+            "dir = \"/tmp/x\"\nretention_size = \"120%\"",
+            "retention_size",
+        ),
+        ("flow_store", "dir = \"/tmp/x\"\niface = \"a/b\"", "iface"),
+        (
+            "flow_store",
+            "dir = \"/tmp/x\"\niface = \"a\"\ncodec = \"gzip\"",
+            "codec",
+        ),
+        (
+            "flow_export",
+            "destinations = [\"ipfix+carrier-pigeon://x\"]",
+            "destination",
+        ),
+        ("flow_export", "destinations = []", "destinations"),
+    ];
+    // The same compositions with good settings pass: the failures are the settings'.
+    for (ty, settings) in [
+        ("afpacket_source", "interface = \"eth0\""),
+        ("ring", "ring = \"x\""),
+        ("dumper", "dir = \"/tmp/x\"\nretention_size = \"80%\""),
+        ("flow_store", "dir = \"/tmp/x\"\niface = \"a\""),
+        ("flow_export", "destinations = [\"json:-\"]"),
+    ] {
+        if let Err(e) = trawl_compose::plan(
+            &around(ty, settings),
+            "t",
+            &trawl_blocks::registry(),
+            &cpus(),
+        ) {
+            panic!("{ty}: {e}");
+        }
+    }
+    for (ty, settings, word) in cases {
+        let text = around(ty, settings);
+        let err = match trawl_compose::plan(&text, "t", &trawl_blocks::registry(), &cpus()) {
+            Ok(_) => panic!("{ty} with {settings:?} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.contains(word), "{ty}: {err}");
+    }
+}
+
+/// A composition where a `ty` block with `settings` is fed (or feeds) what it needs.
+fn around(ty: &str, settings: &str) -> String {
+    let (gate, src) = if ty == "afpacket_source" {
+        ("", String::new())
+    } else {
+        let input = match ty {
+            "flow_store" | "flow_export" => "flows",
+            _ => "packets",
+        };
+        (input, pcap("android.pcap").display().to_string())
+    };
+    if gate.is_empty() {
+        format!(
+            "[[block]]\nname = \"b\"\ntype = \"{ty}\"\n{settings}\n\
+             [[block]]\nname = \"c\"\ntype = \"count\"\n\
+             [[connection]]\nfrom = \"b.packets\"\nto = \"c.in\"\n"
+        )
+    } else if gate == "flows" {
+        format!(
+            "[[block]]\nname = \"s\"\ntype = \"pcap_source\"\nfiles = [\"{src}\"]\n\
+             [[block]]\nname = \"m\"\ntype = \"flow_meter\"\n\
+             [[block]]\nname = \"b\"\ntype = \"{ty}\"\n{settings}\n\
+             [[connection]]\nfrom = \"s.packets\"\nto = \"m.packets\"\n\
+             [[connection]]\nfrom = \"m.flows\"\nto = \"b.flows\"\n"
+        )
+    } else {
+        format!(
+            "[[block]]\nname = \"s\"\ntype = \"pcap_source\"\nfiles = [\"{src}\"]\n\
+             [[block]]\nname = \"b\"\ntype = \"{ty}\"\n{settings}\n\
+             [[connection]]\nfrom = \"s.packets\"\nto = \"b.packets\"\n"
+        )
+    }
+}
