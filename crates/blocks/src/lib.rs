@@ -5,11 +5,16 @@
 
 pub mod count;
 pub mod detect;
+pub mod dumper;
+pub mod export;
 pub mod filter;
+pub mod live;
 pub mod messages;
 pub mod meter;
 pub mod pcap;
+pub mod ring;
 pub mod series;
+pub mod store;
 mod util;
 pub mod write;
 
@@ -28,6 +33,11 @@ pub fn registry() -> Registry {
         .register::<write::PcapFileWriter>()
         .register::<detect::SynFlood>()
         .register::<detect::HeavyHittersBlock>()
+        .register::<live::AfPacketSource>()
+        .register::<ring::RingBlock>()
+        .register::<dumper::DumperBlock>()
+        .register::<store::FlowStore>()
+        .register::<export::FlowExport>()
         .register::<count::Count>();
     r
 }

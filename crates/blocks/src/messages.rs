@@ -94,8 +94,10 @@ impl PacketBatch {
 pub struct FlowBatch {
     /// The records, in emission order.
     pub records: Vec<FlowRecord<'static>>,
-    /// The meter's packet clock when it emitted them (ns): every later record ends after it
-    /// minus the active timeout, so stores can close their time blocks.
+    /// Packet time (ns) up to which the meter had processed packets when it sent these: later
+    /// records come from packets at or after it (or are late packets' flows), so stores can
+    /// close their time blocks behind it with a grace time. 0 claims nothing (the records of
+    /// the end-of-input flush).
     pub clock_ns: u64,
     /// Which meter sent them (parallel chains).
     pub stream: u32,

@@ -182,11 +182,6 @@ impl Block for FlowMeterBlock {
         let batch = packets.batch();
         let mut selected = reuse_records(std::mem::take(&mut self.scratch));
         selected.extend(batch.iter());
-        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
-            let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
-            self.clock = Some((ts, Instant::now()));
-            self.out.clock = ts;
-        }
         let out = &mut self.out;
         let mut sink = |r: &FlowRecord<'_>| out.push(r, ctx);
         match self.series.as_mut() {
@@ -200,6 +195,13 @@ impl Block for FlowMeterBlock {
                 });
             }
             None => self.meter.process_batch(&selected, &mut sink, |_, _| {}),
+        }
+        // The clock moves only once the whole batch is metered: records sent while it was
+        // being metered carry the time up to which packets had been processed before it.
+        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
+            let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
+            self.clock = Some((ts, Instant::now()));
+            self.out.clock = ts;
         }
         self.live |= packets.live;
         self.scratch = reuse_records(selected);
@@ -222,6 +224,9 @@ impl Block for FlowMeterBlock {
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        // The end-of-input flush claims no time: a store must not close blocks between its
+        // batches (late packets' flows are among them); it writes everything at its finish.
+        self.out.clock = 0;
         let out = &mut self.out;
         self.meter.flush(&mut |r: &FlowRecord<'_>| out.push(r, ctx));
         if let Some(series) = self.series.as_mut() {

@@ -86,3 +86,64 @@ impl OutputFile {
         Ok(())
     }
 }
+
+/// A size in settings: a number of bytes, or a string such as `64KiB`, `4MiB`, `1GiB`
+/// (K/M/G/T are binary, as ring and segment sizes are).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Deserializes a size (see [`parse_size`]) into bytes.
+pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match RawSize::deserialize(d)? {
+        RawSize::Bytes(n) => Ok(n),
+        RawSize::Text(s) => parse_size(&s).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Like [`size`], for an optional setting.
+pub fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    size(d).map(Some)
+}
+
+/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (examples: 65536, 64KiB, 4MiB)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        "g" | "gib" | "gb" => 1 << 30,
+        "t" | "tib" | "tb" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}` in `{s}` (use KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("size `{s}` out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size(" 4M "), Ok(4 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert!(parse_size("4 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+    }
+}

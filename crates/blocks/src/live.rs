@@ -1,0 +1,326 @@
+//! `afpacket_source`: live capture on one interface (a TPACKET_V3 socket of
+//! `trawl_capture::live`), packet batches out. Several blocks on the same interface with the
+//! same `fanout` group are parallel workers: the kernel spreads packets over their sockets.
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use trawl_bpf::FilterSet;
+use trawl_capture::live::{self, Fanout, FanoutMode, LiveConfig, LiveSource, SockFilter};
+use trawl_capture::{Interface, LinkType, PacketSource};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
+use trawl_ring::dedup::Dedup;
+
+use crate::messages::{PacketBatch, PACKETS};
+
+/// How long a poll waits for the kernel to hand over a block before returning empty-handed:
+/// short, so the block's thread keeps serving its timers and other blocks.
+const POLL_TIMEOUT: Duration = Duration::from_millis(20);
+
+/// Captures packets on an interface through a memory-mapped AF_PACKET ring and sends them.
+pub struct AfPacketSource {
+    source: LiveSource,
+    interfaces: Arc<[Interface]>,
+    /// A filter the kernel cannot run on a live socket (VLAN/MPLS tags are metadata there),
+    /// run in user space on the restored frames instead.
+    user_filter: Option<FilterSet>,
+    dedup: Option<Dedup>,
+    stream: u32,
+    pool: Pool<PacketBatch>,
+    counters: Option<LiveCounters>,
+}
+
+struct LiveCounters {
+    packets: Counter,
+    bytes: Counter,
+    kernel_packets: Counter,
+    kernel_drops: Counter,
+    kernel_freezes: Counter,
+    losing_blocks: Counter,
+    hardware_timestamps: Counter,
+    filter_rejected: Counter,
+    duplicates: Counter,
+}
+
+/// Settings of `afpacket_source`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AfPacketSettings {
+    /// Interface to capture on (`eth0`).
+    pub interface: String,
+    /// BPF expression (tcpdump syntax), run by the kernel (by trawl for `vlan`/`mpls`).
+    pub filter: Option<String>,
+    /// Bytes kept per packet (default 262144).
+    #[serde(default = "default_snaplen")]
+    pub snaplen: u32,
+    /// Capture ring block size: a power of two, at least 4KiB (default 1MiB).
+    #[serde(default = "default_block_size", deserialize_with = "crate::util::size")]
+    pub block_size: u64,
+    /// Capture ring blocks (ring = block_size x blocks; default 64).
+    #[serde(default = "default_blocks")]
+    pub blocks: usize,
+    /// Put the interface in promiscuous mode (default true).
+    #[serde(default = "yes")]
+    pub promiscuous: bool,
+    /// Join this PACKET_FANOUT group (1-65535): every `afpacket_source` of the interface with
+    /// the same group is one worker of a parallel capture. Default: no group.
+    pub fanout: Option<u16>,
+    /// How the group spreads packets: `symmetric` (XOR of the IP addresses: both directions
+    /// and all fragments on one worker; default) or `kernel` (the kernel's flow hash).
+    #[serde(default)]
+    pub fanout_mode: FanoutSetting,
+    /// `hardware` (NIC timestamps where the NIC has them; default) or `software`.
+    #[serde(default)]
+    pub timestamps: TimestampSetting,
+    /// Drop switching duplicates: a packet identical to one seen within this span (e.g.
+    /// `1ms`). Default off.
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub dedup: Option<u64>,
+}
+
+/// Fanout steering.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum FanoutSetting {
+    /// XOR of the addresses (trawl's steering program).
+    #[default]
+    Symmetric,
+    /// PACKET_FANOUT_HASH.
+    Kernel,
+}
+
+/// Timestamp source.
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum TimestampSetting {
+    /// NIC timestamps, else the kernel's.
+    #[default]
+    Hardware,
+    /// The kernel's only.
+    Software,
+}
+
+fn default_snaplen() -> u32 {
+    262_144
+}
+
+fn default_block_size() -> u64 {
+    1 << 20
+}
+
+fn default_blocks() -> usize {
+    64
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Expressions whose meaning on a live Linux socket differs from a file: libpcap compiles
+/// `vlan` and `mpls` for in-band tags, which the kernel has moved out of the frame.
+fn needs_user_space(expr: &str) -> bool {
+    expr.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == "vlan" || w == "mpls")
+}
+
+impl AfPacketSettings {
+    /// The socket settings, with the filter compiled for `link` (kernel filters only).
+    fn config(&self, link: LinkType) -> Result<LiveConfig, String> {
+        let mut c = LiveConfig::new(self.interface.clone());
+        c.snaplen = self.snaplen;
+        c.block_size = self.block_size as usize;
+        c.block_count = self.blocks;
+        c.poll_timeout = POLL_TIMEOUT;
+        c.promiscuous = self.promiscuous;
+        c.timestamps = match self.timestamps {
+            TimestampSetting::Hardware => live::TimestampMode::PreferHardware,
+            TimestampSetting::Software => live::TimestampMode::Software,
+        };
+        c.fanout = self.fanout.map(|group| Fanout {
+            group,
+            mode: match self.fanout_mode {
+                FanoutSetting::Symmetric => FanoutMode::Symmetric,
+                FanoutSetting::Kernel => FanoutMode::KernelHash,
+            },
+        });
+        if let Some(expr) = self.filter.as_deref().filter(|e| !needs_user_space(e)) {
+            let f = trawl_bpf::Filter::compile(expr, link, self.snaplen)
+                .map_err(|e| format!("filter: {e}"))?;
+            c.filter = Some(
+                f.insns()
+                    .iter()
+                    .map(|i| SockFilter {
+                        code: i.code,
+                        jt: i.jt,
+                        jf: i.jf,
+                        k: i.k,
+                    })
+                    .collect(),
+            );
+        }
+        Ok(c)
+    }
+
+    fn user_filter(&self, link: LinkType) -> Result<Option<FilterSet>, String> {
+        match self.filter.as_deref().filter(|e| needs_user_space(e)) {
+            None => Ok(None),
+            Some(expr) => {
+                let mut set = FilterSet::new(expr, self.snaplen);
+                set.prepare(link).map_err(|e| format!("filter: {e}"))?;
+                Ok(Some(set))
+            }
+        }
+    }
+}
+
+impl Block for AfPacketSource {
+    const TYPE: &'static str = "afpacket_source";
+    const SUMMARY: &'static str =
+        "captures packets live on an interface (AF_PACKET TPACKET_V3; fanout groups for parallel workers)";
+    const INPUTS: &'static [GateDef] = &[];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "the packets, as the kernel hands them over (`live` set)",
+    }];
+    type Settings = AfPacketSettings;
+
+    fn check(s: &AfPacketSettings) -> Result<(), String> {
+        if s.interface.is_empty() {
+            return Err("`interface` is empty".into());
+        }
+        if !s.block_size.is_power_of_two() || s.block_size < 4096 {
+            return Err(format!(
+                "`block_size` {} is not a power of two of at least 4KiB",
+                s.block_size
+            ));
+        }
+        if s.blocks == 0 {
+            return Err("`blocks` must be at least 1".into());
+        }
+        if s.snaplen == 0 {
+            return Err("`snaplen` must be positive".into());
+        }
+        if s.fanout == Some(0) {
+            return Err("`fanout` groups are numbered from 1".into());
+        }
+        // The interface need not exist where the composition is checked: compile for Ethernet.
+        s.config(LinkType::ETHERNET)?;
+        s.user_filter(LinkType::ETHERNET)?;
+        Ok(())
+    }
+
+    fn build(s: AfPacketSettings, env: &BuildEnv) -> Result<Self, String> {
+        let link = live::link_type_of(&s.interface).map_err(|e| e.to_string())?;
+        let source = LiveSource::open(s.config(link)?).map_err(|e| e.to_string())?;
+        Ok(AfPacketSource {
+            interfaces: Arc::from(source.interfaces().to_vec()),
+            user_filter: s.user_filter(link)?,
+            dedup: s.dedup.map(|window| Dedup::new(window, 16)),
+            source,
+            stream: env.instance as u32,
+            pool: Pool::new(PacketBatch::default),
+            counters: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = Some(LiveCounters {
+            packets: ctx.counter("packets"),
+            bytes: ctx.counter("bytes"),
+            kernel_packets: ctx.counter("kernel_packets"),
+            kernel_drops: ctx.counter("kernel_drops"),
+            kernel_freezes: ctx.counter("kernel_freezes"),
+            losing_blocks: ctx.counter("losing_blocks"),
+            hardware_timestamps: ctx.counter("hardware_timestamps"),
+            filter_rejected: ctx.counter("filter_rejected"),
+            duplicates: ctx.counter("duplicates"),
+        });
+        Ok(())
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll {
+        if ctx.stopping() {
+            // Exact kernel counters for the report.
+            self.source.refresh_kernel_stats();
+            self.update_live_counters();
+            return Poll::Done;
+        }
+        let batch = match self.source.next_batch() {
+            Ok(Some(batch)) => batch,
+            // Live sources do not end; a `None` would mean the socket is gone.
+            Ok(None) => return Poll::Done,
+            Err(e) => {
+                ctx.error(e);
+                return Poll::Idle;
+            }
+        };
+        if batch.is_empty() {
+            self.update_live_counters();
+            return Poll::Idle;
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.interfaces.clone_from(&self.interfaces);
+        out.big_endian = cfg!(target_endian = "big");
+        out.live = true;
+        out.stream = self.stream;
+        let (mut rejected, mut duplicates) = (0u64, 0u64);
+        let (filter, dedup) = (&mut self.user_filter, &mut self.dedup);
+        // One copy of the kernel block's records; the block goes back to the kernel at the
+        // next poll.
+        out.fill(&batch, |p| {
+            if let Some(f) = filter.as_mut() {
+                if !f.matches(p.link_type, p.data, p.wire_len).unwrap_or(false) {
+                    rejected += 1;
+                    return false;
+                }
+            }
+            if let Some(d) = dedup.as_mut() {
+                if d.is_duplicate(p.ts_ns, p.wire_len, p.data) {
+                    duplicates += 1;
+                    return false;
+                }
+            }
+            true
+        });
+        let c = self.counters.as_ref().expect("started");
+        c.filter_rejected.add(rejected);
+        c.duplicates.add(duplicates);
+        c.packets.add(out.metas.len() as u64);
+        c.bytes
+            .add(out.metas.iter().map(|m| u64::from(m.wire_len)).sum());
+        if !out.metas.is_empty() {
+            ctx.emit(0, slot.into_msg());
+        }
+        self.update_live_counters();
+        Poll::Busy
+    }
+}
+
+impl AfPacketSource {
+    fn update_live_counters(&self) {
+        let Some(c) = &self.counters else {
+            return;
+        };
+        let s = self.source.live_stats();
+        c.kernel_packets.set(s.kernel_packets);
+        c.kernel_drops.set(s.kernel_drops);
+        c.kernel_freezes.set(s.kernel_freezes);
+        c.losing_blocks.set(s.losing_blocks);
+        c.hardware_timestamps.set(s.hardware_timestamps);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vlan_and_mpls_filters_run_in_user_space() {
+        assert!(needs_user_space("vlan 10 and tcp"));
+        assert!(needs_user_space("(mpls) or udp"));
+        assert!(!needs_user_space("host 10.0.0.1 and port 80"));
+    }
+}

@@ -1,0 +1,218 @@
+//! `flow_store`: flow records into trawl's flow database (`trawl_store::Ingest`: columnar
+//! blocks per interface and 5-minute interval), which `trawl query` reads.
+//!
+//! The flow meter feeding it must cut records at the block boundaries (`interval = "5m"` on
+//! `flow_meter`). A record that does not fit in one 5-minute block is stored whole in the
+//! block of its first packet: time-range sums over the database are then off (a long flow's
+//! bytes all count in its first interval), and a record that ends after its first block was
+//! written adds a further part file to that block. The block counts such records
+//! (`records_spanning`) and reports the first one as an error.
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, TimerId};
+use trawl_store::{Codec, IfaceId, Ingest, IngestStats, Retention, StoreConfig};
+
+use crate::messages::{FlowBatch, FLOWS};
+use crate::util::opt_size;
+
+/// Writes flow records into a flow database under one interface name.
+pub struct FlowStore {
+    ingest: Option<Ingest>,
+    iface: IfaceId,
+    dir: PathBuf,
+    retention: Retention,
+    /// The latest clock of the meters feeding it.
+    clock: u64,
+    warned_spanning: bool,
+    counters: Option<StoreCounters>,
+}
+
+struct StoreCounters {
+    records: Counter,
+    spanning: Counter,
+    rows: Counter,
+    blocks: Counter,
+    extra_parts: Counter,
+    bytes: Counter,
+}
+
+/// Settings of `flow_store`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowStoreSettings {
+    /// The database directory (created if needed).
+    pub dir: PathBuf,
+    /// Interface name the records are stored under (`DIR/iface=NAME/...`): the captured
+    /// interface, or a name for a capture file.
+    pub iface: String,
+    /// Compression: `lz4` (default), `zstd`, `zstd:LEVEL` (1-22) or `none`.
+    #[serde(default = "default_codec")]
+    pub codec: String,
+    /// How long after its interval a block stays open for records still to come (default
+    /// 40s: the meter's idle timeout plus TCP linger, with margin).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub grace: Option<u64>,
+    /// Delete blocks of days more than this many days before today (UTC), every minute and
+    /// at the end.
+    pub keep_days: Option<u32>,
+    /// Delete the oldest blocks while the database takes more than this (e.g. `50GiB`).
+    #[serde(default, deserialize_with = "opt_size")]
+    pub max_size: Option<u64>,
+}
+
+fn default_codec() -> String {
+    "lz4".into()
+}
+
+impl FlowStoreSettings {
+    fn config(&self) -> Result<StoreConfig, String> {
+        let codec = Codec::parse(&self.codec).ok_or_else(|| {
+            format!(
+                "`codec` {:?} is not one of zstd, zstd:LEVEL (1-22), lz4, none",
+                self.codec
+            )
+        })?;
+        let d = StoreConfig::default();
+        Ok(StoreConfig {
+            codec,
+            grace_ns: self.grace.unwrap_or(d.grace_ns),
+            ..d
+        })
+    }
+}
+
+impl Block for FlowStore {
+    const TYPE: &'static str = "flow_store";
+    const SUMMARY: &'static str =
+        "writes flow records into the flow database (columnar 5-minute blocks per interface) that `trawl query` reads";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "flows",
+        ty: FLOWS,
+        required: true,
+        doc: "records cut at 5-minute boundaries (flow_meter `interval = \"5m\"`), from any number of meters",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = FlowStoreSettings;
+
+    fn check(s: &FlowStoreSettings) -> Result<(), String> {
+        s.config()?;
+        if !trawl_store::layout::valid_iface(&s.iface) {
+            return Err(format!(
+                "`iface` {:?} is not a valid interface name (letters, digits, `.`, `_`, `-`; not starting with `.`)",
+                s.iface
+            ));
+        }
+        Ok(())
+    }
+
+    fn build(s: FlowStoreSettings, _env: &BuildEnv) -> Result<Self, String> {
+        let config = s.config()?;
+        let mut ingest = Ingest::open(&s.dir, config)
+            .map_err(|e| format!("cannot open the flow database {}: {e}", s.dir.display()))?;
+        let iface = ingest.iface(&s.iface).map_err(|e| e.to_string())?;
+        Ok(FlowStore {
+            ingest: Some(ingest),
+            iface,
+            dir: s.dir,
+            retention: Retention {
+                max_age_days: s.keep_days,
+                max_bytes: s.max_size,
+            },
+            clock: 0,
+            warned_spanning: false,
+            counters: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = Some(StoreCounters {
+            records: ctx.counter("records"),
+            spanning: ctx.counter("records_spanning"),
+            rows: ctx.counter("rows"),
+            blocks: ctx.counter("blocks"),
+            extra_parts: ctx.counter("extra_parts"),
+            bytes: ctx.counter("bytes"),
+        });
+        if self.retention != Retention::default() {
+            ctx.every(Duration::from_secs(60));
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(b) = msg.get::<FlowBatch>() else {
+            return;
+        };
+        let Some(ingest) = self.ingest.as_mut() else {
+            return;
+        };
+        let spanning = ingest.stats().records_spanning;
+        for r in &b.records {
+            if let Err(e) = ingest.push(self.iface, r) {
+                return ctx.fail(format_args!("flow database {}: {e}", self.dir.display()));
+            }
+        }
+        if !self.warned_spanning && ingest.stats().records_spanning > spanning {
+            self.warned_spanning = true;
+            ctx.error(
+                "records span 5-minute blocks (stored in the block of their first packet): \
+                 set `interval = \"5m\"` on the flow_meter feeding this store",
+            );
+        }
+        // Several meters: the newest clock closes blocks; a record of a meter that lags by
+        // more than the grace time goes to a further part of its block (nothing is lost).
+        self.clock = self.clock.max(b.clock_ns);
+        if let Err(e) = ingest.advance(self.clock) {
+            return ctx.fail(format_args!("flow database {}: {e}", self.dir.display()));
+        }
+        self.update_counters();
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        self.enforce_retention(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(ingest) = self.ingest.take() else {
+            return;
+        };
+        match ingest.finish() {
+            Ok(stats) => {
+                if let Some(c) = &self.counters {
+                    set_counters(c, &stats);
+                }
+            }
+            Err(e) => ctx.fail(format_args!("flow database {}: {e}", self.dir.display())),
+        }
+        if self.retention != Retention::default() {
+            self.enforce_retention(ctx);
+        }
+    }
+}
+
+impl FlowStore {
+    fn update_counters(&self) {
+        if let (Some(c), Some(i)) = (&self.counters, &self.ingest) {
+            set_counters(c, i.stats());
+        }
+    }
+
+    fn enforce_retention(&mut self, ctx: &mut Ctx<'_>) {
+        if let Err(e) =
+            trawl_store::retention::enforce(&self.dir, &self.retention, trawl_time::now_ns())
+        {
+            ctx.error(format_args!("flow database retention: {e}"));
+        }
+    }
+}
+
+fn set_counters(c: &StoreCounters, s: &IngestStats) {
+    c.records.set(s.records);
+    c.spanning.set(s.records_spanning);
+    c.rows.set(s.rows);
+    c.blocks.set(s.blocks);
+    c.extra_parts.set(s.extra_parts);
+    c.bytes.set(s.bytes);
+}

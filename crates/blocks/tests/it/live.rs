@@ -1,0 +1,203 @@
+//! `afpacket_source` and `ring` on a real veth pair, with tcpreplay sending capture files.
+use std::time::Duration;
+
+use trawl_ring::{Mode, Recv, SharedRing};
+use trawl_testkit::netns::{lab_available, VethLab};
+
+use crate::{collected, conversation_sums, file_packets, pcap, run, start, wait_for, Pkt};
+
+pub fn lab() -> VethLab {
+    if let Err(e) = lab_available() {
+        panic!("live capture tests need a lab: {e}");
+    }
+    VethLab::new(9000).unwrap_or_else(|e| panic!("cannot make a veth lab: {e}"))
+}
+
+/// Small capture rings, so tests do not pin 64 MiB per socket.
+const SMALL: &str = "block_size = \"64KiB\"\nblocks = 16";
+
+#[test]
+fn afpacket_source_delivers_the_replayed_frames_and_the_ring_publishes_them() {
+    let lab = lab();
+    let ring_name = format!("blocks-test-{}", lab.host);
+    let running = start(&format!(
+        r#"
+        [[block]]
+        name = "cap"
+        type = "afpacket_source"
+        interface = "{iface}"
+        {SMALL}
+        [[block]]
+        name = "live_got"
+        type = "collect"
+        [[block]]
+        name = "shared"
+        type = "ring"
+        ring = "{ring_name}"
+        capacity = "4MiB"
+        [[connection]]
+        from = "cap.packets"
+        to = ["live_got.in", "shared.packets"]
+        "#,
+        iface = lab.host
+    ));
+    // A lossless listener of another "process": it sees what is published after it joins.
+    let mut listener = SharedRing::attach(&ring_name, Mode::Lossless).expect("attach to the ring");
+    let file = pcap("android.pcap");
+    let want: Vec<Pkt> = file_packets(&file).into_iter().map(|(_, p)| p).collect();
+    let sent = lab
+        .replay_into_host(&file, &["--topspeed"])
+        .expect("tcpreplay");
+    assert_eq!(sent as usize, want.len());
+    let mut from_ring = Vec::new();
+    let arrived = wait_for(Duration::from_secs(10), || {
+        while let Ok(Recv::Ready(p)) = listener.next() {
+            from_ring.push(Pkt {
+                data: p.data.to_vec(),
+                wire_len: p.wire_len,
+            });
+        }
+        collected("live_got").packets.len() >= want.len() && from_ring.len() >= want.len()
+    });
+    // A little longer, to catch anything extra.
+    std::thread::sleep(Duration::from_millis(200));
+    running.stop();
+    let report = running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    while let Ok(Recv::Ready(p)) = listener.next() {
+        from_ring.push(Pkt {
+            data: p.data.to_vec(),
+            wire_len: p.wire_len,
+        });
+    }
+    let got = collected("live_got").packets;
+    assert!(
+        arrived,
+        "{} of {} packets arrived\n{}",
+        got.len(),
+        want.len(),
+        report.table()
+    );
+    assert_eq!(got.len(), want.len(), "{}", report.table());
+    assert!(got == want, "captured frames differ from the file's");
+    let cap = report.block("cap").unwrap();
+    assert_eq!(cap.counter("packets"), Some(want.len() as u64));
+    let bytes: u64 = want.iter().map(|p| u64::from(p.wire_len)).sum();
+    assert_eq!(cap.counter("bytes"), Some(bytes));
+    assert_eq!(cap.counter("kernel_drops"), Some(0));
+    assert!(
+        from_ring == want,
+        "the ring's listener got {} packets, not the file's",
+        from_ring.len()
+    );
+    let shared = report.block("shared").unwrap();
+    assert_eq!(shared.counter("published"), Some(want.len() as u64));
+    assert!(listener.is_closed() || report.blocks.iter().all(|b| b.finished));
+}
+
+#[test]
+fn two_fanout_workers_give_the_conversations_of_the_file() {
+    let lab = lab();
+    let file = pcap("android.pcap");
+    let group = 4000 + (std::process::id() % 20000) as u16;
+    let running = start(&format!(
+        r#"
+        [[pool]]
+        name = "workers"
+        threads = 2
+        [[block]]
+        name = "w0"
+        type = "afpacket_source"
+        pool = "workers"
+        thread = 0
+        interface = "{iface}"
+        fanout = {group}
+        {SMALL}
+        [[block]]
+        name = "w1"
+        type = "afpacket_source"
+        pool = "workers"
+        thread = 1
+        interface = "{iface}"
+        fanout = {group}
+        {SMALL}
+        [[block]]
+        name = "m0"
+        type = "flow_meter"
+        pool = "workers"
+        thread = 0
+        [[block]]
+        name = "m1"
+        type = "flow_meter"
+        pool = "workers"
+        thread = 1
+        [[block]]
+        name = "fanout_flows"
+        type = "collect"
+        [[connection]]
+        from = "w0.packets"
+        to = "m0.packets"
+        [[connection]]
+        from = "w1.packets"
+        to = "m1.packets"
+        [[connection]]
+        from = "m0.flows"
+        to = "fanout_flows.in"
+        [[connection]]
+        from = "m1.flows"
+        to = "fanout_flows.in"
+        "#,
+        iface = lab.host
+    ));
+    let want_packets = file_packets(&file).len() as u64;
+    lab.replay_into_host(&file, &["--topspeed"])
+        .expect("tcpreplay");
+    let captured = |r: &trawl_compose::Report| -> u64 {
+        ["w0", "w1"]
+            .iter()
+            .map(|w| r.block(w).unwrap().counter("packets").unwrap_or(0))
+            .sum()
+    };
+    wait_for(Duration::from_secs(10), || {
+        captured(&running.report()) >= want_packets
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    running.stop();
+    let report = running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    assert_eq!(captured(&report), want_packets, "{}", report.table());
+    for w in ["w0", "w1"] {
+        assert!(
+            report.block(w).unwrap().counter("packets").unwrap() > 0,
+            "worker {w} got nothing: the fanout group did not spread\n{}",
+            report.table()
+        );
+    }
+    run(&format!(
+        r#"
+        [[block]]
+        name = "file"
+        type = "pcap_source"
+        files = ["{}"]
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        [[block]]
+        name = "file_flows"
+        type = "collect"
+        [[connection]]
+        from = "file.packets"
+        to = "meter.packets"
+        [[connection]]
+        from = "meter.flows"
+        to = "file_flows.in"
+        "#,
+        file.display()
+    ));
+    let live = conversation_sums(&collected("fanout_flows").flows);
+    let offline = conversation_sums(&collected("file_flows").flows);
+    assert!(!offline.is_empty());
+    assert_eq!(live, offline);
+}
