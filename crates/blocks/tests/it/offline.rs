@@ -213,7 +213,7 @@ fn syn_frame(src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
 
 /// android.pcap with a flood of `rate` SYN/s for `secs` seconds to `victim`, starting
 /// `start_s` after the first packet, written in time order to `out`.
-fn with_flood(out: &Path, victim: Ipv4Addr, rate: u64, start_s: u64, secs: u64) {
+pub fn with_flood(out: &Path, victim: Ipv4Addr, rate: u64, start_s: u64, secs: u64) {
     let mut packets: Vec<(u64, u32, Vec<u8>)> = Vec::new();
     let mut source = FileSource::open(capture("android.pcap")).unwrap();
     while let Ok(Some(b)) = source.next_batch() {
