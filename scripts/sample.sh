@@ -4,7 +4,8 @@
 # flow records as JSON lines into target/sample-flows.jsonl (first lines shown), per-second
 # series into target/sample-series.csv, every packet into the packet store target/sample-packets
 # (then its DNS packets back out as target/sample-dns.pcap), and the flow records into the flow
-# database target/sample-db (then its top conversations). Summaries go to standard error.
+# database target/sample-db (then its top conversations); then the same capture through a
+# composition of blocks (compositions/offline.toml). Summaries go to standard error.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -26,3 +27,13 @@ rm -rf target/sample-packets target/sample-db
 echo "--- flow database (target/sample-db), top conversations:"
 "$trawl" ingest -r "$sample" --db target/sample-db -i sample --summary none
 "$trawl" query -d target/sample-db talk_conv --limit 5
+echo "--- the same through a composition of blocks (compositions/offline.toml, files in target/sample-comp):"
+mkdir -p target/sample-comp
+sed -e "s|\"capture.pcap\"|\"$sample\"|" \
+    -e 's|"flows.jsonl"|"target/sample-comp/flows.jsonl"|' \
+    -e 's|"series.csv"|"target/sample-comp/series.csv"|' \
+    -e 's|"alarms.jsonl"|"target/sample-comp/alarms.jsonl"|' \
+    compositions/offline.toml > target/sample-comp/offline.toml
+"$trawl" check -c target/sample-comp/offline.toml
+"$trawl" run -c target/sample-comp/offline.toml
+cmp target/sample-comp/flows.jsonl target/sample-flows.jsonl && echo "flow records: identical to trawl flows"
