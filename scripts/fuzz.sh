@@ -7,7 +7,9 @@
 # (any bytes as a stored segment and its index: reading, index parsing, crash repair),
 # flow_decoder (any bytes as a sequence of IPFIX / NetFlow v9 / v5 messages through the
 # collector's decoder), query_syntax (any text as a `trawl query` condition: errors point inside
-# it, what parses round-trips through its canonical form).
+# it, what parses round-trips through its canonical form), composition (any text as a
+# composition file through the checker: no panic, refusals name a problem, accepted plans are
+# consistent).
 # Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax)
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do

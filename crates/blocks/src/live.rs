@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use trawl_bpf::FilterSet;
-use trawl_capture::live::{self, Fanout, FanoutMode, LiveConfig, LiveSource, SockFilter};
+use trawl_capture::live::{self, Fanout, FanoutMode, LiveConfig, LiveSource};
 use trawl_capture::{Interface, LinkType, PacketSource};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
 use trawl_ring::dedup::Dedup;
@@ -116,13 +116,6 @@ fn yes() -> bool {
     true
 }
 
-/// Expressions whose meaning on a live Linux socket differs from a file: libpcap compiles
-/// `vlan` and `mpls` for in-band tags, which the kernel has moved out of the frame.
-fn needs_user_space(expr: &str) -> bool {
-    expr.split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| w == "vlan" || w == "mpls")
-}
-
 impl AfPacketSettings {
     /// The socket settings, with the filter compiled for `link` (kernel filters only).
     fn config(&self, link: LinkType) -> Result<LiveConfig, String> {
@@ -143,26 +136,24 @@ impl AfPacketSettings {
                 FanoutSetting::Kernel => FanoutMode::KernelHash,
             },
         });
-        if let Some(expr) = self.filter.as_deref().filter(|e| !needs_user_space(e)) {
+        if let Some(expr) = self
+            .filter
+            .as_deref()
+            .filter(|e| !trawl_bpf::needs_user_space_on_live_socket(e))
+        {
             let f = trawl_bpf::Filter::compile(expr, link, self.snaplen)
                 .map_err(|e| format!("filter: {e}"))?;
-            c.filter = Some(
-                f.insns()
-                    .iter()
-                    .map(|i| SockFilter {
-                        code: i.code,
-                        jt: i.jt,
-                        jf: i.jf,
-                        k: i.k,
-                    })
-                    .collect(),
-            );
+            c.filter = Some(f.socket_program());
         }
         Ok(c)
     }
 
     fn user_filter(&self, link: LinkType) -> Result<Option<FilterSet>, String> {
-        match self.filter.as_deref().filter(|e| needs_user_space(e)) {
+        match self
+            .filter
+            .as_deref()
+            .filter(|e| trawl_bpf::needs_user_space_on_live_socket(e))
+        {
             None => Ok(None),
             Some(expr) => {
                 let mut set = FilterSet::new(expr, self.snaplen);
@@ -310,17 +301,5 @@ impl AfPacketSource {
         c.kernel_freezes.set(s.kernel_freezes);
         c.losing_blocks.set(s.losing_blocks);
         c.hardware_timestamps.set(s.hardware_timestamps);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vlan_and_mpls_filters_run_in_user_space() {
-        assert!(needs_user_space("vlan 10 and tcp"));
-        assert!(needs_user_space("(mpls) or udp"));
-        assert!(!needs_user_space("host 10.0.0.1 and port 80"));
     }
 }

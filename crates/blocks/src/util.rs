@@ -4,6 +4,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
+pub use trawl_time::parse_size;
 
 /// Deserializes a span such as `30s`, `500ms`, `5m` into nanoseconds.
 pub fn span<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -107,43 +108,4 @@ pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 /// Like [`size`], for an optional setting.
 pub fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     size(d).map(Some)
-}
-
-/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (examples: 65536, 64KiB, 4MiB)"))?;
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" | "kb" => 1 << 10,
-        "m" | "mib" | "mb" => 1 << 20,
-        "g" | "gib" | "gb" => 1 << 30,
-        "t" | "tib" | "tb" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}` in `{s}` (use KiB, MiB, GiB, TiB)"
-            ))
-        }
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("size `{s}` out of range"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_parse_with_binary_units() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
-        assert_eq!(parse_size(" 4M "), Ok(4 << 20));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert!(parse_size("4 parsecs").is_err());
-        assert!(parse_size("MiB").is_err());
-    }
 }

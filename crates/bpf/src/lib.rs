@@ -51,6 +51,14 @@ pub use error::Error;
 pub use program::{op, Insn, Invalid, MAX_BACKWARD_JUMPS, MAX_INSNS, MEM_WORDS};
 pub use set::FilterSet;
 
+/// Whether `expr` must run in user space on a live Linux socket rather than in the kernel:
+/// libpcap compiles `vlan` and `mpls` for tags inside the frame, and the kernel has moved
+/// VLAN tags out of it (trawl restores them in the frames it reads).
+pub fn needs_user_space_on_live_socket(expr: &str) -> bool {
+    expr.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == "vlan" || w == "mpls")
+}
+
 use program::Program;
 use trawl_capture::LinkType;
 
@@ -140,6 +148,20 @@ impl Filter {
         &self.insns
     }
 
+    /// The program in the kernel's `sock_filter` form, to attach to a live socket.
+    #[cfg(target_os = "linux")]
+    pub fn socket_program(&self) -> Vec<trawl_capture::live::SockFilter> {
+        self.insns
+            .iter()
+            .map(|i| trawl_capture::live::SockFilter {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect()
+    }
+
     /// A copy of the program whose accepting `ret`s return `accept` instead.
     #[must_use]
     pub fn with_accept_len(&self, accept: u32) -> Filter {
@@ -157,6 +179,16 @@ impl Filter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vlan_and_mpls_filters_run_in_user_space_on_live_sockets() {
+        assert!(needs_user_space_on_live_socket("vlan 10 and tcp"));
+        assert!(needs_user_space_on_live_socket("(mpls) or udp"));
+        assert!(!needs_user_space_on_live_socket(
+            "host 10.0.0.1 and port 80"
+        ));
+        assert!(!needs_user_space_on_live_socket("host vlanhost"));
+    }
 
     #[test]
     fn empty_expression_matches_everything() {

@@ -313,30 +313,11 @@ pub enum TimestampArg {
     Software,
 }
 
-/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes (K/M/G are binary here, as ring
-/// sizes are).
+/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes (binary units; see
+/// [`trawl_time::parse_size`]).
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 65536, 64KiB, 4MiB)"))?;
-    let scale: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kib" | "kb" => 1 << 10,
-        "m" | "mib" | "mb" => 1 << 20,
-        "g" | "gib" | "gb" => 1 << 30,
-        // Disk budgets of packet stores and flow databases.
-        "t" | "tib" | "tb" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB, TiB)"
-            ))
-        }
-    };
-    n.checked_mul(scale)
-        .ok_or_else(|| format!("size '{s}' out of range"))
+    let n = trawl_time::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("size '{s}' out of range"))
 }
 
 /// Where and how results are written (both commands).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use trawl_bpf::FilterSet;
-use trawl_capture::live::{self, Fanout, LiveSource, LiveStats, SockFilter};
+use trawl_capture::live::{self, Fanout, LiveSource, LiveStats};
 use trawl_capture::{PacketRecord, PacketSource, RecordMeta, SourceStats};
 use trawl_flow::format::RecordWriter;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
@@ -60,13 +60,6 @@ pub struct LiveReport {
     pub ring: Option<ProducerStats>,
 }
 
-/// Expressions whose meaning on a live Linux socket differs from a file: libpcap compiles
-/// `vlan` and `mpls` for in-band tags, which the kernel has moved out of the frame.
-fn needs_user_space(expr: &str) -> bool {
-    expr.split(|c: char| !c.is_ascii_alphanumeric())
-        .any(|w| w == "vlan" || w == "mpls")
-}
-
 /// Opens every socket (before privileges are dropped) so that every error surfaces before
 /// capture starts.
 pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worker>, bool)> {
@@ -78,7 +71,7 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
         config.interface = name.clone();
         let mut user_filter = None;
         if let Some(expr) = filter {
-            if needs_user_space(expr) {
+            if trawl_bpf::needs_user_space_on_live_socket(expr) {
                 let mut set = FilterSet::new(expr, config.snaplen);
                 set.prepare(link)
                     .map_err(|e| anyhow::anyhow!("{e}"))
@@ -88,17 +81,7 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
                 let f = trawl_bpf::Filter::compile(expr, link, config.snaplen)
                     .map_err(|e| anyhow::anyhow!("{e}"))
                     .context("invalid filter expression")?;
-                config.filter = Some(
-                    f.insns()
-                        .iter()
-                        .map(|i| SockFilter {
-                            code: i.code,
-                            jt: i.jt,
-                            jf: i.jf,
-                            k: i.k,
-                        })
-                        .collect(),
-                );
+                config.filter = Some(f.socket_program());
                 kernel_filter = true;
             }
         }
@@ -834,12 +817,5 @@ mod tests {
         assert_eq!(reserve(&r, 4), 4);
         assert_eq!(reserve(&r, 8), 6);
         assert_eq!(reserve(&r, 1), 0);
-    }
-
-    #[test]
-    fn vlan_and_mpls_filters_run_in_user_space() {
-        assert!(needs_user_space("vlan 10 and tcp"));
-        assert!(needs_user_space("(mpls) or udp"));
-        assert!(!needs_user_space("host 10.0.0.1 and port 80"));
     }
 }

@@ -4,7 +4,8 @@
 //! them into civil dates (for `YYYY-MM-DD/HH` directories) and parses what users type after
 //! `--from` / `--to`: RFC 3339 (`2026-11-22T10:05:00Z`, `2026-11-22 10:05:00.25+01:00`, a bare
 //! date `2026-11-22`), epoch seconds (`1732269900`, `1732269900.5`), `now`, and relative forms
-//! (`-15m`, `-2h`, `-1d`, `-30s`, `-500ms`) counted back from "now".
+//! (`-15m`, `-2h`, `-1d`, `-30s`, `-500ms`) counted back from "now"; and, for the same
+//! command lines and configuration files, spans (`30s`) and sizes (`64KiB`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -160,6 +161,31 @@ pub fn parse_instant(input: &str, now_ns: u64) -> Result<u64, ParseError> {
         return parse_rfc3339(s).map_err(|(p, e)| err(p, e));
     }
     parse_epoch(s).map_err(|(p, e)| err(p, e))
+}
+
+/// Parses a size like `4096`, `64KiB`, `4MiB`, `1g`, `2TiB` into bytes. Units are binary
+/// (`K`, `KiB` and `KB` all mean 1024), as ring, block and disk budget sizes are.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size (examples: 65536, 64KiB, 4MiB)"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1 << 10,
+        "m" | "mib" | "mb" => 1 << 20,
+        "g" | "gib" | "gb" => 1 << 30,
+        "t" | "tib" | "tb" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("size '{s}' out of range"))
 }
 
 /// Parses a span like `15m`, `2h`, `1d`, `30s`, `500ms`, `1.5h` into nanoseconds.
@@ -333,6 +359,18 @@ pub fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size(" 4M "), Ok(4 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert!(parse_size("4 parsecs").is_err());
+        assert!(parse_size("MiB").is_err());
+        assert!(parse_size("99999999999TiB").is_err());
+    }
 
     const NOW: u64 = 1_732_269_900 * NS_PER_SEC; // 2024-11-22T10:05:00Z
 
