@@ -301,6 +301,47 @@ impl Block for Talker {
     }
 }
 
+/// Records, at start, the CPUs its thread may run on (`Cpus_allowed_list` of
+/// /proc/thread-self/status), under its name in [`affinity`].
+pub struct Where;
+
+pub fn affinity() -> &'static Mutex<HashMap<String, String>> {
+    static A: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    A.get_or_init(Default::default)
+}
+
+impl Block for Where {
+    const TYPE: &'static str = "where";
+    const SUMMARY: &'static str = "notes its thread's CPUs";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "in",
+        ty: MsgType::ANY,
+        required: false,
+        doc: "ignored",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = toml::Table;
+
+    fn build(_s: toml::Table, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(Where)
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_string();
+        affinity()
+            .lock()
+            .unwrap()
+            .insert(ctx.name().to_string(), cpus);
+        Ok(())
+    }
+}
+
 /// Counts timer ticks until stopped.
 pub struct Ticker {
     ticks: Option<Counter>,
@@ -351,7 +392,8 @@ pub fn registry() -> Registry {
         .register::<Scale>()
         .register::<Sink>()
         .register::<Talker>()
-        .register::<Ticker>();
+        .register::<Ticker>()
+        .register::<Where>();
     r
 }
 

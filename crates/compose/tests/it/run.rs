@@ -366,3 +366,44 @@ fn time_blocks_false_counts_calls_but_not_time() {
     assert_eq!((b.calls, b.busy_ns), (102, 0));
     assert_eq!(seen_by("untimed").numbers.len(), 1000);
 }
+
+#[test]
+fn pool_threads_are_pinned_to_their_cores() {
+    let cpus = cpus();
+    let last = *cpus.last().unwrap();
+    run(&format!(
+        r#"
+        [[pool]]
+        name = "first"
+        cores = [{first}]
+        [[pool]]
+        name = "last"
+        cores = [{last}]
+        [[pool]]
+        name = "free"
+        threads = 1
+        [[block]]
+        name = "on_first"
+        type = "where"
+        pool = "first"
+        [[block]]
+        name = "on_last"
+        type = "where"
+        pool = "last"
+        [[block]]
+        name = "unpinned"
+        type = "where"
+        pool = "free"
+        "#,
+        first = cpus[0]
+    ));
+    let a = crate::affinity().lock().unwrap().clone();
+    assert_eq!(a["on_first"], cpus[0].to_string());
+    assert_eq!(a["on_last"], last.to_string());
+    if cpus.len() > 1 {
+        assert!(
+            a["unpinned"].contains('-') || a["unpinned"].contains(','),
+            "{a:?}"
+        );
+    }
+}
