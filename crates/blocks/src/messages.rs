@@ -19,8 +19,11 @@ pub const EVENTS: MsgType = MsgType::of::<Events>("events");
 /// `iface` fields index. Pooled by the source that fills it, so buffers keep their capacity.
 #[derive(Default)]
 pub struct PacketBatch {
-    /// Captured bytes of every record, back to back.
+    /// Captured bytes of every record, back to back (when the batch owns its bytes).
     pub bytes: Vec<u8>,
+    /// The source's own buffer the records point into, when the batch shares it instead of
+    /// owning a copy (file sources: see [`PacketBatch::fill_shared`]).
+    pub shared: Option<Arc<Vec<u8>>>,
     /// One entry per record; offsets index `bytes`.
     pub metas: Vec<RecordMeta>,
     /// The source's interfaces (shared, replaced only when the table changes).
@@ -44,7 +47,28 @@ impl PacketBatch {
     /// The records as a capture [`Batch`] (what the flow meter, filters and writers read).
     #[inline]
     pub fn batch(&self) -> Batch<'_> {
-        Batch::new(&self.metas, &self.bytes, &self.interfaces)
+        let bytes = self.shared.as_deref().map_or(&self.bytes[..], |b| &b[..]);
+        Batch::new(&self.metas, bytes, &self.interfaces)
+    }
+
+    /// Replaces the contents with `records` (all, or those `keep` says yes to) without copying
+    /// their bytes: `buffer` is the source buffer the records point into, shared for as long
+    /// as this batch holds it (`FileSource::shared_bytes`).
+    pub fn fill_shared(
+        &mut self,
+        batch: &Batch<'_>,
+        buffer: Arc<Vec<u8>>,
+        mut keep: impl FnMut(&PacketRecord<'_>) -> bool,
+    ) {
+        self.metas.clear();
+        self.bytes.clear();
+        debug_assert!(batch.bytes().len() <= buffer.len());
+        for (i, m) in batch.metas().iter().enumerate() {
+            if keep(&batch.get(i)) {
+                self.metas.push(*m);
+            }
+        }
+        self.shared = Some(buffer);
     }
 
     /// Replaces the contents with `records` (all of them, or those `keep` says yes to),
@@ -54,6 +78,7 @@ impl PacketBatch {
     pub fn fill(&mut self, batch: &Batch<'_>, mut keep: impl FnMut(&PacketRecord<'_>) -> bool) {
         self.metas.clear();
         self.bytes.clear();
+        self.shared = None;
         let metas = batch.metas();
         let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
             return;

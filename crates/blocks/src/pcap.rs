@@ -110,8 +110,8 @@ impl Block for PcapSource {
             return self.open_next(ctx);
         };
         let big_endian = source.big_endian();
-        let batch = match source.next_batch() {
-            Ok(Some(batch)) => batch,
+        let (batch, shared_bytes) = match source.next_shared_batch() {
+            Ok(Some(read)) => read,
             Ok(None) => {
                 self.source = None;
                 return Poll::Busy;
@@ -132,9 +132,12 @@ impl Block for PcapSource {
         out.live = false;
         out.stream = self.stream;
         let mut rejected = 0u64;
+        // The records' bytes stay in the source's buffer, shared with the batch (no copy);
+        // the source reads on into another buffer while this one is held.
+        let buffer = shared_bytes;
         match self.filter.as_mut() {
-            None => out.fill(&batch, |_| true),
-            Some(filter) => out.fill(&batch, |p| {
+            None => out.fill_shared(&batch, buffer, |_| true),
+            Some(filter) => out.fill_shared(&batch, buffer, |p| {
                 let keep = filter
                     .matches(p.link_type, p.data, p.wire_len)
                     .unwrap_or(false);

@@ -367,11 +367,51 @@ impl FileSource {
 
 impl PacketSource for FileSource {
     fn next_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
+        if !self.read_batch()? {
+            return Ok(None);
+        }
+        Ok(Some(Batch::new(
+            &self.metas,
+            self.input.buf(),
+            &self.interfaces,
+        )))
+    }
+
+    fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    fn stats(&self) -> SourceStats {
+        self.stats
+    }
+}
+
+/// A shared handle on a source's buffer ([`FileSource::next_shared_batch`]).
+pub type SharedBytes = std::sync::Arc<Vec<u8>>;
+
+impl FileSource {
+    /// Like [`PacketSource::next_batch`], with a shared handle on the buffer the batch's
+    /// records point into: holding it keeps those bytes as they are while the source reads on
+    /// into another buffer, so a batch can reach another thread without its bytes being
+    /// copied.
+    pub fn next_shared_batch(&mut self) -> Result<Option<(Batch<'_>, SharedBytes)>, Error> {
+        if !self.read_batch()? {
+            return Ok(None);
+        }
+        let shared = self.input.shared();
+        Ok(Some((
+            Batch::new(&self.metas, self.input.buf(), &self.interfaces),
+            shared,
+        )))
+    }
+
+    /// Parses the next batch's records into `self.metas`; false at the end.
+    fn read_batch(&mut self) -> Result<bool, Error> {
         match std::mem::replace(&mut self.state, State::Running) {
             State::Running => {}
             State::Done => {
                 self.state = State::Done;
-                return Ok(None);
+                return Ok(false);
             }
             State::Failed(e) => {
                 self.state = State::Done;
@@ -444,22 +484,7 @@ impl PacketSource for FileSource {
             self.state = State::Failed(failure);
             break;
         }
-        if self.metas.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(Batch::new(
-            &self.metas,
-            self.input.buf(),
-            &self.interfaces,
-        )))
-    }
-
-    fn interfaces(&self) -> &[Interface] {
-        &self.interfaces
-    }
-
-    fn stats(&self) -> SourceStats {
-        self.stats
+        Ok(!self.metas.is_empty())
     }
 }
 

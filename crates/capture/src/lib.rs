@@ -30,7 +30,7 @@ mod record;
 mod write;
 
 pub use error::{Error, ErrorKind};
-pub use file::{FileFormat, FileSource, FileSourceConfig};
+pub use file::{FileFormat, FileSource, FileSourceConfig, SharedBytes};
 pub use record::{
     reuse_records, Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs,
 };
