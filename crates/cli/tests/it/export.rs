@@ -280,6 +280,15 @@ fn ipfix_over_udp_decoded_by_tshark_matches_the_json_records() {
     assert!(records.len() > 50, "{} records", records.len());
     let pcap = dir.join("ipfix.pcap");
     udp_pcap(&datagrams, port, &pcap);
+    // Sent with UDP segmentation offload: every full message is padded to exactly 1472
+    // bytes (the segment size), so tshark reads the padded layout.
+    let full = datagrams.iter().filter(|d| d.len() == 1472).count();
+    assert!(
+        full * 2 > datagrams.len(),
+        "{full} of {} datagrams are 1472 bytes",
+        datagrams.len()
+    );
+    assert!(datagrams.iter().all(|d| d.len() <= 1472));
     let layers = tshark_cflow(&pcap, port);
     assert_eq!(
         layers.len(),
@@ -1508,4 +1517,82 @@ fn collected_records_go_into_the_flow_database() {
     assert_eq!(ifaces.len(), 1, "{ifaces:?}");
     assert!(ifaces[0].starts_with("iface=exp-"), "{ifaces:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// IPFIX over UDP to `trawl collect` in another namespace over a veth of `mtu` bytes: the
+/// collector's JSON is exactly what the exporter wrote. Returns the exporter's report.
+fn ipfix_udp_through_veth(mtu: u32, name: &str) -> Value {
+    use trawl_testkit::netns::{lab_available, VethLab};
+    if let Err(e) = lab_available() {
+        panic!("the UDP segmentation test needs a network namespace lab: {e}");
+    }
+    let lab = VethLab::new(mtu).unwrap();
+    let n = (std::process::id() + mtu) % 200 + 20;
+    let (host_addr, peer_addr) = (format!("10.{n}.78.1"), format!("10.{n}.78.2"));
+    ip(&["addr", "add", &format!("{host_addr}/24"), "dev", &lab.host]);
+    ip(&[
+        "-n",
+        &lab.ns,
+        "addr",
+        "add",
+        &format!("{peer_addr}/24"),
+        "dev",
+        &lab.peer,
+    ]);
+    let dir = tempdir(name);
+    let port = 4739;
+    let (sent, got) = (dir.join("sent.jsonl"), dir.join("got.jsonl"));
+    let collector = Command::new("ip")
+        .args(["netns", "exec", &lab.ns, bin(), "collect", "--listen"])
+        .arg(format!("udp://{peer_addr}:{port}"))
+        .args(["--summary", "json", "--duration", "5s", "-o"])
+        .arg(&got)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let out = Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "json", "-o"])
+        .arg(&sent)
+        .args(["--export", &format!("ipfix+udp://{peer_addr}:{port}")])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let report = stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("exporters").is_some())
+        .unwrap_or_else(|| panic!("no exporter report in {stderr}"))["exporters"][0]
+        .clone();
+    let c = collector.wait_with_output().unwrap();
+    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let sorted = |p: &Path| {
+        let mut v: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    let want = sorted(&sent);
+    assert!(want.len() > 50);
+    assert_eq!(sorted(&got), want, "mtu {mtu}");
+    assert_eq!(report["send_errors"], 0, "{report}");
+    report
+}
+
+/// UDP segmentation offload over a real link (veth, MTU 9000): the exporter keeps it on and
+/// the collector in the other namespace decodes every record; on a link whose MTU (1280) is
+/// below the 1472-byte segment the kernel refuses segmented sends, and the exporter falls
+/// back to one datagram per message (fragmented by IP) without losing any.
+#[test]
+fn udp_segmentation_offload_and_its_fallback_lose_no_record() {
+    let on = ipfix_udp_through_veth(9000, "gso-on");
+    assert_eq!(on["gso_segment"], 1472, "{on}");
+    assert!(on["gso_refused"].is_null(), "{on}");
+    let off = ipfix_udp_through_veth(1280, "gso-refused");
+    assert!(off["gso_segment"].is_null(), "{off}");
+    assert!(off["gso_refused"].is_string(), "{off}");
 }
