@@ -207,6 +207,9 @@ struct Template {
     kind: Kind,
     /// Smallest record length (variable fields count one byte).
     min_len: usize,
+    /// The layout of trawl's own flow templates (IPv6 addresses or not): records are read
+    /// by [`read_trawl_flow`] instead of field by field.
+    trawl: Option<bool>,
 }
 
 /// Decodes IPFIX / NetFlow messages.
@@ -220,6 +223,8 @@ pub struct Decoder {
     /// template cache.
     sequences: HashMap<(SocketAddr, u16, u32), u32>,
     stats: DecoderStats,
+    /// Read trawl's own templates with [`read_trawl_flow`] (tests turn it off to compare).
+    fast_layouts: bool,
 }
 
 struct Ctx<'s> {
@@ -325,6 +330,7 @@ impl Decoder {
             init_ms: HashMap::new(),
             sequences: HashMap::new(),
             stats: DecoderStats::default(),
+            fast_layouts: true,
         }
     }
 
@@ -624,6 +630,7 @@ impl Decoder {
                 fields: Vec::with_capacity(fields),
                 kind: if options { Kind::Options } else { Kind::Flow },
                 min_len: 0,
+                trawl: None,
             };
             if fields == 0 {
                 // A record of no fields would never advance through a data set.
@@ -715,6 +722,9 @@ impl Decoder {
                 );
                 continue;
             }
+            if ipfix && t.kind == Kind::Flow && self.fast_layouts {
+                t.trawl = trawl_layout(&t.fields);
+            }
             self.templates.insert(key, t);
             self.stats.templates += 1;
         }
@@ -771,6 +781,17 @@ impl Decoder {
         let mut off = 0;
         let init_key = (ctx.exporter, ctx.domain);
         while off + min_len <= body.len() {
+            if let Some(v6) = t.trawl {
+                // trawl's own layout: straight-line reads. A record that does not fit (or has
+                // the long form of a variable length) goes the general way below.
+                if let Some((rec, n)) = read_trawl_flow(&body[off..], v6) {
+                    off += n;
+                    self.stats.flows += 1;
+                    ctx.records += 1;
+                    sink(&origin, Item::Flow(&rec));
+                    continue;
+                }
+            }
             let mut rec = empty_record();
             let mut row = SeriesRow::default();
             let mut times = Times::default();
@@ -844,6 +865,149 @@ impl Decoder {
             }
         }
     }
+}
+
+/// Whether a template's fields (as the decoder reads them) are those of trawl's own IPv4 or
+/// IPv6 flow template; `Some(true)` for IPv6.
+fn trawl_layout(fields: &[(Op, u16)]) -> Option<bool> {
+    use crate::template::{IPFIX_FLOW_V4, IPFIX_FLOW_V6};
+    [(IPFIX_FLOW_V4, false), (IPFIX_FLOW_V6, true)]
+        .into_iter()
+        .find(|(t, _)| {
+            t.fields.len() == fields.len()
+                && t.fields
+                    .iter()
+                    .zip(fields)
+                    .all(|(f, &(o, len))| op(Some(*f)) == o && f.spec().len == len)
+        })
+        .map(|(_, v6)| v6)
+}
+
+/// Reads big-endian values at increasing offsets; `None` past the end.
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    #[inline(always)]
+    fn take<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let v = self.b.get(self.pos..self.pos + N)?;
+        self.pos += N;
+        v.try_into().ok()
+    }
+    #[inline(always)]
+    fn u8(&mut self) -> Option<u8> {
+        Some(self.take::<1>()?[0])
+    }
+    #[inline(always)]
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_be_bytes(self.take()?))
+    }
+    #[inline(always)]
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_be_bytes(self.take()?))
+    }
+    #[inline(always)]
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take()?))
+    }
+    #[inline(always)]
+    fn f64(&mut self) -> Option<f64> {
+        Some(f64::from_bits(self.u64()?))
+    }
+    /// A variable-length field in the short form (one length byte below 255).
+    #[inline(always)]
+    fn var(&mut self) -> Option<&'a [u8]> {
+        let n = usize::from(self.u8()?);
+        if n == 255 {
+            return None;
+        }
+        let v = self.b.get(self.pos..self.pos + n)?;
+        self.pos += n;
+        Some(v)
+    }
+}
+
+/// One data record of trawl's own flow template (field order of `template::IPFIX_FLOW_V4` /
+/// `IPFIX_FLOW_V6`) and its length; `None` when it runs past `b` or uses a long variable
+/// length, for the general path to read (and report). Gives exactly what the field-by-field
+/// path gives: the test `trawl_layout_fast_path_matches_the_general_path` checks it.
+#[inline(always)]
+fn read_trawl_flow(b: &[u8], v6: bool) -> Option<(FlowRecord<'static>, usize)> {
+    let mut r = Reader { b, pos: 0 };
+    let mut rec = empty_record();
+    if v6 {
+        rec.src_ip = IpAddr::V6(Ipv6Addr::from(r.take::<16>()?));
+        rec.dst_ip = IpAddr::V6(Ipv6Addr::from(r.take::<16>()?));
+    } else {
+        rec.src_ip = IpAddr::V4(Ipv4Addr::from(r.take::<4>()?));
+        rec.dst_ip = IpAddr::V4(Ipv4Addr::from(r.take::<4>()?));
+    }
+    rec.src_port = r.u16()?;
+    rec.dst_port = r.u16()?;
+    rec.proto = r.u8()?;
+    rec.vlan = r.u16()? & 0x0fff;
+    rec.src_mac = r.take()?;
+    rec.dst_mac = r.take()?;
+    rec.first_ns = ns_from_ntp(r.u64()?);
+    rec.last_ns = ns_from_ntp(r.u64()?);
+    // The millisecond times only matter when the nanosecond ones are missing.
+    r.u64()?;
+    r.u64()?;
+    let iana_end = r.u8()?;
+    let trawl_end = r.u8()?;
+    rec.end_reason = if usize::from(trawl_end) < EndReason::COUNT {
+        EndReason::ALL[usize::from(trawl_end)]
+    } else {
+        match iana_end {
+            1 => EndReason::Idle,
+            2 => EndReason::Active,
+            3 => EndReason::Fin,
+            5 => EndReason::Pressure,
+            _ => EndReason::End,
+        }
+    };
+    for d in [&mut rec.fwd, &mut rec.rev] {
+        d.packets = r.u64()?;
+        d.ip_bytes = r.u64()?;
+        d.bytes = r.u64()?;
+        d.tcp_flags = r.u16()? as u8;
+    }
+    for d in [&mut rec.fwd, &mut rec.rev] {
+        d.fin = r.u32()?;
+        d.rst = r.u32()?;
+        d.psh = r.u32()?;
+        d.urg = r.u32()?;
+    }
+    for d in [&mut rec.fwd, &mut rec.rev] {
+        d.len_min = r.u32()?;
+        d.len_max = r.u32()?;
+        d.len_mean = r.f64()?;
+        d.len_std = r.f64()?;
+        d.iat_min_ns = r.u64()?;
+        d.iat_max_ns = r.u64()?;
+        d.iat_mean_ns = r.f64()?;
+        d.iat_std_ns = r.f64()?;
+        d.syn = r.u32()?;
+        d.syn_ack = r.u32()?;
+        d.ece = r.u32()?;
+        d.cwr = r.u32()?;
+        d.zero_window = r.u32()?;
+        d.retransmissions = r.u32()?;
+    }
+    let lengths = r.var()?;
+    let gaps = r.var()?;
+    let nl = (lengths.len() / 4).min(EARLY_PACKETS);
+    for (i, c) in lengths.chunks_exact(4).take(nl).enumerate() {
+        rec.first_lengths[i] = i64::from(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    let ng = (gaps.len() / 8).min(EARLY_PACKETS);
+    for (i, c) in gaps.chunks_exact(8).take(ng).enumerate() {
+        rec.first_iats_ns[i] = u64::from_be_bytes(c.try_into().ok()?) as i64;
+    }
+    rec.first_count = nl.max(ng);
+    Some((rec, r.pos))
 }
 
 /// Whether a field of `len` bytes can hold this element (reduced-size integers allowed).
@@ -1191,4 +1355,63 @@ fn finish_times(rec: &mut FlowRecord<'static>, t: &Times, boot_ms: Option<u64>) 
         (_, Some(5)) => EndReason::Pressure,
         _ => EndReason::End,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trawl_layout_fast_path_matches_the_general_path() {
+        use crate::{MessageEncoder, Protocol, TemplateRefresh};
+        let records = crate::encode::tests::varied_records();
+        let mut messages: Vec<Vec<u8>> = Vec::new();
+        for fill in [false, true] {
+            let mut enc =
+                MessageEncoder::flows(Protocol::Ipfix, 7, DEFAULT_PEN, 1472, TemplateRefresh::Once);
+            enc.set_fill(fill);
+            for r in &records {
+                enc.add_flow(r, 1, &mut |m: &[u8]| messages.push(m.to_vec()));
+            }
+            enc.flush(1, &mut |m: &[u8]| messages.push(m.to_vec()));
+        }
+        // A record cut short at the end of its set: both paths must report the same.
+        let mut cut = messages[1].clone();
+        cut.truncate(cut.len() - 2);
+        let n = cut.len() as u16;
+        cut[2..4].copy_from_slice(&n.to_be_bytes());
+        let set_len = u16::from_be_bytes([cut[18], cut[19]]) - 2;
+        cut[18..20].copy_from_slice(&set_len.to_be_bytes());
+        messages.push(cut);
+        let run = |fast: bool| {
+            let mut dec = Decoder::new(DecoderConfig::default());
+            dec.fast_layouts = fast;
+            let mut out = Vec::new();
+            for (i, m) in messages.iter().enumerate() {
+                // Each encoder is a new session: the second restarts sequence numbers.
+                let from: SocketAddr = format!("127.0.0.1:{}", 1 + i / 1000).parse().unwrap();
+                let (n, err) = dec.decode(from, m, &mut |o, item| {
+                    if let Item::Flow(r) = item {
+                        out.push(format!("{o:?} {r:?}"));
+                    }
+                });
+                out.push(format!("{n} {err:?}"));
+            }
+            assert_eq!(
+                dec.templates.values().any(|t| t.trawl.is_some()),
+                fast,
+                "layout recognised"
+            );
+            (out, *dec.stats())
+        };
+        let (fast, fast_stats) = run(true);
+        let (general, general_stats) = run(false);
+        assert!(fast.len() > 2 * records.len());
+        assert_eq!(fast, general);
+        assert_eq!(fast_stats, general_stats);
+        assert_eq!(
+            fast_stats.errors[DecodeErrorKind::RecordPastEnd as usize],
+            1
+        );
+    }
 }

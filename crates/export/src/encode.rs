@@ -728,7 +728,7 @@ fn put_series(t: TemplateDef, r: &SeriesRow, out: &mut Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -766,7 +766,7 @@ mod tests {
 
     /// Records with every field set to distinct values, IPv4 and IPv6, 0 to 10 first-packet
     /// entries, every end reason.
-    fn varied_records() -> Vec<FlowRecord<'static>> {
+    pub(crate) fn varied_records() -> Vec<FlowRecord<'static>> {
         let mut out = Vec::new();
         for i in 0..48u64 {
             let mut r = crate::decode::empty_record();
