@@ -56,6 +56,11 @@ pub struct CollectArgs {
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
+    /// UDP: after a receive that emptied the socket queues, wait this long before the next
+    /// one, so that datagrams arriving one by one are read in batches rather than with a
+    /// wake-up each (adds at most this much latency); 0 to read each as it comes.
+    #[arg(long = "recv-wait", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
+    pub recv_wait: u64,
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -248,20 +253,35 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         }
         let stop = crate::install_stop_signals()?;
         let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
-        let mut buf = vec![0u8; 65_536];
+        // recvmmsg: up to RECV_BATCH datagrams per system call (one recvfrom per datagram
+        // cost more than decoding it).
+        let mut batch = trawl_export::socket::RecvBatch::new(trawl_export::socket::RECV_BATCH);
+        let nowhere: SocketAddr = "0.0.0.0:0".parse().expect("literal");
+        let recv_wait = Duration::from_nanos(a.recv_wait);
         'outer: loop {
             let mut idle = true;
+            // Whether every socket's queue was emptied by a batch that was not full.
+            let mut drained = true;
             for s in &sockets {
-                // At most this many datagrams per socket before the stop flag and the
+                // At most about this many datagrams per socket before the stop flag and the
                 // deadline are looked at again.
-                for _ in 0..1024 {
-                    match s.recv_from(&mut buf) {
-                        Ok((n, from)) => {
+                let mut taken = 0;
+                while taken < 1024 {
+                    match batch.recv(s) {
+                        Ok(n) => {
                             idle = false;
-                            c.message(from, &buf[..n]);
-                            if c.records >= c.limit || c.out.failed() {
-                                break 'outer;
+                            taken += n;
+                            for i in 0..n {
+                                let (bytes, from) = batch.get(i);
+                                c.message(from.unwrap_or(nowhere), bytes);
+                                if c.records >= c.limit || c.out.failed() {
+                                    break 'outer;
+                                }
                             }
+                            if n < trawl_export::socket::RECV_BATCH {
+                                break;
+                            }
+                            drained = false;
                         }
                         Err(e)
                             if e.kind() == std::io::ErrorKind::WouldBlock
@@ -293,6 +313,11 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                 if !single {
                     std::thread::sleep(Duration::from_micros(200));
                 }
+            } else if drained && !recv_wait.is_zero() {
+                // The queues are empty but datagrams are flowing: let them gather for a
+                // moment instead of waking up for each one (the kernel's buffer holds
+                // thousands), so that each receive takes a batch.
+                std::thread::sleep(recv_wait);
             }
         }
     }
