@@ -198,6 +198,8 @@ enum Kind {
     Flow,
     Series,
     Options,
+    /// Only paddingOctets fields: records carry nothing.
+    Padding,
 }
 
 #[derive(Clone, Debug)]
@@ -642,6 +644,7 @@ impl Decoder {
                 );
                 return;
             }
+            let mut padding = true;
             for i in 0..fields {
                 if p + 4 > body.len() {
                     ctx.fail(
@@ -689,9 +692,13 @@ impl Decoder {
                         _ => lookup(0, ie, self.config.pen),
                     }
                 };
+                padding &= pen == 0 && ie == crate::template::PADDING_OCTETS;
                 let target = target.filter(|f| length_fits(*f, len));
                 t.min_len += if len == VARLEN { 1 } else { usize::from(len) };
                 t.fields.push((op(target), len));
+            }
+            if padding && !options {
+                t.kind = Kind::Padding;
             }
             if t.fields.iter().any(|(f, _)| *f == Op::SeriesSecond) && !options {
                 t.kind = Kind::Series;
@@ -772,6 +779,9 @@ impl Decoder {
             );
             return;
         };
+        if t.kind == Kind::Padding {
+            return;
+        }
         let origin = Origin {
             exporter: ctx.exporter,
             version: ctx.version,
@@ -840,6 +850,8 @@ impl Decoder {
                 apply(target, v, &mut rec, &mut row, &mut times);
             }
             match t.kind {
+                // Left before the loop.
+                Kind::Padding => {}
                 Kind::Options => {
                     self.stats.options_records += 1;
                     ctx.options += 1;

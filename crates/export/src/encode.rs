@@ -12,7 +12,8 @@ use trawl_series::SeriesRow;
 
 use crate::ie::{Dir, Field, VARLEN};
 use crate::template::{
-    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES, V9_FLOW_V4, V9_FLOW_V6,
+    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES, PADDING_ID,
+    PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
 };
 
 /// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
@@ -102,9 +103,8 @@ pub struct MessageEncoder {
     /// Pad messages closed for want of room to exactly `max_message` bytes (UDP segmentation
     /// offload: every segment but the last has that size).
     fill: bool,
-    /// Shortest data record of each template (variable-length fields at one length byte):
-    /// the padding of a data set must stay below it (RFC 7011 3.3.1).
-    min_record: [usize; 2],
+    /// Whether this session's template set announced the padding template.
+    padding_announced: bool,
 }
 
 const IPFIX_HEADER: usize = 16;
@@ -178,25 +178,25 @@ impl MessageEncoder {
             clock_ms: 0,
             stats: EncoderStats::default(),
             fill: false,
-            min_record: templates.map(|t| {
-                t.fields
-                    .iter()
-                    .map(|f| match protocol {
-                        Protocol::Ipfix if f.spec().len == VARLEN => 1,
-                        Protocol::Ipfix => usize::from(f.spec().len),
-                        Protocol::NetflowV9 => usize::from(v9_len(*f)),
-                    })
-                    .sum()
-            }),
+            padding_announced: false,
         }
     }
 
     /// IPFIX over UDP with segmentation offload: a message closed because the next record
-    /// does not fit is padded with zeros at the end of its data set to exactly `max_message`
-    /// bytes, when that padding is shorter than the set's shortest possible record (RFC 7011
-    /// 3.3.1; otherwise it stays shorter). Off by default; no effect on NetFlow v9.
+    /// does not fit is filled to exactly `max_message` bytes. Up to 3 bytes of room are
+    /// zeros at the end of its data set (below any record, and below the 4 bytes every
+    /// collector takes as padding); more take a set of template 259 ([`PADDING_ID`]), whose
+    /// one record is a variable-length paddingOctets of zeros, announced in the template sets
+    /// from then on. (Padding a data set by more than 3 bytes is valid IPFIX, RFC 7011 3.3.1,
+    /// but nfcapd reads it as a record cut short and logs an error per message.) Off by
+    /// default; no effect on NetFlow v9.
     pub fn set_fill(&mut self, on: bool) {
-        self.fill = on && self.protocol == Protocol::Ipfix;
+        let on = on && self.protocol == Protocol::Ipfix && !self.series;
+        if on && !self.fill {
+            // The padding template goes out with the next message's templates.
+            self.templates_sent_at = None;
+        }
+        self.fill = on;
     }
 
     /// The largest message, in bytes.
@@ -204,16 +204,33 @@ impl MessageEncoder {
         self.max_message
     }
 
-    /// Zeros at the end of the open data set up to `max_message`, if allowed.
-    fn pad_open_set(&mut self) {
-        let Some(t) = self.templates.iter().position(|t| t.id == self.set_id) else {
+    /// Fills the open message to exactly `max_message` bytes (see [`MessageEncoder::set_fill`]).
+    fn fill_message(&mut self) {
+        let gap = self.max_message.saturating_sub(self.buf.len());
+        if gap == 0 || self.set_id == 0 {
             return;
-        };
-        let pad = self.max_message.saturating_sub(self.buf.len());
-        if pad > 0 && pad < self.min_record[t] {
-            self.buf.resize(self.max_message, 0);
-            self.stats.padded += 1;
         }
+        if gap < 4 {
+            self.buf.resize(self.max_message, 0);
+        } else if self.padding_announced {
+            self.close_set();
+            self.buf.extend_from_slice(&PADDING_ID.to_be_bytes());
+            self.buf.extend_from_slice(&(gap as u16).to_be_bytes());
+            let body = gap - 4;
+            if body > 0 && body <= 255 {
+                // Short form: one length byte.
+                self.buf.push((body - 1) as u8);
+            } else if body > 255 {
+                // Long form: 255, then a 16-bit length (RFC 7011 7).
+                self.buf.push(255);
+                self.buf
+                    .extend_from_slice(&((body - 3) as u16).to_be_bytes());
+            }
+            self.buf.resize(self.max_message, 0);
+        } else {
+            return;
+        }
+        self.stats.padded += 1;
     }
 
     /// The observation domain (v9: source id).
@@ -235,6 +252,7 @@ impl MessageEncoder {
         self.sequence = 0;
         self.templates_sent_at = None;
         self.messages_since_templates = 0;
+        self.padding_announced = false;
     }
 
     fn header_len(&self) -> usize {
@@ -302,6 +320,13 @@ impl MessageEncoder {
                 }
             }
             self.v9_count += 1;
+        }
+        if self.fill {
+            // Template 259: one paddingOctets field of variable length.
+            for v in [PADDING_ID, 1, PADDING_OCTETS, VARLEN] {
+                self.buf.extend_from_slice(&v.to_be_bytes());
+            }
+            self.padding_announced = true;
         }
         let len = (self.buf.len() - start) as u16;
         self.buf[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
@@ -451,7 +476,7 @@ impl MessageEncoder {
             self.set_id = mark.1;
             self.set_start = mark.2;
             if self.fill {
-                self.pad_open_set();
+                self.fill_message();
             }
             self.flush(export_time_s, emit);
         }
@@ -869,21 +894,38 @@ pub(crate) mod tests {
             enc.flush(1, &mut |m: &[u8]| messages.push(m.to_vec()));
             let last = messages.len() - 1;
             let mut decoded = 0;
+            let mut padding_sets = 0;
             let mut dec = crate::Decoder::new(crate::DecoderConfig::default());
             let from = "127.0.0.1:1".parse().unwrap();
             for (i, m) in messages.iter().enumerate() {
                 assert!(m.len() <= max);
                 assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
-                if m.len() < max {
-                    // Not filled: the last message, or padding would have been a record.
-                    assert!(i == last || max - m.len() >= enc.min_record[0].min(enc.min_record[1]));
+                // Every message but the last is filled; data-set padding stays below 4 bytes.
+                assert!(
+                    i == last || m.len() == max,
+                    "message {i}: {} bytes",
+                    m.len()
+                );
+                let mut off = 16;
+                while off + 4 <= m.len() {
+                    let (id, len) = (
+                        u16::from_be_bytes([m[off], m[off + 1]]),
+                        usize::from(u16::from_be_bytes([m[off + 2], m[off + 3]])),
+                    );
+                    if id == PADDING_ID {
+                        padding_sets += 1;
+                        assert_eq!(off + len, m.len(), "the padding set ends the message");
+                    }
+                    off += len;
                 }
+                assert!(m.len() - off < 4);
                 let (n, err) = dec.decode(from, m, &mut |_, _| {});
                 assert_eq!(err, None);
                 decoded += n;
             }
             assert_eq!(decoded, 20 * records.len(), "max {max}");
-            assert!(enc.stats().padded > 0, "max {max}");
+            assert!(enc.stats().padded > 0 && padding_sets > 0, "max {max}");
+            assert_eq!(dec.stats().total_errors(), 0);
         }
     }
 }
