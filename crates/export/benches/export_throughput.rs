@@ -6,9 +6,12 @@
 //!                                                reads (or to TARGET): records exported per CPU
 //!                                                second, and allocations per record; with UDP
 //!                                                segmentation offload (default) or without
-//! export_throughput stream RECORDS FILE          the same IPFIX datagrams into FILE
-//!                                                (2-byte length + datagram each)
-//! export_throughput replay FILE HOST:PORT RATE   sends FILE's datagrams at RATE datagrams/s
+//! export_throughput stream RECORDS FILE [fill]   the same IPFIX datagrams into FILE
+//!                                                (2-byte length + datagram each); `fill`:
+//!                                                full messages padded to 1472 bytes
+//! export_throughput replay FILE HOST:PORT RATE [gso]
+//!                                                sends FILE's datagrams at RATE datagrams/s;
+//!                                                `gso`: full-size ones in trains (UDP_SEGMENT)
 //! export_throughput decode FILE                  decodes FILE's datagrams in process
 //! ```
 //! Records are synthetic but shaped like real ones (IPv4, TCP/UDP mix, varied addresses,
@@ -147,7 +150,7 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gs
     );
 }
 
-fn stream(n: usize, path: &str) {
+fn stream(n: usize, path: &str, fill: bool) {
     let recs = records(n);
     let mut enc = MessageEncoder::flows(
         Protocol::Ipfix,
@@ -156,6 +159,8 @@ fn stream(n: usize, path: &str) {
         1472,
         TemplateRefresh::UDP_DEFAULT,
     );
+    // As trawl's exporter lays messages out for segmentation offload: full ones padded.
+    enc.set_fill(fill);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut count = 0u64;
     let mut emit = |m: &[u8]| {
@@ -170,28 +175,39 @@ fn stream(n: usize, path: &str) {
     println!("stream: records={n} datagrams={count}");
 }
 
-fn replay(path: &str, to: &str, rate: f64) {
+fn replay(path: &str, to: &str, rate: f64, gso: bool) {
     let mut data = Vec::new();
     std::fs::File::open(path)
         .unwrap()
         .read_to_end(&mut data)
         .unwrap();
     let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect(to).unwrap();
+    // With offload: each burst's full-size datagrams go as trains (as trawl's exporter sends
+    // them); the kernel cuts them back into datagrams for a receiver without UDP_GRO.
+    let mut batch = if gso {
+        trawl_export::socket::SendBatch::with_gso(&s, 1472)
+    } else {
+        trawl_export::socket::SendBatch::default()
+    };
+    assert!(!gso || batch.gso_segment().is_some(), "no UDP_SEGMENT here");
     let started = Instant::now();
     let (mut off, mut sent) = (0usize, 0u64);
     while off + 2 <= data.len() {
         let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
-        let _ = s.send_to(&data[off + 2..off + 2 + len], to);
+        let _ = batch.push(&s, &data[off + 2..off + 2 + len]);
         off += 2 + len;
         sent += 1;
         // Paced in bursts of 32 so that neither receiver is overrun.
         if sent % 32 == 0 {
+            let _ = batch.flush(&s);
             let due = started + Duration::from_secs_f64(sent as f64 / rate);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
         }
     }
+    let _ = batch.flush(&s);
     println!(
         "replay: datagrams={sent} wall_s={:.2}",
         started.elapsed().as_secs_f64()
@@ -244,9 +260,18 @@ fn main() {
                 .map(|t| t.parse().unwrap()),
             args.get(4).is_none_or(|g| g != "nogso"),
         ),
-        Some("stream") => stream(args[1].parse().unwrap(), &args[2]),
+        Some("stream") => stream(
+            args[1].parse().unwrap(),
+            &args[2],
+            args.get(3).is_some_and(|f| f == "fill"),
+        ),
         Some("decode") => decode(&args[1]),
-        Some("replay") => replay(&args[1], &args[2], args[3].parse().unwrap()),
+        Some("replay") => replay(
+            &args[1],
+            &args[2],
+            args[3].parse().unwrap(),
+            args.get(4).is_some_and(|g| g == "gso"),
+        ),
         // `cargo bench` with no arguments: a quick run that checks the allocation rule.
         _ => encode(500_000, 1472, None, true),
     }

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, UdpSocket};
 
 use std::io::IoSlice;
 
-pub use crate::sys::{set_udp_segment, RecvBatch};
+pub use crate::sys::{set_udp_gro, set_udp_segment, RecvBatch};
 
 use rustix::net::{
     sendmmsg, sockopt, AddressFamily, MMsgHdr, SendAncillaryBuffer, SendFlags, SocketType,

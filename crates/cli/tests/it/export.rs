@@ -416,11 +416,13 @@ impl Nfcapd {
         need("nfcapd");
         let data = dir.join("nfcapd");
         std::fs::create_dir_all(&data).unwrap();
+        // Verbose, so that its complaints (say, about a data set's padding) land in its log.
+        let log = std::fs::File::create(dir.join("nfcapd.log")).unwrap();
         let child = Command::new("nfcapd")
-            .args(["-p", &port.to_string(), "-b", "127.0.0.1", "-w"])
+            .args(["-v", "-p", &port.to_string(), "-b", "127.0.0.1", "-w"])
             .arg(&data)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .unwrap();
         // nfcapd is ready once it has bound its port.
@@ -439,6 +441,12 @@ impl Nfcapd {
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         let _ = self.child.wait();
+        let log = std::fs::read_to_string(self.dir.with_file_name("nfcapd.log")).unwrap();
+        assert!(
+            !log.lines()
+                .any(|l| l.contains("ERROR") || l.contains("Skip")),
+            "nfcapd complained:\n{log}"
+        );
         let out = Command::new("nfdump")
             .env("TZ", "UTC")
             .arg("-R")
@@ -1520,8 +1528,9 @@ fn collected_records_go_into_the_flow_database() {
 }
 
 /// IPFIX over UDP to `trawl collect` in another namespace over a veth of `mtu` bytes: the
-/// collector's JSON is exactly what the exporter wrote. Returns the exporter's report.
-fn ipfix_udp_through_veth(mtu: u32, name: &str) -> Value {
+/// collector's JSON is exactly what the exporter wrote, every datagram arrived. Returns the
+/// exporter's report and the collector's UDP counters.
+fn ipfix_udp_through_veth(mtu: u32, name: &str) -> (Value, Value) {
     use trawl_testkit::netns::{lab_available, VethLab};
     if let Err(e) = lab_available() {
         panic!("the UDP segmentation test needs a network namespace lab: {e}");
@@ -1566,7 +1575,9 @@ fn ipfix_udp_through_veth(mtu: u32, name: &str) -> Value {
         .unwrap_or_else(|| panic!("no exporter report in {stderr}"))["exporters"][0]
         .clone();
     let c = collector.wait_with_output().unwrap();
-    assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    let cerr = String::from_utf8_lossy(&c.stderr);
+    assert!(c.status.success(), "{cerr}");
+    let summary: Value = serde_json::from_str(cerr.lines().last().unwrap()).unwrap();
     let sorted = |p: &Path| {
         let mut v: Vec<String> = std::fs::read_to_string(p)
             .unwrap()
@@ -1580,21 +1591,27 @@ fn ipfix_udp_through_veth(mtu: u32, name: &str) -> Value {
     assert!(want.len() > 50);
     assert_eq!(sorted(&got), want, "mtu {mtu}");
     assert_eq!(report["send_errors"], 0, "{report}");
-    report
+    assert_eq!(summary["udp"]["datagrams"], report["messages"], "{summary}");
+    (report, summary["udp"].clone())
 }
 
 /// UDP segmentation offload over a real link (veth, MTU 9000): the exporter keeps it on and
 /// the collector in the other namespace decodes every record; on a link whose MTU (1280) is
 /// below the 1472-byte segment the kernel refuses segmented sends, and the exporter falls
-/// back to one datagram per message (fragmented by IP) without losing any.
+/// back to one datagram per message (fragmented by IP) without losing any. The collector
+/// reads the trains with UDP_GRO.
 #[test]
 fn udp_segmentation_offload_and_its_fallback_lose_no_record() {
-    let on = ipfix_udp_through_veth(9000, "gso-on");
+    let (on, udp) = ipfix_udp_through_veth(9000, "gso-on");
     assert_eq!(on["gso_segment"], 1472, "{on}");
     assert!(on["gso_refused"].is_null(), "{on}");
-    let off = ipfix_udp_through_veth(1280, "gso-refused");
+    // The veth passes a segmented send whole and the collector's socket takes it as one
+    // UDP_GRO train, split back into its datagrams.
+    assert!(udp["trains"].as_u64().unwrap() > 0, "{udp}");
+    let (off, udp) = ipfix_udp_through_veth(1280, "gso-refused");
     assert!(off["gso_segment"].is_null(), "{off}");
     assert!(off["gso_refused"].is_string(), "{off}");
+    assert_eq!(udp["trains"], 0, "{udp}");
 }
 
 /// `trawl collect` receives with recvmmsg (and waits a moment after emptying the queue, so
