@@ -226,7 +226,7 @@ fn decode(path: &str) {
     let cpu0 = cpu_seconds();
     let mut records = 0usize;
     let mut packets = 0u64;
-    for _ in 0..3 {
+    for _ in 0..10 {
         let mut off = 0usize;
         while off + 2 <= data.len() {
             let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
