@@ -136,10 +136,12 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gs
         assert_eq!(allocs, 0, "the export hot path allocated {allocs} times");
     }
     println!(
-        "encode: sink={to} max_message={max_message} gso={} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}{}",
+        "encode: sink={to} max_message={max_message} gso={} records={} messages={} messages_per_record={:.4} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}{}",
         r.gso_segment.map_or("off".to_string(), |s| s.to_string()),
         r.records - WARM_UP as u64,
         r.messages,
+        // Messages of warm-up and measurement together, per record of both.
+        r.messages as f64 / r.records as f64,
         r.bytes,
         r.dropped_queue + r.dropped_send,
         (r.records - WARM_UP as u64) as f64 / cpu,
