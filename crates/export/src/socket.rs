@@ -303,3 +303,58 @@ fn send_many(socket: &UdpSocket, messages: &[&[u8]]) -> Result<(), (usize, io::E
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Datagrams of every size class through a batch with offload, received by a UDP_GRO
+    /// socket: the same datagrams in the same order, full-size ones joined into trains.
+    #[test]
+    fn trains_keep_every_datagram_and_its_order() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_udp_gro(&rx, true).unwrap();
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let mut batch = SendBatch::with_gso(&tx, 1000);
+        assert_eq!(batch.gso_segment(), Some(1000));
+        // 5 full + 1 short (ends a train), 3 full, 1 longer than the segment (alone), 70
+        // full (more than one train holds), 1 short.
+        let mut sizes = vec![1000; 5];
+        sizes.push(500);
+        sizes.extend([1000; 3]);
+        sizes.push(1400);
+        sizes.extend([1000; 70]);
+        sizes.push(10);
+        let sent: Vec<Vec<u8>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| vec![i as u8; n])
+            .collect();
+        for d in &sent {
+            batch.push(&tx, d).unwrap();
+        }
+        batch.flush(&tx).unwrap();
+        assert_eq!(batch.gso_segment(), Some(1000), "offload stayed on");
+        let mut r = RecvBatch::new(RECV_BATCH);
+        let (mut got, mut trains) = (Vec::new(), 0);
+        while got.len() < sent.len() {
+            let n = r.recv(&rx).unwrap();
+            for i in 0..n {
+                let (d, _) = r.get(i);
+                match r.segment(i) {
+                    Some(seg) => {
+                        trains += 1;
+                        got.extend(d.chunks(seg).map(<[u8]>::to_vec));
+                    }
+                    None => got.push(d.to_vec()),
+                }
+            }
+        }
+        assert_eq!(got, sent);
+        // [5 full + short], [3 full], [64 full], [6 full + short]; the long one alone.
+        assert_eq!(trains, 4);
+    }
+}
