@@ -136,12 +136,14 @@ nfcapd_flows() {
 : > "$WORK/collect.txt"
 port=47390
 for form in plain trains; do
-    port=$((port + 4))
+    port=$((port + 5))
     t=$(receive nodb "$form" $port "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --summary json)
     echo "$form trawl-no-output $t $(trawl_flows nodb-$form)" >> "$WORK/collect.txt"
     rm -rf "$WORK/db"
     t=$(receive db "$form" $((port + 1)) "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --db "$WORK/db" --summary json)
     echo "$form trawl-db $t $(trawl_flows db-$form)" >> "$WORK/collect.txt"
+    t=$(receive nowait "$form" $((port + 4)) "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --recv-wait 0 --summary json)
+    echo "$form trawl-no-wait $t $(trawl_flows nowait-$form)" >> "$WORK/collect.txt"
     t=$(receive json "$form" $((port + 2)) "$TRAWL" collect --listen udp://127.0.0.1:PORT -o /dev/null --summary json)
     echo "$form trawl-json $t $(trawl_flows json-$form)" >> "$WORK/collect.txt"
     # nfcapd: writes its binary flow files (that is its output); SIGINT ends it cleanly too.
@@ -171,9 +173,10 @@ for form in ("plain", "trains"):
     ncpu, nf = got["nfcapd"]
     nr = nf / ncpu if ncpu > 0 else float("nan")
     names = {"trawl-no-output": "trawl collect --no-output", "trawl-db": "trawl collect --db",
+             "trawl-no-wait": "trawl collect --no-output --recv-wait 0",
              "trawl-json": "trawl collect (JSON to /dev/null)", "nfcapd": "nfcapd (nfcapd files)"}
-    for key in ("trawl-no-output", "trawl-db", "trawl-json", "nfcapd"):
+    for key in ("trawl-no-output", "trawl-no-wait", "trawl-db", "trawl-json", "nfcapd"):
         cpu, n = got[key]
         r = n / cpu if cpu > 0 else float("nan")
-        print(f"  {names[key]:34} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
+        print(f"  {names[key]:40} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
 PY
