@@ -108,6 +108,90 @@ impl CollectStore {
     }
 }
 
+/// Records of one batch for the store thread, with where each came from.
+type StoreBatch = Vec<(trawl_export::Origin, trawl_flow::FlowRecord<'static>)>;
+
+/// Records handed over per batch.
+const STORE_BATCH: usize = 1024;
+/// Batches the store thread may lag behind (about 60 MB of records) before the receiving
+/// thread waits for it: enough to ride out a block write without leaving the socket unread.
+const STORE_QUEUE: usize = 128;
+
+/// The flow database on its own thread: block writes (sort, encode, compress, fsync) took
+/// the receiving thread away from its socket for longer than the receive buffer lasts.
+struct StoreFeed {
+    tx: Option<mpsc::SyncSender<StoreBatch>>,
+    /// Emptied batches coming back.
+    spare: mpsc::Receiver<StoreBatch>,
+    batch: StoreBatch,
+    thread: std::thread::JoinHandle<(CollectStore, Option<String>)>,
+}
+
+impl StoreFeed {
+    fn start(mut st: CollectStore) -> Result<StoreFeed> {
+        let (tx, rx) = mpsc::sync_channel::<StoreBatch>(STORE_QUEUE);
+        let (back, spare) = mpsc::sync_channel::<StoreBatch>(STORE_QUEUE + 2);
+        let thread = std::thread::Builder::new()
+            .name("collect-store".into())
+            .spawn(move || {
+                for mut batch in rx {
+                    for (o, r) in batch.drain(..) {
+                        st.push(&o, &r);
+                    }
+                    // Blocks whose interval (plus the grace time) the exporters' clocks have
+                    // passed.
+                    if st.failed.is_none() {
+                        if let Err(e) = st.ingest.advance(st.clock) {
+                            st.failed = Some(format!("flow database: {e}"));
+                        }
+                    }
+                    let _ = back.try_send(batch);
+                }
+                let failed = st.failed.clone();
+                (st, failed)
+            })
+            .context("cannot start the flow database's thread")?;
+        Ok(StoreFeed {
+            tx: Some(tx),
+            spare,
+            batch: Vec::with_capacity(STORE_BATCH),
+            thread,
+        })
+    }
+
+    fn push(&mut self, o: &trawl_export::Origin, r: &trawl_flow::FlowRecord<'static>) {
+        self.batch.push((*o, *r));
+        if self.batch.len() >= STORE_BATCH {
+            self.send();
+        }
+    }
+
+    /// Hands over what is gathered (waits when the thread is a whole queue behind).
+    fn send(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(STORE_BATCH));
+        let batch = std::mem::replace(&mut self.batch, next);
+        if let Some(tx) = &self.tx {
+            // A send fails only if the thread ended (panicked): `finish` reports it.
+            let _ = tx.send(batch);
+        }
+    }
+
+    /// Everything handed over and stored; the store and its first error.
+    fn finish(mut self) -> Result<(CollectStore, Option<String>)> {
+        self.send();
+        drop(self.tx.take());
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the flow database's thread panicked"))
+    }
+}
+
 /// How UDP datagrams arrived.
 #[derive(Default)]
 struct UdpCounts {
@@ -131,7 +215,7 @@ struct Collected {
     limit: u64,
     udp: UdpCounts,
     write: bool,
-    store: Option<CollectStore>,
+    store: Option<StoreFeed>,
 }
 
 impl Collected {
@@ -160,14 +244,6 @@ impl Collected {
             }
         });
         out.maybe_flush();
-        if let Some(st) = store.as_mut() {
-            // Blocks whose interval (plus the grace time) the exporters' clocks have passed.
-            if st.failed.is_none() {
-                if let Err(e) = st.ingest.advance(st.clock) {
-                    st.failed = Some(format!("flow database: {e}"));
-                }
-            }
-        }
         if let Some(e) = err {
             self.note(e.to_string());
         }
@@ -199,13 +275,13 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         limit: a.count.unwrap_or(u64::MAX),
         write: !a.no_output,
         store: match &a.db {
-            Some(db) => Some(CollectStore {
+            Some(db) => Some(StoreFeed::start(CollectStore {
                 ingest: trawl_store::Ingest::open(db, trawl_store::StoreConfig::default())
                     .with_context(|| format!("cannot open the flow database {}", db.display()))?,
                 ids: Default::default(),
                 clock: 0,
                 failed: None,
-            }),
+            })?),
             None => None,
         },
     };
@@ -339,6 +415,9 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             }
             if idle {
                 c.out.flush();
+                if let Some(st) = c.store.as_mut() {
+                    st.send();
+                }
                 if !single {
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -362,8 +441,8 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     out.finish()?;
     let mut store_failed = false;
     let mut stored = None;
-    if let Some(st) = store {
-        let failed = st.failed.clone();
+    if let Some(feed) = store {
+        let (st, failed) = feed.finish()?;
         let finished = st.ingest.finish();
         match (failed, finished) {
             (None, Ok(stats)) => {

@@ -1617,7 +1617,7 @@ fn udp_segmentation_offload_and_its_fallback_lose_no_record() {
 /// `trawl collect` receives with recvmmsg (and waits a moment after emptying the queue, so
 /// that datagrams arriving one by one are read in batches): a burst of thousands of datagrams
 /// is decoded completely and exactly as one-datagram-at-a-time decoding of the same sequence
-/// gives it, in order, with the wait and without.
+/// gives it, in order, with the wait and without; with `--db` the database stores them all.
 #[test]
 fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
     use trawl_export::{Decoder, DecoderConfig, Item};
@@ -1641,21 +1641,23 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
     let want = String::from_utf8(want).unwrap();
     let count = want.lines().count();
     assert!(count > 1000 && datagrams.len() * ROUNDS > 1000);
-    for wait in ["1ms", "0"] {
+    for (wait, db) in [("1ms", false), ("0", false), ("1ms", true)] {
         let port = UdpSocket::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let got = dir.join(format!("got-{wait}.jsonl"));
-        let collector = Command::new(bin())
-            .args(["collect", "--listen", &format!("udp://127.0.0.1:{port}")])
+        let got = dir.join(format!("got-{wait}-{db}.jsonl"));
+        let mut cmd = Command::new(bin());
+        cmd.args(["collect", "--listen", &format!("udp://127.0.0.1:{port}")])
             .args(["--recv-wait", wait, "--count", &count.to_string()])
             .args(["--duration", "20s", "--summary", "json", "-o"])
-            .arg(&got)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .arg(&got);
+        if db {
+            // The flow database on its own thread gets every record too.
+            cmd.arg("--db").arg(dir.join("db"));
+        }
+        let collector = cmd.stderr(Stdio::piped()).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(500));
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         for _ in 0..ROUNDS {
@@ -1669,6 +1671,11 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let summary: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+        if db {
+            assert_eq!(summary["store"]["records"], count, "{summary}");
+        }
         let got = std::fs::read_to_string(&got).unwrap();
         assert_eq!(got.lines().count(), count, "--recv-wait {wait}");
         assert!(got == want, "--recv-wait {wait}: records differ");
