@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # trawl's export benchmark (issue 5):
 #   1. records exported per CPU second (producer + exporter thread): IPFIX over UDP to a sink
-#      socket that never reads, at 1472-byte messages (Ethernet MTU), 8972 (jumbo) and 65000;
-#      as root also into a veth whose peer is down (dropped at transmit: no receive path);
+#      socket that never reads, at 1472-byte messages (Ethernet MTU) with UDP segmentation
+#      offload (the default) and without, 8972 (jumbo) and 65000; as root also into a veth
+#      whose peer is down (dropped at transmit: no receive path; it takes whole segmented
+#      trains, as a NIC with UDP segmentation offload does);
 #   2. collector records decoded per CPU second: the same IPFIX stream (synthetic records,
-#      deterministic) replayed at a fixed pace into `trawl collect` and into nfdump's nfcapd,
-#      one after the other, each receiver's CPU time read from /proc around the replay.
+#      deterministic) replayed at a fixed pace into `trawl collect` (without output, into a
+#      flow database, as JSON) and into nfdump's nfcapd, one after the other, each receiver's
+#      CPU time read from /proc around the replay. Two forms of the stream: one datagram per
+#      send, messages as long as whole records allow (what other exporters send), and trawl's
+#      exporter layout (full messages filled to 1472 bytes, sent in UDP_SEGMENT trains, which
+#      the kernel cuts into datagrams for nfcapd and hands to trawl collect as UDP_GRO trains).
 #
 #   bench/export.sh [--records N] [--stream-records N] [--rate DATAGRAMS_PER_S] [--no-install]
+#                   [--no-export]
 #
 # Installs nfdump when missing (apt-get). Prints a table and ratios; raw output in
 # bench/work/export/.
@@ -18,12 +25,14 @@ RECORDS=4000000
 STREAM_RECORDS=1000000
 RATE=40000
 INSTALL=1
+EXPORT=1
 while [ $# -gt 0 ]; do
     case $1 in
         --records) RECORDS=$2; shift ;;
         --stream-records) STREAM_RECORDS=$2; shift ;;
         --rate) RATE=$2; shift ;;
         --no-install) INSTALL=0 ;;
+        --no-export) EXPORT=0 ;;
         *) echo "export.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -61,15 +70,18 @@ TICK=$(getconf CLK_TCK)
     echo "rustc: $(rustc --version)"
 } > "$WORK/env.txt"
 
-note "export: $RECORDS records per message size, to a loopback socket that never reads"
 : > "$WORK/encode.txt"
-for m in 1472 8972 65000; do
-    "$BENCH_BIN" encode "$RECORDS" "$m" | tee -a "$WORK/encode.txt"
+if [ "$EXPORT" = 1 ]; then
+note "export: $RECORDS records per message size, to a loopback socket that never reads"
+for m in "1472 - gso" "1472 - nogso" "8972 - gso" "65000 - gso"; do
+    # shellcheck disable=SC2086
+    "$BENCH_BIN" encode "$RECORDS" $m | sed 's/^/bench=loopback /' | tee -a "$WORK/encode.txt"
 done
 # The loopback sink makes the sender pay the kernel's receive path too. As root, also send
 # into a veth whose peer is down: the datagrams are dropped at transmit, as a NIC's queue
 # would take them (198.51.100.0/24 is a documentation prefix; a permanent neighbour entry
-# avoids ARP).
+# avoids ARP). A veth takes whole segmented trains, as a NIC with UDP segmentation offload
+# does.
 if [ "$(id -u)" -eq 0 ]; then
     dev=tbx$$
     ip link add "$dev" type veth peer name "${dev}p"
@@ -77,71 +89,94 @@ if [ "$(id -u)" -eq 0 ]; then
     ip link set "$dev" mtu 9000 up
     ip addr add 198.51.100.1/24 dev "$dev"
     ip neigh replace 198.51.100.2 lladdr 02:00:00:00:00:02 dev "$dev" nud permanent
-    for m in 1472 8972; do
-        "$BENCH_BIN" encode "$RECORDS" "$m" 198.51.100.2:4739 | tee -a "$WORK/encode.txt"
+    for m in "1472 gso" "1472 nogso" "8972 gso"; do
+        # shellcheck disable=SC2086
+        set -- $m
+        "$BENCH_BIN" encode "$RECORDS" "$1" 198.51.100.2:4739 "$2" | sed 's/^/bench=veth-uso /' | tee -a "$WORK/encode.txt"
     done
     ip link del "$dev"
     trap - EXIT
 fi
+fi
 
 note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE datagrams/s"
 "$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream.bin" | tee "$WORK/stream.txt"
+"$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream-fill.bin" fill > "$WORK/stream-fill.txt"
 DATAGRAMS=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/stream.txt")
 
-# trawl collect, twice: JSON records to /dev/null (formatting included: that is its output
-# today), and --no-output (decoding only).
-run_trawl() { # label, options...
-    local label=$1 port=$2
-    shift 2
-    "$TRAWL" collect --listen "udp://127.0.0.1:$port" "$@" --summary json 2> "$WORK/trawl-collect-$label.err" &
+# One receiver on PORT (the word PORT in its command is replaced): starts it, replays the
+# stream into it, prints the CPU ticks it used meanwhile.
+receive() { # label, stream (plain|trains), port, receiver command...
+    local label=$1 form=$2 PORT=$3
+    shift 3
+    local file=$WORK/stream.bin replay_opt=
+    if [ "$form" = trains ]; then file=$WORK/stream-fill.bin; replay_opt=gso; fi
+    local cmd=("${@//PORT/$PORT}")
+    "${cmd[@]}" > /dev/null 2> "$WORK/$label-$form.err" &
     local pid=$!
     sleep 1
     local c0 c1
     c0=$(cpu_ticks $pid)
-    "$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$port" "$RATE" > "$WORK/replay-trawl-$label.txt"
+    "$BENCH_BIN" replay "$file" "127.0.0.1:$PORT" "$RATE" $replay_opt > "$WORK/replay-$label-$form.txt"
     sleep 1
     c1=$(cpu_ticks $pid)
     kill -INT $pid
     wait $pid || true
-    echo "$((c1 - c0)) $(tail -1 "$WORK/trawl-collect-$label.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p')"
+    echo "$((c1 - c0))"
 }
-read -r TJ_TICKS TJ_FLOWS < <(run_trawl json 47391 -o /dev/null)
-read -r TD_TICKS TD_FLOWS < <(run_trawl decode 47393 --no-output)
+trawl_flows() { tail -1 "$WORK/$1.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p'; }
+nfcapd_flows() {
+    local n
+    n=$(nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | grep -c . || true)
+    # `-q -o csv` has a header line in nfdump 1.7: subtract it when present.
+    if nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | head -1 | grep -q '^ts,'; then n=$((n - 1)); fi
+    echo "$n"
+}
 
-# nfcapd: writes its binary flow files (that is its output).
-PORT=47392
-rm -rf "$WORK/nfcapd" && mkdir -p "$WORK/nfcapd"
-nfcapd -p $PORT -b 127.0.0.1 -w "$WORK/nfcapd" > "$WORK/nfcapd.log" 2>&1 &
-NPID=$!
-sleep 1
-N0=$(cpu_ticks $NPID)
-"$BENCH_BIN" replay "$WORK/stream.bin" "127.0.0.1:$PORT" "$RATE" > "$WORK/replay-nfcapd.txt"
-sleep 1
-N1=$(cpu_ticks $NPID)
-kill -TERM $NPID
-wait $NPID || true
-NF_FLOWS=$(nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | grep -c . || true)
-# `-q -o csv` has a header line in nfdump 1.7: subtract it when present.
-if nfdump -R "$WORK/nfcapd" -q -o csv 2>/dev/null | head -1 | grep -q '^ts,'; then NF_FLOWS=$((NF_FLOWS - 1)); fi
+: > "$WORK/collect.txt"
+port=47390
+for form in plain trains; do
+    port=$((port + 5))
+    t=$(receive nodb "$form" $port "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --summary json)
+    echo "$form trawl-no-output $t $(trawl_flows nodb-$form)" >> "$WORK/collect.txt"
+    rm -rf "$WORK/db"
+    t=$(receive db "$form" $((port + 1)) "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --db "$WORK/db" --summary json)
+    echo "$form trawl-db $t $(trawl_flows db-$form)" >> "$WORK/collect.txt"
+    t=$(receive nowait "$form" $((port + 4)) "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --recv-wait 0 --summary json)
+    echo "$form trawl-no-wait $t $(trawl_flows nowait-$form)" >> "$WORK/collect.txt"
+    t=$(receive json "$form" $((port + 2)) "$TRAWL" collect --listen udp://127.0.0.1:PORT -o /dev/null --summary json)
+    echo "$form trawl-json $t $(trawl_flows json-$form)" >> "$WORK/collect.txt"
+    # nfcapd: writes its binary flow files (that is its output); SIGINT ends it cleanly too.
+    rm -rf "$WORK/nfcapd" && mkdir -p "$WORK/nfcapd"
+    t=$(receive nfcapd "$form" $((port + 3)) nfcapd -p PORT -b 127.0.0.1 -w "$WORK/nfcapd")
+    echo "$form nfcapd $t $(nfcapd_flows)" >> "$WORK/collect.txt"
+done
+cat "$WORK/collect.txt"
 
-python3 - "$TICK" "$TJ_TICKS" "$TJ_FLOWS" "$TD_TICKS" "$TD_FLOWS" "$N0" "$N1" "$NF_FLOWS" "$STREAM_RECORDS" "$DATAGRAMS" "$WORK/encode.txt" <<'PY' | tee "$WORK/summary.txt"
+python3 - "$TICK" "$STREAM_RECORDS" "$DATAGRAMS" "$RATE" "$WORK/encode.txt" "$WORK/collect.txt" <<'PY' | tee "$WORK/summary.txt"
 import re, sys
-tick, tjt, tjf, tdt, tdf, n0, n1, nf, sent, dgrams, enc = sys.argv[1:]
+tick, sent, dgrams, rate, enc, col = sys.argv[1:]
 tick = float(tick)
 print("export (IPFIX over UDP; producer + exporter CPU):")
 for line in open(enc):
-    kv = dict(re.findall(r"(\w+)=([\d.]+)", line))
-    sink = "loopback socket" if "127.0.0.1" in line else "veth, dropped at transmit"
-    print(f"  {sink:26} max message {kv['max_message']:>5} B: {float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
-          f"{int(kv['messages'])/max(float(kv['cpu_s']),1e-9)/1e3:6.0f} k messages/CPU-s, allocations/record {kv['allocations_per_record']}")
-print(f"collector ({sent} records in {dgrams} datagrams, the same stream to each receiver):")
-ncpu = (int(n1) - int(n0)) / tick
-nf = int(nf or 0)
-nr = nf / ncpu if ncpu > 0 else float('nan')
-rows = [("trawl collect (JSON to /dev/null)", int(tjt) / tick, int(tjf or 0)),
-        ("trawl collect --no-output", int(tdt) / tick, int(tdf or 0))]
-for name, cpu, n in rows:
-    r = n / cpu if cpu > 0 else float('nan')
-    print(f"  {name:34} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
-print(f"  {'nfcapd (nfcapd files)':34} {nf:>8} records, {ncpu:5.2f} CPU-s, {nr/1e3:6.0f} k records/CPU-s")
+    kv = dict(re.findall(r"(\w+)=([\w.-]+)", line))
+    sink = {"loopback": "loopback socket", "veth-uso": "veth, dropped at transmit"}[kv["bench"]]
+    print(f"  {sink:26} max message {kv['max_message']:>5} B, offload {kv['gso']:>5}: "
+          f"{float(kv['records_per_cpu_s'])/1e6:5.2f} M records/CPU-s, "
+          f"{float(kv['records_per_cpu_s'])*float(kv['messages_per_record'])/1e3:6.0f} k datagrams/CPU-s, "
+          f"allocations/record {kv['allocations_per_record']}")
+rows = [l.split() for l in open(col) if l.strip()]
+for form in ("plain", "trains"):
+    what = {"plain": "one datagram per send", "trains": "trawl's layout in UDP_SEGMENT trains"}[form]
+    print(f"collector, {what} ({sent} records in {dgrams} datagrams at {rate}/s):")
+    got = {r[1]: (int(r[2]) / tick, int(r[3] or 0)) for r in rows if r[0] == form}
+    ncpu, nf = got["nfcapd"]
+    nr = nf / ncpu if ncpu > 0 else float("nan")
+    names = {"trawl-no-output": "trawl collect --no-output", "trawl-db": "trawl collect --db",
+             "trawl-no-wait": "trawl collect --no-output --recv-wait 0",
+             "trawl-json": "trawl collect (JSON to /dev/null)", "nfcapd": "nfcapd (nfcapd files)"}
+    for key in ("trawl-no-output", "trawl-no-wait", "trawl-db", "trawl-json", "nfcapd"):
+        cpu, n = got[key]
+        r = n / cpu if cpu > 0 else float("nan")
+        print(f"  {names[key]:40} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
 PY

@@ -56,6 +56,11 @@ pub struct CollectArgs {
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
+    /// UDP: after a receive that emptied the socket queues, wait this long before the next
+    /// one, so that datagrams arriving one by one are read in batches rather than with a
+    /// wake-up each (adds at most this much latency); 0 to read each as it comes.
+    #[arg(long = "recv-wait", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
+    pub recv_wait: u64,
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -103,6 +108,101 @@ impl CollectStore {
     }
 }
 
+/// Records of one batch for the store thread, with where each came from.
+type StoreBatch = Vec<(trawl_export::Origin, trawl_flow::FlowRecord<'static>)>;
+
+/// Records handed over per batch.
+const STORE_BATCH: usize = 1024;
+/// Batches the store thread may lag behind (about 60 MB of records) before the receiving
+/// thread waits for it: enough to ride out a block write without leaving the socket unread.
+const STORE_QUEUE: usize = 128;
+
+/// The flow database on its own thread: block writes (sort, encode, compress, fsync) took
+/// the receiving thread away from its socket for longer than the receive buffer lasts.
+struct StoreFeed {
+    tx: Option<mpsc::SyncSender<StoreBatch>>,
+    /// Emptied batches coming back.
+    spare: mpsc::Receiver<StoreBatch>,
+    batch: StoreBatch,
+    thread: std::thread::JoinHandle<(CollectStore, Option<String>)>,
+}
+
+impl StoreFeed {
+    fn start(mut st: CollectStore) -> Result<StoreFeed> {
+        let (tx, rx) = mpsc::sync_channel::<StoreBatch>(STORE_QUEUE);
+        let (back, spare) = mpsc::sync_channel::<StoreBatch>(STORE_QUEUE + 2);
+        let thread = std::thread::Builder::new()
+            .name("collect-store".into())
+            .spawn(move || {
+                for mut batch in rx {
+                    for (o, r) in batch.drain(..) {
+                        st.push(&o, &r);
+                    }
+                    // Blocks whose interval (plus the grace time) the exporters' clocks have
+                    // passed.
+                    if st.failed.is_none() {
+                        if let Err(e) = st.ingest.advance(st.clock) {
+                            st.failed = Some(format!("flow database: {e}"));
+                        }
+                    }
+                    let _ = back.try_send(batch);
+                }
+                let failed = st.failed.clone();
+                (st, failed)
+            })
+            .context("cannot start the flow database's thread")?;
+        Ok(StoreFeed {
+            tx: Some(tx),
+            spare,
+            batch: Vec::with_capacity(STORE_BATCH),
+            thread,
+        })
+    }
+
+    fn push(&mut self, o: &trawl_export::Origin, r: &trawl_flow::FlowRecord<'static>) {
+        self.batch.push((*o, *r));
+        if self.batch.len() >= STORE_BATCH {
+            self.send();
+        }
+    }
+
+    /// Hands over what is gathered (waits when the thread is a whole queue behind).
+    fn send(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let next = self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(STORE_BATCH));
+        let batch = std::mem::replace(&mut self.batch, next);
+        if let Some(tx) = &self.tx {
+            // A send fails only if the thread ended (panicked): `finish` reports it.
+            let _ = tx.send(batch);
+        }
+    }
+
+    /// Everything handed over and stored; the store and its first error.
+    fn finish(mut self) -> Result<(CollectStore, Option<String>)> {
+        self.send();
+        drop(self.tx.take());
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the flow database's thread panicked"))
+    }
+}
+
+/// How UDP datagrams arrived.
+#[derive(Default)]
+struct UdpCounts {
+    /// recvmmsg calls that returned datagrams.
+    receives: u64,
+    /// Datagrams (a train counts each of its datagrams).
+    datagrams: u64,
+    /// UDP_GRO trains among the received buffers.
+    trains: u64,
+}
+
 /// Up to this many decode errors are listed in the summary (all are counted).
 const ERRORS_LISTED: usize = 20;
 
@@ -113,8 +213,9 @@ struct Collected {
     errors: Vec<String>,
     records: u64,
     limit: u64,
+    udp: UdpCounts,
     write: bool,
-    store: Option<CollectStore>,
+    store: Option<StoreFeed>,
 }
 
 impl Collected {
@@ -143,14 +244,6 @@ impl Collected {
             }
         });
         out.maybe_flush();
-        if let Some(st) = store.as_mut() {
-            // Blocks whose interval (plus the grace time) the exporters' clocks have passed.
-            if st.failed.is_none() {
-                if let Err(e) = st.ingest.advance(st.clock) {
-                    st.failed = Some(format!("flow database: {e}"));
-                }
-            }
-        }
         if let Some(e) = err {
             self.note(e.to_string());
         }
@@ -178,16 +271,17 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         out: Output::new(crate::args::open_output(&a.output)?),
         errors: Vec::new(),
         records: 0,
+        udp: UdpCounts::default(),
         limit: a.count.unwrap_or(u64::MAX),
         write: !a.no_output,
         store: match &a.db {
-            Some(db) => Some(CollectStore {
+            Some(db) => Some(StoreFeed::start(CollectStore {
                 ingest: trawl_store::Ingest::open(db, trawl_store::StoreConfig::default())
                     .with_context(|| format!("cannot open the flow database {}", db.display()))?,
                 ids: Default::default(),
                 clock: 0,
                 failed: None,
-            }),
+            })?),
             None => None,
         },
     };
@@ -233,6 +327,9 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                 Some(trawl_export::socket::RECV_BUFFER),
             )
             .with_context(|| format!("cannot listen on {l}"))?;
+            // Datagrams of one sender may come in trains (Linux 5.0; older kernels refuse
+            // and send them one by one, which works as well).
+            let _ = trawl_export::socket::set_udp_gro(&s, true);
             sockets.push(s);
         }
         drop(tcp_tx);
@@ -248,20 +345,48 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         }
         let stop = crate::install_stop_signals()?;
         let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
-        let mut buf = vec![0u8; 65_536];
+        // recvmmsg: up to RECV_BATCH datagrams per system call (one recvfrom per datagram
+        // cost more than decoding it).
+        let mut batch = trawl_export::socket::RecvBatch::new(trawl_export::socket::RECV_BATCH);
+        let nowhere: SocketAddr = "0.0.0.0:0".parse().expect("literal");
+        let recv_wait = Duration::from_nanos(a.recv_wait);
         'outer: loop {
             let mut idle = true;
+            // Whether every socket's queue was emptied by a batch that was not full.
+            let mut drained = true;
             for s in &sockets {
-                // At most this many datagrams per socket before the stop flag and the
+                // At most about this many datagrams per socket before the stop flag and the
                 // deadline are looked at again.
-                for _ in 0..1024 {
-                    match s.recv_from(&mut buf) {
-                        Ok((n, from)) => {
+                let mut taken = 0;
+                while taken < 1024 {
+                    match batch.recv(s) {
+                        Ok(n) => {
                             idle = false;
-                            c.message(from, &buf[..n]);
-                            if c.records >= c.limit || c.out.failed() {
-                                break 'outer;
+                            taken += n;
+                            c.udp.receives += 1;
+                            for i in 0..n {
+                                let (bytes, from) = batch.get(i);
+                                let from = from.unwrap_or(nowhere);
+                                // A UDP_GRO train: datagrams of one size back to back.
+                                let seg = match batch.segment(i) {
+                                    Some(seg) => {
+                                        c.udp.trains += 1;
+                                        seg
+                                    }
+                                    None => bytes.len().max(1),
+                                };
+                                for datagram in bytes.chunks(seg) {
+                                    c.udp.datagrams += 1;
+                                    c.message(from, datagram);
+                                    if c.records >= c.limit || c.out.failed() {
+                                        break 'outer;
+                                    }
+                                }
                             }
+                            if n < trawl_export::socket::RECV_BATCH {
+                                break;
+                            }
+                            drained = false;
                         }
                         Err(e)
                             if e.kind() == std::io::ErrorKind::WouldBlock
@@ -290,9 +415,17 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             }
             if idle {
                 c.out.flush();
+                if let Some(st) = c.store.as_mut() {
+                    st.send();
+                }
                 if !single {
                     std::thread::sleep(Duration::from_micros(200));
                 }
+            } else if drained && !recv_wait.is_zero() {
+                // The queues are empty but datagrams are flowing: let them gather for a
+                // moment instead of waking up for each one (the kernel's buffer holds
+                // thousands), so that each receive takes a batch.
+                std::thread::sleep(recv_wait);
             }
         }
     }
@@ -302,13 +435,14 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         mut errors,
         records,
         store,
+        udp,
         ..
     } = c;
     out.finish()?;
     let mut store_failed = false;
     let mut stored = None;
-    if let Some(st) = store {
-        let failed = st.failed.clone();
+    if let Some(feed) = store {
+        let (st, failed) = feed.finish()?;
         let finished = st.ingest.finish();
         match (failed, finished) {
             (None, Ok(stats)) => {
@@ -338,6 +472,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         &errors,
         started.elapsed(),
         stored.as_ref(),
+        &udp,
     );
     Ok(
         if input_failed || store_failed || decoder.stats().total_errors() > 0 {
@@ -458,6 +593,7 @@ fn print_summary(
     errors: &[String],
     elapsed: Duration,
     stored: Option<&trawl_store::IngestStats>,
+    udp: &UdpCounts,
 ) {
     let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
         .iter()
@@ -481,6 +617,11 @@ fn print_summary(
                 "errors": kinds,
                 "error_messages": errors,
                 "elapsed_s": elapsed.as_secs_f64(),
+                "udp": {
+                    "receives": udp.receives,
+                    "datagrams": udp.datagrams,
+                    "trains": udp.trains,
+                },
                 "store": stored.map(|st| serde_json::json!({
                     "records": st.records,
                     "rows": st.rows,

@@ -142,6 +142,8 @@ pub fn print_reports(
                         "bytes": r.bytes,
                         "send_errors": r.send_errors,
                         "last_error": r.last_error,
+                        "gso_segment": r.gso_segment,
+                        "gso_refused": r.gso_refused,
                     })
                 })
                 .collect();
@@ -157,7 +159,7 @@ pub fn print_reports(
         SummaryFormat::Text => {
             for r in reports {
                 eprintln!(
-                    "export {}: {} records, {} messages, {} bytes; dropped {} (queue full), {} (not sent){}",
+                    "export {}: {} records, {} messages, {} bytes; dropped {} (queue full), {} (not sent){}{}",
                     r.destination,
                     r.records,
                     r.messages,
@@ -167,6 +169,10 @@ pub fn print_reports(
                     r.last_error
                         .as_ref()
                         .map(|e| format!("; {} send errors, last: {e}", r.send_errors))
+                        .unwrap_or_default(),
+                    r.gso_refused
+                        .as_ref()
+                        .map(|e| format!("; UDP segmentation offload off: {e}"))
                         .unwrap_or_default()
                 );
             }

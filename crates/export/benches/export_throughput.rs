@@ -1,13 +1,17 @@
 //! Export and collector throughput, driven by `bench/export.sh` (harness-less bench binary).
 //!
 //! ```text
-//! export_throughput encode RECORDS [MAX_MESSAGE [TARGET]]
+//! export_throughput encode RECORDS [MAX_MESSAGE [TARGET|- [gso|nogso]]]
 //!                                                IPFIX over UDP to a sink socket that never
 //!                                                reads (or to TARGET): records exported per CPU
-//!                                                second, and allocations per record
-//! export_throughput stream RECORDS FILE          the same IPFIX datagrams into FILE
-//!                                                (2-byte length + datagram each)
-//! export_throughput replay FILE HOST:PORT RATE   sends FILE's datagrams at RATE datagrams/s
+//!                                                second, and allocations per record; with UDP
+//!                                                segmentation offload (default) or without
+//! export_throughput stream RECORDS FILE [fill]   the same IPFIX datagrams into FILE
+//!                                                (2-byte length + datagram each); `fill`:
+//!                                                full messages padded to 1472 bytes
+//! export_throughput replay FILE HOST:PORT RATE [gso]
+//!                                                sends FILE's datagrams at RATE datagrams/s;
+//!                                                `gso`: full-size ones in trains (UDP_SEGMENT)
 //! export_throughput decode FILE                  decodes FILE's datagrams in process
 //! ```
 //! Records are synthetic but shaped like real ones (IPv4, TCP/UDP mix, varied addresses,
@@ -81,7 +85,10 @@ fn cpu_seconds() -> f64 {
     (f[11] + f[12]) as f64 / 100.0
 }
 
-fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
+/// Records pushed before measuring.
+const WARM_UP: usize = 400_000;
+
+fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gso: bool) {
     let recs = records(n.min(1 << 20));
     // The sink: a local socket that never reads (the kernel's loopback delivery is then part
     // of the sender's cost), or TARGET, e.g. an address routed into a dummy interface, which
@@ -93,12 +100,15 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
     let config = ExportConfig {
         lossless: true,
         udp_max_message: max_message,
+        udp_gso: gso,
         ..ExportConfig::default()
     };
     let hub = ExportHub::start(&[Destination::IpfixUdp(to)], &config).unwrap();
     let mut handle = hub.handle(1, 0, Duration::from_millis(200));
     // Warm up: the batch pool fills, the encoder's buffer reaches its size.
-    for r in recs.iter().take(100_000) {
+    // Enough records that the queue fills (the producer outpaces the exporter), so every
+    // batch the steady state needs exists before measuring.
+    for r in recs.iter().cycle().take(WARM_UP) {
         handle.push(r);
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -126,17 +136,23 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>) {
         assert_eq!(allocs, 0, "the export hot path allocated {allocs} times");
     }
     println!(
-        "encode: sink={to} max_message={max_message} records={} messages={} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}",
-        r.records - 100_000,
+        "encode: sink={to} max_message={max_message} gso={} records={} messages={} messages_per_record={:.4} bytes={} dropped={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0} allocations_per_record={:.6}{}",
+        r.gso_segment.map_or("off".to_string(), |s| s.to_string()),
+        r.records - WARM_UP as u64,
         r.messages,
+        // Messages of warm-up and measurement together, per record of both.
+        r.messages as f64 / r.records as f64,
         r.bytes,
         r.dropped_queue + r.dropped_send,
-        (r.records - 100_000) as f64 / cpu,
-        allocs as f64 / n as f64
+        (r.records - WARM_UP as u64) as f64 / cpu,
+        allocs as f64 / n as f64,
+        r.gso_refused
+            .as_ref()
+            .map_or(String::new(), |e| format!(" gso_refused=\"{e}\""))
     );
 }
 
-fn stream(n: usize, path: &str) {
+fn stream(n: usize, path: &str, fill: bool) {
     let recs = records(n);
     let mut enc = MessageEncoder::flows(
         Protocol::Ipfix,
@@ -145,6 +161,8 @@ fn stream(n: usize, path: &str) {
         1472,
         TemplateRefresh::UDP_DEFAULT,
     );
+    // As trawl's exporter lays messages out for segmentation offload: full ones padded.
+    enc.set_fill(fill);
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
     let mut count = 0u64;
     let mut emit = |m: &[u8]| {
@@ -159,28 +177,39 @@ fn stream(n: usize, path: &str) {
     println!("stream: records={n} datagrams={count}");
 }
 
-fn replay(path: &str, to: &str, rate: f64) {
+fn replay(path: &str, to: &str, rate: f64, gso: bool) {
     let mut data = Vec::new();
     std::fs::File::open(path)
         .unwrap()
         .read_to_end(&mut data)
         .unwrap();
     let s = UdpSocket::bind("0.0.0.0:0").unwrap();
+    s.connect(to).unwrap();
+    // With offload: each burst's full-size datagrams go as trains (as trawl's exporter sends
+    // them); the kernel cuts them back into datagrams for a receiver without UDP_GRO.
+    let mut batch = if gso {
+        trawl_export::socket::SendBatch::with_gso(&s, 1472)
+    } else {
+        trawl_export::socket::SendBatch::default()
+    };
+    assert!(!gso || batch.gso_segment().is_some(), "no UDP_SEGMENT here");
     let started = Instant::now();
     let (mut off, mut sent) = (0usize, 0u64);
     while off + 2 <= data.len() {
         let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
-        let _ = s.send_to(&data[off + 2..off + 2 + len], to);
+        let _ = batch.push(&s, &data[off + 2..off + 2 + len]);
         off += 2 + len;
         sent += 1;
         // Paced in bursts of 32 so that neither receiver is overrun.
         if sent % 32 == 0 {
+            let _ = batch.flush(&s);
             let due = started + Duration::from_secs_f64(sent as f64 / rate);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
         }
     }
+    let _ = batch.flush(&s);
     println!(
         "replay: datagrams={sent} wall_s={:.2}",
         started.elapsed().as_secs_f64()
@@ -199,7 +228,7 @@ fn decode(path: &str) {
     let cpu0 = cpu_seconds();
     let mut records = 0usize;
     let mut packets = 0u64;
-    for _ in 0..3 {
+    for _ in 0..10 {
         let mut off = 0usize;
         while off + 2 <= data.len() {
             let len = usize::from(u16::from_be_bytes([data[off], data[off + 1]]));
@@ -228,12 +257,24 @@ fn main() {
         Some("encode") => encode(
             args[1].parse().unwrap(),
             args.get(2).map_or(1472, |m| m.parse().unwrap()),
-            args.get(3).map(|t| t.parse().unwrap()),
+            args.get(3)
+                .filter(|t| *t != "-")
+                .map(|t| t.parse().unwrap()),
+            args.get(4).is_none_or(|g| g != "nogso"),
         ),
-        Some("stream") => stream(args[1].parse().unwrap(), &args[2]),
+        Some("stream") => stream(
+            args[1].parse().unwrap(),
+            &args[2],
+            args.get(3).is_some_and(|f| f == "fill"),
+        ),
         Some("decode") => decode(&args[1]),
-        Some("replay") => replay(&args[1], &args[2], args[3].parse().unwrap()),
+        Some("replay") => replay(
+            &args[1],
+            &args[2],
+            args[3].parse().unwrap(),
+            args.get(4).is_some_and(|g| g == "gso"),
+        ),
         // `cargo bench` with no arguments: a quick run that checks the allocation rule.
-        _ => encode(500_000, 1472, None),
+        _ => encode(500_000, 1472, None, true),
     }
 }

@@ -41,6 +41,11 @@ pub struct ExportConfig {
     /// can always wait for the exporters. Live capture keeps this off, so that a slow
     /// collector costs counted drops and never stalls capture.
     pub lossless: bool,
+    /// IPFIX over UDP: send trains of `udp_max_message`-byte messages with UDP segmentation
+    /// offload (one send per train, cut into datagrams by the kernel or the NIC), messages
+    /// padded to that size where the padding rule allows. Falls back to one datagram per
+    /// message when the kernel refuses.
+    pub udp_gso: bool,
 }
 
 impl Default for ExportConfig {
@@ -54,6 +59,7 @@ impl Default for ExportConfig {
             queue_batches: 256,
             flush_interval: Duration::from_millis(200),
             lossless: false,
+            udp_gso: true,
         }
     }
 }
@@ -77,6 +83,10 @@ pub struct ExporterReport {
     pub send_errors: u64,
     /// The last send error, for the summary.
     pub last_error: Option<String>,
+    /// IPFIX over UDP: the segment size while segmentation offload was on at the end.
+    pub gso_segment: Option<u16>,
+    /// Why segmentation offload was off or switched off, when it was asked for.
+    pub gso_refused: Option<String>,
 }
 
 #[derive(Default)]
@@ -137,7 +147,7 @@ impl ExportHub {
             batch_records: config.batch_records.max(1),
         };
         for d in destinations {
-            let sink = Sink::open(d)?;
+            let sink = Sink::open(d, config)?;
             let (tx, rx) = mpsc::sync_channel::<Batch>(config.queue_batches.max(1));
             let pool: Pool = Arc::new(Mutex::new(Vec::new()));
             let counters = Arc::new(Counters::default());
@@ -306,7 +316,7 @@ enum Sink {
 }
 
 impl Sink {
-    fn open(d: &Destination) -> Result<Sink, Error> {
+    fn open(d: &Destination, config: &ExportConfig) -> Result<Sink, Error> {
         let io_err = |what: String| move |e| Error::Io { what, source: e };
         Ok(match d {
             Destination::IpfixUdp(to)
@@ -324,10 +334,13 @@ impl Sink {
                 socket
                     .connect(to)
                     .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
-                Sink::Udp {
-                    socket,
-                    batch: crate::socket::SendBatch::default(),
-                }
+                let batch = match (d, u16::try_from(config.udp_max_message)) {
+                    (Destination::IpfixUdp(_), Ok(seg)) if config.udp_gso => {
+                        crate::socket::SendBatch::with_gso(&socket, seg)
+                    }
+                    _ => crate::socket::SendBatch::default(),
+                };
+                Sink::Udp { socket, batch }
             }
             Destination::Feed(feed) => Sink::Feed {
                 socket: crate::feed::sender_socket(feed)?,
@@ -381,6 +394,14 @@ impl Sink {
                 }
             }
             _ => true,
+        }
+    }
+
+    /// The segment size while UDP segmentation offload is on.
+    fn gso_segment(&self) -> Option<u16> {
+        match self {
+            Sink::Udp { batch, .. } => batch.gso_segment(),
+            _ => None,
         }
     }
 
@@ -537,6 +558,10 @@ impl Worker {
             self.report.send_errors += 1;
             self.report.last_error = Some(e.to_string());
         }
+        if let Sink::Udp { batch, .. } = &self.sink {
+            self.report.gso_segment = batch.gso_segment();
+            self.report.gso_refused = batch.gso_refused().map(|e| e.to_string());
+        }
         self.report
     }
 
@@ -592,6 +617,10 @@ impl Worker {
                     }
                 };
                 let enc = &mut encoders[i].2;
+                // Full-size messages travel in segmented trains; if the kernel refused
+                // offload, padding would only cost bytes.
+                let seg = emit.sink.gso_segment().map(usize::from);
+                enc.set_fill(seg == Some(enc.max_message()));
                 let mut f = |m: &[u8]| emit.send(m);
                 for r in &batch.records {
                     enc.add_flow(r, now, &mut f);

@@ -30,6 +30,11 @@ pub const FLOW_V4_ID: u16 = 256;
 pub const FLOW_V6_ID: u16 = 257;
 /// IPFIX template id of series rows.
 pub const SERIES_ID: u16 = 258;
+/// IPFIX template id of padding records (one variable-length paddingOctets field): the set
+/// that fills a message to exactly the segment size under UDP segmentation offload.
+pub const PADDING_ID: u16 = 259;
+/// IANA element paddingOctets (RFC 7011 / IANA IPFIX registry).
+pub const PADDING_OCTETS: u16 = 210;
 
 macro_rules! flow_fields {
     ($src:expr, $dst:expr) => {
