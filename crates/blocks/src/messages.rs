@@ -51,24 +51,31 @@ impl PacketBatch {
         Batch::new(&self.metas, bytes, &self.interfaces)
     }
 
-    /// Replaces the contents with `records` (all, or those `keep` says yes to) without copying
-    /// their bytes: `buffer` is the source buffer the records point into, shared for as long
-    /// as this batch holds it (`FileSource::shared_bytes`).
-    pub fn fill_shared(
-        &mut self,
-        batch: &Batch<'_>,
-        buffer: Arc<Vec<u8>>,
-        mut keep: impl FnMut(&PacketRecord<'_>) -> bool,
-    ) {
-        self.metas.clear();
-        self.bytes.clear();
+    /// Replaces the contents with the records of `batch` without copying their bytes:
+    /// `buffer` is the source buffer they point into, shared for as long as this batch holds
+    /// it (`FileSource::next_shared_batch`). [`PacketBatch::retain`] filters them after.
+    pub fn fill_shared(&mut self, batch: &Batch<'_>, buffer: Arc<Vec<u8>>) {
         debug_assert!(batch.bytes().len() <= buffer.len());
-        for (i, m) in batch.metas().iter().enumerate() {
-            if keep(&batch.get(i)) {
-                self.metas.push(*m);
-            }
-        }
+        self.metas.clear();
+        self.metas.extend_from_slice(batch.metas());
+        self.bytes.clear();
         self.shared = Some(buffer);
+    }
+
+    /// Keeps only the records `keep` says yes to, in order.
+    pub fn retain(&mut self, mut keep: impl FnMut(&PacketRecord<'_>) -> bool) {
+        let bytes = self.shared.as_deref().map_or(&self.bytes[..], |b| &b[..]);
+        let interfaces = &self.interfaces;
+        self.metas.retain(|m| {
+            keep(&PacketRecord {
+                ts_ns: m.ts_ns,
+                wire_len: m.wire_len,
+                iface: m.iface,
+                direction: m.direction,
+                link_type: interfaces[m.iface as usize].link_type,
+                data: &bytes[m.offset..m.offset + m.caplen as usize],
+            })
+        });
     }
 
     /// Replaces the contents with `records` (all of them, or those `keep` says yes to),

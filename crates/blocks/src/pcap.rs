@@ -134,16 +134,15 @@ impl Block for PcapSource {
         let mut rejected = 0u64;
         // The records' bytes stay in the source's buffer, shared with the batch (no copy);
         // the source reads on into another buffer while this one is held.
-        let buffer = shared_bytes;
-        match self.filter.as_mut() {
-            None => out.fill_shared(&batch, buffer, |_| true),
-            Some(filter) => out.fill_shared(&batch, buffer, |p| {
+        out.fill_shared(&batch, shared_bytes);
+        if let Some(filter) = self.filter.as_mut() {
+            out.retain(|p| {
                 let keep = filter
                     .matches(p.link_type, p.data, p.wire_len)
                     .unwrap_or(false);
                 rejected += u64::from(!keep);
                 keep
-            }),
+            });
         }
         let c = self.counters.as_ref().expect("started");
         c.rejected.add(rejected);
