@@ -81,13 +81,21 @@ impl Block for PacketFilter {
         out.live = input.live;
         out.stream = input.stream;
         let mut rejected = 0u64;
-        out.fill(&input.batch(), |p| {
+        let keep = |p: &trawl_capture::PacketRecord<'_>| {
             let keep = set
                 .matches(p.link_type, p.data, p.wire_len)
                 .unwrap_or(false);
             rejected += u64::from(!keep);
             keep
-        });
+        };
+        match &input.shared {
+            // The input shares its source's buffer: so does the output (no copy).
+            Some(buffer) => {
+                out.fill_shared(&input.batch(), buffer.clone());
+                out.retain(keep);
+            }
+            None => out.fill(&input.batch(), keep),
+        }
         if let Some(c) = &self.rejected {
             c.add(rejected);
         }
