@@ -3,6 +3,14 @@
 //! ones live in huge-page mappings, and batched updates that prefetch the slots of the next
 //! rows while the current ones are added — a high-cardinality group-by (conversations) is
 //! bound by cache and TLB misses on this table, not by arithmetic.
+//!
+//! Radix-partitioned aggregation: rows of a high-cardinality group-by are not added one by
+//! one to a table of millions of groups (a cache miss each, and one such table per scan
+//! worker, merged at the end). They are *staged*: appended, key and counters, to one of 256
+//! partitions chosen by the top bits of the key's hash (a sequential write). Staged rows are
+//! aggregated partition by partition — when the workers' tables are merged, or earlier when
+//! too many rows are staged — so the working set is one partition's table (1/256 of the
+//! groups) and every worker's rows of a partition go straight into the one merged table.
 use crate::partial::Metrics;
 
 /// A slot: packed key + 1 in words 0–1 (0: vacant, so fresh zeroed memory is an empty table
@@ -107,9 +115,22 @@ pub(crate) struct Part {
 }
 
 impl Default for Part {
+    /// An empty partition holding no memory yet (a table has 256 of them, a query may have
+    /// a table per time bucket).
     fn default() -> Self {
-        Part::with_capacity_log2(6)
+        Part {
+            slots: Storage::Heap(Vec::new()),
+            len: 0,
+            seed: next_seed(),
+            shift: 64,
+        }
     }
+}
+
+fn next_seed() -> u64 {
+    SEEDS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 static SEEDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -132,34 +153,68 @@ fn hash(pre: u64, seed: u64) -> u64 {
 
 impl Part {
     fn with_capacity_log2(bits: u32) -> Self {
-        let seed = SEEDS
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         Part {
             slots: Storage::zeroed(1 << bits),
             len: 0,
             shift: 64 - bits,
-            seed,
+            seed: next_seed(),
+        }
+    }
+
+    /// Slots (a power of two, or 0 for a partition never written).
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.slots.get().len()
+    }
+
+    /// The home slot of hash `h` (only meaningful with a capacity above 0).
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        h.checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    /// Prefetches the home slot of hash `h`, if the partition has slots.
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        if let Some(s) = self.slots.get().get(self.home(h)) {
+            mem_prefetch::prefetch_write_data::<_, 3>(s);
         }
     }
 
     #[inline]
     fn grow_if_needed(&mut self) {
         // Load factor at most 7/8 keeps linear probes short.
-        if (self.len + 1) * 8 > self.slots.get().len() * 7 {
-            let bits = 64 - self.shift + 1;
-            let mut bigger = Part::with_capacity_log2(bits);
-            // Same seed: hashes computed before the growth stay valid (`add_rows`).
-            bigger.seed = self.seed;
-            let old = std::mem::replace(self, bigger);
-            for s in old.slots.get() {
-                if let Some(k) = slot_key(s) {
-                    let h = hash(prehash(k), self.seed);
-                    *self.slot(k, h) = *s;
-                }
-            }
-            self.len = old.len;
+        if (self.len + 1) * 8 > self.capacity() * 7 {
+            self.resize_for(self.len + 1);
         }
+    }
+
+    /// Makes room for `groups` groups at a load factor of at most 7/8 (never shrinks).
+    fn reserve(&mut self, groups: usize) {
+        if groups * 8 > self.capacity() * 7 {
+            self.resize_for(groups);
+        }
+    }
+
+    #[cold]
+    fn resize_for(&mut self, groups: usize) {
+        let cap = self.capacity();
+        let want = (groups * 8)
+            .div_ceil(7)
+            .next_power_of_two()
+            .max(cap * 2)
+            .max(64);
+        let mut bigger = Part::with_capacity_log2(want.trailing_zeros());
+        // Same seed: hashes computed before the growth stay valid (`add_many`).
+        bigger.seed = self.seed;
+        let old = std::mem::replace(self, bigger);
+        for s in old.slots.get() {
+            if let Some(k) = slot_key(s) {
+                let h = hash(prehash(k), self.seed);
+                *self.slot(k, h) = *s;
+            }
+        }
+        self.len = old.len;
     }
 
     /// The slot of `key` (claimed if vacant; the caller counts it).
@@ -167,9 +222,9 @@ impl Part {
     fn slot(&mut self, key: u128, h: u64) -> &mut Slot {
         let stored = key + 1;
         let (lo, hi) = (stored as u64, (stored >> 64) as u64);
+        let mut i = self.home(h);
         let slots = self.slots.get_mut();
         let mask = slots.len() - 1;
-        let mut i = (h >> self.shift) as usize;
         loop {
             let s = &slots[i];
             if (s[0] == lo && s[1] == hi) || (s[0] == 0 && s[1] == 0) {
@@ -194,6 +249,15 @@ impl Part {
         slot_add(self.slot(key, h), m);
     }
 
+    /// Adds every group of `other`.
+    fn absorb_ref(&mut self, other: &Part) {
+        for s in other.slots.get() {
+            if let Some(k) = slot_key(s) {
+                self.add(k, prehash(k), &slot_metrics(s));
+            }
+        }
+    }
+
     /// Adds every group of `other` (merging: the smaller goes into the larger).
     fn absorb(mut self, mut other: Part) -> Part {
         if other.len > self.len {
@@ -207,6 +271,50 @@ impl Part {
         self
     }
 
+    /// Adds records (staged rows or groups), prefetching ahead.
+    fn add_recs<'r>(&mut self, recs: impl Iterator<Item = &'r Rec>) {
+        let mut pending = [(0u64, None::<&Rec>); AHEAD];
+        let mut recs = recs.peekable();
+        while recs.peek().is_some() {
+            let mut n = 0;
+            for r in recs.by_ref().take(AHEAD) {
+                let h = hash(prehash(r.key()), self.seed);
+                self.prefetch(h);
+                pending[n] = (h, Some(r));
+                n += 1;
+            }
+            for &(h, r) in &pending[..n] {
+                let Some(r) = r else { continue };
+                self.grow_if_needed();
+                let s = self.slot(r.key(), h);
+                for (x, y) in s[2..7].iter_mut().zip(r.m) {
+                    *x += y;
+                }
+            }
+        }
+    }
+
+    /// Moves every group out into `out` (in slot order), leaving the partition empty with its
+    /// memory kept for reuse.
+    fn drain_into(&mut self, out: &mut ChunkWriter<'_>) {
+        if self.len == 0 {
+            return;
+        }
+        for s in self.slots.get_mut() {
+            if s[0] == 0 && s[1] == 0 {
+                continue;
+            }
+            let k = u128::from(s[0]) | u128::from(s[1]) << 64;
+            let k = k - 1;
+            out.push(Rec {
+                k: [k as u64, (k >> 64) as u64],
+                m: [s[2], s[3], s[4], s[5], s[6]],
+            });
+            *s = [0; 8];
+        }
+        self.len = 0;
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         self.slots
             .get()
@@ -216,34 +324,299 @@ impl Part {
 }
 
 /// Partitions of a table, by the top bits of the seed-independent prehash: tables of different
-/// workers merge partition by partition, in parallel, and each partition grows on its own.
-const PARTS: usize = 16;
-const PART_SHIFT: u32 = 60;
+/// workers merge partition by partition, in parallel, each partition grows on its own, and
+/// staged rows are aggregated one partition at a time (256: a partition of a 25-million-group
+/// conversation table is ~100 k groups, a few MB).
+const PART_BITS: u32 = 8;
+const PARTS: usize = 1 << PART_BITS;
+const PART_SHIFT: u32 = 64 - PART_BITS;
 
-/// Packed group key → summed metrics.
+/// A group or staged row outside a table: key (low, high word) and the five metrics, 56
+/// bytes (a staged row carries one flow).
+#[derive(Clone, Copy, Debug, Default)]
+struct Rec {
+    k: [u64; 2],
+    m: [u64; 5],
+}
+
+impl Rec {
+    #[inline]
+    fn key(&self) -> u128 {
+        u128::from(self.k[0]) | u128::from(self.k[1]) << 64
+    }
+}
+
+/// Largest chunk of a [`Chunks`] list (256 KiB).
+const CHUNK_MAX: usize = 4096;
+
+/// Records in chunks that double up to [`CHUNK_MAX`]: appending never moves what is there
+/// (no reallocation copying gigabytes), and a partition holding a few records holds little.
+#[derive(Clone, Debug, Default)]
+struct Chunks {
+    chunks: Vec<Vec<Rec>>,
+    len: usize,
+}
+
+impl Chunks {
+    #[inline]
+    fn push(&mut self, r: Rec) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < c.capacity() => c.push(r),
+            _ => self.push_chunk(r),
+        }
+        self.len += 1;
+    }
+
+    #[cold]
+    fn push_chunk(&mut self, r: Rec) {
+        let cap = self
+            .chunks
+            .last()
+            .map_or(4, |c| (c.capacity() * 2).min(CHUNK_MAX));
+        let mut c = Vec::with_capacity(cap);
+        c.push(r);
+        self.chunks.push(c);
+    }
+
+    #[inline]
+    fn last_mut(&mut self) -> Option<&mut Rec> {
+        self.chunks.last_mut().and_then(|c| c.last_mut())
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Rec> + '_ {
+        self.chunks.iter().flatten()
+    }
+
+    fn clear(&mut self, keep: bool) {
+        if keep {
+            // Keep the largest chunk for the next rows.
+            let big = self.chunks.pop();
+            self.chunks.clear();
+            if let Some(mut c) = big {
+                c.clear();
+                self.chunks.push(c);
+            }
+        } else {
+            self.chunks = Vec::new();
+        }
+        self.len = 0;
+    }
+}
+
+/// Overwrites the records of chunk lists from the start (the staged rows being aggregated:
+/// the groups never outnumber the rows they came from), so the aggregated groups of a
+/// partition take no new memory.
+struct ChunkWriter<'a> {
+    from: std::vec::IntoIter<Vec<Rec>>,
+    out: &'a mut Chunks,
+}
+
+impl<'a> ChunkWriter<'a> {
+    /// A writer into `out` (emptied) reusing the chunks of `lists`.
+    fn new(lists: Vec<Chunks>, out: &'a mut Chunks) -> Self {
+        let all: Vec<Vec<Rec>> = lists
+            .into_iter()
+            .flat_map(|c| c.chunks)
+            .map(|mut c| {
+                c.clear();
+                c
+            })
+            .collect();
+        out.chunks.clear();
+        out.len = 0;
+        ChunkWriter {
+            from: all.into_iter(),
+            out,
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, r: Rec) {
+        match self.out.chunks.last_mut() {
+            Some(c) if c.len() < c.capacity() => c.push(r),
+            _ => match self.from.next() {
+                Some(mut c) => {
+                    c.push(r);
+                    self.out.chunks.push(c);
+                }
+                // More groups than rows: not possible, but stay correct.
+                None => {
+                    self.out.push(r);
+                    return;
+                }
+            },
+        }
+        self.out.len += 1;
+    }
+}
+
+/// Packed group key → summed metrics, plus rows staged but not aggregated yet.
+///
+/// Per partition the groups are in the hash table `parts[p]` and, after a merge that
+/// aggregated staged rows, in the records `packed[p]` (keys distinct, none also in
+/// `parts[p]`); `staged[p]` holds rows not aggregated yet (keys may repeat).
 #[derive(Clone, Debug)]
 pub(crate) struct AggTable {
     parts: Vec<Part>,
+    packed: Vec<Chunks>,
+    staged: Vec<Chunks>,
+    staged_len: usize,
 }
 
 impl Default for AggTable {
     fn default() -> Self {
         AggTable {
             parts: (0..PARTS).map(|_| Part::default()).collect(),
+            packed: (0..PARTS).map(|_| Chunks::default()).collect(),
+            staged: (0..PARTS).map(|_| Chunks::default()).collect(),
+            staged_len: 0,
         }
     }
 }
 
+/// One partition of every table being merged.
+struct Slice {
+    parts: Vec<Part>,
+    packed: Vec<Chunks>,
+    staged: Vec<Chunks>,
+}
+
+impl Slice {
+    /// The partition's groups. With staged rows or records, everything (hash tables too) is
+    /// aggregated in `scratch`, a table of this partition alone that stays in the caches,
+    /// and written back as records over the staged rows; otherwise the hash tables are added
+    /// into the largest.
+    fn combine(mut self, scratch: &mut Part) -> (Part, Chunks) {
+        let mut out = Chunks::default();
+        let rows: usize = self.staged.iter().chain(&self.packed).map(|c| c.len).sum();
+        if rows > 0 {
+            let groups: usize = self.parts.iter().map(|p| p.len).sum();
+            scratch.reserve(rows + groups);
+            for p in &self.parts {
+                scratch.absorb_ref(p);
+            }
+            drop(self.parts);
+            for c in self.staged.iter().chain(&self.packed) {
+                scratch.add_recs(c.iter());
+            }
+            self.staged.append(&mut self.packed);
+            let mut w = ChunkWriter::new(self.staged, &mut out);
+            scratch.drain_into(&mut w);
+            return (Part::default(), out);
+        }
+        self.parts.sort_by_key(|p| std::cmp::Reverse(p.len));
+        let mut parts = self.parts.into_iter();
+        let mut p = parts.next().unwrap_or_default();
+        for q in parts {
+            p = p.absorb(q);
+        }
+        (p, out)
+    }
+}
+
 impl AggTable {
-    /// Groups held.
+    /// Groups held (rows staged and not aggregated yet are not counted).
     pub(crate) fn len(&self) -> usize {
-        self.parts.iter().map(|p| p.len).sum()
+        self.parts.iter().map(|p| p.len).sum::<usize>()
+            + self.packed.iter().map(|c| c.len).sum::<usize>()
+    }
+
+    /// Rows staged and not aggregated yet.
+    pub(crate) fn staged_len(&self) -> usize {
+        self.staged_len
+    }
+
+    /// Appends one flow row per selected index (`keys[i]`, the four counters of row `i`) to
+    /// the partition of its key, without aggregating it: [`AggTable::flush`] or
+    /// [`AggTable::merge_all`] does, a partition at a time. A row with the key of the row
+    /// staged just before it is added to that one (rows of a block come sorted by
+    /// conversation, so this saves some staging). Returns the rows staged.
+    pub(crate) fn stage_rows(
+        &mut self,
+        keys: &[u128],
+        sel: Option<&[bool]>,
+        counters: [&[u64]; 4],
+    ) -> u64 {
+        let [fp, rp, fb, rb] = counters;
+        let n = keys
+            .len()
+            .min(fp.len())
+            .min(rp.len())
+            .min(fb.len())
+            .min(rb.len());
+        let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
+        let mut added = 0u64;
+        let mut last: Option<(u128, usize)> = None;
+        for i in 0..n {
+            if sel.is_some_and(|s| !s[i]) {
+                continue;
+            }
+            added += 1;
+            let key = keys[i];
+            if let Some((k, part)) = last {
+                if k == key {
+                    if let Some(r) = self.staged[part].last_mut() {
+                        r.m[0] += fp[i];
+                        r.m[1] += rp[i];
+                        r.m[2] += fb[i];
+                        r.m[3] += rb[i];
+                        r.m[4] += 1;
+                        continue;
+                    }
+                }
+            }
+            let part = (prehash(key) >> PART_SHIFT) as usize;
+            self.staged[part].push(Rec {
+                k: [key as u64, (key >> 64) as u64],
+                m: [fp[i], rp[i], fb[i], rb[i], 1],
+            });
+            self.staged_len += 1;
+            last = Some((key, part));
+        }
+        added
+    }
+
+    /// Aggregates the staged rows into the hash tables, partition by partition. `keep`: keep
+    /// some staging memory for more rows (during a scan).
+    pub(crate) fn flush(&mut self, keep: bool) {
+        if self.staged_len == 0 {
+            return;
+        }
+        for p in 0..PARTS {
+            if self.staged[p].len == 0 {
+                continue;
+            }
+            self.unpack(p);
+            let part = &mut self.parts[p];
+            part.reserve(part.len + self.staged[p].len / 4);
+            part.add_recs(self.staged[p].iter());
+            self.staged[p].clear(keep);
+        }
+        self.staged_len = 0;
+    }
+
+    /// Moves partition `p`'s records into its hash table (before adding to it).
+    #[inline]
+    fn unpack(&mut self, p: usize) {
+        if self.packed[p].len > 0 {
+            self.unpack_slow(p);
+        }
+    }
+
+    #[cold]
+    fn unpack_slow(&mut self, p: usize) {
+        let part = &mut self.parts[p];
+        part.reserve(part.len + self.packed[p].len);
+        part.add_recs(self.packed[p].iter());
+        self.packed[p].clear(false);
     }
 
     /// Adds `m` to the group `key`.
     pub(crate) fn add(&mut self, key: u128, m: &Metrics) {
         let pre = prehash(key);
-        self.parts[(pre >> PART_SHIFT) as usize].add(key, pre, m);
+        let p = (pre >> PART_SHIFT) as usize;
+        self.unpack(p);
+        self.parts[p].add(key, pre, m);
     }
 
     /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
@@ -254,10 +627,11 @@ impl AggTable {
             for (j, (k, _)) in chunk.iter().enumerate() {
                 let pre = prehash(*k);
                 let part = (pre >> PART_SHIFT) as usize;
+                self.unpack(part);
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
+                p.prefetch(h);
             }
             for (j, (k, m)) in chunk.iter().enumerate() {
                 let (part, h) = pending[j];
@@ -269,7 +643,9 @@ impl AggTable {
     }
 
     /// Adds one flow row per selected index: `keys[i]` gets the four counters of row `i` and
-    /// one flow. Returns the rows added.
+    /// one flow. Returns the rows added. (The row-at-a-time path the scan used before staging;
+    /// the tests hold staging to it.)
+    #[cfg(test)]
     pub(crate) fn add_rows(
         &mut self,
         keys: &[u128],
@@ -294,10 +670,11 @@ impl AggTable {
             for (j, &i) in chunk.iter().enumerate() {
                 let pre = prehash(keys[i as usize]);
                 let part = (pre >> PART_SHIFT) as usize;
+                self.unpack(part);
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
+                p.prefetch(h);
             }
             for (j, &i) in chunk.iter().enumerate() {
                 let i = i as usize;
@@ -315,48 +692,108 @@ impl AggTable {
         rows.len() as u64
     }
 
-    /// Adds every group of `other`; large tables merge their partitions on `threads` threads.
+    /// Adds every group and staged row of `other`, and aggregates the staged rows of both
+    /// (see [`AggTable::merge_all`]).
     pub(crate) fn merge(self, other: AggTable, threads: usize) -> AggTable {
-        let pairs: Vec<(Part, Part)> = self.parts.into_iter().zip(other.parts).collect();
-        let big = pairs.iter().map(|(a, b)| a.len.min(b.len)).sum::<usize>() > 50_000;
-        let threads = if big { threads.clamp(1, PARTS) } else { 1 };
-        if threads == 1 {
-            return AggTable {
-                parts: pairs.into_iter().map(|(a, b)| a.absorb(b)).collect(),
-            };
-        }
-        let mut slots: Vec<Option<(Part, Part)>> = pairs.into_iter().map(Some).collect();
-        let mut chunks: Vec<Vec<(usize, (Part, Part))>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (i, s) in slots.iter_mut().enumerate() {
-            if let Some(p) = s.take() {
-                chunks[i % threads].push((i, p));
-            }
-        }
-        let mut merged: Vec<(usize, Part)> = std::thread::scope(|sc| {
-            let hs: Vec<_> = chunks
-                .into_iter()
-                .map(|c| {
-                    sc.spawn(move || {
-                        c.into_iter()
-                            .map(|(i, (a, b))| (i, a.absorb(b)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
-        merged.sort_by_key(|(i, _)| *i);
-        AggTable {
-            parts: merged.into_iter().map(|(_, p)| p).collect(),
-        }
+        AggTable::merge_all(vec![self, other], threads)
     }
 
-    /// Every group.
+    /// One table of every group and staged row of `tables`, the staged rows aggregated.
+    /// Partitions are combined one at a time (on `threads` threads for large tables): a
+    /// partition's staged rows from every table are aggregated together in a table of that
+    /// partition alone, which stays in the caches, and written back over the rows.
+    pub(crate) fn merge_all(tables: Vec<AggTable>, threads: usize) -> AggTable {
+        let work: usize = tables.iter().map(|t| t.len() + t.staged_len).sum();
+        let mut slices: Vec<Slice> = (0..PARTS)
+            .map(|_| Slice {
+                parts: Vec::with_capacity(tables.len()),
+                packed: Vec::new(),
+                staged: Vec::new(),
+            })
+            .collect();
+        for t in tables {
+            for (((s, p), k), g) in slices.iter_mut().zip(t.parts).zip(t.packed).zip(t.staged) {
+                if p.len > 0 {
+                    s.parts.push(p);
+                }
+                if k.len > 0 {
+                    s.packed.push(k);
+                }
+                if g.len > 0 {
+                    s.staged.push(g);
+                }
+            }
+        }
+        let threads = if work > 100_000 {
+            threads.clamp(1, PARTS)
+        } else {
+            1
+        };
+        let mut out: Vec<(Part, Chunks)> = if threads == 1 {
+            let mut scratch = Part::default();
+            slices
+                .into_iter()
+                .map(|s| s.combine(&mut scratch))
+                .collect()
+        } else {
+            // Partitions handed out one at a time: their sizes differ.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let slices: Vec<std::sync::Mutex<Option<Slice>>> = slices
+                .into_iter()
+                .map(|x| std::sync::Mutex::new(Some(x)))
+                .collect();
+            let mut done: Vec<(usize, (Part, Chunks))> = std::thread::scope(|sc| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        sc.spawn(|| {
+                            let mut scratch = Part::default();
+                            let mut done = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(slot) = slices.get(i) else {
+                                    break;
+                                };
+                                let slice = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                                if let Some(slice) = slice {
+                                    done.push((i, slice.combine(&mut scratch)));
+                                }
+                            }
+                            done
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            });
+            done.sort_by_key(|(i, _)| *i);
+            done.into_iter().map(|(_, x)| x).collect()
+        };
+        let mut t = AggTable::default();
+        for (p, (part, packed)) in out.drain(..).enumerate() {
+            t.parts[p] = part;
+            t.packed[p] = packed;
+        }
+        t
+    }
+
+    /// Every group (staged rows must have been aggregated: tables leave a scan merged).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
-        self.parts.iter().flat_map(|p| p.iter())
+        debug_assert_eq!(self.staged_len, 0, "iterating a table with staged rows");
+        self.parts.iter().flat_map(|p| p.iter()).chain(
+            self.packed.iter().flat_map(|c| c.iter()).map(|r| {
+                (
+                    r.key(),
+                    Metrics {
+                        fwd_packets: r.m[0],
+                        rev_packets: r.m[1],
+                        fwd_bytes: r.m[2],
+                        rev_bytes: r.m[3],
+                        flows: r.m[4],
+                    },
+                )
+            }),
+        )
     }
 }
 
@@ -468,10 +905,11 @@ mod tests {
                 },
             );
         }
-        assert!(t
-            .parts
-            .iter()
-            .all(|p| matches!(p.slots, Storage::Mapped(_))));
+        // 1.2 M groups in 256 partitions: ~4,700 each, below a huge page.
+        assert!(t.parts.iter().all(|p| p.capacity() >= 1 << 12));
+        let mut big = Part::default();
+        big.reserve(MAPPED_SLOTS);
+        assert!(matches!(big.slots, Storage::Mapped(_)));
         assert_eq!(t.len(), n as usize);
         let mut seen = 0u128;
         for (k, m) in t.iter() {
@@ -486,5 +924,129 @@ mod tests {
         // Clones copy the mapping.
         let c = t.clone();
         assert_eq!(c.len(), t.len());
+    }
+
+    /// Keys with repeats, runs of equal keys (as in a sorted block), and a spread over all
+    /// partitions; counters that differ per row.
+    fn rows(n: usize, seed: u64) -> (Vec<u128>, Vec<u64>, Vec<bool>) {
+        let mut x = seed;
+        let mut keys = Vec::with_capacity(n);
+        let mut c = Vec::with_capacity(n);
+        for i in 0..n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = if i % 7 == 3 {
+                // A run: the key of the row before.
+                *keys.last().unwrap_or(&0)
+            } else {
+                u128::from(x >> 44) << 89 | u128::from(x & 0xff) << 16
+            };
+            keys.push(k);
+            c.push(x >> 40);
+        }
+        let sel = (0..n).map(|i| i % 5 != 1).collect();
+        (keys, c, sel)
+    }
+
+    fn sorted(t: &AggTable) -> Vec<(u128, Metrics)> {
+        let mut v: Vec<_> = t.iter().collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
+    #[test]
+    fn staged_rows_aggregate_like_the_plain_path() {
+        let (keys, c, sel) = rows(200_000, 11);
+        let c2: Vec<u64> = c.iter().map(|x| x * 3 + 1).collect();
+        let counters = [&c[..], &c2[..], &c[..], &c2[..]];
+        let mut plain = AggTable::default();
+        plain.add_rows(&keys, Some(&sel), counters);
+        let want = sorted(&plain);
+        assert!(want.len() > 100_000);
+
+        // Staged in batches by three "workers", one of them spilling into its hash tables
+        // halfway (`flush`), another also taking dense-path groups (`add_many`) and a
+        // group via `add`; then merged all at once, in parallel and serially.
+        for threads in [1, 2, 3] {
+            let mut t: Vec<AggTable> = (0..3).map(|_| AggTable::default()).collect();
+            let mut staged = 0;
+            for (b, range) in (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(9_000)
+                .enumerate()
+            {
+                let (lo, hi) = (range[0], range[range.len() - 1] + 1);
+                let w = b % 3;
+                if w == 2 && b % 2 == 0 {
+                    let items: Vec<(u128, Metrics)> = (lo..hi)
+                        .filter(|&i| sel[i])
+                        .map(|i| {
+                            (
+                                keys[i],
+                                Metrics {
+                                    fwd_packets: c[i],
+                                    rev_packets: c2[i],
+                                    fwd_bytes: c[i],
+                                    rev_bytes: c2[i],
+                                    flows: 1,
+                                },
+                            )
+                        })
+                        .collect();
+                    t[w].add_many(&items);
+                    continue;
+                }
+                let counters = [&c[lo..hi], &c2[lo..hi], &c[lo..hi], &c2[lo..hi]];
+                staged += t[w].stage_rows(&keys[lo..hi], Some(&sel[lo..hi]), counters);
+                if w == 1 && b == 10 {
+                    t[w].flush(true);
+                    assert_eq!(t[w].staged_len(), 0);
+                }
+            }
+            let dense_rows: usize = (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(9_000)
+                .enumerate()
+                .filter(|(b, _)| b % 3 == 2 && b % 2 == 0)
+                .map(|(_, r)| r.iter().filter(|&&i| sel[i]).count())
+                .sum();
+            assert_eq!(
+                staged as usize + dense_rows,
+                sel.iter().filter(|&&s| s).count()
+            );
+            let merged = AggTable::merge_all(t, threads);
+            assert_eq!(merged.staged_len(), 0);
+            assert_eq!(merged.len(), want.len());
+            assert_eq!(sorted(&merged), want, "threads {threads}");
+            // Packed groups take further adds and merges like any table.
+            let mut again = merged.clone();
+            again.add(
+                want[0].0,
+                &Metrics {
+                    flows: 2,
+                    ..Metrics::default()
+                },
+            );
+            let doubled = again.merge(merged, threads);
+            let got = sorted(&doubled);
+            assert_eq!(got.len(), want.len());
+            assert_eq!(got[0].1.flows, 2 * want[0].1.flows + 2);
+            assert_eq!(got[1].1.fwd_bytes, 2 * want[1].1.fwd_bytes);
+        }
+    }
+
+    #[test]
+    fn runs_of_equal_keys_stage_once() {
+        let keys = [5u128, 5, 5, 9, 5, 5];
+        let c = [1u64, 2, 3, 4, 5, 6];
+        let mut t = AggTable::default();
+        assert_eq!(t.stage_rows(&keys, None, [&c, &c, &c, &c]), 6);
+        assert_eq!(t.staged_len(), 3);
+        let t = AggTable::merge_all(vec![t], 1);
+        let got = sorted(&t);
+        assert_eq!(got.len(), 2);
+        let five = got.iter().find(|(k, _)| *k == 5).unwrap().1;
+        assert_eq!((five.fwd_bytes, five.flows), (17, 5));
     }
 }

@@ -73,6 +73,8 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         resolution: query.time_resolution_ns.max(1),
         ips: Mutex::new(IpInterner::default()),
         ifaces,
+        staged: AtomicUsize::new(0),
+        stage_limit: query.max_groups.max(MIN_STAGE_LIMIT),
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -132,12 +134,24 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         ip_ids: interner.ids,
         ifaces: ctx.ifaces,
     });
+    // The workers' tables of each context are merged all at once: their staged rows are
+    // aggregated together, a partition at a time (`AggTable::merge_all`).
     let mut total = PartialAggregate::new(query.attributes.clone(), query.max_groups);
-    total.tables = tables.clone();
+    total.tables = tables;
+    let mut by_ctx: FxHashMap<u64, Vec<Inner>> = FxHashMap::default();
     for r in results {
-        let mut p = r?;
-        p.tables = tables.clone();
-        total.merge(p)?;
+        let p = r?;
+        total.stats.merge(&p.stats);
+        for (c, m) in p.maps {
+            by_ctx.entry(c).or_default().push(m);
+        }
+    }
+    let threads = workers.max(1);
+    for (c, tables) in by_ctx {
+        total.maps.insert(c, Inner::merge_all(tables, threads));
+    }
+    if total.len() > query.max_groups {
+        return Err(Error::TooManyGroups(query.max_groups));
     }
     total.stats.blocks = blocks.len() as u64;
     total.stats.errors.sort();
@@ -153,7 +167,15 @@ struct Ctx<'a> {
     ips: Mutex<IpInterner>,
     /// Interface names of the blocks, sorted; ids index this.
     ifaces: Vec<String>,
+    /// Rows staged by all workers and not aggregated yet.
+    staged: AtomicUsize,
+    /// Most rows staged at once (48 bytes each) before a worker aggregates its own.
+    stage_limit: usize,
 }
+
+/// Rows that may always be staged, whatever `max_groups` (56 MB; small in tests, so that
+/// they stage past the limit).
+const MIN_STAGE_LIMIT: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
 /// Ids of addresses shared by the workers, keyed by the address (parsed from the stored text
 /// with a fast path for dotted quads: no string hashing or comparison per dictionary entry).
@@ -534,13 +556,32 @@ impl<'a> Worker<'a> {
         let rp = u64s(batch, col::REV_PACKETS)?;
         let fb = u64s(batch, col::FWD_BYTES)?;
         let rb = u64s(batch, col::REV_BYTES)?;
-        let m = &mut self.maps[map];
-        let before = m.len();
-        let matched = m.add_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
-        self.groups += m.len() - before;
+        // Staged, not added: the rows are aggregated a partition at a time when the workers'
+        // tables are merged (see `agg`), or here once too many are staged.
+        let matched = self.maps[map].stage_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
         self.stats.rows_matched += matched;
         self.keys = keys;
+        let staged = self
+            .ctx
+            .staged
+            .fetch_add(matched as usize, Ordering::Relaxed);
+        if staged + matched as usize > self.ctx.stage_limit {
+            self.flush_staged();
+        }
         Ok(())
+    }
+
+    /// Aggregates this worker's staged rows into its tables (keeping the buffers for more),
+    /// and counts the groups.
+    fn flush_staged(&mut self) {
+        let mut flushed = 0;
+        for m in &mut self.maps {
+            flushed += m.staged_len();
+            let before = m.len();
+            m.flush(true);
+            self.groups += m.len() - before;
+        }
+        self.ctx.staged.fetch_sub(flushed, Ordering::Relaxed);
     }
 
     /// Aggregates a batch whose group keys have few local values — the product of the
@@ -913,6 +954,63 @@ mod tests {
         ] {
             assert_eq!(parse_ip(t), None, "{t}");
         }
+    }
+
+    /// Rows staged past the limit are aggregated by the worker during the scan (and its
+    /// tables then hold groups and staged rows at once); the result is the same.
+    #[test]
+    fn staging_past_the_limit_changes_nothing() {
+        use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
+        let dir = std::env::temp_dir().join(format!("trawl-query-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut ing = Ingest::open(&dir, StoreConfig::default()).unwrap();
+        let eth0 = ing.iface("eth0").unwrap();
+        let t0 = 1_763_251_200 * 1_000_000_000u64;
+        for i in 0..20_000u64 {
+            ing.push_row(
+                eth0,
+                StoredFlow {
+                    src_ip: IpAddr::from([10, 0, (i % 7) as u8, 1]),
+                    dst_ip: IpAddr::from([192, 0, 2, (i % 11) as u8]),
+                    src_port: 30_000 + (i % 300) as u16,
+                    dst_port: [443, 80, 53, 8080][(i % 4) as usize],
+                    proto: 6,
+                    vlan: 0,
+                    first_ns: t0 + (i % 5) * BLOCK_NS + i,
+                    last_ns: t0 + (i % 5) * BLOCK_NS + i + 1,
+                    fwd_packets: 1 + i % 13,
+                    rev_packets: i % 7,
+                    fwd_bytes: 60 + i,
+                    rev_bytes: 40 * (i % 7),
+                    fwd_ip_bytes: 0,
+                    rev_ip_bytes: 0,
+                    fwd_tcp_flags: 0,
+                    rev_tcp_flags: 0,
+                    end_reason: trawl_flow::EndReason::Idle,
+                },
+            )
+            .unwrap();
+        }
+        ing.finish().unwrap();
+        let run = |max_groups: usize| {
+            let q = Query {
+                // Two ports: 2^32 local values, so the rows are staged, not summed densely.
+                attributes: crate::parse_attributes("sport,dport").unwrap(),
+                workers: 2,
+                max_groups,
+                ..Query::default()
+            };
+            let mut g = scan(&dir, &q).unwrap().groups();
+            g.sort_by(|a, b| a.0.cmp(&b.0));
+            g
+        };
+        // 300 groups; a limit of 400 staged rows is crossed many times over 20,000 rows.
+        let tight = run(400);
+        let loose = run(10_000_000);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(tight.len(), 300);
+        assert_eq!(tight, loose);
+        assert_eq!(tight.iter().map(|(_, m)| m.flows).sum::<u64>(), 20_000);
     }
 
     #[test]
