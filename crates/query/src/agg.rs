@@ -271,23 +271,22 @@ impl Part {
         self
     }
 
-    /// Adds records (staged rows or groups), prefetching ahead.
-    fn add_recs<'r>(&mut self, recs: impl Iterator<Item = &'r Rec>) {
-        let mut pending = [(0u64, None::<&Rec>); AHEAD];
+    /// Adds `(key, metrics)` items (staged rows or groups), prefetching ahead.
+    fn add_recs(&mut self, recs: impl Iterator<Item = (u128, [u64; 5])>) {
+        let mut pending = [(0u64, 0u128, [0u64; 5]); AHEAD];
         let mut recs = recs.peekable();
         while recs.peek().is_some() {
             let mut n = 0;
-            for r in recs.by_ref().take(AHEAD) {
-                let h = hash(prehash(r.key()), self.seed);
+            for (k, m) in recs.by_ref().take(AHEAD) {
+                let h = hash(prehash(k), self.seed);
                 self.prefetch(h);
-                pending[n] = (h, Some(r));
+                pending[n] = (h, k, m);
                 n += 1;
             }
-            for &(h, r) in &pending[..n] {
-                let Some(r) = r else { continue };
+            for &(h, k, m) in &pending[..n] {
                 self.grow_if_needed();
-                let s = self.slot(r.key(), h);
-                for (x, y) in s[2..7].iter_mut().zip(r.m) {
+                let s = self.slot(k, h);
+                for (x, y) in s[2..7].iter_mut().zip(m) {
                     *x += y;
                 }
             }
@@ -296,7 +295,7 @@ impl Part {
 
     /// Moves every group out into `out` (in slot order), leaving the partition empty with its
     /// memory kept for reuse.
-    fn drain_into(&mut self, out: &mut ChunkWriter<'_>) {
+    fn drain_into(&mut self, out: &mut GroupWriter) {
         if self.len == 0 {
             return;
         }
@@ -304,12 +303,9 @@ impl Part {
             if s[0] == 0 && s[1] == 0 {
                 continue;
             }
-            let k = u128::from(s[0]) | u128::from(s[1]) << 64;
-            let k = k - 1;
-            out.push(Rec {
-                k: [k as u64, (k >> 64) as u64],
-                m: [s[2], s[3], s[4], s[5], s[6]],
-            });
+            // The stored key is key + 1.
+            let k = (u128::from(s[0]) | u128::from(s[1]) << 64) - 1;
+            out.push([k as u64, (k >> 64) as u64, s[2], s[3], s[4], s[5], s[6]]);
             *s = [0; 8];
         }
         self.len = 0;
@@ -331,60 +327,63 @@ const PART_BITS: u32 = 8;
 const PARTS: usize = 1 << PART_BITS;
 const PART_SHIFT: u32 = 64 - PART_BITS;
 
-/// A group or staged row outside a table: key (low, high word) and the five metrics, 56
-/// bytes (a staged row carries one flow).
-#[derive(Clone, Copy, Debug, Default)]
-struct Rec {
-    k: [u64; 2],
-    m: [u64; 5],
+/// Words of a staged row: key (low, high), forward and reverse packets (32 bits each),
+/// forward and reverse bytes (32 bits each) — 32 bytes. Rows with a counter beyond 32 bits go
+/// to the hash table instead.
+const ROW_WORDS: usize = 4;
+/// Words of a group outside a table: key (low, high) and the five metrics — 56 bytes.
+const GROUP_WORDS: usize = 7;
+
+#[inline]
+fn row_item(w: &[u64; ROW_WORDS]) -> (u128, [u64; 5]) {
+    let k = u128::from(w[0]) | u128::from(w[1]) << 64;
+    let lo = |x: u64| x & 0xffff_ffff;
+    (k, [lo(w[2]), w[2] >> 32, lo(w[3]), w[3] >> 32, 1])
 }
 
-impl Rec {
-    #[inline]
-    fn key(&self) -> u128 {
-        u128::from(self.k[0]) | u128::from(self.k[1]) << 64
-    }
+#[inline]
+fn group_item(w: &[u64; GROUP_WORDS]) -> (u128, [u64; 5]) {
+    let k = u128::from(w[0]) | u128::from(w[1]) << 64;
+    (k, [w[2], w[3], w[4], w[5], w[6]])
 }
 
-/// Largest chunk of a [`Chunks`] list (256 KiB).
-const CHUNK_MAX: usize = 4096;
+/// Largest chunk of a [`Chunks`] list, in words (256 KiB).
+const CHUNK_MAX: usize = 1 << 15;
 
-/// Records in chunks that double up to [`CHUNK_MAX`]: appending never moves what is there
-/// (no reallocation copying gigabytes), and a partition holding a few records holds little.
+/// Records of `W` words in chunks that double up to [`CHUNK_MAX`]: appending never moves
+/// what is there (no reallocation copying gigabytes), and a partition holding a few records
+/// holds little.
 #[derive(Clone, Debug, Default)]
-struct Chunks {
-    chunks: Vec<Vec<Rec>>,
+struct Chunks<const W: usize> {
+    chunks: Vec<Vec<u64>>,
+    /// Records held.
     len: usize,
 }
 
-impl Chunks {
+impl<const W: usize> Chunks<W> {
     #[inline]
-    fn push(&mut self, r: Rec) {
+    fn push(&mut self, r: [u64; W]) {
         match self.chunks.last_mut() {
-            Some(c) if c.len() < c.capacity() => c.push(r),
+            Some(c) if c.capacity() - c.len() >= W => c.extend_from_slice(&r),
             _ => self.push_chunk(r),
         }
         self.len += 1;
     }
 
     #[cold]
-    fn push_chunk(&mut self, r: Rec) {
+    fn push_chunk(&mut self, r: [u64; W]) {
         let cap = self
             .chunks
             .last()
-            .map_or(4, |c| (c.capacity() * 2).min(CHUNK_MAX));
+            .map_or(4 * W, |c| (c.capacity() * 2).min(CHUNK_MAX))
+            .max(W);
         let mut c = Vec::with_capacity(cap);
-        c.push(r);
+        c.extend_from_slice(&r);
         self.chunks.push(c);
     }
 
-    #[inline]
-    fn last_mut(&mut self) -> Option<&mut Rec> {
-        self.chunks.last_mut().and_then(|c| c.last_mut())
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &Rec> + '_ {
-        self.chunks.iter().flatten()
+    fn iter(&self) -> impl Iterator<Item = &[u64; W]> + '_ {
+        self.chunks.iter().flat_map(|c| c.as_chunks::<W>().0.iter())
     }
 
     fn clear(&mut self, keep: bool) {
@@ -403,49 +402,61 @@ impl Chunks {
     }
 }
 
-/// Overwrites the records of chunk lists from the start (the staged rows being aggregated:
-/// the groups never outnumber the rows they came from), so the aggregated groups of a
-/// partition take no new memory.
-struct ChunkWriter<'a> {
-    from: std::vec::IntoIter<Vec<Rec>>,
-    out: &'a mut Chunks,
+/// Staged rows of a partition.
+type Rows = Chunks<ROW_WORDS>;
+/// Groups of a partition outside its hash table.
+type Groups = Chunks<GROUP_WORDS>;
+
+/// Writes groups into the chunks of the rows they were aggregated from (reused from the
+/// start: the groups of a partition are fewer than its rows, and 7 words a group against 4 a
+/// row, so they take no new memory as long as there are fewer than 4/7 as many groups as
+/// rows; beyond that, new chunks).
+struct GroupWriter {
+    from: std::vec::IntoIter<Vec<u64>>,
+    out: Groups,
 }
 
-impl<'a> ChunkWriter<'a> {
-    /// A writer into `out` (emptied) reusing the chunks of `lists`.
-    fn new(lists: Vec<Chunks>, out: &'a mut Chunks) -> Self {
-        let all: Vec<Vec<Rec>> = lists
+impl GroupWriter {
+    fn new(rows: Vec<Rows>, groups: Vec<Groups>) -> Self {
+        let all: Vec<Vec<u64>> = rows
             .into_iter()
             .flat_map(|c| c.chunks)
+            .chain(groups.into_iter().flat_map(|c| c.chunks))
             .map(|mut c| {
                 c.clear();
                 c
             })
             .collect();
-        out.chunks.clear();
-        out.len = 0;
-        ChunkWriter {
+        GroupWriter {
             from: all.into_iter(),
-            out,
+            out: Groups::default(),
         }
     }
 
     #[inline]
-    fn push(&mut self, r: Rec) {
+    fn push(&mut self, g: [u64; GROUP_WORDS]) {
         match self.out.chunks.last_mut() {
-            Some(c) if c.len() < c.capacity() => c.push(r),
-            _ => match self.from.next() {
-                Some(mut c) => {
-                    c.push(r);
-                    self.out.chunks.push(c);
-                }
-                // More groups than rows: not possible, but stay correct.
-                None => {
-                    self.out.push(r);
-                    return;
-                }
-            },
+            Some(c) if c.capacity() - c.len() >= GROUP_WORDS => {
+                c.extend_from_slice(&g);
+                self.out.len += 1;
+            }
+            _ => self.next_chunk(g),
         }
+    }
+
+    #[cold]
+    fn next_chunk(&mut self, g: [u64; GROUP_WORDS]) {
+        for mut c in self.from.by_ref() {
+            if c.capacity() >= GROUP_WORDS {
+                c.extend_from_slice(&g);
+                self.out.chunks.push(c);
+                self.out.len += 1;
+                return;
+            }
+        }
+        let mut c = Vec::with_capacity(CHUNK_MAX);
+        c.extend_from_slice(&g);
+        self.out.chunks.push(c);
         self.out.len += 1;
     }
 }
@@ -458,8 +469,8 @@ impl<'a> ChunkWriter<'a> {
 #[derive(Clone, Debug)]
 pub(crate) struct AggTable {
     parts: Vec<Part>,
-    packed: Vec<Chunks>,
-    staged: Vec<Chunks>,
+    packed: Vec<Groups>,
+    staged: Vec<Rows>,
     staged_len: usize,
 }
 
@@ -467,8 +478,8 @@ impl Default for AggTable {
     fn default() -> Self {
         AggTable {
             parts: (0..PARTS).map(|_| Part::default()).collect(),
-            packed: (0..PARTS).map(|_| Chunks::default()).collect(),
-            staged: (0..PARTS).map(|_| Chunks::default()).collect(),
+            packed: (0..PARTS).map(|_| Groups::default()).collect(),
+            staged: (0..PARTS).map(|_| Rows::default()).collect(),
             staged_len: 0,
         }
     }
@@ -477,8 +488,8 @@ impl Default for AggTable {
 /// One partition of every table being merged.
 struct Slice {
     parts: Vec<Part>,
-    packed: Vec<Chunks>,
-    staged: Vec<Chunks>,
+    packed: Vec<Groups>,
+    staged: Vec<Rows>,
 }
 
 impl Slice {
@@ -486,9 +497,9 @@ impl Slice {
     /// aggregated in `scratch`, a table of this partition alone that stays in the caches,
     /// and written back as records over the staged rows; otherwise the hash tables are added
     /// into the largest.
-    fn combine(mut self, scratch: &mut Part) -> (Part, Chunks) {
-        let mut out = Chunks::default();
-        let rows: usize = self.staged.iter().chain(&self.packed).map(|c| c.len).sum();
+    fn combine(self, scratch: &mut Part) -> (Part, Groups) {
+        let rows: usize = self.staged.iter().map(|c| c.len).sum::<usize>()
+            + self.packed.iter().map(|c| c.len).sum::<usize>();
         if rows > 0 {
             let groups: usize = self.parts.iter().map(|p| p.len).sum();
             scratch.reserve(rows + groups);
@@ -496,21 +507,24 @@ impl Slice {
                 scratch.absorb_ref(p);
             }
             drop(self.parts);
-            for c in self.staged.iter().chain(&self.packed) {
-                scratch.add_recs(c.iter());
+            for c in &self.staged {
+                scratch.add_recs(c.iter().map(row_item));
             }
-            self.staged.append(&mut self.packed);
-            let mut w = ChunkWriter::new(self.staged, &mut out);
+            for c in &self.packed {
+                scratch.add_recs(c.iter().map(group_item));
+            }
+            let mut w = GroupWriter::new(self.staged, self.packed);
             scratch.drain_into(&mut w);
-            return (Part::default(), out);
+            return (Part::default(), w.out);
         }
-        self.parts.sort_by_key(|p| std::cmp::Reverse(p.len));
-        let mut parts = self.parts.into_iter();
+        let mut parts = self.parts;
+        parts.sort_by_key(|p| std::cmp::Reverse(p.len));
+        let mut parts = parts.into_iter();
         let mut p = parts.next().unwrap_or_default();
         for q in parts {
             p = p.absorb(q);
         }
-        (p, out)
+        (p, Groups::default())
     }
 }
 
@@ -528,9 +542,8 @@ impl AggTable {
 
     /// Appends one flow row per selected index (`keys[i]`, the four counters of row `i`) to
     /// the partition of its key, without aggregating it: [`AggTable::flush`] or
-    /// [`AggTable::merge_all`] does, a partition at a time. A row with the key of the row
-    /// staged just before it is added to that one (rows of a block come sorted by
-    /// conversation, so this saves some staging). Returns the rows staged.
+    /// [`AggTable::merge_all`] does, a partition at a time. (A row with a counter beyond 32
+    /// bits is added to the hash table at once.) Returns the rows taken.
     pub(crate) fn stage_rows(
         &mut self,
         keys: &[u128],
@@ -546,34 +559,36 @@ impl AggTable {
             .min(rb.len());
         let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
         let mut added = 0u64;
-        let mut last: Option<(u128, usize)> = None;
         for i in 0..n {
             if sel.is_some_and(|s| !s[i]) {
                 continue;
             }
             added += 1;
             let key = keys[i];
-            if let Some((k, part)) = last {
-                if k == key {
-                    if let Some(r) = self.staged[part].last_mut() {
-                        r.m[0] += fp[i];
-                        r.m[1] += rp[i];
-                        r.m[2] += fb[i];
-                        r.m[3] += rb[i];
-                        r.m[4] += 1;
-                        continue;
-                    }
-                }
+            let pre = prehash(key);
+            let part = (pre >> PART_SHIFT) as usize;
+            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
+            if (a | b | c | d) >> 32 != 0 {
+                self.add_big(part, key, pre, [a, b, c, d]);
+                continue;
             }
-            let part = (prehash(key) >> PART_SHIFT) as usize;
-            self.staged[part].push(Rec {
-                k: [key as u64, (key >> 64) as u64],
-                m: [fp[i], rp[i], fb[i], rb[i], 1],
-            });
+            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
             self.staged_len += 1;
-            last = Some((key, part));
         }
         added
+    }
+
+    #[cold]
+    fn add_big(&mut self, part: usize, key: u128, pre: u64, c: [u64; 4]) {
+        self.unpack(part);
+        let m = Metrics {
+            fwd_packets: c[0],
+            rev_packets: c[1],
+            fwd_bytes: c[2],
+            rev_bytes: c[3],
+            flows: 1,
+        };
+        self.parts[part].add(key, pre, &m);
     }
 
     /// Aggregates the staged rows into the hash tables, partition by partition. `keep`: keep
@@ -589,7 +604,7 @@ impl AggTable {
             self.unpack(p);
             let part = &mut self.parts[p];
             part.reserve(part.len + self.staged[p].len / 4);
-            part.add_recs(self.staged[p].iter());
+            part.add_recs(self.staged[p].iter().map(row_item));
             self.staged[p].clear(keep);
         }
         self.staged_len = 0;
@@ -607,7 +622,7 @@ impl AggTable {
     fn unpack_slow(&mut self, p: usize) {
         let part = &mut self.parts[p];
         part.reserve(part.len + self.packed[p].len);
-        part.add_recs(self.packed[p].iter());
+        part.add_recs(self.packed[p].iter().map(group_item));
         self.packed[p].clear(false);
     }
 
@@ -729,7 +744,7 @@ impl AggTable {
         } else {
             1
         };
-        let mut out: Vec<(Part, Chunks)> = if threads == 1 {
+        let mut out: Vec<(Part, Groups)> = if threads == 1 {
             let mut scratch = Part::default();
             slices
                 .into_iter()
@@ -742,7 +757,7 @@ impl AggTable {
                 .into_iter()
                 .map(|x| std::sync::Mutex::new(Some(x)))
                 .collect();
-            let mut done: Vec<(usize, (Part, Chunks))> = std::thread::scope(|sc| {
+            let mut done: Vec<(usize, (Part, Groups))> = std::thread::scope(|sc| {
                 let hs: Vec<_> = (0..threads)
                     .map(|_| {
                         sc.spawn(|| {
@@ -781,15 +796,16 @@ impl AggTable {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         debug_assert_eq!(self.staged_len, 0, "iterating a table with staged rows");
         self.parts.iter().flat_map(|p| p.iter()).chain(
-            self.packed.iter().flat_map(|c| c.iter()).map(|r| {
+            self.packed.iter().flat_map(|c| c.iter()).map(|w| {
+                let (k, m) = group_item(w);
                 (
-                    r.key(),
+                    k,
                     Metrics {
-                        fwd_packets: r.m[0],
-                        rev_packets: r.m[1],
-                        fwd_bytes: r.m[2],
-                        rev_bytes: r.m[3],
-                        flows: r.m[4],
+                        fwd_packets: m[0],
+                        rev_packets: m[1],
+                        fwd_bytes: m[2],
+                        rev_bytes: m[3],
+                        flows: m[4],
                     },
                 )
             }),
@@ -958,7 +974,12 @@ mod tests {
     #[test]
     fn staged_rows_aggregate_like_the_plain_path() {
         let (keys, c, sel) = rows(200_000, 11);
-        let c2: Vec<u64> = c.iter().map(|x| x * 3 + 1).collect();
+        // Some counters beyond 32 bits (added to the hash table at once, not staged).
+        let c2: Vec<u64> = c
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i % 997 == 0 { x << 30 } else { x * 3 + 1 })
+            .collect();
         let counters = [&c[..], &c2[..], &c[..], &c2[..]];
         let mut plain = AggTable::default();
         plain.add_rows(&keys, Some(&sel), counters);
@@ -1037,16 +1058,19 @@ mod tests {
     }
 
     #[test]
-    fn runs_of_equal_keys_stage_once() {
-        let keys = [5u128, 5, 5, 9, 5, 5];
-        let c = [1u64, 2, 3, 4, 5, 6];
+    fn rows_with_large_counters_skip_staging() {
+        let keys = [5u128, 5, 5, 9, 5, 7 << 100];
+        let c = [1u64, 1 << 32, 3, 4, 5, u64::MAX / 4];
         let mut t = AggTable::default();
         assert_eq!(t.stage_rows(&keys, None, [&c, &c, &c, &c]), 6);
-        assert_eq!(t.staged_len(), 3);
-        let t = AggTable::merge_all(vec![t], 1);
+        assert_eq!(t.staged_len(), 4);
+        assert_eq!(t.len(), 2);
+        let t = AggTable::merge_all(vec![t, AggTable::default()], 1);
         let got = sorted(&t);
-        assert_eq!(got.len(), 2);
-        let five = got.iter().find(|(k, _)| *k == 5).unwrap().1;
-        assert_eq!((five.fwd_bytes, five.flows), (17, 5));
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, 5);
+        assert_eq!((got[0].1.fwd_bytes, got[0].1.flows), (9 + (1 << 32), 4));
+        assert_eq!((got[1].1.rev_packets, got[1].1.flows), (4, 1));
+        assert_eq!(got[2].1.rev_bytes, u64::MAX / 4);
     }
 }

@@ -169,11 +169,11 @@ struct Ctx<'a> {
     ifaces: Vec<String>,
     /// Rows staged by all workers and not aggregated yet.
     staged: AtomicUsize,
-    /// Most rows staged at once (48 bytes each) before a worker aggregates its own.
+    /// Most rows staged at once (32 bytes each) before a worker aggregates its own.
     stage_limit: usize,
 }
 
-/// Rows that may always be staged, whatever `max_groups` (56 MB; small in tests, so that
+/// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
 /// they stage past the limit).
 const MIN_STAGE_LIMIT: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
