@@ -273,23 +273,31 @@ impl Part {
 
     /// Adds `(key, metrics)` items (staged rows or groups), prefetching ahead.
     fn add_recs(&mut self, recs: impl Iterator<Item = (u128, [u64; 5])>) {
-        let mut pending = [(0u64, 0u128, [0u64; 5]); AHEAD];
-        let mut recs = recs.peekable();
-        while recs.peek().is_some() {
-            let mut n = 0;
-            for (k, m) in recs.by_ref().take(AHEAD) {
-                let h = hash(prehash(k), self.seed);
-                self.prefetch(h);
-                pending[n] = (h, k, m);
+        // A software pipeline as in `AggTable::add_many`.
+        let mut ring = [(0u64, 0u128, [0u64; 5]); AHEAD];
+        let mut recs = recs.fuse();
+        let mut n = 0;
+        for (j, (k, m)) in recs.by_ref().take(AHEAD).enumerate() {
+            let h = hash(prehash(k), self.seed);
+            self.prefetch(h);
+            ring[j] = (h, k, m);
+            n += 1;
+        }
+        let mut i = 0;
+        while i < n {
+            let (h, k, m) = ring[i % AHEAD];
+            if let Some((k2, m2)) = recs.next() {
+                let h2 = hash(prehash(k2), self.seed);
+                self.prefetch(h2);
+                ring[i % AHEAD] = (h2, k2, m2);
                 n += 1;
             }
-            for &(h, k, m) in &pending[..n] {
-                self.grow_if_needed();
-                let s = self.slot(k, h);
-                for (x, y) in s[2..7].iter_mut().zip(m) {
-                    *x += y;
-                }
+            self.grow_if_needed();
+            let s = self.slot(k, h);
+            for (x, y) in s[2..7].iter_mut().zip(m) {
+                *x += y;
             }
+            i += 1;
         }
     }
 
@@ -637,24 +645,33 @@ impl AggTable {
     /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
     /// current ones.
     pub(crate) fn add_many(&mut self, items: &[(u128, Metrics)]) {
-        let mut pending = [(0usize, 0u64); AHEAD];
-        for chunk in items.chunks(AHEAD) {
-            for (j, (k, _)) in chunk.iter().enumerate() {
-                let pre = prehash(*k);
-                let part = (pre >> PART_SHIFT) as usize;
-                self.unpack(part);
-                let p = &self.parts[part];
-                let h = hash(pre, p.seed);
-                pending[j] = (part, h);
-                p.prefetch(h);
-            }
-            for (j, (k, m)) in chunk.iter().enumerate() {
-                let (part, h) = pending[j];
-                let p = &mut self.parts[part];
-                p.grow_if_needed();
-                slot_add(p.slot(*k, h), m);
-            }
+        // A software pipeline: the slot of item i + AHEAD is prefetched before item i is
+        // added, so AHEAD misses are always in flight.
+        let mut ring = [(0usize, 0u64); AHEAD];
+        for (j, (k, _)) in items.iter().take(AHEAD).enumerate() {
+            ring[j] = self.locate(*k);
         }
+        for (i, (k, m)) in items.iter().enumerate() {
+            let (part, h) = ring[i % AHEAD];
+            if let Some((next, _)) = items.get(i + AHEAD) {
+                ring[i % AHEAD] = self.locate(*next);
+            }
+            let p = &mut self.parts[part];
+            p.grow_if_needed();
+            slot_add(p.slot(*k, h), m);
+        }
+    }
+
+    /// The partition and slot hash of `key`, its home slot prefetched.
+    #[inline]
+    fn locate(&mut self, key: u128) -> (usize, u64) {
+        let pre = prehash(key);
+        let part = (pre >> PART_SHIFT) as usize;
+        self.unpack(part);
+        let p = &self.parts[part];
+        let h = hash(pre, p.seed);
+        p.prefetch(h);
+        (part, h)
     }
 
     /// Adds one flow row per selected index: `keys[i]` gets the four counters of row `i` and

@@ -17,7 +17,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_buffer::ScalarBuffer;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelectionPolicy, RowSelector,
+};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
@@ -66,6 +69,7 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
     let mut ifaces: Vec<String> = blocks.iter().map(|b| b.iface.clone()).collect();
     ifaces.sort();
     ifaces.dedup();
+    let cond_columns = program.columns();
     let ctx = Ctx {
         query,
         program,
@@ -75,6 +79,7 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         ifaces,
         staged: AtomicUsize::new(0),
         stage_limit: query.max_groups.max(MIN_STAGE_LIMIT),
+        cond_columns,
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -171,6 +176,69 @@ struct Ctx<'a> {
     staged: AtomicUsize,
     /// Most rows staged at once (32 bytes each) before a worker aggregates its own.
     stage_limit: usize,
+    /// Columns of the condition.
+    cond_columns: Vec<&'static str>,
+}
+
+/// Gaps between matching rows shorter than this are read through rather than skipped (a
+/// skip has a cost per column; a condition's matches tend to come in runs, rows being sorted
+/// by address within a block).
+const MIN_SKIP: usize = 1024;
+
+/// Builds a row selection from a condition's results: runs of matching rows, with gaps of
+/// fewer than [`MIN_SKIP`] rows read through.
+#[derive(Default)]
+struct Runs {
+    selectors: Vec<RowSelector>,
+    /// The current run: selecting or skipping, and its length.
+    selecting: bool,
+    len: usize,
+    picked: usize,
+    total: usize,
+}
+
+impl Runs {
+    fn push(&mut self, mask: &[bool]) {
+        for &m in mask {
+            if m != self.selecting {
+                self.close();
+                self.selecting = m;
+            }
+            self.len += 1;
+        }
+        self.total += mask.len();
+    }
+
+    fn close(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // A short gap between selected rows is selected too.
+        let read_through = !self.selecting
+            && self.len < MIN_SKIP
+            && self.selectors.last().is_some_and(|s| !s.skip);
+        if self.selecting || read_through {
+            self.picked += self.len;
+            match self.selectors.last_mut() {
+                Some(s) if !s.skip => s.row_count += self.len,
+                _ => self.selectors.push(RowSelector::select(self.len)),
+            }
+        } else {
+            self.selectors.push(RowSelector::skip(self.len));
+        }
+        self.len = 0;
+    }
+
+    /// The selection, the rows it selects, and the rows in all.
+    fn finish(mut self) -> (RowSelection, usize, usize) {
+        if self.selecting {
+            self.close();
+        } else if self.len > 0 {
+            // A trailing gap is skipped, however short.
+            self.selectors.push(RowSelector::skip(self.len));
+        }
+        (RowSelection::from(self.selectors), self.picked, self.total)
+    }
 }
 
 /// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
@@ -342,9 +410,9 @@ impl<'a> Worker<'a> {
             return Ok(());
         }
         let file = File::open(&b.path).map_err(|e| block_error(b, e))?;
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| block_error(b, e))?;
-        let meta = builder.metadata().clone();
+        let arm = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| block_error(b, e))?;
+        let meta = arm.metadata().clone();
         let version = meta
             .file_metadata()
             .key_value_metadata()
@@ -360,7 +428,7 @@ impl<'a> Worker<'a> {
                 ),
             ));
         }
-        let schema = builder.parquet_schema();
+        let schema = arm.parquet_schema();
         let index_of = |name: &str| -> Result<usize, Error> {
             schema
                 .columns()
@@ -394,13 +462,62 @@ impl<'a> Worker<'a> {
             self.stats.blocks_pruned += 1;
             return Ok(());
         }
-        let mask = ProjectionMask::leaves(schema, leaves_idx);
-        let reader = builder
-            .with_projection(mask)
-            .with_row_groups(selected)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| block_error(b, e))?;
+        let builder = |what: &str| -> Result<_, Error> {
+            let f = file
+                .try_clone()
+                .map_err(|e| block_error(b, format!("{what}: {e}")))?;
+            Ok(
+                ParquetRecordBatchReaderBuilder::new_with_metadata(f, arm.clone())
+                    .with_row_groups(selected.clone())
+                    .with_batch_size(BATCH_ROWS),
+            )
+        };
+        // Late materialisation: with a condition on fewer columns than the query reads, the
+        // condition's columns are read first, and the others only for the stretches of rows
+        // where it holds (short gaps read through). Every row read is still tested in full
+        // below, so this only saves decoding.
+        let rows_before = self.stats.rows_scanned;
+        let mut selection = None;
+        let mut rows_in_block = None;
+        let cond = &self.ctx.cond_columns;
+        if let Some(r) = root.as_ref().filter(|r| !matches!(r, Node::Const(_))) {
+            if !cond.is_empty() && cond.len() < self.ctx.columns.len() {
+                let mut idx = Vec::with_capacity(cond.len());
+                for c in cond {
+                    idx.push(index_of(c)?);
+                }
+                let batches = builder("condition columns")?
+                    .with_projection(ProjectionMask::leaves(schema, idx))
+                    .build()
+                    .map_err(|e| block_error(b, e))?
+                    .collect::<Result<Vec<RecordBatch>, _>>()
+                    .map_err(|e| block_error(b, e))?;
+                let mut runs = Runs::default();
+                for batch in &batches {
+                    runs.push(&self.eval(r, batch).map_err(|e| block_error(b, e))?);
+                }
+                let (sel, picked, total) = runs.finish();
+                if picked == 0 {
+                    self.stats.blocks_scanned += 1;
+                    self.stats.bytes_scanned += b.bytes;
+                    self.stats.rows_scanned += total as u64;
+                    return Ok(());
+                }
+                // Worth a second pass only when it skips a good part of the rows.
+                if picked * 4 < total * 3 {
+                    selection = Some(sel);
+                    rows_in_block = Some(total as u64);
+                }
+            }
+        }
+        let mut reader =
+            builder("columns")?.with_projection(ProjectionMask::leaves(schema, leaves_idx));
+        if let Some(sel) = selection {
+            reader = reader
+                .with_row_selection(sel)
+                .with_row_selection_policy(RowSelectionPolicy::Selectors);
+        }
+        let reader = reader.build().map_err(|e| block_error(b, e))?;
         // Decoded whole before any row is counted: a block that turns out damaged halfway
         // contributes nothing rather than its first rows. (One block's needed columns: a few
         // MB per worker.)
@@ -417,6 +534,10 @@ impl<'a> Worker<'a> {
             if self.groups > self.ctx.query.max_groups {
                 return Err(Error::TooManyGroups(self.ctx.query.max_groups));
             }
+        }
+        if let Some(n) = rows_in_block {
+            // Rows read: every row of the row groups, as without the second pass.
+            self.stats.rows_scanned = rows_before + n;
         }
         Ok(())
     }
@@ -1011,6 +1132,35 @@ mod tests {
         assert_eq!(tight.len(), 300);
         assert_eq!(tight, loose);
         assert_eq!(tight.iter().map(|(_, m)| m.flows).sum::<u64>(), 20_000);
+    }
+
+    #[test]
+    fn selections_keep_every_match_and_read_through_short_gaps() {
+        let mut mask = vec![false; 10_000];
+        for i in (3000..3010).chain([3500, 9000]) {
+            mask[i] = true;
+        }
+        let mut runs = Runs::default();
+        // Pushed in two batches, the boundary inside a gap.
+        runs.push(&mask[..3200]);
+        runs.push(&mask[3200..]);
+        let (sel, picked, total) = runs.finish();
+        let got: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
+        // 3000..3501 one run (the 490-row gap read through), 9000 alone, long gaps skipped.
+        assert_eq!(
+            got,
+            [
+                (true, 3000),
+                (false, 501),
+                (true, 5499),
+                (false, 1),
+                (true, 999)
+            ]
+        );
+        assert_eq!((picked, total), (502, 10_000));
+        let none = Runs::default();
+        let (_, picked, total) = none.finish();
+        assert_eq!((picked, total), (0, 0));
     }
 
     #[test]
