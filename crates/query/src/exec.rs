@@ -8,7 +8,7 @@
 //! and small integers into one `u128`; per-block constants (interface, time bucket) select the
 //! hash map the block's rows go to.
 use std::fs::File;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -302,51 +302,6 @@ struct DictCache {
     codes: Vec<u64>,
     /// Per dictionary entry of an address column: the address, once resolved.
     ips: Vec<IpAddr>,
-    /// The last IPv4 address parsed in this column, up to its last dot ("10.1.23."), and
-    /// the value of its first three octets.
-    v4_prefix: V4Prefix,
-}
-
-/// Dictionary entries of a block's addresses tend to share their first three octets with the
-/// entry before (rows are sorted by address), so the parse of the last such prefix is kept:
-/// an address with the same prefix needs only its last octet parsed.
-#[derive(Default)]
-struct V4Prefix {
-    text: [u8; 12],
-    len: usize,
-    value: u32,
-}
-
-impl V4Prefix {
-    /// The address, when `text` is this prefix followed by an octet of one to three digits
-    /// (what `parse_ip` accepts there).
-    #[inline]
-    fn parse(&self, text: &[u8]) -> Option<Ipv4Addr> {
-        let (pre, last) = text.split_at_checked(self.len)?;
-        if self.len == 0 || pre != &self.text[..self.len] || last.is_empty() || last.len() > 3 {
-            return None;
-        }
-        let mut v = 0u32;
-        for &c in last {
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            v = v * 10 + u32::from(c - b'0');
-        }
-        (v <= 255).then(|| Ipv4Addr::from(self.value << 8 | v))
-    }
-
-    /// Remembers the prefix of `text`, which parsed as `addr`.
-    #[inline]
-    fn remember(&mut self, text: &[u8], addr: Ipv4Addr) {
-        if let Some(dot) = text.iter().rposition(|&c| c == b'.') {
-            if dot < self.text.len() {
-                self.text[..=dot].copy_from_slice(&text[..=dot]);
-                self.len = dot + 1;
-                self.value = u32::from(addr) >> 8;
-            }
-        }
-    }
 }
 
 /// A dictionary entry not resolved yet (codes use 33 bits).
@@ -364,17 +319,7 @@ fn resolve_ip(
         Some(s) if d < s.len() => s.value(d),
         _ => return Err(format!("column {name}: dictionary index out of range")),
     };
-    let ip = match cache.v4_prefix.parse(text.as_bytes()) {
-        Some(a) => IpAddr::V4(a),
-        None => {
-            let ip =
-                parse_ip(text).ok_or_else(|| format!("column {name}: not an address: {text:?}"))?;
-            if let IpAddr::V4(a) = ip {
-                cache.v4_prefix.remember(text.as_bytes(), a);
-            }
-            ip
-        }
-    };
+    let ip = parse_ip(text).ok_or_else(|| format!("column {name}: not an address: {text:?}"))?;
     let code = match ip {
         IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
         IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
@@ -1216,29 +1161,6 @@ mod tests {
         let none = Runs::default();
         let (_, picked, total) = none.finish();
         assert_eq!((picked, total), (0, 0));
-    }
-
-    #[test]
-    fn addresses_after_a_shared_prefix_parse_like_std() {
-        let mut p = V4Prefix::default();
-        assert_eq!(p.parse(b"10.1.2.3"), None);
-        p.remember(b"10.1.2.3", Ipv4Addr::new(10, 1, 2, 3));
-        for t in ["10.1.2.4", "10.1.2.255", "10.1.2.0", "10.1.2.99"] {
-            assert_eq!(p.parse(t.as_bytes()).map(IpAddr::V4), parse_ip(t), "{t}");
-        }
-        // Not this prefix, or not an octet after it: left to the full parser.
-        for t in [
-            "10.1.2.256",
-            "10.1.2.",
-            "10.1.2.1000",
-            "10.1.2.x",
-            "10.1.3.4",
-            "10.1.2.3.4",
-            "110.1.2.3",
-            "10.1.2",
-        ] {
-            assert_eq!(p.parse(t.as_bytes()), None, "{t}");
-        }
     }
 
     #[test]
