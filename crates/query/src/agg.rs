@@ -493,6 +493,15 @@ impl Default for AggTable {
     }
 }
 
+/// A merging thread's table for one partition at a time (emptied after each, its memory
+/// kept), and the rows and groups of the partitions it combined so far.
+#[derive(Default)]
+struct Scratch {
+    part: Part,
+    rows: usize,
+    groups: usize,
+}
+
 /// One partition of every table being merged.
 struct Slice {
     parts: Vec<Part>,
@@ -505,12 +514,27 @@ impl Slice {
     /// aggregated in `scratch`, a table of this partition alone that stays in the caches,
     /// and written back as records over the staged rows; otherwise the hash tables are added
     /// into the largest.
-    fn combine(self, scratch: &mut Part) -> (Part, Groups) {
+    fn combine(self, scratch: &mut Scratch) -> (Part, Groups) {
         let rows: usize = self.staged.iter().map(|c| c.len).sum::<usize>()
             + self.packed.iter().map(|c| c.len).sum::<usize>();
         if rows > 0 {
             let groups: usize = self.parts.iter().map(|p| p.len).sum();
-            scratch.reserve(rows + groups);
+            let scratch_rows = rows + groups;
+            let Scratch {
+                part: scratch,
+                rows: seen_rows,
+                groups: seen_groups,
+            } = scratch;
+            // Sized for the groups expected (as many per row as in the partitions before;
+            // half the rows at first), not for the rows: the table grows if that was short,
+            // and a smaller one stays in the caches and drains faster.
+            let expect = if *seen_rows == 0 {
+                scratch_rows / 2
+            } else {
+                (scratch_rows as u128 * (*seen_groups as u128 * 5 / 4 + 1) / *seen_rows as u128)
+                    as usize
+            };
+            scratch.reserve(expect.min(scratch_rows));
             for p in &self.parts {
                 scratch.absorb_ref(p);
             }
@@ -521,6 +545,8 @@ impl Slice {
             for c in &self.packed {
                 scratch.add_recs(c.iter().map(group_item));
             }
+            *seen_rows += scratch_rows;
+            *seen_groups += scratch.len;
             let mut w = GroupWriter::new(self.staged, self.packed);
             scratch.drain_into(&mut w);
             return (Part::default(), w.out);
@@ -762,7 +788,7 @@ impl AggTable {
             1
         };
         let mut out: Vec<(Part, Groups)> = if threads == 1 {
-            let mut scratch = Part::default();
+            let mut scratch = Scratch::default();
             slices
                 .into_iter()
                 .map(|s| s.combine(&mut scratch))
@@ -778,7 +804,7 @@ impl AggTable {
                 let hs: Vec<_> = (0..threads)
                     .map(|_| {
                         sc.spawn(|| {
-                            let mut scratch = Part::default();
+                            let mut scratch = Scratch::default();
                             let mut done = Vec::new();
                             loop {
                                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
