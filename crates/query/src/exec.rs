@@ -360,6 +360,9 @@ struct Worker<'a> {
 /// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
 const DENSE_LIMIT: u64 = 1 << 18;
 
+/// Largest local key space summed directly by local key (8,192 × 40 bytes, in L2).
+const DIRECT_LIMIT: u64 = 1 << 13;
+
 /// A local key without a slot in the current batch.
 const NO_SLOT: u32 = u32::MAX;
 
@@ -783,25 +786,57 @@ impl<'a> Worker<'a> {
         let mut matched = 0u64;
         self.dense.clear();
         self.touched.clear();
-        for i in 0..rows {
-            if sel.is_some_and(|s| !s[i]) {
-                continue;
+        if product <= DIRECT_LIMIT {
+            // Few local keys (top sources: a block's few thousand addresses): the sums are
+            // indexed by the local key itself, no slot to look up per row, and the groups
+            // met are gathered afterwards.
+            let p = product as usize;
+            self.dense.resize(p, Metrics::default());
+            let (d, li) = (&mut self.dense[..p], &idx[..rows]);
+            let (fp, rp, fb, rb) = (&fp[..rows], &rp[..rows], &fb[..rows], &rb[..rows]);
+            for i in 0..rows {
+                if sel.is_some_and(|s| !s[i]) {
+                    continue;
+                }
+                let m = &mut d[li[i] as usize];
+                m.fwd_packets += fp[i];
+                m.rev_packets += rp[i];
+                m.fwd_bytes += fb[i];
+                m.rev_bytes += rb[i];
+                m.flows += 1;
+                matched += 1;
             }
-            let j = idx[i] as usize;
-            let mut slot = self.slot_of[j];
-            if slot == NO_SLOT {
-                slot = self.dense.len() as u32;
-                self.slot_of[j] = slot;
-                self.dense.push(Metrics::default());
-                self.touched.push(j as u32);
+            // Packed to the front, in the order `touched` lists them.
+            let mut t = 0;
+            for j in 0..p {
+                if d[j].flows > 0 {
+                    d[t] = d[j];
+                    self.touched.push(j as u32);
+                    t += 1;
+                }
             }
-            let m = &mut self.dense[slot as usize];
-            m.fwd_packets += fp[i];
-            m.rev_packets += rp[i];
-            m.fwd_bytes += fb[i];
-            m.rev_bytes += rb[i];
-            m.flows += 1;
-            matched += 1;
+            self.dense.truncate(t);
+        } else {
+            for i in 0..rows {
+                if sel.is_some_and(|s| !s[i]) {
+                    continue;
+                }
+                let j = idx[i] as usize;
+                let mut slot = self.slot_of[j];
+                if slot == NO_SLOT {
+                    slot = self.dense.len() as u32;
+                    self.slot_of[j] = slot;
+                    self.dense.push(Metrics::default());
+                    self.touched.push(j as u32);
+                }
+                let m = &mut self.dense[slot as usize];
+                m.fwd_packets += fp[i];
+                m.rev_packets += rp[i];
+                m.fwd_bytes += fb[i];
+                m.rev_bytes += rb[i];
+                m.flows += 1;
+                matched += 1;
+            }
         }
         let before = self.maps[map].len();
         let mut groups = std::mem::take(&mut self.flush);
