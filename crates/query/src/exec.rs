@@ -482,11 +482,19 @@ impl<'a> Worker<'a> {
         let rows_before = self.stats.rows_scanned;
         let mut selection = None;
         let mut rows_in_block = None;
-        let cond = &self.ctx.cond_columns;
         if let Some(r) = root.as_ref().filter(|r| !matches!(r, Node::Const(_))) {
+            // The first pass tests the conjuncts on the source address alone when there are
+            // such and others: blocks are written sorted by source address, so those rows
+            // come in one stretch and the other columns need not be decoded elsewhere. (Only
+            // speed depends on that order: the second pass tests the whole condition.)
+            let (first, cond) = match leading_conjuncts(r, &self.ctx.program.leaves) {
+                Some(n) => (n, vec![col::SRC_IP]),
+                None => (r.clone(), self.ctx.cond_columns.clone()),
+            };
+            let r = &first;
             if !cond.is_empty() && cond.len() < self.ctx.columns.len() {
                 let mut idx = Vec::with_capacity(cond.len());
-                for c in cond {
+                for c in &cond {
                     idx.push(index_of(c)?);
                 }
                 let batches = builder("condition columns")?
@@ -995,6 +1003,41 @@ fn u64s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u64>, String> {
         .ok_or_else(|| format!("column {name}: expected uint64, found {}", a.data_type()))
 }
 
+/// The conjunction of the top-level conjuncts of `root` that test only the source address,
+/// when there are some and they are not all of it.
+fn leading_conjuncts(root: &Node, leaves: &[Leaf]) -> Option<Node> {
+    fn flatten<'n>(n: &'n Node, out: &mut Vec<&'n Node>) {
+        match n {
+            Node::And(a, b) => {
+                flatten(a, out);
+                flatten(b, out);
+            }
+            _ => out.push(n),
+        }
+    }
+    fn on_source(n: &Node, leaves: &[Leaf]) -> bool {
+        match n {
+            Node::Leaf(i) => matches!(leaves.get(*i), Some(Leaf::Ip(IpCol::Src, _))),
+            Node::Not(a) => on_source(a, leaves),
+            Node::And(a, b) | Node::Or(a, b) => on_source(a, leaves) && on_source(b, leaves),
+            Node::Const(_) => false,
+        }
+    }
+    let mut all = Vec::new();
+    flatten(root, &mut all);
+    let src: Vec<&Node> = all
+        .iter()
+        .copied()
+        .filter(|n| on_source(n, leaves))
+        .collect();
+    if src.is_empty() || src.len() == all.len() {
+        return None;
+    }
+    src.into_iter()
+        .cloned()
+        .reduce(|a, b| Node::And(Box::new(a), Box::new(b)))
+}
+
 /// Replaces interface leaves by their value for a block of interface `iface`, and simplifies.
 fn fold_iface(node: &Node, leaves: &[Leaf], iface: &str) -> Node {
     match node {
@@ -1196,6 +1239,28 @@ mod tests {
         let none = Runs::default();
         let (_, picked, total) = none.finish();
         assert_eq!((picked, total), (0, 0));
+    }
+
+    #[test]
+    fn source_conjuncts_lead() {
+        let lead = |c: &str| {
+            let e = crate::syntax::parse(c).unwrap();
+            let p = Program::compile(Some(&e));
+            leading_conjuncts(p.root.as_ref().unwrap(), &p.leaves).map(|n| format!("{n:?}"))
+        };
+        assert_eq!(
+            lead("sip = 10.1.0.0/16 and dport = 443").as_deref(),
+            Some("Leaf(0)")
+        );
+        assert_eq!(
+            lead("dport = 443 and (sip = 10.0.0.0/8 or not sip = 10.1.0.0/16) and proto = tcp")
+                .as_deref(),
+            Some("Or(Leaf(1), Not(Leaf(2)))")
+        );
+        // Nothing to lead with, or nothing else.
+        assert_eq!(lead("sip = 10.1.0.0/16 or dport = 443"), None);
+        assert_eq!(lead("dip = 10.1.0.0/16 and dport = 443"), None);
+        assert_eq!(lead("sip = 10.1.0.0/16 and sip != 10.1.2.3"), None);
     }
 
     #[test]
