@@ -5,7 +5,8 @@
 #   bench/query.sh [ROWS] [DAYS]       (default 50000000 rows over 4 days)
 #
 # Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_DB (default
-# bench/work/flowdb-ROWS-CODEC), TRAWL_BENCH_THREADS (default 2: threads of both engines and of
+# bench/work/flowdb-ROWS-CODEC; a database generated before — DB/.complete and
+# DB.flowgen.json present — is reused, not regenerated), TRAWL_BENCH_THREADS (default 2: threads of both engines and of
 # the generator), TRAWL_BENCH_RUNS (default 3; the median is reported), TRAWL_BENCH_CODEC (lz4,
 # the store's default; or zstd).
 set -euo pipefail
@@ -75,7 +76,8 @@ print(f"database: {gen['rows']} rows, {gen['blocks']} blocks, {gen['bytes']/1e6:
 print(f"generation + ingest (flowgen, {gen['threads']} threads): {gen['rows_per_s']:.0f} rows/s wall, {gen['rows_per_cpu_s']:.0f} rows per CPU-second")
 if "ingest_rows_per_thread_s" in gen:
     print(f"ingest alone (time inside trawl_store::Ingest): {gen['ingest_rows_per_thread_s']:.0f} rows/s per thread")
-print(f"threads per engine: {threads}; median of {runs} runs; DuckDB {duckdb.__version__}\n")
+print(f"threads per engine: {threads}; median of {runs} runs; DuckDB {duckdb.__version__}")
+print(f"load average at the start: {open('/proc/loadavg').read().split()[:3]}\n")
 print(f"{'query':<75} {'trawl s':>8} {'duckdb s':>9} {'ratio':>6}  same result")
 ratios = []
 for name, args, _, _, sql in queries:
@@ -93,4 +95,5 @@ for name, args, _, _, sql in queries:
     ratios.append(d / t)
     print(f"{name:<75} {t:8.3f} {d:9.3f} {d/t:6.2f}  {same}")
 print(f"\nratio = DuckDB time / trawl time (above 1: trawl faster)")
+print(f"load average at the end: {open('/proc/loadavg').read().split()[:3]}")
 PY

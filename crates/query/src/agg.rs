@@ -3,6 +3,14 @@
 //! ones live in huge-page mappings, and batched updates that prefetch the slots of the next
 //! rows while the current ones are added — a high-cardinality group-by (conversations) is
 //! bound by cache and TLB misses on this table, not by arithmetic.
+//!
+//! Radix-partitioned aggregation: rows of a high-cardinality group-by are not added one by
+//! one to a table of millions of groups (a cache miss each, and one such table per scan
+//! worker, merged at the end). They are *staged*: appended, key and counters, to one of 256
+//! partitions chosen by the top bits of the key's hash (a sequential write). Staged rows are
+//! aggregated partition by partition — when the workers' tables are merged, or earlier when
+//! too many rows are staged — so the working set is one partition's table (1/256 of the
+//! groups) and every worker's rows of a partition go straight into the one merged table.
 use crate::partial::Metrics;
 
 /// A slot: packed key + 1 in words 0–1 (0: vacant, so fresh zeroed memory is an empty table
@@ -107,9 +115,22 @@ pub(crate) struct Part {
 }
 
 impl Default for Part {
+    /// An empty partition holding no memory yet (a table has 256 of them, a query may have
+    /// a table per time bucket).
     fn default() -> Self {
-        Part::with_capacity_log2(6)
+        Part {
+            slots: Storage::Heap(Vec::new()),
+            len: 0,
+            seed: next_seed(),
+            shift: 64,
+        }
     }
+}
+
+fn next_seed() -> u64 {
+    SEEDS
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 static SEEDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -132,34 +153,68 @@ fn hash(pre: u64, seed: u64) -> u64 {
 
 impl Part {
     fn with_capacity_log2(bits: u32) -> Self {
-        let seed = SEEDS
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         Part {
             slots: Storage::zeroed(1 << bits),
             len: 0,
             shift: 64 - bits,
-            seed,
+            seed: next_seed(),
+        }
+    }
+
+    /// Slots (a power of two, or 0 for a partition never written).
+    #[inline]
+    fn capacity(&self) -> usize {
+        self.slots.get().len()
+    }
+
+    /// The home slot of hash `h` (only meaningful with a capacity above 0).
+    #[inline]
+    fn home(&self, h: u64) -> usize {
+        h.checked_shr(self.shift).unwrap_or(0) as usize
+    }
+
+    /// Prefetches the home slot of hash `h`, if the partition has slots.
+    #[inline]
+    fn prefetch(&self, h: u64) {
+        if let Some(s) = self.slots.get().get(self.home(h)) {
+            mem_prefetch::prefetch_write_data::<_, 3>(s);
         }
     }
 
     #[inline]
     fn grow_if_needed(&mut self) {
         // Load factor at most 7/8 keeps linear probes short.
-        if (self.len + 1) * 8 > self.slots.get().len() * 7 {
-            let bits = 64 - self.shift + 1;
-            let mut bigger = Part::with_capacity_log2(bits);
-            // Same seed: hashes computed before the growth stay valid (`add_rows`).
-            bigger.seed = self.seed;
-            let old = std::mem::replace(self, bigger);
-            for s in old.slots.get() {
-                if let Some(k) = slot_key(s) {
-                    let h = hash(prehash(k), self.seed);
-                    *self.slot(k, h) = *s;
-                }
-            }
-            self.len = old.len;
+        if (self.len + 1) * 8 > self.capacity() * 7 {
+            self.resize_for(self.len + 1);
         }
+    }
+
+    /// Makes room for `groups` groups at a load factor of at most 7/8 (never shrinks).
+    fn reserve(&mut self, groups: usize) {
+        if groups * 8 > self.capacity() * 7 {
+            self.resize_for(groups);
+        }
+    }
+
+    #[cold]
+    fn resize_for(&mut self, groups: usize) {
+        let cap = self.capacity();
+        let want = (groups * 8)
+            .div_ceil(7)
+            .next_power_of_two()
+            .max(cap * 2)
+            .max(64);
+        let mut bigger = Part::with_capacity_log2(want.trailing_zeros());
+        // Same seed: hashes computed before the growth stay valid (`add_many`).
+        bigger.seed = self.seed;
+        let old = std::mem::replace(self, bigger);
+        for s in old.slots.get() {
+            if let Some(k) = slot_key(s) {
+                let h = hash(prehash(k), self.seed);
+                *self.slot(k, h) = *s;
+            }
+        }
+        self.len = old.len;
     }
 
     /// The slot of `key` (claimed if vacant; the caller counts it).
@@ -167,9 +222,9 @@ impl Part {
     fn slot(&mut self, key: u128, h: u64) -> &mut Slot {
         let stored = key + 1;
         let (lo, hi) = (stored as u64, (stored >> 64) as u64);
+        let mut i = self.home(h);
         let slots = self.slots.get_mut();
         let mask = slots.len() - 1;
-        let mut i = (h >> self.shift) as usize;
         loop {
             let s = &slots[i];
             if (s[0] == lo && s[1] == hi) || (s[0] == 0 && s[1] == 0) {
@@ -194,6 +249,15 @@ impl Part {
         slot_add(self.slot(key, h), m);
     }
 
+    /// Adds every group of `other`.
+    fn absorb_ref(&mut self, other: &Part) {
+        for s in other.slots.get() {
+            if let Some(k) = slot_key(s) {
+                self.add(k, prehash(k), &slot_metrics(s));
+            }
+        }
+    }
+
     /// Adds every group of `other` (merging: the smaller goes into the larger).
     fn absorb(mut self, mut other: Part) -> Part {
         if other.len > self.len {
@@ -207,6 +271,54 @@ impl Part {
         self
     }
 
+    /// Adds `(key, metrics)` items (staged rows or groups), prefetching ahead.
+    fn add_recs(&mut self, recs: impl Iterator<Item = (u128, [u64; 5])>) {
+        // A software pipeline as in `AggTable::add_many`.
+        let mut ring = [(0u64, 0u128, [0u64; 5]); AHEAD];
+        let mut recs = recs.fuse();
+        let mut n = 0;
+        for (j, (k, m)) in recs.by_ref().take(AHEAD).enumerate() {
+            let h = hash(prehash(k), self.seed);
+            self.prefetch(h);
+            ring[j] = (h, k, m);
+            n += 1;
+        }
+        let mut i = 0;
+        while i < n {
+            let (h, k, m) = ring[i % AHEAD];
+            if let Some((k2, m2)) = recs.next() {
+                let h2 = hash(prehash(k2), self.seed);
+                self.prefetch(h2);
+                ring[i % AHEAD] = (h2, k2, m2);
+                n += 1;
+            }
+            self.grow_if_needed();
+            let s = self.slot(k, h);
+            for (x, y) in s[2..7].iter_mut().zip(m) {
+                *x += y;
+            }
+            i += 1;
+        }
+    }
+
+    /// Moves every group out into `out` (in slot order), leaving the partition empty with its
+    /// memory kept for reuse.
+    fn drain_into(&mut self, out: &mut GroupWriter) {
+        if self.len == 0 {
+            return;
+        }
+        for s in self.slots.get_mut() {
+            if s[0] == 0 && s[1] == 0 {
+                continue;
+            }
+            // The stored key is key + 1.
+            let k = (u128::from(s[0]) | u128::from(s[1]) << 64) - 1;
+            out.push([k as u64, (k >> 64) as u64, s[2], s[3], s[4], s[5], s[6]]);
+            *s = [0; 8];
+        }
+        self.len = 0;
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         self.slots
             .get()
@@ -216,60 +328,382 @@ impl Part {
 }
 
 /// Partitions of a table, by the top bits of the seed-independent prehash: tables of different
-/// workers merge partition by partition, in parallel, and each partition grows on its own.
-const PARTS: usize = 16;
-const PART_SHIFT: u32 = 60;
+/// workers merge partition by partition, in parallel, each partition grows on its own, and
+/// staged rows are aggregated one partition at a time (256: a partition of a 25-million-group
+/// conversation table is ~100 k groups, a few MB).
+const PART_BITS: u32 = 8;
+const PARTS: usize = 1 << PART_BITS;
+const PART_SHIFT: u32 = 64 - PART_BITS;
 
-/// Packed group key → summed metrics.
+/// Words of a staged row: key (low, high), forward and reverse packets (32 bits each),
+/// forward and reverse bytes (32 bits each) — 32 bytes. Rows with a counter beyond 32 bits go
+/// to the hash table instead.
+const ROW_WORDS: usize = 4;
+/// Words of a group outside a table: key (low, high) and the five metrics — 56 bytes.
+const GROUP_WORDS: usize = 7;
+
+#[inline]
+fn row_item(w: &[u64; ROW_WORDS]) -> (u128, [u64; 5]) {
+    let k = u128::from(w[0]) | u128::from(w[1]) << 64;
+    let lo = |x: u64| x & 0xffff_ffff;
+    (k, [lo(w[2]), w[2] >> 32, lo(w[3]), w[3] >> 32, 1])
+}
+
+#[inline]
+fn group_item(w: &[u64; GROUP_WORDS]) -> (u128, [u64; 5]) {
+    let k = u128::from(w[0]) | u128::from(w[1]) << 64;
+    (k, [w[2], w[3], w[4], w[5], w[6]])
+}
+
+/// Largest chunk of a [`Chunks`] list, in words (256 KiB).
+const CHUNK_MAX: usize = 1 << 15;
+
+/// Records of `W` words in chunks that double up to [`CHUNK_MAX`]: appending never moves
+/// what is there (no reallocation copying gigabytes), and a partition holding a few records
+/// holds little.
+#[derive(Clone, Debug, Default)]
+struct Chunks<const W: usize> {
+    chunks: Vec<Vec<u64>>,
+    /// Records held.
+    len: usize,
+}
+
+impl<const W: usize> Chunks<W> {
+    #[inline]
+    fn push(&mut self, r: [u64; W]) {
+        match self.chunks.last_mut() {
+            Some(c) if c.capacity() - c.len() >= W => c.extend_from_slice(&r),
+            _ => self.push_chunk(r),
+        }
+        self.len += 1;
+    }
+
+    #[cold]
+    fn push_chunk(&mut self, r: [u64; W]) {
+        let cap = self
+            .chunks
+            .last()
+            .map_or(4 * W, |c| (c.capacity() * 2).min(CHUNK_MAX))
+            .max(W);
+        let mut c = Vec::with_capacity(cap);
+        c.extend_from_slice(&r);
+        self.chunks.push(c);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u64; W]> + '_ {
+        self.chunks.iter().flat_map(|c| c.as_chunks::<W>().0.iter())
+    }
+
+    fn clear(&mut self, keep: bool) {
+        if keep {
+            // Keep the largest chunk for the next rows.
+            let big = self.chunks.pop();
+            self.chunks.clear();
+            if let Some(mut c) = big {
+                c.clear();
+                self.chunks.push(c);
+            }
+        } else {
+            self.chunks = Vec::new();
+        }
+        self.len = 0;
+    }
+}
+
+/// Staged rows of a partition.
+type Rows = Chunks<ROW_WORDS>;
+/// Groups of a partition outside its hash table.
+type Groups = Chunks<GROUP_WORDS>;
+
+/// Writes groups into the chunks of the rows they were aggregated from (reused from the
+/// start: the groups of a partition are fewer than its rows, and 7 words a group against 4 a
+/// row, so they take no new memory as long as there are fewer than 4/7 as many groups as
+/// rows; beyond that, new chunks).
+struct GroupWriter {
+    from: std::vec::IntoIter<Vec<u64>>,
+    out: Groups,
+}
+
+impl GroupWriter {
+    fn new(rows: Vec<Rows>, groups: Vec<Groups>) -> Self {
+        let all: Vec<Vec<u64>> = rows
+            .into_iter()
+            .flat_map(|c| c.chunks)
+            .chain(groups.into_iter().flat_map(|c| c.chunks))
+            .map(|mut c| {
+                c.clear();
+                c
+            })
+            .collect();
+        GroupWriter {
+            from: all.into_iter(),
+            out: Groups::default(),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, g: [u64; GROUP_WORDS]) {
+        match self.out.chunks.last_mut() {
+            Some(c) if c.capacity() - c.len() >= GROUP_WORDS => {
+                c.extend_from_slice(&g);
+                self.out.len += 1;
+            }
+            _ => self.next_chunk(g),
+        }
+    }
+
+    #[cold]
+    fn next_chunk(&mut self, g: [u64; GROUP_WORDS]) {
+        for mut c in self.from.by_ref() {
+            if c.capacity() >= GROUP_WORDS {
+                c.extend_from_slice(&g);
+                self.out.chunks.push(c);
+                self.out.len += 1;
+                return;
+            }
+        }
+        let mut c = Vec::with_capacity(CHUNK_MAX);
+        c.extend_from_slice(&g);
+        self.out.chunks.push(c);
+        self.out.len += 1;
+    }
+}
+
+/// Packed group key → summed metrics, plus rows staged but not aggregated yet.
+///
+/// Per partition the groups are in the hash table `parts[p]` and, after a merge that
+/// aggregated staged rows, in the records `packed[p]` (keys distinct, none also in
+/// `parts[p]`); `staged[p]` holds rows not aggregated yet (keys may repeat).
 #[derive(Clone, Debug)]
 pub(crate) struct AggTable {
     parts: Vec<Part>,
+    packed: Vec<Groups>,
+    staged: Vec<Rows>,
+    staged_len: usize,
 }
 
 impl Default for AggTable {
     fn default() -> Self {
         AggTable {
             parts: (0..PARTS).map(|_| Part::default()).collect(),
+            packed: (0..PARTS).map(|_| Groups::default()).collect(),
+            staged: (0..PARTS).map(|_| Rows::default()).collect(),
+            staged_len: 0,
         }
     }
 }
 
+/// A merging thread's table for one partition at a time (emptied after each, its memory
+/// kept), and the rows and groups of the partitions it combined so far.
+#[derive(Default)]
+struct Scratch {
+    part: Part,
+    rows: usize,
+    groups: usize,
+}
+
+/// One partition of every table being merged.
+struct Slice {
+    parts: Vec<Part>,
+    packed: Vec<Groups>,
+    staged: Vec<Rows>,
+}
+
+impl Slice {
+    /// The partition's groups. With staged rows or records, everything (hash tables too) is
+    /// aggregated in `scratch`, a table of this partition alone that stays in the caches,
+    /// and written back as records over the staged rows; otherwise the hash tables are added
+    /// into the largest.
+    fn combine(self, scratch: &mut Scratch) -> (Part, Groups) {
+        let rows: usize = self.staged.iter().map(|c| c.len).sum::<usize>()
+            + self.packed.iter().map(|c| c.len).sum::<usize>();
+        if rows > 0 {
+            let groups: usize = self.parts.iter().map(|p| p.len).sum();
+            let scratch_rows = rows + groups;
+            let Scratch {
+                part: scratch,
+                rows: seen_rows,
+                groups: seen_groups,
+            } = scratch;
+            // Sized for the groups expected (as many per row as in the partitions before;
+            // half the rows at first), not for the rows: the table grows if that was short,
+            // and a smaller one stays in the caches and drains faster.
+            let expect = if *seen_rows == 0 {
+                scratch_rows / 2
+            } else {
+                (scratch_rows as u128 * (*seen_groups as u128 * 5 / 4 + 1) / *seen_rows as u128)
+                    as usize
+            };
+            scratch.reserve(expect.min(scratch_rows));
+            for p in &self.parts {
+                scratch.absorb_ref(p);
+            }
+            drop(self.parts);
+            for c in &self.staged {
+                scratch.add_recs(c.iter().map(row_item));
+            }
+            for c in &self.packed {
+                scratch.add_recs(c.iter().map(group_item));
+            }
+            *seen_rows += scratch_rows;
+            *seen_groups += scratch.len;
+            let mut w = GroupWriter::new(self.staged, self.packed);
+            scratch.drain_into(&mut w);
+            return (Part::default(), w.out);
+        }
+        let mut parts = self.parts;
+        parts.sort_by_key(|p| std::cmp::Reverse(p.len));
+        let mut parts = parts.into_iter();
+        let mut p = parts.next().unwrap_or_default();
+        for q in parts {
+            p = p.absorb(q);
+        }
+        (p, Groups::default())
+    }
+}
+
 impl AggTable {
-    /// Groups held.
+    /// Groups held (rows staged and not aggregated yet are not counted).
     pub(crate) fn len(&self) -> usize {
-        self.parts.iter().map(|p| p.len).sum()
+        self.parts.iter().map(|p| p.len).sum::<usize>()
+            + self.packed.iter().map(|c| c.len).sum::<usize>()
+    }
+
+    /// Rows staged and not aggregated yet.
+    pub(crate) fn staged_len(&self) -> usize {
+        self.staged_len
+    }
+
+    /// Appends one flow row per selected index (`keys[i]`, the four counters of row `i`) to
+    /// the partition of its key, without aggregating it: [`AggTable::flush`] or
+    /// [`AggTable::merge_all`] does, a partition at a time. (A row with a counter beyond 32
+    /// bits is added to the hash table at once.) Returns the rows taken.
+    pub(crate) fn stage_rows(
+        &mut self,
+        keys: &[u128],
+        sel: Option<&[bool]>,
+        counters: [&[u64]; 4],
+    ) -> u64 {
+        let [fp, rp, fb, rb] = counters;
+        let n = keys
+            .len()
+            .min(fp.len())
+            .min(rp.len())
+            .min(fb.len())
+            .min(rb.len());
+        let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
+        let mut added = 0u64;
+        for i in 0..n {
+            if sel.is_some_and(|s| !s[i]) {
+                continue;
+            }
+            added += 1;
+            let key = keys[i];
+            let pre = prehash(key);
+            let part = (pre >> PART_SHIFT) as usize;
+            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
+            if (a | b | c | d) >> 32 != 0 {
+                self.add_big(part, key, pre, [a, b, c, d]);
+                continue;
+            }
+            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
+            self.staged_len += 1;
+        }
+        added
+    }
+
+    #[cold]
+    fn add_big(&mut self, part: usize, key: u128, pre: u64, c: [u64; 4]) {
+        self.unpack(part);
+        let m = Metrics {
+            fwd_packets: c[0],
+            rev_packets: c[1],
+            fwd_bytes: c[2],
+            rev_bytes: c[3],
+            flows: 1,
+        };
+        self.parts[part].add(key, pre, &m);
+    }
+
+    /// Aggregates the staged rows into the hash tables, partition by partition. `keep`: keep
+    /// some staging memory for more rows (during a scan).
+    pub(crate) fn flush(&mut self, keep: bool) {
+        if self.staged_len == 0 {
+            return;
+        }
+        for p in 0..PARTS {
+            if self.staged[p].len == 0 {
+                continue;
+            }
+            self.unpack(p);
+            let part = &mut self.parts[p];
+            part.reserve(part.len + self.staged[p].len / 4);
+            part.add_recs(self.staged[p].iter().map(row_item));
+            self.staged[p].clear(keep);
+        }
+        self.staged_len = 0;
+    }
+
+    /// Moves partition `p`'s records into its hash table (before adding to it).
+    #[inline]
+    fn unpack(&mut self, p: usize) {
+        if self.packed[p].len > 0 {
+            self.unpack_slow(p);
+        }
+    }
+
+    #[cold]
+    fn unpack_slow(&mut self, p: usize) {
+        let part = &mut self.parts[p];
+        part.reserve(part.len + self.packed[p].len);
+        part.add_recs(self.packed[p].iter().map(group_item));
+        self.packed[p].clear(false);
     }
 
     /// Adds `m` to the group `key`.
     pub(crate) fn add(&mut self, key: u128, m: &Metrics) {
         let pre = prehash(key);
-        self.parts[(pre >> PART_SHIFT) as usize].add(key, pre, m);
+        let p = (pre >> PART_SHIFT) as usize;
+        self.unpack(p);
+        self.parts[p].add(key, pre, m);
     }
 
     /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
     /// current ones.
     pub(crate) fn add_many(&mut self, items: &[(u128, Metrics)]) {
-        let mut pending = [(0usize, 0u64); AHEAD];
-        for chunk in items.chunks(AHEAD) {
-            for (j, (k, _)) in chunk.iter().enumerate() {
-                let pre = prehash(*k);
-                let part = (pre >> PART_SHIFT) as usize;
-                let p = &self.parts[part];
-                let h = hash(pre, p.seed);
-                pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
+        // A software pipeline: the slot of item i + AHEAD is prefetched before item i is
+        // added, so AHEAD misses are always in flight.
+        let mut ring = [(0usize, 0u64); AHEAD];
+        for (j, (k, _)) in items.iter().take(AHEAD).enumerate() {
+            ring[j] = self.locate(*k);
+        }
+        for (i, (k, m)) in items.iter().enumerate() {
+            let (part, h) = ring[i % AHEAD];
+            if let Some((next, _)) = items.get(i + AHEAD) {
+                ring[i % AHEAD] = self.locate(*next);
             }
-            for (j, (k, m)) in chunk.iter().enumerate() {
-                let (part, h) = pending[j];
-                let p = &mut self.parts[part];
-                p.grow_if_needed();
-                slot_add(p.slot(*k, h), m);
-            }
+            let p = &mut self.parts[part];
+            p.grow_if_needed();
+            slot_add(p.slot(*k, h), m);
         }
     }
 
+    /// The partition and slot hash of `key`, its home slot prefetched.
+    #[inline]
+    fn locate(&mut self, key: u128) -> (usize, u64) {
+        let pre = prehash(key);
+        let part = (pre >> PART_SHIFT) as usize;
+        self.unpack(part);
+        let p = &self.parts[part];
+        let h = hash(pre, p.seed);
+        p.prefetch(h);
+        (part, h)
+    }
+
     /// Adds one flow row per selected index: `keys[i]` gets the four counters of row `i` and
-    /// one flow. Returns the rows added.
+    /// one flow. Returns the rows added. (The row-at-a-time path the scan used before staging;
+    /// the tests hold staging to it.)
+    #[cfg(test)]
     pub(crate) fn add_rows(
         &mut self,
         keys: &[u128],
@@ -294,10 +728,11 @@ impl AggTable {
             for (j, &i) in chunk.iter().enumerate() {
                 let pre = prehash(keys[i as usize]);
                 let part = (pre >> PART_SHIFT) as usize;
+                self.unpack(part);
                 let p = &self.parts[part];
                 let h = hash(pre, p.seed);
                 pending[j] = (part, h);
-                mem_prefetch::prefetch_write_data::<_, 3>(&p.slots.get()[(h >> p.shift) as usize]);
+                p.prefetch(h);
             }
             for (j, &i) in chunk.iter().enumerate() {
                 let i = i as usize;
@@ -315,48 +750,109 @@ impl AggTable {
         rows.len() as u64
     }
 
-    /// Adds every group of `other`; large tables merge their partitions on `threads` threads.
+    /// Adds every group and staged row of `other`, and aggregates the staged rows of both
+    /// (see [`AggTable::merge_all`]).
     pub(crate) fn merge(self, other: AggTable, threads: usize) -> AggTable {
-        let pairs: Vec<(Part, Part)> = self.parts.into_iter().zip(other.parts).collect();
-        let big = pairs.iter().map(|(a, b)| a.len.min(b.len)).sum::<usize>() > 50_000;
-        let threads = if big { threads.clamp(1, PARTS) } else { 1 };
-        if threads == 1 {
-            return AggTable {
-                parts: pairs.into_iter().map(|(a, b)| a.absorb(b)).collect(),
-            };
-        }
-        let mut slots: Vec<Option<(Part, Part)>> = pairs.into_iter().map(Some).collect();
-        let mut chunks: Vec<Vec<(usize, (Part, Part))>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (i, s) in slots.iter_mut().enumerate() {
-            if let Some(p) = s.take() {
-                chunks[i % threads].push((i, p));
-            }
-        }
-        let mut merged: Vec<(usize, Part)> = std::thread::scope(|sc| {
-            let hs: Vec<_> = chunks
-                .into_iter()
-                .map(|c| {
-                    sc.spawn(move || {
-                        c.into_iter()
-                            .map(|(i, (a, b))| (i, a.absorb(b)))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .collect()
-        });
-        merged.sort_by_key(|(i, _)| *i);
-        AggTable {
-            parts: merged.into_iter().map(|(_, p)| p).collect(),
-        }
+        AggTable::merge_all(vec![self, other], threads)
     }
 
-    /// Every group.
+    /// One table of every group and staged row of `tables`, the staged rows aggregated.
+    /// Partitions are combined one at a time (on `threads` threads for large tables): a
+    /// partition's staged rows from every table are aggregated together in a table of that
+    /// partition alone, which stays in the caches, and written back over the rows.
+    pub(crate) fn merge_all(tables: Vec<AggTable>, threads: usize) -> AggTable {
+        let work: usize = tables.iter().map(|t| t.len() + t.staged_len).sum();
+        let mut slices: Vec<Slice> = (0..PARTS)
+            .map(|_| Slice {
+                parts: Vec::with_capacity(tables.len()),
+                packed: Vec::new(),
+                staged: Vec::new(),
+            })
+            .collect();
+        for t in tables {
+            for (((s, p), k), g) in slices.iter_mut().zip(t.parts).zip(t.packed).zip(t.staged) {
+                if p.len > 0 {
+                    s.parts.push(p);
+                }
+                if k.len > 0 {
+                    s.packed.push(k);
+                }
+                if g.len > 0 {
+                    s.staged.push(g);
+                }
+            }
+        }
+        let threads = if work > 100_000 {
+            threads.clamp(1, PARTS)
+        } else {
+            1
+        };
+        let mut out: Vec<(Part, Groups)> = if threads == 1 {
+            let mut scratch = Scratch::default();
+            slices
+                .into_iter()
+                .map(|s| s.combine(&mut scratch))
+                .collect()
+        } else {
+            // Partitions handed out one at a time: their sizes differ.
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let slices: Vec<std::sync::Mutex<Option<Slice>>> = slices
+                .into_iter()
+                .map(|x| std::sync::Mutex::new(Some(x)))
+                .collect();
+            let mut done: Vec<(usize, (Part, Groups))> = std::thread::scope(|sc| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|_| {
+                        sc.spawn(|| {
+                            let mut scratch = Scratch::default();
+                            let mut done = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                let Some(slot) = slices.get(i) else {
+                                    break;
+                                };
+                                let slice = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                                if let Some(slice) = slice {
+                                    done.push((i, slice.combine(&mut scratch)));
+                                }
+                            }
+                            done
+                        })
+                    })
+                    .collect();
+                hs.into_iter()
+                    .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                    .collect()
+            });
+            done.sort_by_key(|(i, _)| *i);
+            done.into_iter().map(|(_, x)| x).collect()
+        };
+        let mut t = AggTable::default();
+        for (p, (part, packed)) in out.drain(..).enumerate() {
+            t.parts[p] = part;
+            t.packed[p] = packed;
+        }
+        t
+    }
+
+    /// Every group (staged rows must have been aggregated: tables leave a scan merged).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
-        self.parts.iter().flat_map(|p| p.iter())
+        debug_assert_eq!(self.staged_len, 0, "iterating a table with staged rows");
+        self.parts.iter().flat_map(|p| p.iter()).chain(
+            self.packed.iter().flat_map(|c| c.iter()).map(|w| {
+                let (k, m) = group_item(w);
+                (
+                    k,
+                    Metrics {
+                        fwd_packets: m[0],
+                        rev_packets: m[1],
+                        fwd_bytes: m[2],
+                        rev_bytes: m[3],
+                        flows: m[4],
+                    },
+                )
+            }),
+        )
     }
 }
 
@@ -468,10 +964,11 @@ mod tests {
                 },
             );
         }
-        assert!(t
-            .parts
-            .iter()
-            .all(|p| matches!(p.slots, Storage::Mapped(_))));
+        // 1.2 M groups in 256 partitions: ~4,700 each, below a huge page.
+        assert!(t.parts.iter().all(|p| p.capacity() >= 1 << 12));
+        let mut big = Part::default();
+        big.reserve(MAPPED_SLOTS);
+        assert!(matches!(big.slots, Storage::Mapped(_)));
         assert_eq!(t.len(), n as usize);
         let mut seen = 0u128;
         for (k, m) in t.iter() {
@@ -486,5 +983,137 @@ mod tests {
         // Clones copy the mapping.
         let c = t.clone();
         assert_eq!(c.len(), t.len());
+    }
+
+    /// Keys with repeats, runs of equal keys (as in a sorted block), and a spread over all
+    /// partitions; counters that differ per row.
+    fn rows(n: usize, seed: u64) -> (Vec<u128>, Vec<u64>, Vec<bool>) {
+        let mut x = seed;
+        let mut keys = Vec::with_capacity(n);
+        let mut c = Vec::with_capacity(n);
+        for i in 0..n {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = if i % 7 == 3 {
+                // A run: the key of the row before.
+                *keys.last().unwrap_or(&0)
+            } else {
+                u128::from(x >> 44) << 89 | u128::from(x & 0xff) << 16
+            };
+            keys.push(k);
+            c.push(x >> 40);
+        }
+        let sel = (0..n).map(|i| i % 5 != 1).collect();
+        (keys, c, sel)
+    }
+
+    fn sorted(t: &AggTable) -> Vec<(u128, Metrics)> {
+        let mut v: Vec<_> = t.iter().collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
+    #[test]
+    fn staged_rows_aggregate_like_the_plain_path() {
+        let (keys, c, sel) = rows(200_000, 11);
+        // Some counters beyond 32 bits (added to the hash table at once, not staged).
+        let c2: Vec<u64> = c
+            .iter()
+            .enumerate()
+            .map(|(i, x)| if i % 997 == 0 { x << 30 } else { x * 3 + 1 })
+            .collect();
+        let counters = [&c[..], &c2[..], &c[..], &c2[..]];
+        let mut plain = AggTable::default();
+        plain.add_rows(&keys, Some(&sel), counters);
+        let want = sorted(&plain);
+        assert!(want.len() > 100_000);
+
+        // Staged in batches by three "workers", one of them spilling into its hash tables
+        // halfway (`flush`), another also taking dense-path groups (`add_many`) and a
+        // group via `add`; then merged all at once, in parallel and serially.
+        for threads in [1, 2, 3] {
+            let mut t: Vec<AggTable> = (0..3).map(|_| AggTable::default()).collect();
+            let mut staged = 0;
+            for (b, range) in (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(9_000)
+                .enumerate()
+            {
+                let (lo, hi) = (range[0], range[range.len() - 1] + 1);
+                let w = b % 3;
+                if w == 2 && b % 2 == 0 {
+                    let items: Vec<(u128, Metrics)> = (lo..hi)
+                        .filter(|&i| sel[i])
+                        .map(|i| {
+                            (
+                                keys[i],
+                                Metrics {
+                                    fwd_packets: c[i],
+                                    rev_packets: c2[i],
+                                    fwd_bytes: c[i],
+                                    rev_bytes: c2[i],
+                                    flows: 1,
+                                },
+                            )
+                        })
+                        .collect();
+                    t[w].add_many(&items);
+                    continue;
+                }
+                let counters = [&c[lo..hi], &c2[lo..hi], &c[lo..hi], &c2[lo..hi]];
+                staged += t[w].stage_rows(&keys[lo..hi], Some(&sel[lo..hi]), counters);
+                if w == 1 && b == 10 {
+                    t[w].flush(true);
+                    assert_eq!(t[w].staged_len(), 0);
+                }
+            }
+            let dense_rows: usize = (0..keys.len())
+                .collect::<Vec<_>>()
+                .chunks(9_000)
+                .enumerate()
+                .filter(|(b, _)| b % 3 == 2 && b % 2 == 0)
+                .map(|(_, r)| r.iter().filter(|&&i| sel[i]).count())
+                .sum();
+            assert_eq!(
+                staged as usize + dense_rows,
+                sel.iter().filter(|&&s| s).count()
+            );
+            let merged = AggTable::merge_all(t, threads);
+            assert_eq!(merged.staged_len(), 0);
+            assert_eq!(merged.len(), want.len());
+            assert_eq!(sorted(&merged), want, "threads {threads}");
+            // Packed groups take further adds and merges like any table.
+            let mut again = merged.clone();
+            again.add(
+                want[0].0,
+                &Metrics {
+                    flows: 2,
+                    ..Metrics::default()
+                },
+            );
+            let doubled = again.merge(merged, threads);
+            let got = sorted(&doubled);
+            assert_eq!(got.len(), want.len());
+            assert_eq!(got[0].1.flows, 2 * want[0].1.flows + 2);
+            assert_eq!(got[1].1.fwd_bytes, 2 * want[1].1.fwd_bytes);
+        }
+    }
+
+    #[test]
+    fn rows_with_large_counters_skip_staging() {
+        let keys = [5u128, 5, 5, 9, 5, 7 << 100];
+        let c = [1u64, 1 << 32, 3, 4, 5, u64::MAX / 4];
+        let mut t = AggTable::default();
+        assert_eq!(t.stage_rows(&keys, None, [&c, &c, &c, &c]), 6);
+        assert_eq!(t.staged_len(), 4);
+        assert_eq!(t.len(), 2);
+        let t = AggTable::merge_all(vec![t, AggTable::default()], 1);
+        let got = sorted(&t);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].0, 5);
+        assert_eq!((got[0].1.fwd_bytes, got[0].1.flows), (9 + (1 << 32), 4));
+        assert_eq!((got[1].1.rev_packets, got[1].1.flows), (4, 1));
+        assert_eq!(got[2].1.rev_bytes, u64::MAX / 4);
     }
 }

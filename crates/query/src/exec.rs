@@ -17,7 +17,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use arrow_buffer::ScalarBuffer;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelectionPolicy, RowSelector,
+};
 use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
@@ -66,6 +69,7 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
     let mut ifaces: Vec<String> = blocks.iter().map(|b| b.iface.clone()).collect();
     ifaces.sort();
     ifaces.dedup();
+    let cond_columns = program.columns();
     let ctx = Ctx {
         query,
         program,
@@ -73,6 +77,9 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         resolution: query.time_resolution_ns.max(1),
         ips: Mutex::new(IpInterner::default()),
         ifaces,
+        staged: AtomicUsize::new(0),
+        stage_limit: query.max_groups.max(MIN_STAGE_LIMIT),
+        cond_columns,
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -132,12 +139,24 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         ip_ids: interner.ids,
         ifaces: ctx.ifaces,
     });
+    // The workers' tables of each context are merged all at once: their staged rows are
+    // aggregated together, a partition at a time (`AggTable::merge_all`).
     let mut total = PartialAggregate::new(query.attributes.clone(), query.max_groups);
-    total.tables = tables.clone();
+    total.tables = tables;
+    let mut by_ctx: FxHashMap<u64, Vec<Inner>> = FxHashMap::default();
     for r in results {
-        let mut p = r?;
-        p.tables = tables.clone();
-        total.merge(p)?;
+        let p = r?;
+        total.stats.merge(&p.stats);
+        for (c, m) in p.maps {
+            by_ctx.entry(c).or_default().push(m);
+        }
+    }
+    let threads = workers.max(1);
+    for (c, tables) in by_ctx {
+        total.maps.insert(c, Inner::merge_all(tables, threads));
+    }
+    if total.len() > query.max_groups {
+        return Err(Error::TooManyGroups(query.max_groups));
     }
     total.stats.blocks = blocks.len() as u64;
     total.stats.errors.sort();
@@ -153,7 +172,78 @@ struct Ctx<'a> {
     ips: Mutex<IpInterner>,
     /// Interface names of the blocks, sorted; ids index this.
     ifaces: Vec<String>,
+    /// Rows staged by all workers and not aggregated yet.
+    staged: AtomicUsize,
+    /// Most rows staged at once (32 bytes each) before a worker aggregates its own.
+    stage_limit: usize,
+    /// Columns of the condition.
+    cond_columns: Vec<&'static str>,
 }
+
+/// Gaps between matching rows shorter than this are read through rather than skipped (a
+/// skip has a cost per column; a condition's matches tend to come in runs, rows being sorted
+/// by address within a block).
+const MIN_SKIP: usize = 1024;
+
+/// Builds a row selection from a condition's results: runs of matching rows, with gaps of
+/// fewer than [`MIN_SKIP`] rows read through.
+#[derive(Default)]
+struct Runs {
+    selectors: Vec<RowSelector>,
+    /// The current run: selecting or skipping, and its length.
+    selecting: bool,
+    len: usize,
+    picked: usize,
+    total: usize,
+}
+
+impl Runs {
+    fn push(&mut self, mask: &[bool]) {
+        for &m in mask {
+            if m != self.selecting {
+                self.close();
+                self.selecting = m;
+            }
+            self.len += 1;
+        }
+        self.total += mask.len();
+    }
+
+    fn close(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        // A short gap between selected rows is selected too.
+        let read_through = !self.selecting
+            && self.len < MIN_SKIP
+            && self.selectors.last().is_some_and(|s| !s.skip);
+        if self.selecting || read_through {
+            self.picked += self.len;
+            match self.selectors.last_mut() {
+                Some(s) if !s.skip => s.row_count += self.len,
+                _ => self.selectors.push(RowSelector::select(self.len)),
+            }
+        } else {
+            self.selectors.push(RowSelector::skip(self.len));
+        }
+        self.len = 0;
+    }
+
+    /// The selection, the rows it selects, and the rows in all.
+    fn finish(mut self) -> (RowSelection, usize, usize) {
+        if self.selecting {
+            self.close();
+        } else if self.len > 0 {
+            // A trailing gap is skipped, however short.
+            self.selectors.push(RowSelector::skip(self.len));
+        }
+        (RowSelection::from(self.selectors), self.picked, self.total)
+    }
+}
+
+/// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
+/// they stage past the limit).
+const MIN_STAGE_LIMIT: usize = if cfg!(test) { 64 } else { 1 << 20 };
 
 /// Ids of addresses shared by the workers, keyed by the address (parsed from the stored text
 /// with a fast path for dotted quads: no string hashing or comparison per dictionary entry).
@@ -270,6 +360,9 @@ struct Worker<'a> {
 /// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
 const DENSE_LIMIT: u64 = 1 << 18;
 
+/// Largest local key space summed directly by local key (8,192 × 40 bytes, in L2).
+const DIRECT_LIMIT: u64 = 1 << 13;
+
 /// A local key without a slot in the current batch.
 const NO_SLOT: u32 = u32::MAX;
 
@@ -320,9 +413,9 @@ impl<'a> Worker<'a> {
             return Ok(());
         }
         let file = File::open(&b.path).map_err(|e| block_error(b, e))?;
-        let builder =
-            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| block_error(b, e))?;
-        let meta = builder.metadata().clone();
+        let arm = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| block_error(b, e))?;
+        let meta = arm.metadata().clone();
         let version = meta
             .file_metadata()
             .key_value_metadata()
@@ -338,7 +431,7 @@ impl<'a> Worker<'a> {
                 ),
             ));
         }
-        let schema = builder.parquet_schema();
+        let schema = arm.parquet_schema();
         let index_of = |name: &str| -> Result<usize, Error> {
             schema
                 .columns()
@@ -372,13 +465,70 @@ impl<'a> Worker<'a> {
             self.stats.blocks_pruned += 1;
             return Ok(());
         }
-        let mask = ProjectionMask::leaves(schema, leaves_idx);
-        let reader = builder
-            .with_projection(mask)
-            .with_row_groups(selected)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| block_error(b, e))?;
+        let builder = |what: &str| -> Result<_, Error> {
+            let f = file
+                .try_clone()
+                .map_err(|e| block_error(b, format!("{what}: {e}")))?;
+            Ok(
+                ParquetRecordBatchReaderBuilder::new_with_metadata(f, arm.clone())
+                    .with_row_groups(selected.clone())
+                    .with_batch_size(BATCH_ROWS),
+            )
+        };
+        // Late materialisation: with a condition on fewer columns than the query reads, the
+        // condition's columns are read first, and the others only for the stretches of rows
+        // where it holds (short gaps read through). Every row read is still tested in full
+        // below, so this only saves decoding.
+        let rows_before = self.stats.rows_scanned;
+        let mut selection = None;
+        let mut rows_in_block = None;
+        if let Some(r) = root.as_ref().filter(|r| !matches!(r, Node::Const(_))) {
+            // The first pass tests the conjuncts on the source address alone when there are
+            // such and others: blocks are written sorted by source address, so those rows
+            // come in one stretch and the other columns need not be decoded elsewhere. (Only
+            // speed depends on that order: the second pass tests the whole condition.)
+            let (first, cond) = match leading_conjuncts(r, &self.ctx.program.leaves) {
+                Some(n) => (n, vec![col::SRC_IP]),
+                None => (r.clone(), self.ctx.cond_columns.clone()),
+            };
+            let r = &first;
+            if !cond.is_empty() && cond.len() < self.ctx.columns.len() {
+                let mut idx = Vec::with_capacity(cond.len());
+                for c in &cond {
+                    idx.push(index_of(c)?);
+                }
+                let batches = builder("condition columns")?
+                    .with_projection(ProjectionMask::leaves(schema, idx))
+                    .build()
+                    .map_err(|e| block_error(b, e))?
+                    .collect::<Result<Vec<RecordBatch>, _>>()
+                    .map_err(|e| block_error(b, e))?;
+                let mut runs = Runs::default();
+                for batch in &batches {
+                    runs.push(&self.eval(r, batch).map_err(|e| block_error(b, e))?);
+                }
+                let (sel, picked, total) = runs.finish();
+                if picked == 0 {
+                    self.stats.blocks_scanned += 1;
+                    self.stats.bytes_scanned += b.bytes;
+                    self.stats.rows_scanned += total as u64;
+                    return Ok(());
+                }
+                // Worth a second pass only when it skips a good part of the rows.
+                if picked * 4 < total * 3 {
+                    selection = Some(sel);
+                    rows_in_block = Some(total as u64);
+                }
+            }
+        }
+        let mut reader =
+            builder("columns")?.with_projection(ProjectionMask::leaves(schema, leaves_idx));
+        if let Some(sel) = selection {
+            reader = reader
+                .with_row_selection(sel)
+                .with_row_selection_policy(RowSelectionPolicy::Selectors);
+        }
+        let reader = reader.build().map_err(|e| block_error(b, e))?;
         // Decoded whole before any row is counted: a block that turns out damaged halfway
         // contributes nothing rather than its first rows. (One block's needed columns: a few
         // MB per worker.)
@@ -395,6 +545,10 @@ impl<'a> Worker<'a> {
             if self.groups > self.ctx.query.max_groups {
                 return Err(Error::TooManyGroups(self.ctx.query.max_groups));
             }
+        }
+        if let Some(n) = rows_in_block {
+            // Rows read: every row of the row groups, as without the second pass.
+            self.stats.rows_scanned = rows_before + n;
         }
         Ok(())
     }
@@ -534,13 +688,32 @@ impl<'a> Worker<'a> {
         let rp = u64s(batch, col::REV_PACKETS)?;
         let fb = u64s(batch, col::FWD_BYTES)?;
         let rb = u64s(batch, col::REV_BYTES)?;
-        let m = &mut self.maps[map];
-        let before = m.len();
-        let matched = m.add_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
-        self.groups += m.len() - before;
+        // Staged, not added: the rows are aggregated a partition at a time when the workers'
+        // tables are merged (see `agg`), or here once too many are staged.
+        let matched = self.maps[map].stage_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
         self.stats.rows_matched += matched;
         self.keys = keys;
+        let staged = self
+            .ctx
+            .staged
+            .fetch_add(matched as usize, Ordering::Relaxed);
+        if staged + matched as usize > self.ctx.stage_limit {
+            self.flush_staged();
+        }
         Ok(())
+    }
+
+    /// Aggregates this worker's staged rows into its tables (keeping the buffers for more),
+    /// and counts the groups.
+    fn flush_staged(&mut self) {
+        let mut flushed = 0;
+        for m in &mut self.maps {
+            flushed += m.staged_len();
+            let before = m.len();
+            m.flush(true);
+            self.groups += m.len() - before;
+        }
+        self.ctx.staged.fetch_sub(flushed, Ordering::Relaxed);
     }
 
     /// Aggregates a batch whose group keys have few local values — the product of the
@@ -621,25 +794,57 @@ impl<'a> Worker<'a> {
         let mut matched = 0u64;
         self.dense.clear();
         self.touched.clear();
-        for i in 0..rows {
-            if sel.is_some_and(|s| !s[i]) {
-                continue;
+        if product <= DIRECT_LIMIT {
+            // Few local keys (top sources: a block's few thousand addresses): the sums are
+            // indexed by the local key itself, no slot to look up per row, and the groups
+            // met are gathered afterwards.
+            let p = product as usize;
+            self.dense.resize(p, Metrics::default());
+            let (d, li) = (&mut self.dense[..p], &idx[..rows]);
+            let (fp, rp, fb, rb) = (&fp[..rows], &rp[..rows], &fb[..rows], &rb[..rows]);
+            for i in 0..rows {
+                if sel.is_some_and(|s| !s[i]) {
+                    continue;
+                }
+                let m = &mut d[li[i] as usize];
+                m.fwd_packets += fp[i];
+                m.rev_packets += rp[i];
+                m.fwd_bytes += fb[i];
+                m.rev_bytes += rb[i];
+                m.flows += 1;
+                matched += 1;
             }
-            let j = idx[i] as usize;
-            let mut slot = self.slot_of[j];
-            if slot == NO_SLOT {
-                slot = self.dense.len() as u32;
-                self.slot_of[j] = slot;
-                self.dense.push(Metrics::default());
-                self.touched.push(j as u32);
+            // Packed to the front, in the order `touched` lists them.
+            let mut t = 0;
+            for j in 0..p {
+                if d[j].flows > 0 {
+                    d[t] = d[j];
+                    self.touched.push(j as u32);
+                    t += 1;
+                }
             }
-            let m = &mut self.dense[slot as usize];
-            m.fwd_packets += fp[i];
-            m.rev_packets += rp[i];
-            m.fwd_bytes += fb[i];
-            m.rev_bytes += rb[i];
-            m.flows += 1;
-            matched += 1;
+            self.dense.truncate(t);
+        } else {
+            for i in 0..rows {
+                if sel.is_some_and(|s| !s[i]) {
+                    continue;
+                }
+                let j = idx[i] as usize;
+                let mut slot = self.slot_of[j];
+                if slot == NO_SLOT {
+                    slot = self.dense.len() as u32;
+                    self.slot_of[j] = slot;
+                    self.dense.push(Metrics::default());
+                    self.touched.push(j as u32);
+                }
+                let m = &mut self.dense[slot as usize];
+                m.fwd_packets += fp[i];
+                m.rev_packets += rp[i];
+                m.fwd_bytes += fb[i];
+                m.rev_bytes += rb[i];
+                m.flows += 1;
+                matched += 1;
+            }
         }
         let before = self.maps[map].len();
         let mut groups = std::mem::take(&mut self.flush);
@@ -798,6 +1003,41 @@ fn u64s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u64>, String> {
         .ok_or_else(|| format!("column {name}: expected uint64, found {}", a.data_type()))
 }
 
+/// The conjunction of the top-level conjuncts of `root` that test only the source address,
+/// when there are some and they are not all of it.
+fn leading_conjuncts(root: &Node, leaves: &[Leaf]) -> Option<Node> {
+    fn flatten<'n>(n: &'n Node, out: &mut Vec<&'n Node>) {
+        match n {
+            Node::And(a, b) => {
+                flatten(a, out);
+                flatten(b, out);
+            }
+            _ => out.push(n),
+        }
+    }
+    fn on_source(n: &Node, leaves: &[Leaf]) -> bool {
+        match n {
+            Node::Leaf(i) => matches!(leaves.get(*i), Some(Leaf::Ip(IpCol::Src, _))),
+            Node::Not(a) => on_source(a, leaves),
+            Node::And(a, b) | Node::Or(a, b) => on_source(a, leaves) && on_source(b, leaves),
+            Node::Const(_) => false,
+        }
+    }
+    let mut all = Vec::new();
+    flatten(root, &mut all);
+    let src: Vec<&Node> = all
+        .iter()
+        .copied()
+        .filter(|n| on_source(n, leaves))
+        .collect();
+    if src.is_empty() || src.len() == all.len() {
+        return None;
+    }
+    src.into_iter()
+        .cloned()
+        .reduce(|a, b| Node::And(Box::new(a), Box::new(b)))
+}
+
 /// Replaces interface leaves by their value for a block of interface `iface`, and simplifies.
 fn fold_iface(node: &Node, leaves: &[Leaf], iface: &str) -> Node {
     match node {
@@ -913,6 +1153,114 @@ mod tests {
         ] {
             assert_eq!(parse_ip(t), None, "{t}");
         }
+    }
+
+    /// Rows staged past the limit are aggregated by the worker during the scan (and its
+    /// tables then hold groups and staged rows at once); the result is the same.
+    #[test]
+    fn staging_past_the_limit_changes_nothing() {
+        use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
+        let dir = std::env::temp_dir().join(format!("trawl-query-stage-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut ing = Ingest::open(&dir, StoreConfig::default()).unwrap();
+        let eth0 = ing.iface("eth0").unwrap();
+        let t0 = 1_763_251_200 * 1_000_000_000u64;
+        for i in 0..20_000u64 {
+            ing.push_row(
+                eth0,
+                StoredFlow {
+                    src_ip: IpAddr::from([10, 0, (i % 7) as u8, 1]),
+                    dst_ip: IpAddr::from([192, 0, 2, (i % 11) as u8]),
+                    src_port: 30_000 + (i % 300) as u16,
+                    dst_port: [443, 80, 53, 8080][(i % 4) as usize],
+                    proto: 6,
+                    vlan: 0,
+                    first_ns: t0 + (i % 5) * BLOCK_NS + i,
+                    last_ns: t0 + (i % 5) * BLOCK_NS + i + 1,
+                    fwd_packets: 1 + i % 13,
+                    rev_packets: i % 7,
+                    fwd_bytes: 60 + i,
+                    rev_bytes: 40 * (i % 7),
+                    fwd_ip_bytes: 0,
+                    rev_ip_bytes: 0,
+                    fwd_tcp_flags: 0,
+                    rev_tcp_flags: 0,
+                    end_reason: trawl_flow::EndReason::Idle,
+                },
+            )
+            .unwrap();
+        }
+        ing.finish().unwrap();
+        let run = |max_groups: usize| {
+            let q = Query {
+                // Two ports: 2^32 local values, so the rows are staged, not summed densely.
+                attributes: crate::parse_attributes("sport,dport").unwrap(),
+                workers: 2,
+                max_groups,
+                ..Query::default()
+            };
+            let mut g = scan(&dir, &q).unwrap().groups();
+            g.sort_by(|a, b| a.0.cmp(&b.0));
+            g
+        };
+        // 300 groups; a limit of 400 staged rows is crossed many times over 20,000 rows.
+        let tight = run(400);
+        let loose = run(10_000_000);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(tight.len(), 300);
+        assert_eq!(tight, loose);
+        assert_eq!(tight.iter().map(|(_, m)| m.flows).sum::<u64>(), 20_000);
+    }
+
+    #[test]
+    fn selections_keep_every_match_and_read_through_short_gaps() {
+        let mut mask = vec![false; 10_000];
+        for i in (3000..3010).chain([3500, 9000]) {
+            mask[i] = true;
+        }
+        let mut runs = Runs::default();
+        // Pushed in two batches, the boundary inside a gap.
+        runs.push(&mask[..3200]);
+        runs.push(&mask[3200..]);
+        let (sel, picked, total) = runs.finish();
+        let got: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
+        // 3000..3501 one run (the 490-row gap read through), 9000 alone, long gaps skipped.
+        assert_eq!(
+            got,
+            [
+                (true, 3000),
+                (false, 501),
+                (true, 5499),
+                (false, 1),
+                (true, 999)
+            ]
+        );
+        assert_eq!((picked, total), (502, 10_000));
+        let none = Runs::default();
+        let (_, picked, total) = none.finish();
+        assert_eq!((picked, total), (0, 0));
+    }
+
+    #[test]
+    fn source_conjuncts_lead() {
+        let lead = |c: &str| {
+            let e = crate::syntax::parse(c).unwrap();
+            let p = Program::compile(Some(&e));
+            leading_conjuncts(p.root.as_ref().unwrap(), &p.leaves).map(|n| format!("{n:?}"))
+        };
+        assert_eq!(
+            lead("sip = 10.1.0.0/16 and dport = 443").as_deref(),
+            Some("Leaf(0)")
+        );
+        assert_eq!(
+            lead("dport = 443 and (sip = 10.0.0.0/8 or not sip = 10.1.0.0/16) and proto = tcp")
+                .as_deref(),
+            Some("Or(Leaf(1), Not(Leaf(2)))")
+        );
+        // Nothing to lead with, or nothing else.
+        assert_eq!(lead("sip = 10.1.0.0/16 or dport = 443"), None);
+        assert_eq!(lead("dip = 10.1.0.0/16 and dport = 443"), None);
+        assert_eq!(lead("sip = 10.1.0.0/16 and sip != 10.1.2.3"), None);
     }
 
     #[test]
