@@ -24,7 +24,11 @@ pub struct PcapSource {
     stream: u32,
     pool: Pool<PacketBatch>,
     counters: Option<SourceCounters>,
+    polls: u64,
 }
+
+/// Polls between two releases of the buffers spent batches still hold.
+const RELEASE_EVERY: u64 = 16;
 
 struct SourceCounters {
     packets: Counter,
@@ -89,6 +93,7 @@ impl Block for PcapSource {
             stream: env.instance as u32,
             pool: Pool::new(PacketBatch::default),
             counters: None,
+            polls: 0,
         })
     }
 
@@ -105,6 +110,12 @@ impl Block for PcapSource {
     fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll {
         if ctx.stopping() {
             return Poll::Done;
+        }
+        // Spent batches still hold the source buffers they shared: let go of those now and
+        // then, so the source can read into them again instead of into fresh memory.
+        self.polls += 1;
+        if self.polls.is_multiple_of(RELEASE_EVERY) {
+            self.pool.for_each_unheld(|b| b.shared = None);
         }
         let Some(source) = self.source.as_mut() else {
             return self.open_next(ctx);

@@ -142,6 +142,17 @@ impl<T: Payload> Pool<T> {
     pub fn allocated(&self) -> u64 {
         self.allocated
     }
+
+    /// Calls `f` on every payload nobody else holds any more: to let go of what a spent
+    /// payload still refers to (a source's buffer, say) before it is filled again. Visits
+    /// every slot, so call it now and then, not per message.
+    pub fn for_each_unheld(&mut self, mut f: impl FnMut(&mut T)) {
+        for slot in &mut self.slots {
+            if let Some(p) = Arc::get_mut(slot) {
+                f(p);
+            }
+        }
+    }
 }
 
 /// A payload taken from a [`Pool`], writable until it is sent.
@@ -221,5 +232,29 @@ mod tests {
             drop(s.into_msg());
         }
         assert_eq!(pool.allocated(), 2, "a warm pool allocates no more");
+    }
+
+    #[test]
+    fn for_each_unheld_visits_only_payloads_nobody_holds() {
+        let mut pool = Pool::new(Numbers::default);
+        let mut s = pool.take();
+        s.get_mut().0.push(1);
+        let held = s.into_msg();
+        let mut s = pool.take();
+        s.get_mut().0.push(2);
+        drop(s.into_msg());
+        pool.for_each_unheld(|n| n.0.clear());
+        assert_eq!(
+            held.get::<Numbers>().unwrap().0,
+            vec![1],
+            "a held payload was touched"
+        );
+        drop(held);
+        let mut seen = 0;
+        pool.for_each_unheld(|n| {
+            seen += 1;
+            assert!(n.0.is_empty() || n.0 == vec![1]);
+        });
+        assert_eq!(seen, 2);
     }
 }
