@@ -540,30 +540,13 @@ impl Running {
 
     /// Waits for every block to finish. Returns the final counters, or the first failure
     /// (a block's [`Ctx::fail`], a panic, a core that cannot be pinned) with them.
-    pub fn wait(self) -> Result<Report, (String, Report)> {
-        let report_before = |r: &Running| r.report();
+    pub fn wait(mut self) -> Result<Report, (String, Report)> {
         let mut panicked = false;
-        let Running {
-            control,
-            threads,
-            blocks,
-            queues,
-            direct,
-            started,
-        } = self;
-        for t in threads {
+        for t in std::mem::take(&mut self.threads) {
             panicked |= t.join().is_err();
         }
-        let done = Running {
-            control,
-            threads: Vec::new(),
-            blocks,
-            queues,
-            direct,
-            started,
-        };
-        let report = report_before(&done);
-        let failure = done.control.failure.lock().ok().and_then(|f| f.clone());
+        let report = self.report();
+        let failure = self.control.failure.lock().ok().and_then(|f| f.clone());
         match (failure, panicked) {
             (Some(f), _) => Err((f, report)),
             (None, true) => Err(("a block thread panicked".into(), report)),
