@@ -210,7 +210,7 @@ impl Block for AfPacketSource {
             user_filter: s.user_filter(link)?,
             dedup: s.dedup.map(|window| Dedup::new(window, 16)),
             source,
-            stream: env.instance as u32,
+            stream: env.index as u32,
             pool: Pool::new(PacketBatch::default),
             counters: None,
         })

@@ -33,7 +33,8 @@ pub struct PacketBatch {
     /// Packets from a live capture: when they stop coming, receivers may move their clocks on
     /// by wall time (files never do, so a replay gives the same results as live).
     pub live: bool,
-    /// Which source instance sent it (parallel chains).
+    /// Which source block sent it: its position in the composition (parallel chains,
+    /// and several sources into one dumper or ring, tell their packets apart by it).
     pub stream: u32,
 }
 
@@ -131,7 +132,7 @@ pub struct FlowBatch {
     /// close their time blocks behind it with a grace time. 0 claims nothing (the records of
     /// the end-of-input flush).
     pub clock_ns: u64,
-    /// Which meter sent them (parallel chains).
+    /// Which meter sent them: its position in the composition.
     pub stream: u32,
 }
 

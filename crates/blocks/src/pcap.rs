@@ -90,7 +90,7 @@ impl Block for PcapSource {
             filter_expr: s.filter,
             filter: None,
             batch: s.batch,
-            stream: env.instance as u32,
+            stream: env.index as u32,
             pool: Pool::new(PacketBatch::default),
             counters: None,
             polls: 0,

@@ -46,8 +46,10 @@ pub struct BuildEnv {
     pub input_connections: Vec<usize>,
     /// How many connections leave each output gate; an output with none need not be filled.
     pub output_connections: Vec<usize>,
-    /// Index of this block among the blocks of its type in the composition (0, 1, ...):
-    /// parallel chains use it as their worker number.
+    /// Position of this block in the composition (0, 1, ...): unique among all its blocks,
+    /// so sources use it to number the streams they send.
+    pub index: usize,
+    /// Index of this block among the blocks of its type in the composition (0, 1, ...).
     pub instance: usize,
     /// How many blocks of this type the composition has.
     pub instances: usize,

@@ -499,6 +499,7 @@ pub fn plan(
             output_connections: (0..block.info.outputs.len())
                 .map(|g| connections.iter().filter(|c| c.from == (b, g)).count())
                 .collect(),
+            index: b,
             instance: *n,
             instances: totals[block.info.type_name],
         };

@@ -340,4 +340,7 @@ fn chains_follow_their_source_across_a_pool_with_several_threads() {
     assert!(plan.connections.iter().all(|c| !c.queued));
     let m1 = plan.blocks.iter().find(|b| b.name == "m1").unwrap();
     assert_eq!((m1.env.instance, m1.env.instances), (1, 2));
+    // The composition-wide index tells apart blocks of different types too (stream numbers).
+    let indices: Vec<usize> = plan.blocks.iter().map(|b| b.env.index).collect();
+    assert_eq!(indices, vec![0, 1, 2, 3]);
 }
