@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
-    ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray, UInt16Array, UInt64Array,
-    UInt8Array,
+    Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray, UInt16Array,
+    UInt64Array, UInt8Array,
 };
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -138,9 +139,17 @@ pub struct Ingest {
     props: WriterProperties,
     ifaces: Vec<String>,
     open: BTreeMap<(u64, IfaceId), Vec<StoredFlow>>,
+    /// Row buffers of written blocks, emptied, for the next blocks to fill.
+    spare: Vec<Vec<StoredFlow>>,
+    scratch: BlockScratch,
+    /// Rows of the last block written: the capacity a new block's buffer starts with.
+    rows_hint: usize,
     buffered: usize,
     stats: IngestStats,
 }
+
+/// Row buffers kept for reuse at most (one per interface of a busy probe is plenty).
+const SPARE_ROW_BUFFERS: usize = 4;
 
 impl Ingest {
     /// Opens (creating it if needed) the database directory `db` for writing.
@@ -153,6 +162,9 @@ impl Ingest {
             config,
             ifaces: Vec::new(),
             open: BTreeMap::new(),
+            spare: Vec::new(),
+            scratch: BlockScratch::default(),
+            rows_hint: 0,
             buffered: 0,
             stats: IngestStats::default(),
         })
@@ -189,7 +201,15 @@ impl Ingest {
         if block_start(row.last_ns) != start {
             self.stats.records_spanning += 1;
         }
-        self.open.entry((start, iface)).or_default().push(row);
+        let (spare, hint) = (&mut self.spare, self.rows_hint);
+        self.open
+            .entry((start, iface))
+            .or_insert_with(|| {
+                // Room for a block like the last one: growing by doubling touches twice the
+                // memory and copies the rows again.
+                spare.pop().unwrap_or_else(|| Vec::with_capacity(hint))
+            })
+            .push(row);
         self.buffered += 1;
         if self.buffered > self.config.max_buffered_rows {
             if let Some((&key, _)) = self.open.iter().next() {
@@ -231,8 +251,20 @@ impl Ingest {
         };
         self.buffered -= rows.len();
         let iface = &self.ifaces[key.1 .0 as usize];
-        let block = write_block(&self.db, iface, key.0, &mut rows, &self.props)?;
+        let block = write_block_with(
+            &self.db,
+            iface,
+            key.0,
+            &mut rows,
+            &self.props,
+            &mut self.scratch,
+        )?;
         self.stats.rows += rows.len() as u64;
+        self.rows_hint = rows.len().min(self.config.max_buffered_rows);
+        if self.spare.len() < SPARE_ROW_BUFFERS {
+            rows.clear();
+            self.spare.push(rows);
+        }
         self.stats.blocks += 1;
         self.stats.extra_parts += u64::from(block.part > 0);
         self.stats.bytes += block.bytes;
@@ -298,13 +330,23 @@ struct DictBuilder<T> {
     keys: Vec<i32>,
 }
 
-impl<T: Hash + Eq + Copy> DictBuilder<T> {
-    fn new(rows: usize) -> Self {
+impl<T> Default for DictBuilder<T> {
+    fn default() -> Self {
         DictBuilder {
             index: FxHashMap::default(),
             values: Vec::new(),
-            keys: Vec::with_capacity(rows),
+            keys: Vec::new(),
         }
+    }
+}
+
+impl<T: Hash + Eq + Copy> DictBuilder<T> {
+    /// Empties the builder for a block of `rows` rows, keeping its memory.
+    fn reset(&mut self, rows: usize) {
+        self.index.clear();
+        self.values.clear();
+        self.keys.clear();
+        self.keys.reserve(rows);
     }
     #[inline]
     fn push(&mut self, v: T) {
@@ -315,83 +357,202 @@ impl<T: Hash + Eq + Copy> DictBuilder<T> {
         }
         self.keys.push(k);
     }
-    fn finish(self, name: impl Fn(&T) -> String) -> ArrayRef {
-        let values = StringArray::from_iter_values(self.values.iter().map(name));
-        let keys = Int32Array::from(self.keys);
+    /// The column: the keys move into it (they come back through [`BlockScratch::reclaim`]),
+    /// the values are written as text by `text` into one buffer.
+    fn finish(&mut self, text: impl Fn(&T, &mut Vec<u8>)) -> ArrayRef {
+        let mut bytes = Vec::with_capacity(self.values.len() * 12);
+        let mut offsets = Vec::with_capacity(self.values.len() + 1);
+        offsets.push(0i32);
+        for v in &self.values {
+            text(v, &mut bytes);
+            offsets.push(bytes.len() as i32);
+        }
+        // A block's distinct values are far below 2 GiB of text (rows are bounded by
+        // `max_buffered_rows`), and every piece written is UTF-8.
+        let values = StringArray::new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(bytes),
+            None,
+        );
+        let keys = Int32Array::new(ScalarBuffer::from(std::mem::take(&mut self.keys)), None);
         // Keys index `values` by construction.
         Arc::new(DictionaryArray::<Int32Type>::new(keys, Arc::new(values)))
     }
 }
 
+/// Writes an address as text: IPv4 by hand (the formatting machinery cost as much as the
+/// rest of building a dictionary), IPv6 through `Display` (RFC 5952 text, rarer).
+fn ip_text(ip: &IpAddr, out: &mut Vec<u8>) {
+    match ip {
+        IpAddr::V4(a) => {
+            for (i, o) in a.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if o >= 100 {
+                    out.push(b'0' + o / 100);
+                }
+                if o >= 10 {
+                    out.push(b'0' + o / 10 % 10);
+                }
+                out.push(b'0' + o % 10);
+            }
+        }
+        IpAddr::V6(a) => {
+            use std::io::Write;
+            // Writing into a Vec cannot fail.
+            let _ = write!(out, "{a}");
+        }
+    }
+}
+
+/// Sort key of a row: addresses as plain integers (IPv4 first, then IPv6, by value; the
+/// `IpAddr` order, several times faster to compare than the enums), then ports and
+/// protocol, then the row's position.
+type SortKey = ((bool, u128), (bool, u128), u64, u32);
+
+/// Buffers of one block's encoding, kept from block to block by [`Ingest`]: a probe writes
+/// blocks all day, and taking fresh memory for each cost more than sorting and encoding it
+/// (the allocator returns freed pages to the kernel in between, which zeroes them again on
+/// the next touch).
+#[derive(Default)]
+pub struct BlockScratch {
+    order: Vec<SortKey>,
+    sorted: Vec<StoredFlow>,
+    sip: DictBuilder<IpAddr>,
+    dip: DictBuilder<IpAddr>,
+    proto: DictBuilder<u8>,
+    reason: DictBuilder<u8>,
+    u64s: Vec<Vec<u64>>,
+    u16s: Vec<Vec<u16>>,
+    u8s: Vec<Vec<u8>>,
+}
+
+impl BlockScratch {
+    /// Takes back the buffers of a written batch's columns (those no longer shared).
+    fn reclaim(&mut self, batch: RecordBatch) {
+        let columns: Vec<ArrayRef> = batch.columns().to_vec();
+        drop(batch);
+        for c in columns {
+            let any = c.as_any();
+            if let Some(a) = any.downcast_ref::<UInt64Array>().cloned() {
+                drop(c);
+                if let Ok(v) = a.into_parts().1.into_inner().into_vec::<u64>() {
+                    self.u64s.push(v);
+                }
+            } else if let Some(a) = any.downcast_ref::<UInt16Array>().cloned() {
+                drop(c);
+                if let Ok(v) = a.into_parts().1.into_inner().into_vec::<u16>() {
+                    self.u16s.push(v);
+                }
+            } else if let Some(a) = any.downcast_ref::<UInt8Array>().cloned() {
+                drop(c);
+                if let Ok(v) = a.into_parts().1.into_inner().into_vec::<u8>() {
+                    self.u8s.push(v);
+                }
+            } else if let Some(a) = any.downcast_ref::<DictionaryArray<Int32Type>>().cloned() {
+                drop(c);
+                let (_, keys, _) = a.keys().clone().into_parts();
+                drop(a);
+                if let Ok(v) = keys.into_inner().into_vec::<i32>() {
+                    let spare = [
+                        &mut self.sip.keys,
+                        &mut self.dip.keys,
+                        &mut self.proto.keys,
+                        &mut self.reason.keys,
+                    ]
+                    .into_iter()
+                    .find(|k| k.capacity() == 0);
+                    if let Some(k) = spare {
+                        *k = v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A column of `rows` through `f`, in a reused buffer.
+fn column<T: Copy, A: From<Vec<T>> + Array + 'static>(
+    pool: &mut Vec<Vec<T>>,
+    rows: &[StoredFlow],
+    f: impl Fn(&StoredFlow) -> T,
+) -> ArrayRef {
+    let mut v = pool.pop().unwrap_or_default();
+    v.clear();
+    v.extend(rows.iter().map(f));
+    Arc::new(A::from(v))
+}
+
 /// Sorts `rows` (by addresses, then ports: runs of equal dictionary indices compress well and
 /// row-group statistics on addresses become narrow) and encodes them as one record batch.
 pub fn encode_batch(rows: &mut [StoredFlow]) -> Result<RecordBatch> {
-    // Sorting on plain integers (IPv4 first, then IPv6, by value; the `IpAddr` order) is
-    // several times faster than comparing `IpAddr` enums.
+    let mut scratch = BlockScratch::default();
+    let mut owned = rows.to_vec();
+    let batch = encode_sorted(&mut owned, &mut scratch)?;
+    rows.copy_from_slice(&owned);
+    Ok(batch)
+}
+
+/// [`encode_batch`] with reused buffers: `rows` is replaced by its sorted copy.
+fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<RecordBatch> {
     let ord = |ip: &IpAddr| -> (bool, u128) {
         match ip {
             IpAddr::V4(a) => (false, u128::from(u32::from(*a))),
             IpAddr::V6(a) => (true, u128::from(*a)),
         }
     };
-    type SortKey = ((bool, u128), (bool, u128), u64, u32);
-    let mut order: Vec<SortKey> = rows
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let tail =
-                u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto);
-            (ord(&r.src_ip), ord(&r.dst_ip), tail, i as u32)
-        })
-        .collect();
-    order.sort_unstable();
-    let sorted: Vec<StoredFlow> = order.iter().map(|o| rows[o.3 as usize]).collect();
-    debug_assert!(sorted
+    s.order.clear();
+    s.order.extend(rows.iter().enumerate().map(|(i, r)| {
+        let tail = u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto);
+        (ord(&r.src_ip), ord(&r.dst_ip), tail, i as u32)
+    }));
+    s.order.sort_unstable();
+    s.sorted.clear();
+    s.sorted.extend(s.order.iter().map(|o| rows[o.3 as usize]));
+    std::mem::swap(rows, &mut s.sorted);
+    debug_assert!(rows
         .windows(2)
         .all(|w| (w[0].src_ip, w[0].dst_ip) <= (w[1].src_ip, w[1].dst_ip)));
-    rows.copy_from_slice(&sorted);
     let n = rows.len();
-    let mut sip = DictBuilder::<IpAddr>::new(n);
-    let mut dip = DictBuilder::<IpAddr>::new(n);
-    let mut proto = DictBuilder::<u8>::new(n);
-    let mut reason = DictBuilder::<u8>::new(n);
+    s.sip.reset(n);
+    s.dip.reset(n);
+    s.proto.reset(n);
+    s.reason.reset(n);
     for r in rows.iter() {
-        sip.push(r.src_ip);
-        dip.push(r.dst_ip);
-        proto.push(r.proto);
-        reason.push(r.end_reason as u8);
+        s.sip.push(r.src_ip);
+        s.dip.push(r.dst_ip);
+        s.proto.push(r.proto);
+        s.reason.push(r.end_reason as u8);
     }
-    let u16s = |f: fn(&StoredFlow) -> u16| -> ArrayRef {
-        Arc::new(UInt16Array::from_iter_values(rows.iter().map(f)))
+    let name = |t: &dyn std::fmt::Display, out: &mut Vec<u8>| {
+        use std::io::Write;
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{t}");
     };
-    let u64s = |f: fn(&StoredFlow) -> u64| -> ArrayRef {
-        Arc::new(UInt64Array::from_iter_values(rows.iter().map(f)))
-    };
-    let u8s = |f: fn(&StoredFlow) -> u8| -> ArrayRef {
-        Arc::new(UInt8Array::from_iter_values(rows.iter().map(f)))
-    };
+    let (u64s, u16s, u8s) = (&mut s.u64s, &mut s.u16s, &mut s.u8s);
     let columns: Vec<ArrayRef> = vec![
-        sip.finish(|ip| ip.to_string()),
-        dip.finish(|ip| ip.to_string()),
-        u16s(|r| r.src_port),
-        u16s(|r| r.dst_port),
-        proto.finish(|p| ProtoName(*p).to_string()),
-        u16s(|r| r.vlan),
-        u64s(|r| r.first_ns),
-        u64s(|r| r.last_ns),
-        u64s(|r| r.fwd_packets),
-        u64s(|r| r.rev_packets),
-        u64s(|r| r.fwd_bytes),
-        u64s(|r| r.rev_bytes),
-        u64s(|r| r.fwd_ip_bytes),
-        u64s(|r| r.rev_ip_bytes),
-        u8s(|r| r.fwd_tcp_flags),
-        u8s(|r| r.rev_tcp_flags),
-        reason.finish(|&r| {
-            trawl_flow::EndReason::ALL
+        s.sip.finish(ip_text),
+        s.dip.finish(ip_text),
+        column::<_, UInt16Array>(u16s, rows, |r| r.src_port),
+        column::<_, UInt16Array>(u16s, rows, |r| r.dst_port),
+        s.proto.finish(|p, out| name(&ProtoName(*p), out)),
+        column::<_, UInt16Array>(u16s, rows, |r| r.vlan),
+        column::<_, UInt64Array>(u64s, rows, |r| r.first_ns),
+        column::<_, UInt64Array>(u64s, rows, |r| r.last_ns),
+        column::<_, UInt64Array>(u64s, rows, |r| r.fwd_packets),
+        column::<_, UInt64Array>(u64s, rows, |r| r.rev_packets),
+        column::<_, UInt64Array>(u64s, rows, |r| r.fwd_bytes),
+        column::<_, UInt64Array>(u64s, rows, |r| r.rev_bytes),
+        column::<_, UInt64Array>(u64s, rows, |r| r.fwd_ip_bytes),
+        column::<_, UInt64Array>(u64s, rows, |r| r.rev_ip_bytes),
+        column::<_, UInt8Array>(u8s, rows, |r| r.fwd_tcp_flags),
+        column::<_, UInt8Array>(u8s, rows, |r| r.rev_tcp_flags),
+        s.reason.finish(|&r, out| {
+            let reason = trawl_flow::EndReason::ALL
                 .get(r as usize)
-                .map_or("end", |e| e.name())
-                .to_string()
+                .map_or("end", |e| e.name());
+            out.extend_from_slice(reason.as_bytes());
         }),
     ];
     RecordBatch::try_new(schema(), columns).map_err(|e| Error::Block {
@@ -416,6 +577,28 @@ pub fn write_block(
     rows: &mut [StoredFlow],
     props: &WriterProperties,
 ) -> Result<BlockRef> {
+    let mut owned = rows.to_vec();
+    let block = write_block_with(
+        db,
+        iface,
+        start_ns,
+        &mut owned,
+        props,
+        &mut BlockScratch::default(),
+    )?;
+    rows.copy_from_slice(&owned);
+    Ok(block)
+}
+
+/// [`write_block`] with reused buffers; `rows` ends up sorted.
+fn write_block_with(
+    db: &Path,
+    iface: &str,
+    start_ns: u64,
+    rows: &mut Vec<StoredFlow>,
+    props: &WriterProperties,
+    scratch: &mut BlockScratch,
+) -> Result<BlockRef> {
     if !valid_iface(iface) {
         return Err(Error::InvalidIface(iface.to_string()));
     }
@@ -437,8 +620,8 @@ pub fn write_block(
         std::process::id(),
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result =
-        write_tmp(&tmp, iface, start_ns, rows, props).and_then(|()| publish(&tmp, &dir, start_ns));
+    let result = write_tmp(&tmp, iface, start_ns, rows, props, scratch)
+        .and_then(|()| publish(&tmp, &dir, start_ns));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -457,10 +640,11 @@ fn write_tmp(
     tmp: &Path,
     iface: &str,
     start_ns: u64,
-    rows: &mut [StoredFlow],
+    rows: &mut Vec<StoredFlow>,
     props: &WriterProperties,
+    scratch: &mut BlockScratch,
 ) -> Result<()> {
-    let batch = encode_batch(rows)?;
+    let batch = encode_sorted(rows, scratch)?;
     let file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
     let mut props = props.clone();
     props = props
@@ -479,6 +663,7 @@ fn write_tmp(
     .map_err(|e| Error::block(tmp, e))?;
     w.write(&batch).map_err(|e| Error::block(tmp, e))?;
     let buf = w.into_inner().map_err(|e| Error::block(tmp, e))?;
+    scratch.reclaim(batch);
     let file = buf
         .into_inner()
         .map_err(|e| Error::io(tmp, e.into_error()))?;
