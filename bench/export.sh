@@ -14,7 +14,10 @@
 #      the kernel cuts into datagrams for nfcapd and hands to trawl collect as UDP_GRO trains).
 #
 #   bench/export.sh [--records N] [--stream-records N] [--rate DATAGRAMS_PER_S] [--no-install]
-#                   [--no-export]
+#                   [--no-export] [--repeat N]
+#
+# Each receiver takes the stream --repeat times (default 3), the receivers in turn; the run
+# with the median CPU time is reported.
 #
 # Installs nfdump when missing (apt-get). Prints a table and ratios; raw output in
 # bench/work/export/.
@@ -26,6 +29,7 @@ STREAM_RECORDS=1000000
 RATE=40000
 INSTALL=1
 EXPORT=1
+REPEAT=3
 while [ $# -gt 0 ]; do
     case $1 in
         --records) RECORDS=$2; shift ;;
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
         --rate) RATE=$2; shift ;;
         --no-install) INSTALL=0 ;;
         --no-export) EXPORT=0 ;;
+        --repeat) REPEAT=$2; shift ;;
         *) echo "export.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -59,7 +64,7 @@ BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --bench export_throughp
 TRAWL=$TARGET_DIR/release/trawl
 [ -x "$BENCH_BIN" ] && [ -x "$TRAWL" ] || { echo "export.sh: build products missing" >&2; exit 1; }
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user, system
 TICK=$(getconf CLK_TCK)
 
 {
@@ -105,7 +110,7 @@ note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE d
 DATAGRAMS=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/stream.txt")
 
 # One receiver on PORT (the word PORT in its command is replaced): starts it, replays the
-# stream into it, prints the CPU ticks it used meanwhile.
+# stream into it, prints the CPU ticks it used meanwhile as USER:SYSTEM.
 receive() { # label, stream (plain|trains), port, receiver command...
     local label=$1 form=$2 PORT=$3
     shift 3
@@ -115,14 +120,14 @@ receive() { # label, stream (plain|trains), port, receiver command...
     "${cmd[@]}" > /dev/null 2> "$WORK/$label-$form.err" &
     local pid=$!
     sleep 1
-    local c0 c1
-    c0=$(cpu_ticks $pid)
+    local u0 s0 u1 s1
+    read -r u0 s0 < <(cpu_ticks $pid)
     "$BENCH_BIN" replay "$file" "127.0.0.1:$PORT" "$RATE" $replay_opt > "$WORK/replay-$label-$form.txt"
     sleep 1
-    c1=$(cpu_ticks $pid)
+    read -r u1 s1 < <(cpu_ticks $pid)
     kill -INT $pid
     wait $pid || true
-    echo "$((c1 - c0))"
+    echo "$((u1 - u0)):$((s1 - s0))"
 }
 trawl_flows() { tail -1 "$WORK/$1.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p'; }
 nfcapd_flows() {
@@ -136,6 +141,7 @@ nfcapd_flows() {
 : > "$WORK/collect.txt"
 port=47390
 for form in plain trains; do
+for _ in $(seq "$REPEAT"); do
     port=$((port + 5))
     t=$(receive nodb "$form" $port "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --summary json)
     echo "$form trawl-no-output $t $(trawl_flows nodb-$form)" >> "$WORK/collect.txt"
@@ -150,6 +156,7 @@ for form in plain trains; do
     rm -rf "$WORK/nfcapd" && mkdir -p "$WORK/nfcapd"
     t=$(receive nfcapd "$form" $((port + 3)) nfcapd -p PORT -b 127.0.0.1 -w "$WORK/nfcapd")
     echo "$form nfcapd $t $(nfcapd_flows)" >> "$WORK/collect.txt"
+done
 done
 cat "$WORK/collect.txt"
 
@@ -169,14 +176,23 @@ rows = [l.split() for l in open(col) if l.strip()]
 for form in ("plain", "trains"):
     what = {"plain": "one datagram per send", "trains": "trawl's layout in UDP_SEGMENT trains"}[form]
     print(f"collector, {what} ({sent} records in {dgrams} datagrams at {rate}/s):")
-    got = {r[1]: (int(r[2]) / tick, int(r[3] or 0)) for r in rows if r[0] == form}
-    ncpu, nf = got["nfcapd"]
+    runs = {}
+    for r in rows:
+        if r[0] == form:
+            u, k = (int(x) / tick for x in r[2].split(":"))
+            runs.setdefault(r[1], []).append((u + k, u, k, int(r[3] or 0)))
+    # The run with the median CPU time of each receiver.
+    got = {key: sorted(v)[len(v) // 2] for key, v in runs.items()}
+    ncpu, nuser, _, nf = got["nfcapd"]
     nr = nf / ncpu if ncpu > 0 else float("nan")
+    nur = nf / nuser if nuser > 0 else float("nan")
     names = {"trawl-no-output": "trawl collect --no-output", "trawl-db": "trawl collect --db",
              "trawl-no-wait": "trawl collect --no-output --recv-wait 0",
              "trawl-json": "trawl collect (JSON to /dev/null)", "nfcapd": "nfcapd (nfcapd files)"}
     for key in ("trawl-no-output", "trawl-no-wait", "trawl-db", "trawl-json", "nfcapd"):
-        cpu, n = got[key]
+        cpu, user, system, n = got[key]
         r = n / cpu if cpu > 0 else float("nan")
-        print(f"  {names[key]:40} {n:>8} records, {cpu:5.2f} CPU-s, {r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
+        ur = n / user if user > 0 else float("nan")
+        print(f"  {names[key]:40} {n:>8} records, {cpu:5.2f} CPU-s ({user:4.2f} user + {system:4.2f} system), "
+              f"{r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd; user time only {ur/nur:4.2f}x")
 PY
