@@ -13,7 +13,8 @@ use clap::Args;
 use trawl_export::{DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
-use crate::args::{parse_duration_ns, OutputFormat, SummaryFormat};
+use crate::args::{parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::db_retention::DbRetention;
 use crate::run::Output;
 
 #[derive(Args, Debug)]
@@ -56,6 +57,13 @@ pub struct CollectArgs {
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
+    /// Flow database retention: delete days older than this many days (checked every minute
+    /// and at the end).
+    #[arg(long = "db-keep-days", value_name = "DAYS", requires = "db")]
+    pub db_keep_days: Option<u32>,
+    /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
+    #[arg(long = "db-max-size", value_name = "SIZE", value_parser = parse_size, requires = "db")]
+    pub db_max_size: Option<usize>,
     /// UDP: after a receive that emptied the socket queues, wait this long before the next
     /// one, so that datagrams arriving one by one are read in batches rather than with a
     /// wake-up each (adds at most this much latency); 0 to read each as it comes.
@@ -286,6 +294,15 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             None => None,
         },
     };
+    let retention = a.db.as_ref().map(|db| {
+        DbRetention::start(
+            db.clone(),
+            trawl_store::Retention {
+                max_age_days: a.db_keep_days,
+                max_bytes: a.db_max_size.map(|b| b as u64),
+            },
+        )
+    });
     c.writer.write_header(c.out.buf());
     let started = Instant::now();
     let mut input_failed = false;
@@ -466,13 +483,27 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             }
         }
     }
+    // After the last blocks: one more pass, then the totals.
+    let retained = retention.map(DbRetention::finish);
+    if let Some((out, errs)) = &retained {
+        if a.summary == SummaryFormat::Text && out.blocks_deleted > 0 {
+            eprintln!(
+                "trawl collect: retention deleted {} blocks ({} bytes)",
+                out.blocks_deleted, out.bytes_deleted
+            );
+        }
+        if !errs.is_empty() {
+            store_failed = true;
+            errors.extend(errs.iter().cloned());
+        }
+    }
     print_summary(
         a.summary,
         decoder.stats(),
         records,
         &errors,
         started.elapsed(),
-        stored.as_ref(),
+        stored.as_ref().map(|st| (st, retained.as_ref())),
         &udp,
     );
     Ok(
@@ -587,13 +618,16 @@ fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
     Ok(())
 }
 
+/// What retention deleted over a run, and its errors.
+type Retained = (trawl_store::retention::RetentionOutcome, Vec<String>);
+
 fn print_summary(
     format: SummaryFormat,
     s: &DecoderStats,
     written: u64,
     errors: &[String],
     elapsed: Duration,
-    stored: Option<&trawl_store::IngestStats>,
+    stored: Option<(&trawl_store::IngestStats, Option<&Retained>)>,
     udp: &UdpCounts,
 ) {
     let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
@@ -623,13 +657,14 @@ fn print_summary(
                     "datagrams": udp.datagrams,
                     "trains": udp.trains,
                 },
-                "store": stored.map(|st| serde_json::json!({
+                "store": stored.map(|(st, retained)| serde_json::json!({
                     "records": st.records,
                     "rows": st.rows,
                     "blocks": st.blocks,
                     "extra_parts": st.extra_parts,
                     "bytes": st.bytes,
                     "records_spanning": st.records_spanning,
+                    "retention": retained.map(crate::db_retention::summary_json),
                 })),
             });
             eprintln!("{v}");

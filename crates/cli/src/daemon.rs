@@ -12,6 +12,7 @@ use trawl_series::{SeriesFormat, SeriesWriter};
 
 use crate::args::{ListenArgs, OutputFormat, RunArgs, SummaryFormat};
 use crate::config::RunPlan;
+use crate::db_retention::DbRetention;
 use crate::live;
 use crate::run::Output;
 use crate::summary;
@@ -86,7 +87,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let status = plan
         .stats_interval_ns
         .map(|ns| (Duration::from_nanos(ns), rings));
-    let db_retention = plan.store.as_ref().map(DbRetention::start);
+    let db_retention = plan
+        .store
+        .as_ref()
+        .map(|st| DbRetention::start(st.db.clone(), st.retention));
     let outcome = live::run(
         &plan.live, &plan.flow, workers, outputs, stop, false, status,
     );
@@ -127,11 +131,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
                         "extra_parts": st.extra_parts,
                         "bytes": st.bytes,
                         "records_spanning": st.records_spanning,
-                        "retention": db_retained.as_ref().map(|(out, errors)| serde_json::json!({
-                            "blocks_deleted": out.blocks_deleted,
-                            "bytes_deleted": out.bytes_deleted,
-                            "errors": errors,
-                        })),
+                        "retention": db_retained.as_ref().map(crate::db_retention::summary_json),
                     }),
                 )
             }))
@@ -149,76 +149,6 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(crate::exit_code(&report))
-}
-
-/// The flow database's retention while `trawl run --db` goes: a thread applies the rules every
-/// minute (deleting never waits on the capture workers, which only ever add files).
-struct DbRetention {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<(trawl_store::retention::RetentionOutcome, Vec<String>)>,
-    db: std::path::PathBuf,
-    rules: trawl_store::Retention,
-}
-
-impl DbRetention {
-    fn start(st: &live::StoreOutput) -> DbRetention {
-        use std::sync::atomic::Ordering;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (flag, db, rules) = (stop.clone(), st.db.clone(), st.retention);
-        let active = rules != trawl_store::Retention::default();
-        let thread = std::thread::spawn(move || {
-            let mut total = trawl_store::retention::RetentionOutcome::default();
-            let mut errors = Vec::new();
-            let mut last = Instant::now() - Duration::from_secs(60);
-            while active && !flag.load(Ordering::Relaxed) {
-                if last.elapsed() >= Duration::from_secs(60) {
-                    last = Instant::now();
-                    apply(&db, &rules, &mut total, &mut errors);
-                }
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            (total, errors)
-        });
-        DbRetention {
-            stop,
-            thread,
-            db: st.db.clone(),
-            rules: st.retention,
-        }
-    }
-
-    fn finish(self) -> (trawl_store::retention::RetentionOutcome, Vec<String>) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (mut total, mut errors) = self.thread.join().unwrap_or_else(|_| {
-            (
-                Default::default(),
-                vec!["the retention thread panicked".into()],
-            )
-        });
-        if self.rules != trawl_store::Retention::default() {
-            apply(&self.db, &self.rules, &mut total, &mut errors);
-        }
-        (total, errors)
-    }
-}
-
-fn apply(
-    db: &std::path::Path,
-    rules: &trawl_store::Retention,
-    total: &mut trawl_store::retention::RetentionOutcome,
-    errors: &mut Vec<String>,
-) {
-    match trawl_store::retention::enforce(db, rules, trawl_time::now_ns()) {
-        Ok(o) => {
-            total.blocks_deleted += o.blocks_deleted;
-            total.bytes_deleted += o.bytes_deleted;
-            total.temporaries_deleted += o.temporaries_deleted;
-            total.bytes_kept = o.bytes_kept;
-        }
-        // Reported once in the summary; the next pass tries again.
-        Err(e) if errors.is_empty() => errors.push(format!("flow database retention: {e}")),
-        Err(_) => {}
-    }
 }
 
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {

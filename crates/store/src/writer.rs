@@ -605,14 +605,7 @@ fn write_block_with(
     let start_ns = block_start(start_ns);
     let dir = day_dir(db, iface, Date::of(start_ns));
     if !dir.is_dir() {
-        fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        // The new directory entries must survive a crash like the file will.
-        for d in [dir.parent(), dir.parent().and_then(Path::parent)]
-            .into_iter()
-            .flatten()
-        {
-            sync_dir(d)?;
-        }
+        make_day_dir(&dir)?;
     }
     let tmp = dir.join(format!(
         ".{}.{}.{}.tmp",
@@ -645,7 +638,7 @@ fn write_tmp(
     scratch: &mut BlockScratch,
 ) -> Result<()> {
     let batch = encode_sorted(rows, scratch)?;
-    let file = File::create(tmp).map_err(|e| Error::io(tmp, e))?;
+    let file = create_in_day_dir(tmp)?;
     let mut props = props.clone();
     props = props
         .into_builder()
@@ -668,6 +661,37 @@ fn write_tmp(
         .into_inner()
         .map_err(|e| Error::io(tmp, e.into_error()))?;
     file.sync_all().map_err(|e| Error::io(tmp, e))
+}
+
+/// Creates a day directory and the directories above it, durably: the new directory entries
+/// must survive a crash like the block file will.
+fn make_day_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    for d in [dir.parent(), dir.parent().and_then(Path::parent)]
+        .into_iter()
+        .flatten()
+    {
+        sync_dir(d)?;
+    }
+    Ok(())
+}
+
+/// Creates the temporary file of a block. A retention pass removes the day directories it
+/// finds empty, so one can vanish between its creation and the file's (seen when retention
+/// runs beside a writer): it is then made again.
+fn create_in_day_dir(tmp: &Path) -> Result<File> {
+    let mut tries = 0;
+    loop {
+        match File::create(tmp) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => {
+                tries += 1;
+                if let Some(dir) = tmp.parent() {
+                    make_day_dir(dir)?;
+                }
+            }
+            r => return r.map_err(|e| Error::io(tmp, e)),
+        }
+    }
 }
 
 fn publish(tmp: &Path, dir: &Path, start_ns: u64) -> Result<(PathBuf, u32)> {
@@ -695,6 +719,19 @@ fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_day_directory_removed_under_the_writer_is_made_again() {
+        // Retention removes empty day directories; the writer may have made one just before.
+        let db = tempfile::tempdir().unwrap();
+        let dir = db.path().join("iface=eth0").join("date=2026-11-23");
+        make_day_dir(&dir).unwrap();
+        fs::remove_dir(&dir).unwrap();
+        fs::remove_dir(dir.parent().unwrap()).unwrap();
+        let tmp = dir.join(".1200.parquet.1.0.tmp");
+        create_in_day_dir(&tmp).unwrap();
+        assert!(tmp.is_file());
+    }
 
     #[test]
     fn codecs_parse() {

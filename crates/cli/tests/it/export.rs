@@ -1444,6 +1444,88 @@ fn netflow_v5_collected_by_nfcapd_matches_the_json_records() {
 }
 
 #[test]
+fn collect_applies_the_flow_database_retention() {
+    // The collector's database is kept within its rules like `trawl run --db`'s: rules that
+    // keep everything delete nothing; an age limit of a day deletes the sample's years-old
+    // blocks, a size limit of one byte every block; each summary counts what it deleted.
+    let dir = tempdir("collect-retention");
+    let file = dir.join("flows.ipfix");
+    let status = Command::new(bin())
+        .args([
+            "flows",
+            "-r",
+            &sample(),
+            "--summary",
+            "none",
+            "-o",
+            "/dev/null",
+        ])
+        .arg("--export")
+        .arg(format!("ipfix:{}", file.display()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let collect = |db: &Path, rules: &[&str]| -> Value {
+        let out = Command::new(bin())
+            .args(["collect", "--no-output", "--summary", "json", "-r"])
+            .arg(&file)
+            .arg("--db")
+            .arg(db)
+            .args(rules)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        serde_json::from_str(stderr.lines().last().unwrap()).unwrap()
+    };
+    let block_files = |db: &Path| -> usize {
+        let mut n = 0;
+        let mut stack = vec![db.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                if e.path().is_dir() {
+                    stack.push(e.path());
+                } else if e.path().extension().is_some_and(|x| x == "parquet") {
+                    n += 1;
+                }
+            }
+        }
+        n
+    };
+    let kept = dir.join("kept");
+    let s = collect(&kept, &["--db-keep-days", "36500", "--db-max-size", "1GiB"]);
+    let blocks = s["store"]["blocks"].as_u64().unwrap();
+    assert!(blocks >= 1, "{s}");
+    assert_eq!(s["store"]["retention"]["blocks_deleted"], 0, "{s}");
+    assert_eq!(block_files(&kept) as u64, blocks);
+    for (name, rules) in [
+        ("aged", ["--db-keep-days", "1"]),
+        ("sized", ["--db-max-size", "1"]),
+    ] {
+        let db = dir.join(name);
+        let s = collect(&db, &rules);
+        assert_eq!(s["store"]["blocks"], blocks, "{s}");
+        assert_eq!(
+            s["store"]["retention"]["blocks_deleted"], blocks,
+            "{name}: {s}"
+        );
+        assert_eq!(
+            s["store"]["retention"]["bytes_deleted"], s["store"]["bytes"],
+            "{name}: {s}"
+        );
+        assert_eq!(block_files(&db), 0, "{name}");
+    }
+    // A rule without a database is a usage error.
+    let out = Command::new(bin())
+        .args(["collect", "--no-output", "--db-keep-days", "3", "-r"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--db"));
+}
+
+#[test]
 fn collected_records_go_into_the_flow_database() {
     // trawl exports IPFIX to a file; trawl collect stores what it decodes; trawl query's totals
     // per source address equal those of the flow records trawl wrote as JSON.
