@@ -210,7 +210,8 @@ pub struct ListenArgs {
 #[derive(Args, Debug)]
 pub struct InputArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed); `-` is
-    /// standard input. Repeat for several files, read one after the other.
+    /// standard input. Repeat for several files: they are merged by packet time (as mergecap
+    /// does), so files of two taps or interfaces meter as one link.
     #[arg(
         short = 'r',
         long = "read",
@@ -469,6 +470,12 @@ impl HiInput {
             When::Auto => std::io::stderr().is_terminal(),
         };
         let filter = a.filter.clone().filter(|f| !f.trim().is_empty());
+        if a.read.len() > 1 && a.read.iter().any(|p| p.as_os_str() == "-") {
+            bail!(
+                "standard input (-r -) cannot be merged with other files (it cannot be read \
+                 twice); give it alone"
+            );
+        }
         let live = if a.live.interface.is_empty() {
             None
         } else {

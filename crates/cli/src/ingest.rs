@@ -10,7 +10,7 @@ use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
 use trawl_store::{Codec, Ingest, IngestStats, Retention, StoreConfig, BLOCK_NS};
 
 use crate::args::{parse_duration_ns, parse_size, HiInput, SummaryFormat};
-use crate::run::{check_filter, drive, Event};
+use crate::run::{check_filter, drive};
 
 #[derive(Args, Debug)]
 pub struct IngestArgs {
@@ -116,15 +116,13 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
     };
     let mut packets = 0u64;
     let mut latest = 0u64;
-    let after = |e: Event<'_, '_>| {
-        if let Event::Packet(p, _) = e {
-            latest = latest.max(p.ts_ns);
-            packets += 1;
-            // Closing blocks every 64 Ki packets keeps memory to the open intervals.
-            if packets.is_multiple_of(65_536) && failed.borrow().is_none() {
-                if let Err(e) = store.borrow_mut().advance(latest) {
-                    *failed.borrow_mut() = Some(e);
-                }
+    let after = |p: &trawl_capture::PacketRecord<'_>, _: &trawl_flow::PacketOutcome| {
+        latest = latest.max(p.ts_ns);
+        packets += 1;
+        // Closing blocks every 64 Ki packets keeps memory to the open intervals.
+        if packets.is_multiple_of(65_536) && failed.borrow().is_none() {
+            if let Err(e) = store.borrow_mut().advance(latest) {
+                *failed.borrow_mut() = Some(e);
             }
         }
     };

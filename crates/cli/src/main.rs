@@ -10,6 +10,7 @@ mod dump;
 mod export;
 mod ingest;
 mod live;
+mod merge;
 mod query;
 mod run;
 mod subscribe;
@@ -27,7 +28,7 @@ use trawl_flow::{FlowMeter, FlowRecord};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
 use args::{Command, HiInput, LiveInput, LowArgs, OutputFormat};
-use run::{check_filter, drive, Event, Output, RunReport};
+use run::{check_filter, drive, Output, RunReport};
 
 /// mimalloc rather than glibc's allocator: `trawl query` decodes every block into fresh
 /// buffers of a few hundred KB, which glibc serves from `mmap` and returns at each free, so
@@ -105,7 +106,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                     h.push(r);
                 }
             };
-            let report = drive(&input, &mut meter, &mut sink, |_| {}, &|| broken.get());
+            let report = drive(&input, &mut meter, &mut sink, |_, _| {}, &|| broken.get());
             drop(handle);
             out.finish()?;
             let reports = hub.map(|h| h.finish()).unwrap_or_default();
@@ -183,12 +184,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 &input,
                 &mut meter,
                 &mut discard,
-                |event| match event {
-                    Event::Packet(pkt, outcome) => {
-                        series.observe(pkt.ts_ns, pkt.wire_len, pkt.direction, outcome, &mut emit)
-                    }
-                    // Rows of the earlier file end here; the older file's seconds follow.
-                    Event::TimeReset => series.finish(&mut emit),
+                |pkt, outcome| {
+                    series.observe(pkt.ts_ns, pkt.wire_len, pkt.direction, outcome, &mut emit)
                 },
                 &|| broken.get(),
             );

@@ -14,7 +14,7 @@ use crate::args::HiInput;
 
 /// Snap length filters are compiled for: libpcap's maximum, so `greater`/`less` and loads see
 /// whole packets.
-const SNAPLEN: u32 = 262_144;
+pub(crate) const SNAPLEN: u32 = 262_144;
 
 /// What happened during a run, for the summary.
 #[derive(Debug, Default)]
@@ -28,8 +28,6 @@ pub struct RunReport {
     /// Warnings about the filter (link types it cannot apply to).
     pub filter_warnings: Vec<String>,
     pub elapsed: Duration,
-    /// Times the meter was flushed because a file went back in time.
-    pub time_resets: u64,
     /// Live capture counters (None for files).
     pub live: Option<crate::live::LiveReport>,
 }
@@ -104,33 +102,27 @@ pub fn check_filter(expr: &str) -> Result<FilterSet> {
     Ok(set)
 }
 
-/// What [`drive`] reports to the per-packet consumer besides flow records.
-pub enum Event<'e, 'p> {
-    /// A packet passed the filter and went through the meter.
-    Packet(&'e PacketRecord<'p>, &'e PacketOutcome),
-    /// A file began long before the previous one ended: the meter closed every flow and
-    /// packet time starts over (per-second state should be closed out too).
-    TimeReset,
-}
-
-/// Reads every input file through the filter into `meter`. `sink` receives flow records;
-/// `after` sees every packet that passed the filter with the meter's verdict, and time resets
-/// between files. `stop` is polled between batches (output closed).
-pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
+/// Reads the input through the filter into `meter`: one file, or several merged by packet
+/// time ([`crate::merge`]). `sink` receives flow records; `after` sees every packet that
+/// passed the filter with the meter's verdict. `stop` is polled between batches (output
+/// closed).
+pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
     input: &HiInput,
     meter: &mut FlowMeter,
     sink: &mut S,
     mut after: A,
     stop: &dyn Fn() -> bool,
 ) -> RunReport {
-    let started = Instant::now();
-    let mut report = RunReport::default();
-    let mut progress = Progress::new(input.progress);
-    let mut latest_ts: u64 = 0;
     let config = FileSourceConfig {
         format: input.forced_format,
         ..FileSourceConfig::default()
     };
+    if input.files.len() > 1 {
+        return crate::merge::drive_merged(input, &config, meter, sink, after, stop);
+    }
+    let started = Instant::now();
+    let mut report = RunReport::default();
+    let mut progress = Progress::new(input.progress);
     'files: for path in &input.files {
         let opened = if path.as_os_str() == "-" {
             FileSource::from_reader("<stdin>", io::stdin(), config.clone())
@@ -146,7 +138,6 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
             }
         };
         report.files_read += 1;
-        let mut first_packet = true;
         // Compiled per file: BSD loopback headers hold the address family in the byte order
         // of the machine that wrote the file, and libpcap's program must match it.
         let order = if source.big_endian() {
@@ -168,23 +159,10 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
                     break;
                 }
             };
-            // The filter and the file-boundary check run per packet; the survivors go to the
-            // meter as one batch so its lookups overlap.
+            // The filter runs per packet; the survivors go to the meter as one batch so its
+            // lookups overlap.
             let mut selected = reuse_records(std::mem::take(&mut spare));
             for pkt in batch.iter() {
-                if first_packet {
-                    first_packet = false;
-                    // A file that starts long before the previous one ended would make every
-                    // flow look idle: close the previous file's flows first.
-                    // (Nothing of this file is selected yet: the flush sees only older packets.)
-                    if pkt.ts_ns.saturating_add(meter.config().idle_timeout_ns) < latest_ts {
-                        meter.flush(sink);
-                        after(Event::TimeReset);
-                        report.time_resets += 1;
-                        latest_ts = 0;
-                    }
-                }
-                latest_ts = latest_ts.max(pkt.ts_ns);
                 if let Some(f) = filter.as_mut() {
                     match f.matches(pkt.link_type, pkt.data, pkt.wire_len) {
                         Ok(true) => {}
@@ -205,9 +183,7 @@ pub fn drive<S: FlowSink, A: FnMut(Event<'_, '_>)>(
                 }
                 selected.push(pkt);
             }
-            meter.process_batch(&selected, sink, |i, o| {
-                after(Event::Packet(&selected[i], o))
-            });
+            meter.process_batch(&selected, sink, |i, o| after(&selected[i], o));
             spare = reuse_records(selected);
             progress.tick(meter, &source.stats(), source.progress(), &report);
             if stop() {
@@ -233,7 +209,7 @@ pub(crate) fn add_stats(total: &mut SourceStats, s: &SourceStats) {
 }
 
 /// A one-line progress display on standard error, redrawn at most four times a second.
-struct Progress {
+pub(crate) struct Progress {
     enabled: bool,
     started: Instant,
     last: Instant,
@@ -241,7 +217,7 @@ struct Progress {
 }
 
 impl Progress {
-    fn new(enabled: bool) -> Self {
+    pub(crate) fn new(enabled: bool) -> Self {
         let now = Instant::now();
         Progress {
             enabled,
@@ -251,7 +227,7 @@ impl Progress {
         }
     }
 
-    fn tick(
+    pub(crate) fn tick(
         &mut self,
         meter: &FlowMeter,
         current: &SourceStats,
@@ -292,7 +268,7 @@ impl Progress {
         );
     }
 
-    fn done(&self) {
+    pub(crate) fn done(&self) {
         if self.enabled && self.done_records > 0 {
             eprint!("\r\x1b[K");
         }

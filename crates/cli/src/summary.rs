@@ -72,7 +72,6 @@ pub fn print_with(
                 "late_packets": m.late_packets,
                 "peak_flows": m.peak_flows,
                 "bytes_per_flow": bytes_per_flow,
-                "time_resets": report.time_resets,
                 "elapsed_s": report.elapsed.as_secs_f64(),
             });
             if let Some(l) = &report.live {

@@ -205,26 +205,199 @@ fn closed_pipe_ends_quietly() {
 }
 
 #[test]
-fn a_file_older_than_the_previous_one_resets_the_clock() {
-    // tls13.pcap is from 2017, wireshark-retrans.pcap from 2009: read in that order, the older
-    // file's flows would all look idle; the previous file's flows are closed first instead.
+fn files_given_out_of_time_order_are_read_in_time_order() {
+    // tls13.pcap is from 2017, wireshark-retrans.pcap from 2009: given in that order they are
+    // still read as one stream in packet time, the 2009 flow first (closed by idle time when
+    // the 2017 packets come, eight years later), exactly as the file mergecap makes of them.
+    let (late, early) = (
+        testdata("oracle/tls13.pcap"),
+        testdata("oracle/wireshark-retrans.pcap"),
+    );
+    let out = trawl(&["flows", "-r", &late, "-r", &early, "--summary", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = summary(&out);
+    assert_eq!(s["files_read"], 2);
+    assert_eq!(s["records"], 2);
+    assert_eq!(s["packets"], 114);
+    let dir = scratch_dir("merge-order");
+    let merged = dir.join("merged.pcap");
+    mergecap(&merged, &[&early, &late]);
+    let one = trawl(&["flows", "-r", merged.to_str().unwrap(), "--summary", "none"]);
+    assert!(one.status.success());
+    assert!(!out.stdout.is_empty());
+    assert!(
+        out.stdout == one.stdout,
+        "records differ from the mergecap file's"
+    );
+    let first: serde_json::Value = serde_json::from_str(
+        std::str::from_utf8(&out.stdout)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        first["first_ns"].as_u64().unwrap() < 1_300_000_000_000_000_000,
+        "{first}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A fresh directory for one test's files.
+fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("trawl-it-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Merges capture files with Wireshark's mergecap (the independent oracle of merging). On
+/// equal times mergecap takes the packet of the file named last, so callers name files in
+/// the reverse of trawl's order, which takes the file named first.
+fn mergecap(out: &std::path::Path, inputs: &[&str]) {
+    let status = Command::new("mergecap")
+        .args(["-F", "pcap", "-w"])
+        .arg(out)
+        .args(inputs)
+        .status()
+        .expect("mergecap is required (scripts/deps.sh installs tshark and wireshark-common)");
+    assert!(status.success());
+}
+
+/// Splits a capture with a tshark display filter into a pcap file.
+fn tshark_split(input: &str, display_filter: &str, out: &std::path::Path) {
+    let status = Command::new("tshark")
+        .args(["-r", input, "-Y", display_filter, "-F", "pcap", "-w"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("tshark is required (scripts/deps.sh installs it)");
+    assert!(status.success());
+}
+
+#[test]
+fn several_files_are_merged_by_packet_time() {
+    // A capture split into its odd and even frames (as two taps split a link) meters exactly as
+    // the file mergecap makes of the two, and every flow's counters equal the original's (the
+    // original's 102 runs of equal timestamps can come back in another order, so the early
+    // packets' lists may differ; nothing else can). The series is the original's, byte for
+    // byte, whichever file is named first.
+    let orig = testdata("oracle/many-protocols.pcap.gz");
+    let dir = scratch_dir("merge-split");
+    let (odd, even) = (dir.join("odd.pcap"), dir.join("even.pcap"));
+    tshark_split(&orig, "frame.number % 2 == 1", &odd);
+    tshark_split(&orig, "frame.number % 2 == 0", &even);
+    let (odd, even) = (odd.to_str().unwrap(), even.to_str().unwrap());
+    let merged = dir.join("merged.pcap");
+    mergecap(&merged, &[even, odd]);
+
+    let two = trawl(&["flows", "-r", odd, "-r", even, "--summary", "json"]);
+    assert!(
+        two.status.success(),
+        "{}",
+        String::from_utf8_lossy(&two.stderr)
+    );
+    let s = summary(&two);
+    assert_eq!(s["files_read"], 2);
+    assert_eq!(s["packets"], 4709);
+    assert_eq!(s["late_packets"], 0);
+    let one = trawl(&["flows", "-r", merged.to_str().unwrap(), "--summary", "none"]);
+    assert!(one.status.success());
+    assert!(
+        two.stdout == one.stdout,
+        "records differ from the mergecap file's"
+    );
+
+    let counters = |out: &[u8]| -> Vec<String> {
+        let mut v: Vec<String> = std::str::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: serde_json::Value = serde_json::from_str(l).unwrap();
+                let f = |k: &str| r[k].to_string();
+                [
+                    "src_ip",
+                    "dst_ip",
+                    "src_port",
+                    "dst_port",
+                    "proto",
+                    "first_ns",
+                    "last_ns",
+                    "fwd_packets",
+                    "rev_packets",
+                    "fwd_bytes",
+                    "rev_bytes",
+                    "end_reason",
+                ]
+                .map(f)
+                .join(" ")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let original = trawl(&["flows", "-r", &orig, "--summary", "none"]);
+    assert_eq!(counters(&two.stdout), counters(&original.stdout));
+    assert_eq!(counters(&two.stdout).len(), 258);
+
+    let series = |files: &[&str]| -> Vec<u8> {
+        let mut args = vec!["series", "--format", "csv", "--summary", "none"];
+        for f in files {
+            args.extend(["-r", f]);
+        }
+        let out = trawl(&args);
+        assert!(out.status.success());
+        out.stdout
+    };
+    let want = series(&[&orig]);
+    assert!(want.len() > 100);
+    assert!(series(&[odd, even]) == want);
+    assert!(series(&[even, odd]) == want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_file_among_several_is_counted_and_the_rest_merged() {
     let out = trawl(&[
         "flows",
         "-r",
         &testdata("oracle/tls13.pcap"),
         "-r",
+        "/nonexistent/x.pcap",
+        "-r",
         &testdata("oracle/wireshark-retrans.pcap"),
+        "-f",
+        "tcp",
         "--summary",
         "json",
         "-o",
         "/dev/null",
     ]);
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let s = summary(&out);
-    assert_eq!(s["time_resets"], 1);
-    // One flow each, the retransmission capture's 108 packets in one record.
-    assert_eq!(s["records"], 2);
-    assert_eq!(s["end_reasons"]["end"], 2);
+    assert_eq!(s["files_failed"], 1);
+    assert_eq!(s["files_read"], 2);
+    assert_eq!(s["packets"], 114);
+    assert!(
+        s["input_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/x.pcap"),
+        "{s}"
+    );
+}
+
+#[test]
+fn standard_input_is_not_merged_with_other_files() {
+    let out = trawl(&["flows", "-r", "-", "-r", &testdata("oracle/tls13.pcap")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard input"));
 }
 
 #[test]
@@ -321,9 +494,9 @@ fn filters_on_loopback_follow_the_byte_order_of_the_file() {
 }
 
 #[test]
-fn series_starts_over_when_a_file_goes_back_in_time() {
-    // tls13.pcap (2017, 6 packets) then wireshark-retrans.pcap (2009, 108 packets): the first
-    // file's seconds, then the second's, none of its packets counted as late.
+fn series_of_files_out_of_time_order_are_one_increasing_stream() {
+    // tls13.pcap (2017, 6 packets) named before wireshark-retrans.pcap (2009, 108 packets):
+    // the 2009 seconds come first, then the 2017 ones; no packet is late.
     let out = trawl(&[
         "series",
         "-r",
@@ -337,7 +510,6 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
     ]);
     assert!(out.status.success());
     let s = summary(&out);
-    assert_eq!(s["time_resets"], 1);
     assert_eq!(s["series_late_packets"], 0);
     let rows: Vec<Vec<u64>> = String::from_utf8(out.stdout.clone())
         .unwrap()
@@ -346,14 +518,9 @@ fn series_starts_over_when_a_file_goes_back_in_time() {
         .map(|l| l.split(',').map(|v| v.parse().unwrap()).collect())
         .collect();
     assert_eq!(rows.iter().map(|r| r[1]).sum::<u64>(), 114);
-    let first_2009 = rows
-        .iter()
-        .position(|r| r[0] < 1_300_000_000)
-        .expect("2009 rows");
-    assert!(first_2009 > 0 && rows[..first_2009].iter().all(|r| r[0] > 1_400_000_000));
-    assert!(rows[first_2009..]
-        .windows(2)
-        .all(|w| w[1][0] == w[0][0] + 1));
+    assert!(rows[0][0] < 1_300_000_000, "{:?}", rows[0]);
+    assert!(rows.last().unwrap()[0] > 1_400_000_000);
+    assert!(rows.windows(2).all(|w| w[1][0] > w[0][0]));
 }
 
 mod compose;
