@@ -8,12 +8,13 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use trawl_blocks::detect::{heavy_json, synflood_json, HeavySettings, SynFloodSettings};
-use trawl_capture::{FileSource, PacketRecord, PacketSource};
+use trawl_capture::{reuse_records, FileSourceConfig, PacketRecord};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::heavy::HeavyHitters;
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
 
 use crate::args::parse_duration_ns;
+use crate::merge::MergedFiles;
 
 pub const DETECT_HELP: &str = "Output: one JSON object per line,
   {\"event\":\"start\",\"victim\":...,\"onset_ns\":...,\"detected_ns\":...,\"rate\":...}
@@ -57,7 +58,7 @@ pub enum DetectApp {
 
 #[derive(Args, Debug)]
 pub struct SynfloodArgs {
-    /// Capture files, read in order as one stream.
+    /// Capture files, merged by packet time into one stream.
     #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Interval length (e.g. 1s, 500ms).
@@ -83,7 +84,7 @@ pub struct SynfloodArgs {
 
 #[derive(Args, Debug)]
 pub struct HeavyArgs {
-    /// Capture files, read in order as one stream.
+    /// Capture files, merged by packet time into one stream.
     #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Report interval, in packet time (e.g. 10s, 1m).
@@ -188,7 +189,7 @@ impl Outcome {
     }
 }
 
-/// Reads `files` as one stream, calling `step` with each packet and once with `None` at the
+/// Reads `files` as one stream merged by packet time, calling `step` with each packet and once with `None` at the
 /// end; it may add events, which are written as JSON lines to standard output as they come.
 fn each_packet(
     files: &[PathBuf],
@@ -200,32 +201,22 @@ fn each_packet(
         events: 0,
         read_errors: Vec::new(),
     };
-    'files: for path in files {
-        let mut source = match FileSource::open(path) {
-            Ok(s) => s,
-            Err(e) => {
-                outcome.read_errors.push(format!("{}: {e}", path.display()));
-                continue;
-            }
-        };
-        loop {
-            match source.next_batch() {
-                Ok(Some(batch)) => {
-                    for pkt in batch.iter() {
-                        step(Some(&pkt), &mut events);
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    outcome.read_errors.push(format!("{}: {e}", path.display()));
-                    break;
-                }
-            }
-            if !write_events(&mut out, &mut events, &mut outcome.events)? {
-                break 'files;
-            }
+    let mut merged = MergedFiles::open(files, &FileSourceConfig::default(), None);
+    let mut batch = Vec::new();
+    loop {
+        let mut records = reuse_records(std::mem::take(&mut batch));
+        if !merged.next_batch(&mut records) {
+            break;
+        }
+        for pkt in &records {
+            step(Some(pkt), &mut events);
+        }
+        batch = reuse_records(records);
+        if !write_events(&mut out, &mut events, &mut outcome.events)? {
+            break;
         }
     }
+    outcome.read_errors = std::mem::take(&mut merged.errors);
     step(None, &mut events);
     write_events(&mut out, &mut events, &mut outcome.events)?;
     match out.flush() {

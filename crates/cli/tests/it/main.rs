@@ -359,6 +359,24 @@ fn several_files_are_merged_by_packet_time() {
     assert!(want.len() > 100);
     assert!(series(&[odd, even]) == want);
     assert!(series(&[even, odd]) == want);
+
+    // The detectors read the same merged stream.
+    let detect = |files: &[&str]| -> Vec<u8> {
+        let mut args = vec!["detect", "heavy-hitters", "--interval", "1s"];
+        for f in files {
+            args.extend(["-r", f]);
+        }
+        let out = trawl(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let events = detect(&[merged.to_str().unwrap()]);
+    assert!(events.len() > 1000);
+    assert!(detect(&[odd, even]) == events);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
