@@ -15,7 +15,7 @@ use crate::run::{check_filter, drive};
 #[derive(Args, Debug)]
 pub struct IngestArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed). Repeat for
-    /// several files, read one after the other.
+    /// several files, merged by packet time.
     #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
     pub read: Vec<PathBuf>,
     /// The database directory (created if missing).

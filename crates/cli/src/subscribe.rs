@@ -1,5 +1,6 @@
-//! `trawl subscribe flows|series`: prints a live multicast feed (or, for series, a stored
-//! series file) through the subscriber API of `trawl_export::feed`.
+//! `trawl subscribe flows|series`: prints a live multicast feed, or stored data (flows from a
+//! flow database, series from a series file), through the subscriber API of
+//! `trawl_export::feed`.
 use std::io::Write;
 use std::net::Ipv4Addr;
 use std::ops::ControlFlow;
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use trawl_export::feed::{self, FlowSource, LiveOptions, SeriesSource};
+use trawl_export::feed::{self, FlowDatabase, FlowSource, LiveOptions, SeriesSource};
 use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_series::{SeriesFormat, SeriesWriter};
@@ -34,11 +35,26 @@ pub struct SubscribeArgs {
     #[arg(value_enum)]
     pub kind: Kind,
     /// The feed: multicast GROUP:PORT (as given to --flows-feed / --series-feed).
-    #[arg(long, value_name = "GROUP:PORT", required_unless_present = "file")]
+    #[arg(long, value_name = "GROUP:PORT", required_unless_present_any = ["file", "db"])]
     pub feed: Option<String>,
     /// Stored series instead of a live feed: a file `trawl series` wrote (JSON lines or CSV).
-    #[arg(long, value_name = "PATH", conflicts_with = "feed")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["feed", "db"])]
     pub file: Option<PathBuf>,
+    /// Stored flows instead of a live feed: a flow database (`trawl run --db`, `trawl ingest`,
+    /// `trawl collect --db`), in order of first packet. Its records carry what the database
+    /// keeps (key, times, packet and byte counters, TCP flags, end reason); the per-flow
+    /// statistics of live records are 0.
+    #[arg(long, value_name = "DIR", conflicts_with = "feed")]
+    pub db: Option<PathBuf>,
+    /// With --db: only these interfaces (comma-separated; default all).
+    #[arg(
+        short = 'i',
+        long = "iface",
+        value_name = "IFACE,...",
+        value_delimiter = ',',
+        requires = "db"
+    )]
+    pub ifaces: Vec<String>,
     /// Join the group on the interface with this local address (default: the route's).
     #[arg(long = "interface-address", value_name = "ADDR")]
     pub interface_address: Option<Ipv4Addr>,
@@ -97,12 +113,17 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     };
     let report = match a.kind {
         Kind::Flows => {
-            let Some(f) = &a.feed else {
-                bail!(
-                    "stored flows come from the flow store, which does not exist yet: give --feed"
-                );
+            let database = a.db.as_ref().map(|db| FlowDatabase {
+                db: db.clone(),
+                ifaces: a.ifaces.clone(),
+            });
+            let source = match (&a.feed, &database) {
+                (Some(f), _) => FlowSource::Live(FeedAddr::parse(f).context("--feed")?, options),
+                (None, Some(d)) => FlowSource::Stored(d),
+                (None, None) => {
+                    bail!("give --feed GROUP:PORT or --db DIR (--file holds series rows)")
+                }
             };
-            let feed = FeedAddr::parse(f).context("--feed")?;
             let mut writer = RecordWriter::new(RecordFormat::Json, false);
             if a.format == Format::Table {
                 println!(
@@ -118,7 +139,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
                 );
             }
             feed::for_each_flow(
-                FlowSource::Live(feed, options),
+                source,
                 from.saturating_mul(1_000_000_000)..to.saturating_mul(1_000_000_000),
                 |r| {
                     match a.format {
@@ -151,6 +172,9 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
             let source = match (&a.feed, &a.file) {
                 (Some(f), _) => SeriesSource::Live(FeedAddr::parse(f).context("--feed")?, options),
                 (None, Some(p)) => SeriesSource::Stored(p.clone()),
+                (None, None) if a.db.is_some() => {
+                    bail!("the flow database holds flows: `trawl subscribe flows --db`; stored series: --file PATH")
+                }
                 (None, None) => bail!("give --feed GROUP:PORT or --file PATH"),
             };
             let writer = SeriesWriter::new(SeriesFormat::Json);

@@ -8,8 +8,8 @@
 //! Subscribing uses the same callback shape for live and stored data: a closure that gets a
 //! record (or row) and returns [`ControlFlow`] to go on or stop. [`for_each_flow`] and
 //! [`for_each_series`] take a source: a live feed, or stored data (series from the files
-//! `trawl series` writes; flows from the flow store once it exists — [`FlowStore`] is the
-//! seam it plugs into).
+//! `trawl series` writes; flows from the flow database, [`FlowDatabase`], or anything else
+//! behind the [`FlowStore`] seam).
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::ops::{ControlFlow, Range};
@@ -224,7 +224,7 @@ fn live_loop(
     Ok(report)
 }
 
-/// Stored flow records, by time range: the flow store implements this once it exists.
+/// Stored flow records, by time range.
 pub trait FlowStore {
     /// Calls `f` with every stored record whose first packet falls in `range` (ns since the
     /// epoch), until it returns `Break`.
@@ -233,6 +233,32 @@ pub trait FlowStore {
         range: Range<u64>,
         f: &mut dyn FnMut(&FlowRecord<'_>) -> ControlFlow<()>,
     ) -> Result<u64, Error>;
+}
+
+/// trawl's flow database (`trawl run --db`, `trawl ingest`, `trawl collect --db`) as a source
+/// of stored flows: its rows in order of first packet, as flow records that carry what the
+/// database keeps (key, times, packet and byte counters, TCP flag unions, end reason; see
+/// `trawl_store::StoredFlow::to_record` for what is zero).
+pub struct FlowDatabase {
+    /// The database directory.
+    pub db: PathBuf,
+    /// Interfaces to read; empty for all.
+    pub ifaces: Vec<String>,
+}
+
+impl FlowStore for FlowDatabase {
+    fn for_each(
+        &self,
+        range: Range<u64>,
+        f: &mut dyn FnMut(&FlowRecord<'_>) -> ControlFlow<()>,
+    ) -> Result<u64, Error> {
+        Ok(trawl_store::scan::for_each_row(
+            &self.db,
+            &self.ifaces,
+            range,
+            &mut |_, row| f(&row.to_record()),
+        )?)
+    }
 }
 
 /// Where flow records come from.

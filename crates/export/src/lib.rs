@@ -87,6 +87,9 @@ pub enum Error {
         /// The system's error.
         source: std::io::Error,
     },
+    /// The flow database could not be read.
+    #[error("flow database: {0}")]
+    Store(#[from] trawl_store::Error),
     /// A stored series file has a line that is not a series row.
     #[error("{}: line {line}: {why}", path.display())]
     BadSeriesFile {

@@ -42,6 +42,7 @@ pub mod hash;
 pub mod layout;
 mod reader;
 pub mod retention;
+pub mod scan;
 pub mod schema;
 mod writer;
 

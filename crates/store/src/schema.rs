@@ -3,7 +3,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use trawl_flow::{EndReason, FlowRecord};
+use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
 
 /// Version of the block schema and layout (`docs/specs/store.md`), stored in each file's
 /// key-value metadata under [`VERSION_KEY`].
@@ -131,6 +131,52 @@ pub struct StoredFlow {
     pub rev_tcp_flags: u8,
     /// Why the record ended.
     pub end_reason: EndReason,
+}
+
+impl StoredFlow {
+    /// The row as a flow record (the shape the subscriber API hands out for live and stored
+    /// flows alike). What the database does not keep is zero or empty: MAC addresses, the
+    /// per-direction statistics (lengths, gaps, flag counts, zero windows,
+    /// retransmissions), the first packets' lengths and gaps, payload bytes.
+    pub fn to_record(&self) -> FlowRecord<'static> {
+        let dir = |packets, bytes, ip_bytes, tcp_flags| DirectionRecord {
+            packets,
+            bytes,
+            ip_bytes,
+            tcp_flags,
+            ..DirectionRecord::default()
+        };
+        FlowRecord {
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            proto: self.proto,
+            vlan: self.vlan,
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            first_ns: self.first_ns,
+            last_ns: self.last_ns,
+            fwd: dir(
+                self.fwd_packets,
+                self.fwd_bytes,
+                self.fwd_ip_bytes,
+                self.fwd_tcp_flags,
+            ),
+            rev: dir(
+                self.rev_packets,
+                self.rev_bytes,
+                self.rev_ip_bytes,
+                self.rev_tcp_flags,
+            ),
+            first_lengths: [0; EARLY_PACKETS],
+            first_iats_ns: [0; EARLY_PACKETS],
+            first_count: 0,
+            fwd_payload: &[],
+            rev_payload: &[],
+            end_reason: self.end_reason,
+        }
+    }
 }
 
 impl From<&FlowRecord<'_>> for StoredFlow {

@@ -303,6 +303,109 @@ fn stored_sums_equal_the_flow_records_of_trawl_flows() {
 }
 
 #[test]
+fn subscribers_loop_over_stored_flows_by_time_range() {
+    // `trawl subscribe flows --db` (the subscriber API's stored side) gives every stored row
+    // of the range in order of first packet: the same rows as the naive metering of the
+    // captures split at block boundaries, with their interface filter and time range.
+    let db = build_db();
+    let p = db.dir.path().to_str().unwrap();
+    let key = |src: String, dst: String, sp: u64, dp: u64, proto: String, t: [u64; 6]| {
+        format!("{src} {dst} {sp} {dp} {proto} {t:?}")
+    };
+    let subscribe = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["subscribe", "flows", "--db", p];
+        args.extend_from_slice(extra);
+        let out = trawl(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut last = 0;
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let r: Value = serde_json::from_str(l).unwrap();
+                let n = |k: &str| r[k].as_u64().unwrap();
+                assert!(n("first_ns") >= last, "not in order of first packet: {l}");
+                last = n("first_ns");
+                assert_eq!(r["fwd_len_max"], 0, "statistics the database does not keep");
+                key(
+                    r["src_ip"].as_str().unwrap().to_string(),
+                    r["dst_ip"].as_str().unwrap().to_string(),
+                    n("src_port"),
+                    n("dst_port"),
+                    r["proto"].as_str().unwrap().to_string(),
+                    [
+                        "first_ns",
+                        "last_ns",
+                        "fwd_packets",
+                        "rev_packets",
+                        "fwd_bytes",
+                        "rev_bytes",
+                    ]
+                    .map(n),
+                )
+            })
+            .collect()
+    };
+    let want = |pick: &dyn Fn(&str, &TestFlow) -> bool| -> Vec<String> {
+        let mut v: Vec<String> = db
+            .flows
+            .iter()
+            .filter(|(i, f)| pick(i, f))
+            .map(|(_, f)| {
+                key(
+                    f.src.0.to_string(),
+                    f.dst.0.to_string(),
+                    u64::from(f.src.1),
+                    u64::from(f.dst.1),
+                    ProtoName(f.proto).to_string(),
+                    [f.first_ns, f.last_ns, f.fwd.0, f.rev.0, f.fwd.1, f.rev.1],
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let all = subscribe(&[]);
+    assert_eq!(all.len(), db.flows.len());
+    assert_eq!(sorted(all), want(&|_, _| true));
+    let sip = subscribe(&["-i", "sip,dns"]);
+    assert!(!sip.is_empty());
+    assert_eq!(sorted(sip), want(&|i, _| i == "sip" || i == "dns"));
+    // A range of whole seconds inside the many-protocols capture.
+    let mut times: Vec<u64> = db
+        .flows
+        .iter()
+        .filter(|(i, _)| i == "many")
+        .map(|(_, f)| f.first_ns)
+        .collect();
+    times.sort();
+    let (from, to) = (
+        times[times.len() / 4] / 1_000_000_000,
+        times[times.len() * 3 / 4] / 1_000_000_000,
+    );
+    let (from_s, to_s) = (from.to_string(), to.to_string());
+    let part = subscribe(&["-i", "many", "--from", &from_s, "--to", &to_s]);
+    let range = from * 1_000_000_000..to * 1_000_000_000;
+    let expected = want(&|i, f| i == "many" && range.contains(&f.first_ns));
+    assert!(!expected.is_empty() && expected.len() < times.len());
+    assert_eq!(sorted(part), expected);
+    let few = subscribe(&["--count", "3"]);
+    assert_eq!(few.len(), 3);
+    // Series rows are not in the flow database.
+    let out = trawl(&["subscribe", "series", "--db", p]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--file"));
+}
+
+#[test]
 fn bad_conditions_fail_with_the_position() {
     let dir = tempfile::tempdir().unwrap();
     let out = trawl(&[
