@@ -452,15 +452,16 @@ impl FlowEntry {
     }
 
     /// Adds one to each rare counter of `side` whose bit is set in `mask`.
-    fn count_rare(&mut self, side: usize, mask: u16, wides: &mut Wides) {
-        for i in 0..rare_index::COUNT {
-            if mask & (1 << i) != 0 {
-                let (v, carry) = self.rare[side][i].overflowing_add(1);
-                self.rare[side][i] = v;
-                if carry {
-                    let hi = &mut wides.get_or_take(&mut self.wide).rare_hi[side][i];
-                    *hi = hi.wrapping_add(1);
-                }
+    #[inline]
+    fn count_rare(&mut self, side: usize, mut mask: u16, wides: &mut Wides) {
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let (v, carry) = self.rare[side][i].overflowing_add(1);
+            self.rare[side][i] = v;
+            if carry {
+                let hi = &mut wides.get_or_take(&mut self.wide).rare_hi[side][i];
+                *hi = hi.wrapping_add(1);
             }
         }
     }
