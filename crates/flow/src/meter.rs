@@ -270,7 +270,7 @@ impl FlowMeter {
         };
         let entry = &mut self.table.entries[idx as usize];
         let was_closing = entry.is_closing();
-        entry.update(d, p.side, ts, pkt.wire_len);
+        entry.update(d, p.side, ts, pkt.wire_len, &mut self.table.wides);
         let second = (ts / SECOND_NS) as u32;
         let first_in_second = entry.last_second != second;
         entry.last_second = second;
@@ -315,7 +315,7 @@ impl FlowMeter {
     #[inline]
     fn active_timeout_due(&self, idx: u32, ts: u64) -> bool {
         let e = &self.table.entries[idx as usize];
-        if e.packets() == 0 {
+        if e.is_empty_record() {
             return false;
         }
         let align = self.config.interval_align_ns;
@@ -330,7 +330,13 @@ impl FlowMeter {
             self.evict_one(sink);
         }
         let idx = self.table.insert(&p.key, p.hash);
-        self.table.entries[idx as usize].start(p.key, &p.decoded, p.side, ts);
+        self.table.entries[idx as usize].start(
+            p.key,
+            &p.decoded,
+            p.side,
+            ts,
+            &mut self.table.wides,
+        );
         self.table
             .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;
@@ -352,11 +358,16 @@ impl FlowMeter {
                 &self.payload[base + n..base + n + e.payload_len[1] as usize],
             ]
         };
-        sink.record(&FlowRecord::from_entry(e, reason, payload));
+        sink.record(&FlowRecord::from_entry(
+            e,
+            &self.table.wides,
+            reason,
+            payload,
+        ));
         self.stats.records[reason as usize] += 1;
         if reason == EndReason::Active {
             let e = &mut self.table.entries[idx as usize];
-            e.reset_counters();
+            e.reset_counters(&mut self.table.wides);
             e.interval_start_ns = self.now;
         }
     }

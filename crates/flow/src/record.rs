@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use crate::decode::to_ip;
 use crate::key::Side;
-use crate::state::{flag_index, DirStats, FlowEntry, EARLY_PACKETS};
+use crate::state::{rare_index, DirStats, ExactDir, FlowEntry, Wides, EARLY_PACKETS};
 
 /// Why a record left the flow table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -101,28 +101,28 @@ pub struct DirectionRecord {
 }
 
 impl DirectionRecord {
-    fn from_stats(d: &DirStats) -> Self {
-        let n = d.packets as f64;
-        let (len_mean, len_std) = if d.packets == 0 {
+    fn from_stats(d: &DirStats, x: &ExactDir) -> Self {
+        let n = x.packets as f64;
+        let (len_mean, len_std) = if x.packets == 0 {
             (0.0, 0.0)
         } else {
-            let mean = d.bytes as f64 / n;
+            let mean = x.bytes as f64 / n;
             (mean, (d.len_sumsq / n - mean * mean).max(0.0).sqrt())
         };
-        let (iat_min_ns, iat_max_ns, iat_mean_ns, iat_std_ns) = if d.packets < 2 {
+        let (iat_min_ns, iat_max_ns, iat_mean_ns, iat_std_ns) = if x.packets < 2 {
             (0, 0, 0.0, 0.0)
         } else {
-            let gaps = (d.packets - 1) as f64;
-            let mean = d.last_ns.saturating_sub(d.first_ns) as f64 / gaps;
+            let gaps = (x.packets - 1) as f64;
+            let mean = d.last_ns.saturating_sub(x.first_ns) as f64 / gaps;
             let std = (d.iat_sumsq / gaps - mean * mean).max(0.0).sqrt();
-            (d.iat_min, d.iat_max, mean, std)
+            (x.iat_min, x.iat_max, mean, std)
         };
-        let c = &d.flag_counts;
+        let c = &x.rare;
         DirectionRecord {
-            packets: d.packets,
-            bytes: d.bytes,
-            ip_bytes: d.ip_bytes,
-            len_min: if d.packets == 0 { 0 } else { d.len_min },
+            packets: x.packets,
+            bytes: x.bytes,
+            ip_bytes: x.ip_bytes,
+            len_min: if x.packets == 0 { 0 } else { d.len_min },
             len_max: d.len_max,
             len_mean,
             len_std,
@@ -130,17 +130,17 @@ impl DirectionRecord {
             iat_max_ns,
             iat_mean_ns,
             iat_std_ns,
-            syn: c[flag_index::SYN],
-            syn_ack: c[flag_index::SYN_ACK],
-            fin: c[flag_index::FIN],
-            rst: c[flag_index::RST],
-            psh: c[flag_index::PSH],
-            urg: c[flag_index::URG],
-            ece: c[flag_index::ECE],
-            cwr: c[flag_index::CWR],
+            syn: c[rare_index::SYN],
+            syn_ack: c[rare_index::SYN_ACK],
+            fin: c[rare_index::FIN],
+            rst: c[rare_index::RST],
+            psh: x.psh,
+            urg: c[rare_index::URG],
+            ece: c[rare_index::ECE],
+            cwr: c[rare_index::CWR],
             tcp_flags: d.flags_or,
-            zero_window: d.zero_window,
-            retransmissions: d.retransmissions,
+            zero_window: c[rare_index::ZERO_WINDOW],
+            retransmissions: c[rare_index::RETRANS],
         }
     }
 }
@@ -188,7 +188,12 @@ pub struct FlowRecord<'a> {
 }
 
 impl<'a> FlowRecord<'a> {
-    pub(crate) fn from_entry(e: &FlowEntry, reason: EndReason, payload: [&'a [u8]; 2]) -> Self {
+    pub(crate) fn from_entry(
+        e: &FlowEntry,
+        wides: &Wides,
+        reason: EndReason,
+        payload: [&'a [u8]; 2],
+    ) -> Self {
         let init = e.initiator();
         let resp = init.flip();
         let v = e.key.ip_version();
@@ -196,10 +201,11 @@ impl<'a> FlowRecord<'a> {
         let mut first_iats_ns = [0i64; EARLY_PACKETS];
         let init_high = init == Side::High;
         for i in 0..e.early_count as usize {
-            let sent_by_high = e.early_high & (1 << i) != 0;
+            let sent_by_high = e.early.high & (1 << i) != 0;
             let sign = if sent_by_high == init_high { 1 } else { -1 };
-            first_lengths[i] = sign * e.early_len[i] as i64;
-            first_iats_ns[i] = sign * e.early_iat[i].min(i64::MAX as u64) as i64;
+            let (len, iat) = e.early_packet(i, wides);
+            first_lengths[i] = sign * len as i64;
+            first_iats_ns[i] = sign * iat.min(i64::MAX as u64) as i64;
         }
         FlowRecord {
             src_ip: to_ip(v, &e.key.ip(init)),
@@ -212,8 +218,14 @@ impl<'a> FlowRecord<'a> {
             dst_mac: e.macs[resp as usize],
             first_ns: e.first_ns(),
             last_ns: e.record_last_ns(),
-            fwd: DirectionRecord::from_stats(&e.dirs[init as usize]),
-            rev: DirectionRecord::from_stats(&e.dirs[resp as usize]),
+            fwd: DirectionRecord::from_stats(
+                &e.dirs[init as usize],
+                &e.exact(init as usize, wides),
+            ),
+            rev: DirectionRecord::from_stats(
+                &e.dirs[resp as usize],
+                &e.exact(resp as usize, wides),
+            ),
             first_lengths,
             first_iats_ns,
             first_count: e.early_count as usize,

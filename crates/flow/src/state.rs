@@ -5,30 +5,31 @@ use crate::key::{FlowKey, Side};
 /// How many leading packets of a flow have their length and inter-arrival time recorded.
 pub const EARLY_PACKETS: usize = 10;
 
-/// Counters of one direction (packets sent by one side of the key). Two cache lines,
-/// aligned, so a packet's update touches exactly these two lines of its direction: the first
-/// holds what every packet changes, the second the TCP state and the rarer fields.
+/// Counters of one direction (packets sent by one side of the key) that every packet of that
+/// direction updates: one aligned cache line. Counters that would not fit are kept in narrow
+/// form with exact overflow into the flow's [`Wide`] record (see there), so what the record
+/// reports is the same as with 64-bit fields.
 #[derive(Clone, Copy, Debug, Default)]
 #[repr(C, align(64))]
 pub(crate) struct DirStats {
-    pub packets: u64,
-    /// Wire bytes (frame length, L2 header included).
-    pub bytes: u64,
-    /// IP total length bytes.
-    pub ip_bytes: u64,
     pub last_ns: u64,
+    pub len_sumsq: f64,
+    pub iat_sumsq: f64,
+    /// Low 32 bits; the carries go to [`Wide::packets_hi`].
+    pub packets: u32,
+    /// Wire bytes (frame length, L2 header included), low 32 bits (carries in `Wide`).
+    pub bytes: u32,
+    /// IP total length bytes, low 32 bits (carries in `Wide`).
+    pub ip_bytes: u32,
     pub len_min: u32,
     pub len_max: u32,
-    pub len_sumsq: f64,
-    pub iat_min: u64,
-    pub iat_max: u64,
-    // Second line.
-    pub iat_sumsq: f64,
-    pub first_ns: u64,
-    /// SYN (without ACK), SYN-ACK, FIN, RST, PSH, URG, ECE, CWR.
-    pub flag_counts: [u32; 8],
-    pub zero_window: u32,
-    pub retransmissions: u32,
+    /// Smallest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_min`]
+    /// (or that there was no gap yet).
+    pub iat_min: u32,
+    /// Largest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_max`].
+    pub iat_max: u32,
+    /// PSH segments (32 bits, as every flag count of the record).
+    pub psh: u32,
     /// One past the highest sequence number seen (valid when `seq_valid`).
     pub next_seq: u32,
     /// Union of the TCP flags seen.
@@ -36,16 +37,21 @@ pub(crate) struct DirStats {
     pub seq_valid: bool,
 }
 
-/// Index of a flag counter in [`DirStats::flag_counts`].
-pub(crate) mod flag_index {
+/// Index of a counter in [`FlowEntry::rare`]: TCP events most packets do not have, so their
+/// counters live away from the per-packet lines and count in a byte (carries in
+/// [`Wide::rare_hi`]). PSH, set on most data segments, is counted in [`DirStats::psh`].
+pub(crate) mod rare_index {
     pub const SYN: usize = 0;
     pub const SYN_ACK: usize = 1;
     pub const FIN: usize = 2;
     pub const RST: usize = 3;
-    pub const PSH: usize = 4;
-    pub const URG: usize = 5;
-    pub const ECE: usize = 6;
-    pub const CWR: usize = 7;
+    pub const URG: usize = 4;
+    pub const ECE: usize = 5;
+    pub const CWR: usize = 6;
+    pub const ZERO_WINDOW: usize = 7;
+    pub const RETRANS: usize = 8;
+    /// Number of rare counters.
+    pub const COUNT: usize = 9;
 }
 
 /// Bits of [`FlowEntry::state`].
@@ -64,10 +70,114 @@ pub(crate) mod state_bits {
     pub const CLOSING: u8 = 1 << 5;
 }
 
-/// One flow in the table, laid out by access: the first cache line holds everything a packet
-/// reads besides its own direction's counters (key, last activity, state); the second what
-/// only expiry and export touch; then one aligned pair of lines per direction; then the early
-/// packet features, written by the first ten packets only. Per packet: three lines.
+/// The exact values behind a flow's narrow fields, for the rare flow that outgrows them: 32-bit
+/// counter carries, gaps of 2^32 ns (4.3 s) or more, frames of 65535 bytes or more among the
+/// early packets, and byte-sized rare counters past 255. A flow holds one only while it needs
+/// it (allocated from [`Wides`] on the first overflow, returned when its record is emitted),
+/// so the entry itself stays small.
+#[derive(Clone, Debug)]
+pub(crate) struct Wide {
+    pub packets_hi: [u32; 2],
+    pub bytes_hi: [u32; 2],
+    pub ip_bytes_hi: [u32; 2],
+    /// Carries of [`FlowEntry::rare`], in units of 256.
+    pub rare_hi: [[u32; rare_index::COUNT]; 2],
+    /// Exact smallest gap of a direction whose [`DirStats::iat_min`] is saturated.
+    pub iat_min: [u64; 2],
+    /// Exact largest gap of a direction whose [`DirStats::iat_max`] is saturated.
+    pub iat_max: [u64; 2],
+    /// Exact early frame lengths where [`EarlyPackets::len`] holds `u16::MAX`.
+    pub early_len: [u32; EARLY_PACKETS],
+    /// Exact early gaps where [`EarlyPackets::iat`] holds `u32::MAX`.
+    pub early_iat: [u64; EARLY_PACKETS],
+}
+
+impl Default for Wide {
+    fn default() -> Self {
+        Wide {
+            packets_hi: [0; 2],
+            bytes_hi: [0; 2],
+            ip_bytes_hi: [0; 2],
+            rare_hi: [[0; rare_index::COUNT]; 2],
+            iat_min: [u64::MAX; 2],
+            iat_max: [0; 2],
+            early_len: [0; EARLY_PACKETS],
+            early_iat: [0; EARLY_PACKETS],
+        }
+    }
+}
+
+/// The pool of [`Wide`] records, reused through a free list: it grows only while more flows
+/// need one at once than ever before, never per packet in steady state.
+#[derive(Default)]
+pub(crate) struct Wides {
+    pool: Vec<Wide>,
+    free: Vec<u32>,
+}
+
+impl Wides {
+    #[inline]
+    pub(crate) fn get(&self, i: u32) -> Option<&Wide> {
+        (i != NIL).then(|| &self.pool[i as usize])
+    }
+
+    /// The wide record at `*slot`, taking a fresh one into `*slot` if it holds none.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn get_or_take(&mut self, slot: &mut u32) -> &mut Wide {
+        if *slot == NIL {
+            *slot = match self.free.pop() {
+                Some(i) => {
+                    self.pool[i as usize] = Wide::default();
+                    i
+                }
+                None => {
+                    self.pool.push(Wide::default());
+                    (self.pool.len() - 1) as u32
+                }
+            };
+        }
+        &mut self.pool[*slot as usize]
+    }
+
+    /// Returns the record at `*slot` (if any) to the pool.
+    #[inline]
+    pub(crate) fn release(&mut self, slot: &mut u32) {
+        if *slot != NIL {
+            self.free.push(*slot);
+            *slot = NIL;
+        }
+    }
+
+    /// Forgets every record (the table was cleared).
+    pub(crate) fn clear(&mut self) {
+        self.pool.clear();
+        self.free.clear();
+    }
+
+    /// Records in use.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.pool.len() - self.free.len()
+    }
+}
+
+/// Length and gap of the first packets of a flow record, in narrow form: a length of
+/// `u16::MAX` or a gap of `u32::MAX` means the exact value is in the [`Wide`] record.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+pub(crate) struct EarlyPackets {
+    pub iat: [u32; EARLY_PACKETS],
+    pub len: [u16; EARLY_PACKETS],
+    /// Bit i set: early packet i was sent by the high side.
+    pub high: u16,
+}
+
+/// One flow in the table: five cache lines, laid out by access. Line 0 holds what every packet
+/// reads besides its own direction's counters (key, last activity, state); lines 1 and 2 one
+/// direction each; line 3 the early-packet features, written by the first ten packets only;
+/// line 4 what only a direction's first packet, rare TCP events, expiry and export touch.
+/// Per packet: two lines, plus line 3 for the first ten.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(crate) struct FlowEntry {
@@ -78,73 +188,97 @@ pub(crate) struct FlowEntry {
     pub interval_start_ns: u64,
     /// Unix second of the last packet (low 32 bits), for the series' active-flow count.
     pub last_second: u32,
-    /// In use (set and cleared by the table).
-    pub live: bool,
     pub state: u8,
     /// Number of early packets recorded so far.
     pub early_count: u8,
-    // Second line: expiry and export.
-    /// The key's hash (set by the table; removal needs each moved slot's home position).
-    pub hash: u64,
-    /// Timer-wheel links (entry indices, `NIL` when none) and slot.
+    /// Bit `side` set: the current record has a packet from that side.
+    pub seen: u8,
+    /// In use (set and cleared by the table).
+    pub live: bool,
+    // Lines 1 and 2.
+    /// Counters by sender side (index `Side as usize`).
+    pub dirs: [DirStats; 2],
+    // Line 3.
+    pub early: EarlyPackets,
+    // Line 4: a direction's first packet, rare events, expiry and export.
+    /// First packet of each side in the current record.
+    pub first_ns: [u64; 2],
+    /// Timer-wheel links (entry indices, `NIL` when none).
     pub wheel_prev: u32,
     pub wheel_next: u32,
-    pub wheel_slot: u32,
-    /// Bit i set: early packet i was sent by the high side.
-    pub early_high: u16,
+    /// The flow's [`Wide`] record in the table's pool, `NIL` when it needs none.
+    pub wide: u32,
     /// Payload bytes captured so far per side (into the meter's payload arena).
     pub payload_len: [u16; 2],
     /// MAC address of each side (as sender, or as receiver of the first packet).
     pub macs: [[u8; 6]; 2],
-    /// Counters by sender side (index `Side as usize`).
-    pub dirs: [DirStats; 2],
-    pub early_len: [u32; EARLY_PACKETS],
-    pub early_iat: [u64; EARLY_PACKETS],
+    /// Rare TCP event counters per side, low 8 bits (see [`rare_index`]).
+    pub rare: [[u8; rare_index::COUNT]; 2],
+    /// Timer-wheel slot.
+    pub wheel_slot: u16,
 }
 
 /// Sentinel "no entry" index.
 pub(crate) const NIL: u32 = u32::MAX;
+
+/// A 64-bit value kept as a narrow low part plus a carry count.
+#[inline]
+fn join(hi: u32, lo: u32) -> u64 {
+    (u64::from(hi) << 32) | u64::from(lo)
+}
 
 impl FlowEntry {
     pub(crate) fn empty() -> Self {
         FlowEntry {
             key: FlowKey::default(),
             last_ns: 0,
-            hash: 0,
-            wheel_prev: NIL,
-            wheel_next: NIL,
-            wheel_slot: 0,
-            live: false,
+            interval_start_ns: 0,
+            last_second: 0,
             state: 0,
             early_count: 0,
-            early_high: 0,
-            last_second: 0,
-            interval_start_ns: 0,
+            seen: 0,
+            live: false,
             dirs: [DirStats::default(); 2],
-            macs: [[0; 6]; 2],
-            early_len: [0; EARLY_PACKETS],
-            early_iat: [0; EARLY_PACKETS],
+            early: EarlyPackets::default(),
+            first_ns: [0; 2],
+            wheel_prev: NIL,
+            wheel_next: NIL,
+            wide: NIL,
             payload_len: [0; 2],
+            macs: [[0; 6]; 2],
+            rare: [[0; rare_index::COUNT]; 2],
+            wheel_slot: 0,
         }
     }
 
     /// Resets the entry for a new flow (keeps the wheel links, which the table manages).
-    pub(crate) fn start(&mut self, key: FlowKey, d: &Decoded, sender: Side, ts: u64) {
+    pub(crate) fn start(
+        &mut self,
+        key: FlowKey,
+        d: &Decoded,
+        sender: Side,
+        ts: u64,
+        wides: &mut Wides,
+    ) {
         self.key = key;
         self.state = 0;
         self.last_ns = ts;
         self.interval_start_ns = ts;
-        self.reset_counters();
+        self.reset_counters(wides);
         self.macs[sender as usize] = d.src_mac;
         self.macs[sender.flip() as usize] = d.dst_mac;
         self.orient_first(d, sender);
     }
 
     /// Clears the counters for a new record (active timeout) or a new flow.
-    pub(crate) fn reset_counters(&mut self) {
+    pub(crate) fn reset_counters(&mut self, wides: &mut Wides) {
         self.dirs = [DirStats::default(); 2];
+        self.rare = [[0; rare_index::COUNT]; 2];
+        wides.release(&mut self.wide);
+        self.seen = 0;
+        self.first_ns = [0; 2];
         self.early_count = 0;
-        self.early_high = 0;
+        self.early.high = 0;
         self.last_second = u32::MAX;
         self.payload_len = [0; 2];
     }
@@ -204,9 +338,16 @@ impl FlowEntry {
         true
     }
 
-    /// Counts one packet. `payload` receives up to the configured bytes of transport payload.
+    /// Counts one packet.
     #[inline]
-    pub(crate) fn update(&mut self, d: &Decoded, sender: Side, ts: u64, wire_len: u32) {
+    pub(crate) fn update(
+        &mut self,
+        d: &Decoded,
+        sender: Side,
+        ts: u64,
+        wire_len: u32,
+        wides: &mut Wides,
+    ) {
         let side = sender as usize;
         if d.tcp_valid {
             self.learn_from_syn(d, sender);
@@ -215,28 +356,59 @@ impl FlowEntry {
         let prev_last = self.last_ns;
         self.last_ns = self.last_ns.max(ts);
         let dir = &mut self.dirs[side];
-        if dir.packets == 0 {
-            dir.first_ns = ts;
+        if self.seen & (1 << side) == 0 {
+            self.seen |= 1 << side;
+            self.first_ns[side] = ts;
             dir.len_min = wire_len;
-            dir.iat_min = u64::MAX;
+            // No gap yet: saturated, and the wide record (if any) holds the initial u64::MAX.
+            dir.iat_min = u32::MAX;
         } else {
             // Packets can arrive out of time order (pcapng with several interfaces, multi-queue
-            // capture): first/last are the extremes, and a backwards step is a zero gap.
-            dir.first_ns = dir.first_ns.min(ts);
+            // capture): first/last are the extremes, and a backwards step is a zero gap. A
+            // packet at or after the direction's last cannot be before its first.
+            if ts < dir.last_ns {
+                self.first_ns[side] = self.first_ns[side].min(ts);
+            }
             let iat = ts.saturating_sub(dir.last_ns);
-            dir.iat_min = dir.iat_min.min(iat);
-            dir.iat_max = dir.iat_max.max(iat);
+            if iat < u64::from(dir.iat_min) {
+                dir.iat_min = iat as u32;
+            } else if dir.iat_min == u32::MAX {
+                // Every gap so far was >= 2^32 ns: the minimum is kept exactly aside.
+                let w = wides.get_or_take(&mut self.wide);
+                w.iat_min[side] = w.iat_min[side].min(iat);
+            }
+            if iat > u64::from(dir.iat_max) {
+                if iat < u64::from(u32::MAX) {
+                    dir.iat_max = iat as u32;
+                } else {
+                    dir.iat_max = u32::MAX;
+                    let w = wides.get_or_take(&mut self.wide);
+                    w.iat_max[side] = w.iat_max[side].max(iat);
+                }
+            }
             dir.iat_sumsq += (iat as f64) * (iat as f64);
         }
-        dir.packets += 1;
-        dir.bytes += wire_len as u64;
-        dir.ip_bytes += d.ip_len as u64;
+        let (packets, c_packets) = dir.packets.overflowing_add(1);
+        let (bytes, c_bytes) = dir.bytes.overflowing_add(wire_len);
+        let (ip_bytes, c_ip_bytes) = dir.ip_bytes.overflowing_add(d.ip_len);
+        dir.packets = packets;
+        dir.bytes = bytes;
+        dir.ip_bytes = ip_bytes;
+        if c_packets | c_bytes | c_ip_bytes {
+            let w = wides.get_or_take(&mut self.wide);
+            w.packets_hi[side] += c_packets as u32;
+            w.bytes_hi[side] += c_bytes as u32;
+            w.ip_bytes_hi[side] += c_ip_bytes as u32;
+        }
         dir.last_ns = dir.last_ns.max(ts);
         dir.len_min = dir.len_min.min(wire_len);
         dir.len_max = dir.len_max.max(wire_len);
         dir.len_sumsq += (wire_len as f64) * (wire_len as f64);
         if d.tcp_valid {
-            update_tcp(dir, d);
+            let rare = update_tcp(dir, d);
+            if rare != 0 {
+                self.count_rare(side, rare, wides);
+            }
             let f = d.tcp.flags;
             if f & tcp_flags::RST != 0 {
                 self.state |= state_bits::RST | state_bits::CLOSING;
@@ -255,25 +427,59 @@ impl FlowEntry {
         }
         let n = self.early_count as usize;
         if n < EARLY_PACKETS {
-            self.early_len[n] = wire_len;
-            self.early_iat[n] = if n == 0 {
+            let iat = if n == 0 {
                 0
             } else {
                 ts.saturating_sub(prev_last)
             };
+            if wire_len < u32::from(u16::MAX) {
+                self.early.len[n] = wire_len as u16;
+            } else {
+                self.early.len[n] = u16::MAX;
+                wides.get_or_take(&mut self.wide).early_len[n] = wire_len;
+            }
+            if iat < u64::from(u32::MAX) {
+                self.early.iat[n] = iat as u32;
+            } else {
+                self.early.iat[n] = u32::MAX;
+                wides.get_or_take(&mut self.wide).early_iat[n] = iat;
+            }
             if sender == Side::High {
-                self.early_high |= 1 << n;
+                self.early.high |= 1 << n;
             }
             self.early_count += 1;
         }
     }
 
+    /// Adds one to each rare counter of `side` whose bit is set in `mask`.
+    #[inline]
+    fn count_rare(&mut self, side: usize, mut mask: u16, wides: &mut Wides) {
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let (v, carry) = self.rare[side][i].overflowing_add(1);
+            self.rare[side][i] = v;
+            if carry {
+                let hi = &mut wides.get_or_take(&mut self.wide).rare_hi[side][i];
+                *hi = hi.wrapping_add(1);
+            }
+        }
+    }
+
+    /// Whether the current record has no packet yet.
+    #[inline]
+    pub(crate) fn is_empty_record(&self) -> bool {
+        self.seen == 0
+    }
+
     /// Timestamp of the flow's first packet in the current record.
     pub(crate) fn first_ns(&self) -> u64 {
-        match (self.dirs[0].packets, self.dirs[1].packets) {
-            (0, _) => self.dirs[1].first_ns,
-            (_, 0) => self.dirs[0].first_ns,
-            _ => self.dirs[0].first_ns.min(self.dirs[1].first_ns),
+        match self.seen {
+            0b01 => self.first_ns[0],
+            0b10 => self.first_ns[1],
+            0b11 => self.first_ns[0].min(self.first_ns[1]),
+            // An empty record (only exported when a flow is flushed before its first update).
+            _ => self.first_ns[1],
         }
     }
 
@@ -288,57 +494,100 @@ impl FlowEntry {
         self.dirs[0].last_ns.max(self.dirs[1].last_ns)
     }
 
-    /// Packets in the current record.
-    pub(crate) fn packets(&self) -> u64 {
-        self.dirs[0].packets + self.dirs[1].packets
-    }
-
     #[inline]
     pub(crate) fn is_closing(&self) -> bool {
         self.state & state_bits::CLOSING != 0
     }
+
+    /// The exact counters of `side` (narrow fields joined with the wide record).
+    pub(crate) fn exact(&self, side: usize, wides: &Wides) -> ExactDir {
+        let d = &self.dirs[side];
+        let w = wides.get(self.wide);
+        let mut rare = [0u32; rare_index::COUNT];
+        for (i, r) in rare.iter_mut().enumerate() {
+            // Wrapping, as the record's 32-bit counts always have.
+            *r = u32::from(self.rare[side][i])
+                .wrapping_add(w.map_or(0, |w| w.rare_hi[side][i].wrapping_shl(8)));
+        }
+        ExactDir {
+            packets: join(w.map_or(0, |w| w.packets_hi[side]), d.packets),
+            bytes: join(w.map_or(0, |w| w.bytes_hi[side]), d.bytes),
+            ip_bytes: join(w.map_or(0, |w| w.ip_bytes_hi[side]), d.ip_bytes),
+            psh: d.psh,
+            iat_min: if d.iat_min != u32::MAX {
+                u64::from(d.iat_min)
+            } else {
+                w.map_or(u64::MAX, |w| w.iat_min[side])
+            },
+            iat_max: if d.iat_max != u32::MAX {
+                u64::from(d.iat_max)
+            } else {
+                w.map_or(0, |w| w.iat_max[side])
+            },
+            first_ns: self.first_ns[side],
+            rare,
+        }
+    }
+
+    /// Early packet `i`'s frame length and gap, exact.
+    pub(crate) fn early_packet(&self, i: usize, wides: &Wides) -> (u32, u64) {
+        let w = wides.get(self.wide);
+        let len = match self.early.len[i] {
+            u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.early_len[i]),
+            l => u32::from(l),
+        };
+        let iat = match self.early.iat[i] {
+            u32::MAX => w.map_or(u64::from(u32::MAX), |w| w.early_iat[i]),
+            g => u64::from(g),
+        };
+        (len, iat)
+    }
 }
 
+/// A direction's counters that are kept narrow in the entry, made whole again for its record.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExactDir {
+    pub packets: u64,
+    pub bytes: u64,
+    pub ip_bytes: u64,
+    /// PSH segments (a `u32` in the record, as the other flag counts).
+    pub psh: u32,
+    pub iat_min: u64,
+    pub iat_max: u64,
+    pub first_ns: u64,
+    /// By [`rare_index`].
+    pub rare: [u32; rare_index::COUNT],
+}
+
+/// Counts a TCP segment in its direction's line; returns the rare counters to add one to (bit
+/// per [`rare_index`]), which the caller counts away from the hot line.
 #[inline]
-fn update_tcp(dir: &mut DirStats, d: &Decoded) {
+fn update_tcp(dir: &mut DirStats, d: &Decoded) -> u16 {
     let f = d.tcp.flags;
     dir.flags_or |= f;
     let syn = f & tcp_flags::SYN != 0;
     let ack = f & tcp_flags::ACK != 0;
-    if syn && !ack {
-        dir.flag_counts[flag_index::SYN] += 1;
-    }
-    if syn && ack {
-        dir.flag_counts[flag_index::SYN_ACK] += 1;
-    }
-    if f & tcp_flags::FIN != 0 {
-        dir.flag_counts[flag_index::FIN] += 1;
-    }
-    if f & tcp_flags::RST != 0 {
-        dir.flag_counts[flag_index::RST] += 1;
-    }
-    if f & tcp_flags::PSH != 0 {
-        dir.flag_counts[flag_index::PSH] += 1;
-    }
-    if f & tcp_flags::URG != 0 {
-        dir.flag_counts[flag_index::URG] += 1;
-    }
-    if f & tcp_flags::ECE != 0 {
-        dir.flag_counts[flag_index::ECE] += 1;
-    }
-    if f & tcp_flags::CWR != 0 {
-        dir.flag_counts[flag_index::CWR] += 1;
-    }
-    if d.tcp.window == 0 && f & tcp_flags::RST == 0 {
-        dir.zero_window += 1;
-    }
+    let mut rare = 0u16;
+    let mut bump = |i: usize, cond: bool| rare |= (cond as u16) << i;
+    bump(rare_index::SYN, syn && !ack);
+    bump(rare_index::SYN_ACK, syn && ack);
+    bump(rare_index::FIN, f & tcp_flags::FIN != 0);
+    bump(rare_index::RST, f & tcp_flags::RST != 0);
+    bump(rare_index::URG, f & tcp_flags::URG != 0);
+    bump(rare_index::ECE, f & tcp_flags::ECE != 0);
+    bump(rare_index::CWR, f & tcp_flags::CWR != 0);
+    bump(
+        rare_index::ZERO_WINDOW,
+        d.tcp.window == 0 && f & tcp_flags::RST == 0,
+    );
+    dir.psh = dir.psh.wrapping_add((f & tcp_flags::PSH != 0) as u32);
     // Sequence space consumed: payload, plus one each for SYN and FIN.
     let len = d
         .payload_len
         .wrapping_add(syn as u32)
         .wrapping_add((f & tcp_flags::FIN != 0) as u32);
     if len == 0 {
-        return;
+        return rare;
     }
     let end = d.tcp.seq.wrapping_add(len);
     if !dir.seq_valid {
@@ -352,7 +601,7 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) {
             && d.tcp.seq == dir.next_seq.wrapping_sub(1)
             && f & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) == 0;
         if !keep_alive {
-            dir.retransmissions += 1;
+            rare |= 1 << rare_index::RETRANS;
         }
         if seq_before(dir.next_seq, end) {
             dir.next_seq = end;
@@ -360,6 +609,7 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) {
     } else {
         dir.next_seq = end;
     }
+    rare
 }
 
 /// RFC 1982 serial-number comparison: `a` comes before `b` in 32-bit sequence space.
@@ -382,17 +632,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn layout_puts_each_direction_on_its_own_two_lines() {
-        assert_eq!(core::mem::size_of::<DirStats>(), 128);
+    fn layout_is_five_lines_with_each_direction_on_its_own() {
+        assert_eq!(core::mem::size_of::<DirStats>(), 64);
+        assert_eq!(core::mem::size_of::<FlowEntry>(), 5 * 64);
         let e = FlowEntry::empty();
         let base = &e as *const FlowEntry as usize;
         let off = |p: *const u8| p as usize - base;
         assert!(
-            off(&e.early_count as *const u8) < 64,
+            off(&e.live as *const bool as *const u8) < 64,
             "hot header fits one line"
         );
-        assert_eq!(off(&e.dirs[0] as *const DirStats as *const u8) % 64, 0);
-        assert_eq!(off(&e.dirs[1] as *const DirStats as *const u8) % 64, 0);
+        assert_eq!(off(&e.dirs[0] as *const DirStats as *const u8), 64);
+        assert_eq!(off(&e.dirs[1] as *const DirStats as *const u8), 128);
+        let early = off(&e.early as *const EarlyPackets as *const u8);
+        assert_eq!(early, 192);
+        assert!(early + core::mem::size_of::<EarlyPackets>() <= 256);
+        assert!(off(&e.first_ns as *const u64 as *const u8) >= 256);
     }
 
     #[test]
@@ -433,77 +688,201 @@ mod tests {
 
     #[test]
     fn retransmission_is_a_segment_starting_in_sent_space() {
+        let mut w = Wides::default();
         let mut e = FlowEntry::empty();
         let syn = tcp(tcp_flags::SYN, 100, 0);
-        e.start(FlowKey::default(), &syn, Side::Low, 0);
-        e.update(&syn, Side::Low, 0, 60);
-        e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 1, 70);
-        e.update(&tcp(tcp_flags::ACK, 111, 10), Side::Low, 2, 70);
-        e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 3, 70);
+        e.start(FlowKey::default(), &syn, Side::Low, 0, &mut w);
+        e.update(&syn, Side::Low, 0, 60, &mut w);
+        e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 1, 70, &mut w);
+        e.update(&tcp(tcp_flags::ACK, 111, 10), Side::Low, 2, 70, &mut w);
+        e.update(&tcp(tcp_flags::ACK, 101, 10), Side::Low, 3, 70, &mut w);
         // A pure ACK at the old sequence number is not a retransmission.
-        e.update(&tcp(tcp_flags::ACK, 101, 0), Side::Low, 4, 60);
+        e.update(&tcp(tcp_flags::ACK, 101, 0), Side::Low, 4, 60, &mut w);
         // Nor is a keep-alive: one byte at next sequence number - 1.
-        e.update(&tcp(tcp_flags::ACK, 120, 1), Side::Low, 5, 61);
-        let d = &e.dirs[0];
-        assert_eq!(d.retransmissions, 1);
-        assert_eq!(d.packets, 6);
-        assert_eq!(d.flag_counts[flag_index::SYN], 1);
+        e.update(&tcp(tcp_flags::ACK, 120, 1), Side::Low, 5, 61, &mut w);
+        let x = e.exact(0, &w);
+        assert_eq!(x.rare[rare_index::RETRANS], 1);
+        assert_eq!(x.packets, 6);
+        assert_eq!(x.rare[rare_index::SYN], 1);
         assert_eq!(e.initiator(), Side::Low);
+        let d = &e.dirs[0];
         assert_eq!((d.len_min, d.len_max), (60, 70));
-        assert_eq!((d.iat_min, d.iat_max), (1, 1));
+        assert_eq!((x.iat_min, x.iat_max), (1, 1));
         assert_eq!(d.next_seq, 121);
+        assert_eq!(w.in_use(), 0, "nothing outgrew the narrow fields");
     }
 
     #[test]
     fn syn_ack_first_makes_the_receiver_initiator() {
+        let mut w = Wides::default();
         let mut e = FlowEntry::empty();
         let sa = tcp(tcp_flags::SYN | tcp_flags::ACK, 5, 0);
-        e.start(FlowKey::default(), &sa, Side::Low, 0);
+        e.start(FlowKey::default(), &sa, Side::Low, 0, &mut w);
         assert_eq!(e.initiator(), Side::High);
     }
 
     #[test]
     fn later_syn_reorients_a_heuristic_flow() {
+        let mut w = Wides::default();
         let mut e = FlowEntry::empty();
         let ack = tcp(tcp_flags::ACK, 5, 10);
-        e.start(FlowKey::default(), &ack, Side::Low, 0);
+        e.start(FlowKey::default(), &ack, Side::Low, 0, &mut w);
         assert_eq!(e.initiator(), Side::Low);
-        e.update(&tcp(tcp_flags::SYN, 1, 0), Side::High, 1, 60);
+        e.update(&tcp(tcp_flags::SYN, 1, 0), Side::High, 1, 60, &mut w);
         assert_eq!(e.initiator(), Side::High);
         // A second SYN from the other side does not flip it back.
-        e.update(&tcp(tcp_flags::SYN, 1, 0), Side::Low, 2, 60);
+        e.update(&tcp(tcp_flags::SYN, 1, 0), Side::Low, 2, 60, &mut w);
         assert_eq!(e.initiator(), Side::High);
     }
 
     #[test]
     fn fin_both_ways_or_rst_closes() {
+        let mut w = Wides::default();
         let mut e = FlowEntry::empty();
         let a = tcp(tcp_flags::ACK | tcp_flags::FIN, 5, 0);
-        e.start(FlowKey::default(), &a, Side::Low, 0);
-        e.update(&a, Side::Low, 0, 60);
+        e.start(FlowKey::default(), &a, Side::Low, 0, &mut w);
+        e.update(&a, Side::Low, 0, 60, &mut w);
         assert!(!e.is_closing());
-        e.update(&a, Side::High, 1, 60);
+        e.update(&a, Side::High, 1, 60, &mut w);
         assert!(e.is_closing());
         let mut r = FlowEntry::empty();
         let rst = tcp(tcp_flags::RST, 5, 0);
-        r.start(FlowKey::default(), &rst, Side::Low, 0);
-        r.update(&rst, Side::Low, 0, 60);
+        r.start(FlowKey::default(), &rst, Side::Low, 0, &mut w);
+        r.update(&rst, Side::Low, 0, 60, &mut w);
         assert!(r.is_closing());
     }
 
     #[test]
     fn early_packets_are_signed_by_side() {
+        let mut w = Wides::default();
         let mut e = FlowEntry::empty();
         let p = tcp(tcp_flags::ACK, 0, 0);
-        e.start(FlowKey::default(), &p, Side::Low, 10);
+        e.start(FlowKey::default(), &p, Side::Low, 10, &mut w);
         for i in 0..12u64 {
             let side = if i % 2 == 0 { Side::Low } else { Side::High };
-            e.update(&p, side, 10 + i * 5, 60 + i as u32);
+            e.update(&p, side, 10 + i * 5, 60 + i as u32, &mut w);
         }
         assert_eq!(e.early_count as usize, EARLY_PACKETS);
-        assert_eq!(e.early_high, 0b10_1010_1010);
-        assert_eq!(e.early_iat[0], 0);
-        assert_eq!(e.early_iat[1], 5);
-        assert_eq!(e.early_len[9], 69);
+        assert_eq!(e.early.high, 0b10_1010_1010);
+        assert_eq!(e.early_packet(0, &w), (60, 0));
+        assert_eq!(e.early_packet(1, &w), (61, 5));
+        assert_eq!(e.early_packet(9, &w), (69, 5));
+    }
+
+    /// A naive 64-bit reference of one direction's counters.
+    #[derive(Default)]
+    struct Reference {
+        packets: u64,
+        bytes: u64,
+        first: u64,
+        last: u64,
+        iat_min: u64,
+        iat_max: u64,
+        syn: u32,
+    }
+
+    impl Reference {
+        fn packet(&mut self, ts: u64, len: u32) {
+            if self.packets == 0 {
+                self.first = ts;
+                self.iat_min = u64::MAX;
+            } else {
+                let iat = ts.saturating_sub(self.last);
+                self.iat_min = self.iat_min.min(iat);
+                self.iat_max = self.iat_max.max(iat);
+            }
+            self.first = self.first.min(ts);
+            self.last = self.last.max(ts);
+            self.packets += 1;
+            self.bytes += u64::from(len);
+        }
+    }
+
+    #[test]
+    fn values_past_the_narrow_fields_stay_exact() {
+        const G: u64 = 1 << 32;
+        let mut w = Wides::default();
+        let mut e = FlowEntry::empty();
+        let syn = tcp(tcp_flags::SYN, 1, 0);
+        e.start(FlowKey::default(), &syn, Side::Low, 0, &mut w);
+        let mut low = Reference::default();
+        let mut high = Reference::default();
+        // Low side: gaps of 2^32 ns and more only, so its minimum gap lives in the wide
+        // record; frames of 65535 bytes and more among the early packets; 300 SYNs, past the
+        // byte-sized counter.
+        let mut early = Vec::new();
+        let mut last = 0u64;
+        let times_lens = [
+            (0, 70_000),
+            (G + 7, 65_535),
+            (3 * G, 60),
+            (5 * G + 9, 1500),
+            (7 * G, 80),
+        ];
+        for (i, &(ts, len)) in times_lens.iter().enumerate() {
+            e.update(&syn, Side::Low, ts, len, &mut w);
+            low.packet(ts, len);
+            low.syn += 1;
+            early.push((len, if i == 0 { 0 } else { ts.saturating_sub(last) }));
+            last = last.max(ts);
+        }
+        // High side: small gaps, one huge one for its maximum, then one packet out of time
+        // order (a zero gap, and earlier than the side's first).
+        for ts in [5 * G + 10, 5 * G + 11, 9 * G, 5 * G] {
+            let ack = tcp(tcp_flags::ACK, 1, 0);
+            e.update(&ack, Side::High, ts, 64, &mut w);
+            high.packet(ts, 64);
+            early.push((64, ts.saturating_sub(last)));
+            last = last.max(ts);
+        }
+        for k in 5..300 {
+            e.update(&syn, Side::Low, k * 2 * G, 60, &mut w);
+            low.packet(k * 2 * G, 60);
+            low.syn += 1;
+        }
+        for (side, r) in [(0, &low), (1, &high)] {
+            let x = e.exact(side, &w);
+            assert_eq!(x.packets, r.packets, "side {side}");
+            assert_eq!(x.bytes, r.bytes, "side {side}");
+            assert_eq!(x.first_ns, r.first, "side {side}");
+            assert_eq!(e.dirs[side].last_ns, r.last, "side {side}");
+            assert_eq!(
+                (x.iat_min, x.iat_max),
+                (r.iat_min, r.iat_max),
+                "side {side}"
+            );
+            assert_eq!(x.rare[rare_index::SYN], r.syn, "side {side}");
+        }
+        for (i, &want) in early.iter().take(EARLY_PACKETS).enumerate() {
+            assert_eq!(e.early_packet(i, &w), want, "early packet {i}");
+        }
+        assert_eq!(
+            e.dirs[0].iat_min,
+            u32::MAX,
+            "the low side's minimum is in the wide record"
+        );
+        assert_eq!(w.in_use(), 1);
+        // A new record gives the wide record back.
+        e.reset_counters(&mut w);
+        assert_eq!(w.in_use(), 0);
+        assert!(e.is_empty_record());
+    }
+
+    #[test]
+    fn byte_counts_carry_past_32_bits() {
+        let mut w = Wides::default();
+        let mut e = FlowEntry::empty();
+        let ack = tcp(tcp_flags::ACK, 1, 0);
+        e.start(FlowKey::default(), &ack, Side::High, 0, &mut w);
+        let mut want = 0u64;
+        // 70,000 frames of 65,536 bytes: 4.6 GB, past 2^32 once.
+        for i in 0..70_000u64 {
+            e.update(&ack, Side::High, i, 65_536, &mut w);
+            want += 65_536;
+        }
+        let x = e.exact(1, &w);
+        assert_eq!(x.bytes, want);
+        assert_eq!(x.packets, 70_000);
+        assert_eq!(e.exact(0, &w).packets, 0);
     }
 }

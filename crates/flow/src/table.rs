@@ -7,7 +7,7 @@
 //! a packet does not move its flow in the wheel; when a slot comes due, each flow in it either
 //! expires or is moved to the slot of its real deadline (at most once per timeout period).
 use crate::key::FlowKey;
-use crate::state::{FlowEntry, NIL};
+use crate::state::{FlowEntry, Wides, NIL};
 
 /// log2 of the wheel's tick in ns: 2^26 ns ≈ 67 ms, the resolution of expiry.
 pub(crate) const TICK_SHIFT: u32 = 26;
@@ -84,6 +84,8 @@ impl core::ops::IndexMut<usize> for Index {
 
 pub(crate) struct FlowTable {
     pub(crate) entries: Vec<FlowEntry>,
+    /// Exact values of the few flows that outgrow their entry's narrow fields.
+    pub(crate) wides: Wides,
     free: Vec<u32>,
     /// Index slots: 0 = empty, else `(tag << INDEX_BITS) | (entry index + 1)`, the tag being
     /// 6 hash bits that the home position does not use. Four bytes a slot keep the index small
@@ -105,6 +107,7 @@ impl FlowTable {
         let nslots = (capacity * 2).next_power_of_two();
         FlowTable {
             entries: Vec::with_capacity(capacity),
+            wides: Wides::default(),
             free: Vec::with_capacity(capacity),
             slots: Index::zeroed(nslots),
             mask: nslots - 1,
@@ -173,7 +176,6 @@ impl FlowTable {
         self.slots[pos] = tag_of(hash) | (idx + 1);
         let e = &mut self.entries[idx as usize];
         e.key = *key;
-        e.hash = hash;
         e.live = true;
         self.len += 1;
         idx
@@ -182,7 +184,7 @@ impl FlowTable {
     /// Unindexes and unschedules an entry and returns it to the free list.
     pub(crate) fn remove(&mut self, idx: u32) {
         self.unschedule(idx);
-        let hash = self.entries[idx as usize].hash;
+        let hash = self.entries[idx as usize].key.hash();
         let want = tag_of(hash) | (idx + 1);
         let mut hole = home_bits(hash) & self.mask;
         while self.slots[hole] != want {
@@ -198,8 +200,10 @@ impl FlowTable {
             if s == 0 {
                 break;
             }
-            // The slot keeps only a tag; the occupant's home comes from its entry.
-            let home = home_bits(self.entries[((s & INDEX_MASK) - 1) as usize].hash) & self.mask;
+            // The slot keeps only a tag; the occupant's home comes from its key, rehashed
+            // (storing the hash cost 8 bytes per flow; removals are a small share of the work).
+            let home =
+                home_bits(self.entries[((s & INDEX_MASK) - 1) as usize].key.hash()) & self.mask;
             let between = if hole <= j {
                 hole < home && home <= j
             } else {
@@ -211,7 +215,9 @@ impl FlowTable {
             }
         }
         self.slots[hole] = 0;
-        self.entries[idx as usize].live = false;
+        let e = &mut self.entries[idx as usize];
+        e.live = false;
+        self.wides.release(&mut e.wide);
         self.free.push(idx);
         self.len -= 1;
     }
@@ -225,7 +231,7 @@ impl FlowTable {
             let e = &mut self.entries[idx as usize];
             e.wheel_prev = NIL;
             e.wheel_next = head;
-            e.wheel_slot = slot as u32;
+            e.wheel_slot = slot as u16;
         }
         if head != NIL {
             self.entries[head as usize].wheel_prev = idx;
@@ -288,6 +294,7 @@ impl FlowTable {
     /// Forgets every flow at once (after the caller exported them): the slab keeps its memory.
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
+        self.wides.clear();
         self.free.clear();
         // A fresh zeroed allocation is lazily mapped; filling the old one would touch every
         // page of the index (64 MiB at the default capacity) even for a handful of flows.
@@ -322,13 +329,15 @@ impl FlowTable {
         }
     }
 
-    /// Hints the CPU to fetch the three lines of entry `idx` a packet from `side` updates.
+    /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates: the
+    /// header and its direction's line, and the early-packet line (needed by most packets: the
+    /// first ten of each flow; fetching it for the others costs bandwidth, not waiting).
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32, side: usize) {
         let e = &self.entries[idx as usize];
         mem_prefetch::prefetch_write_data::<_, 3>(&e.key);
-        mem_prefetch::prefetch_write_data::<_, 3>(&e.dirs[side].packets);
-        mem_prefetch::prefetch_write_data::<_, 3>(&e.dirs[side].iat_sumsq);
+        mem_prefetch::prefetch_write_data::<_, 3>(&e.dirs[side]);
+        mem_prefetch::prefetch_write_data::<_, 3>(&e.early);
     }
 }
 
