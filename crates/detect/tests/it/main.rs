@@ -1,38 +1,16 @@
 //! Allocation checks: after warm-up, updating the sketches and observing packets allocates
-//! nothing. A counting global allocator sees every thread, so this binary holds one test.
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
+//! nothing, counted per thread.
 use trawl_capture::{Direction, LinkType, PacketRecord};
 use trawl_detect::sketch::{mix64, CountMin, SpaceSaving};
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
 
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: trawl_testkit::alloc::CountingAllocator = trawl_testkit::alloc::CountingAllocator;
 
+/// Allocations of this thread (the harness's own threads allocate too, to report a slow
+/// test for one).
 fn allocs() -> u64 {
-    ALLOCS.load(Ordering::Relaxed)
+    trawl_testkit::alloc::thread_allocations()
 }
 
 /// An Ethernet/IPv4/TCP SYN to `dst`.
