@@ -64,8 +64,10 @@ BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --bench export_throughp
 TRAWL=$TARGET_DIR/release/trawl
 [ -x "$BENCH_BIN" ] && [ -x "$TRAWL" ] || { echo "export.sh: build products missing" >&2; exit 1; }
 
-cpu_ticks() { awk '{print $14, $15}' "/proc/$1/stat"; } # user, system
-TICK=$(getconf CLK_TCK)
+# CPU time of all live threads of a process, ns (schedstat: exact, where the user/system
+# split of /proc/PID/stat is tick-sampled and, on this VM, biased towards whichever mode the
+# timer tick wakes a sleeping process in).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -110,7 +112,7 @@ note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE d
 DATAGRAMS=$(sed -n 's/.*datagrams=\([0-9]*\).*/\1/p' "$WORK/stream.txt")
 
 # One receiver on PORT (the word PORT in its command is replaced): starts it, replays the
-# stream into it, prints the CPU ticks it used meanwhile as USER:SYSTEM.
+# stream into it, prints the CPU time (ns) it used meanwhile.
 receive() { # label, stream (plain|trains), port, receiver command...
     local label=$1 form=$2 PORT=$3
     shift 3
@@ -120,14 +122,14 @@ receive() { # label, stream (plain|trains), port, receiver command...
     "${cmd[@]}" > /dev/null 2> "$WORK/$label-$form.err" &
     local pid=$!
     sleep 1
-    local u0 s0 u1 s1
-    read -r u0 s0 < <(cpu_ticks $pid)
+    local c0 c1
+    c0=$(cpu_ns $pid)
     "$BENCH_BIN" replay "$file" "127.0.0.1:$PORT" "$RATE" $replay_opt > "$WORK/replay-$label-$form.txt"
     sleep 1
-    read -r u1 s1 < <(cpu_ticks $pid)
+    c1=$(cpu_ns $pid)
     kill -INT $pid
     wait $pid || true
-    echo "$((u1 - u0)):$((s1 - s0))"
+    echo "$((c1 - c0))"
 }
 trawl_flows() { tail -1 "$WORK/$1.err" | sed -n 's/.*"flows":\([0-9]*\).*/\1/p'; }
 nfcapd_flows() {
@@ -160,10 +162,9 @@ done
 done
 cat "$WORK/collect.txt"
 
-python3 - "$TICK" "$STREAM_RECORDS" "$DATAGRAMS" "$RATE" "$WORK/encode.txt" "$WORK/collect.txt" <<'PY' | tee "$WORK/summary.txt"
+python3 - "$STREAM_RECORDS" "$DATAGRAMS" "$RATE" "$WORK/encode.txt" "$WORK/collect.txt" <<'PY' | tee "$WORK/summary.txt"
 import re, sys
-tick, sent, dgrams, rate, enc, col = sys.argv[1:]
-tick = float(tick)
+sent, dgrams, rate, enc, col = sys.argv[1:]
 print("export (IPFIX over UDP; producer + exporter CPU):")
 for line in open(enc):
     kv = dict(re.findall(r"(\w+)=([\w.-]+)", line))
@@ -179,20 +180,19 @@ for form in ("plain", "trains"):
     runs = {}
     for r in rows:
         if r[0] == form:
-            u, k = (int(x) / tick for x in r[2].split(":"))
-            runs.setdefault(r[1], []).append((u + k, u, k, int(r[3] or 0)))
-    # The run with the median CPU time of each receiver.
+            runs.setdefault(r[1], []).append((int(r[2]) / 1e9, int(r[3] or 0)))
+    # The run with the median CPU time of each receiver (and the spread of all its runs).
     got = {key: sorted(v)[len(v) // 2] for key, v in runs.items()}
-    ncpu, nuser, _, nf = got["nfcapd"]
+    spread = {key: (min(c for c, _ in v), max(c for c, _ in v)) for key, v in runs.items()}
+    ncpu, nf = got["nfcapd"]
     nr = nf / ncpu if ncpu > 0 else float("nan")
-    nur = nf / nuser if nuser > 0 else float("nan")
     names = {"trawl-no-output": "trawl collect --no-output", "trawl-db": "trawl collect --db",
              "trawl-no-wait": "trawl collect --no-output --recv-wait 0",
              "trawl-json": "trawl collect (JSON to /dev/null)", "nfcapd": "nfcapd (nfcapd files)"}
     for key in ("trawl-no-output", "trawl-no-wait", "trawl-db", "trawl-json", "nfcapd"):
-        cpu, user, system, n = got[key]
+        cpu, n = got[key]
+        lo, hi = spread[key]
         r = n / cpu if cpu > 0 else float("nan")
-        ur = n / user if user > 0 else float("nan")
-        print(f"  {names[key]:40} {n:>8} records, {cpu:5.2f} CPU-s ({user:4.2f} user + {system:4.2f} system), "
-              f"{r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd; user time only {ur/nur:4.2f}x")
+        print(f"  {names[key]:40} {n:>8} records, {cpu:5.3f} CPU-s (runs {lo:5.3f}-{hi:5.3f}), "
+              f"{r/1e3:6.0f} k records/CPU-s, {r/nr:4.2f}x nfcapd")
 PY
