@@ -66,7 +66,8 @@ pub struct CollectArgs {
     pub db_max_size: Option<usize>,
     /// UDP: after a receive that emptied the socket queues, wait this long before the next
     /// one, so that datagrams arriving one by one are read in batches rather than with a
-    /// wake-up each (adds at most this much latency); 0 to read each as it comes.
+    /// wake-up each (adds at most this much latency); only while the waits do gather several
+    /// arrivals (not for trains, nor a slow trickle); 0 to read each as it comes.
     #[arg(long = "recv-wait", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
     pub recv_wait: u64,
     /// Summary on standard error at the end.
@@ -368,8 +369,18 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         let mut batch = trawl_export::socket::RecvBatch::new(trawl_export::socket::RECV_BATCH);
         let nowhere: SocketAddr = "0.0.0.0:0".parse().expect("literal");
         let recv_wait = Duration::from_nanos(a.recv_wait);
+        // Waiting pays off only when datagrams arrive one by one faster than the wait: a wait
+        // then gathers many arrivals into one receive. Trains (UDP_GRO) or a slow trickle
+        // arrive as one receive per wake-up anyway, and a wait would only add a timer wake-up
+        // per arrival. So: wait while the waits gather more than one arrival; else block in
+        // the receive until arrivals come closer together than a quarter of the wait.
+        let mut gather = true;
+        let mut slept = false;
+        let mut last_wake = Instant::now();
         'outer: loop {
             let mut idle = true;
+            // Receives (a train counts once) of this round.
+            let mut arrivals = 0usize;
             // Whether every socket's queue was emptied by a batch that was not full.
             let mut drained = true;
             for s in &sockets {
@@ -380,6 +391,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                     match batch.recv(s) {
                         Ok(n) => {
                             idle = false;
+                            arrivals += n;
                             taken += n;
                             c.udp.receives += 1;
                             for i in 0..n {
@@ -439,11 +451,22 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                 if !single {
                     std::thread::sleep(Duration::from_micros(200));
                 }
-            } else if drained && !recv_wait.is_zero() {
-                // The queues are empty but datagrams are flowing: let them gather for a
-                // moment instead of waking up for each one (the kernel's buffer holds
-                // thousands), so that each receive takes a batch.
-                std::thread::sleep(recv_wait);
+            } else {
+                let now = Instant::now();
+                if gather && slept && arrivals <= 1 {
+                    gather = false;
+                } else if !gather && now.duration_since(last_wake) < recv_wait / 4 {
+                    gather = true;
+                }
+                last_wake = now;
+                slept = false;
+                if gather && drained && !recv_wait.is_zero() {
+                    // The queues are empty but datagrams are flowing: let them gather for a
+                    // moment instead of waking up for each one (the kernel's buffer holds
+                    // thousands), so that each receive takes a batch.
+                    std::thread::sleep(recv_wait);
+                    slept = true;
+                }
             }
         }
     }
