@@ -25,6 +25,7 @@ pub mod exec;
 pub mod output;
 mod partial;
 pub mod plan;
+mod read;
 mod result;
 pub mod syntax;
 

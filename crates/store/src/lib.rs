@@ -40,6 +40,7 @@
 mod error;
 pub mod hash;
 pub mod layout;
+pub mod pages;
 mod reader;
 pub mod retention;
 pub mod schema;
@@ -47,7 +48,7 @@ mod writer;
 
 pub use error::{Error, Result};
 pub use layout::{list_blocks, list_ifaces, BlockFilter, BlockRef, BLOCK_NS};
-pub use reader::{proto_number, read_block};
+pub use reader::{proto_number, read_block, read_block_direct};
 pub use retention::Retention;
 pub use schema::{StoredFlow, STORE_VERSION};
 pub use writer::{encode_batch, write_block, Codec, IfaceId, Ingest, IngestStats, StoreConfig};
