@@ -612,6 +612,37 @@ impl AggTable {
         added
     }
 
+    /// [`AggTable::stage_rows`] for the rows listed in `rows` (ascending), `keys[k]` the key
+    /// of row `rows[k]`: a selective condition pays for the rows it keeps only. Returns the
+    /// rows taken.
+    pub(crate) fn stage_rows_at(
+        &mut self,
+        keys: &[u128],
+        rows: &[u32],
+        counters: [&[u64]; 4],
+    ) -> u64 {
+        let [fp, rp, fb, rb] = counters;
+        let n = fp.len().min(rp.len()).min(fb.len()).min(rb.len());
+        let mut added = 0u64;
+        for (&key, &i) in keys.iter().zip(rows) {
+            let i = i as usize;
+            if i >= n {
+                break;
+            }
+            added += 1;
+            let pre = prehash(key);
+            let part = (pre >> PART_SHIFT) as usize;
+            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
+            if (a | b | c | d) >> 32 != 0 {
+                self.add_big(part, key, pre, [a, b, c, d]);
+                continue;
+            }
+            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
+            self.staged_len += 1;
+        }
+        added
+    }
+
     #[cold]
     fn add_big(&mut self, part: usize, key: u128, pre: u64, c: [u64; 4]) {
         self.unpack(part);

@@ -24,7 +24,7 @@ use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
 use crate::error::Error;
 use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
 use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, NumCol, Program, Query};
-use crate::read::{BlockFile, Col, ColumnReader, RowGroup, DICTS};
+use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 
 /// Runs `query` over the database at `db` and returns the merged partial aggregate.
 /// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
@@ -189,14 +189,15 @@ struct IpInterner {
     addrs: Vec<IpAddr>,
 }
 
-/// Parses a dotted quad without the generic parser's overhead; anything else goes to `std`.
+/// Parses a dotted quad in canonical form (as `std` accepts it: no leading zeros) without
+/// the generic parser's overhead; `None` for anything else.
 #[inline]
-fn parse_ip(text: &[u8]) -> Option<IpAddr> {
+fn parse_v4(text: &[u8]) -> Option<u32> {
     let mut octets = [0u32; 4];
     let (mut n, mut digits) = (0usize, 0u32);
     for &c in text {
         match c {
-            b'0'..=b'9' if digits < 3 => {
+            b'0'..=b'9' if digits < 3 && !(digits == 1 && octets[n] == 0) => {
                 octets[n] = octets[n] * 10 + u32::from(c - b'0');
                 digits += 1;
             }
@@ -204,14 +205,13 @@ fn parse_ip(text: &[u8]) -> Option<IpAddr> {
                 n += 1;
                 digits = 0;
             }
-            _ => return std::str::from_utf8(text).ok()?.parse().ok(),
+            _ => return None,
         }
     }
     if n != 3 || digits == 0 || octets.iter().any(|&o| o > 255) {
-        return std::str::from_utf8(text).ok()?.parse().ok();
+        return None;
     }
-    let v = octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3];
-    Some(IpAddr::V4(v.into()))
+    Some(octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3])
 }
 
 impl IpInterner {
@@ -240,25 +240,42 @@ struct DictCache {
 /// A dictionary entry not resolved yet (codes use 33 bits).
 const UNSET: u64 = u64::MAX;
 
+/// Addresses other than IPv4 already resolved by a worker, by their text: the standard
+/// parser and the shared table's lock are paid once per worker and address, not once per
+/// dictionary.
+type OtherAddrs = FxHashMap<Box<[u8]>, (u64, IpAddr)>;
+
 /// Resolves entry `d` of an address dictionary.
 #[inline(never)]
 fn resolve_ip(
     cache: &mut DictCache,
     dict: &DictColumn,
     shared: &Mutex<IpInterner>,
+    others: &mut OtherAddrs,
     name: &str,
     d: usize,
 ) -> Result<u64, String> {
     let text = dict.bytes(d);
-    let ip = parse_ip(text).ok_or_else(|| {
-        format!(
-            "column {name}: not an address: {:?}",
-            String::from_utf8_lossy(text)
-        )
-    })?;
-    let code = match ip {
-        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
-        IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+    let (code, ip) = if let Some(ip) = parse_v4(text) {
+        (V4_TAG | u64::from(ip), IpAddr::V4(ip.into()))
+    } else if let Some(&known) = others.get(text) {
+        known
+    } else {
+        let ip = std::str::from_utf8(text)
+            .ok()
+            .and_then(|t| t.parse::<IpAddr>().ok())
+            .ok_or_else(|| {
+                format!(
+                    "column {name}: not an address: {:?}",
+                    String::from_utf8_lossy(text)
+                )
+            })?;
+        let code = match ip {
+            IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+            IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+        };
+        others.insert(text.into(), (code, ip));
+        (code, ip)
     };
     cache.codes[d] = code;
     cache.ips[d] = ip;
@@ -271,6 +288,32 @@ fn resolve_ip(
 struct LeafCache {
     gen: u64,
     table: Vec<u8>,
+    /// For an IPv4 prefix on an octet boundary, the text every address in it starts with
+    /// (`"10.1."` for 10.1.0.0/16): an entry not starting with it is outside without being
+    /// parsed (stored text is canonical; an entry that is not an address at all is then
+    /// simply not in the prefix, where parsing it would have failed the block).
+    text: Option<Vec<u8>>,
+}
+
+impl LeafCache {
+    fn new(leaf: &Leaf) -> LeafCache {
+        let text = match leaf {
+            Leaf::Ip(_, IpPred::In(n)) if n.addr.is_ipv4() && n.prefix % 8 == 0 && n.prefix > 0 => {
+                let t = n.addr.to_string();
+                let octets: Vec<&str> = t.split('.').take(usize::from(n.prefix / 8)).collect();
+                Some(if n.prefix == 32 {
+                    t.into_bytes()
+                } else {
+                    format!("{}.", octets.join(".")).into_bytes()
+                })
+            }
+            _ => None,
+        };
+        LeafCache {
+            text,
+            ..LeafCache::default()
+        }
+    }
 }
 
 struct Worker<'a> {
@@ -283,14 +326,23 @@ struct Worker<'a> {
     /// Per dictionary column (`Col::slot`): codes of the dictionary last seen.
     caches: [DictCache; DICTS],
     leaf_tables: Vec<LeafCache>,
+    /// Flag buffers of condition evaluation, reused.
+    flag_pool: Vec<Vec<bool>>,
     keys: Vec<u128>,
-    /// Scratch of [`Worker::dense_batch`]: local index per row, slot per local index, the
-    /// sums per slot, the local index of each slot.
+    /// Scratch of [`Worker::dense_rowgroup`]: local index per row, slot per local index, the
+    /// sums per slot (or per local index), the local index of each slot.
     local: Vec<u32>,
     slot_of: Vec<u32>,
     dense: Vec<Metrics>,
     touched: Vec<u32>,
-    flush: Vec<(u128, Metrics)>,
+    /// Addresses other than IPv4 resolved so far.
+    others: OtherAddrs,
+    /// Groups of the current block's dense row groups, added once it is decoded whole.
+    pending: Vec<(u128, Metrics)>,
+    /// Rows to stage.
+    rows: Vec<u32>,
+    /// Slot per row (the dense path through a slot index).
+    slots: Vec<u32>,
     /// Decoding: the column reader and the decoded row groups of the current block.
     reader: ColumnReader,
     rgs: Vec<RowGroup>,
@@ -331,15 +383,17 @@ impl<'a> Worker<'a> {
             groups: 0,
             stats: ScanStats::default(),
             caches: Default::default(),
-            leaf_tables: (0..ctx.program.leaves.len())
-                .map(|_| LeafCache::default())
-                .collect(),
+            leaf_tables: ctx.program.leaves.iter().map(LeafCache::new).collect(),
+            flag_pool: Vec::new(),
             keys: Vec::new(),
             local: Vec::new(),
             slot_of: Vec::new(),
             dense: Vec::new(),
             touched: Vec::new(),
-            flush: Vec::new(),
+            others: OtherAddrs::default(),
+            pending: Vec::new(),
+            slots: Vec::new(),
+            rows: Vec::new(),
             reader: ColumnReader::new(ctx.query.direct_decoding),
             rgs: Vec::new(),
         }
@@ -428,56 +482,141 @@ impl<'a> Worker<'a> {
         while rgs.len() < selected.len() {
             rgs.push(RowGroup::default());
         }
-        // Decoded whole before any row is counted: a block that turns out damaged halfway
-        // contributes nothing rather than its first row groups. (One block's needed columns:
-        // a few MB per worker.)
+        let map = self.map_for(b);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let r = self.decode_block(
+            b,
+            &mut file,
+            &selected,
+            &leaves,
+            rgs,
+            first,
+            root.as_ref(),
+            &mut pending,
+        );
+        let matched = match r {
+            Ok(m) => m,
+            Err(e) => {
+                self.pending = pending;
+                return Err(e);
+            }
+        };
+        // The block is decoded whole: its rows count now.
+        self.stats.blocks_scanned += 1;
+        self.stats.bytes_scanned += b.bytes;
+        let before = self.maps[map].len();
+        self.maps[map].add_many(&pending);
+        self.groups += self.maps[map].len() - before;
+        self.stats.rows_matched += matched;
+        self.pending = pending;
+        for rg in &rgs[..selected.len()] {
+            self.stats.rows_scanned += rg.rows as u64;
+            if rg.staged {
+                self.stage(rg, map).map_err(|e| block_error(b, e))?;
+            }
+        }
+        if self.groups > self.ctx.query.max_groups {
+            return Err(Error::TooManyGroups(self.ctx.query.max_groups));
+        }
+        Ok(())
+    }
+
+    /// Decodes the selected row groups of a block. Those whose group keys have few local
+    /// values are aggregated on the way, into `pending` (a data page of counters at a time,
+    /// while the values are in the cache); the others are left decoded for staging
+    /// (`RowGroup::staged`). Nothing reaches the worker's tables: a block that turns out
+    /// damaged half-way contributes nothing. Returns the rows aggregated.
+    #[allow(clippy::too_many_arguments)] // The block's state, passed apart so borrows stay disjoint.
+    fn decode_block(
+        &mut self,
+        b: &BlockRef,
+        file: &mut BlockFile,
+        selected: &[usize],
+        leaves: &[usize],
+        rgs: &mut [RowGroup],
+        first: Option<(Node, Vec<Col>)>,
+        root: Option<&Node>,
+        pending: &mut Vec<(u128, Metrics)>,
+    ) -> Result<u64, Error> {
+        let ctx = self.ctx;
+        let err = |e: String| block_error(b, e);
+        let mut matched = 0;
         for (k, &g) in selected.iter().enumerate() {
             let rg = &mut rgs[k];
-            rg.rows = usize::try_from(meta.row_group(g).num_rows())
-                .map_err(|_| block_error(b, format!("row group {g}: negative row count")))?;
-            rg.empty = false;
+            rg.rows = usize::try_from(file.meta.row_group(g).num_rows())
+                .map_err(|_| err(format!("row group {g}: negative row count")))?;
+            rg.staged = false;
+            if let Some(old) = rg.sel.take() {
+                self.give(old);
+            }
             let mut needed = None;
             let mut done: &[Col] = &[];
             if let Some((node, cond)) = &first {
                 for &c in cond {
                     self.reader
-                        .load(&mut file, g, c, leaves[c as usize], None, rg)
-                        .map_err(|e| block_error(b, e))?;
+                        .load(file, g, c, leaves[c as usize], None, rg)
+                        .map_err(err)?;
                 }
                 done = cond;
-                let mask = self.eval(node, rg).map_err(|e| block_error(b, e))?;
+                let mask = self.eval(node, rg, None).map_err(err)?;
                 let picked = mask.iter().filter(|&&m| m).count();
                 if picked == 0 {
-                    rg.empty = true;
+                    self.give(mask);
                     continue;
                 }
                 if picked < rg.rows {
                     needed = Some(mask);
+                } else {
+                    self.give(mask);
                 }
             }
-            for &c in &self.ctx.columns {
-                if !done.contains(&c) {
+            for &c in &ctx.columns {
+                if c.slot().is_ok() && !done.contains(&c) {
                     self.reader
-                        .load(&mut file, g, c, leaves[c as usize], needed.as_deref(), rg)
-                        .map_err(|e| block_error(b, e))?;
+                        .load(file, g, c, leaves[c as usize], needed.as_deref(), rg)
+                        .map_err(err)?;
                 }
             }
-        }
-        self.stats.blocks_scanned += 1;
-        self.stats.bytes_scanned += b.bytes;
-        let map = self.map_for(b);
-        for rg in &rgs[..selected.len()] {
-            self.stats.rows_scanned += rg.rows as u64;
-            if rg.empty {
-                continue;
+            // The whole condition, tested where the first pass holds (it implies the first
+            // pass's: elsewhere it is false).
+            let sel = match root {
+                Some(r) if !matches!(r, Node::Const(true)) => {
+                    Some(self.eval(r, rg, needed.as_deref()).map_err(err)?)
+                }
+                _ => None,
+            };
+            if let Some((parts, product)) = dense_parts(ctx, rg) {
+                matched += self
+                    .dense_rowgroup(
+                        file,
+                        g,
+                        leaves,
+                        rg,
+                        &parts,
+                        product,
+                        sel.as_deref(),
+                        needed.as_deref(),
+                        pending,
+                    )
+                    .map_err(err)?;
+                if let Some(f) = sel {
+                    self.give(f);
+                }
+            } else {
+                for c in Col::COUNTERS {
+                    self.reader
+                        .load(file, g, c, leaves[c as usize], needed.as_deref(), rg)
+                        .map_err(err)?;
+                }
+                rg.sel = sel;
+                rg.staged = true;
             }
-            self.batch(rg, root.as_ref(), map)
-                .map_err(|e| block_error(b, e))?;
-            if self.groups > self.ctx.query.max_groups {
-                return Err(Error::TooManyGroups(self.ctx.query.max_groups));
+            if let Some(f) = needed {
+                self.give(f);
             }
         }
-        Ok(())
+        Ok(matched)
     }
 
     fn map_for(&mut self, b: &BlockRef) -> usize {
@@ -534,57 +673,65 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    fn batch(&mut self, rg: &RowGroup, root: Option<&Node>, map: usize) -> Result<(), String> {
-        let n = rg.rows;
-        let sel = match root {
-            Some(r) => Some(self.eval(r, rg)?),
-            None => None,
-        };
-        if self.dense_batch(rg, sel.as_deref(), map)? {
-            return Ok(());
-        }
+    /// Stages a decoded row group's selected rows (see `agg`): their keys are packed, and
+    /// they are appended to the partitions of their keys.
+    fn stage(&mut self, rg: &RowGroup, map: usize) -> Result<(), String> {
         let ctx = self.ctx;
+        // With a condition, the selected rows are listed first and only their keys packed.
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.clear();
+        if let Some(s) = &rg.sel {
+            rows.extend(
+                s.iter()
+                    .enumerate()
+                    .filter(|&(_, &x)| x)
+                    .map(|(i, _)| i as u32),
+            );
+        }
+        let all = rg.sel.is_none();
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
-        keys.resize(n, 0);
+        keys.resize(if all { rg.rows } else { rows.len() }, 0);
         for &a in &ctx.query.attributes {
             let Some(c) = dict_col(a) else { continue };
             self.refresh(c, rg)?;
             let sh = shift(a);
             let d = &rg.dicts[c as usize];
+            let dk = d.keys.as_slice();
             let cache = &mut self.caches[c as usize];
-            if matches!(c, Col::Sip | Col::Dip) {
-                for (i, (k, &e)) in keys.iter_mut().zip(d.keys.as_slice()).enumerate() {
-                    if sel.as_ref().is_some_and(|s| !s[i]) {
-                        continue;
-                    }
-                    let mut code = cache.codes[e as usize];
-                    if code == UNSET {
-                        code = resolve_ip(cache, d, &self.ctx.ips, c.name(), e as usize)?;
-                    }
-                    *k |= u128::from(code) << sh;
+            let mut put = |k: &mut u128, e: usize| -> Result<(), String> {
+                let mut code = cache.codes[e];
+                if code == UNSET {
+                    code = resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
+                }
+                *k |= u128::from(code) << sh;
+                Ok(())
+            };
+            if all {
+                for (k, &e) in keys.iter_mut().zip(dk) {
+                    put(k, e as usize)?;
                 }
             } else {
-                for (k, &e) in keys.iter_mut().zip(d.keys.as_slice()) {
-                    *k |= u128::from(cache.codes[e as usize]) << sh;
+                for (k, &i) in keys.iter_mut().zip(&rows) {
+                    put(k, dk[i as usize] as usize)?;
                 }
             }
         }
         let [fp, rp, fb, rb] = &rg.counters;
+        let counters = [fp.as_slice(), rp.as_slice(), fb.as_slice(), rb.as_slice()];
         // Staged, not added: the rows are aggregated a partition at a time when the workers'
         // tables are merged (see `agg`), or here once too many are staged.
-        let matched = self.maps[map].stage_rows(
-            &keys,
-            sel.as_deref(),
-            [fp.as_slice(), rp.as_slice(), fb.as_slice(), rb.as_slice()],
-        );
+        let table = &mut self.maps[map];
+        let matched = if all {
+            table.stage_rows(&keys, None, counters)
+        } else {
+            table.stage_rows_at(&keys, &rows, counters)
+        };
         self.stats.rows_matched += matched;
         self.keys = keys;
-        let staged = self
-            .ctx
-            .staged
-            .fetch_add(matched as usize, Ordering::Relaxed);
-        if staged + matched as usize > self.ctx.stage_limit {
+        self.rows = rows;
+        let staged = ctx.staged.fetch_add(matched as usize, Ordering::Relaxed);
+        if staged + matched as usize > ctx.stage_limit {
             self.flush_staged();
         }
         Ok(())
@@ -603,41 +750,37 @@ impl<'a> Worker<'a> {
         self.ctx.staged.fetch_sub(flushed, Ordering::Relaxed);
     }
 
-    /// Aggregates a row group whose group keys have few local values — the product of the
-    /// dictionary sizes of its attributes at most [`DENSE_LIMIT`] — into a dense array indexed
-    /// by the local values (no hashing per row), then adds each distinct group once to the
-    /// table. Returns false, doing nothing, when the keys have too many local values.
-    fn dense_batch(
+    /// Aggregates a row group whose group keys have few local values (`parts`, their
+    /// product: see [`dense_parts`]) into a dense array indexed by the local values — no
+    /// hashing per row — reading the counters a data page at a time, and appends each group
+    /// met, once, to `pending`. Returns the rows aggregated.
+    #[allow(clippy::too_many_arguments)] // The row group's state, passed apart so borrows stay disjoint.
+    fn dense_rowgroup(
         &mut self,
+        file: &mut BlockFile,
+        g: usize,
+        leaves: &[usize],
         rg: &RowGroup,
+        parts: &[Part],
+        product: u64,
         sel: Option<&[bool]>,
-        map: usize,
-    ) -> Result<bool, String> {
+        needed: Option<&[bool]>,
+        pending: &mut Vec<(u128, Metrics)>,
+    ) -> Result<u64, String> {
         let ctx = self.ctx;
-        let mut parts: Vec<(Attribute, Col, u64)> = Vec::new();
-        let mut product = 1u64;
-        for &a in &ctx.query.attributes {
-            let Some(c) = dict_col(a) else { continue };
-            let card = (rg.dicts[c as usize].dict_len() as u64).max(1);
-            product = product.saturating_mul(card);
-            if product > DENSE_LIMIT {
-                return Ok(false);
-            }
-            parts.push((a, c, card));
-        }
-        for &(_, c, _) in &parts {
+        for &(_, c, _) in parts {
             self.refresh(c, rg)?;
         }
         let n = rg.rows;
         let mut idx = std::mem::take(&mut self.local);
         idx.clear();
-        let li: &[u32] = match parts.as_slice() {
+        let li: &[u32] = match parts {
             // One attribute: the local key is the dictionary index itself.
             [(_, c, _)] => rg.dicts[*c as usize].keys.as_slice(),
             _ => {
                 idx.resize(n, 0);
                 let mut stride = 1u32;
-                for (_, c, card) in &parts {
+                for (_, c, card) in parts {
                     let keys = rg.dicts[*c as usize].keys.as_slice();
                     for (x, &d) in idx.iter_mut().zip(keys) {
                         *x += d * stride;
@@ -647,131 +790,224 @@ impl<'a> Worker<'a> {
                 &idx
             }
         };
-        let [fp, rp, fb, rb] = &rg.counters;
-        let counters = [fp.as_slice(), rp.as_slice(), fb.as_slice(), rb.as_slice()];
-        self.dense.clear();
         self.touched.clear();
-        let matched;
-        if product <= DIRECT_LIMIT {
+        let direct = product <= DIRECT_LIMIT;
+        let mut slots = std::mem::take(&mut self.slots);
+        if direct {
             // Few local keys (top sources: a block's few thousand addresses): the sums are
-            // indexed by the local key itself, no slot to look up per row, and the groups
-            // met are gathered afterwards.
-            let p = product as usize;
-            self.dense.resize(p, Metrics::default());
-            matched = sum_direct(&mut self.dense, li, counters, sel);
-            // Packed to the front, in the order `touched` lists them.
-            let d = &mut self.dense;
-            let mut t = 0;
-            for j in 0..p {
-                if d[j].flows > 0 {
-                    d[t] = d[j];
-                    self.touched.push(j as u32);
-                    t += 1;
-                }
+            // indexed by the local key itself. (`dense` is all zeros between row groups.)
+            if self.dense.len() < product as usize {
+                self.dense.resize(product as usize, Metrics::default());
             }
-            self.dense.truncate(t);
         } else {
-            // `slot_of[local index]` is the group's place in `dense` (or `NO_SLOT`): 4 bytes
-            // per possible local key keep the sparse index cache-resident (1 MB at most), and
-            // the metrics of the groups actually met stay packed together.
+            // Each row's slot in `dense`, a slot per local key met: `slot_of[local key]`
+            // (4 bytes per possible key keep this index cache-resident, 1 MB at most) and the
+            // sums of the groups actually met stay packed together.
             if self.slot_of.len() < product as usize {
                 self.slot_of.resize(product as usize, NO_SLOT);
             }
-            let [fp, rp, fb, rb] = counters;
-            let rows = li
-                .len()
-                .min(fp.len())
-                .min(rp.len())
-                .min(fb.len())
-                .min(rb.len());
-            let mut m_ = 0u64;
-            for i in 0..rows {
+            slots.clear();
+            slots.resize(n, 0);
+            for (i, (t, &j)) in slots.iter_mut().zip(li).enumerate() {
                 if sel.is_some_and(|s| !s[i]) {
                     continue;
                 }
-                let j = li[i] as usize;
+                let j = j as usize;
                 let mut slot = self.slot_of[j];
                 if slot == NO_SLOT {
-                    slot = self.dense.len() as u32;
+                    slot = self.touched.len() as u32;
                     self.slot_of[j] = slot;
-                    self.dense.push(Metrics::default());
                     self.touched.push(j as u32);
                 }
-                let m = &mut self.dense[slot as usize];
-                m.fwd_packets += fp[i];
-                m.rev_packets += rp[i];
-                m.fwd_bytes += fb[i];
-                m.rev_bytes += rb[i];
-                m.flows += 1;
-                m_ += 1;
+                *t = slot;
             }
-            matched = m_;
+            if self.dense.len() < self.touched.len() {
+                self.dense.resize(self.touched.len(), Metrics::default());
+            }
         }
-        let before = self.maps[map].len();
-        let mut groups = std::mem::take(&mut self.flush);
-        groups.clear();
-        for t in 0..self.touched.len() {
-            let j = self.touched[t] as usize;
-            // (The direct path leaves `slot_of` alone, and may find it shorter.)
-            if let Some(s) = self.slot_of.get_mut(j) {
-                *s = NO_SLOT;
+        let targets: &[u32] = if direct { li } else { &slots };
+        // The counters a page at a time: rows cur..end of all four are in the cache.
+        let mut pages = Vec::with_capacity(4);
+        let mut result = Ok(0u64);
+        for c in Col::COUNTERS {
+            match self
+                .reader
+                .open_counter(file, g, c, leaves[c as usize], needed)
+            {
+                Ok(p) => pages.push(p),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
             }
-            let m = self.dense[t];
+        }
+        let mut cur = 0usize;
+        let mut matched = 0u64;
+        while result.is_ok() && cur < n {
+            for p in pages.iter_mut() {
+                while p.end <= cur {
+                    match self.reader.next_counter_page(p, needed) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            result = Err(format!("row group {g}: a counter column ends early"));
+                            break;
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+            let end = pages.iter().map(|p| p.end).min().unwrap_or(n).min(n);
+            let slice = |j: usize| {
+                let p: &CounterPages = &pages[j];
+                &self.reader.page_values(j)[cur - p.start..end - p.start]
+            };
+            matched += sum_direct(
+                &mut self.dense,
+                &targets[cur..end],
+                [slice(0), slice(1), slice(2), slice(3)],
+                sel.map(|s| &s[cur..end]),
+            );
+            cur = end;
+        }
+        self.slots = slots;
+        if let Err(e) = result {
+            self.local = idx;
+            self.touched.clear();
+            self.slot_of.iter_mut().for_each(|s| *s = NO_SLOT);
+            self.dense.iter_mut().for_each(|m| *m = Metrics::default());
+            return Err(e);
+        }
+        // The groups met, each once; `dense` and `slot_of` left as found (zeros, `NO_SLOT`).
+        let count = if direct {
+            product as usize
+        } else {
+            self.touched.len()
+        };
+        for t in 0..count {
+            let m = std::mem::take(&mut self.dense[t]);
+            let j = if direct {
+                if m.flows == 0 {
+                    continue;
+                }
+                t
+            } else {
+                let j = self.touched[t] as usize;
+                self.slot_of[j] = NO_SLOT;
+                j
+            };
             let mut rem = j as u64;
             let mut key = 0u128;
-            for (a, c, card) in &parts {
+            for (a, c, card) in parts {
                 let local = (rem % card) as usize;
                 rem /= card;
                 let cache = &mut self.caches[*c as usize];
                 let code = match cache.codes[local] {
-                    UNSET => resolve_ip(cache, &rg.dicts[*c as usize], &ctx.ips, c.name(), local)?,
+                    UNSET => resolve_ip(
+                        cache,
+                        &rg.dicts[*c as usize],
+                        &ctx.ips,
+                        &mut self.others,
+                        c.name(),
+                        local,
+                    )?,
                     code => code,
                 };
                 key |= u128::from(code) << shift(*a);
             }
-            groups.push((key, m));
+            pending.push((key, m));
         }
-        self.maps[map].add_many(&groups);
-        self.flush = groups;
         self.touched.clear();
-        self.groups += self.maps[map].len() - before;
-        self.stats.rows_matched += matched;
         self.local = idx;
-        Ok(true)
+        Ok(matched)
     }
 
-    fn eval(&mut self, node: &Node, rg: &RowGroup) -> Result<Vec<bool>, String> {
+    /// A buffer of `n` flags from the pool, all `v`.
+    fn flags(&mut self, n: usize, v: bool) -> Vec<bool> {
+        let mut f = self.flag_pool.pop().unwrap_or_default();
+        f.clear();
+        f.resize(n, v);
+        f
+    }
+
+    /// Returns a buffer to the pool (they are reused: fresh memory costs more than filling).
+    fn give(&mut self, f: Vec<bool>) {
+        self.flag_pool.push(f);
+    }
+
+    /// The condition `node` per row, evaluated only where `within` holds (false elsewhere).
+    fn eval(
+        &mut self,
+        node: &Node,
+        rg: &RowGroup,
+        within: Option<&[bool]>,
+    ) -> Result<Vec<bool>, String> {
         let n = rg.rows;
         Ok(match node {
-            Node::Const(b) => vec![*b; n],
+            Node::Const(b) => match within {
+                Some(w) if *b => {
+                    let mut v = self.flags(0, false);
+                    v.extend_from_slice(w);
+                    v
+                }
+                _ => self.flags(n, *b),
+            },
             Node::Not(a) => {
-                let mut v = self.eval(a, rg)?;
-                v.iter_mut().for_each(|x| *x = !*x);
+                let mut v = self.eval(a, rg, within)?;
+                match within {
+                    Some(w) => v.iter_mut().zip(w).for_each(|(x, &y)| *x = y && !*x),
+                    None => v.iter_mut().for_each(|x| *x = !*x),
+                }
                 v
             }
             Node::And(a, b) => {
-                let mut l = self.eval(a, rg)?;
+                let l = self.eval(a, rg, within)?;
                 if l.iter().any(|&x| x) {
-                    let r = self.eval(b, rg)?;
-                    l.iter_mut().zip(r).for_each(|(x, y)| *x &= y);
+                    // Only where the left side holds.
+                    let r = self.eval(b, rg, Some(&l))?;
+                    self.give(l);
+                    r
+                } else {
+                    l
                 }
-                l
             }
             Node::Or(a, b) => {
-                let mut l = self.eval(a, rg)?;
-                if !l.iter().all(|&x| x) {
-                    let r = self.eval(b, rg)?;
-                    l.iter_mut().zip(r).for_each(|(x, y)| *x |= y);
+                let mut l = self.eval(a, rg, within)?;
+                // Only where the left side does not hold (and `within` does).
+                let mut rest = self.flags(0, false);
+                match within {
+                    Some(w) => rest.extend(l.iter().zip(w).map(|(&x, &y)| y && !x)),
+                    None => rest.extend(l.iter().map(|&x| !x)),
                 }
+                if rest.iter().any(|&x| x) {
+                    let r = self.eval(b, rg, Some(&rest))?;
+                    l.iter_mut().zip(&r).for_each(|(x, &y)| *x |= y);
+                    self.give(r);
+                }
+                self.give(rest);
                 l
             }
-            Node::Leaf(i) => self.leaf(*i, rg)?,
+            Node::Leaf(i) => self.leaf(*i, rg, within)?,
         })
     }
 
-    /// A leaf's value per row: the predicate evaluated once per dictionary entry (addresses
-    /// as rows meet them), then looked up by each row's index.
-    fn leaf(&mut self, i: usize, rg: &RowGroup) -> Result<Vec<bool>, String> {
+    /// A leaf's value per row (where `within` holds; false elsewhere): the predicate
+    /// evaluated once per dictionary entry (addresses as rows meet them), then looked up by
+    /// each row's index.
+    fn leaf(
+        &mut self,
+        i: usize,
+        rg: &RowGroup,
+        within: Option<&[bool]>,
+    ) -> Result<Vec<bool>, String> {
         let ctx = self.ctx;
         let leaf = &ctx.program.leaves[i];
         let c = match leaf {
@@ -780,9 +1016,10 @@ impl<'a> Worker<'a> {
             Leaf::Num(c, ..) => num_col(*c),
             Leaf::Proto(_) => Col::Proto,
             // Folded per block before the scan.
-            Leaf::Iface(_) => return Ok(vec![false; rg.rows]),
+            Leaf::Iface(_) => return Ok(self.flags(rg.rows, false)),
         };
         self.refresh(c, rg)?;
+        let mut out = self.flags(0, false);
         let s = c as usize;
         let d = &rg.dicts[s];
         let cache = &mut self.caches[s];
@@ -804,23 +1041,39 @@ impl<'a> Worker<'a> {
             lc.gen = rg.gens[s];
         }
         let keys = d.keys.as_slice();
-        let mut out = Vec::with_capacity(keys.len());
         match leaf {
             Leaf::Ip(_, pred) => {
-                for &e in keys {
+                for (r, &e) in keys.iter().enumerate() {
+                    if within.is_some_and(|w| !w[r]) {
+                        out.push(false);
+                        continue;
+                    }
                     let e = e as usize;
                     let mut t = lc.table[e];
                     if t == 2 {
-                        if cache.codes[e] == UNSET {
-                            resolve_ip(cache, d, &self.ctx.ips, c.name(), e)?;
-                        }
-                        t = u8::from(pred.eval(&cache.ips[e]));
+                        t = match &lc.text {
+                            // Canonical text outside the prefix: no need to parse it.
+                            Some(p) if !d.bytes(e).starts_with(p) => 0,
+                            _ => {
+                                if cache.codes[e] == UNSET {
+                                    resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
+                                }
+                                u8::from(pred.eval(&cache.ips[e]))
+                            }
+                        };
                         lc.table[e] = t;
                     }
                     out.push(t == 1);
                 }
             }
-            _ => out.extend(keys.iter().map(|&e| lc.table[e as usize] == 1)),
+            _ => match within {
+                None => out.extend(keys.iter().map(|&e| lc.table[e as usize] == 1)),
+                Some(w) => out.extend(
+                    keys.iter()
+                        .zip(w)
+                        .map(|(&e, &y)| y && lc.table[e as usize] == 1),
+                ),
+            },
         }
         Ok(out)
     }
@@ -838,6 +1091,26 @@ impl<'a> Worker<'a> {
         p.stats.column_chunks_general = self.reader.general_chunks;
         p
     }
+}
+
+/// A grouped-by dictionary attribute, its column and its number of local values.
+type Part = (Attribute, Col, u64);
+
+/// The grouped-by dictionary attributes of a row group with the number of local values of
+/// each, when their product — the local key space — is at most [`DENSE_LIMIT`].
+fn dense_parts(ctx: &Ctx<'_>, rg: &RowGroup) -> Option<(Vec<Part>, u64)> {
+    let mut parts = Vec::new();
+    let mut product = 1u64;
+    for &a in &ctx.query.attributes {
+        let Some(c) = dict_col(a) else { continue };
+        let card = (rg.dicts[c as usize].dict_len() as u64).max(1);
+        product = product.saturating_mul(card);
+        if product > DENSE_LIMIT {
+            return None;
+        }
+        parts.push((a, c, card));
+    }
+    Some((parts, product))
 }
 
 /// Sums each row's counters (and one flow) into `d[keys[i]]`, the selected rows only with
@@ -1020,7 +1293,11 @@ mod tests {
             "2001:db8::5",
             "::ffff:1.2.3.4",
         ] {
-            assert_eq!(parse_ip(t.as_bytes()), t.parse().ok(), "{t}");
+            let want = match t.parse::<IpAddr>() {
+                Ok(IpAddr::V4(a)) => Some(u32::from(a)),
+                _ => None,
+            };
+            assert_eq!(parse_v4(t.as_bytes()), want, "{t}");
         }
         for t in [
             "256.0.0.1",
@@ -1031,8 +1308,13 @@ mod tests {
             "",
             "x",
             "1.2.3.4.",
+            // Leading zeros: `std` refuses them (they could mean octal).
+            "01.2.3.4",
+            "1.2.3.04",
+            "1.2.00.4",
         ] {
-            assert_eq!(parse_ip(t.as_bytes()), None, "{t}");
+            assert!(t.parse::<IpAddr>().is_err(), "{t}");
+            assert_eq!(parse_v4(t.as_bytes()), None, "{t}");
         }
     }
 

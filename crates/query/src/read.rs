@@ -21,7 +21,9 @@ use parquet::basic::Type as PhysicalType;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use trawl_store::hash::FxHashMap;
-use trawl_store::pages::{Chunk, DictColumn, DictType, PageCodec, PageDecoder, PageError, Values};
+use trawl_store::pages::{
+    Chunk, DictColumn, DictType, PageCodec, PageCursor, PageDecoder, PageError, Values,
+};
 use trawl_store::schema::col;
 
 /// A column a query reads.
@@ -116,8 +118,11 @@ pub(crate) struct RowGroup {
     pub(crate) gens: [u64; DICTS],
     /// Forward and reverse packets, forward and reverse bytes.
     pub(crate) counters: [Values<u64>; 4],
-    /// No row can match (the condition's first pass): nothing to aggregate.
-    pub(crate) empty: bool,
+    /// Decoded whole, for staging (the other row groups were aggregated as they were read,
+    /// or had no row to aggregate).
+    pub(crate) staged: bool,
+    /// The rows the condition selects, for staging (`None`: all).
+    pub(crate) sel: Option<Vec<bool>>,
 }
 
 /// Largest row group decoded directly (a corrupt footer must not make the decoder allocate
@@ -174,10 +179,13 @@ impl BlockFile {
     }
 }
 
-/// Decodes columns of row groups; holds the page decoder's scratch and the read buffer.
+/// Decodes columns of row groups; holds the page decoder's scratch and the read buffers.
 pub(crate) struct ColumnReader {
     pages: PageDecoder,
-    io: Vec<u8>,
+    /// Read buffers: one per counter read a page at a time, and one for everything else.
+    io: [Vec<u8>; 5],
+    /// Values of the current page of each counter read a page at a time.
+    page_values: [Values<u64>; 4],
     next_gen: u64,
     /// Decode every chunk through the general reader (`Query::direct_decoding` off).
     general_only: bool,
@@ -185,11 +193,32 @@ pub(crate) struct ColumnReader {
     pub(crate) general_chunks: u64,
 }
 
+/// Where a decoded column goes.
+enum Out<'o> {
+    Dict(&'o mut DictColumn, DictType),
+    Counter(&'o mut Values<u64>),
+}
+
+/// A counter column of a row group read a data page at a time (or whole, when the direct
+/// decoder cannot read it page by page): rows `start..end` are in
+/// [`ColumnReader::page_values`].
+pub(crate) struct CounterPages {
+    j: usize,
+    g: usize,
+    c: Col,
+    /// Page by page: the chunk (in `io[j]`), where the read stands.
+    paged: Option<(Located, PageCursor)>,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    done: bool,
+}
+
 impl ColumnReader {
     pub(crate) fn new(direct: bool) -> Self {
         ColumnReader {
             pages: PageDecoder::default(),
-            io: Vec::new(),
+            io: Default::default(),
+            page_values: Default::default(),
             next_gen: 1,
             general_only: !direct,
             general_chunks: 0,
@@ -208,16 +237,18 @@ impl ColumnReader {
         needed: Option<&[bool]>,
         out: &mut RowGroup,
     ) -> Result<(), String> {
-        let fail = |m: &dyn std::fmt::Display| format!("row group {g}, column {}: {m}", c.name());
-        match self.load_direct(f, g, c, leaf, needed, out) {
-            Ok(()) => {}
-            Err(PageError::Unsupported(_)) => {
-                self.general_chunks += 1;
-                self.load_general(f, g, c, leaf, out)
-                    .map_err(|e| fail(&e))?;
+        let target = match c.slot() {
+            Ok(i) => {
+                let ty = if c.physical() == PhysicalType::BYTE_ARRAY {
+                    DictType::Bytes
+                } else {
+                    DictType::Int32
+                };
+                Out::Dict(&mut out.dicts[i], ty)
             }
-            Err(e) => return Err(fail(&e)),
-        }
+            Err(j) => Out::Counter(&mut out.counters[j]),
+        };
+        self.load_into(f, g, c, leaf, needed, target)?;
         if let Ok(i) = c.slot() {
             out.gens[i] = self.next_gen;
             self.next_gen += 1;
@@ -225,15 +256,52 @@ impl ColumnReader {
         Ok(())
     }
 
-    fn load_direct(
+    fn load_into(
+        &mut self,
+        f: &mut BlockFile,
+        g: usize,
+        c: Col,
+        leaf: usize,
+        needed: Option<&[bool]>,
+        mut out: Out<'_>,
+    ) -> Result<(), String> {
+        let r = self.read_direct(f, g, c, leaf, 4).and_then(|at| {
+            let chunk = at.chunk(&self.io[4]);
+            match &mut out {
+                Out::Dict(d, ty) => {
+                    self.pages.dict_chunk(&chunk, *ty, needed, d)?;
+                    // Ports and VLANs are 16-bit: anything else is left to the general
+                    // reader (which decides what it means).
+                    if *ty == DictType::Int32 && d.ints().iter().any(|&v| !(0..=65535).contains(&v))
+                    {
+                        return Err(PageError::Unsupported("values beyond 16 bits".into()));
+                    }
+                    Ok(())
+                }
+                Out::Counter(v) => self.pages.u64_chunk(&chunk, needed, v),
+            }
+        });
+        match r {
+            Ok(()) => Ok(()),
+            Err(PageError::Unsupported(_)) => {
+                self.general_chunks += 1;
+                self.load_general(f, g, leaf, out)
+                    .map_err(|e| chunk_error(g, c, &e))
+            }
+            Err(e) => Err(chunk_error(g, c, &e)),
+        }
+    }
+
+    /// Reads the bytes of column `c` of row group `g` into `io[buf]`, if the direct decoder
+    /// may read it (its type, levels, codec and size).
+    fn read_direct(
         &mut self,
         f: &BlockFile,
         g: usize,
         c: Col,
         leaf: usize,
-        needed: Option<&[bool]>,
-        out: &mut RowGroup,
-    ) -> Result<(), PageError> {
+        buf: usize,
+    ) -> Result<Located, PageError> {
         let unsupported = |m: &str| Err(PageError::Unsupported(m.to_string()));
         if self.general_only {
             return unsupported("direct decoding off");
@@ -264,40 +332,106 @@ impl ColumnReader {
             });
         }
         let len = len as usize;
-        if self.io.len() < len {
-            self.io.resize(len, 0);
+        let io = &mut self.io[buf];
+        if io.len() < len {
+            io.resize(len, 0);
         }
-        let bytes = &mut self.io[..len];
         f.file
-            .read_exact_at(bytes, start)
+            .read_exact_at(&mut io[..len], start)
             .map_err(|e| PageError::Corrupt {
                 offset: start,
                 message: e.to_string(),
             })?;
-        let chunk = Chunk {
-            bytes,
+        Ok(Located {
             offset: start,
+            len,
             codec,
             rows,
+        })
+    }
+
+    /// Opens counter `c` of row group `g` for reading a data page at a time with
+    /// [`ColumnReader::next_counter_page`]: page by page when the direct decoder reads every
+    /// page of it (checked from the headers first, so that the read cannot stop half-way
+    /// for want of support), else decoded whole, as one page.
+    pub(crate) fn open_counter(
+        &mut self,
+        f: &mut BlockFile,
+        g: usize,
+        c: Col,
+        leaf: usize,
+        needed: Option<&[bool]>,
+    ) -> Result<CounterPages, String> {
+        let j = c
+            .slot()
+            .err()
+            .ok_or_else(|| format!("{} is not a counter", c.name()))?;
+        let mut p = CounterPages {
+            j,
+            g,
+            c,
+            paged: None,
+            start: 0,
+            end: 0,
+            done: false,
         };
-        match c.slot() {
-            Ok(i) => {
-                let ty = if c.physical() == PhysicalType::BYTE_ARRAY {
-                    DictType::Bytes
-                } else {
-                    DictType::Int32
-                };
-                let d = &mut out.dicts[i];
-                self.pages.dict_chunk(&chunk, ty, needed, d)?;
-                // Ports and VLANs are 16-bit: anything else is left to the general reader
-                // (which decides what it means).
-                if ty == DictType::Int32 && d.ints().iter().any(|&v| !(0..=65535).contains(&v)) {
-                    return unsupported("a 16-bit column with larger values");
+        match self.read_direct(f, g, c, leaf, j) {
+            Ok(at) => {
+                let chunk = at.chunk(&self.io[j]);
+                match self.pages.u64_pages_supported(&chunk) {
+                    Ok(true) => {
+                        p.paged = Some((at, PageCursor::default()));
+                        return Ok(p);
+                    }
+                    Ok(false) => {}
+                    Err(e) => return Err(chunk_error(g, c, &e)),
                 }
             }
-            Err(j) => self.pages.u64_chunk(&chunk, needed, &mut out.counters[j])?,
+            Err(PageError::Unsupported(_)) => {}
+            Err(e) => return Err(chunk_error(g, c, &e)),
         }
-        Ok(())
+        let mut whole = std::mem::take(&mut self.page_values[j]);
+        let r = self.load_into(f, g, c, leaf, needed, Out::Counter(&mut whole));
+        p.end = whole.len();
+        self.page_values[j] = whole;
+        r.map(|()| p)
+    }
+
+    /// Moves `p` to its next page (rows `p.start..p.end`, values in
+    /// [`ColumnReader::page_values`]); false after the last.
+    pub(crate) fn next_counter_page(
+        &mut self,
+        p: &mut CounterPages,
+        needed: Option<&[bool]>,
+    ) -> Result<bool, String> {
+        if p.done {
+            return Ok(false);
+        }
+        let Some((at, cursor)) = &mut p.paged else {
+            // Whole: the one "page" was read when opened.
+            p.done = true;
+            return Ok(true);
+        };
+        let chunk = at.chunk(&self.io[p.j]);
+        match self
+            .pages
+            .u64_page(&chunk, cursor, needed, &mut self.page_values[p.j])
+        {
+            Ok(Some(rows)) => {
+                (p.start, p.end) = (rows.start, rows.end);
+                Ok(true)
+            }
+            Ok(None) => {
+                p.done = true;
+                Ok(false)
+            }
+            Err(e) => Err(chunk_error(p.g, p.c, &e)),
+        }
+    }
+
+    /// The values of counter `j`'s current page.
+    pub(crate) fn page_values(&self, j: usize) -> &[u64] {
+        self.page_values[j].as_slice()
     }
 
     /// Reads one column chunk through the `parquet` crate's Arrow reader.
@@ -305,9 +439,8 @@ impl ColumnReader {
         &mut self,
         f: &mut BlockFile,
         g: usize,
-        c: Col,
         leaf: usize,
-        out: &mut RowGroup,
+        out: Out<'_>,
     ) -> Result<(), String> {
         let arm = match &f.arrow {
             Some(a) => a.clone(),
@@ -339,13 +472,11 @@ impl ColumnReader {
         if arrays.iter().any(|a| a.null_count() > 0) {
             return Err("null values".into());
         }
-        match c.slot() {
-            Ok(i) if c.physical() == PhysicalType::BYTE_ARRAY => {
-                strings_to_dict(&arrays, rows, &mut out.dicts[i])?
-            }
-            Ok(i) => ints_to_dict(&arrays, rows, &mut out.dicts[i])?,
-            Err(j) => {
-                let dst = out.counters[j].prepare(rows);
+        match out {
+            Out::Dict(d, DictType::Bytes) => strings_to_dict(&arrays, rows, d)?,
+            Out::Dict(d, DictType::Int32) => ints_to_dict(&arrays, rows, d)?,
+            Out::Counter(v) => {
+                let dst = v.prepare(rows);
                 let mut at = 0;
                 for a in &arrays {
                     let n = a.len();
@@ -360,6 +491,30 @@ impl ColumnReader {
         }
         Ok(())
     }
+}
+
+/// A column chunk read into a buffer: where it was in the file, its codec and rows.
+#[derive(Clone, Copy)]
+struct Located {
+    offset: u64,
+    len: usize,
+    codec: PageCodec,
+    rows: usize,
+}
+
+impl Located {
+    fn chunk<'b>(&self, buf: &'b [u8]) -> Chunk<'b> {
+        Chunk {
+            bytes: &buf[..self.len],
+            offset: self.offset,
+            codec: self.codec,
+            rows: self.rows,
+        }
+    }
+}
+
+fn chunk_error(g: usize, c: Col, e: &dyn std::fmt::Display) -> String {
+    format!("row group {g}, column {}: {e}", c.name())
 }
 
 /// Calls `f(row, value)` for each value of an integer array (`wrap`: 64-bit values are taken

@@ -341,30 +341,16 @@ impl PageDecoder {
         out: &mut Values<u64>,
     ) -> Result<(), PageError> {
         let out = out.prepare(chunk.rows);
-        self.walk(chunk, needed, &mut |page| match page {
-            Page::Dict(..) => Err(Fault::Unsupported(
-                "dictionary-encoded 64-bit integers".into(),
-            )),
-            Page::Data(DELTA_BINARY_PACKED, row, n, body) => {
-                delta_binary_packed(body, &mut out[row..row + n]).map_err(Fault::from)
-            }
-            Page::Data(PLAIN, row, n, body) => {
-                let dst = &mut out[row..row + n];
-                if body.len() / 8 < n {
-                    return Err("page shorter than its values".into());
+        self.walk(chunk, needed, &mut |page| {
+            let (row, n) = match page {
+                Page::Data(_, row, n, _) | Page::Skipped(row, n) => (row, n),
+                Page::Dict(..) => {
+                    return Err(Fault::Unsupported(
+                        "dictionary-encoded 64-bit integers".into(),
+                    ))
                 }
-                for (o, c) in dst.iter_mut().zip(body.chunks_exact(8)) {
-                    *o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-                }
-                Ok(())
-            }
-            Page::Data(enc, ..) => Err(Fault::Unsupported(format!(
-                "data page encoding {enc} in a 64-bit column"
-            ))),
-            Page::Skipped(row, n) => {
-                out[row..row + n].fill(0);
-                Ok(())
-            }
+            };
+            u64_values(page, &mut out[row..row + n])
         })
     }
 
@@ -394,82 +380,134 @@ impl PageDecoder {
         needed: Option<&[bool]>,
         f: &mut dyn FnMut(Page<'_>) -> Result<(), Fault>,
     ) -> Result<(), PageError> {
+        let mut at = PageCursor::default();
+        while self.step(chunk, &mut at, needed, f)? {}
+        end_check(chunk, &at)
+    }
+
+    /// Hands the page at `at` to `f` and moves past it; false at the end of the chunk.
+    fn step(
+        &mut self,
+        chunk: &Chunk<'_>,
+        at: &mut PageCursor,
+        needed: Option<&[bool]>,
+        f: &mut dyn FnMut(Page<'_>) -> Result<(), Fault>,
+    ) -> Result<bool, PageError> {
         let bytes = chunk.bytes;
-        let mut pos = 0usize;
-        let mut row = 0usize;
-        while pos < bytes.len() {
-            let at = chunk.offset + pos as u64;
-            let corrupt = |m: String| PageError::Corrupt {
-                offset: at,
-                message: m,
-            };
-            let h = page_header(&bytes[pos..]).map_err(|m| corrupt(format!("page header: {m}")))?;
-            let start = pos + h.len;
-            let end = start
-                .checked_add(h.compressed)
-                .filter(|&e| e <= bytes.len())
-                .ok_or_else(|| corrupt("page extends beyond its column chunk".into()))?;
-            pos = end;
-            let raw = &bytes[start..end];
-            if h.uncompressed > MAX_PAGE {
-                return Err(PageError::Unsupported(format!(
-                    "a page of {} bytes",
-                    h.uncompressed
-                )));
+        let pos = at.pos;
+        if pos >= bytes.len() {
+            return Ok(false);
+        }
+        let offset = chunk.offset + pos as u64;
+        let corrupt = |m: String| PageError::Corrupt { offset, message: m };
+        let (h, raw) = page_at(bytes, pos).map_err(corrupt)?;
+        at.pos = pos + h.len + h.compressed;
+        if h.uncompressed > MAX_PAGE {
+            return Err(PageError::Unsupported(format!(
+                "a page of {} bytes",
+                h.uncompressed
+            )));
+        }
+        let fault = |e: Fault| match e {
+            Fault::Unsupported(m) => PageError::Unsupported(m),
+            Fault::Corrupt(m) => corrupt(m),
+        };
+        match h.kind {
+            DICTIONARY_PAGE => {
+                let body = self
+                    .body(chunk.codec, raw, h.uncompressed, true)
+                    .map_err(fault)?;
+                f(Page::Dict(h.encoding, h.num_values, body)).map_err(fault)?;
             }
-            let fault = |e: Fault| match e {
-                Fault::Unsupported(m) => PageError::Unsupported(m),
-                Fault::Corrupt(m) => corrupt(m),
-            };
-            match h.kind {
-                DICTIONARY_PAGE => {
-                    let body = self
-                        .body(chunk.codec, raw, h.uncompressed, true)
-                        .map_err(fault)?;
-                    f(Page::Dict(h.encoding, h.num_values, body)).map_err(fault)?;
+            DATA_PAGE | DATA_PAGE_V2 => {
+                let (row, n) = (at.row, h.num_values);
+                if n > chunk.rows - row {
+                    return Err(corrupt(format!(
+                        "data pages hold more values than the row group's {} rows",
+                        chunk.rows
+                    )));
                 }
-                DATA_PAGE | DATA_PAGE_V2 => {
-                    let n = h.num_values;
-                    if n > chunk.rows - row {
-                        return Err(corrupt(format!(
-                            "data pages hold more values than the row group's {} rows",
-                            chunk.rows
-                        )));
-                    }
-                    let wanted = needed
-                        .is_none_or(|m| m.get(row..row + n).is_none_or(|s| s.contains(&true)));
-                    if !wanted {
-                        f(Page::Skipped(row, n)).map_err(fault)?;
+                let wanted =
+                    needed.is_none_or(|m| m.get(row..row + n).is_none_or(|s| s.contains(&true)));
+                if !wanted {
+                    f(Page::Skipped(row, n)).map_err(fault)?;
+                } else {
+                    let body = if h.kind == DATA_PAGE {
+                        self.body(chunk.codec, raw, h.uncompressed, true)
                     } else {
-                        let body = if h.kind == DATA_PAGE {
-                            self.body(chunk.codec, raw, h.uncompressed, true)
-                        } else {
-                            if h.levels != 0 || h.num_nulls != 0 {
-                                return Err(PageError::Unsupported(
-                                    "a data page with levels or nulls".into(),
-                                ));
-                            }
-                            self.body(chunk.codec, raw, h.uncompressed, h.v2_compressed)
+                        if h.levels != 0 || h.num_nulls != 0 {
+                            return Err(PageError::Unsupported(
+                                "a data page with levels or nulls".into(),
+                            ));
                         }
-                        .map_err(fault)?;
-                        f(Page::Data(h.encoding, row, n, body)).map_err(fault)?;
+                        self.body(chunk.codec, raw, h.uncompressed, h.v2_compressed)
                     }
-                    row += n;
+                    .map_err(fault)?;
+                    f(Page::Data(h.encoding, row, n, body)).map_err(fault)?;
                 }
-                INDEX_PAGE => {}
-                k => return Err(corrupt(format!("unknown page type {k}"))),
+                at.row += n;
+            }
+            INDEX_PAGE => {}
+            k => return Err(corrupt(format!("unknown page type {k}"))),
+        }
+        Ok(true)
+    }
+
+    /// Whether [`PageDecoder::u64_page`] reads every page of `chunk`, judged from the page
+    /// headers alone, before any value is decoded: when it does, a page-at-a-time read never
+    /// stops half-way with [`PageError::Unsupported`]. A damaged header is
+    /// [`PageError::Corrupt`].
+    pub fn u64_pages_supported(&self, chunk: &Chunk<'_>) -> Result<bool, PageError> {
+        let mut pos = 0;
+        while pos < chunk.bytes.len() {
+            let (h, _) = page_at(chunk.bytes, pos).map_err(|message| PageError::Corrupt {
+                offset: chunk.offset + pos as u64,
+                message,
+            })?;
+            pos += h.len + h.compressed;
+            let ok = match h.kind {
+                DATA_PAGE => true,
+                DATA_PAGE_V2 => h.levels == 0 && h.num_nulls == 0,
+                INDEX_PAGE => continue,
+                _ => false,
+            };
+            if !ok
+                || h.uncompressed > MAX_PAGE
+                || !matches!(h.encoding, PLAIN | DELTA_BINARY_PACKED)
+            {
+                return Ok(false);
             }
         }
-        if row != chunk.rows {
-            return Err(PageError::Corrupt {
-                offset: chunk.offset,
-                message: format!(
-                    "the column chunk holds {row} values for {} rows",
-                    chunk.rows
-                ),
-            });
+        Ok(true)
+    }
+
+    /// Decodes the next data page of a chunk of 64-bit integers (as [`PageDecoder::u64_chunk`]
+    /// does the whole chunk) into `out`, and returns the rows it holds; `None` after the last
+    /// page. `at` starts as `PageCursor::default()`.
+    pub fn u64_page(
+        &mut self,
+        chunk: &Chunk<'_>,
+        at: &mut PageCursor,
+        needed: Option<&[bool]>,
+        out: &mut Values<u64>,
+    ) -> Result<Option<std::ops::Range<usize>>, PageError> {
+        let mut got = None;
+        while got.is_none() {
+            let more = self.step(chunk, at, needed, &mut |page| {
+                let (row, n) = match page {
+                    Page::Data(_, row, n, _) | Page::Skipped(row, n) => (row, n),
+                    Page::Dict(..) => return Err(Fault::Unsupported("a dictionary page".into())),
+                };
+                u64_values(page, out.prepare(n))?;
+                got = Some(row..row + n);
+                Ok(())
+            })?;
+            if !more {
+                end_check(chunk, at)?;
+                return Ok(None);
+            }
         }
-        Ok(())
+        Ok(got)
     }
 
     /// The page body decompressed (or `raw` itself).
@@ -509,6 +547,67 @@ impl PageDecoder {
             )));
         }
         Ok(&self.page[..size])
+    }
+}
+
+/// Where a page-at-a-time read of a chunk stands: the next page header, the rows read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageCursor {
+    pos: usize,
+    row: usize,
+}
+
+/// The header of the page at `bytes[pos..]` and its (compressed) body.
+fn page_at(bytes: &[u8], pos: usize) -> Result<(PageHeader, &[u8]), String> {
+    let h = page_header(&bytes[pos..]).map_err(|m| format!("page header: {m}"))?;
+    let start = pos + h.len;
+    let end = start
+        .checked_add(h.compressed)
+        .filter(|&e| e <= bytes.len())
+        .ok_or("page extends beyond its column chunk")?;
+    Ok((h, &bytes[start..end]))
+}
+
+/// After the last page: the data pages held a value per row.
+fn end_check(chunk: &Chunk<'_>, at: &PageCursor) -> Result<(), PageError> {
+    if at.row != chunk.rows {
+        return Err(PageError::Corrupt {
+            offset: chunk.offset,
+            message: format!(
+                "the column chunk holds {} values for {} rows",
+                at.row, chunk.rows
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The values of a data page of 64-bit integers (DELTA_BINARY_PACKED or PLAIN; a skipped
+/// page's are 0) into `dst`, one per value.
+fn u64_values(page: Page<'_>, dst: &mut [u64]) -> Result<(), Fault> {
+    match page {
+        Page::Data(DELTA_BINARY_PACKED, _, _, body) => {
+            delta_binary_packed(body, dst).map_err(Fault::from)
+        }
+        Page::Data(PLAIN, _, n, body) => {
+            if body.len() / 8 < n {
+                return Err("page shorter than its values".into());
+            }
+            for (o, c) in dst.iter_mut().zip(body.chunks_exact(8)) {
+                *o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            }
+            Ok(())
+        }
+        Page::Data(enc, ..) => Err(Fault::Unsupported(format!(
+            "data page encoding {enc} in a 64-bit column"
+        ))),
+        Page::Skipped(..) => {
+            dst.fill(0);
+            Ok(())
+        }
+        Page::Dict(..) => Err(Fault::Unsupported(
+            "dictionary-encoded 64-bit integers".into(),
+        )),
     }
 }
 

@@ -218,7 +218,7 @@ fn varied_row(i: u64, t: u64) -> StoredFlow {
     let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^= x >> 29;
     StoredFlow {
-        src_ip: if i % 9 == 0 {
+        src_ip: if i.is_multiple_of(9) {
             IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, (i >> 16) as u16, i as u16])
         } else {
             IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8])
@@ -233,7 +233,7 @@ fn varied_row(i: u64, t: u64) -> StoredFlow {
         fwd_packets: 1 + x % 10,
         rev_packets: x >> (i % 64),
         fwd_bytes: u64::MAX - x % 1000,
-        rev_bytes: if i % 2 == 0 { x } else { 0 },
+        rev_bytes: if i.is_multiple_of(2) { x } else { 0 },
         fwd_ip_bytes: x % 1_000_000,
         rev_ip_bytes: (i * 7) << 20,
         fwd_tcp_flags: x as u8,
