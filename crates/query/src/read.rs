@@ -138,8 +138,8 @@ pub(crate) struct BlockFile {
     arrow: Option<ArrowReaderMetadata>,
 }
 
-/// Bytes read from the end of a block at once: its footer in one read.
-const FOOTER_GUESS: u64 = 64 << 10;
+/// Bytes read from the end of a block at once: its footer in one read (trawl's are 4-6 KB).
+const FOOTER_GUESS: u64 = 8 << 10;
 
 impl BlockFile {
     /// Opens a block and parses its footer (one read for the footers trawl writes).
