@@ -341,8 +341,10 @@ struct Worker<'a> {
     pending: Vec<(u128, Metrics)>,
     /// Rows to stage.
     rows: Vec<u32>,
-    /// Slot per row (the dense path through a slot index).
+    /// Slot per row (the dense path through a slot index), and the row each slot was first
+    /// met in.
     slots: Vec<u32>,
+    first: Vec<u32>,
     /// Decoding: the column reader and the decoded row groups of the current block.
     reader: ColumnReader,
     rgs: Vec<RowGroup>,
@@ -351,8 +353,8 @@ struct Worker<'a> {
 /// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
 const DENSE_LIMIT: u64 = 1 << 18;
 
-/// Largest local key space summed directly by local key (8,192 × 40 bytes, in L2).
-const DIRECT_LIMIT: u64 = 1 << 13;
+/// Largest local key space summed directly by local key (32,768 × 40 bytes, in L2).
+const DIRECT_LIMIT: u64 = 1 << 15;
 
 /// A local key without a slot in the current batch.
 const NO_SLOT: u32 = u32::MAX;
@@ -393,6 +395,7 @@ impl<'a> Worker<'a> {
             others: OtherAddrs::default(),
             pending: Vec::new(),
             slots: Vec::new(),
+            first: Vec::new(),
             rows: Vec::new(),
             reader: ColumnReader::new(ctx.query.direct_decoding),
             rgs: Vec::new(),
@@ -808,19 +811,11 @@ impl<'a> Worker<'a> {
             }
             slots.clear();
             slots.resize(n, 0);
-            for (i, (t, &j)) in slots.iter_mut().zip(li).enumerate() {
-                if sel.is_some_and(|s| !s[i]) {
-                    continue;
-                }
-                let j = j as usize;
-                let mut slot = self.slot_of[j];
-                if slot == NO_SLOT {
-                    slot = self.touched.len() as u32;
-                    self.slot_of[j] = slot;
-                    self.touched.push(j as u32);
-                }
-                *t = slot;
-            }
+            self.first.clear();
+            assign_slots(li, sel, &mut self.slot_of, &mut slots, &mut self.first);
+            self.touched.clear();
+            self.touched
+                .extend(self.first.iter().map(|&i| li[i as usize]));
             if self.dense.len() < self.touched.len() {
                 self.dense.resize(self.touched.len(), Metrics::default());
             }
@@ -907,8 +902,17 @@ impl<'a> Worker<'a> {
             let mut rem = j as u64;
             let mut key = 0u128;
             for (a, c, card) in parts {
-                let local = (rem % card) as usize;
-                rem /= card;
+                // Each attribute's dictionary index: from the row the slot was first met in,
+                // or for the direct path from the local key (a division only with several).
+                let local = if !direct {
+                    rg.dicts[*c as usize].keys.as_slice()[self.first[t] as usize] as usize
+                } else if parts.len() == 1 {
+                    j
+                } else {
+                    let l = (rem % card) as usize;
+                    rem /= card;
+                    l
+                };
                 let cache = &mut self.caches[*c as usize];
                 let code = match cache.codes[local] {
                     UNSET => resolve_ip(
@@ -1111,6 +1115,31 @@ fn dense_parts(ctx: &Ctx<'_>, rg: &RowGroup) -> Option<(Vec<Part>, u64)> {
         parts.push((a, c, card));
     }
     Some((parts, product))
+}
+
+/// Gives each selected row the slot of its local key `li[i]` in `slots`: `slot_of[key]`, or
+/// the next free one when the key is first met (its row is appended to `first`, so slot `s`
+/// was first met in row `first[s]`). (A function of its own so that its slices stay in
+/// registers.)
+#[inline(never)]
+fn assign_slots(
+    li: &[u32],
+    sel: Option<&[bool]>,
+    slot_of: &mut [u32],
+    slots: &mut [u32],
+    first: &mut Vec<u32>,
+) {
+    for (i, (t, &j)) in slots.iter_mut().zip(li).enumerate() {
+        if sel.is_some_and(|s| !s[i]) {
+            continue;
+        }
+        let s = &mut slot_of[j as usize];
+        if *s == NO_SLOT {
+            *s = first.len() as u32;
+            first.push(i as u32);
+        }
+        *t = *s;
+    }
 }
 
 /// Sums each row's counters (and one flow) into `d[keys[i]]`, the selected rows only with
