@@ -37,11 +37,11 @@ fn slot_metrics(s: &Slot) -> Metrics {
 
 #[inline]
 fn slot_add(s: &mut Slot, m: &Metrics) {
-    s[2] += m.fwd_packets;
-    s[3] += m.rev_packets;
-    s[4] += m.fwd_bytes;
-    s[5] += m.rev_bytes;
-    s[6] += m.flows;
+    s[2] = s[2].wrapping_add(m.fwd_packets);
+    s[3] = s[3].wrapping_add(m.rev_packets);
+    s[4] = s[4].wrapping_add(m.fwd_bytes);
+    s[5] = s[5].wrapping_add(m.rev_bytes);
+    s[6] = s[6].wrapping_add(m.flows);
 }
 
 /// Slot arrays of at least this many slots (2 MiB, one huge page) live in their own anonymous
@@ -295,7 +295,7 @@ impl Part {
             self.grow_if_needed();
             let s = self.slot(k, h);
             for (x, y) in s[2..7].iter_mut().zip(m) {
-                *x += y;
+                *x = x.wrapping_add(y);
             }
             i += 1;
         }
@@ -771,10 +771,10 @@ impl AggTable {
                 let p = &mut self.parts[part];
                 p.grow_if_needed();
                 let s = p.slot(keys[i], h);
-                s[2] += fp[i];
-                s[3] += rp[i];
-                s[4] += fb[i];
-                s[5] += rb[i];
+                s[2] = s[2].wrapping_add(fp[i]);
+                s[3] = s[3].wrapping_add(rp[i]);
+                s[4] = s[4].wrapping_add(fb[i]);
+                s[5] = s[5].wrapping_add(rb[i]);
                 s[6] += 1;
             }
         }

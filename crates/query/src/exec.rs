@@ -1143,7 +1143,8 @@ fn assign_slots(
 }
 
 /// Sums each row's counters (and one flow) into `d[keys[i]]`, the selected rows only with
-/// `sel`; returns the rows summed. (A function of its own: inlined into the scan loop its
+/// `sel`; returns the rows summed. (Sums wrap at 2^64, as everywhere in the engine: only a
+/// damaged block's counters get there.) (A function of its own: inlined into the scan loop its
 /// slices were spilled to the stack and reloaded on every row.)
 #[inline(never)]
 fn sum_direct(d: &mut [Metrics], keys: &[u32], counters: [&[u64]; 4], sel: Option<&[bool]>) -> u64 {
@@ -1159,10 +1160,10 @@ fn sum_direct(d: &mut [Metrics], keys: &[u32], counters: [&[u64]; 4], sel: Optio
         None => {
             for i in 0..n {
                 let m = &mut d[keys[i] as usize];
-                m.fwd_packets += fp[i];
-                m.rev_packets += rp[i];
-                m.fwd_bytes += fb[i];
-                m.rev_bytes += rb[i];
+                m.fwd_packets = m.fwd_packets.wrapping_add(fp[i]);
+                m.rev_packets = m.rev_packets.wrapping_add(rp[i]);
+                m.fwd_bytes = m.fwd_bytes.wrapping_add(fb[i]);
+                m.rev_bytes = m.rev_bytes.wrapping_add(rb[i]);
                 m.flows += 1;
             }
             n as u64
@@ -1173,10 +1174,10 @@ fn sum_direct(d: &mut [Metrics], keys: &[u32], counters: [&[u64]; 4], sel: Optio
             for (i, &x) in s.iter().enumerate() {
                 if x {
                     let m = &mut d[keys[i] as usize];
-                    m.fwd_packets += fp[i];
-                    m.rev_packets += rp[i];
-                    m.fwd_bytes += fb[i];
-                    m.rev_bytes += rb[i];
+                    m.fwd_packets = m.fwd_packets.wrapping_add(fp[i]);
+                    m.rev_packets = m.rev_packets.wrapping_add(rp[i]);
+                    m.fwd_bytes = m.fwd_bytes.wrapping_add(fb[i]);
+                    m.rev_bytes = m.rev_bytes.wrapping_add(rb[i]);
                     m.flows += 1;
                     k += 1;
                 }

@@ -32,11 +32,11 @@ impl Metrics {
     /// Adds `o`.
     #[inline]
     pub fn add(&mut self, o: &Metrics) {
-        self.fwd_packets += o.fwd_packets;
-        self.rev_packets += o.rev_packets;
-        self.fwd_bytes += o.fwd_bytes;
-        self.rev_bytes += o.rev_bytes;
-        self.flows += o.flows;
+        self.fwd_packets = self.fwd_packets.wrapping_add(o.fwd_packets);
+        self.rev_packets = self.rev_packets.wrapping_add(o.rev_packets);
+        self.fwd_bytes = self.fwd_bytes.wrapping_add(o.fwd_bytes);
+        self.rev_bytes = self.rev_bytes.wrapping_add(o.rev_bytes);
+        self.flows = self.flows.wrapping_add(o.flows);
     }
     /// Packets both ways.
     pub fn packets(&self) -> u64 {

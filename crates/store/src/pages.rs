@@ -521,6 +521,14 @@ impl PageDecoder {
         if codec == PageCodec::None || !compressed {
             return Ok(raw);
         }
+        // LZ4 expands at most about 255 times: a header claiming more is damaged (and must
+        // not make the decoder allocate for it).
+        if codec == PageCodec::Lz4Raw && size > raw.len().saturating_mul(255).saturating_add(64) {
+            return Err(Fault::Corrupt(format!(
+                "a page of {} bytes cannot decompress to {size}",
+                raw.len()
+            )));
+        }
         if self.page.len() < size {
             self.page.resize(size, 0);
         }
