@@ -700,8 +700,12 @@ impl AggTable {
     }
 
     /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
-    /// current ones.
-    pub(crate) fn add_many(&mut self, items: &[(u128, Metrics)]) {
+    /// current ones; with `created`, appends to it the keys of the groups it creates.
+    pub(crate) fn add_many(
+        &mut self,
+        items: &[(u128, Metrics)],
+        mut created: Option<&mut Vec<u128>>,
+    ) {
         // A software pipeline: the slot of item i + AHEAD is prefetched before item i is
         // added, so AHEAD misses are always in flight.
         let mut ring = [(0usize, 0u64); AHEAD];
@@ -715,7 +719,13 @@ impl AggTable {
             }
             let p = &mut self.parts[part];
             p.grow_if_needed();
+            let before = p.len;
             slot_add(p.slot(*k, h), m);
+            if p.len != before {
+                if let Some(c) = created.as_deref_mut() {
+                    c.push(*k);
+                }
+            }
         }
     }
 
@@ -1089,7 +1099,7 @@ mod tests {
                             )
                         })
                         .collect();
-                    t[w].add_many(&items);
+                    t[w].add_many(&items, None);
                     continue;
                 }
                 let counters = [&c[lo..hi], &c2[lo..hi], &c[lo..hi], &c2[lo..hi]];

@@ -76,6 +76,18 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         staged: AtomicUsize::new(0),
         stage_limit: query.max_groups.max(MIN_STAGE_LIMIT),
         cond_columns,
+        text_attr: match query
+            .attributes
+            .iter()
+            .filter(|a| a.column().is_some())
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [a @ (Attribute::Sip | Attribute::Dip)] => {
+                Some((**a, dict_col(**a).unwrap_or(Col::Sip)))
+            }
+            _ => None,
+        },
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -175,6 +187,9 @@ struct Ctx<'a> {
     stage_limit: usize,
     /// Columns of the condition.
     cond_columns: Vec<Col>,
+    /// The one address attribute, when the query groups by it alone (besides interface and
+    /// time): its dense groups are keyed by the address text (see [`text_key`]).
+    text_attr: Option<(Attribute, Col)>,
 }
 
 /// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
@@ -341,6 +356,8 @@ struct Worker<'a> {
     pending: Vec<(u128, Metrics)>,
     /// Rows to stage.
     rows: Vec<u32>,
+    /// Groups a block created (keyed by text: checked to be addresses).
+    created: Vec<u128>,
     /// Slot per row (the dense path through a slot index), and the row each slot was first
     /// met in.
     slots: Vec<u32>,
@@ -397,6 +414,7 @@ impl<'a> Worker<'a> {
             slots: Vec::new(),
             first: Vec::new(),
             rows: Vec::new(),
+            created: Vec::new(),
             reader: ColumnReader::new(ctx.query.direct_decoding),
             rgs: Vec::new(),
         }
@@ -505,12 +523,29 @@ impl<'a> Worker<'a> {
                 return Err(e);
             }
         };
-        // The block is decoded whole: its rows count now.
+        // The block is decoded whole: its rows count now. Groups keyed by address text are
+        // checked to be addresses when first met (below); a block with an entry that is not
+        // is taken back out whole.
+        let before = self.maps[map].len();
+        let mut created = std::mem::take(&mut self.created);
+        created.clear();
+        let track = self.ctx.text_attr.is_some();
+        self.maps[map].add_many(&pending, track.then_some(&mut created));
+        self.groups += self.maps[map].len() - before;
+        let bad = created
+            .iter()
+            .find(|&&k| k & TEXT_TAG != 0 && self.text_code(k).is_err())
+            .copied();
+        if let Some(k) = bad {
+            let e = self.text_code(k).err().unwrap_or_default();
+            self.take_back(map, &pending, &created);
+            self.pending = pending;
+            self.created = created;
+            return Err(block_error(b, e));
+        }
+        self.created = created;
         self.stats.blocks_scanned += 1;
         self.stats.bytes_scanned += b.bytes;
-        let before = self.maps[map].len();
-        self.maps[map].add_many(&pending);
-        self.groups += self.maps[map].len() - before;
         self.stats.rows_matched += matched;
         self.pending = pending;
         for rg in &rgs[..selected.len()] {
@@ -620,6 +655,72 @@ impl<'a> Worker<'a> {
             }
         }
         Ok(matched)
+    }
+
+    /// The packed key (code shifted into place) of a group keyed by address text.
+    fn text_code(&self, k: u128) -> Result<u128, String> {
+        let Some((a, c)) = self.ctx.text_attr else {
+            return Err("internal error, please report: an address text key".into());
+        };
+        let len = (k >> 120 & 0xf) as usize;
+        let bytes = k.to_le_bytes();
+        let text = &bytes[..len.min(15)];
+        let code = match parse_v4(text) {
+            Some(ip) => V4_TAG | u64::from(ip),
+            None => {
+                let ip = std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|t| t.parse::<IpAddr>().ok())
+                    .ok_or_else(|| {
+                        format!(
+                            "column {}: not an address: {:?}",
+                            c.name(),
+                            String::from_utf8_lossy(text)
+                        )
+                    })?;
+                match ip {
+                    IpAddr::V4(v) => V4_TAG | u64::from(u32::from(v)),
+                    IpAddr::V6(_) => self
+                        .ctx
+                        .ips
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .v6_code(ip),
+                }
+            }
+        };
+        Ok(u128::from(code) << shift(a))
+    }
+
+    /// Takes a block's groups (`pending`, added to table `map`, creating `created`) back out
+    /// of the table. (Only when a block turns out to hold an entry that is not an address.)
+    #[cold]
+    fn take_back(&mut self, map: usize, pending: &[(u128, Metrics)], created: &[u128]) {
+        let mut minus: FxHashMap<u128, Metrics> = FxHashMap::default();
+        for (k, m) in pending {
+            minus.entry(*k).or_default().add(m);
+        }
+        let created: std::collections::HashSet<u128> = created.iter().copied().collect();
+        let table = &mut self.maps[map];
+        let (staged, before) = (table.staged_len(), table.len());
+        table.flush(true);
+        self.ctx.staged.fetch_sub(staged, Ordering::Relaxed);
+        let mut fresh = Inner::default();
+        for (k, mut m) in table.iter() {
+            if created.contains(&k) {
+                continue;
+            }
+            if let Some(d) = minus.get(&k) {
+                m.fwd_packets = m.fwd_packets.wrapping_sub(d.fwd_packets);
+                m.rev_packets = m.rev_packets.wrapping_sub(d.rev_packets);
+                m.fwd_bytes = m.fwd_bytes.wrapping_sub(d.fwd_bytes);
+                m.rev_bytes = m.rev_bytes.wrapping_sub(d.rev_bytes);
+                m.flows = m.flows.wrapping_sub(d.flows);
+            }
+            fresh.add(k, &m);
+        }
+        self.groups = (self.groups + fresh.len()).saturating_sub(before);
+        *table = fresh;
     }
 
     fn map_for(&mut self, b: &BlockRef) -> usize {
@@ -771,8 +872,13 @@ impl<'a> Worker<'a> {
         pending: &mut Vec<(u128, Metrics)>,
     ) -> Result<u64, String> {
         let ctx = self.ctx;
+        // Grouping by one address alone, its groups are keyed by the address text: no
+        // dictionary entry is parsed here (a group's text is, once, when it is created).
+        let text = ctx.text_attr.is_some();
         for &(_, c, _) in parts {
-            self.refresh(c, rg)?;
+            if !text {
+                self.refresh(c, rg)?;
+            }
         }
         let n = rg.rows;
         let mut idx = std::mem::take(&mut self.local);
@@ -899,6 +1005,20 @@ impl<'a> Worker<'a> {
                 self.slot_of[j] = NO_SLOT;
                 j
             };
+            if let [(_, c, _)] = parts {
+                if text {
+                    let local = if direct {
+                        j
+                    } else {
+                        rg.dicts[*c as usize].keys.as_slice()[self.first[t] as usize] as usize
+                    };
+                    if let Some(k) = text_key(rg.dicts[*c as usize].bytes(local)) {
+                        pending.push((k, m));
+                        continue;
+                    }
+                    self.refresh(*c, rg)?;
+                }
+            }
             let mut rem = j as u64;
             let mut key = 0u128;
             for (a, c, card) in parts {
@@ -1082,7 +1202,27 @@ impl<'a> Worker<'a> {
         Ok(out)
     }
 
-    fn into_partial(self) -> PartialAggregate {
+    fn into_partial(mut self) -> PartialAggregate {
+        // Groups keyed by address text get their address codes (every text was checked to be
+        // an address when its group was created), merging texts of one address.
+        if self.ctx.text_attr.is_some() {
+            for i in 0..self.maps.len() {
+                let mut table = std::mem::take(&mut self.maps[i]);
+                let staged = table.staged_len();
+                table.flush(true);
+                self.ctx.staged.fetch_sub(staged, Ordering::Relaxed);
+                let mut coded = Inner::default();
+                for (k, m) in table.iter() {
+                    let k = if k & TEXT_TAG != 0 {
+                        self.text_code(k).unwrap_or(k & !TEXT_TAG)
+                    } else {
+                        k
+                    };
+                    coded.add(k, &m);
+                }
+                self.maps[i] = coded;
+            }
+        }
         let mut p =
             PartialAggregate::new(self.ctx.query.attributes.clone(), self.ctx.query.max_groups);
         let mut maps: Vec<Option<Inner>> = self.maps.into_iter().map(Some).collect();
@@ -1095,6 +1235,26 @@ impl<'a> Worker<'a> {
         p.stats.column_chunks_general = self.reader.general_chunks;
         p
     }
+}
+
+/// Tag of a group key holding an address's text rather than its code (bit 127: codes end
+/// at bit 122).
+const TEXT_TAG: u128 = 1 << 127;
+
+/// The group key of an address given as text, for a query grouping by that address alone:
+/// the text itself (up to 15 bytes, little-endian), its length in bits 120–123, and
+/// [`TEXT_TAG`]. Parsing each block's dictionary of a few thousand addresses was a sixth of a
+/// top-sources query; a text is now parsed once per worker, when its group is created, and
+/// texts become codes when the worker's table is handed over (`Worker::into_partial`).
+/// `None` for longer texts (most IPv6 addresses), which are keyed by code as usual.
+#[inline]
+fn text_key(text: &[u8]) -> Option<u128> {
+    if text.is_empty() || text.len() > 15 {
+        return None;
+    }
+    let mut w = [0u8; 16];
+    w[..text.len()].copy_from_slice(text);
+    Some(TEXT_TAG | (text.len() as u128) << 120 | u128::from_le_bytes(w))
 }
 
 /// A grouped-by dictionary attribute, its column and its number of local values.
