@@ -173,7 +173,11 @@ fn queries_match_a_naive_aggregation_of_the_flow_records() {
         // One address alone (groups keyed by its text, IPv6 ones of over 15 characters by
         // code), per interface.
         ("sip", None, Box::new(|_, _| true)),
-        ("iface,dip", Some("proto != tcp"), Box::new(|_, f| f.proto != 6)),
+        (
+            "iface,dip",
+            Some("proto != tcp"),
+            Box::new(|_, f| f.proto != 6),
+        ),
         ("apps", Some("proto = tcp"), Box::new(|_, f| f.proto == 6)),
         (
             "sip,dport",
