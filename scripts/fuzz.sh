@@ -9,7 +9,9 @@
 # collector's decoder), query_syntax (any text as a `trawl query` condition: errors point inside
 # it, what parses round-trips through its canonical form), composition (any text as a
 # composition file through the checker: no panic, refusals name a problem, accepted plans are
-# consistent).
+# consistent), store_pages (any bytes as a column chunk through the flow store's direct page
+# decoder, every column kind and codec: no panic, one value per row, indices inside the
+# dictionary).
 # Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition)
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do

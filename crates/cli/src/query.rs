@@ -82,6 +82,10 @@ pub struct QueryArgs {
     /// instead of the result.
     #[arg(long)]
     pub partial: bool,
+    /// Read every column chunk through the general Parquet (Arrow) reader instead of decoding
+    /// trawl's own pages directly: same result, slower; for comparisons.
+    #[arg(long = "general-reader", hide = true)]
+    pub general_reader: bool,
 }
 
 pub fn run(a: &QueryArgs) -> Result<ExitCode> {
@@ -143,6 +147,7 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
         time_resolution_ns: a.resolution,
         workers: a.workers.unwrap_or(Query::default().workers).max(1),
         max_groups: a.max_groups.max(1),
+        direct_decoding: !a.general_reader,
     };
     let started = Instant::now();
     let partial = scan(&a.db, &query)?;

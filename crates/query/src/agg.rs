@@ -37,11 +37,11 @@ fn slot_metrics(s: &Slot) -> Metrics {
 
 #[inline]
 fn slot_add(s: &mut Slot, m: &Metrics) {
-    s[2] += m.fwd_packets;
-    s[3] += m.rev_packets;
-    s[4] += m.fwd_bytes;
-    s[5] += m.rev_bytes;
-    s[6] += m.flows;
+    s[2] = s[2].wrapping_add(m.fwd_packets);
+    s[3] = s[3].wrapping_add(m.rev_packets);
+    s[4] = s[4].wrapping_add(m.fwd_bytes);
+    s[5] = s[5].wrapping_add(m.rev_bytes);
+    s[6] = s[6].wrapping_add(m.flows);
 }
 
 /// Slot arrays of at least this many slots (2 MiB, one huge page) live in their own anonymous
@@ -295,7 +295,7 @@ impl Part {
             self.grow_if_needed();
             let s = self.slot(k, h);
             for (x, y) in s[2..7].iter_mut().zip(m) {
-                *x += y;
+                *x = x.wrapping_add(y);
             }
             i += 1;
         }
@@ -612,6 +612,37 @@ impl AggTable {
         added
     }
 
+    /// [`AggTable::stage_rows`] for the rows listed in `rows` (ascending), `keys[k]` the key
+    /// of row `rows[k]`: a selective condition pays for the rows it keeps only. Returns the
+    /// rows taken.
+    pub(crate) fn stage_rows_at(
+        &mut self,
+        keys: &[u128],
+        rows: &[u32],
+        counters: [&[u64]; 4],
+    ) -> u64 {
+        let [fp, rp, fb, rb] = counters;
+        let n = fp.len().min(rp.len()).min(fb.len()).min(rb.len());
+        let mut added = 0u64;
+        for (&key, &i) in keys.iter().zip(rows) {
+            let i = i as usize;
+            if i >= n {
+                break;
+            }
+            added += 1;
+            let pre = prehash(key);
+            let part = (pre >> PART_SHIFT) as usize;
+            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
+            if (a | b | c | d) >> 32 != 0 {
+                self.add_big(part, key, pre, [a, b, c, d]);
+                continue;
+            }
+            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
+            self.staged_len += 1;
+        }
+        added
+    }
+
     #[cold]
     fn add_big(&mut self, part: usize, key: u128, pre: u64, c: [u64; 4]) {
         self.unpack(part);
@@ -669,8 +700,12 @@ impl AggTable {
     }
 
     /// Adds each `(key, metrics)`, prefetching the slots of the next keys while adding the
-    /// current ones.
-    pub(crate) fn add_many(&mut self, items: &[(u128, Metrics)]) {
+    /// current ones; with `created`, appends to it the keys of the groups it creates.
+    pub(crate) fn add_many(
+        &mut self,
+        items: &[(u128, Metrics)],
+        mut created: Option<&mut Vec<u128>>,
+    ) {
         // A software pipeline: the slot of item i + AHEAD is prefetched before item i is
         // added, so AHEAD misses are always in flight.
         let mut ring = [(0usize, 0u64); AHEAD];
@@ -684,7 +719,13 @@ impl AggTable {
             }
             let p = &mut self.parts[part];
             p.grow_if_needed();
+            let before = p.len;
             slot_add(p.slot(*k, h), m);
+            if p.len != before {
+                if let Some(c) = created.as_deref_mut() {
+                    c.push(*k);
+                }
+            }
         }
     }
 
@@ -740,10 +781,10 @@ impl AggTable {
                 let p = &mut self.parts[part];
                 p.grow_if_needed();
                 let s = p.slot(keys[i], h);
-                s[2] += fp[i];
-                s[3] += rp[i];
-                s[4] += fb[i];
-                s[5] += rb[i];
+                s[2] = s[2].wrapping_add(fp[i]);
+                s[3] = s[3].wrapping_add(rp[i]);
+                s[4] = s[4].wrapping_add(fb[i]);
+                s[5] = s[5].wrapping_add(rb[i]);
                 s[6] += 1;
             }
         }
@@ -1058,7 +1099,7 @@ mod tests {
                             )
                         })
                         .collect();
-                    t[w].add_many(&items);
+                    t[w].add_many(&items, None);
                     continue;
                 }
                 let counters = [&c[lo..hi], &c2[lo..hi], &c[lo..hi], &c2[lo..hi]];

@@ -2,38 +2,29 @@
 //! needed columns of the row groups its statistics cannot rule out, filtering and grouping on
 //! dictionary indices, and the workers' partial aggregates merged (reduce).
 //!
-//! Per row the work is a few array lookups: an address column's dictionary (a few hundred to a
-//! few thousand distinct values per row group) is interned once per row group into worker-wide
-//! ids, and predicates on it are evaluated once per dictionary entry. Group keys pack the ids
-//! and small integers into one `u128`; per-block constants (interface, time bucket) select the
-//! hash map the block's rows go to.
-use std::fs::File;
+//! Columns are decoded by `read` (trawl's own column chunks straight from their pages, others
+//! through the Arrow reader) into buffers each worker reuses. Per row the work is a few array
+//! lookups: a dictionary column's entries (a few hundred to a few thousand distinct values per
+//! row group) are resolved once per row group into worker-wide codes (addresses lazily, as
+//! rows that need them are met), and predicates are evaluated once per dictionary entry.
+//! Group keys pack the codes and small integers into one `u128`; per-block constants
+//! (interface, time bucket) select the hash map the block's rows go to.
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, UInt16Type, UInt64Type};
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
-use arrow_buffer::ScalarBuffer;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-    RowSelectionPolicy, RowSelector,
-};
-use parquet::arrow::ProjectionMask;
 use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
 use trawl_store::hash::FxHashMap;
+use trawl_store::pages::DictColumn;
 use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
 use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
 
 use crate::error::Error;
 use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
-use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, Program, Query};
-
-/// Rows per record batch read.
-const BATCH_ROWS: usize = 65_536;
+use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, NumCol, Program, Query};
+use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 
 /// Runs `query` over the database at `db` and returns the merged partial aggregate.
 /// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
@@ -53,23 +44,28 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
 /// Runs `query` over the given blocks (the time and interface selection already made).
 pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregate, Error> {
     let program = Program::compile(query.condition.as_ref());
-    let mut columns: Vec<&'static str> =
-        query.attributes.iter().filter_map(|a| a.column()).collect();
-    for c in program.columns() {
+    let named = |n: &str| Col::of(n).ok_or_else(|| Error::Internal(format!("column {n}")));
+    let mut columns: Vec<Col> = Vec::new();
+    for n in query
+        .attributes
+        .iter()
+        .filter_map(|a| a.column())
+        .chain(program.columns())
+    {
+        let c = named(n)?;
         if !columns.contains(&c) {
             columns.push(c);
         }
     }
-    columns.extend([
-        col::FWD_PACKETS,
-        col::REV_PACKETS,
-        col::FWD_BYTES,
-        col::REV_BYTES,
-    ]);
+    columns.extend(Col::COUNTERS);
+    let cond_columns = program
+        .columns()
+        .into_iter()
+        .map(named)
+        .collect::<Result<Vec<Col>, Error>>()?;
     let mut ifaces: Vec<String> = blocks.iter().map(|b| b.iface.clone()).collect();
     ifaces.sort();
     ifaces.dedup();
-    let cond_columns = program.columns();
     let ctx = Ctx {
         query,
         program,
@@ -80,6 +76,18 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         staged: AtomicUsize::new(0),
         stage_limit: query.max_groups.max(MIN_STAGE_LIMIT),
         cond_columns,
+        text_attr: match query
+            .attributes
+            .iter()
+            .filter(|a| a.column().is_some())
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            [a @ (Attribute::Sip | Attribute::Dip)] => {
+                Some((**a, dict_col(**a).unwrap_or(Col::Sip)))
+            }
+            _ => None,
+        },
     };
     let next = AtomicUsize::new(0);
     let abort = AtomicBool::new(false);
@@ -166,7 +174,8 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
 struct Ctx<'a> {
     query: &'a Query,
     program: Program,
-    columns: Vec<&'static str>,
+    /// Columns read: the attributes', the condition's, the four counters.
+    columns: Vec<Col>,
     resolution: u64,
     /// Address ids shared by the workers (locked once per dictionary, not per row).
     ips: Mutex<IpInterner>,
@@ -177,68 +186,10 @@ struct Ctx<'a> {
     /// Most rows staged at once (32 bytes each) before a worker aggregates its own.
     stage_limit: usize,
     /// Columns of the condition.
-    cond_columns: Vec<&'static str>,
-}
-
-/// Gaps between matching rows shorter than this are read through rather than skipped (a
-/// skip has a cost per column; a condition's matches tend to come in runs, rows being sorted
-/// by address within a block).
-const MIN_SKIP: usize = 1024;
-
-/// Builds a row selection from a condition's results: runs of matching rows, with gaps of
-/// fewer than [`MIN_SKIP`] rows read through.
-#[derive(Default)]
-struct Runs {
-    selectors: Vec<RowSelector>,
-    /// The current run: selecting or skipping, and its length.
-    selecting: bool,
-    len: usize,
-    picked: usize,
-    total: usize,
-}
-
-impl Runs {
-    fn push(&mut self, mask: &[bool]) {
-        for &m in mask {
-            if m != self.selecting {
-                self.close();
-                self.selecting = m;
-            }
-            self.len += 1;
-        }
-        self.total += mask.len();
-    }
-
-    fn close(&mut self) {
-        if self.len == 0 {
-            return;
-        }
-        // A short gap between selected rows is selected too.
-        let read_through = !self.selecting
-            && self.len < MIN_SKIP
-            && self.selectors.last().is_some_and(|s| !s.skip);
-        if self.selecting || read_through {
-            self.picked += self.len;
-            match self.selectors.last_mut() {
-                Some(s) if !s.skip => s.row_count += self.len,
-                _ => self.selectors.push(RowSelector::select(self.len)),
-            }
-        } else {
-            self.selectors.push(RowSelector::skip(self.len));
-        }
-        self.len = 0;
-    }
-
-    /// The selection, the rows it selects, and the rows in all.
-    fn finish(mut self) -> (RowSelection, usize, usize) {
-        if self.selecting {
-            self.close();
-        } else if self.len > 0 {
-            // A trailing gap is skipped, however short.
-            self.selectors.push(RowSelector::skip(self.len));
-        }
-        (RowSelection::from(self.selectors), self.picked, self.total)
-    }
+    cond_columns: Vec<Col>,
+    /// The one address attribute, when the query groups by it alone (besides interface and
+    /// time): its dense groups are keyed by the address text (see [`text_key`]).
+    text_attr: Option<(Attribute, Col)>,
 }
 
 /// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
@@ -253,15 +204,15 @@ struct IpInterner {
     addrs: Vec<IpAddr>,
 }
 
-/// Parses a dotted quad without the generic parser's overhead; anything else goes to `std`.
+/// Parses a dotted quad in canonical form (as `std` accepts it: no leading zeros) without
+/// the generic parser's overhead; `None` for anything else.
 #[inline]
-fn parse_ip(text: &str) -> Option<IpAddr> {
-    let b = text.as_bytes();
+fn parse_v4(text: &[u8]) -> Option<u32> {
     let mut octets = [0u32; 4];
     let (mut n, mut digits) = (0usize, 0u32);
-    for &c in b {
+    for &c in text {
         match c {
-            b'0'..=b'9' if digits < 3 => {
+            b'0'..=b'9' if digits < 3 && !(digits == 1 && octets[n] == 0) => {
                 octets[n] = octets[n] * 10 + u32::from(c - b'0');
                 digits += 1;
             }
@@ -269,14 +220,13 @@ fn parse_ip(text: &str) -> Option<IpAddr> {
                 n += 1;
                 digits = 0;
             }
-            _ => return text.parse().ok(),
+            _ => return None,
         }
     }
     if n != 3 || digits == 0 || octets.iter().any(|&o| o > 255) {
-        return text.parse().ok();
+        return None;
     }
-    let v = octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3];
-    Some(IpAddr::V4(v.into()))
+    Some(octets[0] << 24 | octets[1] << 16 | octets[2] << 8 | octets[3])
 }
 
 impl IpInterner {
@@ -291,50 +241,94 @@ impl IpInterner {
     }
 }
 
-/// The dictionary of a column as last seen, and what was derived from it. Address
-/// dictionaries are resolved lazily, entry by entry, as rows that need them are met: a
-/// selective condition parses only the addresses of matching rows.
+/// What was derived from a dictionary column's dictionary: per entry the code that goes into
+/// group keys (address code, `UNSET` until resolved; protocol number; port or VLAN).
 #[derive(Default)]
 struct DictCache {
-    values: Option<ArrayRef>,
-    strings: Option<StringArray>,
-    /// Per dictionary entry: address code (`V4_TAG`) or `UNSET`, or protocol number.
+    /// The dictionary this was derived from (`RowGroup::gens`); 0: none.
+    gen: u64,
     codes: Vec<u64>,
-    /// Per dictionary entry of an address column: the address, once resolved.
+    /// Per entry of an address dictionary: the address, once resolved.
     ips: Vec<IpAddr>,
 }
 
 /// A dictionary entry not resolved yet (codes use 33 bits).
 const UNSET: u64 = u64::MAX;
 
+/// Addresses other than IPv4 already resolved by a worker, by their text: the standard
+/// parser and the shared table's lock are paid once per worker and address, not once per
+/// dictionary.
+type OtherAddrs = FxHashMap<Box<[u8]>, (u64, IpAddr)>;
+
 /// Resolves entry `d` of an address dictionary.
 #[inline(never)]
 fn resolve_ip(
     cache: &mut DictCache,
+    dict: &DictColumn,
     shared: &Mutex<IpInterner>,
+    others: &mut OtherAddrs,
     name: &str,
     d: usize,
 ) -> Result<u64, String> {
-    let text = match &cache.strings {
-        Some(s) if d < s.len() => s.value(d),
-        _ => return Err(format!("column {name}: dictionary index out of range")),
-    };
-    let ip = parse_ip(text).ok_or_else(|| format!("column {name}: not an address: {text:?}"))?;
-    let code = match ip {
-        IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
-        IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+    let text = dict.bytes(d);
+    let (code, ip) = if let Some(ip) = parse_v4(text) {
+        (V4_TAG | u64::from(ip), IpAddr::V4(ip.into()))
+    } else if let Some(&known) = others.get(text) {
+        known
+    } else {
+        let ip = std::str::from_utf8(text)
+            .ok()
+            .and_then(|t| t.parse::<IpAddr>().ok())
+            .ok_or_else(|| {
+                format!(
+                    "column {name}: not an address: {:?}",
+                    String::from_utf8_lossy(text)
+                )
+            })?;
+        let code = match ip {
+            IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
+            IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
+        };
+        others.insert(text.into(), (code, ip));
+        (code, ip)
     };
     cache.codes[d] = code;
     cache.ips[d] = ip;
     Ok(code)
 }
 
-/// A predicate table per dictionary entry, for one address leaf: 0 false, 1 true, 2 not
-/// evaluated yet.
+/// A predicate table per dictionary entry, for one leaf: 0 false, 1 true, 2 not evaluated
+/// yet.
 #[derive(Default)]
 struct LeafCache {
-    values: Option<ArrayRef>,
+    gen: u64,
     table: Vec<u8>,
+    /// For an IPv4 prefix on an octet boundary, the text every address in it starts with
+    /// (`"10.1."` for 10.1.0.0/16): an entry not starting with it is outside without being
+    /// parsed (stored text is canonical; an entry that is not an address at all is then
+    /// simply not in the prefix, where parsing it would have failed the block).
+    text: Option<Vec<u8>>,
+}
+
+impl LeafCache {
+    fn new(leaf: &Leaf) -> LeafCache {
+        let text = match leaf {
+            Leaf::Ip(_, IpPred::In(n)) if n.addr.is_ipv4() && n.prefix % 8 == 0 && n.prefix > 0 => {
+                let t = n.addr.to_string();
+                let octets: Vec<&str> = t.split('.').take(usize::from(n.prefix / 8)).collect();
+                Some(if n.prefix == 32 {
+                    t.into_bytes()
+                } else {
+                    format!("{}.", octets.join(".")).into_bytes()
+                })
+            }
+            _ => None,
+        };
+        LeafCache {
+            text,
+            ..LeafCache::default()
+        }
+    }
 }
 
 struct Worker<'a> {
@@ -344,38 +338,59 @@ struct Worker<'a> {
     maps: Vec<Inner>,
     groups: usize,
     stats: ScanStats,
-    ip_dicts: [DictCache; 2],
-    proto_dict: DictCache,
+    /// Per dictionary column (`Col::slot`): codes of the dictionary last seen.
+    caches: [DictCache; DICTS],
     leaf_tables: Vec<LeafCache>,
+    /// Flag buffers of condition evaluation, reused.
+    flag_pool: Vec<Vec<bool>>,
     keys: Vec<u128>,
-    /// Scratch of [`Worker::dense_batch`]: local index per row, slot per local index, the
-    /// sums per slot, the local index of each slot.
+    /// Scratch of [`Worker::dense_rowgroup`]: local index per row, slot per local index, the
+    /// sums per slot (or per local index), the local index of each slot.
     local: Vec<u32>,
     slot_of: Vec<u32>,
     dense: Vec<Metrics>,
     touched: Vec<u32>,
-    flush: Vec<(u128, Metrics)>,
+    /// Addresses other than IPv4 resolved so far.
+    others: OtherAddrs,
+    /// Groups of the current block's dense row groups, added once it is decoded whole.
+    pending: Vec<(u128, Metrics)>,
+    /// Rows to stage.
+    rows: Vec<u32>,
+    /// Groups a block created (keyed by text: checked to be addresses).
+    created: Vec<u128>,
+    /// Slot per row (the dense path through a slot index), and the row each slot was first
+    /// met in.
+    slots: Vec<u32>,
+    first: Vec<u32>,
+    /// Decoding: the column reader and the decoded row groups of the current block.
+    reader: ColumnReader,
+    rgs: Vec<RowGroup>,
 }
 
 /// Largest local key space aggregated densely (a 2^18-entry slot index: 1 MB per worker).
 const DENSE_LIMIT: u64 = 1 << 18;
 
-/// Largest local key space summed directly by local key (8,192 × 40 bytes, in L2).
-const DIRECT_LIMIT: u64 = 1 << 13;
+/// Largest local key space summed directly by local key (32,768 × 40 bytes, in L2).
+const DIRECT_LIMIT: u64 = 1 << 15;
 
 /// A local key without a slot in the current batch.
 const NO_SLOT: u32 = u32::MAX;
 
-/// Where a dense batch takes an attribute's local value from.
-enum LocalSource {
-    /// Dictionary keys of cache 0 (sip), 1 (dip) or 2 (proto).
-    Dict(usize, arrow_array::PrimitiveArray<Int32Type>),
-    /// A 16-bit column's values.
-    Raw(ScalarBuffer<u16>),
-}
-
 fn block_error(b: &BlockRef, e: impl std::fmt::Display) -> Error {
     Error::Block(format!("{}: {e}", b.path.display()))
+}
+
+/// The dictionary column of an attribute or leaf.
+fn dict_col(a: Attribute) -> Option<Col> {
+    a.column().and_then(Col::of)
+}
+
+fn num_col(c: NumCol) -> Col {
+    match c {
+        NumCol::Sport => Col::Sport,
+        NumCol::Dport => Col::Dport,
+        NumCol::Vlan => Col::Vlan,
+    }
 }
 
 impl<'a> Worker<'a> {
@@ -386,21 +401,33 @@ impl<'a> Worker<'a> {
             maps: Vec::new(),
             groups: 0,
             stats: ScanStats::default(),
-            ip_dicts: Default::default(),
-            proto_dict: DictCache::default(),
-            leaf_tables: (0..ctx.program.leaves.len())
-                .map(|_| LeafCache::default())
-                .collect(),
+            caches: Default::default(),
+            leaf_tables: ctx.program.leaves.iter().map(LeafCache::new).collect(),
+            flag_pool: Vec::new(),
             keys: Vec::new(),
             local: Vec::new(),
             slot_of: Vec::new(),
             dense: Vec::new(),
             touched: Vec::new(),
-            flush: Vec::new(),
+            others: OtherAddrs::default(),
+            pending: Vec::new(),
+            slots: Vec::new(),
+            first: Vec::new(),
+            rows: Vec::new(),
+            created: Vec::new(),
+            reader: ColumnReader::new(ctx.query.direct_decoding),
+            rgs: Vec::new(),
         }
     }
 
     fn block(&mut self, b: &BlockRef) -> Result<(), Error> {
+        let mut rgs = std::mem::take(&mut self.rgs);
+        let r = self.block_with(b, &mut rgs);
+        self.rgs = rgs;
+        r
+    }
+
+    fn block_with(&mut self, b: &BlockRef, rgs: &mut Vec<RowGroup>) -> Result<(), Error> {
         // Interface leaves are constant per block: fold them first, maybe skipping the file.
         let root = self
             .ctx
@@ -412,10 +439,8 @@ impl<'a> Worker<'a> {
             self.stats.blocks_pruned += 1;
             return Ok(());
         }
-        let file = File::open(&b.path).map_err(|e| block_error(b, e))?;
-        let arm = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-            .map_err(|e| block_error(b, e))?;
-        let meta = arm.metadata().clone();
+        let mut file = BlockFile::open(&b.path).map_err(|e| block_error(b, e))?;
+        let meta = file.meta.clone();
         let version = meta
             .file_metadata()
             .key_value_metadata()
@@ -431,17 +456,13 @@ impl<'a> Worker<'a> {
                 ),
             ));
         }
-        let schema = arm.parquet_schema();
         let index_of = |name: &str| -> Result<usize, Error> {
-            schema
-                .columns()
-                .iter()
-                .position(|c| c.name() == name)
+            file.leaf(name)
                 .ok_or_else(|| block_error(b, format!("column {name} missing")))
         };
-        let mut leaves_idx = Vec::with_capacity(self.ctx.columns.len());
-        for c in &self.ctx.columns {
-            leaves_idx.push(index_of(c)?);
+        let mut leaves = [usize::MAX; Col::ALL.len()];
+        for &c in &self.ctx.columns {
+            leaves[c as usize] = index_of(c.name())?;
         }
         // Row groups the statistics cannot rule out.
         let mut selected = Vec::new();
@@ -465,92 +486,241 @@ impl<'a> Worker<'a> {
             self.stats.blocks_pruned += 1;
             return Ok(());
         }
-        let builder = |what: &str| -> Result<_, Error> {
-            let f = file
-                .try_clone()
-                .map_err(|e| block_error(b, format!("{what}: {e}")))?;
-            Ok(
-                ParquetRecordBatchReaderBuilder::new_with_metadata(f, arm.clone())
-                    .with_row_groups(selected.clone())
-                    .with_batch_size(BATCH_ROWS),
-            )
-        };
         // Late materialisation: with a condition on fewer columns than the query reads, the
-        // condition's columns are read first, and the others only for the stretches of rows
-        // where it holds (short gaps read through). Every row read is still tested in full
-        // below, so this only saves decoding.
-        let rows_before = self.stats.rows_scanned;
-        let mut selection = None;
-        let mut rows_in_block = None;
-        if let Some(r) = root.as_ref().filter(|r| !matches!(r, Node::Const(_))) {
-            // The first pass tests the conjuncts on the source address alone when there are
-            // such and others: blocks are written sorted by source address, so those rows
-            // come in one stretch and the other columns need not be decoded elsewhere. (Only
-            // speed depends on that order: the second pass tests the whole condition.)
-            let (first, cond) = match leading_conjuncts(r, &self.ctx.program.leaves) {
-                Some(n) => (n, vec![col::SRC_IP]),
+        // condition's columns are decoded first, and the other columns only in the pages
+        // holding a row where it can hold. The first pass tests the conjuncts on the source
+        // address alone when there are such and others: blocks are written sorted by source
+        // address, so those rows come in one stretch. (Only speed depends on that order:
+        // every row decoded is tested against the whole condition when aggregated.)
+        let first = root
+            .as_ref()
+            .filter(|r| !matches!(r, Node::Const(_)))
+            .map(|r| match leading_conjuncts(r, &self.ctx.program.leaves) {
+                Some(n) => (n, vec![Col::Sip]),
                 None => (r.clone(), self.ctx.cond_columns.clone()),
-            };
-            let r = &first;
-            if !cond.is_empty() && cond.len() < self.ctx.columns.len() {
-                let mut idx = Vec::with_capacity(cond.len());
-                for c in &cond {
-                    idx.push(index_of(c)?);
-                }
-                let batches = builder("condition columns")?
-                    .with_projection(ProjectionMask::leaves(schema, idx))
-                    .build()
-                    .map_err(|e| block_error(b, e))?
-                    .collect::<Result<Vec<RecordBatch>, _>>()
-                    .map_err(|e| block_error(b, e))?;
-                let mut runs = Runs::default();
-                for batch in &batches {
-                    runs.push(&self.eval(r, batch).map_err(|e| block_error(b, e))?);
-                }
-                let (sel, picked, total) = runs.finish();
-                if picked == 0 {
-                    self.stats.blocks_scanned += 1;
-                    self.stats.bytes_scanned += b.bytes;
-                    self.stats.rows_scanned += total as u64;
-                    return Ok(());
-                }
-                // Worth a second pass only when it skips a good part of the rows.
-                if picked * 4 < total * 3 {
-                    selection = Some(sel);
-                    rows_in_block = Some(total as u64);
-                }
+            })
+            .filter(|(_, cond)| !cond.is_empty() && cond.len() < self.ctx.columns.len());
+        while rgs.len() < selected.len() {
+            rgs.push(RowGroup::default());
+        }
+        let map = self.map_for(b);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let r = self.decode_block(
+            b,
+            &mut file,
+            &selected,
+            &leaves,
+            rgs,
+            first,
+            root.as_ref(),
+            &mut pending,
+        );
+        let matched = match r {
+            Ok(m) => m,
+            Err(e) => {
+                self.pending = pending;
+                return Err(e);
             }
+        };
+        // The block is decoded whole: its rows count now. Groups keyed by address text are
+        // checked to be addresses when first met (below); a block with an entry that is not
+        // is taken back out whole.
+        let before = self.maps[map].len();
+        let mut created = std::mem::take(&mut self.created);
+        created.clear();
+        let track = self.ctx.text_attr.is_some();
+        self.maps[map].add_many(&pending, track.then_some(&mut created));
+        self.groups += self.maps[map].len() - before;
+        let bad = created
+            .iter()
+            .find(|&&k| k & TEXT_TAG != 0 && self.text_code(k).is_err())
+            .copied();
+        if let Some(k) = bad {
+            let e = self.text_code(k).err().unwrap_or_default();
+            self.take_back(map, &pending, &created);
+            self.pending = pending;
+            self.created = created;
+            return Err(block_error(b, e));
         }
-        let mut reader =
-            builder("columns")?.with_projection(ProjectionMask::leaves(schema, leaves_idx));
-        if let Some(sel) = selection {
-            reader = reader
-                .with_row_selection(sel)
-                .with_row_selection_policy(RowSelectionPolicy::Selectors);
-        }
-        let reader = reader.build().map_err(|e| block_error(b, e))?;
-        // Decoded whole before any row is counted: a block that turns out damaged halfway
-        // contributes nothing rather than its first rows. (One block's needed columns: a few
-        // MB per worker.)
-        let batches = reader
-            .collect::<Result<Vec<RecordBatch>, _>>()
-            .map_err(|e| block_error(b, e))?;
+        self.created = created;
         self.stats.blocks_scanned += 1;
         self.stats.bytes_scanned += b.bytes;
-        let map = self.map_for(b);
-        // A new row group brings new dictionaries; Arc identity tells.
-        for batch in &batches {
-            self.batch(batch, root.as_ref(), map)
-                .map_err(|e| block_error(b, e))?;
-            if self.groups > self.ctx.query.max_groups {
-                return Err(Error::TooManyGroups(self.ctx.query.max_groups));
+        self.stats.rows_matched += matched;
+        self.pending = pending;
+        for rg in &rgs[..selected.len()] {
+            self.stats.rows_scanned += rg.rows as u64;
+            if rg.staged {
+                self.stage(rg, map).map_err(|e| block_error(b, e))?;
             }
         }
-        if let Some(n) = rows_in_block {
-            // Rows read: every row of the row groups, as without the second pass.
-            self.stats.rows_scanned = rows_before + n;
+        if self.groups > self.ctx.query.max_groups {
+            return Err(Error::TooManyGroups(self.ctx.query.max_groups));
         }
         Ok(())
+    }
+
+    /// Decodes the selected row groups of a block. Those whose group keys have few local
+    /// values are aggregated on the way, into `pending` (a data page of counters at a time,
+    /// while the values are in the cache); the others are left decoded for staging
+    /// (`RowGroup::staged`). Nothing reaches the worker's tables: a block that turns out
+    /// damaged half-way contributes nothing. Returns the rows aggregated.
+    #[allow(clippy::too_many_arguments)] // The block's state, passed apart so borrows stay disjoint.
+    fn decode_block(
+        &mut self,
+        b: &BlockRef,
+        file: &mut BlockFile,
+        selected: &[usize],
+        leaves: &[usize],
+        rgs: &mut [RowGroup],
+        first: Option<(Node, Vec<Col>)>,
+        root: Option<&Node>,
+        pending: &mut Vec<(u128, Metrics)>,
+    ) -> Result<u64, Error> {
+        let ctx = self.ctx;
+        let err = |e: String| block_error(b, e);
+        let mut matched = 0;
+        for (k, &g) in selected.iter().enumerate() {
+            let rg = &mut rgs[k];
+            rg.rows = usize::try_from(file.meta.row_group(g).num_rows())
+                .map_err(|_| err(format!("row group {g}: negative row count")))?;
+            rg.staged = false;
+            if let Some(old) = rg.sel.take() {
+                self.give(old);
+            }
+            let mut needed = None;
+            let mut done: &[Col] = &[];
+            if let Some((node, cond)) = &first {
+                for &c in cond {
+                    self.reader
+                        .load(file, g, c, leaves[c as usize], None, rg)
+                        .map_err(err)?;
+                }
+                done = cond;
+                let mask = self.eval(node, rg, None).map_err(err)?;
+                let picked = mask.iter().filter(|&&m| m).count();
+                if picked == 0 {
+                    self.give(mask);
+                    continue;
+                }
+                if picked < rg.rows {
+                    needed = Some(mask);
+                } else {
+                    self.give(mask);
+                }
+            }
+            for &c in &ctx.columns {
+                if c.slot().is_ok() && !done.contains(&c) {
+                    self.reader
+                        .load(file, g, c, leaves[c as usize], needed.as_deref(), rg)
+                        .map_err(err)?;
+                }
+            }
+            // The whole condition, tested where the first pass holds (it implies the first
+            // pass's: elsewhere it is false).
+            let sel = match root {
+                Some(r) if !matches!(r, Node::Const(true)) => {
+                    Some(self.eval(r, rg, needed.as_deref()).map_err(err)?)
+                }
+                _ => None,
+            };
+            if let Some((parts, product)) = dense_parts(ctx, rg) {
+                matched += self
+                    .dense_rowgroup(
+                        file,
+                        g,
+                        leaves,
+                        rg,
+                        &parts,
+                        product,
+                        sel.as_deref(),
+                        needed.as_deref(),
+                        pending,
+                    )
+                    .map_err(err)?;
+                if let Some(f) = sel {
+                    self.give(f);
+                }
+            } else {
+                for c in Col::COUNTERS {
+                    self.reader
+                        .load(file, g, c, leaves[c as usize], needed.as_deref(), rg)
+                        .map_err(err)?;
+                }
+                rg.sel = sel;
+                rg.staged = true;
+            }
+            if let Some(f) = needed {
+                self.give(f);
+            }
+        }
+        Ok(matched)
+    }
+
+    /// The packed key (code shifted into place) of a group keyed by address text.
+    fn text_code(&self, k: u128) -> Result<u128, String> {
+        let Some((a, c)) = self.ctx.text_attr else {
+            return Err("internal error, please report: an address text key".into());
+        };
+        let len = (k >> 120 & 0xf) as usize;
+        let bytes = k.to_le_bytes();
+        let text = &bytes[..len.min(15)];
+        let code = match parse_v4(text) {
+            Some(ip) => V4_TAG | u64::from(ip),
+            None => {
+                let ip = std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|t| t.parse::<IpAddr>().ok())
+                    .ok_or_else(|| {
+                        format!(
+                            "column {}: not an address: {:?}",
+                            c.name(),
+                            String::from_utf8_lossy(text)
+                        )
+                    })?;
+                match ip {
+                    IpAddr::V4(v) => V4_TAG | u64::from(u32::from(v)),
+                    IpAddr::V6(_) => self
+                        .ctx
+                        .ips
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .v6_code(ip),
+                }
+            }
+        };
+        Ok(u128::from(code) << shift(a))
+    }
+
+    /// Takes a block's groups (`pending`, added to table `map`, creating `created`) back out
+    /// of the table. (Only when a block turns out to hold an entry that is not an address.)
+    #[cold]
+    fn take_back(&mut self, map: usize, pending: &[(u128, Metrics)], created: &[u128]) {
+        let mut minus: FxHashMap<u128, Metrics> = FxHashMap::default();
+        for (k, m) in pending {
+            minus.entry(*k).or_default().add(m);
+        }
+        let created: std::collections::HashSet<u128> = created.iter().copied().collect();
+        let table = &mut self.maps[map];
+        let (staged, before) = (table.staged_len(), table.len());
+        table.flush(true);
+        self.ctx.staged.fetch_sub(staged, Ordering::Relaxed);
+        let mut fresh = Inner::default();
+        for (k, mut m) in table.iter() {
+            if created.contains(&k) {
+                continue;
+            }
+            if let Some(d) = minus.get(&k) {
+                m.fwd_packets = m.fwd_packets.wrapping_sub(d.fwd_packets);
+                m.rev_packets = m.rev_packets.wrapping_sub(d.rev_packets);
+                m.fwd_bytes = m.fwd_bytes.wrapping_sub(d.fwd_bytes);
+                m.rev_bytes = m.rev_bytes.wrapping_sub(d.rev_bytes);
+                m.flows = m.flows.wrapping_sub(d.flows);
+            }
+            fresh.add(k, &m);
+        }
+        self.groups = (self.groups + fresh.len()).saturating_sub(before);
+        *table = fresh;
     }
 
     fn map_for(&mut self, b: &BlockRef) -> usize {
@@ -573,131 +743,99 @@ impl<'a> Worker<'a> {
         i
     }
 
-    /// Refreshes the cache of dictionary column `name` (`which`: 0 sip, 1 dip, 2 proto) and
-    /// returns its keys.
-    fn dict(
-        &mut self,
-        batch: &RecordBatch,
-        name: &str,
-        which: usize,
-    ) -> Result<arrow_array::PrimitiveArray<Int32Type>, String> {
-        let a = batch
-            .column_by_name(name)
-            .ok_or_else(|| format!("column {name} missing"))?;
-        let d = a.as_dictionary_opt::<Int32Type>().ok_or_else(|| {
-            format!(
-                "column {name}: expected a dictionary of strings, found {}",
-                a.data_type()
-            )
-        })?;
-        let cache = if which < 2 {
-            &mut self.ip_dicts[which]
-        } else {
-            &mut self.proto_dict
-        };
-        let fresh = !cache
-            .values
-            .as_ref()
-            .is_some_and(|v| Arc::ptr_eq(v, d.values()));
-        if fresh {
-            let strings = d
-                .values()
-                .as_string_opt::<i32>()
-                .ok_or_else(|| format!("column {name}: dictionary values are not strings"))?;
-            cache.codes.clear();
-            cache.ips.clear();
-            if which < 2 {
-                cache.codes.resize(strings.len(), UNSET);
-                cache.ips.resize(strings.len(), IpAddr::V4(0.into()));
-                cache.strings = Some(strings.clone());
-            } else {
-                for s in strings.iter() {
-                    let s = s.unwrap_or("");
-                    let p = proto_number(s)
-                        .ok_or_else(|| format!("column {name}: unknown protocol {s:?}"))?;
+    /// Makes the cache of dictionary column `c` describe the row group's dictionary: codes of
+    /// ports, VLANs and protocols at once, addresses left `UNSET` to be resolved when met.
+    fn refresh(&mut self, c: Col, rg: &RowGroup) -> Result<(), String> {
+        let i = c as usize;
+        let cache = &mut self.caches[i];
+        if cache.gen == rg.gens[i] {
+            return Ok(());
+        }
+        let d = &rg.dicts[i];
+        let n = d.dict_len();
+        cache.codes.clear();
+        cache.ips.clear();
+        match c {
+            Col::Sip | Col::Dip => {
+                cache.codes.resize(n, UNSET);
+                cache.ips.resize(n, IpAddr::V4(0.into()));
+            }
+            Col::Proto => {
+                for e in 0..n {
+                    let s = String::from_utf8_lossy(d.bytes(e));
+                    let p = proto_number(&s)
+                        .ok_or_else(|| format!("column {}: unknown protocol {s:?}", c.name()))?;
                     cache.codes.push(u64::from(p));
                 }
             }
-            cache.values = Some(d.values().clone());
+            // Checked to be 16-bit when read.
+            _ => cache
+                .codes
+                .extend(d.ints().iter().map(|&v| u64::from(v as u16))),
         }
-        let keys = d.keys().clone();
-        let n = cache.codes.len();
-        if keys.values().iter().any(|&k| k < 0 || k as usize >= n) {
-            return Err(format!("column {name}: dictionary index out of range"));
-        }
-        Ok(keys)
+        cache.gen = rg.gens[i];
+        Ok(())
     }
 
-    fn batch(
-        &mut self,
-        batch: &RecordBatch,
-        root: Option<&Node>,
-        map: usize,
-    ) -> Result<(), String> {
-        let n = batch.num_rows();
-        self.stats.rows_scanned += n as u64;
-        let sel = match root {
-            Some(r) => Some(self.eval(r, batch)?),
-            None => None,
-        };
-        if self.dense_batch(batch, sel.as_deref(), map)? {
-            return Ok(());
+    /// Stages a decoded row group's selected rows (see `agg`): their keys are packed, and
+    /// they are appended to the partitions of their keys.
+    fn stage(&mut self, rg: &RowGroup, map: usize) -> Result<(), String> {
+        let ctx = self.ctx;
+        // With a condition, the selected rows are listed first and only their keys packed.
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.clear();
+        if let Some(s) = &rg.sel {
+            rows.extend(
+                s.iter()
+                    .enumerate()
+                    .filter(|&(_, &x)| x)
+                    .map(|(i, _)| i as u32),
+            );
         }
+        let all = rg.sel.is_none();
         let mut keys = std::mem::take(&mut self.keys);
         keys.clear();
-        keys.resize(n, 0);
-        for &a in &self.ctx.query.attributes {
+        keys.resize(if all { rg.rows } else { rows.len() }, 0);
+        for &a in &ctx.query.attributes {
+            let Some(c) = dict_col(a) else { continue };
+            self.refresh(c, rg)?;
             let sh = shift(a);
-            match a {
-                Attribute::Sip | Attribute::Dip => {
-                    let (name, which) = if a == Attribute::Sip {
-                        (col::SRC_IP, 0)
-                    } else {
-                        (col::DST_IP, 1)
-                    };
-                    let dk = self.dict(batch, name, which)?;
-                    let cache = &mut self.ip_dicts[which];
-                    for (i, (k, &d)) in keys.iter_mut().zip(dk.values().iter()).enumerate() {
-                        if sel.as_ref().is_some_and(|s| !s[i]) {
-                            continue;
-                        }
-                        let mut c = cache.codes[d as usize];
-                        if c == UNSET {
-                            c = resolve_ip(cache, &self.ctx.ips, name, d as usize)?;
-                        }
-                        *k |= u128::from(c) << sh;
-                    }
+            let d = &rg.dicts[c as usize];
+            let dk = d.keys.as_slice();
+            let cache = &mut self.caches[c as usize];
+            let mut put = |k: &mut u128, e: usize| -> Result<(), String> {
+                let mut code = cache.codes[e];
+                if code == UNSET {
+                    code = resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
                 }
-                Attribute::Proto => {
-                    let dk = self.dict(batch, col::PROTO, 2)?;
-                    let codes = &self.proto_dict.codes;
-                    for (k, &d) in keys.iter_mut().zip(dk.values().iter()) {
-                        *k |= u128::from(codes[d as usize]) << sh;
-                    }
+                *k |= u128::from(code) << sh;
+                Ok(())
+            };
+            if all {
+                for (k, &e) in keys.iter_mut().zip(dk) {
+                    put(k, e as usize)?;
                 }
-                Attribute::Sport | Attribute::Dport | Attribute::Vlan => {
-                    let v = u16s(batch, a.column().unwrap_or(col::VLAN))?;
-                    for (k, &x) in keys.iter_mut().zip(v.iter()) {
-                        *k |= u128::from(x) << sh;
-                    }
+            } else {
+                for (k, &i) in keys.iter_mut().zip(&rows) {
+                    put(k, dk[i as usize] as usize)?;
                 }
-                Attribute::Iface | Attribute::Time => {}
             }
         }
-        let fp = u64s(batch, col::FWD_PACKETS)?;
-        let rp = u64s(batch, col::REV_PACKETS)?;
-        let fb = u64s(batch, col::FWD_BYTES)?;
-        let rb = u64s(batch, col::REV_BYTES)?;
+        let [fp, rp, fb, rb] = &rg.counters;
+        let counters = [fp.as_slice(), rp.as_slice(), fb.as_slice(), rb.as_slice()];
         // Staged, not added: the rows are aggregated a partition at a time when the workers'
         // tables are merged (see `agg`), or here once too many are staged.
-        let matched = self.maps[map].stage_rows(&keys, sel.as_deref(), [&fp, &rp, &fb, &rb]);
+        let table = &mut self.maps[map];
+        let matched = if all {
+            table.stage_rows(&keys, None, counters)
+        } else {
+            table.stage_rows_at(&keys, &rows, counters)
+        };
         self.stats.rows_matched += matched;
         self.keys = keys;
-        let staged = self
-            .ctx
-            .staged
-            .fetch_add(matched as usize, Ordering::Relaxed);
-        if staged + matched as usize > self.ctx.stage_limit {
+        self.rows = rows;
+        let staged = ctx.staged.fetch_add(matched as usize, Ordering::Relaxed);
+        if staged + matched as usize > ctx.stage_limit {
             self.flush_staged();
         }
         Ok(())
@@ -716,262 +854,375 @@ impl<'a> Worker<'a> {
         self.ctx.staged.fetch_sub(flushed, Ordering::Relaxed);
     }
 
-    /// Aggregates a batch whose group keys have few local values — the product of the
-    /// dictionary sizes of its address and protocol attributes and the 65,536 values of each
-    /// port or VLAN attribute at most [`DENSE_LIMIT`] — into a dense array indexed by the
-    /// local values (no hashing per row), then adds each distinct group once to the table.
-    /// Returns false, doing nothing, when the keys have too many local values.
-    fn dense_batch(
+    /// Aggregates a row group whose group keys have few local values (`parts`, their
+    /// product: see [`dense_parts`]) into a dense array indexed by the local values — no
+    /// hashing per row — reading the counters a data page at a time, and appends each group
+    /// met, once, to `pending`. Returns the rows aggregated.
+    #[allow(clippy::too_many_arguments)] // The row group's state, passed apart so borrows stay disjoint.
+    fn dense_rowgroup(
         &mut self,
-        batch: &RecordBatch,
+        file: &mut BlockFile,
+        g: usize,
+        leaves: &[usize],
+        rg: &RowGroup,
+        parts: &[Part],
+        product: u64,
         sel: Option<&[bool]>,
-        map: usize,
-    ) -> Result<bool, String> {
+        needed: Option<&[bool]>,
+        pending: &mut Vec<(u128, Metrics)>,
+    ) -> Result<u64, String> {
         let ctx = self.ctx;
-        let mut parts: Vec<(Attribute, LocalSource, u64)> = Vec::new();
-        let mut product = 1u64;
-        for &a in &ctx.query.attributes {
-            let (src, card) = match a {
-                Attribute::Sip | Attribute::Dip => {
-                    let (name, which) = if a == Attribute::Sip {
-                        (col::SRC_IP, 0)
-                    } else {
-                        (col::DST_IP, 1)
-                    };
-                    let dk = self.dict(batch, name, which)?;
-                    (
-                        LocalSource::Dict(which, dk),
-                        self.ip_dicts[which].codes.len() as u64,
-                    )
-                }
-                Attribute::Proto => {
-                    let dk = self.dict(batch, col::PROTO, 2)?;
-                    (LocalSource::Dict(2, dk), self.proto_dict.codes.len() as u64)
-                }
-                Attribute::Sport | Attribute::Dport | Attribute::Vlan => (
-                    LocalSource::Raw(u16s(batch, a.column().unwrap_or(col::VLAN))?),
-                    1 << 16,
-                ),
-                Attribute::Iface | Attribute::Time => continue,
-            };
-            product = product.saturating_mul(card.max(1));
-            if product > DENSE_LIMIT {
-                return Ok(false);
+        // Grouping by one address alone, its groups are keyed by the address text: no
+        // dictionary entry is parsed here (a group's text is, once, when it is created).
+        let text = ctx.text_attr.is_some();
+        for &(_, c, _) in parts {
+            if !text {
+                self.refresh(c, rg)?;
             }
-            parts.push((a, src, card.max(1)));
         }
-        let n = batch.num_rows();
+        let n = rg.rows;
         let mut idx = std::mem::take(&mut self.local);
         idx.clear();
-        idx.resize(n, 0);
-        let mut stride = 1u32;
-        for (_, src, card) in &parts {
-            match src {
-                LocalSource::Dict(_, dk) => {
-                    for (x, &d) in idx.iter_mut().zip(dk.values().iter()) {
-                        *x += d as u32 * stride;
+        let li: &[u32] = match parts {
+            // One attribute: the local key is the dictionary index itself.
+            [(_, c, _)] => rg.dicts[*c as usize].keys.as_slice(),
+            _ => {
+                idx.resize(n, 0);
+                let mut stride = 1u32;
+                for (_, c, card) in parts {
+                    let keys = rg.dicts[*c as usize].keys.as_slice();
+                    for (x, &d) in idx.iter_mut().zip(keys) {
+                        *x += d * stride;
                     }
+                    stride = stride.saturating_mul(*card as u32);
                 }
-                LocalSource::Raw(v) => {
-                    for (x, &y) in idx.iter_mut().zip(v.iter()) {
-                        *x += u32::from(y) * stride;
-                    }
-                }
+                &idx
             }
-            stride = stride.saturating_mul(*card as u32);
-        }
-        // `slot_of[local index]` is the group's place in `dense` (or `NO_SLOT`): 4 bytes per
-        // possible local key keep the sparse index cache-resident (1 MB at most), and the
-        // metrics of the groups actually met stay packed together.
-        if self.slot_of.len() < product as usize {
-            self.slot_of.resize(product as usize, NO_SLOT);
-        }
-        let fp = u64s(batch, col::FWD_PACKETS)?;
-        let rp = u64s(batch, col::REV_PACKETS)?;
-        let fb = u64s(batch, col::FWD_BYTES)?;
-        let rb = u64s(batch, col::REV_BYTES)?;
-        let rows = n.min(fp.len()).min(rp.len()).min(fb.len()).min(rb.len());
-        let mut matched = 0u64;
-        self.dense.clear();
+        };
         self.touched.clear();
-        if product <= DIRECT_LIMIT {
+        let direct = product <= DIRECT_LIMIT;
+        let mut slots = std::mem::take(&mut self.slots);
+        if direct {
             // Few local keys (top sources: a block's few thousand addresses): the sums are
-            // indexed by the local key itself, no slot to look up per row, and the groups
-            // met are gathered afterwards.
-            let p = product as usize;
-            self.dense.resize(p, Metrics::default());
-            let (d, li) = (&mut self.dense[..p], &idx[..rows]);
-            let (fp, rp, fb, rb) = (&fp[..rows], &rp[..rows], &fb[..rows], &rb[..rows]);
-            for i in 0..rows {
-                if sel.is_some_and(|s| !s[i]) {
-                    continue;
-                }
-                let m = &mut d[li[i] as usize];
-                m.fwd_packets += fp[i];
-                m.rev_packets += rp[i];
-                m.fwd_bytes += fb[i];
-                m.rev_bytes += rb[i];
-                m.flows += 1;
-                matched += 1;
+            // indexed by the local key itself. (`dense` is all zeros between row groups.)
+            if self.dense.len() < product as usize {
+                self.dense.resize(product as usize, Metrics::default());
             }
-            // Packed to the front, in the order `touched` lists them.
-            let mut t = 0;
-            for j in 0..p {
-                if d[j].flows > 0 {
-                    d[t] = d[j];
-                    self.touched.push(j as u32);
-                    t += 1;
-                }
-            }
-            self.dense.truncate(t);
         } else {
-            for i in 0..rows {
-                if sel.is_some_and(|s| !s[i]) {
-                    continue;
-                }
-                let j = idx[i] as usize;
-                let mut slot = self.slot_of[j];
-                if slot == NO_SLOT {
-                    slot = self.dense.len() as u32;
-                    self.slot_of[j] = slot;
-                    self.dense.push(Metrics::default());
-                    self.touched.push(j as u32);
-                }
-                let m = &mut self.dense[slot as usize];
-                m.fwd_packets += fp[i];
-                m.rev_packets += rp[i];
-                m.fwd_bytes += fb[i];
-                m.rev_bytes += rb[i];
-                m.flows += 1;
-                matched += 1;
+            // Each row's slot in `dense`, a slot per local key met: `slot_of[local key]`
+            // (4 bytes per possible key keep this index cache-resident, 1 MB at most) and the
+            // sums of the groups actually met stay packed together.
+            if self.slot_of.len() < product as usize {
+                self.slot_of.resize(product as usize, NO_SLOT);
+            }
+            slots.clear();
+            slots.resize(n, 0);
+            self.first.clear();
+            assign_slots(li, sel, &mut self.slot_of, &mut slots, &mut self.first);
+            self.touched.clear();
+            self.touched
+                .extend(self.first.iter().map(|&i| li[i as usize]));
+            if self.dense.len() < self.touched.len() {
+                self.dense.resize(self.touched.len(), Metrics::default());
             }
         }
-        let before = self.maps[map].len();
-        let mut groups = std::mem::take(&mut self.flush);
-        groups.clear();
-        for t in 0..self.touched.len() {
-            let j = self.touched[t] as usize;
-            self.slot_of[j] = NO_SLOT;
-            let m = self.dense[t];
-            let mut rem = j as u64;
-            let mut key = 0u128;
-            for (a, src, card) in &parts {
-                let local = rem % card;
-                rem /= card;
-                let code = match src {
-                    LocalSource::Dict(2, _) => self.proto_dict.codes[local as usize],
-                    LocalSource::Dict(which, _) => {
-                        let (name, cache) = (
-                            if *which == 0 {
-                                col::SRC_IP
-                            } else {
-                                col::DST_IP
-                            },
-                            &mut self.ip_dicts[*which],
-                        );
-                        match cache.codes[local as usize] {
-                            UNSET => resolve_ip(cache, &ctx.ips, name, local as usize)?,
-                            c => c,
+        let targets: &[u32] = if direct { li } else { &slots };
+        // The counters a page at a time: rows cur..end of all four are in the cache.
+        let mut pages = Vec::with_capacity(4);
+        let mut result = Ok(0u64);
+        for c in Col::COUNTERS {
+            match self
+                .reader
+                .open_counter(file, g, c, leaves[c as usize], needed)
+            {
+                Ok(p) => pages.push(p),
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let mut cur = 0usize;
+        let mut matched = 0u64;
+        while result.is_ok() && cur < n {
+            for p in pages.iter_mut() {
+                while p.end <= cur {
+                    match self.reader.next_counter_page(p, needed) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            result = Err(format!("row group {g}: a counter column ends early"));
+                            break;
+                        }
+                        Err(e) => {
+                            result = Err(e);
+                            break;
                         }
                     }
-                    LocalSource::Raw(_) => local,
+                }
+                if result.is_err() {
+                    break;
+                }
+            }
+            if result.is_err() {
+                break;
+            }
+            let end = pages.iter().map(|p| p.end).min().unwrap_or(n).min(n);
+            let slice = |j: usize| {
+                let p: &CounterPages = &pages[j];
+                &self.reader.page_values(j)[cur - p.start..end - p.start]
+            };
+            matched += sum_direct(
+                &mut self.dense,
+                &targets[cur..end],
+                [slice(0), slice(1), slice(2), slice(3)],
+                sel.map(|s| &s[cur..end]),
+            );
+            cur = end;
+        }
+        self.slots = slots;
+        if let Err(e) = result {
+            self.local = idx;
+            self.touched.clear();
+            self.slot_of.iter_mut().for_each(|s| *s = NO_SLOT);
+            self.dense.iter_mut().for_each(|m| *m = Metrics::default());
+            return Err(e);
+        }
+        // The groups met, each once; `dense` and `slot_of` left as found (zeros, `NO_SLOT`).
+        let count = if direct {
+            product as usize
+        } else {
+            self.touched.len()
+        };
+        for t in 0..count {
+            let m = std::mem::take(&mut self.dense[t]);
+            let j = if direct {
+                if m.flows == 0 {
+                    continue;
+                }
+                t
+            } else {
+                let j = self.touched[t] as usize;
+                self.slot_of[j] = NO_SLOT;
+                j
+            };
+            if let [(_, c, _)] = parts {
+                if text {
+                    let local = if direct {
+                        j
+                    } else {
+                        rg.dicts[*c as usize].keys.as_slice()[self.first[t] as usize] as usize
+                    };
+                    if let Some(k) = text_key(rg.dicts[*c as usize].bytes(local)) {
+                        pending.push((k, m));
+                        continue;
+                    }
+                    self.refresh(*c, rg)?;
+                }
+            }
+            let mut rem = j as u64;
+            let mut key = 0u128;
+            for (a, c, card) in parts {
+                // Each attribute's dictionary index: from the row the slot was first met in,
+                // or for the direct path from the local key (a division only with several).
+                let local = if !direct {
+                    rg.dicts[*c as usize].keys.as_slice()[self.first[t] as usize] as usize
+                } else if parts.len() == 1 {
+                    j
+                } else {
+                    let l = (rem % card) as usize;
+                    rem /= card;
+                    l
+                };
+                let cache = &mut self.caches[*c as usize];
+                let code = match cache.codes[local] {
+                    UNSET => resolve_ip(
+                        cache,
+                        &rg.dicts[*c as usize],
+                        &ctx.ips,
+                        &mut self.others,
+                        c.name(),
+                        local,
+                    )?,
+                    code => code,
                 };
                 key |= u128::from(code) << shift(*a);
             }
-            groups.push((key, m));
+            pending.push((key, m));
         }
-        self.maps[map].add_many(&groups);
-        self.flush = groups;
         self.touched.clear();
-        self.groups += self.maps[map].len() - before;
-        self.stats.rows_matched += matched;
         self.local = idx;
-        Ok(true)
+        Ok(matched)
     }
 
-    fn eval(&mut self, node: &Node, batch: &RecordBatch) -> Result<Vec<bool>, String> {
-        let n = batch.num_rows();
+    /// A buffer of `n` flags from the pool, all `v`.
+    fn flags(&mut self, n: usize, v: bool) -> Vec<bool> {
+        let mut f = self.flag_pool.pop().unwrap_or_default();
+        f.clear();
+        f.resize(n, v);
+        f
+    }
+
+    /// Returns a buffer to the pool (they are reused: fresh memory costs more than filling).
+    fn give(&mut self, f: Vec<bool>) {
+        self.flag_pool.push(f);
+    }
+
+    /// The condition `node` per row, evaluated only where `within` holds (false elsewhere).
+    fn eval(
+        &mut self,
+        node: &Node,
+        rg: &RowGroup,
+        within: Option<&[bool]>,
+    ) -> Result<Vec<bool>, String> {
+        let n = rg.rows;
         Ok(match node {
-            Node::Const(b) => vec![*b; n],
+            Node::Const(b) => match within {
+                Some(w) if *b => {
+                    let mut v = self.flags(0, false);
+                    v.extend_from_slice(w);
+                    v
+                }
+                _ => self.flags(n, *b),
+            },
             Node::Not(a) => {
-                let mut v = self.eval(a, batch)?;
-                v.iter_mut().for_each(|x| *x = !*x);
+                let mut v = self.eval(a, rg, within)?;
+                match within {
+                    Some(w) => v.iter_mut().zip(w).for_each(|(x, &y)| *x = y && !*x),
+                    None => v.iter_mut().for_each(|x| *x = !*x),
+                }
                 v
             }
             Node::And(a, b) => {
-                let mut l = self.eval(a, batch)?;
+                let l = self.eval(a, rg, within)?;
                 if l.iter().any(|&x| x) {
-                    let r = self.eval(b, batch)?;
-                    l.iter_mut().zip(r).for_each(|(x, y)| *x &= y);
+                    // Only where the left side holds.
+                    let r = self.eval(b, rg, Some(&l))?;
+                    self.give(l);
+                    r
+                } else {
+                    l
                 }
-                l
             }
             Node::Or(a, b) => {
-                let mut l = self.eval(a, batch)?;
-                if !l.iter().all(|&x| x) {
-                    let r = self.eval(b, batch)?;
-                    l.iter_mut().zip(r).for_each(|(x, y)| *x |= y);
+                let mut l = self.eval(a, rg, within)?;
+                // Only where the left side does not hold (and `within` does).
+                let mut rest = self.flags(0, false);
+                match within {
+                    Some(w) => rest.extend(l.iter().zip(w).map(|(&x, &y)| y && !x)),
+                    None => rest.extend(l.iter().map(|&x| !x)),
                 }
+                if rest.iter().any(|&x| x) {
+                    let r = self.eval(b, rg, Some(&rest))?;
+                    l.iter_mut().zip(&r).for_each(|(x, &y)| *x |= y);
+                    self.give(r);
+                }
+                self.give(rest);
                 l
             }
-            Node::Leaf(i) => self.leaf(*i, batch)?,
+            Node::Leaf(i) => self.leaf(*i, rg, within)?,
         })
     }
 
-    fn leaf(&mut self, i: usize, batch: &RecordBatch) -> Result<Vec<bool>, String> {
-        let leaf = &self.ctx.program.leaves[i];
-        Ok(match leaf {
-            Leaf::Ip(c, pred) => {
-                let (name, which) = match c {
-                    IpCol::Src => (col::SRC_IP, 0),
-                    IpCol::Dst => (col::DST_IP, 1),
-                };
-                let dk = self.dict(batch, name, which)?;
-                let dict = &mut self.ip_dicts[which];
-                let lc = &mut self.leaf_tables[i];
-                let same = match (&lc.values, &dict.values) {
-                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                    _ => false,
-                };
-                if !same {
-                    lc.table.clear();
-                    lc.table.resize(dict.codes.len(), 2);
-                    lc.values = dict.values.clone();
-                }
-                let mut out = Vec::with_capacity(dk.len());
-                for &d in dk.values().iter() {
-                    let d = d as usize;
-                    let mut t = lc.table[d];
+    /// A leaf's value per row (where `within` holds; false elsewhere): the predicate
+    /// evaluated once per dictionary entry (addresses as rows meet them), then looked up by
+    /// each row's index.
+    fn leaf(
+        &mut self,
+        i: usize,
+        rg: &RowGroup,
+        within: Option<&[bool]>,
+    ) -> Result<Vec<bool>, String> {
+        let ctx = self.ctx;
+        let leaf = &ctx.program.leaves[i];
+        let c = match leaf {
+            Leaf::Ip(IpCol::Src, _) => Col::Sip,
+            Leaf::Ip(IpCol::Dst, _) => Col::Dip,
+            Leaf::Num(c, ..) => num_col(*c),
+            Leaf::Proto(_) => Col::Proto,
+            // Folded per block before the scan.
+            Leaf::Iface(_) => return Ok(self.flags(rg.rows, false)),
+        };
+        self.refresh(c, rg)?;
+        let mut out = self.flags(0, false);
+        let s = c as usize;
+        let d = &rg.dicts[s];
+        let cache = &mut self.caches[s];
+        let lc = &mut self.leaf_tables[i];
+        if lc.gen != rg.gens[s] {
+            lc.table.clear();
+            match leaf {
+                Leaf::Num(_, lo, hi) => lc.table.extend(
+                    cache
+                        .codes
+                        .iter()
+                        .map(|&v| u8::from((u64::from(*lo)..=u64::from(*hi)).contains(&v))),
+                ),
+                Leaf::Proto(p) => lc
+                    .table
+                    .extend(cache.codes.iter().map(|&v| u8::from(v == u64::from(*p)))),
+                _ => lc.table.resize(d.dict_len(), 2),
+            }
+            lc.gen = rg.gens[s];
+        }
+        let keys = d.keys.as_slice();
+        match leaf {
+            Leaf::Ip(_, pred) => {
+                for (r, &e) in keys.iter().enumerate() {
+                    if within.is_some_and(|w| !w[r]) {
+                        out.push(false);
+                        continue;
+                    }
+                    let e = e as usize;
+                    let mut t = lc.table[e];
                     if t == 2 {
-                        if dict.codes[d] == UNSET {
-                            resolve_ip(dict, &self.ctx.ips, name, d)?;
-                        }
-                        t = u8::from(pred.eval(&dict.ips[d]));
-                        lc.table[d] = t;
+                        t = match &lc.text {
+                            // Canonical text outside the prefix: no need to parse it.
+                            Some(p) if !d.bytes(e).starts_with(p) => 0,
+                            _ => {
+                                if cache.codes[e] == UNSET {
+                                    resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
+                                }
+                                u8::from(pred.eval(&cache.ips[e]))
+                            }
+                        };
+                        lc.table[e] = t;
                     }
                     out.push(t == 1);
                 }
-                out
             }
-            Leaf::Num(c, lo, hi) => {
-                let v = u16s(batch, c.column())?;
-                v.iter().map(|x| (*lo..=*hi).contains(x)).collect()
-            }
-            Leaf::Proto(p) => {
-                let dk = self.dict(batch, col::PROTO, 2)?;
-                let codes = &self.proto_dict.codes;
-                let p = u64::from(*p);
-                dk.values()
-                    .iter()
-                    .map(|&d| codes[d as usize] == p)
-                    .collect()
-            }
-            // Folded per block before the scan.
-            Leaf::Iface(_) => vec![false; batch.num_rows()],
-        })
+            _ => match within {
+                None => out.extend(keys.iter().map(|&e| lc.table[e as usize] == 1)),
+                Some(w) => out.extend(
+                    keys.iter()
+                        .zip(w)
+                        .map(|(&e, &y)| y && lc.table[e as usize] == 1),
+                ),
+            },
+        }
+        Ok(out)
     }
 
-    fn into_partial(self) -> PartialAggregate {
+    fn into_partial(mut self) -> PartialAggregate {
+        // Groups keyed by address text get their address codes (every text was checked to be
+        // an address when its group was created), merging texts of one address.
+        if self.ctx.text_attr.is_some() {
+            for i in 0..self.maps.len() {
+                let mut table = std::mem::take(&mut self.maps[i]);
+                let staged = table.staged_len();
+                table.flush(true);
+                self.ctx.staged.fetch_sub(staged, Ordering::Relaxed);
+                let mut coded = Inner::default();
+                for (k, m) in table.iter() {
+                    let k = if k & TEXT_TAG != 0 {
+                        self.text_code(k).unwrap_or(k & !TEXT_TAG)
+                    } else {
+                        k
+                    };
+                    coded.add(k, &m);
+                }
+                self.maps[i] = coded;
+            }
+        }
         let mut p =
             PartialAggregate::new(self.ctx.query.attributes.clone(), self.ctx.query.max_groups);
         let mut maps: Vec<Option<Inner>> = self.maps.into_iter().map(Some).collect();
@@ -981,26 +1232,119 @@ impl<'a> Worker<'a> {
             }
         }
         p.stats = self.stats;
+        p.stats.column_chunks_general = self.reader.general_chunks;
         p
     }
 }
 
-fn u16s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u16>, String> {
-    let a = batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("column {name} missing"))?;
-    a.as_primitive_opt::<UInt16Type>()
-        .map(|p| p.values().clone())
-        .ok_or_else(|| format!("column {name}: expected uint16, found {}", a.data_type()))
+/// Tag of a group key holding an address's text rather than its code (bit 127: codes end
+/// at bit 122).
+const TEXT_TAG: u128 = 1 << 127;
+
+/// The group key of an address given as text, for a query grouping by that address alone:
+/// the text itself (up to 15 bytes, little-endian), its length in bits 120–123, and
+/// [`TEXT_TAG`]. Parsing each block's dictionary of a few thousand addresses was a sixth of a
+/// top-sources query; a text is now parsed once per worker, when its group is created, and
+/// texts become codes when the worker's table is handed over (`Worker::into_partial`).
+/// `None` for longer texts (most IPv6 addresses), which are keyed by code as usual.
+#[inline]
+fn text_key(text: &[u8]) -> Option<u128> {
+    if text.is_empty() || text.len() > 15 {
+        return None;
+    }
+    let mut w = [0u8; 16];
+    w[..text.len()].copy_from_slice(text);
+    Some(TEXT_TAG | (text.len() as u128) << 120 | u128::from_le_bytes(w))
 }
 
-fn u64s(batch: &RecordBatch, name: &str) -> Result<ScalarBuffer<u64>, String> {
-    let a = batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("column {name} missing"))?;
-    a.as_primitive_opt::<UInt64Type>()
-        .map(|p| p.values().clone())
-        .ok_or_else(|| format!("column {name}: expected uint64, found {}", a.data_type()))
+/// A grouped-by dictionary attribute, its column and its number of local values.
+type Part = (Attribute, Col, u64);
+
+/// The grouped-by dictionary attributes of a row group with the number of local values of
+/// each, when their product — the local key space — is at most [`DENSE_LIMIT`].
+fn dense_parts(ctx: &Ctx<'_>, rg: &RowGroup) -> Option<(Vec<Part>, u64)> {
+    let mut parts = Vec::new();
+    let mut product = 1u64;
+    for &a in &ctx.query.attributes {
+        let Some(c) = dict_col(a) else { continue };
+        let card = (rg.dicts[c as usize].dict_len() as u64).max(1);
+        product = product.saturating_mul(card);
+        if product > DENSE_LIMIT {
+            return None;
+        }
+        parts.push((a, c, card));
+    }
+    Some((parts, product))
+}
+
+/// Gives each selected row the slot of its local key `li[i]` in `slots`: `slot_of[key]`, or
+/// the next free one when the key is first met (its row is appended to `first`, so slot `s`
+/// was first met in row `first[s]`). (A function of its own so that its slices stay in
+/// registers.)
+#[inline(never)]
+fn assign_slots(
+    li: &[u32],
+    sel: Option<&[bool]>,
+    slot_of: &mut [u32],
+    slots: &mut [u32],
+    first: &mut Vec<u32>,
+) {
+    for (i, (t, &j)) in slots.iter_mut().zip(li).enumerate() {
+        if sel.is_some_and(|s| !s[i]) {
+            continue;
+        }
+        let s = &mut slot_of[j as usize];
+        if *s == NO_SLOT {
+            *s = first.len() as u32;
+            first.push(i as u32);
+        }
+        *t = *s;
+    }
+}
+
+/// Sums each row's counters (and one flow) into `d[keys[i]]`, the selected rows only with
+/// `sel`; returns the rows summed. (Sums wrap at 2^64, as everywhere in the engine: only a
+/// damaged block's counters get there.) (A function of its own: inlined into the scan loop its
+/// slices were spilled to the stack and reloaded on every row.)
+#[inline(never)]
+fn sum_direct(d: &mut [Metrics], keys: &[u32], counters: [&[u64]; 4], sel: Option<&[bool]>) -> u64 {
+    let [fp, rp, fb, rb] = counters;
+    let n = keys
+        .len()
+        .min(fp.len())
+        .min(rp.len())
+        .min(fb.len())
+        .min(rb.len());
+    let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
+    match sel {
+        None => {
+            for i in 0..n {
+                let m = &mut d[keys[i] as usize];
+                m.fwd_packets = m.fwd_packets.wrapping_add(fp[i]);
+                m.rev_packets = m.rev_packets.wrapping_add(rp[i]);
+                m.fwd_bytes = m.fwd_bytes.wrapping_add(fb[i]);
+                m.rev_bytes = m.rev_bytes.wrapping_add(rb[i]);
+                m.flows += 1;
+            }
+            n as u64
+        }
+        Some(s) => {
+            let s = &s[..n.min(s.len())];
+            let mut k = 0;
+            for (i, &x) in s.iter().enumerate() {
+                if x {
+                    let m = &mut d[keys[i] as usize];
+                    m.fwd_packets = m.fwd_packets.wrapping_add(fp[i]);
+                    m.rev_packets = m.rev_packets.wrapping_add(rp[i]);
+                    m.fwd_bytes = m.fwd_bytes.wrapping_add(fb[i]);
+                    m.rev_bytes = m.rev_bytes.wrapping_add(rb[i]);
+                    m.flows += 1;
+                    k += 1;
+                }
+            }
+            k
+        }
+    }
 }
 
 /// The conjunction of the top-level conjuncts of `root` that test only the source address,
@@ -1139,7 +1483,11 @@ mod tests {
             "2001:db8::5",
             "::ffff:1.2.3.4",
         ] {
-            assert_eq!(parse_ip(t), t.parse().ok(), "{t}");
+            let want = match t.parse::<IpAddr>() {
+                Ok(IpAddr::V4(a)) => Some(u32::from(a)),
+                _ => None,
+            };
+            assert_eq!(parse_v4(t.as_bytes()), want, "{t}");
         }
         for t in [
             "256.0.0.1",
@@ -1150,8 +1498,13 @@ mod tests {
             "",
             "x",
             "1.2.3.4.",
+            // Leading zeros: `std` refuses them (they could mean octal).
+            "01.2.3.4",
+            "1.2.3.04",
+            "1.2.00.4",
         ] {
-            assert_eq!(parse_ip(t), None, "{t}");
+            assert!(t.parse::<IpAddr>().is_err(), "{t}");
+            assert_eq!(parse_v4(t.as_bytes()), None, "{t}");
         }
     }
 
@@ -1210,35 +1563,6 @@ mod tests {
         assert_eq!(tight.len(), 300);
         assert_eq!(tight, loose);
         assert_eq!(tight.iter().map(|(_, m)| m.flows).sum::<u64>(), 20_000);
-    }
-
-    #[test]
-    fn selections_keep_every_match_and_read_through_short_gaps() {
-        let mut mask = vec![false; 10_000];
-        for i in (3000..3010).chain([3500, 9000]) {
-            mask[i] = true;
-        }
-        let mut runs = Runs::default();
-        // Pushed in two batches, the boundary inside a gap.
-        runs.push(&mask[..3200]);
-        runs.push(&mask[3200..]);
-        let (sel, picked, total) = runs.finish();
-        let got: Vec<(bool, usize)> = sel.iter().map(|s| (s.skip, s.row_count)).collect();
-        // 3000..3501 one run (the 490-row gap read through), 9000 alone, long gaps skipped.
-        assert_eq!(
-            got,
-            [
-                (true, 3000),
-                (false, 501),
-                (true, 5499),
-                (false, 1),
-                (true, 999)
-            ]
-        );
-        assert_eq!((picked, total), (502, 10_000));
-        let none = Runs::default();
-        let (_, picked, total) = none.finish();
-        assert_eq!((picked, total), (0, 0));
     }
 
     #[test]

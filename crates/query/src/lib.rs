@@ -1,6 +1,7 @@
 //! Queries over the flow store (`trawl-store`): `syntax` (the condition language) → `plan`
 //! (attributes, [`Query`], the condition compiled to single-column predicates) → `exec` (a
-//! parallel map/reduce scan of the blocks) → [`PartialAggregate`] (mergeable, serialisable:
+//! parallel map/reduce scan of the blocks; `read` decodes their columns, trawl's own pages
+//! directly with `trawl_store::pages`) → [`PartialAggregate`] (mergeable, serialisable:
 //! the unit a probe returns in a distributed query) → [`QueryResult`] (sorted, limited,
 //! with totals) → `output` (table, JSON, CSV).
 //!
@@ -25,6 +26,7 @@ pub mod exec;
 pub mod output;
 mod partial;
 pub mod plan;
+mod read;
 mod result;
 pub mod syntax;
 

@@ -108,6 +108,7 @@ pub fn to_json(r: &QueryResult) -> Value {
             "rows_scanned": s.rows_scanned,
             "rows_matched": s.rows_matched,
             "bytes_scanned": s.bytes_scanned,
+            "column_chunks_general": s.column_chunks_general,
             "duration_ms": r.elapsed.as_secs_f64() * 1e3,
             "errors": s.errors,
         }

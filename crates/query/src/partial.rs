@@ -32,11 +32,11 @@ impl Metrics {
     /// Adds `o`.
     #[inline]
     pub fn add(&mut self, o: &Metrics) {
-        self.fwd_packets += o.fwd_packets;
-        self.rev_packets += o.rev_packets;
-        self.fwd_bytes += o.fwd_bytes;
-        self.rev_bytes += o.rev_bytes;
-        self.flows += o.flows;
+        self.fwd_packets = self.fwd_packets.wrapping_add(o.fwd_packets);
+        self.rev_packets = self.rev_packets.wrapping_add(o.rev_packets);
+        self.fwd_bytes = self.fwd_bytes.wrapping_add(o.fwd_bytes);
+        self.rev_bytes = self.rev_bytes.wrapping_add(o.rev_bytes);
+        self.flows = self.flows.wrapping_add(o.flows);
     }
     /// Packets both ways.
     pub fn packets(&self) -> u64 {
@@ -98,6 +98,10 @@ pub struct ScanStats {
     pub rows_matched: u64,
     /// Bytes of the block files read.
     pub bytes_scanned: u64,
+    /// Column chunks read through the general Parquet reader because the direct page
+    /// decoder does not handle them (files written by other tools; 0 for trawl's own).
+    #[serde(default)]
+    pub column_chunks_general: u64,
     /// One message per failed block: file and what was wrong.
     pub errors: Vec<String>,
 }
@@ -114,6 +118,7 @@ impl ScanStats {
         self.rows_scanned += o.rows_scanned;
         self.rows_matched += o.rows_matched;
         self.bytes_scanned += o.bytes_scanned;
+        self.column_chunks_general += o.column_chunks_general;
         self.errors.extend(o.errors.iter().cloned());
     }
 }

@@ -117,6 +117,10 @@ pub struct Query {
     /// Most distinct groups a query may hold (per worker and merged); beyond it the query fails
     /// with [`crate::Error::TooManyGroups`] rather than growing without bound.
     pub max_groups: usize,
+    /// Decode trawl's own column chunks straight from their pages (the default). Off: every
+    /// column chunk goes through the `parquet` crate's Arrow reader, as chunks the direct
+    /// decoder does not handle always do (slower; for comparisons and tests).
+    pub direct_decoding: bool,
 }
 
 impl Default for Query {
@@ -130,6 +134,7 @@ impl Default for Query {
             time_resolution_ns: BLOCK_NS,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             max_groups: 10_000_000,
+            direct_decoding: true,
         }
     }
 }

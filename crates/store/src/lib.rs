@@ -7,8 +7,9 @@
 //!   writes each block with [`write_block`] once no more records can arrive for it.
 //! - [`write_block`] publishes a block atomically (temporary file, fsync, link, fsync dir).
 //! - [`list_blocks`] finds the blocks of a time range and interfaces from names alone;
-//!   [`read_block`] reads one back whole (the query engine, `trawl-query`, reads only the
-//!   columns it needs).
+//!   [`read_block`] reads one back whole through the `parquet` crate (the query engine,
+//!   `trawl-query`, reads only the columns it needs), [`read_block_direct`] with [`pages`],
+//!   the direct page decoder the query engine uses for trawl's own column chunks.
 //! - [`retention::enforce`] deletes by age and disk budget, oldest first.
 //!
 //! ```
@@ -40,6 +41,7 @@
 mod error;
 pub mod hash;
 pub mod layout;
+pub mod pages;
 mod reader;
 pub mod retention;
 pub mod scan;
@@ -48,7 +50,7 @@ mod writer;
 
 pub use error::{Error, Result};
 pub use layout::{list_blocks, list_ifaces, BlockFilter, BlockRef, BLOCK_NS};
-pub use reader::{proto_number, read_block};
+pub use reader::{proto_number, read_block, read_block_direct};
 pub use retention::Retention;
 pub use schema::{StoredFlow, STORE_VERSION};
 pub use writer::{encode_batch, write_block, Codec, IfaceId, Ingest, IngestStats, StoreConfig};

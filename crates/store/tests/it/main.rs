@@ -270,3 +270,165 @@ fn blocks_written_with_reused_buffers_equal_blocks_written_afresh() {
             .all(|w| (w[0].src_ip, w[0].dst_ip) <= (w[1].src_ip, w[1].dst_ip)));
     }
 }
+
+/// Rows with every kind of value the columns hold: IPv4 and IPv6 addresses, ports across the
+/// 16 bits, protocols by name and by number, VLANs, counters up to 64 bits (deltas of every
+/// bit width), all end reasons.
+fn varied_row(i: u64, t: u64) -> StoredFlow {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 29;
+    StoredFlow {
+        src_ip: if i.is_multiple_of(9) {
+            IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, (i >> 16) as u16, i as u16])
+        } else {
+            IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8])
+        },
+        dst_ip: IpAddr::from([192, 0, (x % 13) as u8, (x >> 8) as u8]),
+        src_port: (x >> 16) as u16,
+        dst_port: [443, 80, 53, 0, 65_535][(x % 5) as usize],
+        proto: [6, 17, 1, 58, 250][(i % 5) as usize],
+        vlan: (i % 4) as u16 * 1000,
+        first_ns: t + i,
+        last_ns: t + i + (x >> 40),
+        fwd_packets: 1 + x % 10,
+        rev_packets: x >> (i % 64),
+        fwd_bytes: u64::MAX - x % 1000,
+        rev_bytes: if i.is_multiple_of(2) { x } else { 0 },
+        fwd_ip_bytes: x % 1_000_000,
+        rev_ip_bytes: (i * 7) << 20,
+        fwd_tcp_flags: x as u8,
+        rev_tcp_flags: (x >> 8) as u8,
+        end_reason: EndReason::ALL[(i as usize) % EndReason::ALL.len()],
+    }
+}
+
+/// Column chunks and data pages per chunk of a block: (row groups, most data pages in a chunk).
+fn page_shape(path: &Path) -> (usize, usize) {
+    use parquet::column::page::Page;
+    use parquet::file::reader::FileReader;
+    let r = parquet::file::serialized_reader::SerializedFileReader::new(
+        std::fs::File::open(path).unwrap(),
+    )
+    .unwrap();
+    let mut most = 0;
+    for g in 0..r.num_row_groups() {
+        let rg = r.get_row_group(g).unwrap();
+        for c in 0..rg.num_columns() {
+            let mut pages = rg.get_column_page_reader(c).unwrap();
+            let mut n = 0;
+            while let Some(p) = pages.get_next_page().unwrap() {
+                n += usize::from(!matches!(p, Page::DictionaryPage { .. }));
+            }
+            most = most.max(n);
+        }
+    }
+    (r.num_row_groups(), most)
+}
+
+/// The direct page decoder (the query engine's) reads exactly what the `parquet` crate's Arrow
+/// reader reads, for every column of trawl's blocks, every codec, row groups of several sizes
+/// and chunks of several pages.
+#[test]
+fn the_direct_decoder_reads_what_the_arrow_reader_reads() {
+    use trawl_store::{read_block_direct, Codec};
+    for (codec, row_group_rows, rows) in [
+        (Codec::Lz4, 65_536, 150_000u64),
+        (Codec::Zstd(3), 30_000, 70_000),
+        (Codec::None, 1000, 5_000),
+        (Codec::Lz4, 7, 100),
+        (Codec::Lz4, 65_536, 1),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StoreConfig {
+            codec,
+            row_group_rows,
+            ..StoreConfig::default()
+        };
+        let mut ing = Ingest::open(dir.path(), config).unwrap();
+        let eth0 = ing.iface("eth0").unwrap();
+        for i in 0..rows {
+            ing.push_row(eth0, varied_row(i, DAY0)).unwrap();
+        }
+        ing.finish().unwrap();
+        let blocks = list_blocks(dir.path(), &BlockFilter::default()).unwrap();
+        assert_eq!(blocks.len(), 1);
+        let path = &blocks[0].path;
+        let want = read_block(path).unwrap();
+        assert_eq!(want.len() as u64, rows);
+        assert!(
+            read_block_direct(path).unwrap() == want,
+            "{codec:?} {row_group_rows}"
+        );
+        let (groups, pages) = page_shape(path);
+        assert_eq!(groups as u64, rows.div_ceil(row_group_rows as u64));
+        if row_group_rows >= 30_000 && rows > 30_000 {
+            assert!(pages >= 2, "{codec:?}: {pages} data pages at most");
+        }
+    }
+}
+
+/// A damaged page is an error naming the file, row group, column and the page's offset; random
+/// damage anywhere is an error or a (possibly wrong) result, never a panic.
+#[test]
+fn damaged_pages_are_errors_naming_where() {
+    use trawl_store::read_block_direct;
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        row_group_rows: 4000,
+        ..StoreConfig::default()
+    };
+    let mut ing = Ingest::open(dir.path(), config).unwrap();
+    let eth0 = ing.iface("eth0").unwrap();
+    for i in 0..10_000 {
+        ing.push_row(eth0, varied_row(i, DAY0)).unwrap();
+    }
+    ing.finish().unwrap();
+    let path = list_blocks(dir.path(), &BlockFilter::default()).unwrap()[0]
+        .path
+        .clone();
+    let original = std::fs::read(&path).unwrap();
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&std::fs::File::open(&path).unwrap())
+        .unwrap();
+    // The dictionary page header of dst_ip in row group 1, and the first data page of
+    // fwd_bytes in row group 2.
+    let dst = meta.row_group(1).column(1);
+    let at = dst.dictionary_page_offset().unwrap() as usize;
+    let mut bytes = original.clone();
+    bytes[at..at + 4].copy_from_slice(&[0xff; 4]);
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_block_direct(&path).unwrap_err().to_string();
+    assert!(
+        e.contains(path.to_str().unwrap())
+            && e.contains(&format!(
+                "row group 1, column dst_ip: at offset {at}: page header"
+            )),
+        "{e}"
+    );
+    let fb = meta.row_group(2).column(10);
+    let at = fb.data_page_offset() as usize;
+    let mut bytes = original.clone();
+    // The header is intact, the DELTA_BINARY_PACKED body starts with an invalid block size.
+    let body = at + 20;
+    bytes[body..body + 2].copy_from_slice(&[0x05, 0x04]);
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_block_direct(&path).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("row group 2, column fwd_bytes: at offset {at}")),
+        "{e}"
+    );
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let data_end = original.len() - 8 - 4096;
+    for _ in 0..300 {
+        let mut bytes = original.clone();
+        for _ in 0..3 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let at = 4 + (seed % data_end as u64) as usize;
+            bytes[at] ^= 1 << (seed % 8);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let _ = read_block_direct(&path);
+    }
+}
