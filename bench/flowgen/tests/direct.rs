@@ -3,8 +3,6 @@
 //! `parquet` crate's Arrow reader does, and queries give the same groups either way.
 use std::path::Path;
 
-use parquet::column::page::Page;
-use parquet::file::reader::FileReader;
 use trawl_flowgen::{row, world, Rng, START_NS};
 use trawl_query::{parse_attributes, scan, syntax, Query};
 use trawl_store::{list_blocks, read_block, read_block_direct, BlockFilter, Codec};
@@ -31,27 +29,6 @@ fn build(db: &Path, codec: Codec) {
     ing.finish().unwrap();
 }
 
-/// Row groups, and the most data pages in one column chunk, of a block.
-fn shape(path: &Path) -> (usize, usize) {
-    let r = parquet::file::serialized_reader::SerializedFileReader::new(
-        std::fs::File::open(path).unwrap(),
-    )
-    .unwrap();
-    let mut most = 0;
-    for g in 0..r.num_row_groups() {
-        let rg = r.get_row_group(g).unwrap();
-        for c in 0..rg.num_columns() {
-            let mut pages = rg.get_column_page_reader(c).unwrap();
-            let mut n = 0;
-            while let Some(p) = pages.get_next_page().unwrap() {
-                n += usize::from(!matches!(p, Page::DictionaryPage { .. }));
-            }
-            most = most.max(n);
-        }
-    }
-    (r.num_row_groups(), most)
-}
-
 #[test]
 fn the_direct_decoder_reads_a_flowgen_database_as_the_arrow_reader_does() {
     for codec in [Codec::Lz4, Codec::Zstd(3)] {
@@ -59,7 +36,7 @@ fn the_direct_decoder_reads_a_flowgen_database_as_the_arrow_reader_does() {
         build(dir.path(), codec);
         let blocks = list_blocks(dir.path(), &BlockFilter::default()).unwrap();
         assert_eq!(blocks.len(), BLOCK_ROWS.len());
-        let (groups, pages) = shape(&blocks[0].path);
+        let (groups, pages) = trawl_store::block_shape(&blocks[0].path).unwrap();
         assert!(
             groups == 2 && pages >= 3,
             "{groups} row groups, {pages} pages"

@@ -50,7 +50,7 @@ mod writer;
 
 pub use error::{Error, Result};
 pub use layout::{list_blocks, list_ifaces, BlockFilter, BlockRef, BLOCK_NS};
-pub use reader::{proto_number, read_block, read_block_direct};
+pub use reader::{block_shape, proto_number, read_block, read_block_direct};
 pub use retention::Retention;
 pub use schema::{StoredFlow, STORE_VERSION};
 pub use writer::{encode_batch, write_block, Codec, IfaceId, Ingest, IngestStats, StoreConfig};

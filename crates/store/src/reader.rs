@@ -35,6 +35,32 @@ pub fn read_block(path: &Path) -> Result<Vec<StoredFlow>> {
     Ok(rows)
 }
 
+/// The layout of the block file at `path`: its row groups, and the most data pages any one
+/// column chunk holds (dictionary pages not counted). For tests and diagnostics of the page
+/// decoder, which must meet chunks of many pages.
+pub fn block_shape(path: &Path) -> Result<(usize, usize)> {
+    use parquet::column::page::Page;
+    use parquet::file::reader::FileReader;
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let r = parquet::file::serialized_reader::SerializedFileReader::new(file)
+        .map_err(|e| Error::block(path, e))?;
+    let mut most = 0;
+    for g in 0..r.num_row_groups() {
+        let rg = r.get_row_group(g).map_err(|e| Error::block(path, e))?;
+        for c in 0..rg.num_columns() {
+            let mut pages = rg
+                .get_column_page_reader(c)
+                .map_err(|e| Error::block(path, e))?;
+            let mut n = 0;
+            while let Some(p) = pages.get_next_page().map_err(|e| Error::block(path, e))? {
+                n += usize::from(!matches!(p, Page::DictionaryPage { .. }));
+            }
+            most = most.max(n);
+        }
+    }
+    Ok((r.num_row_groups(), most))
+}
+
 fn strings(batch: &RecordBatch, name: &str) -> std::result::Result<Vec<String>, String> {
     let a = batch
         .column_by_name(name)

@@ -302,29 +302,6 @@ fn varied_row(i: u64, t: u64) -> StoredFlow {
     }
 }
 
-/// Column chunks and data pages per chunk of a block: (row groups, most data pages in a chunk).
-fn page_shape(path: &Path) -> (usize, usize) {
-    use parquet::column::page::Page;
-    use parquet::file::reader::FileReader;
-    let r = parquet::file::serialized_reader::SerializedFileReader::new(
-        std::fs::File::open(path).unwrap(),
-    )
-    .unwrap();
-    let mut most = 0;
-    for g in 0..r.num_row_groups() {
-        let rg = r.get_row_group(g).unwrap();
-        for c in 0..rg.num_columns() {
-            let mut pages = rg.get_column_page_reader(c).unwrap();
-            let mut n = 0;
-            while let Some(p) = pages.get_next_page().unwrap() {
-                n += usize::from(!matches!(p, Page::DictionaryPage { .. }));
-            }
-            most = most.max(n);
-        }
-    }
-    (r.num_row_groups(), most)
-}
-
 /// The direct page decoder (the query engine's) reads exactly what the `parquet` crate's Arrow
 /// reader reads, for every column of trawl's blocks, every codec, row groups of several sizes
 /// and chunks of several pages.
@@ -359,7 +336,7 @@ fn the_direct_decoder_reads_what_the_arrow_reader_reads() {
             read_block_direct(path).unwrap() == want,
             "{codec:?} {row_group_rows}"
         );
-        let (groups, pages) = page_shape(path);
+        let (groups, pages) = trawl_store::block_shape(path).unwrap();
         assert_eq!(groups as u64, rows.div_ceil(row_group_rows as u64));
         if row_group_rows >= 30_000 && rows > 30_000 {
             assert!(pages >= 2, "{codec:?}: {pages} data pages at most");
