@@ -18,7 +18,7 @@ use trawl_capture::{
 use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
 
 use crate::args::HiInput;
-use crate::run::{add_stats, Progress, RunReport, SNAPLEN};
+use crate::run::{add_stats, passes, Progress, RunReport, SNAPLEN};
 
 /// Packets handed out at once (the meter's lookups overlap within a batch).
 const MERGED_BATCH: usize = 256;
@@ -208,17 +208,7 @@ impl MergedFiles {
             pos[best] += 1;
             let keep = match filters[best].as_mut() {
                 None => true,
-                Some(f) => match f.matches(pkt.link_type, pkt.data, pkt.wire_len) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        self.filter_warnings.push(format!(
-                            "{}: packets of link type {} never match: {e}",
-                            open[best].path.display(),
-                            pkt.link_type.0
-                        ));
-                        false
-                    }
-                },
+                Some(f) => passes(f, &pkt, &open[best].path, &mut self.filter_warnings),
             };
             if keep {
                 out.push(pkt);

@@ -164,21 +164,9 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
             let mut selected = reuse_records(std::mem::take(&mut spare));
             for pkt in batch.iter() {
                 if let Some(f) = filter.as_mut() {
-                    match f.matches(pkt.link_type, pkt.data, pkt.wire_len) {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            report.filter_rejected += 1;
-                            continue;
-                        }
-                        Err(e) => {
-                            report.filter_warnings.push(format!(
-                                "{}: packets of link type {} never match: {e}",
-                                path.display(),
-                                pkt.link_type.0
-                            ));
-                            report.filter_rejected += 1;
-                            continue;
-                        }
+                    if !passes(f, &pkt, path, &mut report.filter_warnings) {
+                        report.filter_rejected += 1;
+                        continue;
                     }
                 }
                 selected.push(pkt);
@@ -197,6 +185,28 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
     progress.done();
     report.elapsed = started.elapsed();
     report
+}
+
+/// Whether `pkt` (of the file `path`) passes `filter`. The first packet of a link type the
+/// expression cannot be compiled for adds a warning; such packets never pass.
+#[inline]
+pub(crate) fn passes(
+    filter: &mut FilterSet,
+    pkt: &PacketRecord<'_>,
+    path: &std::path::Path,
+    warnings: &mut Vec<String>,
+) -> bool {
+    match filter.matches(pkt.link_type, pkt.data, pkt.wire_len) {
+        Ok(keep) => keep,
+        Err(e) => {
+            warnings.push(format!(
+                "{}: packets of link type {} never match: {e}",
+                path.display(),
+                pkt.link_type.0
+            ));
+            false
+        }
+    }
 }
 
 pub(crate) fn add_stats(total: &mut SourceStats, s: &SourceStats) {
