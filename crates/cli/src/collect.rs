@@ -641,16 +641,16 @@ fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
     Ok(())
 }
 
-/// What retention deleted over a run, and its errors.
-type Retained = (trawl_store::retention::RetentionOutcome, Vec<String>);
-
 fn print_summary(
     format: SummaryFormat,
     s: &DecoderStats,
     written: u64,
     errors: &[String],
     elapsed: Duration,
-    stored: Option<(&trawl_store::IngestStats, Option<&Retained>)>,
+    stored: Option<(
+        &trawl_store::IngestStats,
+        Option<&crate::db_retention::Retained>,
+    )>,
     udp: &UdpCounts,
 ) {
     let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL

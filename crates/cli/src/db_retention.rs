@@ -5,12 +5,15 @@ use std::time::{Duration, Instant};
 use trawl_store::retention::RetentionOutcome;
 use trawl_store::Retention;
 
+/// What retention deleted over a run, and the errors it met.
+pub type Retained = (RetentionOutcome, Vec<String>);
+
 /// The flow database's retention while `trawl run --db` or `trawl collect --db` goes: a thread
 /// applies the rules every minute (deleting never waits on the writers, which only ever add
 /// files).
 pub struct DbRetention {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<(RetentionOutcome, Vec<String>)>,
+    thread: std::thread::JoinHandle<Retained>,
     db: PathBuf,
     rules: Retention,
 }
@@ -46,7 +49,7 @@ impl DbRetention {
 
     /// Stops the thread, applies the rules once more (after the writers' last blocks) and
     /// returns what was deleted over the run and the errors.
-    pub fn finish(self) -> (RetentionOutcome, Vec<String>) {
+    pub fn finish(self) -> Retained {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let (mut total, mut errors) = self.thread.join().unwrap_or_else(|_| {
             (
@@ -76,7 +79,7 @@ fn apply(db: &Path, rules: &Retention, total: &mut RetentionOutcome, errors: &mu
 }
 
 /// The `retention` object of a JSON summary.
-pub fn summary_json((out, errors): &(RetentionOutcome, Vec<String>)) -> serde_json::Value {
+pub fn summary_json((out, errors): &Retained) -> serde_json::Value {
     serde_json::json!({
         "blocks_deleted": out.blocks_deleted,
         "bytes_deleted": out.bytes_deleted,
