@@ -117,6 +117,8 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
         format: input.forced_format,
         ..FileSourceConfig::default()
     };
+    // One file (or standard input, which cannot be merged) keeps this loop over the reader's
+    // own batches: the merge copies each record's metadata, a cost one file does not need.
     if input.files.len() > 1 {
         return crate::merge::drive_merged(input, &config, meter, sink, after, stop);
     }
