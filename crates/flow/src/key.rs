@@ -28,7 +28,8 @@ pub const KEY_LEN: usize = 40;
 /// A bidirectional flow key. The endpoint that sorts lower (address, then port) is stored
 /// first, so a packet and its reply map to the same key; [`Side`] tells which endpoint sent a
 /// given packet.
-#[derive(Clone, Copy, Eq)]
+#[derive(Clone, Copy, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(transparent)]
 pub struct FlowKey(pub [u8; KEY_LEN]);
 
 impl PartialEq for FlowKey {

@@ -9,7 +9,7 @@ pub const EARLY_PACKETS: usize = 10;
 /// direction updates: one aligned cache line. Counters that would not fit are kept in narrow
 /// form with exact overflow into the flow's [`Wide`] record (see there), so what the record
 /// reports is the same as with 64-bit fields.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct DirStats {
     pub last_ns: u64,
@@ -34,7 +34,11 @@ pub(crate) struct DirStats {
     pub next_seq: u32,
     /// Union of the TCP flags seen.
     pub flags_or: u8,
-    pub seq_valid: bool,
+    /// `next_seq` holds a value (1) or not yet (0).
+    pub seq_valid: u8,
+    /// Explicit padding to the line: the table keeps entries as plain bytes (no hidden
+    /// padding allowed).
+    pub _pad: [u8; 2],
 }
 
 /// Index of a counter in [`FlowEntry::rare`]: TCP events most packets do not have, so their
@@ -164,13 +168,14 @@ impl Wides {
 
 /// Length and gap of the first packets of a flow record, in narrow form: a length of
 /// `u16::MAX` or a gap of `u32::MAX` means the exact value is in the [`Wide`] record.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub(crate) struct EarlyPackets {
     pub iat: [u32; EARLY_PACKETS],
     pub len: [u16; EARLY_PACKETS],
     /// Bit i set: early packet i was sent by the high side.
     pub high: u16,
+    pub _pad: u16,
 }
 
 /// One flow in the table: five cache lines, laid out by access. Line 0 holds what every packet
@@ -178,7 +183,7 @@ pub(crate) struct EarlyPackets {
 /// direction each; line 3 the early-packet features, written by the first ten packets only;
 /// line 4 what only a direction's first packet, rare TCP events, expiry and export touch.
 /// Per packet: two lines, plus line 3 for the first ten.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct FlowEntry {
     pub key: FlowKey,
@@ -193,8 +198,8 @@ pub(crate) struct FlowEntry {
     pub early_count: u8,
     /// Bit `side` set: the current record has a packet from that side.
     pub seen: u8,
-    /// In use (set and cleared by the table).
-    pub live: bool,
+    /// In use (1) or free (0), set and cleared by the table.
+    pub live: u8,
     // Lines 1 and 2.
     /// Counters by sender side (index `Side as usize`).
     pub dirs: [DirStats; 2],
@@ -237,7 +242,7 @@ impl FlowEntry {
             state: 0,
             early_count: 0,
             seen: 0,
-            live: false,
+            live: 0,
             dirs: [DirStats::default(); 2],
             early: EarlyPackets::default(),
             first_ns: [0; 2],
@@ -590,8 +595,8 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) -> u16 {
         return rare;
     }
     let end = d.tcp.seq.wrapping_add(len);
-    if !dir.seq_valid {
-        dir.seq_valid = true;
+    if dir.seq_valid == 0 {
+        dir.seq_valid = 1;
         dir.next_seq = end;
     } else if seq_before(d.tcp.seq, dir.next_seq) {
         // Starts inside sequence space this side already sent: a retransmission — unless it
@@ -638,10 +643,7 @@ mod tests {
         let e = FlowEntry::empty();
         let base = &e as *const FlowEntry as usize;
         let off = |p: *const u8| p as usize - base;
-        assert!(
-            off(&e.live as *const bool as *const u8) < 64,
-            "hot header fits one line"
-        );
+        assert!(off(&e.live as *const u8) < 64, "hot header fits one line");
         assert_eq!(off(&e.dirs[0] as *const DirStats as *const u8), 64);
         assert_eq!(off(&e.dirs[1] as *const DirStats as *const u8), 128);
         let early = off(&e.early as *const EarlyPackets as *const u8);

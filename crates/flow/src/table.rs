@@ -32,58 +32,66 @@ fn tag_of(hash: u64) -> u32 {
     ((hash >> 20) as u32 & 0x3f) << INDEX_BITS
 }
 
-/// The index's slot array, in an anonymous mapping advised for transparent huge pages: probes
-/// land at random in tens of MiB, and with 4 KiB pages nearly every one missed the TLB (the
-/// prefetch of a slot was the hottest instruction of a run). The mapping starts zeroed.
-struct Index {
+/// A fixed-length array of plain-old-data `T` in its own anonymous mapping, which starts
+/// zeroed and is backed by memory only where it is touched. Both big arrays of the table live in
+/// one, each with the page-size advice its access pattern wants (see [`FlowTable::new`]).
+pub(crate) struct Mapped<T> {
     map: memmap2::MmapMut,
+    len: usize,
+    _items: core::marker::PhantomData<T>,
 }
 
-impl Index {
-    /// `len` zeroed slots.
+impl<T: bytemuck::Pod> Mapped<T> {
+    /// `len` zeroed items, with `advice` for the kernel (advice only: refused advice changes
+    /// speed, never results).
     ///
     /// # Panics
     /// Panics when the kernel refuses the mapping, as a failed `Vec` allocation would abort.
-    fn zeroed(len: usize) -> Index {
-        let map = memmap2::MmapMut::map_anon(len * core::mem::size_of::<u32>())
-            .expect("cannot map memory for the flow index");
-        // Advice only: without huge pages the index works the same, a little slower.
-        let _ = map.advise(memmap2::Advice::HugePage);
-        Index { map }
-    }
-
-    #[inline]
-    fn get(&self) -> &[u32] {
-        bytemuck::cast_slice(&self.map)
-    }
-
-    #[inline]
-    fn get_mut(&mut self) -> &mut [u32] {
-        bytemuck::cast_slice_mut(&mut self.map)
-    }
-
-    fn len(&self) -> usize {
-        self.map.len() / core::mem::size_of::<u32>()
+    fn zeroed(len: usize, advice: memmap2::Advice) -> Mapped<T> {
+        let bytes = len.max(1) * core::mem::size_of::<T>();
+        let map = memmap2::MmapMut::map_anon(bytes).expect("cannot map memory for the flow table");
+        let _ = map.advise(advice);
+        Mapped {
+            map,
+            len,
+            _items: core::marker::PhantomData,
+        }
     }
 }
 
-impl core::ops::Index<usize> for Index {
-    type Output = u32;
+impl<T: bytemuck::Pod> core::ops::Deref for Mapped<T> {
+    type Target = [T];
     #[inline]
-    fn index(&self, i: usize) -> &u32 {
-        &self.get()[i]
+    fn deref(&self) -> &[T] {
+        // The mapping is page-aligned and a whole number of items long, so the cast cannot
+        // fail; slicing to `len` drops the item a zero-length array maps.
+        &bytemuck::cast_slice(&self.map)[..self.len]
     }
 }
 
-impl core::ops::IndexMut<usize> for Index {
+impl<T: bytemuck::Pod> core::ops::DerefMut for Mapped<T> {
     #[inline]
-    fn index_mut(&mut self, i: usize) -> &mut u32 {
-        &mut self.get_mut()[i]
+    fn deref_mut(&mut self) -> &mut [T] {
+        &mut bytemuck::cast_slice_mut(&mut self.map)[..self.len]
     }
 }
+
+/// Page advice for the index: transparent huge pages. Probes land at random in tens of MiB, and
+/// with 4 KiB pages nearly every one missed the TLB (the prefetch of a slot was the hottest
+/// instruction of a run).
+const INDEX_PAGES: memmap2::Advice = memmap2::Advice::HugePage;
+
+/// Page advice for the slab: ordinary 4 KiB pages. Huge pages would save some TLB misses
+/// (2-4 % of user time) but the slab is hundreds of MiB of fresh memory, and a huge page is a
+/// 2 MiB block that virtual machines with free page reporting (virtio-balloon) have mostly
+/// handed back to the host: faulting one in then costs about 2 s per GiB of system time, which
+/// doubled `trawl flows`'s system time on a 1.1 M-flow trace (bench/RESULTS.md, run 10).
+const ENTRY_PAGES: memmap2::Advice = memmap2::Advice::NoHugePage;
 
 pub(crate) struct FlowTable {
-    pub(crate) entries: Vec<FlowEntry>,
+    /// The slab: `capacity` entries, of which the first `used` have ever held a flow.
+    pub(crate) entries: Mapped<FlowEntry>,
+    used: usize,
     /// Exact values of the few flows that outgrow their entry's narrow fields.
     pub(crate) wides: Wides,
     free: Vec<u32>,
@@ -91,7 +99,7 @@ pub(crate) struct FlowTable {
     /// 6 hash bits that the home position does not use. Four bytes a slot keep the index small
     /// (32 MiB at the default capacity), which measured 7–12 % faster end to end than 8-byte
     /// slots: a random probe into a smaller array misses the TLB less.
-    slots: Index,
+    slots: Mapped<u32>,
     mask: usize,
     capacity: usize,
     len: usize,
@@ -106,10 +114,11 @@ impl FlowTable {
         // Load factor <= 0.5 keeps linear-probe sequences short.
         let nslots = (capacity * 2).next_power_of_two();
         FlowTable {
-            entries: Vec::with_capacity(capacity),
+            entries: Mapped::zeroed(capacity, ENTRY_PAGES),
+            used: 0,
             wides: Wides::default(),
             free: Vec::with_capacity(capacity),
-            slots: Index::zeroed(nslots),
+            slots: Mapped::zeroed(nslots, INDEX_PAGES),
             mask: nslots - 1,
             capacity,
             len: 0,
@@ -165,8 +174,9 @@ impl FlowTable {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
-                self.entries.push(FlowEntry::empty());
-                (self.entries.len() - 1) as u32
+                self.entries[self.used] = FlowEntry::empty();
+                self.used += 1;
+                (self.used - 1) as u32
             }
         };
         let mut pos = home_bits(hash) & self.mask;
@@ -176,7 +186,7 @@ impl FlowTable {
         self.slots[pos] = tag_of(hash) | (idx + 1);
         let e = &mut self.entries[idx as usize];
         e.key = *key;
-        e.live = true;
+        e.live = 1;
         self.len += 1;
         idx
     }
@@ -216,7 +226,7 @@ impl FlowTable {
         }
         self.slots[hole] = 0;
         let e = &mut self.entries[idx as usize];
-        e.live = false;
+        e.live = 0;
         self.wides.release(&mut e.wide);
         self.free.push(idx);
         self.len -= 1;
@@ -284,21 +294,21 @@ impl FlowTable {
     /// Indices of every live entry, by a sequential scan of the slab (cheaper than chasing the
     /// wheel's links through memory).
     pub(crate) fn live_indices(&self) -> impl Iterator<Item = u32> + '_ {
-        self.entries
+        self.entries[..self.used]
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.live)
+            .filter(|(_, e)| e.live != 0)
             .map(|(i, _)| i as u32)
     }
 
     /// Forgets every flow at once (after the caller exported them): the slab keeps its memory.
     pub(crate) fn clear(&mut self) {
-        self.entries.clear();
+        self.used = 0;
         self.wides.clear();
         self.free.clear();
         // A fresh zeroed allocation is lazily mapped; filling the old one would touch every
-        // page of the index (64 MiB at the default capacity) even for a handful of flows.
-        self.slots = Index::zeroed(self.slots.len());
+        // page of the index (32 MiB at the default capacity) even for a handful of flows.
+        self.slots = Mapped::zeroed(self.slots.len(), INDEX_PAGES);
         self.wheel.fill(NIL);
         self.len = 0;
     }
