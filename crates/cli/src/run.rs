@@ -164,14 +164,20 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
             // The filter runs per packet; the survivors go to the meter as one batch so its
             // lookups overlap.
             let mut selected = reuse_records(std::mem::take(&mut spare));
-            for pkt in batch.iter() {
-                if let Some(f) = filter.as_mut() {
-                    if !passes(f, &pkt, path, &mut report.filter_warnings) {
-                        report.filter_rejected += 1;
-                        continue;
+            match filter.as_mut() {
+                // Without a filter the records go straight into the batch: built on the stack
+                // for the filter's sake and copied from there, each record stalled on store
+                // forwarding (2 % of a run).
+                None => selected.extend(batch.iter()),
+                Some(f) => {
+                    for pkt in batch.iter() {
+                        if passes(f, &pkt, path, &mut report.filter_warnings) {
+                            selected.push(pkt);
+                        } else {
+                            report.filter_rejected += 1;
+                        }
                     }
                 }
-                selected.push(pkt);
             }
             meter.process_batch(&selected, sink, |i, o| after(&selected[i], o));
             spare = reuse_records(selected);
