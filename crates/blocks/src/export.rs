@@ -52,7 +52,8 @@ pub struct FlowExportSettings {
     pub template_refresh: Option<u64>,
     /// ... or after this many messages (default 1000), whichever comes first.
     pub template_refresh_messages: Option<u32>,
-    /// Largest UDP message, IPFIX and v9 (default 1472: a 1500-byte MTU).
+    /// Largest UDP message, IPFIX and v9 (default: what a 1500-byte MTU carries, 1472 bytes to
+    /// IPv4 collectors, 1452 to IPv6).
     pub udp_max_message: Option<usize>,
     /// Batches of 256 records each exporter's queue holds before records are dropped
     /// (default 256).
@@ -81,7 +82,7 @@ impl FlowExportSettings {
         };
         ExportConfig {
             pen: self.pen.unwrap_or(d.pen),
-            udp_max_message: self.udp_max_message.unwrap_or(d.udp_max_message),
+            udp_max_message: self.udp_max_message.or(d.udp_max_message),
             udp_refresh,
             queue_batches: self.queue.unwrap_or(d.queue_batches),
             flush_interval: FLUSH,

@@ -99,7 +99,7 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gs
     // measured, in the steady state where batches circulate through the pool.
     let config = ExportConfig {
         lossless: true,
-        udp_max_message: max_message,
+        udp_max_message: Some(max_message),
         udp_gso: gso,
         ..ExportConfig::default()
     };

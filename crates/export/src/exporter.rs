@@ -27,8 +27,10 @@ use crate::Error;
 pub struct ExportConfig {
     /// Enterprise number of trawl's own elements.
     pub pen: u32,
-    /// Largest UDP message (IPFIX, v9); TCP and files use 65535.
-    pub udp_max_message: usize,
+    /// Largest UDP message (IPFIX, v9); TCP and files use 65535. `None`: what fits a 1500-byte
+    /// MTU unfragmented for the destination's address family (see
+    /// [`ExportConfig::udp_max_message_to`]).
+    pub udp_max_message: Option<usize>,
     /// Template refresh on UDP.
     pub udp_refresh: TemplateRefresh,
     /// Records per batch handed to an exporter thread.
@@ -48,12 +50,30 @@ pub struct ExportConfig {
     pub udp_gso: bool,
 }
 
+/// Largest UDP payload in one 1500-byte Ethernet frame: the MTU minus the IP header (20 bytes for
+/// IPv4, 40 for IPv6) and the 8-byte UDP header. A longer message would be fragmented (IPv4) or
+/// refused by the sender's stack (IPv6 with segmentation offload, whose segments must fit).
+pub const UDP_MAX_MESSAGE_V4: usize = 1472;
+/// See [`UDP_MAX_MESSAGE_V4`].
+pub const UDP_MAX_MESSAGE_V6: usize = 1452;
+
+impl ExportConfig {
+    /// The largest UDP message for a collector at `to`: the configured size, else the
+    /// 1500-byte-MTU size of its address family.
+    pub fn udp_max_message_to(&self, to: &SocketAddr) -> usize {
+        self.udp_max_message.unwrap_or(if to.is_ipv4() {
+            UDP_MAX_MESSAGE_V4
+        } else {
+            UDP_MAX_MESSAGE_V6
+        })
+    }
+}
+
 impl Default for ExportConfig {
     fn default() -> Self {
         ExportConfig {
             pen: crate::ie::DEFAULT_PEN,
-            // 1500-byte Ethernet MTU minus IPv4 and UDP headers.
-            udp_max_message: 1472,
+            udp_max_message: None,
             udp_refresh: TemplateRefresh::UDP_DEFAULT,
             batch_records: 256,
             queue_batches: 256,
@@ -334,7 +354,7 @@ impl Sink {
                 socket
                     .connect(to)
                     .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
-                let batch = match (d, u16::try_from(config.udp_max_message)) {
+                let batch = match (d, u16::try_from(config.udp_max_message_to(to))) {
                     (Destination::IpfixUdp(_), Ok(seg)) if config.udp_gso => {
                         crate::socket::SendBatch::with_gso(&socket, seg)
                     }
@@ -494,21 +514,22 @@ impl Emit<'_> {
 impl Worker {
     fn new(d: &Destination, sink: Sink, config: ExportConfig, pool: Pool) -> Worker {
         let encoding = match d {
-            Destination::IpfixUdp(_) => Encoding::Messages {
+            Destination::IpfixUdp(to) => Encoding::Messages {
                 protocol: Protocol::Ipfix,
-                max_message: config.udp_max_message,
+                max_message: config.udp_max_message_to(to),
                 refresh: config.udp_refresh,
                 encoders: Vec::new(),
             },
-            Destination::Netflow9Udp(_) => Encoding::Messages {
+            Destination::Netflow9Udp(to) => Encoding::Messages {
                 protocol: Protocol::NetflowV9,
-                max_message: config.udp_max_message,
+                max_message: config.udp_max_message_to(to),
                 refresh: config.udp_refresh,
                 encoders: Vec::new(),
             },
+            // Feeds are IPv4 multicast.
             Destination::Feed(_) => Encoding::Messages {
                 protocol: Protocol::Ipfix,
-                max_message: config.udp_max_message,
+                max_message: config.udp_max_message.unwrap_or(UDP_MAX_MESSAGE_V4),
                 refresh: TemplateRefresh::FEED,
                 encoders: Vec::new(),
             },

@@ -70,7 +70,12 @@ impl SeriesFeed {
             pen,
             encoders: vec![(
                 0,
-                MessageEncoder::series(domain, pen, 1472, TemplateRefresh::EveryMessage),
+                MessageEncoder::series(
+                    domain,
+                    pen,
+                    crate::exporter::UDP_MAX_MESSAGE_V4,
+                    TemplateRefresh::EveryMessage,
+                ),
             )],
             send_errors: 0,
             rows: 0,
@@ -85,7 +90,12 @@ impl SeriesFeed {
     /// Sends one row of interface slot `slot` (observation domain `domain`) to its group.
     pub fn send_slot(&mut self, slot: u16, domain: u32, row: &SeriesRow) {
         if !self.encoders.iter().any(|(s, _)| *s == slot) {
-            let e = MessageEncoder::series(domain, self.pen, 1472, TemplateRefresh::EveryMessage);
+            let e = MessageEncoder::series(
+                domain,
+                self.pen,
+                crate::exporter::UDP_MAX_MESSAGE_V4,
+                TemplateRefresh::EveryMessage,
+            );
             self.encoders.push((slot, e));
         }
         self.send_at(slot, row);

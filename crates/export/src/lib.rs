@@ -64,7 +64,9 @@ pub use decode::{
 };
 pub use destination::{Destination, FeedAddr};
 pub use encode::{MessageEncoder, Protocol, TemplateRefresh};
-pub use exporter::{ExportConfig, ExportHandle, ExportHub, ExporterReport};
+pub use exporter::{
+    ExportConfig, ExportHandle, ExportHub, ExporterReport, UDP_MAX_MESSAGE_V4, UDP_MAX_MESSAGE_V6,
+};
 pub use v5::V5Encoder;
 
 /// Errors of this crate.

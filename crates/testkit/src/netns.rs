@@ -61,31 +61,41 @@ impl VethLab {
             "mtu", &mtu,
         ])?;
         ip(&["link", "set", &lab.peer, "netns", &lab.ns])?;
-        for (netns, dev) in [(None, &lab.host), (Some(&lab.ns), &lab.peer)] {
-            let sysctl = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
-            let mut args: Vec<&str> = Vec::new();
-            if let Some(ns) = netns {
-                args.extend(["netns", "exec", ns]);
-            }
-            let mut c = if netns.is_some() {
-                Command::new("ip")
-            } else {
-                Command::new("sysctl")
-            };
-            if netns.is_some() {
-                c.args(&args).args(["sysctl", "-qw", &sysctl]);
-            } else {
-                c.args(["-qw", &sysctl]);
-            }
-            run(&mut c)?;
+        // IPv6 off unless a test asks for it: no router solicitations or neighbour discovery
+        // in the captures.
+        lab.set_ipv6(false)?;
+        for (netns, dev) in lab.ends() {
             let mut up = vec![];
             if let Some(ns) = netns {
-                up.extend(["-n", ns.as_str()]);
+                up.extend(["-n", ns]);
             }
-            up.extend(["link", "set", dev.as_str(), "addrgenmode", "none", "up"]);
+            up.extend(["link", "set", dev, "addrgenmode", "none", "up"]);
             ip(&up)?;
         }
         Ok(lab)
+    }
+
+    /// Each end with the namespace it lives in (`None`: this one).
+    fn ends(&self) -> [(Option<&str>, &str); 2] {
+        [(None, &self.host), (Some(&self.ns), &self.peer)]
+    }
+
+    /// Turns IPv6 on or off at both ends (off after [`VethLab::new`]). With it on, the ends
+    /// still have no link-local address (`addrgenmode none`): only what a test adds.
+    pub fn set_ipv6(&self, on: bool) -> Result<(), LabError> {
+        for (netns, dev) in self.ends() {
+            let sysctl = format!("net.ipv6.conf.{dev}.disable_ipv6={}", u8::from(!on));
+            let mut c = match netns {
+                Some(ns) => {
+                    let mut c = Command::new("ip");
+                    c.args(["netns", "exec", ns, "sysctl"]);
+                    c
+                }
+                None => Command::new("sysctl"),
+            };
+            run(c.args(["-qw", &sysctl]))?;
+        }
+        Ok(())
     }
 
     /// Brings the host end down or up.
