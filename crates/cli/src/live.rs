@@ -555,22 +555,28 @@ fn worker_loop(
             }
         };
         let mut selected = trawl_capture::reuse_records(std::mem::take(&mut spare));
-        for pkt in batch.iter() {
-            if let Some(f) = w.user_filter.as_mut() {
-                if !f
-                    .matches(pkt.link_type, pkt.data, pkt.wire_len)
-                    .unwrap_or(false)
-                {
-                    filter_rejected += 1;
-                    continue;
+        if w.user_filter.is_none() && w.dedup.is_none() {
+            // Straight into the batch: built on the stack for the checks' sake and copied from
+            // there, each record stalled on store forwarding.
+            selected.extend(batch.iter());
+        } else {
+            for pkt in batch.iter() {
+                if let Some(f) = w.user_filter.as_mut() {
+                    if !f
+                        .matches(pkt.link_type, pkt.data, pkt.wire_len)
+                        .unwrap_or(false)
+                    {
+                        filter_rejected += 1;
+                        continue;
+                    }
                 }
-            }
-            if let Some(d) = w.dedup.as_mut() {
-                if d.is_duplicate(pkt.ts_ns, pkt.wire_len, pkt.data) {
-                    continue;
+                if let Some(d) = w.dedup.as_mut() {
+                    if d.is_duplicate(pkt.ts_ns, pkt.wire_len, pkt.data) {
+                        continue;
+                    }
                 }
+                selected.push(pkt);
             }
-            selected.push(pkt);
         }
         if !selected.is_empty() {
             let want = selected.len() as u64;
