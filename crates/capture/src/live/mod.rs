@@ -554,9 +554,14 @@ impl Collector {
             }
             // Each header is found from the one before, so their loads (lines the kernel just
             // wrote on another CPU) would wait one after the other: fetch the line a few
-            // packets of this size ahead, so the chain finds its headers cached.
-            if let Some(ahead) = block.get(off + PREFETCH_PACKETS * next as usize) {
-                mem_prefetch::prefetch_read_data::<_, 3>(ahead);
+            // packets of this size ahead, so the chain finds its headers cached, and that
+            // packet's first bytes (at the same offset from its header as this one's), which
+            // decoding or a ring listener's copy reads next.
+            let ahead = off + PREFETCH_PACKETS * next as usize;
+            for at in [ahead, ahead + mac] {
+                if let Some(b) = block.get(at) {
+                    mem_prefetch::prefetch_read_data::<_, 3>(b);
+                }
             }
             off += next as usize;
         }
