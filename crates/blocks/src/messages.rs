@@ -63,6 +63,25 @@ impl PacketBatch {
         self.shared = Some(buffer);
     }
 
+    /// Replaces the contents with copies of `records` (from several buffers: files merged by
+    /// time).
+    pub fn fill_records(&mut self, records: &[PacketRecord<'_>]) {
+        self.metas.clear();
+        self.bytes.clear();
+        self.shared = None;
+        for r in records {
+            self.metas.push(RecordMeta {
+                ts_ns: r.ts_ns,
+                offset: self.bytes.len(),
+                caplen: r.data.len() as u32,
+                wire_len: r.wire_len,
+                iface: r.iface,
+                direction: r.direction,
+            });
+            self.bytes.extend_from_slice(r.data);
+        }
+    }
+
     /// Keeps only the records `keep` says yes to, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&PacketRecord<'_>) -> bool) {
         let bytes = self.shared.as_deref().map_or(&self.bytes[..], |b| &b[..]);

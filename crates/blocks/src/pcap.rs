@@ -3,7 +3,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use trawl_bpf::{ByteOrder, FilterSet};
-use trawl_capture::{FileSource, FileSourceConfig, Interface, PacketSource};
+use trawl_capture::{
+    reuse_records, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord, PacketSource,
+};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
 
 use crate::messages::{PacketBatch, PACKETS};
@@ -11,12 +13,22 @@ use crate::messages::{PacketBatch, PACKETS};
 /// libpcap's snap length for compiling filters, so `greater`/`less` see whole packets.
 const FILTER_SNAPLEN: u32 = 262_144;
 
-/// Reads capture files one after the other (pcap, pcapng, HPCAP raw, gzip/zstd) and sends
-/// their packets in batches; a bad file is reported and counted, and the next one is read.
+/// Reads capture files (pcap, pcapng, HPCAP raw, gzip/zstd), several merged by packet time
+/// (mergecap's semantics) or one after the other, and sends their packets in batches; a bad
+/// file is reported and counted, and the others are read.
 pub struct PcapSource {
     files: Vec<String>,
     next_file: usize,
     source: Option<FileSource>,
+    /// Several files merged by time: opened at the first poll.
+    merge: bool,
+    merged: Option<MergedFiles>,
+    /// The filter compiled for each merged file (by position), when the merge first reads it.
+    file_filters: Vec<Option<FilterSet>>,
+    /// Scratch of the merged path, kept across polls: records, and each one's byte order.
+    spare: Vec<PacketRecord<'static>>,
+    big_endian: Vec<bool>,
+    files_counted: usize,
     interfaces: Arc<[Interface]>,
     filter_expr: Option<String>,
     filter: Option<FilterSet>,
@@ -41,8 +53,12 @@ struct SourceCounters {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcapSourceSettings {
-    /// Files to read, in order.
+    /// Files to read: several are merged by packet time (mergecap's default), or read one
+    /// after the other with `concatenate`.
     pub files: Vec<String>,
+    /// Read the files one after the other, in the order given (mergecap -a).
+    #[serde(default)]
+    pub concatenate: bool,
     /// BPF expression (tcpdump syntax); packets that do not match are not sent.
     pub filter: Option<String>,
     /// Packets per batch (default 256).
@@ -63,7 +79,7 @@ impl Block for PcapSource {
         name: "packets",
         ty: PACKETS,
         required: true,
-        doc: "the packets, in file order",
+        doc: "the packets, in time order across files (in file order with `concatenate`)",
     }];
     type Settings = PcapSourceSettings;
 
@@ -83,9 +99,15 @@ impl Block for PcapSource {
 
     fn build(s: PcapSourceSettings, env: &BuildEnv) -> Result<Self, String> {
         Ok(PcapSource {
+            merge: s.files.len() > 1 && !s.concatenate,
             files: s.files,
             next_file: 0,
             source: None,
+            merged: None,
+            file_filters: Vec::new(),
+            spare: Vec::new(),
+            big_endian: Vec::new(),
+            files_counted: 0,
             interfaces: Arc::from(Vec::new()),
             filter_expr: s.filter,
             filter: None,
@@ -116,6 +138,9 @@ impl Block for PcapSource {
         self.polls += 1;
         if self.polls.is_multiple_of(RELEASE_EVERY) {
             self.pool.for_each_unheld(|b| b.shared = None);
+        }
+        if self.merge {
+            return self.poll_merged(ctx);
         }
         let Some(source) = self.source.as_mut() else {
             return self.open_next(ctx);
@@ -168,6 +193,95 @@ impl Block for PcapSource {
 }
 
 impl PcapSource {
+    /// The next packets of the files merged by time. Records come from several files'
+    /// buffers, so the batch copies their bytes; a batch holds records of one byte order (what
+    /// filters downstream compile BSD loopback headers for), so a merge of files of both
+    /// orders sends a batch per run of one order.
+    fn poll_merged(&mut self, ctx: &mut Ctx<'_>) -> Poll {
+        let config = FileSourceConfig {
+            batch_size: self.batch,
+            ..FileSourceConfig::default()
+        };
+        let files = &self.files;
+        let merged = self.merged.get_or_insert_with(|| {
+            let paths: Vec<std::path::PathBuf> = files.iter().map(Into::into).collect();
+            MergedFiles::open(&paths, &config)
+        });
+        let mut records = reuse_records(std::mem::take(&mut self.spare));
+        let big_endian = &mut self.big_endian;
+        big_endian.clear();
+        let filters = &mut self.file_filters;
+        let expr = self.filter_expr.as_deref();
+        let mut rejected = 0u64;
+        let interfaces = merged.next_batch(&mut records, |pkt, file| {
+            let keep = match expr {
+                None => true,
+                Some(expr) => {
+                    if filters.len() <= file.order {
+                        filters.resize_with(file.order + 1, || None);
+                    }
+                    filters[file.order]
+                        .get_or_insert_with(|| {
+                            let order = if file.big_endian {
+                                ByteOrder::Big
+                            } else {
+                                ByteOrder::Little
+                            };
+                            FilterSet::new_for(expr, FILTER_SNAPLEN, order)
+                        })
+                        .matches(pkt.link_type, pkt.data, pkt.wire_len)
+                        .unwrap_or(false)
+                }
+            };
+            if keep {
+                big_endian.push(file.big_endian);
+            } else {
+                rejected += 1;
+            }
+            keep
+        });
+        let done = interfaces.is_none();
+        if let Some(table) = interfaces {
+            if self.interfaces.len() != table.len() {
+                self.interfaces = Arc::from(table.to_vec());
+            }
+        }
+        let c = self.counters.as_ref().expect("started");
+        c.rejected.add(rejected);
+        let mut start = 0;
+        while start < records.len() {
+            let order = big_endian[start];
+            let run = big_endian[start..]
+                .iter()
+                .take_while(|&&b| b == order)
+                .count();
+            let mut slot = self.pool.take();
+            let out = slot.get_mut();
+            out.interfaces.clone_from(&self.interfaces);
+            out.big_endian = order;
+            out.live = false;
+            out.stream = self.stream;
+            out.fill_records(&records[start..start + run]);
+            c.packets.add(out.metas.len() as u64);
+            c.bytes
+                .add(out.metas.iter().map(|m| u64::from(m.wire_len)).sum());
+            ctx.emit(0, slot.into_msg());
+            start += run;
+        }
+        self.spare = reuse_records(records);
+        let merged = self.merged.as_mut().expect("opened above");
+        for e in merged.errors.drain(..) {
+            ctx.error(e);
+        }
+        c.files.add((merged.files_read - self.files_counted) as u64);
+        self.files_counted = merged.files_read;
+        if done {
+            Poll::Done
+        } else {
+            Poll::Busy
+        }
+    }
+
     fn open_next(&mut self, ctx: &mut Ctx<'_>) -> Poll {
         let Some(path) = self.files.get(self.next_file) else {
             return Poll::Done;

@@ -26,11 +26,13 @@ mod error;
 mod file;
 #[cfg(target_os = "linux")]
 pub mod live;
+mod merge;
 mod record;
 mod write;
 
 pub use error::{Error, ErrorKind};
 pub use file::{FileFormat, FileSource, FileSourceConfig, SharedBytes};
+pub use merge::{MergedFile, MergedFiles};
 pub use record::{
     reuse_records, Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs,
 };
@@ -51,6 +53,18 @@ pub struct SourceStats {
     pub errors: u64,
     /// Blocks skipped because trawl does not use them (pcapng blocks of unknown or ignored type).
     pub skipped_blocks: u64,
+}
+
+impl SourceStats {
+    /// Adds another source's counters (several files read as one input).
+    pub fn add(&mut self, s: &SourceStats) {
+        self.records += s.records;
+        self.captured_bytes += s.captured_bytes;
+        self.wire_bytes += s.wire_bytes;
+        self.truncated_records += s.truncated_records;
+        self.errors += s.errors;
+        self.skipped_blocks += s.skipped_blocks;
+    }
 }
 
 /// A producer of packet batches.

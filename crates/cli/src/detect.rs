@@ -14,7 +14,7 @@ use trawl_detect::heavy::HeavyHitters;
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
 
 use crate::args::parse_duration_ns;
-use crate::merge::MergedFiles;
+use trawl_capture::MergedFiles;
 
 pub const DETECT_HELP: &str = "Output: one JSON object per line,
   {\"event\":\"start\",\"victim\":...,\"onset_ns\":...,\"detected_ns\":...,\"rate\":...}
@@ -201,11 +201,11 @@ fn each_packet(
         events: 0,
         read_errors: Vec::new(),
     };
-    let mut merged = MergedFiles::open(files, &FileSourceConfig::default(), None);
+    let mut merged = MergedFiles::open(files, &FileSourceConfig::default());
     let mut batch = Vec::new();
     loop {
         let mut records = reuse_records(std::mem::take(&mut batch));
-        if !merged.next_batch(&mut records) {
+        if merged.next_batch(&mut records, |_, _| true).is_none() {
             break;
         }
         for pkt in &records {

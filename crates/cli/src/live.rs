@@ -435,7 +435,7 @@ pub fn run(
     for h in handles {
         match h.join() {
             Ok(r) => {
-                crate::run::add_stats(&mut outcome.source, &r.source);
+                outcome.source.add(&r.source);
                 outcome.live.merge(&r.live);
                 outcome.meter.merge(&r.meter);
                 outcome.bytes_per_flow = r.bytes_per_flow;

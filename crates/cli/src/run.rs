@@ -183,11 +183,11 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
             spare = reuse_records(selected);
             progress.tick(meter, &source.stats(), source.progress(), &report);
             if stop() {
-                add_stats(&mut report.source, &source.stats());
+                report.source.add(&source.stats());
                 break 'files;
             }
         }
-        add_stats(&mut report.source, &source.stats());
+        report.source.add(&source.stats());
     }
     meter.flush(sink);
     progress.done();
@@ -215,15 +215,6 @@ pub(crate) fn passes(
             false
         }
     }
-}
-
-pub(crate) fn add_stats(total: &mut SourceStats, s: &SourceStats) {
-    total.records += s.records;
-    total.captured_bytes += s.captured_bytes;
-    total.wire_bytes += s.wire_bytes;
-    total.truncated_records += s.truncated_records;
-    total.errors += s.errors;
-    total.skipped_blocks += s.skipped_blocks;
 }
 
 /// A one-line progress display on standard error, redrawn at most four times a second.

@@ -13,7 +13,7 @@ use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
-use crate::{capture, p, run};
+use crate::{capture, file_packets, p, run};
 
 /// Captures of several link types, encapsulations and sizes.
 const FILES: &[&str] = &[
@@ -447,4 +447,115 @@ fn packet_filter_passes_exactly_what_libpcap_matches() {
             }
         }
     }
+}
+
+/// Writes the packets of `input` alternately into two pcap files (odd and even frames), as two
+/// taps split one link between them.
+fn split_odd_even(input: &Path, odd: &Path, even: &Path) {
+    let mut source = FileSource::open(input).unwrap();
+    let link = source.interfaces()[0].link_type;
+    let create = |p: &Path| {
+        PcapWriter::new(
+            std::io::BufWriter::new(std::fs::File::create(p).unwrap()),
+            link,
+            262_144,
+        )
+        .unwrap()
+    };
+    let (mut w_odd, mut w_even) = (create(odd), create(even));
+    let mut n = 0u64;
+    while let Some(b) = source.next_batch().unwrap() {
+        for p in b.iter() {
+            n += 1;
+            let w = if n % 2 == 1 { &mut w_odd } else { &mut w_even };
+            w.write(p.ts_ns, p.wire_len, p.data).unwrap();
+        }
+    }
+    w_odd.finish().unwrap();
+    w_even.finish().unwrap();
+}
+
+fn copy_composition(files: &[&Path], concatenate: bool, filter: &str, out: &Path) -> String {
+    let list: Vec<String> = files
+        .iter()
+        .map(|f| format!("\"{}\"", f.display()))
+        .collect();
+    let filter = if filter.is_empty() {
+        String::new()
+    } else {
+        format!("filter = \"{filter}\"")
+    };
+    format!(
+        r#"
+        [[block]]
+        name = "src"
+        type = "pcap_source"
+        files = [{list}]
+        concatenate = {concatenate}
+        batch = 50
+        {filter}
+        [[block]]
+        name = "out"
+        type = "pcap_writer"
+        path = "{out}"
+        [[connection]]
+        from = "src.packets"
+        to = "out.packets"
+        "#,
+        list = list.join(", "),
+        out = out.display(),
+    )
+}
+
+/// Several files are merged by packet time, exactly as Wireshark's mergecap merges them (the
+/// independent oracle); with `concatenate` they are read one after the other.
+#[test]
+fn several_files_merge_by_packet_time_as_mergecap_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (odd, even) = (dir.path().join("odd.pcap"), dir.path().join("even.pcap"));
+    split_odd_even(&capture("android.pcap"), &odd, &even);
+    // On equal times mergecap takes the file named last, pcap_source the file named first.
+    let oracle = dir.path().join("mergecap.pcap");
+    let status = std::process::Command::new("mergecap")
+        .args(["-F", "pcap", "-w"])
+        .arg(&oracle)
+        .args([&even, &odd])
+        .status()
+        .expect("mergecap is required (scripts/deps.sh installs wireshark-common)");
+    assert!(status.success());
+
+    let merged = dir.path().join("merged.pcap");
+    let report = run(&copy_composition(&[&odd, &even], false, "", &merged));
+    let want = file_packets(&oracle);
+    let got = file_packets(&merged);
+    assert!(want.len() > 100);
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "merged packets differ from mergecap's");
+    let src = report.block("src").unwrap();
+    assert_eq!(src.counter("files"), Some(2));
+    assert_eq!(src.counter("packets"), Some(want.len() as u64));
+
+    let concatenated = dir.path().join("concatenated.pcap");
+    run(&copy_composition(&[&odd, &even], true, "", &concatenated));
+    let mut expected = file_packets(&odd);
+    expected.extend(file_packets(&even));
+    assert!(file_packets(&concatenated) == expected);
+    assert!(expected != want, "the split must interleave in time");
+
+    // The filter applies to the merged stream as to the mergecap file.
+    let udp = dir.path().join("udp.pcap");
+    let report = run(&copy_composition(&[&odd, &even], false, "udp", &udp));
+    let mut f = trawl_bpf::FilterSet::new_for("udp", 262_144, trawl_bpf::ByteOrder::Little);
+    let want_udp: Vec<_> = want
+        .iter()
+        .filter(|(_, p)| {
+            f.matches(trawl_capture::LinkType::ETHERNET, &p.data, p.wire_len)
+                .unwrap()
+        })
+        .cloned()
+        .collect();
+    assert!(!want_udp.is_empty() && want_udp.len() < want.len());
+    assert!(file_packets(&udp) == want_udp);
+    let rejected = report.block("src").unwrap().counter("filter_rejected");
+    assert_eq!(rejected, Some((want.len() - want_udp.len()) as u64));
 }
