@@ -116,11 +116,19 @@ impl RecordWriter {
 
     /// Appends one record (one line) to `out`.
     pub fn write(&mut self, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
-        let json = self.format == RecordFormat::Json;
-        let mut c = Cursor {
+        match self.format {
+            RecordFormat::Json => self.write_as::<true>(r, out),
+            RecordFormat::Csv => self.write_as::<false>(r, out),
+        }
+    }
+
+    /// One record in one format: a copy of the code per format, each without the other's
+    /// branches (together they overflowed the instruction cache of a run).
+    fn write_as<const JSON: bool>(&mut self, r: &FlowRecord<'_>, out: &mut Vec<u8>) {
+        let json = JSON;
+        let mut c = Cursor::<JSON> {
             buf: &mut self.scratch,
             pos: 0,
-            json,
         };
         if json {
             c.lit(b"{");
@@ -247,11 +255,10 @@ const RECORD_MAX: usize = 8192;
 // The numbers' 20-byte write window may run past the last digit; the buffer has the slack.
 const _: () = assert!(RECORD_MAX > 4096 + 20);
 
-/// Assembles one record in a stack buffer.
-struct Cursor<'b> {
+/// Assembles one record in a stack buffer, as JSON or CSV.
+struct Cursor<'b, const JSON: bool> {
     buf: &'b mut [u8; RECORD_MAX],
     pos: usize,
-    json: bool,
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -286,7 +293,7 @@ const DIGIT_PAIRS: &[u8; 200] = b"\
 6061626364656667686970717273747576777879\
 8081828384858687888990919293949596979899";
 
-impl Cursor<'_> {
+impl<const JSON: bool> Cursor<'_, JSON> {
     /// Appends bytes whose length is usually a compile-time constant (keys, punctuation).
     #[inline(always)]
     fn lit(&mut self, s: &[u8]) {
@@ -309,7 +316,7 @@ impl Cursor<'_> {
         if !first {
             self.lit(b",");
         }
-        if self.json {
+        if JSON {
             self.lit(b"\"");
             self.lit(name);
             self.lit(b"\":");
@@ -318,7 +325,7 @@ impl Cursor<'_> {
 
     #[inline(always)]
     fn quote(&mut self) {
-        if self.json {
+        if JSON {
             self.lit(b"\"");
         }
     }
@@ -455,14 +462,14 @@ impl Cursor<'_> {
     }
 
     fn int_list(&mut self, values: &[i64]) {
-        self.lit(if self.json { b"[" } else { b"\"" });
+        self.lit(if JSON { b"[" } else { b"\"" });
         for (i, v) in values.iter().enumerate() {
             if i > 0 {
-                self.lit(if self.json { b"," } else { b" " });
+                self.lit(if JSON { b"," } else { b" " });
             }
             self.int(*v);
         }
-        self.lit(if self.json { b"]" } else { b"\"" });
+        self.lit(if JSON { b"]" } else { b"\"" });
     }
 
     /// Moves what is assembled so far to `out` and starts over.
@@ -539,10 +546,9 @@ mod tests {
     #[test]
     fn numbers_format_exactly() {
         let mut buf = [0; RECORD_MAX];
-        let mut c = Cursor {
+        let mut c = Cursor::<true> {
             buf: &mut buf,
             pos: 0,
-            json: true,
         };
         for v in [
             0u64,
@@ -586,8 +592,10 @@ mod tests {
             "1.22.133.4",
             "255.255.255.255",
         ] {
-            c.pos = 0;
-            c.json = false;
+            let mut c = Cursor::<false> {
+                buf: &mut buf,
+                pos: 0,
+            };
             c.ip(ip.parse().unwrap());
             assert_eq!(std::str::from_utf8(&c.buf[..c.pos]).unwrap(), ip);
         }
