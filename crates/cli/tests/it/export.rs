@@ -530,18 +530,12 @@ fn nfcapd_matches_json(scheme: &str) {
         .status()
         .unwrap();
     assert!(status.success());
-    let mut from_nfdump = nfdump_rows(&nfcapd.stop_and_dump());
-    let mut from_json: Vec<Row> = read_jsonl(&json)
+    let from_nfdump = nfdump_rows(&nfcapd.stop_and_dump());
+    let from_json: Vec<Row> = read_jsonl(&json)
         .iter()
         .map(|r| json_row(r, 1_000_000, &[]))
         .collect();
-    from_nfdump.sort();
-    from_json.sort();
-    assert!(from_json.len() > 50);
-    assert_eq!(from_nfdump.len(), from_json.len());
-    for (n, j) in from_nfdump.iter().zip(&from_json) {
-        assert_eq!(n, j);
-    }
+    assert_same_rows(from_nfdump, from_json);
 }
 
 #[test]
@@ -970,15 +964,10 @@ fn multicast_feeds_reach_a_subscriber_in_another_namespace() {
         "{}",
         String::from_utf8_lossy(&flows_out.stderr)
     );
-    let sorted = |s: &str| {
-        let mut v: Vec<String> = s.lines().map(str::to_string).collect();
-        v.sort();
-        v
-    };
     let got_flows = String::from_utf8_lossy(&flows_out.stdout);
     assert_eq!(
-        sorted(&got_flows),
-        sorted(&want_flows),
+        sorted_lines(&got_flows),
+        sorted_lines(&want_flows),
         "sender: {flows_summary}\nsubscriber: {}",
         String::from_utf8_lossy(&flows_out.stderr)
     );
@@ -1144,11 +1133,9 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
     );
     tx.send(()).unwrap();
     let (mut got, domains) = receiver.join().unwrap();
-    let want = std::fs::read_to_string(&json).unwrap();
-    let mut want: Vec<String> = want.lines().map(str::to_string).collect();
+    let want = sorted_lines(&std::fs::read_to_string(&json).unwrap());
     assert!(want.len() > 5, "{} records", want.len());
     got.sort();
-    want.sort();
     assert_eq!(got, want);
     assert_eq!(domains, vec![ifindex]);
 
@@ -1188,15 +1175,9 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
         .output()
         .unwrap();
     assert!(back.status.success());
-    let mut got: Vec<String> = String::from_utf8_lossy(&back.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    let want = std::fs::read_to_string(&flows).unwrap();
-    let mut want: Vec<String> = want.lines().map(str::to_string).collect();
+    let got = sorted_lines(&String::from_utf8_lossy(&back.stdout));
+    let want = sorted_lines(&std::fs::read_to_string(&flows).unwrap());
     assert!(!want.is_empty());
-    got.sort();
-    want.sort();
     assert_eq!(got, want);
 }
 
@@ -1240,18 +1221,9 @@ fn trawl_collects_trawl_over_tcp() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let sorted = |p: &Path| {
-        let mut v: Vec<String> = std::fs::read_to_string(p)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
-    let want = sorted(&json);
+    let want = sorted_lines(&std::fs::read_to_string(&json).unwrap());
     assert!(want.len() > 50);
-    assert_eq!(sorted(&got), want);
+    assert_eq!(sorted_lines(&std::fs::read_to_string(&got).unwrap()), want);
 }
 
 /// Live capture on two interfaces with a series feed: each interface's per-second rows go to
@@ -1411,7 +1383,7 @@ fn netflow_v5_collected_by_nfcapd_matches_the_json_records() {
         .status()
         .unwrap();
     assert!(status.success());
-    let mut from_nfdump = nfdump_rows(&nfcapd.stop_and_dump());
+    let from_nfdump = nfdump_rows(&nfcapd.stop_and_dump());
     let mut want = Vec::new();
     for r in read_jsonl(&json) {
         let row = json_row(&r, 1_000_000, &[]);
@@ -1434,13 +1406,7 @@ fn netflow_v5_collected_by_nfcapd_matches_the_json_records() {
             });
         }
     }
-    from_nfdump.sort();
-    want.sort();
-    assert!(want.len() > 50);
-    assert_eq!(from_nfdump.len(), want.len());
-    for (n, w) in from_nfdump.iter().zip(&want) {
-        assert_eq!(n, w);
-    }
+    assert_same_rows(from_nfdump, want);
 }
 
 #[test]
@@ -1672,18 +1638,13 @@ fn ipfix_udp_through_veth(mtu: u32, ipv6: bool, name: &str) -> (Value, Value) {
     let cerr = String::from_utf8_lossy(&c.stderr);
     assert!(c.status.success(), "{cerr}");
     let summary: Value = serde_json::from_str(cerr.lines().last().unwrap()).unwrap();
-    let sorted = |p: &Path| {
-        let mut v: Vec<String> = std::fs::read_to_string(p)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect();
-        v.sort();
-        v
-    };
-    let want = sorted(&sent);
+    let want = sorted_lines(&std::fs::read_to_string(&sent).unwrap());
     assert!(want.len() > 50);
-    assert_eq!(sorted(&got), want, "mtu {mtu}");
+    assert_eq!(
+        sorted_lines(&std::fs::read_to_string(&got).unwrap()),
+        want,
+        "mtu {mtu}"
+    );
     assert_eq!(report["send_errors"], 0, "{report}");
     assert_eq!(summary["udp"]["datagrams"], report["messages"], "{summary}");
     (report, summary["udp"].clone())
@@ -1789,5 +1750,24 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
         let got = std::fs::read_to_string(&got).unwrap();
         assert_eq!(got.lines().count(), count, "--recv-wait {wait}");
         assert!(got == want, "--recv-wait {wait}: records differ");
+    }
+}
+
+/// The lines of `s`, sorted (outputs whose order may differ between runs).
+fn sorted_lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// `got` and `want` hold the same rows in any order (more than 50 of them); the first row
+/// that differs is named.
+fn assert_same_rows<T: Ord + std::fmt::Debug>(mut got: Vec<T>, mut want: Vec<T>) {
+    got.sort();
+    want.sort();
+    assert!(want.len() > 50);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
     }
 }
