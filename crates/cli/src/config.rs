@@ -371,7 +371,11 @@ mod tests {
         let crate::args::Command::Run(a) = low.command else {
             panic!("run")
         };
-        RunPlan::new(&a)
+        let plan = RunPlan::new(&a);
+        let _ = std::fs::remove_file(&path);
+        // The last test out removes the directory (the others' files keep it until then).
+        let _ = std::fs::remove_dir(&dir);
+        plan
     }
 
     #[test]

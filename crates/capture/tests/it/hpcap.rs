@@ -3,7 +3,6 @@
 //! exercises records that straddle the reader's 1 MiB reads.
 use std::fs;
 use std::io::{Cursor, Write};
-use std::path::PathBuf;
 
 use trawl_capture::{ErrorKind, FileFormat, FileSource, FileSourceConfig, LinkType, PacketSource};
 
@@ -32,12 +31,16 @@ fn hpcap_bytes(n: u32, padding: u16) -> Vec<u8> {
     out
 }
 
-fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("trawl-capture-it-{}", std::process::id()));
-    fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    fs::File::create(&path).unwrap().write_all(bytes).unwrap();
-    path
+/// A file `name` holding `bytes`, removed with the returned guard (the name's extension
+/// selects the format).
+fn temp_file(name: &str, bytes: &[u8]) -> tempfile::TempPath {
+    let mut f = tempfile::Builder::new()
+        .prefix("trawl-capture-it-")
+        .suffix(&format!("-{name}"))
+        .tempfile()
+        .unwrap();
+    f.write_all(bytes).unwrap();
+    f.into_temp_path()
 }
 
 fn check_records(src: &mut FileSource, n: u32) {

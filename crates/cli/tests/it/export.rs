@@ -23,11 +23,33 @@ fn testdata(rel: &str) -> String {
         .into_owned()
 }
 
-fn tempdir(name: &str) -> PathBuf {
+/// A scratch directory for one test, removed with the guard (also when the test fails).
+fn tempdir(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("trawl-export-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn need(tool: &str) {
