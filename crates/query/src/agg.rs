@@ -584,30 +584,14 @@ impl AggTable {
         sel: Option<&[bool]>,
         counters: [&[u64]; 4],
     ) -> u64 {
-        let [fp, rp, fb, rb] = counters;
-        let n = keys
-            .len()
-            .min(fp.len())
-            .min(rp.len())
-            .min(fb.len())
-            .min(rb.len());
-        let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
+        let (keys, [fp, rp, fb, rb]) = common_len(keys, counters);
         let mut added = 0u64;
-        for i in 0..n {
+        for i in 0..keys.len() {
             if sel.is_some_and(|s| !s[i]) {
                 continue;
             }
             added += 1;
-            let key = keys[i];
-            let pre = prehash(key);
-            let part = (pre >> PART_SHIFT) as usize;
-            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
-            if (a | b | c | d) >> 32 != 0 {
-                self.add_big(part, key, pre, [a, b, c, d]);
-                continue;
-            }
-            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
-            self.staged_len += 1;
+            self.stage_one(keys[i], [fp[i], rp[i], fb[i], rb[i]]);
         }
         added
     }
@@ -630,17 +614,23 @@ impl AggTable {
                 break;
             }
             added += 1;
-            let pre = prehash(key);
-            let part = (pre >> PART_SHIFT) as usize;
-            let (a, b, c, d) = (fp[i], rp[i], fb[i], rb[i]);
-            if (a | b | c | d) >> 32 != 0 {
-                self.add_big(part, key, pre, [a, b, c, d]);
-                continue;
-            }
-            self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
-            self.staged_len += 1;
+            self.stage_one(key, [fp[i], rp[i], fb[i], rb[i]]);
         }
         added
+    }
+
+    /// Stages one row: packed in a partition's list while its counters fit 32 bits, added to
+    /// the hash table at once otherwise.
+    #[inline(always)]
+    fn stage_one(&mut self, key: u128, [a, b, c, d]: [u64; 4]) {
+        let pre = prehash(key);
+        let part = (pre >> PART_SHIFT) as usize;
+        if (a | b | c | d) >> 32 != 0 {
+            self.add_big(part, key, pre, [a, b, c, d]);
+            return;
+        }
+        self.staged[part].push([key as u64, (key >> 64) as u64, a | b << 32, c | d << 32]);
+        self.staged_len += 1;
     }
 
     #[cold]
@@ -895,6 +885,19 @@ impl AggTable {
             }),
         )
     }
+}
+
+/// `keys` and the four counter columns cut to the length they all have (a damaged block's
+/// columns can disagree; rows past the shortest are not read).
+#[inline(always)]
+pub(crate) fn common_len<'a, K>(
+    keys: &'a [K],
+    counters: [&'a [u64]; 4],
+) -> (&'a [K], [&'a [u64]; 4]) {
+    let n = counters
+        .iter()
+        .fold(keys.len(), |n, column| n.min(column.len()));
+    (&keys[..n], counters.map(|column| &column[..n]))
 }
 
 #[cfg(test)]

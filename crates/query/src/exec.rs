@@ -1308,14 +1308,8 @@ fn assign_slots(
 /// slices were spilled to the stack and reloaded on every row.)
 #[inline(never)]
 fn sum_direct(d: &mut [Metrics], keys: &[u32], counters: [&[u64]; 4], sel: Option<&[bool]>) -> u64 {
-    let [fp, rp, fb, rb] = counters;
-    let n = keys
-        .len()
-        .min(fp.len())
-        .min(rp.len())
-        .min(fb.len())
-        .min(rb.len());
-    let (keys, fp, rp, fb, rb) = (&keys[..n], &fp[..n], &rp[..n], &fb[..n], &rb[..n]);
+    let (keys, [fp, rp, fb, rb]) = crate::agg::common_len(keys, counters);
+    let n = keys.len();
     match sel {
         None => {
             for i in 0..n {
