@@ -189,16 +189,6 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
         (col::VLAN, DictType::Int32),
         (col::END_REASON, DictType::Bytes),
     ];
-    const U64S: [&str; 8] = [
-        col::FIRST_NS,
-        col::LAST_NS,
-        col::FWD_PACKETS,
-        col::REV_PACKETS,
-        col::FWD_BYTES,
-        col::REV_BYTES,
-        col::FWD_IP_BYTES,
-        col::REV_IP_BYTES,
-    ];
     const I32S: [&str; 2] = [col::FWD_TCP_FLAGS, col::REV_TCP_FLAGS];
     for (g, rg) in meta.row_groups().iter().enumerate() {
         let n = usize::try_from(rg.num_rows()).unwrap_or(usize::MAX);
@@ -239,7 +229,7 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
             dec.dict_chunk(&chunk(name, phys)?, *ty, None, out)
                 .map_err(|e| fail(name, e))?;
         }
-        for (name, out) in U64S.iter().zip(&mut u64s) {
+        for (name, out) in crate::schema::U64_COLUMNS.iter().zip(&mut u64s) {
             dec.u64_chunk(&chunk(name, PhysicalType::INT64)?, None, out)
                 .map_err(|e| fail(name, e))?;
         }

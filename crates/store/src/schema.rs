@@ -49,6 +49,19 @@ pub mod col {
     pub const END_REASON: &str = "end_reason";
 }
 
+/// The 64-bit time and counter columns (unsigned 64-bit integers, written bit-packed as
+/// deltas, uncompressed).
+pub(crate) const U64_COLUMNS: [&str; 8] = [
+    col::FIRST_NS,
+    col::LAST_NS,
+    col::FWD_PACKETS,
+    col::REV_PACKETS,
+    col::FWD_BYTES,
+    col::REV_BYTES,
+    col::FWD_IP_BYTES,
+    col::REV_IP_BYTES,
+];
+
 /// Columns stored dictionary-encoded (low cardinality per block; the query engine works on
 /// the dictionary indices).
 pub const DICTIONARY_COLUMNS: [&str; 7] = [

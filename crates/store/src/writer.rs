@@ -25,7 +25,9 @@ use trawl_flow::{FlowRecord, ProtoName};
 use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::layout::{block_file_name, block_start, day_dir, valid_iface, BlockRef, Date, BLOCK_NS};
-use crate::schema::{col, schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, VERSION_KEY};
+use crate::schema::{
+    schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, U64_COLUMNS, VERSION_KEY,
+};
 
 /// Compression of block pages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,25 +305,14 @@ fn writer_properties(config: &StoreConfig) -> WriterProperties {
     // Bit-packed deltas take these near-random counters to about their bit width, smaller
     // than zstd over plain 8-byte values, and a general-purpose codec on top would only cost
     // decompression time at query time (measured: bytes per row unchanged).
-    for c in DELTA_COLUMNS {
+    // Counter and time columns: stored as bit-packed deltas, uncompressed.
+    for c in U64_COLUMNS {
         b = b
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
             .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
     }
     b.build()
 }
-
-/// Counter and time columns: stored as bit-packed deltas, uncompressed.
-const DELTA_COLUMNS: [&str; 8] = [
-    col::FIRST_NS,
-    col::LAST_NS,
-    col::FWD_PACKETS,
-    col::REV_PACKETS,
-    col::FWD_BYTES,
-    col::REV_BYTES,
-    col::FWD_IP_BYTES,
-    col::REV_IP_BYTES,
-];
 
 /// Interns values of one dictionary column of a block.
 struct DictBuilder<T> {
