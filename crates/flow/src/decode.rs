@@ -435,14 +435,13 @@ fn ethertypes(
     }
 }
 
-/// IPv4 address as an IPv4-mapped IPv6 address.
+/// IPv4 address as an IPv4-mapped IPv6 address. Built as one 128-bit value, so it is stored
+/// in one piece: the key builder reads the address back whole, and a read spanning the three
+/// smaller stores of a byte-wise build stalled on store forwarding (the hottest load of
+/// decoding).
 #[inline(always)]
 fn mapped(v4: [u8; 4]) -> [u8; 16] {
-    let mut a = [0u8; 16];
-    a[10] = 0xff;
-    a[11] = 0xff;
-    a[12..].copy_from_slice(&v4);
-    a
+    ((0xffff_u128 << 32) | u128::from(u32::from_be_bytes(v4))).to_be_bytes()
 }
 
 /// The ICMP "ports": the type, and the counterpart type for request/answer pairs (else the
