@@ -276,15 +276,7 @@ fn resolve_ip(
     } else if let Some(&known) = others.get(text) {
         known
     } else {
-        let ip = std::str::from_utf8(text)
-            .ok()
-            .and_then(|t| t.parse::<IpAddr>().ok())
-            .ok_or_else(|| {
-                format!(
-                    "column {name}: not an address: {:?}",
-                    String::from_utf8_lossy(text)
-                )
-            })?;
+        let ip = address_text(name, text)?;
         let code = match ip {
             IpAddr::V4(a) => V4_TAG | u64::from(u32::from(a)),
             IpAddr::V6(_) => shared.lock().unwrap_or_else(|p| p.into_inner()).v6_code(ip),
@@ -668,16 +660,7 @@ impl<'a> Worker<'a> {
         let code = match parse_v4(text) {
             Some(ip) => V4_TAG | u64::from(ip),
             None => {
-                let ip = std::str::from_utf8(text)
-                    .ok()
-                    .and_then(|t| t.parse::<IpAddr>().ok())
-                    .ok_or_else(|| {
-                        format!(
-                            "column {}: not an address: {:?}",
-                            c.name(),
-                            String::from_utf8_lossy(text)
-                        )
-                    })?;
+                let ip = address_text(c.name(), text)?;
                 match ip {
                     IpAddr::V4(v) => V4_TAG | u64::from(u32::from(v)),
                     IpAddr::V6(_) => self
@@ -1460,6 +1443,20 @@ fn leaf_on_stats(
         }
         Leaf::Proto(_) | Leaf::Iface(_) => None,
     }
+}
+
+/// The address a stored text column holds (any form `IpAddr` parses); the error names the
+/// column and shows the text.
+fn address_text(column: &str, text: &[u8]) -> Result<IpAddr, String> {
+    std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse::<IpAddr>().ok())
+        .ok_or_else(|| {
+            format!(
+                "column {column}: not an address: {:?}",
+                String::from_utf8_lossy(text)
+            )
+        })
 }
 
 #[cfg(test)]
