@@ -2,7 +2,7 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use trawl_bpf::{ByteOrder, FilterSet};
+use trawl_bpf::{ByteOrder, FileFilters, FilterSet};
 use trawl_capture::{
     reuse_records, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord, PacketSource,
 };
@@ -24,7 +24,7 @@ pub struct PcapSource {
     merge: bool,
     merged: Option<MergedFiles>,
     /// The filter compiled for each merged file (by position), when the merge first reads it.
-    file_filters: Vec<Option<FilterSet>>,
+    file_filters: Option<FileFilters>,
     /// Scratch of the merged path, kept across polls: records, and each one's byte order.
     spare: Vec<PacketRecord<'static>>,
     big_endian: Vec<bool>,
@@ -104,7 +104,10 @@ impl Block for PcapSource {
             next_file: 0,
             source: None,
             merged: None,
-            file_filters: Vec::new(),
+            file_filters: s
+                .filter
+                .as_deref()
+                .map(|e| FileFilters::new(e, FILTER_SNAPLEN)),
             spare: Vec::new(),
             big_endian: Vec::new(),
             files_counted: 0,
@@ -211,28 +214,13 @@ impl PcapSource {
         let big_endian = &mut self.big_endian;
         big_endian.clear();
         let filters = &mut self.file_filters;
-        let expr = self.filter_expr.as_deref();
         let mut rejected = 0u64;
         let interfaces = merged.next_batch(&mut records, |pkt, file| {
-            let keep = match expr {
-                None => true,
-                Some(expr) => {
-                    if filters.len() <= file.order {
-                        filters.resize_with(file.order + 1, || None);
-                    }
-                    filters[file.order]
-                        .get_or_insert_with(|| {
-                            let order = if file.big_endian {
-                                ByteOrder::Big
-                            } else {
-                                ByteOrder::Little
-                            };
-                            FilterSet::new_for(expr, FILTER_SNAPLEN, order)
-                        })
-                        .matches(pkt.link_type, pkt.data, pkt.wire_len)
-                        .unwrap_or(false)
-                }
-            };
+            let keep = filters.as_mut().is_none_or(|f| {
+                f.for_file(file.order, file.big_endian)
+                    .matches(pkt.link_type, pkt.data, pkt.wire_len)
+                    .unwrap_or(false)
+            });
             if keep {
                 big_endian.push(file.big_endian);
             } else {
@@ -294,11 +282,7 @@ impl PcapSource {
         match FileSource::with_config(path, config) {
             Ok(source) => {
                 if let Some(expr) = &self.filter_expr {
-                    let order = if source.big_endian() {
-                        ByteOrder::Big
-                    } else {
-                        ByteOrder::Little
-                    };
+                    let order = ByteOrder::of_file(source.big_endian());
                     self.filter = Some(FilterSet::new_for(expr, FILTER_SNAPLEN, order));
                 }
                 self.interfaces = Arc::from(source.interfaces().to_vec());

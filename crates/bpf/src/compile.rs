@@ -23,6 +23,17 @@ pub enum ByteOrder {
     Big,
 }
 
+impl ByteOrder {
+    /// The order of a file whose header says it was written big-endian, or not.
+    pub const fn of_file(big_endian: bool) -> ByteOrder {
+        if big_endian {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+}
+
 /// The DLT value libpcap's compiler expects for a LINKTYPE value from a file header.
 ///
 /// Files store LINKTYPE_ values; `pcap_open_dead` takes DLT_ values, which differ for a handful

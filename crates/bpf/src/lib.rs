@@ -49,7 +49,7 @@ mod set;
 pub use compile::ByteOrder;
 pub use error::Error;
 pub use program::{op, Insn, Invalid, MAX_BACKWARD_JUMPS, MAX_INSNS, MEM_WORDS};
-pub use set::FilterSet;
+pub use set::{FileFilters, FilterSet};
 
 /// Whether `expr` must run in user space on a live Linux socket rather than in the kernel:
 /// libpcap compiles `vlan` and `mpls` for tags inside the frame, and the kernel has moved

@@ -203,3 +203,36 @@ mod tests {
         assert_eq!(set.entries.len(), 1);
     }
 }
+
+/// One expression compiled for each file of several read as one input (files merged by
+/// time): each file's set follows its byte order, and is compiled when the file's first
+/// packet is checked.
+#[derive(Debug)]
+pub struct FileFilters {
+    expr: String,
+    snaplen: u32,
+    sets: Vec<Option<FilterSet>>,
+}
+
+impl FileFilters {
+    /// Filters by `expr` for files yet to come.
+    pub fn new(expr: &str, snaplen: u32) -> FileFilters {
+        FileFilters {
+            expr: expr.to_owned(),
+            snaplen,
+            sets: Vec::new(),
+        }
+    }
+
+    /// The set for file `file` (its position among the files) written in the order
+    /// `big_endian` says.
+    pub fn for_file(&mut self, file: usize, big_endian: bool) -> &mut FilterSet {
+        if self.sets.len() <= file {
+            self.sets.resize_with(file + 1, || None);
+        }
+        let (expr, snaplen) = (&self.expr, self.snaplen);
+        self.sets[file].get_or_insert_with(|| {
+            FilterSet::new_for(expr, snaplen, ByteOrder::of_file(big_endian))
+        })
+    }
+}

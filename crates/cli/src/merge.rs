@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use trawl_bpf::{ByteOrder, FilterSet};
+use trawl_bpf::FileFilters;
 use trawl_capture::{reuse_records, FileSourceConfig, PacketRecord, SourceStats};
 use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
 
@@ -13,11 +13,9 @@ use crate::run::{passes, Progress, RunReport, SNAPLEN};
 /// Capture files merged by packet time, through an optional filter.
 pub struct MergedFiles {
     files: trawl_capture::MergedFiles,
-    filter: Option<String>,
-    /// The filter compiled for each file (by its position), when the merge first reads it:
-    /// BSD loopback headers hold the address family in the byte order of the machine that
-    /// wrote the file.
-    filters: Vec<Option<FilterSet>>,
+    /// The filter, compiled per file: BSD loopback headers hold the address family in the
+    /// byte order of the machine that wrote the file.
+    filters: Option<FileFilters>,
     /// Packets the filter rejected, and link types it cannot apply to.
     pub filter_rejected: u64,
     pub filter_warnings: Vec<String>,
@@ -29,8 +27,7 @@ impl MergedFiles {
     pub fn open(files: &[PathBuf], config: &FileSourceConfig, filter: Option<&str>) -> Self {
         MergedFiles {
             files: trawl_capture::MergedFiles::open(files, config),
-            filter: filter.map(str::to_owned),
-            filters: Vec::new(),
+            filters: filter.map(|e| FileFilters::new(e, SNAPLEN)),
             filter_rejected: 0,
             filter_warnings: Vec::new(),
         }
@@ -41,27 +38,16 @@ impl MergedFiles {
     pub fn next_batch<'a>(&'a mut self, out: &mut Vec<PacketRecord<'a>>) -> bool {
         let MergedFiles {
             files,
-            filter,
             filters,
             filter_rejected,
             filter_warnings,
         } = self;
-        let Some(expr) = filter.as_deref() else {
+        let Some(filters) = filters.as_mut() else {
             return files.next_batch(out, |_, _| true).is_some();
         };
         files
             .next_batch(out, |pkt, file| {
-                if filters.len() <= file.order {
-                    filters.resize_with(file.order + 1, || None);
-                }
-                let f = filters[file.order].get_or_insert_with(|| {
-                    let order = if file.big_endian {
-                        ByteOrder::Big
-                    } else {
-                        ByteOrder::Little
-                    };
-                    FilterSet::new_for(expr, SNAPLEN, order)
-                });
+                let f = filters.for_file(file.order, file.big_endian);
                 let keep = passes(f, pkt, file.path, filter_warnings);
                 *filter_rejected += u64::from(!keep);
                 keep

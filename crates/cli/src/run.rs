@@ -142,11 +142,7 @@ pub fn drive<S: FlowSink, A: FnMut(&PacketRecord<'_>, &PacketOutcome)>(
         report.files_read += 1;
         // Compiled per file: BSD loopback headers hold the address family in the byte order
         // of the machine that wrote the file, and libpcap's program must match it.
-        let order = if source.big_endian() {
-            ByteOrder::Big
-        } else {
-            ByteOrder::Little
-        };
+        let order = ByteOrder::of_file(source.big_endian());
         let mut filter = input
             .filter
             .as_deref()

@@ -313,6 +313,22 @@ fn several_files_are_merged_by_packet_time() {
         two.stdout == one.stdout,
         "records differ from the mergecap file's"
     );
+    // A filter (compiled per file) keeps of the merged stream what it keeps of the mergecap
+    // file.
+    let filtered = |args: &[&str]| {
+        let out = trawl(&[&["flows", "-f", "udp", "--summary", "json"], args].concat());
+        assert!(out.status.success());
+        let s = summary(&out);
+        (out.stdout, s["filter_rejected"].as_u64().unwrap())
+    };
+    let (two_udp, two_rejected) = filtered(&["-r", odd, "-r", even]);
+    let (one_udp, one_rejected) = filtered(&["-r", merged.to_str().unwrap()]);
+    assert!(!two_udp.is_empty() && two_rejected > 0);
+    assert!(
+        two_udp == one_udp,
+        "filtered records differ from the mergecap file's"
+    );
+    assert_eq!(two_rejected, one_rejected);
 
     let counters = |out: &[u8]| -> Vec<String> {
         let mut v: Vec<String> = std::str::from_utf8(out)
