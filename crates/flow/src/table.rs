@@ -34,7 +34,7 @@ fn tag_of(hash: u64) -> u32 {
 
 /// A fixed-length array of plain-old-data `T` in its own anonymous mapping, which starts
 /// zeroed and is backed by memory only where it is touched. Both big arrays of the table live in
-/// one, each with the page-size advice its access pattern wants (see [`FlowTable::new`]).
+/// one, each with the page-size advice its access pattern wants ([`INDEX_PAGES`], [`ENTRY_PAGES`]).
 pub(crate) struct Mapped<T> {
     map: memmap2::MmapMut,
     len: usize,
@@ -57,9 +57,7 @@ impl<T: bytemuck::Pod> Mapped<T> {
             _items: core::marker::PhantomData,
         }
     }
-}
 
-impl<T: bytemuck::Pod> Mapped<T> {
     /// Asks the kernel to back items `from..to` with memory now, in one call rather than one
     /// page fault per page as they are first written (advice only: on kernels without
     /// `MADV_POPULATE_WRITE` the pages fault in as before).
