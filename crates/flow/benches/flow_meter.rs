@@ -96,11 +96,23 @@ fn bench_meter(c: &mut Criterion, name: &str, flows: u32) {
         t += chunk.len() as u64 * 100;
         meter.process_batch(&recs, &mut sink, |_, _| {});
     }
-    let batches: Vec<Vec<PacketRecord<'_>>> =
-        frames.chunks(per_batch).map(|c| records(c, 0)).collect();
+    // Every pass continues the packet clock: packets in time order (a repeated timestamp
+    // would be "late" and take the out-of-order path, which reads a line a packet in order
+    // does not).
+    let pass = |t: &mut u64| -> Vec<Vec<PacketRecord<'_>>> {
+        let batches = frames
+            .chunks(per_batch)
+            .map(|c| {
+                let recs = records(c, *t);
+                *t += c.len() as u64 * 100;
+                recs
+            })
+            .collect();
+        batches
+    };
+    let batches = pass(&mut t);
     let before = trawl_testkit::alloc::allocations();
     for recs in &batches {
-        // Same timestamps again are "late" but valid: the work per packet is the same.
         meter.process_batch(recs, &mut sink, |_, _| {});
     }
     let allocated = trawl_testkit::alloc::allocations() - before;
@@ -120,8 +132,8 @@ fn bench_meter(c: &mut Criterion, name: &str, flows: u32) {
     g.sample_size(10);
     g.bench_function(name, |b| {
         b.iter_batched(
-            || (),
-            |_| {
+            || pass(&mut t),
+            |batches| {
                 for recs in &batches {
                     meter.process_batch(recs, &mut sink, |_, _| {});
                 }

@@ -74,23 +74,37 @@ impl Default for FlowKey {
 
 impl FlowKey {
     /// Builds the normalised key of a decoded packet, and says which side sent it.
+    ///
+    /// Addresses are read and written as two 8-byte words: the decoder writes an IPv4-mapped
+    /// address with two 8-byte stores, and a 16-byte load of it is not forwarded from them (it
+    /// waits until they retire; that load was the hottest instruction of key building).
     #[inline]
     pub fn from_decoded(d: &Decoded) -> (FlowKey, Side) {
-        let src_low = (d.src_ip, d.src_port) <= (d.dst_ip, d.dst_port);
-        let mut k = [0u8; KEY_LEN];
-        let (lo_ip, lo_port, hi_ip, hi_port) = if src_low {
-            (&d.src_ip, d.src_port, &d.dst_ip, d.dst_port)
-        } else {
-            (&d.dst_ip, d.dst_port, &d.src_ip, d.src_port)
+        let words = |ip: &[u8; 16]| -> [u64; 2] {
+            [
+                u64::from_ne_bytes(ip[..8].try_into().expect("8 bytes")),
+                u64::from_ne_bytes(ip[8..].try_into().expect("8 bytes")),
+            ]
         };
-        k[field::LOW_IP].copy_from_slice(lo_ip);
-        k[field::HIGH_IP].copy_from_slice(hi_ip);
-        k[field::LOW_PORT].copy_from_slice(&lo_port.to_be_bytes());
-        k[field::HIGH_PORT].copy_from_slice(&hi_port.to_be_bytes());
-        k[field::PROTO] = d.proto;
-        k[field::IP_VERSION] = d.ip_version;
-        k[field::VLAN].copy_from_slice(&d.vlan.to_be_bytes());
-        (FlowKey(k), if src_low { Side::Low } else { Side::High })
+        let (src, dst) = (words(&d.src_ip), words(&d.dst_ip));
+        // Byte order of the address, then the port: big-endian words compare like the bytes.
+        let order = |w: [u64; 2], port: u16| (u64::from_be(w[0]), u64::from_be(w[1]), port);
+        let src_low = order(src, d.src_port) <= order(dst, d.dst_port);
+        let (lo, lo_port, hi, hi_port) = if src_low {
+            (src, d.src_port, dst, d.dst_port)
+        } else {
+            (dst, d.dst_port, src, d.src_port)
+        };
+        let [lp0, lp1] = lo_port.to_be_bytes();
+        let [hp0, hp1] = hi_port.to_be_bytes();
+        let [v0, v1] = d.vlan.to_be_bytes();
+        // The last word: ports, protocol, version, VLAN (the offsets of `field`).
+        let tail = u64::from_ne_bytes([lp0, lp1, hp0, hp1, d.proto, d.ip_version, v0, v1]);
+        let k: [u64; 5] = [lo[0], lo[1], hi[0], hi[1], tail];
+        (
+            FlowKey(bytemuck::cast(k)),
+            if src_low { Side::Low } else { Side::High },
+        )
     }
 
     /// Address of one side (16 bytes, IPv4-mapped for IPv4).

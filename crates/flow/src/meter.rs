@@ -80,10 +80,12 @@ impl MeterStats {
     }
 }
 
-/// Packets per pass of [`FlowMeter::process_batch`]: enough independent table lookups in
-/// flight to hide memory latency, few enough that the prefetched lines are still cached when
-/// the update pass reaches them.
-const PIPELINE_DEPTH: usize = 32;
+/// Packets between the stages of [`FlowMeter::process_batch`]: enough independent table
+/// lookups in flight to hide memory latency, few enough that the prefetched lines are still
+/// cached when the counting stage reaches them.
+const PIPELINE_LEAD: usize = 16;
+/// Packets the pipeline holds at once (a power of two, so the ring index is a mask).
+const PIPELINE_RING: usize = (2 * PIPELINE_LEAD + 1).next_power_of_two();
 
 /// One packet between the passes of [`FlowMeter::process_batch`].
 #[derive(Clone, Copy, Default)]
@@ -126,7 +128,7 @@ impl FlowMeter {
         FlowMeter {
             table: FlowTable::new(config.capacity),
             fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
-            pending: Vec::with_capacity(PIPELINE_DEPTH),
+            pending: Vec::with_capacity(PIPELINE_RING),
             stats: MeterStats::default(),
             now: 0,
             started: false,
@@ -163,37 +165,43 @@ impl FlowMeter {
         self.account(pkt, &pending, sink)
     }
 
-    /// Meters a batch of packets in three passes so that the memory the flow table needs is
-    /// fetched for many packets at once: decode and hash all (prefetching index slots), probe
-    /// all (prefetching entries), then update each in order. Results are identical to calling
-    /// [`FlowMeter::process`] on each packet; `after(i, outcome)` sees packet `i`'s outcome.
+    /// Meters a batch of packets as a three-stage software pipeline, so that the memory the
+    /// flow table needs arrives while other packets are worked on: packet `i + 2 * LEAD` is
+    /// decoded and hashed (its index slot prefetched), packet `i + LEAD` probes the index (its
+    /// entry's lines prefetched), and packet `i` is counted. Results are identical to calling
+    /// [`FlowMeter::process`] on each packet in order (stages one and three keep packet
+    /// order; stage two only prefetches); `after(i, outcome)` sees packet `i`'s outcome.
     pub fn process_batch<S: FlowSink, A: FnMut(usize, &PacketOutcome)>(
         &mut self,
         packets: &[PacketRecord<'_>],
         sink: &mut S,
         mut after: A,
     ) {
-        let mut pending = std::mem::take(&mut self.pending);
-        for (c, chunk) in packets.chunks(PIPELINE_DEPTH).enumerate() {
-            // Kept at full depth: `prepare` overwrites what it uses, so no clearing per chunk.
-            if pending.len() < chunk.len() {
-                pending.resize(PIPELINE_DEPTH, Pending::default());
-            }
-            for (pkt, p) in chunk.iter().zip(pending.iter_mut()) {
-                self.prepare(pkt, p);
+        let mut ring = std::mem::take(&mut self.pending);
+        if ring.len() < PIPELINE_RING {
+            ring.resize(PIPELINE_RING, Pending::default());
+        }
+        let n = packets.len();
+        for step in 0..n + 2 * PIPELINE_LEAD {
+            if step < n {
+                let p = &mut ring[step % PIPELINE_RING];
+                self.prepare(&packets[step], p);
                 if p.parse.has_key() {
                     self.table.prefetch_slot(p.hash);
                 }
             }
-            for p in pending[..chunk.len()].iter().filter(|p| p.parse.has_key()) {
-                self.table.prefetch_candidates(p.hash, p.side as usize);
+            if let Some(i) = step.checked_sub(PIPELINE_LEAD).filter(|&i| i < n) {
+                let p = &ring[i % PIPELINE_RING];
+                if p.parse.has_key() {
+                    self.table.prefetch_candidates(p.hash, p.side as usize);
+                }
             }
-            for (i, (pkt, p)) in chunk.iter().zip(pending.iter()).enumerate() {
-                let outcome = self.account(pkt, p, sink);
-                after(c * PIPELINE_DEPTH + i, &outcome);
+            if let Some(i) = step.checked_sub(2 * PIPELINE_LEAD) {
+                let outcome = self.account(&packets[i], &ring[i % PIPELINE_RING], sink);
+                after(i, &outcome);
             }
         }
-        self.pending = pending;
+        self.pending = ring;
     }
 
     /// Pass one: decode, resolve fragment ports, key and hash. Depends on no flow state, so it

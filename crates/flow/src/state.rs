@@ -5,10 +5,11 @@ use crate::key::{FlowKey, Side};
 /// How many leading packets of a flow have their length and inter-arrival time recorded.
 pub const EARLY_PACKETS: usize = 10;
 
-/// Counters of one direction (packets sent by one side of the key) that every packet of that
-/// direction updates: one aligned cache line. Counters that would not fit are kept in narrow
-/// form with exact overflow into the flow's [`Wide`] record (see there), so what the record
-/// reports is the same as with 64-bit fields.
+/// Counters of one direction (packets sent by one side of the key): one aligned cache line,
+/// the only one of the entry besides the key's that a packet past the early ones writes (the
+/// rare TCP event counters are here too, so a SYN, FIN or RST costs no extra miss). Counters
+/// that would not fit are kept in narrow form with exact overflow into the flow's [`Wide`]
+/// record (see there), so what the record reports is the same as with 64-bit fields.
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct DirStats {
@@ -21,29 +22,31 @@ pub(crate) struct DirStats {
     pub bytes: u32,
     /// IP total length bytes, low 32 bits (carries in `Wide`).
     pub ip_bytes: u32,
-    pub len_min: u32,
-    pub len_max: u32,
     /// Smallest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_min`]
     /// (or that there was no gap yet).
     pub iat_min: u32,
     /// Largest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_max`].
     pub iat_max: u32,
-    /// PSH segments (32 bits, as every flag count of the record).
-    pub psh: u32,
-    /// One past the highest sequence number seen (valid when `seq_valid`).
+    /// One past the highest sequence number seen (valid when the flow's `state` has this
+    /// side's [`state_bits::SEQ_LOW`] bit).
     pub next_seq: u32,
+    /// Smallest frame, saturated: `u16::MAX` means the exact value is in [`Wide::len_min`]
+    /// (frames of 65535 bytes or more, such as offloaded segments, are kept there).
+    pub len_min: u16,
+    /// Largest frame, saturated: `u16::MAX` means the exact value is in [`Wide::len_max`].
+    pub len_max: u16,
+    /// PSH segments, low 16 bits (carries in [`Wide::psh_hi`]).
+    pub psh: u16,
     /// Union of the TCP flags seen.
     pub flags_or: u8,
-    /// `next_seq` holds a value (1) or not yet (0).
-    pub seq_valid: u8,
-    /// Explicit padding to the line: the table keeps entries as plain bytes (no hidden
-    /// padding allowed).
-    pub _pad: [u8; 2],
+    /// Rare TCP event counters, low 8 bits (see [`rare_index`]; carries in
+    /// [`Wide::rare_hi`]).
+    pub rare: [u8; rare_index::COUNT],
 }
 
-/// Index of a counter in [`FlowEntry::rare`]: TCP events most packets do not have, so their
-/// counters live away from the per-packet lines and count in a byte (carries in
-/// [`Wide::rare_hi`]). PSH, set on most data segments, is counted in [`DirStats::psh`].
+/// Index of a counter in [`DirStats::rare`]: TCP events most packets do not have, so they
+/// count in a byte (carries in [`Wide::rare_hi`]). PSH, set on most data segments, is counted
+/// in [`DirStats::psh`].
 pub(crate) mod rare_index {
     pub const SYN: usize = 0;
     pub const SYN_ACK: usize = 1;
@@ -72,11 +75,16 @@ pub(crate) mod state_bits {
     pub const RST: u8 = 1 << 4;
     /// Closing: lingering before export (FIN both ways or RST).
     pub const CLOSING: u8 = 1 << 5;
+    /// The low side's [`DirStats::next_seq`](super::DirStats::next_seq) holds a value; the
+    /// high side's bit is the next one.
+    pub const SEQ_LOW: u8 = 1 << 6;
+    /// Both sides' sequence bits.
+    pub const SEQ_BOTH: u8 = 0b11 << 6;
 }
 
 /// The exact values behind a flow's narrow fields, for the rare flow that outgrows them: 32-bit
-/// counter carries, gaps of 2^32 ns (4.3 s) or more, frames of 65535 bytes or more among the
-/// early packets, and byte-sized rare counters past 255. A flow holds one only while it needs
+/// counter carries, gaps of 2^32 ns (4.3 s) or more, frames of 65535 bytes or more, and
+/// byte-sized rare counters past 255. A flow holds one only while it needs
 /// it (allocated from [`Wides`] on the first overflow, returned when its record is emitted),
 /// so the entry itself stays small.
 #[derive(Clone, Debug)]
@@ -84,8 +92,15 @@ pub(crate) struct Wide {
     pub packets_hi: [u32; 2],
     pub bytes_hi: [u32; 2],
     pub ip_bytes_hi: [u32; 2],
-    /// Carries of [`FlowEntry::rare`], in units of 256.
+    /// Carries of [`DirStats::rare`], in units of 256.
     pub rare_hi: [[u32; rare_index::COUNT]; 2],
+    /// Carries of [`DirStats::psh`], in units of 65536.
+    pub psh_hi: [u32; 2],
+    /// Smallest frame of 65535 bytes or more (for a direction whose
+    /// [`DirStats::len_min`] is saturated).
+    pub len_min: [u32; 2],
+    /// Largest frame of 65535 bytes or more.
+    pub len_max: [u32; 2],
     /// Exact smallest gap of a direction whose [`DirStats::iat_min`] is saturated.
     pub iat_min: [u64; 2],
     /// Exact largest gap of a direction whose [`DirStats::iat_max`] is saturated.
@@ -103,6 +118,9 @@ impl Default for Wide {
             bytes_hi: [0; 2],
             ip_bytes_hi: [0; 2],
             rare_hi: [[0; rare_index::COUNT]; 2],
+            psh_hi: [0; 2],
+            len_min: [u32::MAX; 2],
+            len_max: [0; 2],
             iat_min: [u64::MAX; 2],
             iat_max: [0; 2],
             early_len: [0; EARLY_PACKETS],
@@ -217,10 +235,11 @@ pub(crate) struct FlowEntry {
     pub payload_len: [u16; 2],
     /// MAC address of each side (as sender, or as receiver of the first packet).
     pub macs: [[u8; 6]; 2],
-    /// Rare TCP event counters per side, low 8 bits (see [`rare_index`]).
-    pub rare: [[u8; rare_index::COUNT]; 2],
     /// Timer-wheel slot.
     pub wheel_slot: u16,
+    /// Explicit padding to the line: the table keeps entries as plain bytes (no hidden
+    /// padding allowed).
+    pub _pad: [u8; 18],
 }
 
 /// Sentinel "no entry" index.
@@ -251,8 +270,8 @@ impl FlowEntry {
             wide: NIL,
             payload_len: [0; 2],
             macs: [[0; 6]; 2],
-            rare: [[0; rare_index::COUNT]; 2],
             wheel_slot: 0,
+            _pad: [0; 18],
         }
     }
 
@@ -278,7 +297,7 @@ impl FlowEntry {
     /// Clears the counters for a new record (active timeout) or a new flow.
     pub(crate) fn reset_counters(&mut self, wides: &mut Wides) {
         self.dirs = [DirStats::default(); 2];
-        self.rare = [[0; rare_index::COUNT]; 2];
+        self.state &= !state_bits::SEQ_BOTH;
         wides.release(&mut self.wide);
         self.seen = 0;
         self.first_ns = [0; 2];
@@ -364,7 +383,7 @@ impl FlowEntry {
         if self.seen & (1 << side) == 0 {
             self.seen |= 1 << side;
             self.first_ns[side] = ts;
-            dir.len_min = wire_len;
+            dir.len_min = u16::MAX;
             // No gap yet: saturated, and the wide record (if any) holds the initial u64::MAX.
             dir.iat_min = u32::MAX;
         } else {
@@ -406,11 +425,23 @@ impl FlowEntry {
             w.ip_bytes_hi[side] += c_ip_bytes as u32;
         }
         dir.last_ns = dir.last_ns.max(ts);
-        dir.len_min = dir.len_min.min(wire_len);
-        dir.len_max = dir.len_max.max(wire_len);
+        // Saturated at u16::MAX: such frames are kept exactly in the wide record.
+        let narrow_len = wire_len.min(u32::from(u16::MAX)) as u16;
+        dir.len_min = dir.len_min.min(narrow_len);
+        dir.len_max = dir.len_max.max(narrow_len);
+        if narrow_len == u16::MAX {
+            let w = wides.get_or_take(&mut self.wide);
+            w.len_min[side] = w.len_min[side].min(wire_len);
+            w.len_max[side] = w.len_max[side].max(wire_len);
+        }
         dir.len_sumsq += (wire_len as f64) * (wire_len as f64);
         if d.tcp_valid {
-            let rare = update_tcp(dir, d);
+            let seq_bit = state_bits::SEQ_LOW << side;
+            let (rare, psh_carry) = update_tcp(dir, d, &mut self.state, seq_bit);
+            if psh_carry {
+                let hi = &mut wides.get_or_take(&mut self.wide).psh_hi[side];
+                *hi = hi.wrapping_add(1);
+            }
             if rare != 0 {
                 self.count_rare(side, rare, wides);
             }
@@ -462,8 +493,8 @@ impl FlowEntry {
         while mask != 0 {
             let i = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let (v, carry) = self.rare[side][i].overflowing_add(1);
-            self.rare[side][i] = v;
+            let (v, carry) = self.dirs[side].rare[i].overflowing_add(1);
+            self.dirs[side].rare[i] = v;
             if carry {
                 let hi = &mut wides.get_or_take(&mut self.wide).rare_hi[side][i];
                 *hi = hi.wrapping_add(1);
@@ -511,14 +542,22 @@ impl FlowEntry {
         let mut rare = [0u32; rare_index::COUNT];
         for (i, r) in rare.iter_mut().enumerate() {
             // Wrapping, as the record's 32-bit counts always have.
-            *r = u32::from(self.rare[side][i])
+            *r = u32::from(d.rare[i])
                 .wrapping_add(w.map_or(0, |w| w.rare_hi[side][i].wrapping_shl(8)));
         }
         ExactDir {
             packets: join(w.map_or(0, |w| w.packets_hi[side]), d.packets),
             bytes: join(w.map_or(0, |w| w.bytes_hi[side]), d.bytes),
             ip_bytes: join(w.map_or(0, |w| w.ip_bytes_hi[side]), d.ip_bytes),
-            psh: d.psh,
+            psh: u32::from(d.psh).wrapping_add(w.map_or(0, |w| w.psh_hi[side].wrapping_shl(16))),
+            len_min: match d.len_min {
+                u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.len_min[side]),
+                l => u32::from(l),
+            },
+            len_max: match d.len_max {
+                u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.len_max[side]),
+                l => u32::from(l),
+            },
             iat_min: if d.iat_min != u32::MAX {
                 u64::from(d.iat_min)
             } else {
@@ -557,6 +596,9 @@ pub(crate) struct ExactDir {
     pub ip_bytes: u64,
     /// PSH segments (a `u32` in the record, as the other flag counts).
     pub psh: u32,
+    /// Smallest and largest frame (meaningless without packets).
+    pub len_min: u32,
+    pub len_max: u32,
     pub iat_min: u64,
     pub iat_max: u64,
     pub first_ns: u64,
@@ -565,9 +607,10 @@ pub(crate) struct ExactDir {
 }
 
 /// Counts a TCP segment in its direction's line; returns the rare counters to add one to (bit
-/// per [`rare_index`]), which the caller counts away from the hot line.
+/// per [`rare_index`]) and whether the PSH count carried past 16 bits. `seq_bit` is this
+/// side's bit of `state` that says `next_seq` holds a value.
 #[inline]
-fn update_tcp(dir: &mut DirStats, d: &Decoded) -> u16 {
+fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (u16, bool) {
     let f = d.tcp.flags;
     dir.flags_or |= f;
     let syn = f & tcp_flags::SYN != 0;
@@ -585,18 +628,19 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) -> u16 {
         rare_index::ZERO_WINDOW,
         d.tcp.window == 0 && f & tcp_flags::RST == 0,
     );
-    dir.psh = dir.psh.wrapping_add((f & tcp_flags::PSH != 0) as u32);
+    let (psh, psh_carry) = dir.psh.overflowing_add((f & tcp_flags::PSH != 0) as u16);
+    dir.psh = psh;
     // Sequence space consumed: payload, plus one each for SYN and FIN.
     let len = d
         .payload_len
         .wrapping_add(syn as u32)
         .wrapping_add((f & tcp_flags::FIN != 0) as u32);
     if len == 0 {
-        return rare;
+        return (rare, psh_carry);
     }
     let end = d.tcp.seq.wrapping_add(len);
-    if dir.seq_valid == 0 {
-        dir.seq_valid = 1;
+    if *state & seq_bit == 0 {
+        *state |= seq_bit;
         dir.next_seq = end;
     } else if seq_before(d.tcp.seq, dir.next_seq) {
         // Starts inside sequence space this side already sent: a retransmission — unless it
@@ -614,7 +658,7 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded) -> u16 {
     } else {
         dir.next_seq = end;
     }
-    rare
+    (rare, psh_carry)
 }
 
 /// RFC 1982 serial-number comparison: `a` comes before `b` in 32-bit sequence space.
@@ -780,6 +824,8 @@ mod tests {
         last: u64,
         iat_min: u64,
         iat_max: u64,
+        len_min: u32,
+        len_max: u32,
         syn: u32,
     }
 
@@ -788,6 +834,7 @@ mod tests {
             if self.packets == 0 {
                 self.first = ts;
                 self.iat_min = u64::MAX;
+                self.len_min = u32::MAX;
             } else {
                 let iat = ts.saturating_sub(self.last);
                 self.iat_min = self.iat_min.min(iat);
@@ -797,6 +844,8 @@ mod tests {
             self.last = self.last.max(ts);
             self.packets += 1;
             self.bytes += u64::from(len);
+            self.len_min = self.len_min.min(len);
+            self.len_max = self.len_max.max(len);
         }
     }
 
@@ -854,6 +903,11 @@ mod tests {
                 "side {side}"
             );
             assert_eq!(x.rare[rare_index::SYN], r.syn, "side {side}");
+            assert_eq!(
+                (x.len_min, x.len_max),
+                (r.len_min, r.len_max),
+                "side {side}"
+            );
         }
         for (i, &want) in early.iter().take(EARLY_PACKETS).enumerate() {
             assert_eq!(e.early_packet(i, &w), want, "early packet {i}");
@@ -871,20 +925,24 @@ mod tests {
     }
 
     #[test]
-    fn byte_counts_carry_past_32_bits() {
+    fn byte_and_psh_counts_carry_past_their_narrow_width() {
         let mut w = Wides::default();
         let mut e = FlowEntry::empty();
-        let ack = tcp(tcp_flags::ACK, 1, 0);
-        e.start(FlowKey::default(), &ack, Side::High, 0, &mut w);
+        let push = tcp(tcp_flags::ACK | tcp_flags::PSH, 1, 0);
+        e.start(FlowKey::default(), &push, Side::High, 0, &mut w);
         let mut want = 0u64;
-        // 70,000 frames of 65,536 bytes: 4.6 GB, past 2^32 once.
+        // 70,000 frames of 65,536 to 65,545 bytes: 4.6 GB, past 2^32 once; as many PSH
+        // segments, past 2^16 once; every frame too long for the narrow length fields.
         for i in 0..70_000u64 {
-            e.update(&ack, Side::High, i, 65_536, &mut w);
-            want += 65_536;
+            let len = 65_536 + (i % 10) as u32;
+            e.update(&push, Side::High, i, len, &mut w);
+            want += u64::from(len);
         }
         let x = e.exact(1, &w);
         assert_eq!(x.bytes, want);
         assert_eq!(x.packets, 70_000);
+        assert_eq!(x.psh, 70_000);
+        assert_eq!((x.len_min, x.len_max), (65_536, 65_545));
         assert_eq!(e.exact(0, &w).packets, 0);
     }
 }
