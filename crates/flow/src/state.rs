@@ -612,7 +612,6 @@ pub(crate) struct ExactDir {
 #[inline]
 fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (u16, bool) {
     let f = d.tcp.flags;
-    dir.flags_or |= f;
     let syn = f & tcp_flags::SYN != 0;
     let ack = f & tcp_flags::ACK != 0;
     let mut rare = 0u16;
@@ -628,8 +627,12 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (
         rare_index::ZERO_WINDOW,
         d.tcp.window == 0 && f & tcp_flags::RST == 0,
     );
+    // PSH count and flag union are neighbours, read before either is written: the compiler
+    // loads them as one word, which a byte store just before could not forward to (it
+    // waited for the store to retire: the hottest instruction of the update).
     let (psh, psh_carry) = dir.psh.overflowing_add((f & tcp_flags::PSH != 0) as u16);
     dir.psh = psh;
+    dir.flags_or |= f;
     // Sequence space consumed: payload, plus one each for SYN and FIN.
     let len = d
         .payload_len
