@@ -11,7 +11,9 @@
 # composition file through the checker: no panic, refusals name a problem, accepted plans are
 # consistent), store_pages (any bytes as a column chunk through the flow store's direct page
 # decoder, every column kind and codec: no panic, one value per row, indices inside the
-# dictionary).
+# dictionary), flow_meter (packets built from the bytes, few hosts and ports, times that jump
+# past 2^32 ns or go back, frames past 65535 bytes, through a small table with short timeouts:
+# no panic or overflow, every packet counted in a flow is in exactly one record).
 # Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,7 +22,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages)
+[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter)
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do
