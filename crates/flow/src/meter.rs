@@ -87,7 +87,7 @@ const PIPELINE_LEAD: usize = 16;
 /// Packets the pipeline holds at once (a power of two, so the ring index is a mask).
 const PIPELINE_RING: usize = (2 * PIPELINE_LEAD + 1).next_power_of_two();
 
-/// One packet between the passes of [`FlowMeter::process_batch`].
+/// One packet between the stages of [`FlowMeter::process_batch`].
 #[derive(Clone, Copy, Default)]
 struct Pending {
     decoded: Decoded,
@@ -204,7 +204,7 @@ impl FlowMeter {
         self.pending = ring;
     }
 
-    /// Pass one: decode, resolve fragment ports, key and hash. Depends on no flow state, so it
+    /// Stage one: decode, resolve fragment ports, key and hash. Depends on no flow state, so it
     /// can run ahead of the updates.
     #[inline]
     fn prepare(&mut self, pkt: &PacketRecord<'_>, p: &mut Pending) {
@@ -231,7 +231,7 @@ impl FlowMeter {
         p.side = side;
     }
 
-    /// Pass three: moves time on, finds or creates the flow, counts the packet.
+    /// Stage three: moves time on, finds or creates the flow, counts the packet.
     #[inline]
     fn account<S: FlowSink>(
         &mut self,
