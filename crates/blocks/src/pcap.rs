@@ -6,7 +6,7 @@ use trawl_bpf::{ByteOrder, FileFilters, FilterSet};
 use trawl_capture::{
     reuse_records, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord, PacketSource,
 };
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool, PoolSlot};
 
 use crate::messages::{PacketBatch, PACKETS};
 
@@ -164,12 +164,8 @@ impl Block for PcapSource {
         if self.interfaces.len() != batch.interfaces().len() {
             self.interfaces = Arc::from(batch.interfaces().to_vec());
         }
-        let mut slot = self.pool.take();
+        let mut slot = file_batch(&mut self.pool, &self.interfaces, self.stream, big_endian);
         let out = slot.get_mut();
-        out.interfaces.clone_from(&self.interfaces);
-        out.big_endian = big_endian;
-        out.live = false;
-        out.stream = self.stream;
         let mut rejected = 0u64;
         // The records' bytes stay in the source's buffer, shared with the batch (no copy);
         // the source reads on into another buffer while this one is held.
@@ -243,12 +239,8 @@ impl PcapSource {
                 .iter()
                 .take_while(|&&b| b == order)
                 .count();
-            let mut slot = self.pool.take();
+            let mut slot = file_batch(&mut self.pool, &self.interfaces, self.stream, order);
             let out = slot.get_mut();
-            out.interfaces.clone_from(&self.interfaces);
-            out.big_endian = order;
-            out.live = false;
-            out.stream = self.stream;
             out.fill_records(&records[start..start + run]);
             c.packets.add(out.metas.len() as u64);
             c.bytes
@@ -295,4 +287,21 @@ impl PcapSource {
         }
         Poll::Busy
     }
+}
+
+/// A pooled batch for `stream` with its header set for file records of one byte order (what
+/// filters downstream compile BSD loopback headers for); the caller fills in the records.
+fn file_batch<'p>(
+    pool: &'p mut Pool<PacketBatch>,
+    interfaces: &Arc<[Interface]>,
+    stream: u32,
+    big_endian: bool,
+) -> PoolSlot<'p, PacketBatch> {
+    let mut slot = pool.take();
+    let out = slot.get_mut();
+    out.interfaces.clone_from(interfaces);
+    out.big_endian = big_endian;
+    out.live = false;
+    out.stream = stream;
+    slot
 }
