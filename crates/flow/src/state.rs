@@ -550,14 +550,8 @@ impl FlowEntry {
             bytes: join(w.map_or(0, |w| w.bytes_hi[side]), d.bytes),
             ip_bytes: join(w.map_or(0, |w| w.ip_bytes_hi[side]), d.ip_bytes),
             psh: u32::from(d.psh).wrapping_add(w.map_or(0, |w| w.psh_hi[side].wrapping_shl(16))),
-            len_min: match d.len_min {
-                u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.len_min[side]),
-                l => u32::from(l),
-            },
-            len_max: match d.len_max {
-                u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.len_max[side]),
-                l => u32::from(l),
-            },
+            len_min: exact_len(d.len_min, w.map(|w| w.len_min[side])),
+            len_max: exact_len(d.len_max, w.map(|w| w.len_max[side])),
             iat_min: if d.iat_min != u32::MAX {
                 u64::from(d.iat_min)
             } else {
@@ -576,15 +570,22 @@ impl FlowEntry {
     /// Early packet `i`'s frame length and gap, exact.
     pub(crate) fn early_packet(&self, i: usize, wides: &Wides) -> (u32, u64) {
         let w = wides.get(self.wide);
-        let len = match self.early.len[i] {
-            u16::MAX => w.map_or(u32::from(u16::MAX), |w| w.early_len[i]),
-            l => u32::from(l),
-        };
+        let len = exact_len(self.early.len[i], w.map(|w| w.early_len[i]));
         let iat = match self.early.iat[i] {
             u32::MAX => w.map_or(u64::from(u32::MAX), |w| w.early_iat[i]),
             g => u64::from(g),
         };
         (len, iat)
+    }
+}
+
+/// A frame length kept in 16 bits: `u16::MAX` means the exact value is the wide record's
+/// (`wide`, present whenever such a frame was counted).
+#[inline]
+fn exact_len(narrow: u16, wide: Option<u32>) -> u32 {
+    match narrow {
+        u16::MAX => wide.unwrap_or(u32::from(u16::MAX)),
+        l => u32::from(l),
     }
 }
 
