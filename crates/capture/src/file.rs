@@ -421,6 +421,25 @@ impl FileSource {
         }
         self.metas.clear();
         while self.metas.len() < self.batch_size {
+            if let Parser::Pcap(p) = &self.parser {
+                // Whole records in one loop; `step` below sees only what this leaves (the end
+                // of the buffer, a broken record).
+                let room = self.batch_size - self.metas.len();
+                let run = p.cut_run(
+                    self.input.available(),
+                    self.input.pos(),
+                    &mut self.metas,
+                    room,
+                );
+                self.stats.records += run.records;
+                self.stats.captured_bytes += run.captured_bytes;
+                self.stats.wire_bytes += run.wire_bytes;
+                self.stats.truncated_records += run.truncated_records;
+                self.input.consume(run.consumed);
+                if self.metas.len() == self.batch_size {
+                    break;
+                }
+            }
             let data = self.input.available();
             let available = data.len();
             let step = match &mut self.parser {

@@ -179,6 +179,87 @@ impl PcapParser {
             consumed: total,
         }
     }
+
+    /// Cuts the whole, valid records at the front of `data` into `metas` (at most `room` of
+    /// them), their offsets counted from `at`; what [`PcapParser::step`] would return for
+    /// each, without the per-record dispatch. Stops before the first record that is not whole
+    /// or not valid, leaving it for `step` to report. One loop with the byte order fixed and the
+    /// counters in registers (4 % of `trawl flows`'s user time on trace (a)).
+    pub(crate) fn cut_run(
+        &self,
+        data: &[u8],
+        at: usize,
+        metas: &mut Vec<RecordMeta>,
+        room: usize,
+    ) -> CutRun {
+        if self.big_endian {
+            self.cut_run_in::<true>(data, at, metas, room)
+        } else {
+            self.cut_run_in::<false>(data, at, metas, room)
+        }
+    }
+
+    #[inline(always)]
+    fn cut_run_in<const BE: bool>(
+        &self,
+        data: &[u8],
+        at: usize,
+        metas: &mut Vec<RecordMeta>,
+        room: usize,
+    ) -> CutRun {
+        let word = |b: &[u8], i: usize| {
+            let w = [b[i], b[i + 1], b[i + 2], b[i + 3]];
+            if BE {
+                u32::from_be_bytes(w)
+            } else {
+                u32::from_le_bytes(w)
+            }
+        };
+        let mut run = CutRun::default();
+        metas.reserve(room);
+        let mut off = 0usize;
+        for _ in 0..room {
+            let Some(h) = data.get(off..off + RECORD_HEADER_LEN) else {
+                break;
+            };
+            let (sec, frac) = (u64::from(word(h, 0)), u64::from(word(h, 4)));
+            let (mut caplen, mut len) = (word(h, 8), word(h, 12));
+            match self.lengths {
+                Lengths::Normal => {}
+                Lengths::MaybeSwapped if caplen <= len => {}
+                Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut len),
+            }
+            let total = RECORD_HEADER_LEN + caplen as usize;
+            if caplen > self.max_caplen || data.len() - off < total {
+                break;
+            }
+            metas.push(RecordMeta {
+                ts_ns: sec * 1_000_000_000 + frac * self.frac_ns,
+                offset: at + off + RECORD_HEADER_LEN,
+                caplen,
+                wire_len: len,
+                iface: 0,
+                direction: Direction::Unknown,
+            });
+            run.records += 1;
+            run.captured_bytes += u64::from(caplen);
+            run.wire_bytes += u64::from(len);
+            run.truncated_records += u64::from(caplen < len);
+            off += total;
+        }
+        run.consumed = off;
+        run
+    }
+}
+
+/// What [`PcapParser::cut_run`] cut: bytes consumed and the source counters they add.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CutRun {
+    pub consumed: usize,
+    pub records: u64,
+    pub captured_bytes: u64,
+    pub wire_bytes: u64,
+    pub truncated_records: u64,
 }
 
 #[cfg(test)]
@@ -293,6 +374,97 @@ mod tests {
                 assert_eq!((meta.caplen, meta.wire_len, consumed), (4, 60, 20))
             }
             other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// Records as `step` sees them one at a time: metas, counters, bytes consumed, and where
+    /// it stopped (the first step that was not a packet).
+    fn stepped(p: &mut PcapParser, data: &[u8], room: usize) -> (Vec<RecordMeta>, CutRun) {
+        let (mut metas, mut run) = (Vec::new(), CutRun::default());
+        while metas.len() < room {
+            match p.step(&data[run.consumed..]) {
+                Step::Packet { mut meta, consumed } => {
+                    meta.offset += run.consumed;
+                    run.records += 1;
+                    run.captured_bytes += u64::from(meta.caplen);
+                    run.wire_bytes += u64::from(meta.wire_len);
+                    run.truncated_records += u64::from(meta.caplen < meta.wire_len);
+                    run.consumed += consumed;
+                    metas.push(meta);
+                }
+                _ => break,
+            }
+        }
+        (metas, run)
+    }
+
+    #[test]
+    fn cut_run_cuts_what_step_would() {
+        // Every byte order, time unit and length convention; records of random lengths (some
+        // with swapped or oversized fields), cut off at every few bytes and at several room
+        // limits.
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for (magic, minor) in [
+            (MAGIC_US_LE, 4u8),
+            (MAGIC_US_BE, 4),
+            (MAGIC_NS_LE, 3),
+            (MAGIC_NS_BE, 2),
+            (MAGIC_US_LE, 2),
+            (MAGIC_NS_BE, 3),
+        ] {
+            let be = magic == MAGIC_US_BE || magic == MAGIC_NS_BE;
+            let w32 = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+            let mut hdr = HEADER_US_LE;
+            hdr[..4].copy_from_slice(&magic);
+            let version = if be {
+                [0, 2, 0, minor]
+            } else {
+                [2, 0, minor, 0]
+            };
+            hdr[4..8].copy_from_slice(&version);
+            hdr[16..20].copy_from_slice(&w32(300));
+            hdr[20..24].copy_from_slice(&w32(1));
+            let (parser, _) = PcapParser::parse_header(&hdr).unwrap();
+            let mut data = Vec::new();
+            for i in 0..200u32 {
+                let caplen = (next() % 120) as u32;
+                let len = match i % 5 {
+                    0 => caplen / 2,
+                    1 => caplen + 7,
+                    _ => caplen,
+                };
+                let (a, b) = if i == 150 {
+                    (262_145, len)
+                } else {
+                    (caplen, len)
+                };
+                data.extend_from_slice(&w32(next() as u32));
+                data.extend_from_slice(&w32(next() as u32 % 1_000_000));
+                data.extend_from_slice(&w32(a));
+                data.extend_from_slice(&w32(b));
+                let stored = match parser.lengths {
+                    Lengths::Normal => a,
+                    Lengths::MaybeSwapped if a <= b => a,
+                    _ => b,
+                };
+                data.extend((0..stored.min(1000)).map(|_| next() as u8));
+            }
+            for cut in (0..data.len()).step_by(97).chain([data.len()]) {
+                for room in [1, 7, 64, 1000] {
+                    let part = &data[..cut];
+                    let mut metas = Vec::new();
+                    let run = parser.cut_run(part, 5, &mut metas, room);
+                    let (mut want, want_run) = stepped(&mut PcapParser { ..parser }, part, room);
+                    want.iter_mut().for_each(|m| m.offset += 5);
+                    assert_eq!((metas, run), (want, want_run), "cut {cut} room {room}");
+                }
+            }
         }
     }
 }
