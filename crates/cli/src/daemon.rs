@@ -68,7 +68,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
                 OutputFormat::Json => RecordFormat::Json,
                 OutputFormat::Csv => RecordFormat::Csv,
             };
-            let w = RecordWriter::new(format, false);
+            // Live records carry their interface (each worker sets its own name; the header
+            // only needs the column).
+            let w = RecordWriter::new(format, false).with_iface("");
             w.write_header(o.buf());
             (o, w)
         }),

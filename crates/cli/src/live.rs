@@ -114,6 +114,17 @@ pub fn open_workers(live: &LiveInput, filter: Option<&str>) -> Result<(Vec<Worke
     Ok((workers, kernel_filter))
 }
 
+impl Worker {
+    /// The name of the interface this worker captures on (the label is `iface-worker`).
+    fn iface_name(&self) -> String {
+        self.source
+            .interfaces()
+            .first()
+            .and_then(|i| i.name.clone())
+            .unwrap_or_else(|| self.label.clone())
+    }
+}
+
 /// Where each worker's timestamps come from, for the summary.
 pub fn timestamp_sources(workers: &[Worker]) -> Vec<&'static str> {
     workers
@@ -327,10 +338,11 @@ pub fn run(
         let remaining = remaining.clone();
         let seen = packets_seen.clone();
         let flow = flow.clone();
-        let writer = writer.clone();
+        // Each worker meters one interface: its records say which.
+        let writer = writer.clone().map(|r| r.with_iface(&w.iface_name()));
         let export = outputs
             .export
-            .map(|h| crate::export::handle(h, w.domain, w.slot));
+            .map(|h| crate::export::handle(h, w.domain, w.slot).with_iface(&w.iface_name()));
         let store = outputs.store.cloned();
         let handle = std::thread::Builder::new()
             .name(format!("capture-{index}"))
@@ -716,14 +728,7 @@ struct WorkerStore {
 impl WorkerStore {
     fn open(s: &StoreOutput, w: &Worker) -> trawl_store::Result<WorkerStore> {
         let mut ingest = trawl_store::Ingest::open(&s.db, s.config.clone())?;
-        // The interface's own name (the label is `iface-worker`).
-        let name = w
-            .source
-            .interfaces()
-            .first()
-            .and_then(|i| i.name.clone())
-            .unwrap_or_else(|| w.label.clone());
-        let iface = ingest.iface(&name)?;
+        let iface = ingest.iface(&w.iface_name())?;
         Ok(WorkerStore {
             ingest,
             iface,

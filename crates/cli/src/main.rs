@@ -62,6 +62,11 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Csv => RecordFormat::Csv,
             };
             let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
+            if input.live.is_some() {
+                // Live records carry their interface (each worker sets its own name; the
+                // header only needs the column).
+                writer.set_iface("");
+            }
             let plan = export::ExportPlan::from_args(&a.export)?;
             // With exporters, standard output carries records only when asked (-o FILE).
             let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";

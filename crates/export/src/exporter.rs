@@ -119,6 +119,8 @@ struct Counters {
 struct Batch {
     domain: u32,
     slot: u16,
+    /// The interface the records were metered on, when live (JSON names it per record).
+    iface: Option<Arc<str>>,
     records: Vec<FlowRecord<'static>>,
 }
 
@@ -145,6 +147,7 @@ pub struct ExportHandle {
     lanes: Vec<(Lane, Vec<FlowRecord<'static>>)>,
     domain: u32,
     slot: u16,
+    iface: Option<Arc<str>>,
     batch_records: usize,
     last_flush: Instant,
     flush_interval: Duration,
@@ -208,6 +211,7 @@ impl ExportHub {
                 .collect(),
             domain,
             slot,
+            iface: None,
             batch_records: self.batch_records,
             last_flush: Instant::now(),
             flush_interval,
@@ -244,6 +248,14 @@ impl ExportHub {
 }
 
 impl ExportHandle {
+    /// Names the interface this handle's records were captured on: JSON destinations write
+    /// it as each record's `iface` field (IPFIX and NetFlow carry the interface as the
+    /// observation domain).
+    pub fn with_iface(mut self, name: &str) -> Self {
+        self.iface = Some(name.into());
+        self
+    }
+
     /// Copies a record into every exporter's batch (payload bytes left out).
     #[inline]
     pub fn push(&mut self, r: &FlowRecord<'_>) {
@@ -288,6 +300,7 @@ impl ExportHandle {
             let b = Batch {
                 domain: self.domain,
                 slot: self.slot,
+                iface: self.iface.clone(),
                 records,
             };
             let sent = if lane.lossless {
@@ -478,6 +491,8 @@ enum Encoding {
     Json {
         writer: RecordWriter,
         buf: Vec<u8>,
+        /// The interface `writer` names in its records (set from the batches).
+        iface: Option<Arc<str>>,
     },
 }
 
@@ -544,6 +559,7 @@ impl Worker {
                 Encoding::Json {
                     writer: RecordWriter::new(RecordFormat::Json, false),
                     buf: Vec::with_capacity(1 << 17),
+                    iface: None,
                 }
             }
         };
@@ -668,7 +684,14 @@ impl Worker {
                     enc.add_flow(r, &mut f);
                 }
             }
-            Encoding::Json { writer, buf } => {
+            Encoding::Json { writer, buf, iface } => {
+                if *iface != batch.iface {
+                    match &batch.iface {
+                        Some(name) => writer.set_iface(name),
+                        None => writer.clear_iface(),
+                    }
+                    iface.clone_from(&batch.iface);
+                }
                 for r in &batch.records {
                     writer.write(r, buf);
                 }

@@ -24,6 +24,9 @@ pub struct RecordWriter {
     format: RecordFormat,
     /// Include the payload fields (only when payload capture is on).
     with_payload: bool,
+    /// The `iface` field's value, already quoted and escaped for the format; `None`: records
+    /// have no `iface` field (metered from files).
+    iface: Option<Vec<u8>>,
     /// Where a record is assembled; kept across records so it is not cleared each time.
     scratch: Box<[u8; RECORD_MAX]>,
 }
@@ -33,6 +36,7 @@ impl std::fmt::Debug for RecordWriter {
         f.debug_struct("RecordWriter")
             .field("format", &self.format)
             .field("with_payload", &self.with_payload)
+            .field("iface", &self.iface.as_deref().map(String::from_utf8_lossy))
             .finish_non_exhaustive()
     }
 }
@@ -60,6 +64,40 @@ const DIR_FIELDS: [&str; 19] = [
     "retrans",
 ];
 
+/// Where `iface` goes among [`HEAD_FIELDS`] when records have it: after `vlan`.
+const IFACE_POSITION: usize = 6;
+
+/// Longest `iface` value written, in characters (escaped, at most six bytes each).
+const IFACE_CHARS: usize = 64;
+
+/// `s` as a JSON string: quoted, with `"`, `\` and control characters escaped.
+fn json_string(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    for ch in s.chars() {
+        match ch {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes())
+            }
+            c => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+        }
+    }
+    out.push(b'"');
+}
+
+/// `s` as one CSV field (RFC 4180): quoted, with quotes doubled, when it holds a comma, a
+/// quote or a line break.
+fn csv_field(s: &str, out: &mut Vec<u8>) {
+    if s.contains([',', '"', '\n', '\r']) {
+        out.push(b'"');
+        out.extend_from_slice(s.replace('"', "\"\"").as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
 /// Fields before the per-direction blocks.
 const HEAD_FIELDS: [&str; 16] = [
     "src_ip",
@@ -86,8 +124,36 @@ impl RecordWriter {
         RecordWriter {
             format,
             with_payload,
+            iface: None,
             scratch: Box::new([0; RECORD_MAX]),
         }
+    }
+
+    /// Gives every record written from now on the field `iface` (after `vlan`) with the value
+    /// `name`: the interface a live meter captured its packets on. Each live worker meters one
+    /// interface and has its own writer; an exporter that encodes several interfaces' records
+    /// sets the name per batch. A CSV header written after this call has the column.
+    pub fn set_iface(&mut self, name: &str) {
+        // A name is at most IFNAMSIZ bytes on Linux; longer text is cut so that a record
+        // always fits its buffer.
+        let name: String = name.chars().take(IFACE_CHARS).collect();
+        let mut text = Vec::with_capacity(name.len() + 2);
+        match self.format {
+            RecordFormat::Json => json_string(&name, &mut text),
+            RecordFormat::Csv => csv_field(&name, &mut text),
+        }
+        self.iface = Some(text);
+    }
+
+    /// Records written from now on have no `iface` field again.
+    pub fn clear_iface(&mut self) {
+        self.iface = None;
+    }
+
+    /// [`RecordWriter::set_iface`] on a new writer.
+    pub fn with_iface(mut self, name: &str) -> Self {
+        self.set_iface(name);
+        self
     }
 
     /// The field names, in output order (the CSV header).
@@ -95,6 +161,9 @@ impl RecordWriter {
         let mut names: Vec<String> = HEAD_FIELDS.iter().map(|s| s.to_string()).collect();
         for dir in ["fwd", "rev"] {
             names.extend(DIR_FIELDS.iter().map(|f| format!("{dir}_{f}")));
+        }
+        if self.iface.is_some() {
+            names.insert(IFACE_POSITION, "iface".into());
         }
         names.push("first_lengths".into());
         names.push("first_iats_ns".into());
@@ -150,6 +219,10 @@ impl RecordWriter {
         c.quote();
         c.key(b"vlan", false);
         c.uint(r.vlan as u64);
+        if let Some(name) = &self.iface {
+            c.key(b"iface", false);
+            c.bytes(name);
+        }
         c.key(b"src_mac", false);
         c.mac(&r.src_mac);
         c.key(b"dst_mac", false);
@@ -616,5 +689,50 @@ mod tests {
         assert_eq!(get("src_port"), "40000");
         assert_eq!(get("first_iats_ns"), "\"0 -5\"");
         assert_eq!(get("end_reason"), "fin");
+    }
+
+    #[test]
+    fn iface_field_only_when_named_and_escaped() {
+        let mut out = Vec::new();
+        // Without a name: no field (records metered from files).
+        let mut plain = RecordWriter::new(RecordFormat::Json, false);
+        plain.write(&record(), &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert!(v.get("iface").is_none());
+        assert!(!plain.field_names().contains(&"iface".to_string()));
+        for name in ["eth0", "we\"ird\\na,me\u{1}", "ünï"] {
+            out.clear();
+            let mut w = RecordWriter::new(RecordFormat::Json, false).with_iface(name);
+            w.write(&record(), &mut out);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(v["iface"], name);
+            let names = w.field_names();
+            assert_eq!(v.as_object().unwrap().len(), names.len());
+            assert_eq!(
+                names[names.iter().position(|n| n == "vlan").unwrap() + 1],
+                "iface"
+            );
+        }
+        // CSV: the header gets the column, a name with a comma or quote is quoted.
+        for (name, want) in [("eth1", "eth1"), ("a,b\"c", "\"a,b\"\"c\"")] {
+            out.clear();
+            let mut w = RecordWriter::new(RecordFormat::Csv, false).with_iface(name);
+            w.write_header(&mut out);
+            w.write(&record(), &mut out);
+            let text = String::from_utf8(out.clone()).unwrap();
+            let mut lines = text.lines();
+            let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+            let row = lines.next().unwrap();
+            let at = header.iter().position(|h| *h == "iface").unwrap();
+            assert_eq!(header[at - 1], "vlan");
+            let cells: Vec<&str> = row.splitn(at + 1, ',').collect();
+            assert!(cells[at].starts_with(want), "{name}: {row}");
+        }
+        // A name longer than any interface's is cut, so the record still fits its buffer.
+        out.clear();
+        let mut w = RecordWriter::new(RecordFormat::Json, false).with_iface(&"\"".repeat(5000));
+        w.write(&record(), &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["iface"].as_str().unwrap().len(), IFACE_CHARS);
     }
 }

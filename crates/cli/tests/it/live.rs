@@ -389,6 +389,90 @@ fn live_flows_equal_the_flows_of_the_file_that_was_replayed() {
     }
 }
 
+/// Conversations of `records` (JSON lines) with the interface each record names.
+fn conversations_by_iface(records: &str) -> BTreeMap<String, BTreeMap<String, (u64, u64)>> {
+    let mut by = BTreeMap::<String, String>::new();
+    for line in records.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON record");
+        let iface = v["iface"]
+            .as_str()
+            .expect("live records name their interface");
+        by.entry(iface.to_string())
+            .or_default()
+            .push_str(&format!("{line}\n"));
+    }
+    by.into_iter()
+        .map(|(iface, lines)| (iface, conversations(&lines)))
+        .collect()
+}
+
+#[test]
+fn records_of_several_interfaces_name_theirs() {
+    let (a, b) = (lab(), lab());
+    let offline =
+        |name: &str| conversations(&trawl_file(&["flows", "-r", pcap(name).to_str().unwrap()]));
+    let want: BTreeMap<String, _> = [
+        (a.host.clone(), offline("android.pcap")),
+        (b.host.clone(), offline("aerospike.pcap")),
+    ]
+    .into_iter()
+    .collect();
+    for format in ["json", "csv"] {
+        let child = trawl_live(&[
+            "flows",
+            "-i",
+            &a.host,
+            "-i",
+            &b.host,
+            "--workers",
+            "2",
+            "--duration",
+            "3s",
+            "--summary",
+            "json",
+            "--format",
+            format,
+        ]);
+        std::thread::sleep(Duration::from_millis(700));
+        a.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+            .expect("replay");
+        b.replay_into_host(&pcap("aerospike.pcap"), &["--topspeed"])
+            .expect("replay");
+        let (stdout, _) = wait_json(child);
+        let records = if format == "json" {
+            stdout
+        } else {
+            csv_to_json_lines(&stdout)
+        };
+        assert_eq!(conversations_by_iface(&records), want, "{format}");
+    }
+}
+
+/// CSV records as JSON lines with the same keys (numbers as numbers), for the JSON helpers.
+fn csv_to_json_lines(csv: &str) -> String {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().expect("CSV header").split(',').collect();
+    assert!(header.contains(&"iface"), "live CSV has the iface column");
+    let mut out = String::new();
+    for line in lines {
+        // No field before the quoted lists holds a comma.
+        let cells: Vec<&str> = line.splitn(header.len(), ',').collect();
+        let obj: serde_json::Map<String, serde_json::Value> = header
+            .iter()
+            .zip(&cells)
+            .map(|(h, c)| {
+                let v = c
+                    .parse::<u64>()
+                    .map_or_else(|_| serde_json::Value::from(*c), serde_json::Value::from);
+                (h.to_string(), v)
+            })
+            .collect();
+        out.push_str(&serde_json::Value::Object(obj).to_string());
+        out.push('\n');
+    }
+    out
+}
+
 #[test]
 fn live_series_adds_up_and_has_directions() {
     let lab = lab();

@@ -82,3 +82,49 @@ fn every_record_reaches_a_udp_collector_that_keeps_up() {
     assert_eq!(reports[0].dropped_queue + reports[0].dropped_send, 0);
     assert_eq!(reader.join().unwrap(), records.len());
 }
+
+#[test]
+fn json_records_name_the_interface_of_their_handle() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("flows.jsonl");
+    let hub = ExportHub::start(
+        &[Destination::JsonFile(path.clone())],
+        &ExportConfig::default(),
+    )
+    .unwrap();
+    let records = sample();
+    // Two live workers on two interfaces, and a file driver whose records have no interface.
+    let mut eth = hub
+        .handle(7, 0, Duration::from_millis(10))
+        .with_iface("eth0");
+    let mut wlan = hub
+        .handle(9, 1, Duration::from_millis(10))
+        .with_iface("wl\"an");
+    for r in &records {
+        eth.push(r);
+    }
+    eth.flush();
+    for r in &records[..3] {
+        wlan.push(r);
+    }
+    wlan.flush();
+    let mut file = hub.handle(0, 0, Duration::from_millis(10));
+    for r in &records[..2] {
+        file.push(r);
+    }
+    drop((eth, wlan, file));
+    hub.finish();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut names = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let name = v.get("iface").map(|n| n.as_str().unwrap().to_string());
+        *names.entry(name).or_insert(0usize) += 1;
+    }
+    let want = [
+        (None, 2),
+        (Some("eth0".to_string()), records.len()),
+        (Some("wl\"an".to_string()), 3),
+    ];
+    assert_eq!(names, want.into_iter().collect());
+}
