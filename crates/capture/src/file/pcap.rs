@@ -136,16 +136,12 @@ impl PcapParser {
                 what: "pcap record header",
             };
         }
-        let be = self.big_endian;
-        let sec = u64::from(rd32(data, 0, be));
-        let frac = u64::from(rd32(data, 4, be));
-        let mut caplen = rd32(data, 8, be);
-        let mut len = rd32(data, 12, be);
-        match self.lengths {
-            Lengths::Normal => {}
-            Lengths::MaybeSwapped if caplen <= len => {}
-            Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut len),
-        }
+        let h: &[u8; RECORD_HEADER_LEN] = data[..RECORD_HEADER_LEN].try_into().expect("16 bytes");
+        let (ts_ns, caplen, len) = if self.big_endian {
+            self.record_header::<true>(h)
+        } else {
+            self.record_header::<false>(h)
+        };
         if caplen > self.max_caplen {
             return Step::Fail {
                 at: 0,
@@ -165,8 +161,6 @@ impl PcapParser {
                 what: "pcap packet data",
             };
         }
-        // sec < 2^32 and frac < 2^32, so this cannot overflow u64.
-        let ts_ns = sec * 1_000_000_000 + frac * self.frac_ns;
         Step::Packet {
             meta: RecordMeta {
                 ts_ns,
@@ -178,6 +172,29 @@ impl PcapParser {
             },
             consumed: total,
         }
+    }
+
+    /// A record header's timestamp (ns), captured length and wire length, the lengths in the
+    /// order the file's version wrote them.
+    #[inline(always)]
+    fn record_header<const BE: bool>(&self, h: &[u8; RECORD_HEADER_LEN]) -> (u64, u32, u32) {
+        let word = |i: usize| {
+            let w = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if BE {
+                u32::from_be_bytes(w)
+            } else {
+                u32::from_le_bytes(w)
+            }
+        };
+        let (sec, frac) = (u64::from(word(0)), u64::from(word(4)));
+        let (mut caplen, mut len) = (word(8), word(12));
+        match self.lengths {
+            Lengths::Normal => {}
+            Lengths::MaybeSwapped if caplen <= len => {}
+            Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut len),
+        }
+        // sec < 2^32 and frac < 2^32, so this cannot overflow u64.
+        (sec * 1_000_000_000 + frac * self.frac_ns, caplen, len)
     }
 
     /// Cuts the whole, valid records at the front of `data` into `metas` (at most `room` of
@@ -207,14 +224,6 @@ impl PcapParser {
         metas: &mut Vec<RecordMeta>,
         room: usize,
     ) -> CutRun {
-        let word = |b: &[u8], i: usize| {
-            let w = [b[i], b[i + 1], b[i + 2], b[i + 3]];
-            if BE {
-                u32::from_be_bytes(w)
-            } else {
-                u32::from_le_bytes(w)
-            }
-        };
         let mut run = CutRun::default();
         metas.reserve(room);
         let mut off = 0usize;
@@ -222,19 +231,13 @@ impl PcapParser {
             let Some(h) = data.get(off..off + RECORD_HEADER_LEN) else {
                 break;
             };
-            let (sec, frac) = (u64::from(word(h, 0)), u64::from(word(h, 4)));
-            let (mut caplen, mut len) = (word(h, 8), word(h, 12));
-            match self.lengths {
-                Lengths::Normal => {}
-                Lengths::MaybeSwapped if caplen <= len => {}
-                Lengths::MaybeSwapped | Lengths::Swapped => std::mem::swap(&mut caplen, &mut len),
-            }
+            let (ts_ns, caplen, len) = self.record_header::<BE>(h.try_into().expect("16 bytes"));
             let total = RECORD_HEADER_LEN + caplen as usize;
             if caplen > self.max_caplen || data.len() - off < total {
                 break;
             }
             metas.push(RecordMeta {
-                ts_ns: sec * 1_000_000_000 + frac * self.frac_ns,
+                ts_ns,
                 offset: at + off + RECORD_HEADER_LEN,
                 caplen,
                 wire_len: len,
