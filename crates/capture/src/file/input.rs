@@ -1,12 +1,13 @@
-//! The byte stream under every file format: large reads into one reusable buffer.
+//! The byte stream under every file format: reads into one reusable buffer.
 //!
 //! Records are parsed in place and handed out as offsets into [`Input::buf`], so the buffer only
-//! moves (compaction) or grows between batches, never while one is out. The buffer is shared
-//! ([`Input::shared`]): a consumer that keeps a handle (a batch passed to another thread) keeps
-//! those bytes as they are, and the next fill continues in a buffer nobody holds, taking the
-//! unread tail along. Reads are
-//! [`READ_SIZE`]-sized `read` calls rather than a memory map: the crate forbids `unsafe`, and
-//! for sequential scans large reads cost about the same as faulting in mapped pages.
+//! moves (compaction) or changes size between batches, never while one is out. The buffer is
+//! shared ([`Input::shared`]): a consumer that keeps a handle (a batch passed to another
+//! thread) keeps those bytes as they are, and the next fill continues in a buffer nobody holds,
+//! taking the unread tail along. Reads are `read` calls of [`MIN_READ_SIZE`] to [`READ_SIZE`]
+//! bytes (the file source sizes them to its records) rather than a memory map: for sequential
+//! scans the kernel's copy costs about what the parser's misses on mapped pages would
+//! (bench/RESULTS.md, run 14).
 use std::io::{self, Read};
 use std::sync::Arc;
 
