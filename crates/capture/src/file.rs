@@ -513,7 +513,7 @@ impl FileSource {
     /// Sizes reads to about four batches of the records seen last: small packets are read in
     /// small pieces that are still in the core's caches when parsed (1 MiB of 80-byte records
     /// is 13,000 packets, long enough for the flow table's traffic to evict the kernel's copy
-    /// before the parser reaches it: 3 % of a run on trace (b)); large ones in up to
+    /// before the parser reaches it: 2-3 % of a run on trace (b)); large ones in up to
     /// [`READ_SIZE`], so that a buffer still holds whole batches.
     fn adapt_read_size(&mut self, batch_bytes: u64) {
         let want = (batch_bytes as usize)
