@@ -169,6 +169,7 @@ impl Block for FlowExport {
         let (Some(b), Some(h)) = (msg.get::<FlowBatch>(), self.handle.as_mut()) else {
             return;
         };
+        h.set_iface(b.iface.as_deref());
         for r in &b.records {
             h.push(r);
         }

@@ -158,6 +158,10 @@ pub struct FlowBatch {
     pub clock_ns: u64,
     /// Which meter sent them: its position in the composition.
     pub stream: u32,
+    /// The interface their packets were captured on: set when the meter's packets come from
+    /// live capture on one named interface, `None` for files and for a meter fed by several
+    /// interfaces (writers then name none).
+    pub iface: Option<Arc<str>>,
 }
 
 impl Payload for FlowBatch {

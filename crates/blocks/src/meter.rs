@@ -1,4 +1,5 @@
 //! `flow_meter`: packets in, bidirectional flow records and per-second series out.
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -153,6 +154,7 @@ impl Block for FlowMeterBlock {
                 pool: Pool::new(FlowBatch::default),
                 stream: env.index as u32,
                 clock: 0,
+                iface: Naming::Unknown,
             },
             rows: Vec::new(),
             series_pool: Pool::new(SeriesBatch::default),
@@ -179,6 +181,10 @@ impl Block for FlowMeterBlock {
         let Some(packets) = msg.get::<PacketBatch>() else {
             return;
         };
+        if packets.live {
+            // Before metering: records this batch ends already belong to the interface.
+            self.out.iface.note(&packets.interfaces);
+        }
         let batch = packets.batch();
         let mut selected = reuse_records(std::mem::take(&mut self.scratch));
         selected.extend(batch.iter());
@@ -290,6 +296,42 @@ struct FlowOut {
     stream: u32,
     /// The meter's packet clock (ns), sent with every batch.
     clock: u64,
+    /// The interface the meter's packets come from, sent with every batch.
+    iface: Naming,
+}
+
+/// Which interface a meter's records belong to, learnt from its live packet batches.
+#[derive(Default)]
+enum Naming {
+    /// No live packets yet (or only files: records name no interface).
+    #[default]
+    Unknown,
+    One(Arc<str>),
+    /// Packets of several interfaces (or of an unnamed one) share this meter's table.
+    Several,
+}
+
+impl Naming {
+    /// Takes note of the interface table of a live batch.
+    fn note(&mut self, interfaces: &[trawl_capture::Interface]) {
+        let name = match interfaces {
+            [one] => one.name.as_deref(),
+            _ => None,
+        };
+        match (&*self, name) {
+            (Naming::Several, _) => {}
+            (Naming::One(cur), Some(n)) if **cur == *n => {}
+            (Naming::Unknown, Some(n)) => *self = Naming::One(n.into()),
+            _ => *self = Naming::Several,
+        }
+    }
+
+    fn name(&self) -> Option<Arc<str>> {
+        match self {
+            Naming::One(n) => Some(n.clone()),
+            _ => None,
+        }
+    }
 }
 
 impl FlowOut {
@@ -319,6 +361,7 @@ impl FlowOut {
         std::mem::swap(&mut out.records, &mut self.pending);
         out.clock_ns = self.clock;
         out.stream = self.stream;
+        out.iface = self.iface.name();
         ctx.emit(0, slot.into_msg());
     }
 }

@@ -1,6 +1,7 @@
 //! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PcapWriter};
@@ -15,6 +16,12 @@ use crate::util::OutputFile;
 pub struct FlowFileWriter {
     out: OutputFile,
     writer: RecordWriter,
+    format: RecordFormat,
+    /// The CSV header is written with the first batch (whether it has the `iface` column
+    /// depends on it) or at the end.
+    started: bool,
+    /// The interface the writer names in records now.
+    iface: Option<Arc<str>>,
 }
 
 /// Settings of `flow_writer` and `event_writer`.
@@ -45,16 +52,20 @@ impl Block for FlowFileWriter {
             TextFormat::Json => RecordFormat::Json,
             TextFormat::Csv => RecordFormat::Csv,
         };
-        let mut out = OutputFile::create(&s.path)?;
-        let writer = RecordWriter::new(format, false);
-        writer.write_header(out.buf());
-        Ok(FlowFileWriter { out, writer })
+        Ok(FlowFileWriter {
+            out: OutputFile::create(&s.path)?,
+            writer: RecordWriter::new(format, false),
+            format,
+            started: false,
+            iface: None,
+        })
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
         let Some(b) = msg.get::<FlowBatch>() else {
             return;
         };
+        self.name_records(&b.iface);
         for r in &b.records {
             self.writer.write(r, self.out.buf());
         }
@@ -64,9 +75,47 @@ impl Block for FlowFileWriter {
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.started {
+            self.writer.write_header(self.out.buf());
+        }
         if let Err(e) = self.out.flush() {
             ctx.fail(e);
         }
+    }
+}
+
+impl FlowFileWriter {
+    /// Names the interface of the records that follow (as `trawl flows -i` does): JSON per
+    /// batch; CSV decides its columns with the first batch and then writes the name, or an
+    /// empty cell for a batch without one, where its header put the column.
+    fn name_records(&mut self, iface: &Option<Arc<str>>) {
+        if !self.started {
+            self.started = true;
+            if let Some(name) = iface {
+                self.writer.set_iface(name);
+            }
+            self.writer.write_header(self.out.buf());
+            self.iface.clone_from(iface);
+            return;
+        }
+        if *iface == self.iface {
+            return;
+        }
+        let csv_column = self.format == RecordFormat::Csv && self.iface_column();
+        match iface {
+            Some(name) if self.format == RecordFormat::Json || csv_column => {
+                self.writer.set_iface(name)
+            }
+            None if csv_column => self.writer.set_iface(""),
+            None => self.writer.clear_iface(),
+            Some(_) => {}
+        }
+        self.iface.clone_from(iface);
+    }
+
+    /// Whether the CSV header has the `iface` column.
+    fn iface_column(&self) -> bool {
+        self.writer.field_names().iter().any(|f| f == "iface")
     }
 }
 

@@ -256,6 +256,16 @@ impl ExportHandle {
         self
     }
 
+    /// Changes the interface of the records pushed from now on (see
+    /// [`ExportHandle::with_iface`]); records pushed before leave first under the old one.
+    pub fn set_iface(&mut self, name: Option<&str>) {
+        if self.iface.as_deref() == name {
+            return;
+        }
+        self.flush();
+        self.iface = name.map(Arc::from);
+    }
+
     /// Copies a record into every exporter's batch (payload bytes left out).
     #[inline]
     pub fn push(&mut self, r: &FlowRecord<'_>) {

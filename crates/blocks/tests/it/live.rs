@@ -310,3 +310,112 @@ fn detectors_give_the_same_events_live_and_over_the_captured_file() {
     assert_eq!(key(&live_events), key(&offline_events));
     assert!(live_events.iter().any(|e| e["event"] == "heavy_hitters"));
 }
+
+/// Records metered from a live source name its interface in `flow_writer`'s JSON and CSV, as
+/// `trawl flows -i` does; the same chain over a file names none.
+#[test]
+fn flow_writer_names_the_interface_of_live_records() {
+    let lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("f.jsonl"), dir.path().join("f.csv"));
+    let running = start(&format!(
+        r#"
+        [[block]]
+        name = "cap"
+        type = "afpacket_source"
+        interface = "{iface}"
+        {SMALL}
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        [[block]]
+        name = "json"
+        type = "flow_writer"
+        path = "{json}"
+        [[block]]
+        name = "csv"
+        type = "flow_writer"
+        path = "{csv}"
+        format = "csv"
+        [[connection]]
+        from = "cap.packets"
+        to = "meter.packets"
+        [[connection]]
+        from = "meter.flows"
+        to = ["json.flows", "csv.flows"]
+        "#,
+        iface = lab.host,
+        json = json.display(),
+        csv = csv.display(),
+    ));
+    let file = pcap("android.pcap");
+    let want = file_packets(&file).len() as u64;
+    lab.replay_into_host(&file, &["--topspeed"])
+        .expect("tcpreplay");
+    let captured = || {
+        running
+            .report()
+            .block("cap")
+            .and_then(|b| b.counter("packets"))
+            .unwrap_or(0)
+    };
+    wait_for(Duration::from_secs(10), || captured() >= want);
+    std::thread::sleep(Duration::from_millis(200));
+    running.stop();
+    running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    let mut packets = 0;
+    for line in std::fs::read_to_string(&json).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["iface"], lab.host.as_str(), "{line}");
+        packets += v["fwd_packets"].as_u64().unwrap() + v["rev_packets"].as_u64().unwrap();
+    }
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let at = header
+        .iter()
+        .position(|h| *h == "iface")
+        .expect("iface column");
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty());
+    for row in rows {
+        assert_eq!(row.split(',').nth(at), Some(lab.host.as_str()), "{row}");
+    }
+
+    // Over the file: no interface named (as `trawl flows -r`).
+    let offline = dir.path().join("file.jsonl");
+    run(&format!(
+        r#"
+        [[block]]
+        name = "file"
+        type = "pcap_source"
+        files = ["{}"]
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        [[block]]
+        name = "out"
+        type = "flow_writer"
+        path = "{}"
+        [[connection]]
+        from = "file.packets"
+        to = "meter.packets"
+        [[connection]]
+        from = "meter.flows"
+        to = "out.flows"
+        "#,
+        file.display(),
+        offline.display()
+    ));
+    let mut offline_packets = 0;
+    for line in std::fs::read_to_string(&offline).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v.get("iface").is_none(), "{line}");
+        offline_packets += v["fwd_packets"].as_u64().unwrap() + v["rev_packets"].as_u64().unwrap();
+    }
+    // Every packet with a flow key is in a record, live as from the file.
+    assert!(offline_packets > 0);
+    assert_eq!(packets, offline_packets);
+}

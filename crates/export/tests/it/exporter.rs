@@ -112,6 +112,9 @@ fn json_records_name_the_interface_of_their_handle() {
     for r in &records[..2] {
         file.push(r);
     }
+    // A handle whose source changes interface: what was pushed before keeps the old name.
+    file.set_iface(Some("late"));
+    file.push(&records[2]);
     drop((eth, wlan, file));
     hub.finish();
     let text = std::fs::read_to_string(&path).unwrap();
@@ -123,6 +126,7 @@ fn json_records_name_the_interface_of_their_handle() {
     }
     let want = [
         (None, 2),
+        (Some("late".to_string()), 1),
         (Some("eth0".to_string()), records.len()),
         (Some("wl\"an".to_string()), 3),
     ];
