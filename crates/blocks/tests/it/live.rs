@@ -4,7 +4,9 @@ use std::time::Duration;
 use trawl_ring::{Mode, Recv, SharedRing};
 use trawl_testkit::netns::{lab_available, VethLab};
 
-use crate::{collected, conversation_sums, file_packets, pcap, run, start, wait_for, Pkt};
+use crate::{
+    collected, conversation_sums, file_packets, metered_file, pcap, run, start, wait_for, Pkt,
+};
 
 pub fn lab() -> VethLab {
     if let Err(e) = lab_available() {
@@ -175,26 +177,10 @@ fn two_fanout_workers_give_the_conversations_of_the_file() {
             report.table()
         );
     }
-    run(&format!(
-        r#"
-        [[block]]
-        name = "file"
-        type = "pcap_source"
-        files = ["{}"]
-        [[block]]
-        name = "meter"
-        type = "flow_meter"
-        [[block]]
-        name = "file_flows"
-        type = "collect"
-        [[connection]]
-        from = "file.packets"
-        to = "meter.packets"
-        [[connection]]
-        from = "meter.flows"
-        to = "file_flows.in"
-        "#,
-        file.display()
+    run(&metered_file(
+        &file,
+        "[[block]]\nname = \"file_flows\"\ntype = \"collect\"",
+        "file_flows.in",
     ));
     let live = conversation_sums(&collected("fanout_flows").flows);
     let offline = conversation_sums(&collected("file_flows").flows);
@@ -386,28 +372,13 @@ fn flow_writer_names_the_interface_of_live_records() {
 
     // Over the file: no interface named (as `trawl flows -r`).
     let offline = dir.path().join("file.jsonl");
-    run(&format!(
-        r#"
-        [[block]]
-        name = "file"
-        type = "pcap_source"
-        files = ["{}"]
-        [[block]]
-        name = "meter"
-        type = "flow_meter"
-        [[block]]
-        name = "out"
-        type = "flow_writer"
-        path = "{}"
-        [[connection]]
-        from = "file.packets"
-        to = "meter.packets"
-        [[connection]]
-        from = "meter.flows"
-        to = "out.flows"
-        "#,
-        file.display(),
-        offline.display()
+    run(&metered_file(
+        &file,
+        &format!(
+            "[[block]]\nname = \"out\"\ntype = \"flow_writer\"\npath = \"{}\"",
+            offline.display()
+        ),
+        "out.flows",
     ));
     let mut offline_packets = 0;
     for line in std::fs::read_to_string(&offline).unwrap().lines() {

@@ -138,6 +138,30 @@ pub fn file_packets(path: &Path) -> Vec<(u64, Pkt)> {
     v
 }
 
+/// A composition that meters `file` (`pcap_source` "file" into `flow_meter` "meter") and sends
+/// the records to the block `sink` (one `[[block]]` table), into its gate `to`.
+pub fn metered_file(file: &Path, sink: &str, to: &str) -> String {
+    format!(
+        r#"
+        [[block]]
+        name = "file"
+        type = "pcap_source"
+        files = ["{}"]
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        {sink}
+        [[connection]]
+        from = "file.packets"
+        to = "meter.packets"
+        [[connection]]
+        from = "meter.flows"
+        to = "{to}"
+        "#,
+        file.display()
+    )
+}
+
 /// Plans and starts `text` with the test registry.
 pub fn start(text: &str) -> trawl_compose::Running {
     let plan = trawl_compose::plan(text, "test", &registry(), &cpus())
