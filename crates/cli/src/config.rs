@@ -359,11 +359,13 @@ mod tests {
     use clap::Parser;
 
     fn plan(toml_text: &str, argv: &[&str]) -> Result<RunPlan> {
-        let dir = std::env::temp_dir().join(format!("trawl-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        // A file of its own per call, straight in the temporary directory: tests run in
+        // parallel, and a shared subdirectory removed by the last one out could vanish between
+        // another test's creating it and writing its file.
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = dir.join(format!("{n}.toml"));
+        let path =
+            std::env::temp_dir().join(format!("trawl-config-{}-{n}.toml", std::process::id()));
         std::fs::write(&path, toml_text).unwrap();
         let mut full = vec!["trawl", "run", "-c", path.to_str().unwrap()];
         full.extend_from_slice(argv);
@@ -373,8 +375,6 @@ mod tests {
         };
         let plan = RunPlan::new(&a);
         let _ = std::fs::remove_file(&path);
-        // The last test out removes the directory (the others' files keep it until then).
-        let _ = std::fs::remove_dir(&dir);
         plan
     }
 
