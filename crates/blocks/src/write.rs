@@ -1,7 +1,6 @@
 //! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
-use std::sync::Arc;
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PcapWriter};
@@ -20,8 +19,6 @@ pub struct FlowFileWriter {
     /// The CSV header is written with the first batch (whether it has the `iface` column
     /// depends on it) or at the end.
     started: bool,
-    /// The interface the writer names in records now.
-    iface: Option<Arc<str>>,
 }
 
 /// Settings of `flow_writer` and `event_writer`.
@@ -57,7 +54,6 @@ impl Block for FlowFileWriter {
             writer: RecordWriter::new(format, false),
             format,
             started: false,
-            iface: None,
         })
     }
 
@@ -65,7 +61,7 @@ impl Block for FlowFileWriter {
         let Some(b) = msg.get::<FlowBatch>() else {
             return;
         };
-        self.name_records(&b.iface);
+        self.name_records(b.iface.as_deref());
         for r in &b.records {
             self.writer.write(r, self.out.buf());
         }
@@ -88,34 +84,21 @@ impl FlowFileWriter {
     /// Names the interface of the records that follow (as `trawl flows -i` does): JSON per
     /// batch; CSV decides its columns with the first batch and then writes the name, or an
     /// empty cell for a batch without one, where its header put the column.
-    fn name_records(&mut self, iface: &Option<Arc<str>>) {
+    fn name_records(&mut self, iface: Option<&str>) {
         if !self.started {
             self.started = true;
-            if let Some(name) = iface {
-                self.writer.set_iface(name);
-            }
+            self.writer.name_iface(iface);
             self.writer.write_header(self.out.buf());
-            self.iface.clone_from(iface);
             return;
         }
-        if *iface == self.iface {
-            return;
-        }
-        let csv_column = self.format == RecordFormat::Csv && self.iface_column();
-        match iface {
-            Some(name) if self.format == RecordFormat::Json || csv_column => {
-                self.writer.set_iface(name)
+        match self.format {
+            RecordFormat::Json => self.writer.name_iface(iface),
+            // Only where the header put the column.
+            RecordFormat::Csv if self.writer.has_iface() => {
+                self.writer.set_iface(iface.unwrap_or(""))
             }
-            None if csv_column => self.writer.set_iface(""),
-            None => self.writer.clear_iface(),
-            Some(_) => {}
+            RecordFormat::Csv => {}
         }
-        self.iface.clone_from(iface);
-    }
-
-    /// Whether the CSV header has the `iface` column.
-    fn iface_column(&self) -> bool {
-        self.writer.field_names().iter().any(|f| f == "iface")
     }
 }
 
@@ -259,5 +242,80 @@ impl Block for PcapFileWriter {
                 ctx.fail(format!("cannot write {}: {e}", self.path));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trawl_flow::FlowRecord;
+
+    /// What `flow_writer` writes for batches named `names` in turn, one record each.
+    fn written(format: RecordFormat, names: &[Option<&str>]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let mut w = FlowFileWriter {
+            out: OutputFile::create(path.to_str().unwrap()).unwrap(),
+            writer: RecordWriter::new(format, false),
+            format,
+            started: false,
+        };
+        let record = FlowRecord {
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_port: 1,
+            dst_port: 2,
+            proto: 17,
+            vlan: 0,
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            first_ns: 0,
+            last_ns: 0,
+            fwd: Default::default(),
+            rev: Default::default(),
+            first_lengths: [0; 10],
+            first_iats_ns: [0; 10],
+            first_count: 0,
+            fwd_payload: &[],
+            rev_payload: &[],
+            end_reason: trawl_flow::EndReason::End,
+        };
+        for name in names {
+            w.name_records(*name);
+            w.writer.write(&record, w.out.buf());
+        }
+        w.out.flush().unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    #[test]
+    fn csv_keeps_the_columns_of_its_first_batch_and_json_names_each_batch() {
+        // CSV with a named first batch: the column, then an empty cell for an unnamed batch.
+        let text = written(RecordFormat::Csv, &[Some("eth0"), None, Some("eth1")]);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let at = header.iter().position(|h| *h == "iface").unwrap();
+        let cells: Vec<&str> = lines.map(|l| l.split(',').nth(at).unwrap()).collect();
+        assert_eq!(cells, ["eth0", "", "eth1"]);
+        // CSV with an unnamed first batch: no column, and a later name cannot add one.
+        let text = written(RecordFormat::Csv, &[None, Some("eth0")]);
+        assert!(!text.lines().next().unwrap().contains("iface"));
+        assert!(!text.contains("eth0"));
+        assert_eq!(
+            text.lines()
+                .map(|l| l.split(',').count())
+                .collect::<Vec<_>>(),
+            vec![57; 3]
+        );
+        // JSON names each record after its batch.
+        let text = written(RecordFormat::Json, &[None, Some("eth0"), None]);
+        let names: Vec<Option<String>> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.get("iface").map(|n| n.as_str().unwrap().to_string())
+            })
+            .collect();
+        assert_eq!(names, [None, Some("eth0".to_string()), None]);
     }
 }

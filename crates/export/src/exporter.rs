@@ -501,8 +501,6 @@ enum Encoding {
     Json {
         writer: RecordWriter,
         buf: Vec<u8>,
-        /// The interface `writer` names in its records (set from the batches).
-        iface: Option<Arc<str>>,
     },
 }
 
@@ -569,7 +567,6 @@ impl Worker {
                 Encoding::Json {
                     writer: RecordWriter::new(RecordFormat::Json, false),
                     buf: Vec::with_capacity(1 << 17),
-                    iface: None,
                 }
             }
         };
@@ -694,14 +691,8 @@ impl Worker {
                     enc.add_flow(r, &mut f);
                 }
             }
-            Encoding::Json { writer, buf, iface } => {
-                if *iface != batch.iface {
-                    match &batch.iface {
-                        Some(name) => writer.set_iface(name),
-                        None => writer.clear_iface(),
-                    }
-                    iface.clone_from(&batch.iface);
-                }
+            Encoding::Json { writer, buf } => {
+                writer.name_iface(batch.iface.as_deref());
                 for r in &batch.records {
                     writer.write(r, buf);
                 }

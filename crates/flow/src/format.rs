@@ -24,9 +24,9 @@ pub struct RecordWriter {
     format: RecordFormat,
     /// Include the payload fields (only when payload capture is on).
     with_payload: bool,
-    /// The `iface` field's value, already quoted and escaped for the format; `None`: records
-    /// have no `iface` field (metered from files).
-    iface: Option<Vec<u8>>,
+    /// The interface records are named with, and the `iface` field's value quoted and escaped
+    /// for the format; `None`: records have no `iface` field (metered from files).
+    iface: Option<(Box<str>, Vec<u8>)>,
     /// Where a record is assembled; kept across records so it is not cleared each time.
     scratch: Box<[u8; RECORD_MAX]>,
 }
@@ -36,7 +36,7 @@ impl std::fmt::Debug for RecordWriter {
         f.debug_struct("RecordWriter")
             .field("format", &self.format)
             .field("with_payload", &self.with_payload)
-            .field("iface", &self.iface.as_deref().map(String::from_utf8_lossy))
+            .field("iface", &self.iface.as_ref().map(|(name, _)| name))
             .finish_non_exhaustive()
     }
 }
@@ -134,20 +134,37 @@ impl RecordWriter {
     /// interface and has its own writer; an exporter that encodes several interfaces' records
     /// sets the name per batch. A CSV header written after this call has the column.
     pub fn set_iface(&mut self, name: &str) {
+        if self
+            .iface
+            .as_ref()
+            .is_some_and(|(current, _)| **current == *name)
+        {
+            return;
+        }
         // A name is at most IFNAMSIZ bytes on Linux; longer text is cut so that a record
         // always fits its buffer.
-        let name: String = name.chars().take(IFACE_CHARS).collect();
-        let mut text = Vec::with_capacity(name.len() + 2);
+        let cut: String = name.chars().take(IFACE_CHARS).collect();
+        let mut text = Vec::with_capacity(cut.len() + 2);
         match self.format {
-            RecordFormat::Json => json_string(&name, &mut text),
-            RecordFormat::Csv => csv_field(&name, &mut text),
+            RecordFormat::Json => json_string(&cut, &mut text),
+            RecordFormat::Csv => csv_field(&cut, &mut text),
         }
-        self.iface = Some(text);
+        self.iface = Some((name.into(), text));
     }
 
-    /// Records written from now on have no `iface` field again.
-    pub fn clear_iface(&mut self) {
-        self.iface = None;
+    /// Names records with `name` from now on, or with none ([`RecordWriter::set_iface`]); cheap
+    /// when the name stays the same, so a writer of several interfaces' batches calls it per
+    /// batch.
+    pub fn name_iface(&mut self, name: Option<&str>) {
+        match name {
+            Some(name) => self.set_iface(name),
+            None => self.iface = None,
+        }
+    }
+
+    /// Whether records get the `iface` field (and a CSV header the column).
+    pub fn has_iface(&self) -> bool {
+        self.iface.is_some()
     }
 
     /// [`RecordWriter::set_iface`] on a new writer.
@@ -219,9 +236,9 @@ impl RecordWriter {
         c.quote();
         c.key(b"vlan", false);
         c.uint(r.vlan as u64);
-        if let Some(name) = &self.iface {
+        if let Some((_, text)) = &self.iface {
             c.key(b"iface", false);
-            c.bytes(name);
+            c.bytes(text);
         }
         c.key(b"src_mac", false);
         c.mac(&r.src_mac);
