@@ -441,7 +441,9 @@ impl FlowMeter {
     /// Exports the flow that has been idle the longest (table pressure).
     fn evict_one<S: FlowSink>(&mut self, sink: &mut S) {
         let start = self.table.processed_tick;
-        for tick in start..start + FlowTable::wheel_slots() {
+        let end = start + FlowTable::wheel_slots();
+        let mut from = start;
+        while let Some(tick) = self.table.next_scheduled_tick(from, end) {
             let mut cur = self.table.slot_head(tick);
             while cur != NIL {
                 let next = self.table.entries[cur as usize].wheel_next;
@@ -455,17 +457,15 @@ impl FlowMeter {
                 self.table.schedule(cur, deadline);
                 cur = next;
             }
+            from = tick + 1;
         }
         // Every flow's deadline lies beyond one rotation (timeouts longer than the wheel):
         // take the first flow of the earliest non-empty slot.
-        for tick in start..start + FlowTable::wheel_slots() {
-            let cur = self.table.slot_head(tick);
-            if cur != NIL {
-                self.end(cur, EndReason::Pressure, sink);
-                return;
-            }
-        }
-        unreachable!("evict_one called on a table with no scheduled flow");
+        let tick = self
+            .table
+            .next_scheduled_tick(start, end)
+            .expect("evict_one called on a table with no scheduled flow");
+        self.end(self.table.slot_head(tick), EndReason::Pressure, sink);
     }
 
     /// Exports every flow (reason `end`) and empties the table; the meter can go on with new
@@ -697,6 +697,52 @@ mod tests {
         assert_eq!(r.records, vec![(2, 80, 1, 0, EndReason::Pressure)]);
         assert_eq!(r.meter.active_flows(), 3);
         assert_eq!(r.meter.stats().records[EndReason::Pressure as usize], 1);
+    }
+
+    #[test]
+    fn pressure_always_evicts_a_flow_with_the_earliest_deadline() {
+        // 300 flows through a table of 40, at random times: every eviction must take a flow
+        // whose idle deadline falls in the earliest tick of all live flows (the wheel's
+        // resolution), found however far ahead in the wheel that tick lies.
+        let config = FlowConfig {
+            capacity: 40,
+            ..FlowConfig::default()
+        };
+        let mut r = Run::new(config);
+        let mut last_seen: std::collections::HashMap<u16, u64> = Default::default();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut ts = 1000 * S;
+        let mut evictions = 0;
+        for _ in 0..5000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            ts += rng % (S / 5);
+            let port = 1000 + (rng >> 40) as u16 % 300;
+            let before = r.records.len();
+            r.packet(ts, &tcp_frame(1, port, 2, 80, ACK));
+            for rec in &r.records[before..] {
+                if rec.4 != EndReason::Pressure {
+                    continue;
+                }
+                evictions += 1;
+                let idle = r.meter.config().idle_timeout_ns;
+                let tick = |last: u64| (last + idle) >> TICK_SHIFT;
+                let earliest = *last_seen.values().min().expect("live flows");
+                let evicted = last_seen[&rec.0];
+                assert!(
+                    tick(evicted) <= tick(earliest),
+                    "evicted a flow last seen at {evicted}, one was idle since {earliest}"
+                );
+                last_seen.remove(&rec.0);
+            }
+            for rec in &r.records[before..] {
+                last_seen.remove(&rec.0);
+            }
+            last_seen.insert(port, ts);
+        }
+        assert!(evictions > 1000, "{evictions} evictions");
+        assert_eq!(r.meter.active_flows(), 40);
     }
 
     #[test]
