@@ -152,9 +152,12 @@ impl FlowMeter {
         self.table.len()
     }
 
-    /// Memory the table uses per concurrent flow, in bytes (entry, index share, payload).
+    /// Memory the table uses per concurrent flow, in bytes: entry, index share, payload, and
+    /// the overflow records of flows whose values outgrew the entry (long gaps, huge counts),
+    /// spread over the most flows the table held at once.
     pub fn bytes_per_flow(&self) -> usize {
-        self.table.bytes_per_flow() + 2 * self.config.payload_bytes
+        let overflow = self.table.wides.bytes() / (self.stats.peak_flows.max(1) as usize);
+        self.table.bytes_per_flow() + 2 * self.config.payload_bytes + overflow
     }
 
     /// Meters one packet; records that expire meanwhile go to `sink`.

@@ -9,7 +9,8 @@ pub const EARLY_PACKETS: usize = 10;
 /// the only one of the entry besides the key's that a packet past the early ones writes (the
 /// rare TCP event counters are here too, so a SYN, FIN or RST costs no extra miss). Counters
 /// that would not fit are kept in narrow form with exact overflow into the flow's [`Wide`]
-/// record (see there), so what the record reports is the same as with 64-bit fields.
+/// record (gaps into its [`WideGaps`]; see there), so what the record reports is the same as
+/// with 64-bit fields.
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(64))]
 pub(crate) struct DirStats {
@@ -22,10 +23,10 @@ pub(crate) struct DirStats {
     pub bytes: u32,
     /// IP total length bytes, low 32 bits (carries in `Wide`).
     pub ip_bytes: u32,
-    /// Smallest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_min`]
+    /// Smallest gap, saturated: `u32::MAX` means the exact value is in [`WideGaps::iat_min`]
     /// (or that there was no gap yet).
     pub iat_min: u32,
-    /// Largest gap, saturated: `u32::MAX` means the exact value is in [`Wide::iat_max`].
+    /// Largest gap, saturated: `u32::MAX` means the exact value is in [`WideGaps::iat_max`].
     pub iat_max: u32,
     /// One past the highest sequence number seen (valid when the flow's `state` has this
     /// side's [`state_bits::SEQ_LOW`] bit).
@@ -82,11 +83,11 @@ pub(crate) mod state_bits {
     pub const SEQ_BOTH: u8 = 0b11 << 6;
 }
 
-/// The exact values behind a flow's narrow fields, for the rare flow that outgrows them: 32-bit
-/// counter carries, gaps of 2^32 ns (4.3 s) or more, frames of 65535 bytes or more, and
-/// byte-sized rare counters past 255. A flow holds one only while it needs
-/// it (allocated from [`Wides`] on the first overflow, returned when its record is emitted),
-/// so the entry itself stays small.
+/// The exact values behind a flow's narrow counters, for the rare flow that outgrows them:
+/// 32-bit counter carries, frames of 65535 bytes or more, and byte-sized rare counters past
+/// 255. A flow holds one only while it needs it (taken from [`Wides`] on the first overflow,
+/// returned when its record is emitted), so the entry itself stays small. Gaps have a record
+/// of their own, [`WideGaps`]: they outgrow 32 bits far more often.
 #[derive(Clone, Debug)]
 pub(crate) struct Wide {
     pub packets_hi: [u32; 2],
@@ -101,14 +102,8 @@ pub(crate) struct Wide {
     pub len_min: [u32; 2],
     /// Largest frame of 65535 bytes or more.
     pub len_max: [u32; 2],
-    /// Exact smallest gap of a direction whose [`DirStats::iat_min`] is saturated.
-    pub iat_min: [u64; 2],
-    /// Exact largest gap of a direction whose [`DirStats::iat_max`] is saturated.
-    pub iat_max: [u64; 2],
     /// Exact early frame lengths where [`EarlyPackets::len`] holds `u16::MAX`.
     pub early_len: [u32; EARLY_PACKETS],
-    /// Exact early gaps where [`EarlyPackets::iat`] holds `u32::MAX`.
-    pub early_iat: [u64; EARLY_PACKETS],
 }
 
 impl Default for Wide {
@@ -121,48 +116,90 @@ impl Default for Wide {
             psh_hi: [0; 2],
             len_min: [u32::MAX; 2],
             len_max: [0; 2],
-            iat_min: [u64::MAX; 2],
-            iat_max: [0; 2],
             early_len: [0; EARLY_PACKETS],
-            early_iat: [0; EARLY_PACKETS],
         }
     }
 }
 
-/// The pool of [`Wide`] records, reused through a free list: it grows only while more flows
-/// need one at once than ever before, never per packet in steady state.
-#[derive(Default)]
-pub(crate) struct Wides {
-    pool: Vec<Wide>,
+/// The exact values behind a flow's gaps of 2^32 ns (4.3 s) or more. Any flow quieter than that
+/// for a moment needs one (a keep-alive, a poll, a chatty but slow protocol), so it is small:
+/// 72 bytes, where the gaps' share of one [`Wide`] record was 112 and the whole record 272
+/// (ten million flows with a long gap used 2.7 GiB of them).
+#[derive(Clone, Debug)]
+pub(crate) struct WideGaps {
+    /// Exact smallest gap of a direction whose [`DirStats::iat_min`] is saturated.
+    pub iat_min: [u64; 2],
+    /// Exact largest gap of a direction whose [`DirStats::iat_max`] is saturated.
+    pub iat_max: [u64; 2],
+    /// High 32 bits of each early gap ([`EarlyPackets::iat`] holds the low 32).
+    pub early_iat_hi: [u32; EARLY_PACKETS],
+}
+
+impl Default for WideGaps {
+    fn default() -> Self {
+        WideGaps {
+            iat_min: [u64::MAX; 2],
+            iat_max: [0; 2],
+            early_iat_hi: [0; EARLY_PACKETS],
+        }
+    }
+}
+
+/// Items a [`Pool`] allocates at once.
+const POOL_CHUNK: usize = 4096;
+
+/// Records lent to flows and reused through a free list. It grows a chunk at a time while more
+/// flows need one at once than ever before, never per packet in steady state, and never moves
+/// what it holds: a doubling vector copied its whole contents on growth and held both copies
+/// for the moment (5 GiB at the peak of ten million flows with long gaps).
+pub(crate) struct Pool<T> {
+    chunks: Vec<Box<[T]>>,
+    /// Items ever handed out (in use or on the free list).
+    len: usize,
     free: Vec<u32>,
 }
 
-impl Wides {
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool {
+            chunks: Vec::new(),
+            len: 0,
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T: Clone + Default> Pool<T> {
     #[inline]
-    pub(crate) fn get(&self, i: u32) -> Option<&Wide> {
-        (i != NIL).then(|| &self.pool[i as usize])
+    pub(crate) fn get(&self, i: u32) -> Option<&T> {
+        (i != NIL).then(|| &self.chunks[i as usize / POOL_CHUNK][i as usize % POOL_CHUNK])
     }
 
-    /// The wide record at `*slot`, taking a fresh one into `*slot` if it holds none.
+    /// The item at `*slot`, taking a fresh one into `*slot` if it holds none.
     #[cold]
     #[inline(never)]
-    pub(crate) fn get_or_take(&mut self, slot: &mut u32) -> &mut Wide {
+    pub(crate) fn get_or_take(&mut self, slot: &mut u32) -> &mut T {
         if *slot == NIL {
-            *slot = match self.free.pop() {
-                Some(i) => {
-                    self.pool[i as usize] = Wide::default();
-                    i
-                }
+            let i = match self.free.pop() {
+                Some(i) => i as usize,
                 None => {
-                    self.pool.push(Wide::default());
-                    (self.pool.len() - 1) as u32
+                    if self.len == self.chunks.len() * POOL_CHUNK {
+                        self.chunks
+                            .push(vec![T::default(); POOL_CHUNK].into_boxed_slice());
+                    }
+                    self.len += 1;
+                    self.len - 1
                 }
             };
+            // Items from the free list or a cleared pool hold an earlier flow's values.
+            self.chunks[i / POOL_CHUNK][i % POOL_CHUNK] = T::default();
+            *slot = i as u32;
         }
-        &mut self.pool[*slot as usize]
+        let i = *slot as usize;
+        &mut self.chunks[i / POOL_CHUNK][i % POOL_CHUNK]
     }
 
-    /// Returns the record at `*slot` (if any) to the pool.
+    /// Returns the item at `*slot` (if any) to the pool.
     #[inline]
     pub(crate) fn release(&mut self, slot: &mut u32) {
         if *slot != NIL {
@@ -171,21 +208,60 @@ impl Wides {
         }
     }
 
-    /// Forgets every record (the table was cleared).
-    pub(crate) fn clear(&mut self) {
-        self.pool.clear();
+    /// Forgets every item (the table was cleared); the chunks stay for reuse.
+    fn clear(&mut self) {
+        self.len = 0;
         self.free.clear();
     }
 
-    /// Records in use.
+    /// Items in use.
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
-        self.pool.len() - self.free.len()
+        self.len - self.free.len()
+    }
+
+    /// Memory the pool holds.
+    fn bytes(&self) -> usize {
+        self.chunks.len() * POOL_CHUNK * core::mem::size_of::<T>()
+    }
+}
+
+/// The overflow records of a table's flows.
+#[derive(Default)]
+pub(crate) struct Wides {
+    pub counts: Pool<Wide>,
+    pub gaps: Pool<WideGaps>,
+}
+
+impl Wides {
+    /// Returns a flow's records (if any) to the pools.
+    #[inline]
+    pub(crate) fn release(&mut self, e: &mut FlowEntry) {
+        self.counts.release(&mut e.wide);
+        self.gaps.release(&mut e.gaps);
+    }
+
+    /// Forgets every record (the table was cleared).
+    pub(crate) fn clear(&mut self) {
+        self.counts.clear();
+        self.gaps.clear();
+    }
+
+    /// Memory the pools hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.counts.bytes() + self.gaps.bytes()
+    }
+
+    /// Records in use, of both kinds.
+    #[cfg(test)]
+    pub(crate) fn in_use(&self) -> usize {
+        self.counts.in_use() + self.gaps.in_use()
     }
 }
 
 /// Length and gap of the first packets of a flow record, in narrow form: a length of
-/// `u16::MAX` or a gap of `u32::MAX` means the exact value is in the [`Wide`] record.
+/// `u16::MAX` means the exact value is in the [`Wide`] record; a gap is the low 32 bits of
+/// the exact one (the high bits, when any, are in the [`WideGaps`] record).
 #[derive(Clone, Copy, Debug, Default, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub(crate) struct EarlyPackets {
@@ -231,6 +307,8 @@ pub(crate) struct FlowEntry {
     pub wheel_next: u32,
     /// The flow's [`Wide`] record in the table's pool, `NIL` when it needs none.
     pub wide: u32,
+    /// The flow's [`WideGaps`] record, `NIL` when it needs none.
+    pub gaps: u32,
     /// Payload bytes captured so far per side (into the meter's payload arena).
     pub payload_len: [u16; 2],
     /// MAC address of each side (as sender, or as receiver of the first packet).
@@ -239,7 +317,7 @@ pub(crate) struct FlowEntry {
     pub wheel_slot: u16,
     /// Explicit padding to the line: the table keeps entries as plain bytes (no hidden
     /// padding allowed).
-    pub _pad: [u8; 18],
+    pub _pad: [u8; 14],
 }
 
 /// Sentinel "no entry" index.
@@ -268,10 +346,11 @@ impl FlowEntry {
             wheel_prev: NIL,
             wheel_next: NIL,
             wide: NIL,
+            gaps: NIL,
             payload_len: [0; 2],
             macs: [[0; 6]; 2],
             wheel_slot: 0,
-            _pad: [0; 18],
+            _pad: [0; 14],
         }
     }
 
@@ -298,7 +377,7 @@ impl FlowEntry {
     pub(crate) fn reset_counters(&mut self, wides: &mut Wides) {
         self.dirs = [DirStats::default(); 2];
         self.state &= !state_bits::SEQ_BOTH;
-        wides.release(&mut self.wide);
+        wides.release(self);
         self.seen = 0;
         self.first_ns = [0; 2];
         self.early_count = 0;
@@ -398,16 +477,16 @@ impl FlowEntry {
                 dir.iat_min = iat as u32;
             } else if dir.iat_min == u32::MAX {
                 // Every gap so far was >= 2^32 ns: the minimum is kept exactly aside.
-                let w = wides.get_or_take(&mut self.wide);
-                w.iat_min[side] = w.iat_min[side].min(iat);
+                let g = wides.gaps.get_or_take(&mut self.gaps);
+                g.iat_min[side] = g.iat_min[side].min(iat);
             }
             if iat > u64::from(dir.iat_max) {
                 if iat < u64::from(u32::MAX) {
                     dir.iat_max = iat as u32;
                 } else {
                     dir.iat_max = u32::MAX;
-                    let w = wides.get_or_take(&mut self.wide);
-                    w.iat_max[side] = w.iat_max[side].max(iat);
+                    let g = wides.gaps.get_or_take(&mut self.gaps);
+                    g.iat_max[side] = g.iat_max[side].max(iat);
                 }
             }
             dir.iat_sumsq += (iat as f64) * (iat as f64);
@@ -419,7 +498,7 @@ impl FlowEntry {
         dir.bytes = bytes;
         dir.ip_bytes = ip_bytes;
         if c_packets | c_bytes | c_ip_bytes {
-            let w = wides.get_or_take(&mut self.wide);
+            let w = wides.counts.get_or_take(&mut self.wide);
             w.packets_hi[side] += c_packets as u32;
             w.bytes_hi[side] += c_bytes as u32;
             w.ip_bytes_hi[side] += c_ip_bytes as u32;
@@ -430,7 +509,7 @@ impl FlowEntry {
         dir.len_min = dir.len_min.min(narrow_len);
         dir.len_max = dir.len_max.max(narrow_len);
         if narrow_len == u16::MAX {
-            let w = wides.get_or_take(&mut self.wide);
+            let w = wides.counts.get_or_take(&mut self.wide);
             w.len_min[side] = w.len_min[side].min(wire_len);
             w.len_max[side] = w.len_max[side].max(wire_len);
         }
@@ -439,7 +518,7 @@ impl FlowEntry {
             let seq_bit = state_bits::SEQ_LOW << side;
             let (rare, psh_carry) = update_tcp(dir, d, &mut self.state, seq_bit);
             if psh_carry {
-                let hi = &mut wides.get_or_take(&mut self.wide).psh_hi[side];
+                let hi = &mut wides.counts.get_or_take(&mut self.wide).psh_hi[side];
                 *hi = hi.wrapping_add(1);
             }
             if rare != 0 {
@@ -472,13 +551,12 @@ impl FlowEntry {
                 self.early.len[n] = wire_len as u16;
             } else {
                 self.early.len[n] = u16::MAX;
-                wides.get_or_take(&mut self.wide).early_len[n] = wire_len;
+                wides.counts.get_or_take(&mut self.wide).early_len[n] = wire_len;
             }
-            if iat < u64::from(u32::MAX) {
-                self.early.iat[n] = iat as u32;
-            } else {
-                self.early.iat[n] = u32::MAX;
-                wides.get_or_take(&mut self.wide).early_iat[n] = iat;
+            // Low 32 bits here, the rest (rarely any) in the gaps record.
+            self.early.iat[n] = iat as u32;
+            if iat > u64::from(u32::MAX) {
+                wides.gaps.get_or_take(&mut self.gaps).early_iat_hi[n] = (iat >> 32) as u32;
             }
             if sender == Side::High {
                 self.early.high |= 1 << n;
@@ -496,7 +574,7 @@ impl FlowEntry {
             let (v, carry) = self.dirs[side].rare[i].overflowing_add(1);
             self.dirs[side].rare[i] = v;
             if carry {
-                let hi = &mut wides.get_or_take(&mut self.wide).rare_hi[side][i];
+                let hi = &mut wides.counts.get_or_take(&mut self.wide).rare_hi[side][i];
                 *hi = hi.wrapping_add(1);
             }
         }
@@ -538,7 +616,8 @@ impl FlowEntry {
     /// The exact counters of `side` (narrow fields joined with the wide record).
     pub(crate) fn exact(&self, side: usize, wides: &Wides) -> ExactDir {
         let d = &self.dirs[side];
-        let w = wides.get(self.wide);
+        let w = wides.counts.get(self.wide);
+        let g = wides.gaps.get(self.gaps);
         let mut rare = [0u32; rare_index::COUNT];
         for (i, r) in rare.iter_mut().enumerate() {
             // Wrapping, as the record's 32-bit counts always have.
@@ -555,12 +634,12 @@ impl FlowEntry {
             iat_min: if d.iat_min != u32::MAX {
                 u64::from(d.iat_min)
             } else {
-                w.map_or(u64::MAX, |w| w.iat_min[side])
+                g.map_or(u64::MAX, |g| g.iat_min[side])
             },
             iat_max: if d.iat_max != u32::MAX {
                 u64::from(d.iat_max)
             } else {
-                w.map_or(0, |w| w.iat_max[side])
+                g.map_or(0, |g| g.iat_max[side])
             },
             first_ns: self.first_ns[side],
             rare,
@@ -569,13 +648,10 @@ impl FlowEntry {
 
     /// Early packet `i`'s frame length and gap, exact.
     pub(crate) fn early_packet(&self, i: usize, wides: &Wides) -> (u32, u64) {
-        let w = wides.get(self.wide);
+        let w = wides.counts.get(self.wide);
         let len = exact_len(self.early.len[i], w.map(|w| w.early_len[i]));
-        let iat = match self.early.iat[i] {
-            u32::MAX => w.map_or(u64::from(u32::MAX), |w| w.early_iat[i]),
-            g => u64::from(g),
-        };
-        (len, iat)
+        let hi = wides.gaps.get(self.gaps).map_or(0, |g| g.early_iat_hi[i]);
+        (len, join(hi, self.early.iat[i]))
     }
 }
 
@@ -688,6 +764,9 @@ mod tests {
     fn layout_is_five_lines_with_each_direction_on_its_own() {
         assert_eq!(core::mem::size_of::<DirStats>(), 64);
         assert_eq!(core::mem::size_of::<FlowEntry>(), 5 * 64);
+        // The overflow records' sizes as docs/adr/0002-flow-table.md gives them.
+        assert_eq!(core::mem::size_of::<WideGaps>(), 72);
+        assert_eq!(core::mem::size_of::<Wide>(), 160);
         let e = FlowEntry::empty();
         let base = &e as *const FlowEntry as usize;
         let off = |p: *const u8| p as usize - base;
@@ -921,11 +1000,40 @@ mod tests {
             u32::MAX,
             "the low side's minimum is in the wide record"
         );
-        assert_eq!(w.in_use(), 1);
-        // A new record gives the wide record back.
+        assert_eq!((w.counts.in_use(), w.gaps.in_use()), (1, 1));
+        // A new record gives the wide records back.
         e.reset_counters(&mut w);
         assert_eq!(w.in_use(), 0);
         assert!(e.is_empty_record());
+    }
+
+    #[test]
+    fn long_gaps_take_only_the_small_gaps_record_and_stay_exact() {
+        const G: u64 = 1 << 32;
+        let mut w = Wides::default();
+        let mut e = FlowEntry::empty();
+        let ack = tcp(tcp_flags::ACK, 1, 0);
+        e.start(FlowKey::default(), &ack, Side::Low, 0, &mut w);
+        // Gaps just under, at and over 2^32 ns, and one of 17 minutes.
+        let times = [0, G - 1, 2 * G - 1, 3 * G, 3 * G + 1_000_000_000_000];
+        for &ts in &times {
+            e.update(&ack, Side::Low, ts, 60, &mut w);
+        }
+        assert_eq!((w.counts.in_use(), w.gaps.in_use()), (0, 1));
+        for i in 0..times.len() {
+            let gap = if i == 0 { 0 } else { times[i] - times[i - 1] };
+            assert_eq!(e.early_packet(i, &w), (60, gap), "early packet {i}");
+        }
+        let x = e.exact(0, &w);
+        assert_eq!((x.iat_min, x.iat_max), (G - 1, 1_000_000_000_000));
+        // The record goes back to the pool; the next flow in it starts clean.
+        e.reset_counters(&mut w);
+        let later = times[times.len() - 1] + G;
+        e.update(&ack, Side::Low, later, 60, &mut w);
+        e.update(&ack, Side::Low, later + 2 * G, 60, &mut w);
+        assert_eq!(e.early_packet(1, &w), (60, 2 * G));
+        assert_eq!(e.exact(0, &w).iat_min, 2 * G);
+        assert_eq!(w.gaps.in_use(), 1);
     }
 
     #[test]

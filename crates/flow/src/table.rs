@@ -306,7 +306,7 @@ impl FlowTable {
         self.slots[hole] = 0;
         let e = &mut self.entries[idx as usize];
         e.live = 0;
-        self.wides.release(&mut e.wide);
+        self.wides.release(e);
         self.free.push(idx);
         self.len -= 1;
     }
