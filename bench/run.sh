@@ -16,7 +16,7 @@ usage: bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--tr
   --peers-only   do not build or run trawl (measure the read limit and the peers only)
   --no-install   never call apt-get; fail if a peer is missing
   --tools LIST   comma-separated subset of: read,trawl,softflowd,nfpcapd,argus,pmacctd
-  --traces LIST  comma-separated subset of: a,b (realistic, worst case)
+  --traces LIST  comma-separated subset of: a,b,c (realistic, worst case, scale; default a,b)
 
 Environment:
   CARGO_TARGET_DIR         cargo target dir (default: <repo>/target)
@@ -64,23 +64,33 @@ mkdir -p "$WORK" "$OUT"
 
 # Traces: name, tracegen arguments, sha256 of the output from the reference run (a mismatch
 # means a different seed or generator; the run goes on with a warning).
-declare -A TRACE_ARGS TRACE_SHA PRECUT
+declare -A TRACE_ARGS TRACE_SHA PRECUT TRAWL_ARGS SOFTFLOWD_FLOWS
 # Peers that need more than PEER_LIMIT on a full trace on the reference machine (2 vCPUs) are
 # measured on its first quarter right away, rather than after a wasted timeout.
 PRECUT[b,argus]=5000000
 PRECUT[b,pmacctd]=5000000
+PRECUT[c,argus]=5000000
+PRECUT[c,pmacctd]=5000000
+# Trace (c) holds 10 M flows at once: every tool gets a table that big (trawl's default is
+# 4 Mi flows, softflowd's as run here 4 M; more would be evicted under pressure).
+TRAWL_ARGS[c]="--capacity 12000000"
+SOFTFLOWD_FLOWS[c]=12000000
 if [ "$QUICK" = 1 ]; then
     SUFFIX=-quick
     TRACE_ARGS[a]="realistic --target-bytes 350000000"
     TRACE_ARGS[b]="worstcase --packets 1000000 --flows 60000"
     TRACE_SHA[a]=98e5af2caee0683e997628b6d75d5746661360800f89641c4614acd49add18f9
     TRACE_SHA[b]=58466e27d6631f68ddffd39080184d9f86ff0927f3d622b464b1d2c0d2001373
+    TRACE_ARGS[c]="worstcase --packets 2000000 --flows 1000000"
+    TRACE_SHA[c]=225486ee0d9abf80c0f8ad46eeb16a42555124d043d427d451d3e09ce936fb1d
 else
     SUFFIX=
     TRACE_ARGS[a]="realistic --target-bytes 2200000000"
     TRACE_ARGS[b]="worstcase --packets 20000000 --flows 1200000"
     TRACE_SHA[a]=43a731976f7b4618c09d28ab97e1314901aa32e0adacf4da7b6eca594c953d0c
     TRACE_SHA[b]=a31276e3d45079929fa1249e789b4a949929062454a3714b253ec05dd6fd1413
+    TRACE_ARGS[c]="worstcase --packets 20000000 --flows 10000000"
+    TRACE_SHA[c]=8a3a92338ccab2d135927d77cdf793d6d633c56aba647fe9e964b967ad8f7ceb
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -251,13 +261,14 @@ run_tool() {
             read-cat) timed "$dir" "$limit" sh -c 'cat "$1" >/dev/null' sh "$input" ;;
             trawl-csv | trawl-json)
                 timed "$dir" "$limit" "$TRAWL" flows -r "$input" --format "${tool#trawl-}" \
-                    -o /dev/null --summary json --progress never ;;
+                    -o /dev/null --summary json --progress never ${TRAWL_ARGS[$tname]:-} ;;
             softflowd)
                 # -m: track up to 4 M flows (default 8192 would force-expire all the time);
                 # -v 9: NetFlow v9, which carries IPv6. Never -c (control socket): it conflicts
                 # with -r. In -r mode softflowd does not fork and prints statistics at the end.
                 start_collector "$dir/collector"
-                timed "$dir" "$limit" softflowd -r "$input" -n "127.0.0.1:$COLLECTOR_PORT" -v 9 -m 4000000
+                timed "$dir" "$limit" softflowd -r "$input" -n "127.0.0.1:$COLLECTOR_PORT" -v 9 \
+                    -m "${SOFTFLOWD_FLOWS[$tname]:-4000000}"
                 stop_collector ;;
             nfpcapd)
                 # -e active,inactive timeouts as trawl's defaults (30 min, 30 s).
@@ -411,7 +422,7 @@ for t in softflowd nfpcapd argus pmacctd; do
 done
 
 for tname in ${TRACES//,/ }; do
-    [ -n "${TRACE_ARGS[$tname]:-}" ] || die "unknown trace $tname (a or b)"
+    [ -n "${TRACE_ARGS[$tname]:-}" ] || die "unknown trace $tname (a, b or c)"
     trace=$(ensure_trace "$tname")
     note "trace $tname: $(stat_of "$trace.stats" packets) packets, $(stat_of "$trace.stats" file_bytes) bytes, $(stat_of "$trace.stats" biflows) flows"
     cat "$trace" >/dev/null
@@ -423,7 +434,8 @@ for tname in ${TRACES//,/ }; do
         base=$WORK/$tname$SUFFIX-first1000.pcap
         [ -f "$base" ] || "$TRACEGEN" head --packets 1000 --input "$trace" -o "$base" >/dev/null
         mkdir -p "$OUT/$tname/trawl-baseline"
-        timed "$OUT/$tname/trawl-baseline" 60 "$TRAWL" flows -r "$base" --format csv -o /dev/null --summary json --progress never
+        timed "$OUT/$tname/trawl-baseline" 60 "$TRAWL" flows -r "$base" --format csv -o /dev/null \
+            --summary json --progress never ${TRAWL_ARGS[$tname]:-}
         peak=$(grep '^{' "$OUT/$tname/trawl-csv/log" | tail -1 | sed -n 's/.*"peak_flows":\([0-9]*\).*/\1/p')
         rss=$(awk -F, -v t="$tname" '$1 == t && $2 == "trawl-csv" { print $9 }' "$RAW")
         MEMORY_LINES+=("$(awk -v t="$tname" -v r="$rss" -v b="$RSS" -v p="${peak:-0}" 'BEGIN {
