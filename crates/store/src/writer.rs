@@ -314,38 +314,90 @@ fn writer_properties(config: &StoreConfig) -> WriterProperties {
     b.build()
 }
 
-/// Interns values of one dictionary column of a block.
-struct DictBuilder<T> {
-    index: FxHashMap<T, i32>,
+/// Interns values of one dictionary column of a block. Rows arrive sorted by addresses, so
+/// a value often repeats the previous row's: that one is checked before the index.
+struct DictBuilder<T, I = FxHashMap<T, i32>> {
+    index: I,
     values: Vec<T>,
     keys: Vec<i32>,
+    /// The previous row's value and its key.
+    last: Option<(T, i32)>,
 }
 
-impl<T> Default for DictBuilder<T> {
+/// Maps a column's distinct values to their dictionary keys.
+trait DictIndex<T>: Default {
+    fn clear(&mut self);
+    /// The key of `v`, or `next` after recording it as the key of `v`.
+    fn key_or_insert(&mut self, v: T, next: i32) -> i32;
+}
+
+impl<T: Hash + Eq> DictIndex<T> for FxHashMap<T, i32> {
+    fn clear(&mut self) {
+        std::collections::HashMap::clear(self);
+    }
+    #[inline]
+    fn key_or_insert(&mut self, v: T, next: i32) -> i32 {
+        *self.entry(v).or_insert(next)
+    }
+}
+
+/// The index of a byte-valued column (protocol, end reason): a table of all 256 values.
+struct ByteIndex([i32; 256]);
+
+impl Default for ByteIndex {
+    fn default() -> Self {
+        ByteIndex([-1; 256])
+    }
+}
+
+impl DictIndex<u8> for ByteIndex {
+    fn clear(&mut self) {
+        self.0 = [-1; 256];
+    }
+    #[inline]
+    fn key_or_insert(&mut self, v: u8, next: i32) -> i32 {
+        let k = &mut self.0[usize::from(v)];
+        if *k < 0 {
+            *k = next;
+        }
+        *k
+    }
+}
+
+impl<T, I: Default> Default for DictBuilder<T, I> {
     fn default() -> Self {
         DictBuilder {
-            index: FxHashMap::default(),
+            index: I::default(),
             values: Vec::new(),
             keys: Vec::new(),
+            last: None,
         }
     }
 }
 
-impl<T: Hash + Eq + Copy> DictBuilder<T> {
+impl<T: PartialEq + Copy, I: DictIndex<T>> DictBuilder<T, I> {
     /// Empties the builder for a block of `rows` rows, keeping its memory.
     fn reset(&mut self, rows: usize) {
         self.index.clear();
         self.values.clear();
         self.keys.clear();
         self.keys.reserve(rows);
+        self.last = None;
     }
     #[inline]
     fn push(&mut self, v: T) {
-        let n = self.values.len() as i32;
-        let k = *self.index.entry(v).or_insert(n);
-        if k == n {
-            self.values.push(v);
-        }
+        let k = match self.last {
+            Some((last, k)) if last == v => k,
+            _ => {
+                let n = self.values.len() as i32;
+                let k = self.index.key_or_insert(v, n);
+                if k == n {
+                    self.values.push(v);
+                }
+                self.last = Some((v, k));
+                k
+            }
+        };
         self.keys.push(k);
     }
     /// The column: the keys move into it (they come back through [`BlockScratch::reclaim`]),
@@ -369,6 +421,30 @@ impl<T: Hash + Eq + Copy> DictBuilder<T> {
         // Keys index `values` by construction.
         Arc::new(DictionaryArray::<Int32Type>::new(keys, Arc::new(values)))
     }
+}
+
+/// An address as plain integers: IPv6 or not, and the address's bits. Ordered as `IpAddr`
+/// (IPv4 first, then IPv6, by value), several times faster to compare and hash than the enum,
+/// and built in registers (reading an `IpAddr` just written to memory as a wider value stalls
+/// on store forwarding).
+type AddrOrd = (bool, u128);
+
+#[inline]
+fn addr_ord(ip: &IpAddr) -> AddrOrd {
+    match ip {
+        IpAddr::V4(a) => (false, u128::from(u32::from(*a))),
+        IpAddr::V6(a) => (true, u128::from(*a)),
+    }
+}
+
+/// [`ip_text`] of an [`AddrOrd`].
+fn addr_text(a: &AddrOrd, out: &mut Vec<u8>) {
+    let ip = match *a {
+        // The low 32 bits hold the whole IPv4 address (built by `addr_ord`).
+        (false, bits) => IpAddr::from(std::net::Ipv4Addr::from(bits as u32)),
+        (true, bits) => IpAddr::from(std::net::Ipv6Addr::from(bits)),
+    };
+    ip_text(&ip, out);
 }
 
 /// Writes an address as text: IPv4 by hand (the formatting machinery cost as much as the
@@ -397,10 +473,32 @@ fn ip_text(ip: &IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-/// Sort key of a row: addresses as plain integers (IPv4 first, then IPv6, by value; the
-/// `IpAddr` order, several times faster to compare than the enums), then ports and
-/// protocol, then the row's position.
-type SortKey = ((bool, u128), (bool, u128), u64, u32);
+/// Sort key of a row: addresses as [`AddrOrd`], then ports and protocol, then the row's
+/// position.
+type SortKey = (AddrOrd, AddrOrd, u64, u32);
+
+/// Sort key of a row with an IPv4 source, the usual row: the same order as [`SortKey`] in a
+/// 256-bit integer (high, low) of a third of its size, compared in two steps. Bits from the
+/// top: source (32), destination is IPv6 (1), destination (128), ports and protocol (40),
+/// row position ([`PACKED_ROW_BITS`]).
+type PackedKey = (u128, u128);
+
+/// Bits of a packed sort key that hold the row's position: blocks of up to 16 Mi rows (the
+/// default `max_buffered_rows` is 4 Mi) sort by packed keys, larger ones by [`SortKey`].
+const PACKED_ROW_BITS: u32 = 24;
+
+fn packed_key(src: std::net::Ipv4Addr, dst: AddrOrd, tail: u64, row: u32) -> PackedKey {
+    let (dst_v6, dst) = dst;
+    let high = u128::from(u32::from(src)) << 96 | u128::from(dst_v6) << 95 | dst >> 33;
+    let low = (dst & ((1 << 33) - 1)) << 95
+        | u128::from(tail) << (95 - 40)
+        | u128::from(row) << (95 - 40 - PACKED_ROW_BITS);
+    (high, low)
+}
+
+fn packed_row(key: &PackedKey) -> u32 {
+    (key.1 >> (95 - 40 - PACKED_ROW_BITS)) as u32 & ((1 << PACKED_ROW_BITS) - 1)
+}
 
 /// Buffers of one block's encoding, kept from block to block by [`Ingest`]: a probe writes
 /// blocks all day, and taking fresh memory for each cost more than sorting and encoding it
@@ -409,11 +507,13 @@ type SortKey = ((bool, u128), (bool, u128), u64, u32);
 #[derive(Default)]
 pub struct BlockScratch {
     order: Vec<SortKey>,
+    /// Sort keys of the rows with an IPv4 source.
+    packed: Vec<PackedKey>,
     sorted: Vec<StoredFlow>,
-    sip: DictBuilder<IpAddr>,
-    dip: DictBuilder<IpAddr>,
-    proto: DictBuilder<u8>,
-    reason: DictBuilder<u8>,
+    sip: DictBuilder<AddrOrd>,
+    dip: DictBuilder<AddrOrd>,
+    proto: DictBuilder<u8, ByteIndex>,
+    reason: DictBuilder<u8, ByteIndex>,
     u64s: Vec<Vec<u64>>,
     u16s: Vec<Vec<u16>>,
     u8s: Vec<Vec<u8>>,
@@ -487,19 +587,30 @@ pub fn encode_batch(rows: &mut [StoredFlow]) -> Result<RecordBatch> {
 
 /// [`encode_batch`] with reused buffers: `rows` is replaced by its sorted copy.
 fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<RecordBatch> {
-    let ord = |ip: &IpAddr| -> (bool, u128) {
-        match ip {
-            IpAddr::V4(a) => (false, u128::from(u32::from(*a))),
-            IpAddr::V6(a) => (true, u128::from(*a)),
-        }
+    let tail = |r: &StoredFlow| {
+        u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto)
     };
+    s.packed.clear();
     s.order.clear();
-    s.order.extend(rows.iter().enumerate().map(|(i, r)| {
-        let tail = u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto);
-        (ord(&r.src_ip), ord(&r.dst_ip), tail, i as u32)
-    }));
+    let packable = rows.len() < 1 << PACKED_ROW_BITS;
+    for (i, r) in rows.iter().enumerate() {
+        match r.src_ip {
+            IpAddr::V4(src) if packable => {
+                s.packed
+                    .push(packed_key(src, addr_ord(&r.dst_ip), tail(r), i as u32));
+            }
+            _ => s
+                .order
+                .push((addr_ord(&r.src_ip), addr_ord(&r.dst_ip), tail(r), i as u32)),
+        }
+    }
+    // IPv4 sources sort before IPv6 ones (the `IpAddr` order), so the two sorted parts
+    // concatenate.
+    s.packed.sort_unstable();
     s.order.sort_unstable();
     s.sorted.clear();
+    s.sorted
+        .extend(s.packed.iter().map(|k| rows[packed_row(k) as usize]));
     s.sorted.extend(s.order.iter().map(|o| rows[o.3 as usize]));
     std::mem::swap(rows, &mut s.sorted);
     debug_assert!(rows
@@ -511,8 +622,8 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     s.proto.reset(n);
     s.reason.reset(n);
     for r in rows.iter() {
-        s.sip.push(r.src_ip);
-        s.dip.push(r.dst_ip);
+        s.sip.push(addr_ord(&r.src_ip));
+        s.dip.push(addr_ord(&r.dst_ip));
         s.proto.push(r.proto);
         s.reason.push(r.end_reason as u8);
     }
@@ -523,8 +634,8 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     };
     let (u64s, u16s, u8s) = (&mut s.u64s, &mut s.u16s, &mut s.u8s);
     let columns: Vec<ArrayRef> = vec![
-        s.sip.finish(ip_text),
-        s.dip.finish(ip_text),
+        s.sip.finish(addr_text),
+        s.dip.finish(addr_text),
         column::<_, UInt16Array>(u16s, rows, |r| r.src_port),
         column::<_, UInt16Array>(u16s, rows, |r| r.dst_port),
         s.proto.finish(|p, out| name(&ProtoName(*p), out)),
@@ -722,6 +833,108 @@ mod tests {
         let tmp = dir.join(".1200.parquet.1.0.tmp");
         create_in_day_dir(&tmp).unwrap();
         assert!(tmp.is_file());
+    }
+
+    /// A row of `i` with addresses and ports drawn from `next`: mostly IPv4, some IPv6 (with
+    /// low-valued ones such as `::5`, which are numerically below IPv4 addresses but sort
+    /// after them), few distinct values so that rows share keys and differ only late in them.
+    fn mixed_row(next: &mut impl FnMut() -> u64) -> StoredFlow {
+        let addr = |next: &mut dyn FnMut() -> u64| -> IpAddr {
+            let r = next();
+            match r % 8 {
+                0 => IpAddr::from(std::net::Ipv6Addr::from(u128::from(r % 5))),
+                1 => IpAddr::from(std::net::Ipv6Addr::from(u128::from(r) << 64 | 7)),
+                _ => IpAddr::from(std::net::Ipv4Addr::from((r % 6) as u32 * 0x2a00_0001)),
+            }
+        };
+        StoredFlow {
+            src_ip: addr(next),
+            dst_ip: addr(next),
+            src_port: (next() % 3) as u16 * 30_000,
+            dst_port: (next() % 3) as u16 * 443,
+            proto: [6, 17, 1, 255][(next() % 4) as usize],
+            vlan: 0,
+            first_ns: next(),
+            last_ns: next(),
+            fwd_packets: next() % 10,
+            rev_packets: 0,
+            fwd_bytes: 0,
+            rev_bytes: 0,
+            fwd_ip_bytes: 0,
+            rev_ip_bytes: 0,
+            fwd_tcp_flags: 0,
+            rev_tcp_flags: 0,
+            end_reason: trawl_flow::EndReason::ALL[(next() % 3) as usize],
+        }
+    }
+
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    #[test]
+    fn packed_keys_sort_like_the_general_key() {
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let rows: Vec<StoredFlow> = (0..3000).map(|_| mixed_row(&mut next)).collect();
+        let tail = |r: &StoredFlow| {
+            u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto)
+        };
+        let mut general = Vec::new();
+        let mut packed = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            let row = (i * 5591) as u32 % (1 << PACKED_ROW_BITS);
+            if let IpAddr::V4(src) = r.src_ip {
+                let key = packed_key(src, addr_ord(&r.dst_ip), tail(r), row);
+                assert_eq!(packed_row(&key), row);
+                general.push((
+                    (addr_ord(&r.src_ip), addr_ord(&r.dst_ip), tail(r), row),
+                    key,
+                ));
+                packed.push(key);
+            }
+        }
+        assert!(general.len() > 1000, "most sources are IPv4");
+        general.sort_unstable_by_key(|g| g.0);
+        packed.sort_unstable();
+        let by_general: Vec<PackedKey> = general.iter().map(|g| g.1).collect();
+        assert_eq!(by_general, packed);
+    }
+
+    #[test]
+    fn encoded_blocks_are_sorted_and_their_dictionaries_give_each_row_its_values() {
+        use arrow_array::cast::AsArray;
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let rows: Vec<StoredFlow> = (0..5000).map(|_| mixed_row(&mut next)).collect();
+        let mut scratch = BlockScratch::default();
+        // Twice through the same scratch: the second block must not see the first's values.
+        for block in [&rows[..2000], &rows[2000..]] {
+            let mut sorted = block.to_vec();
+            let batch = encode_sorted(&mut sorted, &mut scratch).unwrap();
+            let mut expected = block.to_vec();
+            expected.sort_by_key(|r| (r.src_ip, r.dst_ip, r.dst_port, r.src_port, r.proto));
+            let key = |r: &StoredFlow| (r.src_ip, r.dst_ip, r.dst_port, r.src_port, r.proto);
+            assert_eq!(
+                sorted.iter().map(key).collect::<Vec<_>>(),
+                expected.iter().map(key).collect::<Vec<_>>()
+            );
+            let text = |c: usize, i: usize| -> String {
+                let d = batch.column(c).as_dictionary::<Int32Type>();
+                let values = d.values().as_string::<i32>();
+                values.value(d.keys().value(i) as usize).to_string()
+            };
+            for (i, r) in sorted.iter().enumerate() {
+                assert_eq!(text(0, i), r.src_ip.to_string());
+                assert_eq!(text(1, i), r.dst_ip.to_string());
+                assert_eq!(text(4, i), ProtoName(r.proto).to_string());
+                assert_eq!(text(16, i), r.end_reason.name());
+            }
+            scratch.reclaim(batch);
+        }
     }
 
     #[test]
