@@ -775,9 +775,7 @@ pub(crate) mod tests {
     fn ntp_conversions_match_the_exact_128_bit_arithmetic() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..100_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            trawl_testkit::xorshift(&mut x);
             let ns = if i < 1000 { i * 999_999 } else { x >> 2 };
             let rem = ns % 1_000_000_000;
             let frac = ((rem as u128) << 32).div_ceil(1_000_000_000) as u64;

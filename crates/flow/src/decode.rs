@@ -1998,7 +1998,7 @@ mod tests {
         let mut out = Decoded::default();
         for i in 0..20_000 {
             for b in buf.iter_mut() {
-                *b = crate::xorshift(&mut state) as u8;
+                *b = trawl_testkit::xorshift(&mut state) as u8;
             }
             // Steer toward the interesting paths now and then.
             if i % 3 == 0 {

@@ -53,12 +53,3 @@ pub use state::EARLY_PACKETS;
 
 /// Largest flow-table capacity (`FlowConfig::capacity`) the index can address.
 pub const MAX_CAPACITY: usize = table::MAX_CAPACITY;
-
-/// One step of xorshift64 for the crate's randomised tests (deterministic, no dependency).
-#[cfg(test)]
-pub(crate) fn xorshift(state: &mut u64) -> u64 {
-    *state ^= *state << 13;
-    *state ^= *state >> 7;
-    *state ^= *state << 17;
-    *state
-}

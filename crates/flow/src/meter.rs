@@ -717,7 +717,7 @@ mod tests {
         let mut ts = 1000 * S;
         let mut evictions = 0;
         for _ in 0..5000 {
-            crate::xorshift(&mut rng);
+            trawl_testkit::xorshift(&mut rng);
             ts += rng % (S / 5);
             let port = 1000 + (rng >> 40) as u16 % 300;
             let before = r.records.len();

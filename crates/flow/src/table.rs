@@ -567,7 +567,7 @@ mod tests {
         let mut live: Vec<(u32, u32)> = Vec::new();
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
         for step in 0..20_000 {
-            crate::xorshift(&mut rng);
+            trawl_testkit::xorshift(&mut rng);
             if !t.is_full() && (live.is_empty() || !rng.is_multiple_of(3)) {
                 let n = homes_at_end.next().expect("keys");
                 let k = key(n);

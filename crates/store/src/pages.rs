@@ -1137,9 +1137,7 @@ mod tests {
         for w in 0..=64usize {
             let vals: Vec<u64> = (0..32)
                 .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
+                    trawl_testkit::xorshift(&mut seed);
                     if w == 64 {
                         seed
                     } else {

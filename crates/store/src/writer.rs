@@ -868,18 +868,10 @@ mod tests {
         }
     }
 
-    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
-        move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        }
-    }
-
     #[test]
     fn packed_keys_sort_like_the_general_key() {
-        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || trawl_testkit::xorshift(&mut state);
         let rows: Vec<StoredFlow> = (0..3000).map(|_| mixed_row(&mut next)).collect();
         let tail = |r: &StoredFlow| {
             u64::from(r.dst_port) << 24 | u64::from(r.src_port) << 8 | u64::from(r.proto)
@@ -908,7 +900,8 @@ mod tests {
     #[test]
     fn encoded_blocks_are_sorted_and_their_dictionaries_give_each_row_its_values() {
         use arrow_array::cast::AsArray;
-        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || trawl_testkit::xorshift(&mut state);
         let rows: Vec<StoredFlow> = (0..5000).map(|_| mixed_row(&mut next)).collect();
         let mut scratch = BlockScratch::default();
         // Twice through the same scratch: the second block must not see the first's values.

@@ -15,6 +15,15 @@ use std::path::{Path, PathBuf};
 use trawl_capture::{FileSource, PacketSource};
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
 
+/// One step of xorshift64 (Marsaglia's 13/7/17 triple): the deterministic pseudo-random
+/// numbers of the randomised tests, without a dependency. `state` must not be zero.
+pub fn xorshift(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
 /// The repository root (two levels above this crate).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

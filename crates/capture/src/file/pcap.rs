@@ -407,12 +407,7 @@ mod tests {
         // with swapped or oversized fields), cut off at every few bytes and at several room
         // limits.
         let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = move || trawl_testkit::xorshift(&mut rng);
         for (magic, minor) in [
             (MAGIC_US_LE, 4u8),
             (MAGIC_US_BE, 4),

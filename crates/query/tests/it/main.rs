@@ -194,9 +194,7 @@ fn damaged_blocks_are_counted_and_the_rest_still_counts() {
             0 => bytes.truncate(bytes.len() * (round % 60 + 1) / 61),
             1 => {
                 for _ in 0..4 {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
+                    trawl_testkit::xorshift(&mut seed);
                     let at = (seed % bytes.len() as u64) as usize;
                     bytes[at] ^= 1 << (seed % 8);
                 }

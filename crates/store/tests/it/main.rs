@@ -399,9 +399,7 @@ fn damaged_pages_are_errors_naming_where() {
     for _ in 0..300 {
         let mut bytes = original.clone();
         for _ in 0..3 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+            trawl_testkit::xorshift(&mut seed);
             let at = 4 + (seed % data_end as u64) as usize;
             bytes[at] ^= 1 << (seed % 8);
         }
