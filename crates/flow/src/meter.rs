@@ -384,6 +384,10 @@ impl FlowMeter {
     }
 
     fn end<S: FlowSink>(&mut self, idx: u32, reason: EndReason, sink: &mut S) {
+        // The removal starts at the key's index slot, a cache miss of its own: fetched while
+        // the record is built and written.
+        self.table
+            .prefetch_slot(self.table.entries[idx as usize].key.hash());
         self.emit(idx, reason, sink);
         self.table.remove(idx);
     }
@@ -421,6 +425,9 @@ impl FlowMeter {
             self.table.processed_tick = tick + 1;
             while cur != NIL {
                 let next = self.table.entries[cur as usize].wheel_next;
+                // Expired flows come in runs: the next one's lines load while this one's
+                // record is written.
+                self.table.prefetch_record(next);
                 let e = &self.table.entries[cur as usize];
                 let deadline = self.deadline(e);
                 if deadline <= now {
@@ -452,6 +459,9 @@ impl FlowMeter {
                 let next = self.table.entries[cur as usize].wheel_next;
                 let deadline = self.deadline(&self.table.entries[cur as usize]);
                 if (deadline >> TICK_SHIFT) <= tick {
+                    // Under pressure every new flow evicts one: the next victim is most
+                    // likely `next`, its lines load until the next new flow comes.
+                    self.table.prefetch_record(next);
                     self.end(cur, EndReason::Pressure, sink);
                     return;
                 }

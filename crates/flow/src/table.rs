@@ -455,6 +455,17 @@ impl FlowTable {
         }
     }
 
+    /// Hints the CPU to fetch every line of entry `idx` (`NIL`: none), as building its
+    /// record reads them all.
+    #[inline]
+    pub(crate) fn prefetch_record(&self, idx: u32) {
+        if let Some(e) = self.entries.get(idx as usize) {
+            for line in bytemuck::bytes_of(e).chunks_exact(64) {
+                mem_prefetch::prefetch_read_data::<_, 3>(&line[0]);
+            }
+        }
+    }
+
     /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates: the
     /// header and its direction's line, and the early-packet line (needed by most packets: the
     /// first ten of each flow; fetching it for the others costs bandwidth, not waiting).
