@@ -118,6 +118,14 @@ const HEAD_FIELDS: [&str; 16] = [
     "rev_ip_bytes",
 ];
 
+/// A field's separator and JSON key as one literal: `key!("src_ip")` is `,"src_ip":`,
+/// `key!("fwd_", "syn")` is `,"fwd_syn":`.
+macro_rules! key {
+    ($($part:expr),+) => {
+        concat!(",\"", $($part),+, "\":").as_bytes()
+    };
+}
+
 impl RecordWriter {
     /// A writer of `format`; `with_payload` adds `fwd_payload` / `rev_payload` (hex).
     pub fn new(format: RecordFormat, with_payload: bool) -> Self {
@@ -219,67 +227,67 @@ impl RecordWriter {
         if json {
             c.lit(b"{");
         }
-        c.key(b"src_ip", true);
+        c.first_key(key!("src_ip"));
         c.ip(r.src_ip);
-        c.key(b"dst_ip", false);
+        c.key(key!("dst_ip"));
         c.ip(r.dst_ip);
-        c.key(b"src_port", false);
+        c.key(key!("src_port"));
         c.uint(r.src_port as u64);
-        c.key(b"dst_port", false);
+        c.key(key!("dst_port"));
         c.uint(r.dst_port as u64);
-        c.key(b"proto", false);
+        c.key(key!("proto"));
         c.quote();
         match r.proto_name().name() {
             Some(n) => c.bytes(n.as_bytes()),
             None => c.uint(r.proto as u64),
         }
         c.quote();
-        c.key(b"vlan", false);
+        c.key(key!("vlan"));
         c.uint(r.vlan as u64);
         if let Some((_, text)) = &self.iface {
-            c.key(b"iface", false);
+            c.key(key!("iface"));
             c.bytes(text);
         }
-        c.key(b"src_mac", false);
+        c.key(key!("src_mac"));
         c.mac(&r.src_mac);
-        c.key(b"dst_mac", false);
+        c.key(key!("dst_mac"));
         c.mac(&r.dst_mac);
-        c.key(b"first_ns", false);
+        c.key(key!("first_ns"));
         c.uint(r.first_ns);
-        c.key(b"last_ns", false);
+        c.key(key!("last_ns"));
         c.uint(r.last_ns);
-        c.key(b"fwd_packets", false);
+        c.key(key!("fwd_packets"));
         c.uint(r.fwd.packets);
-        c.key(b"rev_packets", false);
+        c.key(key!("rev_packets"));
         c.uint(r.rev.packets);
-        c.key(b"fwd_bytes", false);
+        c.key(key!("fwd_bytes"));
         c.uint(r.fwd.bytes);
-        c.key(b"rev_bytes", false);
+        c.key(key!("rev_bytes"));
         c.uint(r.rev.bytes);
-        c.key(b"fwd_ip_bytes", false);
+        c.key(key!("fwd_ip_bytes"));
         c.uint(r.fwd.ip_bytes);
-        c.key(b"rev_ip_bytes", false);
+        c.key(key!("rev_ip_bytes"));
         c.uint(r.rev.ip_bytes);
         direction!(c, "fwd_", &r.fwd);
         direction!(c, "rev_", &r.rev);
-        c.key(b"first_lengths", false);
+        c.key(key!("first_lengths"));
         c.int_list(&r.first_lengths[..r.first_count]);
-        c.key(b"first_iats_ns", false);
+        c.key(key!("first_iats_ns"));
         c.int_list(&r.first_iats_ns[..r.first_count]);
         if self.with_payload {
             // Payload can be far larger than the stack buffer: hex it straight into `out`.
-            c.key(b"fwd_payload", false);
+            c.key(key!("fwd_payload"));
             c.quote();
             c.drain_into(out);
             hex(r.fwd_payload, out);
             c.quote();
-            c.key(b"rev_payload", false);
+            c.key(key!("rev_payload"));
             c.quote();
             c.drain_into(out);
             hex(r.rev_payload, out);
             c.quote();
         }
-        c.key(b"end_reason", false);
+        c.key(key!("end_reason"));
         c.quote();
         c.bytes(r.end_reason.name().as_bytes());
         c.quote();
@@ -296,43 +304,43 @@ macro_rules! direction {
     ($c:expr, $p:literal, $d:expr) => {{
         let c = &mut $c;
         let d: &DirectionRecord = $d;
-        c.key(concat!($p, "len_min").as_bytes(), false);
+        c.key(key!($p, "len_min"));
         c.uint(d.len_min as u64);
-        c.key(concat!($p, "len_max").as_bytes(), false);
+        c.key(key!($p, "len_max"));
         c.uint(d.len_max as u64);
-        c.key(concat!($p, "len_mean").as_bytes(), false);
+        c.key(key!($p, "len_mean"));
         c.float(d.len_mean);
-        c.key(concat!($p, "len_std").as_bytes(), false);
+        c.key(key!($p, "len_std"));
         c.float(d.len_std);
-        c.key(concat!($p, "iat_min_ns").as_bytes(), false);
+        c.key(key!($p, "iat_min_ns"));
         c.uint(d.iat_min_ns);
-        c.key(concat!($p, "iat_max_ns").as_bytes(), false);
+        c.key(key!($p, "iat_max_ns"));
         c.uint(d.iat_max_ns);
-        c.key(concat!($p, "iat_mean_ns").as_bytes(), false);
+        c.key(key!($p, "iat_mean_ns"));
         c.float(d.iat_mean_ns);
-        c.key(concat!($p, "iat_std_ns").as_bytes(), false);
+        c.key(key!($p, "iat_std_ns"));
         c.float(d.iat_std_ns);
-        c.key(concat!($p, "syn").as_bytes(), false);
+        c.key(key!($p, "syn"));
         c.uint(d.syn as u64);
-        c.key(concat!($p, "syn_ack").as_bytes(), false);
+        c.key(key!($p, "syn_ack"));
         c.uint(d.syn_ack as u64);
-        c.key(concat!($p, "fin").as_bytes(), false);
+        c.key(key!($p, "fin"));
         c.uint(d.fin as u64);
-        c.key(concat!($p, "rst").as_bytes(), false);
+        c.key(key!($p, "rst"));
         c.uint(d.rst as u64);
-        c.key(concat!($p, "psh").as_bytes(), false);
+        c.key(key!($p, "psh"));
         c.uint(d.psh as u64);
-        c.key(concat!($p, "urg").as_bytes(), false);
+        c.key(key!($p, "urg"));
         c.uint(d.urg as u64);
-        c.key(concat!($p, "ece").as_bytes(), false);
+        c.key(key!($p, "ece"));
         c.uint(d.ece as u64);
-        c.key(concat!($p, "cwr").as_bytes(), false);
+        c.key(key!($p, "cwr"));
         c.uint(d.cwr as u64);
-        c.key(concat!($p, "tcp_flags").as_bytes(), false);
+        c.key(key!($p, "tcp_flags"));
         c.uint(d.tcp_flags as u64);
-        c.key(concat!($p, "zero_window").as_bytes(), false);
+        c.key(key!($p, "zero_window"));
         c.uint(d.zero_window as u64);
-        c.key(concat!($p, "retrans").as_bytes(), false);
+        c.key(key!($p, "retrans"));
         c.uint(d.retransmissions as u64);
     }};
 }
@@ -400,16 +408,18 @@ impl<const JSON: bool> Cursor<'_, JSON> {
         }
     }
 
-    /// The separator and, in JSON, the quoted key.
+    /// The separator and, in JSON, the quoted key: `json` is [`key!`]'s `,"name":`, copied
+    /// whole (one store sequence rather than four copies of their own).
     #[inline(always)]
-    fn key(&mut self, name: &[u8], first: bool) {
-        if !first {
-            self.lit(b",");
-        }
+    fn key(&mut self, json: &[u8]) {
+        self.lit(if JSON { json } else { b"," });
+    }
+
+    /// The first field's key: no separator.
+    #[inline(always)]
+    fn first_key(&mut self, json: &[u8]) {
         if JSON {
-            self.lit(b"\"");
-            self.lit(name);
-            self.lit(b"\":");
+            self.lit(&json[1..]);
         }
     }
 
