@@ -478,7 +478,7 @@ fn ip_text(ip: &IpAddr, out: &mut Vec<u8>) {
 type SortKey = (AddrOrd, AddrOrd, u64, u32);
 
 /// Sort key of a row with an IPv4 source, the usual row: the same order as [`SortKey`] in a
-/// 256-bit integer (high, low) of a third of its size, compared in two steps. Bits from the
+/// 256-bit integer (high, low), 32 bytes against 80, compared in two steps. Bits from the
 /// top: source (32), destination is IPv6 (1), destination (128), ports and protocol (40),
 /// row position ([`PACKED_ROW_BITS`]).
 type PackedKey = (u128, u128);
