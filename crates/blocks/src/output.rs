@@ -42,15 +42,24 @@ pub fn open(path: &Path, mode: FileMode) -> io::Result<OpenedFile> {
         FileMode::Truncate => o.write(true).truncate(true),
     };
     let file = o.open(path)?;
-    let first_line = if file.metadata()?.len() > 0 {
-        let mut line = String::new();
-        // A header is short; a file without a newline in its first 64 KiB has none anyway.
-        io::BufReader::new(File::open(path)?.take(64 << 10)).read_line(&mut line)?;
-        Some(line.trim_end_matches(['\n', '\r']).to_string())
-    } else {
-        None
-    };
+    let first_line = first_line(path)?;
     Ok(OpenedFile { file, first_line })
+}
+
+/// The first line of `path` if it exists and holds data, without creating or changing it: for
+/// checking a header before anything else starts.
+pub fn first_line(path: &Path) -> io::Result<Option<String>> {
+    match File::open(path) {
+        Ok(f) if f.metadata()?.len() > 0 => {
+            let mut line = String::new();
+            // A header is short; a file without a newline in its first 64 KiB has none anyway.
+            io::BufReader::new(f.take(64 << 10)).read_line(&mut line)?;
+            Ok(Some(line.trim_end_matches(['\n', '\r']).to_string()))
+        }
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Checks that CSV rows with header `header` (one line, newline included) may be appended to

@@ -24,6 +24,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         }
     }
     let plan = RunPlan::new(a)?;
+    // A record file that cannot be appended to is refused before capture starts.
+    for (path, header) in record_headers(&plan) {
+        Output::check_appending(path, &header)?;
+    }
     let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
     let rings = live::attach_rings(
         &mut workers,
@@ -39,19 +43,11 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     // Output files are opened before privileges are dropped, like the sockets and rings;
     // appended to (a restarted monitor keeps its records) and reopened on SIGHUP.
     let mut flows_out = match &plan.flows {
-        Some((path, fmt)) => {
-            let mut header = Vec::new();
-            flow_writer(*fmt).write_header(&mut header);
-            Some((Output::appending(path, header)?, *fmt))
-        }
+        Some((path, fmt)) => Some((Output::appending(path, flows_header(*fmt))?, *fmt)),
         None => None,
     };
     let mut series_out = match &plan.series {
-        Some((path, fmt)) => {
-            let mut header = Vec::new();
-            series_writer(*fmt).write_header(&mut header);
-            Some((Output::appending(path, header)?, *fmt))
-        }
+        Some((path, fmt)) => Some((Output::appending(path, series_header(*fmt))?, *fmt)),
         None => None,
     };
     // Exporters open their files and sockets before privileges are dropped too.
@@ -154,6 +150,31 @@ fn flow_writer(format: OutputFormat) -> RecordWriter {
         OutputFormat::Csv => RecordFormat::Csv,
     };
     RecordWriter::new(format, false).with_iface("")
+}
+
+/// The record files' paths and headers (CSV; empty for JSON lines).
+fn record_headers(plan: &RunPlan) -> Vec<(&std::path::Path, Vec<u8>)> {
+    let flows = plan
+        .flows
+        .iter()
+        .map(|(p, f)| (p.as_path(), flows_header(*f)));
+    let series = plan
+        .series
+        .iter()
+        .map(|(p, f)| (p.as_path(), series_header(*f)));
+    flows.chain(series).collect()
+}
+
+fn flows_header(format: OutputFormat) -> Vec<u8> {
+    let mut header = Vec::new();
+    flow_writer(format).write_header(&mut header);
+    header
+}
+
+fn series_header(format: OutputFormat) -> Vec<u8> {
+    let mut header = Vec::new();
+    series_writer(format).write_header(&mut header);
+    header
 }
 
 fn series_writer(format: OutputFormat) -> SeriesWriter {

@@ -92,6 +92,18 @@ impl Output {
         Ok(o)
     }
 
+    /// What [`Output::appending`] would refuse, found without creating or changing the file:
+    /// so that `trawl run` refuses before it starts capturing.
+    pub fn check_appending(path: &Path, header: &[u8]) -> Result<()> {
+        if path.as_os_str() == "-" {
+            return Ok(());
+        }
+        let line = output::first_line(path)
+            .with_context(|| format!("cannot read output file {}", path.display()))?;
+        output::check_header(&path.display().to_string(), line.as_deref(), header)
+            .map_err(anyhow::Error::msg)
+    }
+
     /// After SIGHUP: writes out what is buffered into the file as it was (renamed by logrotate,
     /// perhaps), then opens the path again, appending, with the header if the file is new.
     /// A failure to reopen is kept as the output's error, which stops the run.

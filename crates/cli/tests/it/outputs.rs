@@ -112,6 +112,7 @@ fn issue_27_the_monitor_refuses_to_append_csv_to_a_file_of_other_columns() {
         "{stderr}"
     );
     assert_eq!(std::fs::read_to_string(&series).unwrap(), "a,b\n1,2\n");
+    assert!(!flows.exists(), "refused before any output is opened");
 }
 
 /// logrotate's way: rename the file, send SIGHUP; records of before the signal are in the
