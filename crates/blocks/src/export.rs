@@ -183,7 +183,12 @@ impl Block for FlowExport {
             h.tick();
         }
         if let (Some(c), Some(hub)) = (&self.counters, &self.hub) {
-            c.dropped_queue.set(hub.dropped());
+            // Live, a collector that refuses shows in the counters while the run goes.
+            let now = hub.snapshot();
+            c.dropped_queue
+                .set(now.iter().map(|r| r.dropped_queue).sum());
+            c.dropped_send.set(now.iter().map(|r| r.dropped_send).sum());
+            c.send_errors.set(now.iter().map(|r| r.send_errors).sum());
         }
     }
 

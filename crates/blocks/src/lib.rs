@@ -11,6 +11,7 @@ pub mod filter;
 pub mod live;
 pub mod messages;
 pub mod meter;
+pub mod output;
 pub mod pcap;
 pub mod ring;
 pub mod series;

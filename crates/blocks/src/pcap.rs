@@ -87,6 +87,11 @@ impl Block for PcapSource {
         if s.files.is_empty() {
             return Err("`files` is empty".into());
         }
+        // Inputs are checked before any block is built, so a missing file fails the run before
+        // writers open (or create) their outputs.
+        for f in &s.files {
+            std::fs::File::open(f).map_err(|e| format!("cannot read `{f}`: {e}"))?;
+        }
         if s.batch == 0 || s.batch > 1 << 16 {
             return Err("`batch` must be between 1 and 65536".into());
         }

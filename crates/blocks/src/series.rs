@@ -1,11 +1,12 @@
 //! `series_merge` and `series_writer`: the per-second rows of parallel workers summed, and
 //! written out.
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool};
+use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool, TimerId};
 use trawl_series::{SeriesFormat, SeriesMerger, SeriesRow, SeriesWriter};
 
 use crate::messages::{SeriesBatch, SERIES};
-use crate::util::OutputFile;
+use crate::output::{check_header, FileMode, OutputFile};
+use crate::write::REOPEN_CHECK;
 
 /// Sums the rows of every connected counter per second; a second leaves once every counter is
 /// past it, so the merged series equals the series of all packets counted in one place.
@@ -113,6 +114,7 @@ impl SeriesMerge {
 pub struct SeriesFileWriter {
     out: OutputFile,
     writer: SeriesWriter,
+    /// The header is in the file (written, or there already when appending).
     header: bool,
 }
 
@@ -125,6 +127,10 @@ pub struct SeriesWriterSettings {
     /// `csv` (default) or `json`.
     #[serde(default)]
     pub format: TextFormat,
+    /// `append` (default: a restarted monitor keeps the rows already written; the CSV header
+    /// only into an empty file, and a file with other columns is refused) or `truncate`.
+    #[serde(default)]
+    pub mode: FileMode,
 }
 
 /// Text formats of the writers.
@@ -156,11 +162,37 @@ impl Block for SeriesFileWriter {
             TextFormat::Csv => SeriesFormat::Csv,
             TextFormat::Json => SeriesFormat::Json,
         };
+        let out = OutputFile::open(&s.path, s.mode)?;
+        let writer = SeriesWriter::new(format);
+        let mut header = Vec::new();
+        writer.write_header(&mut header);
+        check_header(out.path(), out.first_line(), &header)?;
         Ok(SeriesFileWriter {
-            out: OutputFile::create(&s.path)?,
-            writer: SeriesWriter::new(format),
-            header: false,
+            header: out.first_line().is_some(),
+            out,
+            writer,
         })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        if self.out.reopens() {
+            ctx.every(REOPEN_CHECK);
+        }
+        Ok(())
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        match self.out.reopen_if_asked() {
+            Ok(true) => {
+                // Into a new (empty) file the header goes first, as into the first one.
+                if self.out.first_line().is_none() {
+                    self.header = true;
+                    self.writer.write_header(self.out.buf());
+                }
+            }
+            Ok(false) => {}
+            Err(e) => ctx.fail(e),
+        }
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {

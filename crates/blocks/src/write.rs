@@ -1,23 +1,29 @@
 //! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::time::Duration;
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PcapWriter};
-use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg};
+use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, TimerId};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
 use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
+use crate::output::{check_header, FileMode, OutputFile};
 use crate::series::TextFormat;
-use crate::util::OutputFile;
+
+/// How often a writer looks whether SIGHUP asked it to reopen its file: soon enough that what
+/// was written before the signal is in the rotated file when logrotate goes on.
+pub(crate) const REOPEN_CHECK: Duration = Duration::from_millis(100);
 
 /// Writes flow records as JSON lines or CSV (the fields of `trawl flows`).
 pub struct FlowFileWriter {
     out: OutputFile,
     writer: RecordWriter,
     format: RecordFormat,
-    /// The CSV header is written with the first batch (whether it has the `iface` column
-    /// depends on it) or at the end.
+    /// The CSV columns are decided (and the header written): by the first batch (whether it
+    /// has the `iface` column depends on it), at the end, or by the header of the file
+    /// appended to.
     started: bool,
 }
 
@@ -29,6 +35,10 @@ pub struct WriterSettings {
     pub path: String,
     /// `json` (default) or `csv` (flow records only).
     pub format: Option<TextFormat>,
+    /// `append` (default: a restarted monitor keeps the records already written; a CSV
+    /// header only into an empty file) or `truncate`.
+    #[serde(default)]
+    pub mode: FileMode,
 }
 
 impl Block for FlowFileWriter {
@@ -49,12 +59,32 @@ impl Block for FlowFileWriter {
             TextFormat::Json => RecordFormat::Json,
             TextFormat::Csv => RecordFormat::Csv,
         };
-        Ok(FlowFileWriter {
-            out: OutputFile::create(&s.path)?,
+        let mut w = FlowFileWriter {
+            out: OutputFile::open(&s.path, s.mode)?,
             writer: RecordWriter::new(format, false),
             format,
             started: false,
-        })
+        };
+        w.adopt_header()?;
+        Ok(w)
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        if self.out.reopens() {
+            ctx.every(REOPEN_CHECK);
+        }
+        Ok(())
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        match self.out.reopen_if_asked() {
+            // A new file gets the header of the columns already chosen.
+            Ok(true) if self.started && self.out.first_line().is_none() => {
+                self.writer.write_header(self.out.buf())
+            }
+            Ok(_) => {}
+            Err(e) => ctx.fail(e),
+        }
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -81,6 +111,29 @@ impl Block for FlowFileWriter {
 }
 
 impl FlowFileWriter {
+    /// Appending CSV to a file with data: its header decides the columns (with or without
+    /// `iface`), and a file with other columns is refused.
+    fn adopt_header(&mut self) -> Result<(), String> {
+        let Some(line) = self.out.first_line() else {
+            return Ok(());
+        };
+        if self.format != RecordFormat::Csv {
+            return Ok(());
+        }
+        let named = self.writer.clone().with_iface("");
+        let mut header = Vec::new();
+        named.write_header(&mut header);
+        if check_header(self.out.path(), Some(line), &header).is_ok() {
+            self.writer = named;
+        } else {
+            header.clear();
+            self.writer.write_header(&mut header);
+            check_header(self.out.path(), Some(line), &header)?;
+        }
+        self.started = true;
+        Ok(())
+    }
+
     /// Names the interface of the records that follow (as `trawl flows -i` does): JSON per
     /// batch; CSV decides its columns with the first batch and then writes the name, or an
     /// empty cell for a batch without one, where its header put the column.
@@ -128,8 +181,21 @@ impl Block for EventFileWriter {
 
     fn build(s: WriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         Ok(EventFileWriter {
-            out: OutputFile::create(&s.path)?,
+            out: OutputFile::open(&s.path, s.mode)?,
         })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        if self.out.reopens() {
+            ctx.every(REOPEN_CHECK);
+        }
+        Ok(())
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        if let Err(e) = self.out.reopen_if_asked() {
+            ctx.fail(e);
+        }
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -254,7 +320,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out");
         let mut w = FlowFileWriter {
-            out: OutputFile::create(path.to_str().unwrap()).unwrap(),
+            out: OutputFile::open(path.to_str().unwrap(), FileMode::Append).unwrap(),
             writer: RecordWriter::new(format, false),
             format,
             started: false,

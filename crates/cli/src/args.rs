@@ -11,7 +11,8 @@ use trawl_flow::FlowConfig;
 
 const EXIT_CODES: &str = "Exit codes:
   0  success (also when the output pipe is closed early)
-  1  some input could not be read (the rest was processed and the summary says what failed)
+  1  some input could not be read (the rest was processed and the summary says what failed),
+     or an exporter could not send the records of capture files (destination and error named)
   2  usage error: bad option, bad filter expression, unwritable output";
 
 /// trawl: capture once, serve packets, flows and per-second series.
@@ -105,10 +106,12 @@ pub struct RunArgs {
     /// Do not publish shared rings.
     #[arg(long = "no-ring")]
     pub no_ring: bool,
-    /// Write flow records (JSON lines) to this file.
+    /// Write flow records (JSON lines) to this file: appended to (a restarted monitor keeps
+    /// its records), reopened at its path on SIGHUP (logrotate).
     #[arg(long, value_name = "PATH")]
     pub flows: Option<PathBuf>,
-    /// Write per-second series rows (JSON lines) to this file.
+    /// Write per-second series rows (JSON lines) to this file (appended to, reopened on
+    /// SIGHUP).
     #[arg(long, value_name = "PATH")]
     pub series: Option<PathBuf>,
     /// Stop after this long (default: until SIGINT/SIGTERM).

@@ -24,6 +24,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         }
     }
     let plan = RunPlan::new(a)?;
+    // A record file that cannot be appended to is refused before capture starts.
+    for (path, header) in record_headers(&plan) {
+        Output::check_appending(path, &header)?;
+    }
     let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
     let rings = live::attach_rings(
         &mut workers,
@@ -36,13 +40,14 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         Some(p) => Some(crate::dump::RunDumpers::start(p, &rings)?),
         None => None,
     };
-    // Output files are created before privileges are dropped, like the sockets and rings.
+    // Output files are opened before privileges are dropped, like the sockets and rings;
+    // appended to (a restarted monitor keeps its records) and reopened on SIGHUP.
     let mut flows_out = match &plan.flows {
-        Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
+        Some((path, fmt)) => Some((Output::appending(path, flows_header(*fmt))?, *fmt)),
         None => None,
     };
     let mut series_out = match &plan.series {
-        Some((path, fmt)) => Some((Output::new(crate::args::open_output(path)?), *fmt)),
+        Some((path, fmt)) => Some((Output::appending(path, series_header(*fmt))?, *fmt)),
         None => None,
     };
     // Exporters open their files and sockets before privileges are dropped too.
@@ -63,25 +68,9 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let timestamp_sources = live::timestamp_sources(&workers);
     let stop = crate::install_stop_signals()?;
     let outputs = live::Outputs {
-        flows: flows_out.as_mut().map(|(o, fmt)| {
-            let format = match fmt {
-                OutputFormat::Json => RecordFormat::Json,
-                OutputFormat::Csv => RecordFormat::Csv,
-            };
-            // Live records carry their interface (each worker sets its own name; the header
-            // only needs the column).
-            let w = RecordWriter::new(format, false).with_iface("");
-            w.write_header(o.buf());
-            (o, w)
-        }),
-        series: series_out.as_mut().map(|(o, fmt)| {
-            let w = SeriesWriter::new(match fmt {
-                OutputFormat::Json => SeriesFormat::Json,
-                OutputFormat::Csv => SeriesFormat::Csv,
-            });
-            w.write_header(o.buf());
-            (o, w)
-        }),
+        // The headers are in the files already (see `Output::appending`).
+        flows: flows_out.as_mut().map(|(o, fmt)| (o, flow_writer(*fmt))),
+        series: series_out.as_mut().map(|(o, fmt)| (o, series_writer(*fmt))),
         export: hub.as_ref(),
         series_feed: series_feed.as_mut(),
         store: plan.store.as_ref(),
@@ -106,7 +95,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     }
     let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
     let reports = hub.map(|h| h.finish()).unwrap_or_default();
-    crate::export::print_reports(a.summary, &reports, series_feed.as_ref());
+    let export_json = crate::export::report(a.summary, &reports, series_feed.as_ref());
     // Capture has stopped and closed the rings: the writers drain what is left and close
     // their segments.
     let (dump_errors, dump_json) = match dumpers {
@@ -118,11 +107,11 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         a.summary,
         &report,
         &outcome.meter,
-        outcome.bytes_per_flow,
+        outcome.table,
         Some(outcome.series),
-        dump_json
-            .map(|v| ("dump", v))
+        export_json
             .into_iter()
+            .chain(dump_json.map(|v| ("dump", v)))
             .chain(outcome.store.as_ref().map(|st| {
                 (
                     "store",
@@ -151,6 +140,48 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(crate::exit_code(&report))
+}
+
+/// The writer of `trawl run`'s flow records: live records carry their interface (each worker
+/// sets its own name; the header only needs the column).
+fn flow_writer(format: OutputFormat) -> RecordWriter {
+    let format = match format {
+        OutputFormat::Json => RecordFormat::Json,
+        OutputFormat::Csv => RecordFormat::Csv,
+    };
+    RecordWriter::new(format, false).with_iface("")
+}
+
+/// The record files' paths and headers (CSV; empty for JSON lines).
+fn record_headers(plan: &RunPlan) -> Vec<(&std::path::Path, Vec<u8>)> {
+    let flows = plan
+        .flows
+        .iter()
+        .map(|(p, f)| (p.as_path(), flows_header(*f)));
+    let series = plan
+        .series
+        .iter()
+        .map(|(p, f)| (p.as_path(), series_header(*f)));
+    flows.chain(series).collect()
+}
+
+fn flows_header(format: OutputFormat) -> Vec<u8> {
+    let mut header = Vec::new();
+    flow_writer(format).write_header(&mut header);
+    header
+}
+
+fn series_header(format: OutputFormat) -> Vec<u8> {
+    let mut header = Vec::new();
+    series_writer(format).write_header(&mut header);
+    header
+}
+
+fn series_writer(format: OutputFormat) -> SeriesWriter {
+    SeriesWriter::new(match format {
+        OutputFormat::Json => SeriesFormat::Json,
+        OutputFormat::Csv => SeriesFormat::Csv,
+    })
 }
 
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {

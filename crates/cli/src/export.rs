@@ -117,15 +117,17 @@ pub fn ifindex(name: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Prints the exporters' counters on standard error (before the run summary, whose JSON form
-/// is the last line).
-pub fn print_reports(
+/// The exporters' part of the summary: in text, their lines printed now (before the run's
+/// summary); in JSON, sections for the run's one summary object (`exporters`,
+/// `series_feed`), so that a script reads a single object.
+pub fn report(
     format: SummaryFormat,
     reports: &[ExporterReport],
     series_feed: Option<&SeriesFeed>,
-) {
+) -> Vec<(&'static str, serde_json::Value)> {
+    let mut sections = Vec::new();
     if reports.is_empty() && series_feed.is_none() {
-        return;
+        return sections;
     }
     match format {
         SummaryFormat::None => {}
@@ -147,14 +149,16 @@ pub fn print_reports(
                     })
                 })
                 .collect();
-            let mut v = serde_json::json!({ "exporters": exporters });
+            sections.push(("exporters", exporters.into()));
             if let Some(f) = series_feed {
-                v["series_feed"] = serde_json::json!({
-                    "rows": f.rows,
-                    "send_errors": f.send_errors,
-                });
+                sections.push((
+                    "series_feed",
+                    serde_json::json!({
+                        "rows": f.rows,
+                        "send_errors": f.send_errors,
+                    }),
+                ));
             }
-            eprintln!("{v}");
         }
         SummaryFormat::Text => {
             for r in reports {
@@ -184,4 +188,48 @@ pub fn print_reports(
             }
         }
     }
+    sections
+}
+
+/// One line per exporter that lost records or failed to send (destination, records not
+/// sent, the last error): a capture-file run with any of these has failed, since its
+/// exporters were waited for and nothing needed to be dropped.
+pub fn failures(reports: &[ExporterReport]) -> Vec<String> {
+    reports
+        .iter()
+        .filter(|r| r.dropped_send + r.dropped_queue + r.send_errors > 0)
+        .map(|r| {
+            format!(
+                "export to {} failed: {} of {} records not sent, {} send errors (last: {})",
+                r.destination,
+                r.dropped_send + r.dropped_queue,
+                r.records,
+                r.send_errors,
+                r.last_error.as_deref().unwrap_or("none recorded")
+            )
+        })
+        .collect()
+}
+
+/// The exporters' trouble so far, for a live run's status line: `None` while every record
+/// went out.
+pub fn status(hub: &ExportHub) -> Option<String> {
+    let parts: Vec<String> = hub
+        .snapshot()
+        .iter()
+        .filter(|r| r.dropped_send + r.dropped_queue + r.send_errors > 0)
+        .map(|r| {
+            format!(
+                "export {}: {} not sent, {} dropped (queue full){}",
+                r.destination,
+                r.dropped_send,
+                r.dropped_queue,
+                r.last_error
+                    .as_ref()
+                    .map(|e| format!(", last error: {e}"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }

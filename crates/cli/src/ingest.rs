@@ -153,7 +153,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         a.summary,
         &report,
         meter.stats(),
-        meter.bytes_per_flow(),
+        meter.table_size(),
         None,
     );
     print_store(a.summary, &stats, report.elapsed.as_secs_f64());

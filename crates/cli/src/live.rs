@@ -232,6 +232,17 @@ pub struct StoreOutput {
 }
 
 impl Outputs<'_> {
+    /// After SIGHUP: the flow and series files reopen at their paths (see
+    /// [`Output::reopen_if_asked`]).
+    fn reopen_if_asked(&mut self) {
+        if let Some((o, _)) = self.flows.as_mut() {
+            o.reopen_if_asked();
+        }
+        if let Some((o, _)) = self.series.as_mut() {
+            o.reopen_if_asked();
+        }
+    }
+
     fn failed(&self) -> bool {
         self.flows.as_ref().is_some_and(|(o, _)| o.failed())
             || self.series.as_ref().is_some_and(|(o, _)| o.failed())
@@ -253,7 +264,7 @@ struct WorkerReport {
     source: SourceStats,
     live: LiveStats,
     meter: MeterStats,
-    bytes_per_flow: usize,
+    table: trawl_flow::TableSize,
     series: SeriesStats,
     filter_rejected: u64,
     duplicates: u64,
@@ -267,7 +278,8 @@ pub struct LiveOutcome {
     pub source: SourceStats,
     pub live: LiveStats,
     pub meter: MeterStats,
-    pub bytes_per_flow: usize,
+    /// The workers' flow tables together.
+    pub table: trawl_flow::TableSize,
     pub series: SeriesStats,
     pub filter_rejected: u64,
     /// Switching duplicates removed.
@@ -400,6 +412,7 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         drain_series(&mut merger, &mut per_interface, &mut outputs);
+        outputs.reopen_if_asked();
         if outputs.failed() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -409,10 +422,12 @@ pub fn run(
         if let Some((every, rings)) = &status {
             if last_status.elapsed() >= *every {
                 last_status = Instant::now();
-                eprintln!(
-                    "{}",
-                    status_line(packets_seen.load(Ordering::Relaxed), started, rings)
-                );
+                let mut line = status_line(packets_seen.load(Ordering::Relaxed), started, rings);
+                if let Some(trouble) = outputs.export.and_then(crate::export::status) {
+                    line.push_str("; ");
+                    line.push_str(&trouble);
+                }
+                eprintln!("{line}");
             }
         }
         if progress && last_progress.elapsed() >= Duration::from_millis(250) {
@@ -435,7 +450,7 @@ pub fn run(
         source: SourceStats::default(),
         live: LiveStats::default(),
         meter: MeterStats::default(),
-        bytes_per_flow: 0,
+        table: Default::default(),
         series: SeriesStats::default(),
         filter_rejected: 0,
         duplicates: 0,
@@ -450,7 +465,7 @@ pub fn run(
                 outcome.source.add(&r.source);
                 outcome.live.merge(&r.live);
                 outcome.meter.merge(&r.meter);
-                outcome.bytes_per_flow = r.bytes_per_flow;
+                outcome.table.merge(&r.table);
                 outcome.series.rows = merger.rows();
                 outcome.series.late_packets += r.series.late_packets;
                 outcome.series.skipped_empty_seconds += r.series.skipped_empty_seconds;
@@ -672,7 +687,7 @@ fn worker_loop(
         source: w.source.stats(),
         live: w.source.live_stats(),
         meter: meter.as_ref().map_or(counted, |m| *m.stats()),
-        bytes_per_flow: meter.as_ref().map_or(0, |m| m.bytes_per_flow()),
+        table: meter.as_ref().map(|m| m.table_size()).unwrap_or_default(),
         series,
         filter_rejected,
         duplicates: w.dedup.as_ref().map_or(0, |d| d.stats().duplicates),

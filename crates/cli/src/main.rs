@@ -84,14 +84,14 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;
                 let reports = hub.map(|h| h.finish()).unwrap_or_default();
-                export::print_reports(input.summary, &reports, None);
-                summary::print(
+                summary::print_with(
                     "flows",
                     input.summary,
                     &report,
                     &outcome.meter,
-                    outcome.bytes_per_flow,
+                    outcome.table,
                     None,
+                    export::report(input.summary, &reports, None),
                 );
                 return Ok(exit_code(&report));
             }
@@ -115,16 +115,16 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             drop(handle);
             out.finish()?;
             let reports = hub.map(|h| h.finish()).unwrap_or_default();
-            export::print_reports(input.summary, &reports, None);
-            summary::print(
+            summary::print_with(
                 "flows",
                 input.summary,
                 &report,
                 meter.stats(),
-                meter.bytes_per_flow(),
+                meter.table_size(),
                 None,
+                export::report(input.summary, &reports, None),
             );
-            Ok(exit_code(&report))
+            Ok(file_exit_code(&report, &reports, input.summary))
         }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
@@ -154,14 +154,14 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 let (report, outcome) = run_live(&input, live, outputs)?;
                 out.finish()?;
                 let reports = hub.map(|h| h.finish()).unwrap_or_default();
-                export::print_reports(input.summary, &reports, feed.as_ref());
-                summary::print(
+                summary::print_with(
                     "series",
                     input.summary,
                     &report,
                     &outcome.meter,
-                    outcome.bytes_per_flow,
+                    outcome.table,
                     Some(outcome.series),
+                    export::report(input.summary, &reports, feed.as_ref()),
                 );
                 return Ok(exit_code(&report));
             }
@@ -198,16 +198,16 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             drop(handle);
             out.finish()?;
             let reports = hub.map(|h| h.finish()).unwrap_or_default();
-            export::print_reports(input.summary, &reports, feed.as_ref());
-            summary::print(
+            summary::print_with(
                 "series",
                 input.summary,
                 &report,
                 meter.stats(),
-                meter.bytes_per_flow(),
+                meter.table_size(),
                 Some(series.stats()),
+                export::report(input.summary, &reports, feed.as_ref()),
             );
-            Ok(exit_code(&report))
+            Ok(file_exit_code(&report, &reports, input.summary))
         }
         Command::Run(a) => daemon::run(&a),
         Command::Listen(a) => daemon::listen(&a),
@@ -258,6 +258,28 @@ pub(crate) fn install_stop_signals() -> Result<Arc<AtomicBool>> {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
     }
     Ok(stop)
+}
+
+/// The exit code of a run over capture files with exporters: 1 also when an exporter failed
+/// to send records (the run waited for its exporters, so none had to be lost), each named
+/// with its error (on standard error, unless the JSON summary, which has the exporters' errors,
+/// is all that should be there).
+fn file_exit_code(
+    report: &RunReport,
+    exporters: &[trawl_export::ExporterReport],
+    summary: args::SummaryFormat,
+) -> ExitCode {
+    let failures = export::failures(exporters);
+    if summary != args::SummaryFormat::Json {
+        for f in &failures {
+            eprintln!("trawl: error: {f}");
+        }
+    }
+    if failures.is_empty() {
+        exit_code(report)
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 pub(crate) fn exit_code(report: &RunReport) -> ExitCode {

@@ -1,9 +1,11 @@
 //! The driver shared by `trawl flows` and `trawl series`: files → filter → flow meter, with
 //! input errors reported and counted, a progress line, and the numbers for the summary.
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use trawl_blocks::output::{self, FileMode, Hangup};
 use trawl_bpf::{ByteOrder, FilterSet};
 use trawl_capture::{
     reuse_records, FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
@@ -37,6 +39,15 @@ pub struct Output {
     buf: Vec<u8>,
     inner: Box<dyn Write>,
     error: Option<io::Error>,
+    /// A monitor's record file ([`Output::appending`]): reopened on SIGHUP.
+    reopen: Option<Reopen>,
+}
+
+struct Reopen {
+    path: PathBuf,
+    hangup: Hangup,
+    /// Written first into a new (empty) file: the CSV header, or nothing.
+    header: Vec<u8>,
 }
 
 const OUTPUT_CHUNK: usize = 1 << 20;
@@ -47,6 +58,86 @@ impl Output {
             buf: Vec::with_capacity(OUTPUT_CHUNK * 2),
             inner,
             error: None,
+            reopen: None,
+        }
+    }
+
+    /// `trawl run`'s record file (`--flows`, `--series`): appended to, so that a restarted
+    /// monitor keeps what it wrote before; `header` (CSV) goes only into an empty file, and a
+    /// file whose first line is another header is refused. Reopened at its path on SIGHUP
+    /// (logrotate). `-` is standard output, which gets the header and is never reopened.
+    pub fn appending(path: &Path, header: Vec<u8>) -> Result<Output> {
+        if path.as_os_str() == "-" {
+            let mut o = Output::new(Box::new(io::stdout().lock()));
+            o.buf.extend_from_slice(&header);
+            return Ok(o);
+        }
+        let opened = output::open(path, FileMode::Append)
+            .with_context(|| format!("cannot open output file {}", path.display()))?;
+        output::check_header(
+            &path.display().to_string(),
+            opened.first_line.as_deref(),
+            &header,
+        )
+        .map_err(anyhow::Error::msg)?;
+        let mut o = Output::new(Box::new(opened.file));
+        if opened.first_line.is_none() {
+            o.buf.extend_from_slice(&header);
+        }
+        o.reopen = Some(Reopen {
+            path: path.to_path_buf(),
+            hangup: Hangup::watch().context("cannot watch SIGHUP")?,
+            header,
+        });
+        Ok(o)
+    }
+
+    /// What [`Output::appending`] would refuse, found without creating or changing the file:
+    /// so that `trawl run` refuses before it starts capturing.
+    pub fn check_appending(path: &Path, header: &[u8]) -> Result<()> {
+        if path.as_os_str() == "-" {
+            return Ok(());
+        }
+        let line = output::first_line(path)
+            .with_context(|| format!("cannot read output file {}", path.display()))?;
+        output::check_header(&path.display().to_string(), line.as_deref(), header)
+            .map_err(anyhow::Error::msg)
+    }
+
+    /// After SIGHUP: writes out what is buffered into the file as it was (renamed by logrotate,
+    /// perhaps), then opens the path again, appending, with the header if the file is new.
+    /// A failure to reopen is kept as the output's error, which stops the run.
+    pub fn reopen_if_asked(&mut self) {
+        if !self.reopen.as_ref().is_some_and(|r| r.hangup.take()) {
+            return;
+        }
+        self.flush();
+        let Some(r) = self.reopen.as_ref() else {
+            return;
+        };
+        let opened = output::open(&r.path, FileMode::Append).and_then(|o| {
+            output::check_header(
+                &r.path.display().to_string(),
+                o.first_line.as_deref(),
+                &r.header,
+            )
+            .map(|()| o)
+            .map_err(io::Error::other)
+        });
+        match opened {
+            Ok(o) => {
+                self.inner = Box::new(o.file);
+                if o.first_line.is_none() {
+                    self.buf.extend_from_slice(&r.header);
+                }
+            }
+            Err(e) if self.error.is_none() => {
+                self.error = Some(io::Error::new(
+                    e.kind(),
+                    format!("cannot reopen {}: {e}", r.path.display()),
+                ))
+            }
+            Err(_) => {}
         }
     }
 

@@ -1,6 +1,6 @@
 //! The end-of-run summary on standard error: text for people, JSON for scripts and tests.
 use trawl_flow::decode::ParseOutcome;
-use trawl_flow::{EndReason, MeterStats};
+use trawl_flow::{EndReason, MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
 use crate::args::SummaryFormat;
@@ -11,28 +11,20 @@ pub fn print(
     format: SummaryFormat,
     report: &RunReport,
     m: &MeterStats,
-    bytes_per_flow: usize,
+    table: TableSize,
     series: Option<SeriesStats>,
 ) {
-    print_with(
-        command,
-        format,
-        report,
-        m,
-        bytes_per_flow,
-        series,
-        Vec::new(),
-    )
+    print_with(command, format, report, m, table, series, Vec::new())
 }
 
-/// [`print()`] with more sections in the JSON object (`trawl run`'s packet store and flow
-/// database).
+/// [`print()`] with more sections in the JSON object (exporters, `trawl run`'s packet store
+/// and flow database): one object, whatever the run had.
 pub fn print_with(
     command: &str,
     format: SummaryFormat,
     report: &RunReport,
     m: &MeterStats,
-    bytes_per_flow: usize,
+    table: TableSize,
     series: Option<SeriesStats>,
     extra: Vec<(&str, serde_json::Value)>,
 ) {
@@ -71,7 +63,10 @@ pub fn print_with(
                 "fragments_unmatched": m.fragments_unmatched,
                 "late_packets": m.late_packets,
                 "peak_flows": m.peak_flows,
-                "bytes_per_flow": bytes_per_flow,
+                "table_capacity": table.capacity,
+                "table_bytes": table.bytes,
+                // null unless the table was well used (see TableSize::per_flow).
+                "bytes_per_flow": table.per_flow(),
                 "elapsed_s": report.elapsed.as_secs_f64(),
             });
             if let Some(l) = &report.live {
@@ -175,8 +170,15 @@ pub fn print_with(
                 );
             }
             eprintln!(
-                "  peak {} concurrent flows, {} bytes of table per flow; {} late packets",
-                m.peak_flows, bytes_per_flow, m.late_packets
+                "  flow table: {} flows ({} MiB at capacity), peak {} concurrent{}; {} late packets",
+                table.capacity,
+                table.bytes.div_ceil(1 << 20),
+                m.peak_flows,
+                table
+                    .per_flow()
+                    .map(|b| format!(", {b} bytes per flow"))
+                    .unwrap_or_default(),
+                m.late_packets
             );
             if let Some(s) = series {
                 eprintln!(

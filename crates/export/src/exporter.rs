@@ -113,6 +113,11 @@ pub struct ExporterReport {
 struct Counters {
     records: AtomicU64,
     dropped_queue: AtomicU64,
+    /// The exporter thread's own counters, published as they change so that a live run can
+    /// report a collector that refuses or fails while it goes ([`ExportHub::snapshot`]).
+    dropped_send: AtomicU64,
+    send_errors: AtomicU64,
+    last_error: Mutex<Option<String>>,
 }
 
 /// A batch of records of one observation domain.
@@ -174,7 +179,7 @@ impl ExportHub {
             let (tx, rx) = mpsc::sync_channel::<Batch>(config.queue_batches.max(1));
             let pool: Pool = Arc::new(Mutex::new(Vec::new()));
             let counters = Arc::new(Counters::default());
-            let worker = Worker::new(d, sink, config.clone(), pool.clone());
+            let worker = Worker::new(d, sink, config.clone(), pool.clone(), counters.clone());
             let name = d.to_string();
             let thread = std::thread::Builder::new()
                 .name("export".into())
@@ -224,6 +229,24 @@ impl ExportHub {
             .iter()
             .map(|c| c.dropped_queue.load(Ordering::Relaxed))
             .sum()
+    }
+
+    /// The counters of every exporter so far (what [`ExportHub::finish`] will report, minus
+    /// what is still queued): for status lines while a live run goes.
+    pub fn snapshot(&self) -> Vec<ExporterReport> {
+        self.threads
+            .iter()
+            .zip(&self.counters)
+            .map(|((name, _), c)| ExporterReport {
+                destination: name.clone(),
+                records: c.records.load(Ordering::Relaxed),
+                dropped_queue: c.dropped_queue.load(Ordering::Relaxed),
+                dropped_send: c.dropped_send.load(Ordering::Relaxed),
+                send_errors: c.send_errors.load(Ordering::Relaxed),
+                last_error: c.last_error.lock().ok().and_then(|e| e.clone()),
+                ..ExporterReport::default()
+            })
+            .collect()
     }
 
     /// Waits for every exporter to send what it holds (all handles must be dropped or
@@ -404,8 +427,9 @@ impl Sink {
         })
     }
 
-    /// Whether bytes can go out now (TCP: connected, or reconnected after a pause).
-    fn ready(&mut self) -> bool {
+    /// Whether bytes can go out now (TCP: connected, or reconnected after a pause; `Ok(false)`
+    /// while waiting to retry, the error of a connection attempt that failed).
+    fn ready(&mut self) -> io::Result<bool> {
         match self {
             Sink::Tcp {
                 to,
@@ -414,10 +438,10 @@ impl Sink {
                 fresh,
             } => {
                 if stream.is_some() {
-                    return true;
+                    return Ok(true);
                 }
                 if Instant::now() < *retry_at {
-                    return false;
+                    return Ok(false);
                 }
                 match TcpStream::connect_timeout(to, Duration::from_secs(1)) {
                     Ok(s) => {
@@ -428,15 +452,18 @@ impl Sink {
                         let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
                         *stream = Some(s);
                         *fresh = true;
-                        true
+                        Ok(true)
                     }
-                    Err(_) => {
+                    Err(e) => {
                         *retry_at = Instant::now() + Duration::from_secs(1);
-                        false
+                        Err(io::Error::new(
+                            e.kind(),
+                            format!("cannot connect to {to}: {e}"),
+                        ))
                     }
                 }
             }
-            _ => true,
+            _ => Ok(true),
         }
     }
 
@@ -510,6 +537,8 @@ struct Worker {
     config: ExportConfig,
     pool: Pool,
     report: ExporterReport,
+    /// Where `report`'s error counters are published while the run goes.
+    shared: Arc<Counters>,
     last_flush: Instant,
 }
 
@@ -535,7 +564,13 @@ impl Emit<'_> {
 }
 
 impl Worker {
-    fn new(d: &Destination, sink: Sink, config: ExportConfig, pool: Pool) -> Worker {
+    fn new(
+        d: &Destination,
+        sink: Sink,
+        config: ExportConfig,
+        pool: Pool,
+        shared: Arc<Counters>,
+    ) -> Worker {
         let encoding = match d {
             Destination::IpfixUdp(to) => Encoding::Messages {
                 protocol: Protocol::Ipfix,
@@ -576,7 +611,24 @@ impl Worker {
             config,
             pool,
             report: ExporterReport::default(),
+            shared,
             last_flush: Instant::now(),
+        }
+    }
+
+    /// Publishes the counters of records not sent and errors, when they changed.
+    fn publish(&self) {
+        let r = &self.report;
+        self.shared
+            .dropped_send
+            .store(r.dropped_send, Ordering::Relaxed);
+        if self.shared.send_errors.load(Ordering::Relaxed) != r.send_errors {
+            self.shared
+                .send_errors
+                .store(r.send_errors, Ordering::Relaxed);
+            if let Ok(mut e) = self.shared.last_error.lock() {
+                e.clone_from(&r.last_error);
+            }
         }
     }
 
@@ -596,6 +648,7 @@ impl Worker {
                 Err(RecvTimeoutError::Timeout) => self.flush(),
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            self.publish();
         }
         self.flush();
         if let Err(e) = self.sink.finish() {
@@ -610,9 +663,18 @@ impl Worker {
     }
 
     fn encode(&mut self, batch: &Batch) {
-        if !self.sink.ready() {
-            self.report.dropped_send += batch.records.len() as u64;
-            return;
+        match self.sink.ready() {
+            Ok(true) => {}
+            Ok(false) => {
+                self.report.dropped_send += batch.records.len() as u64;
+                return;
+            }
+            Err(e) => {
+                self.report.dropped_send += batch.records.len() as u64;
+                self.report.send_errors += 1;
+                self.report.last_error = Some(e.to_string());
+                return;
+            }
         }
         let fresh = self.sink.take_fresh();
         let now = wall_secs();

@@ -47,7 +47,7 @@ mod table;
 
 pub use config::{FlowConfig, SECOND_NS};
 pub use key::FlowKey;
-pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome};
+pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};
 pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};
 pub use state::EARLY_PACKETS;
 

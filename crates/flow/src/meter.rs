@@ -97,6 +97,42 @@ struct Pending {
     side: Side,
 }
 
+/// A flow table's size, for the summary: what it holds at most, the memory that takes, and
+/// the memory per concurrent flow, which only means something once the table was well used.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableSize {
+    /// Flows the table can hold.
+    pub capacity: u64,
+    /// Memory of the table at its capacity (reserved when it is made, filled as flows come):
+    /// entries, index, free list, payload buffers, and the overflow records' pools.
+    pub bytes: u64,
+    /// Most flows in the table at once.
+    pub peak_flows: u64,
+    /// [`FlowMeter::bytes_per_flow`] at the end of the run.
+    pub bytes_per_flow: u64,
+}
+
+impl TableSize {
+    /// Memory per concurrent flow, when it means something: the table was at least a tenth
+    /// full at its peak, and held at least a pool chunk of flows (below that, the first chunk
+    /// of overflow records, allocated whole, is most of each flow's share). A run over a
+    /// small capture gets `None` rather than a figure of thousands of bytes.
+    pub fn per_flow(&self) -> Option<u64> {
+        let meaningful = self.peak_flows.saturating_mul(10) >= self.capacity
+            && self.peak_flows >= crate::state::POOL_CHUNK as u64;
+        meaningful.then_some(self.bytes_per_flow)
+    }
+
+    /// Adds the table of another worker: capacities, memory and peaks are summed (the peak
+    /// as [`MeterStats::merge`] sums it), the per-flow figure is the larger one.
+    pub fn merge(&mut self, other: &TableSize) {
+        self.capacity += other.capacity;
+        self.bytes += other.bytes;
+        self.peak_flows += other.peak_flows;
+        self.bytes_per_flow = self.bytes_per_flow.max(other.bytes_per_flow);
+    }
+}
+
 /// The flow meter. One per worker; owns its table.
 pub struct FlowMeter {
     config: FlowConfig,
@@ -158,6 +194,18 @@ impl FlowMeter {
     pub fn bytes_per_flow(&self) -> usize {
         let overflow = self.table.wides.bytes() / (self.stats.peak_flows.max(1) as usize);
         self.table.bytes_per_flow() + 2 * self.config.payload_bytes + overflow
+    }
+
+    /// The table's size and use, for reports ([`TableSize`]).
+    pub fn table_size(&self) -> TableSize {
+        let slot = self.table.bytes_per_flow() + 2 * self.config.payload_bytes;
+        let capacity = self.table.capacity() as u64;
+        TableSize {
+            capacity,
+            bytes: capacity * slot as u64 + self.table.wides.bytes() as u64,
+            peak_flows: self.stats.peak_flows,
+            bytes_per_flow: self.bytes_per_flow() as u64,
+        }
     }
 
     /// Meters one packet; records that expire meanwhile go to `sink`.
@@ -806,6 +854,29 @@ mod tests {
         meter.flush(&mut sink);
         assert_eq!(got, vec![(b"GET /x".to_vec(), b"HTTP/1".to_vec())]);
         assert_eq!(meter.bytes_per_flow(), meter.table.bytes_per_flow() + 12);
+    }
+
+    #[test]
+    fn table_size_gives_per_flow_bytes_only_for_a_well_used_table() {
+        let size = |capacity, peak_flows| TableSize {
+            capacity,
+            bytes: 0,
+            peak_flows,
+            bytes_per_flow: 332,
+        };
+        // A small capture on the default table: a few hundred flows of four million.
+        assert_eq!(size(4 << 20, 300).per_flow(), None);
+        // A small table, full, but of fewer flows than one chunk of overflow records.
+        assert_eq!(size(100, 90).per_flow(), None);
+        assert_eq!(size(1 << 20, 1 << 17).per_flow(), Some(332));
+        assert_eq!(size(1 << 20, (1 << 20) / 10 - 1).per_flow(), None);
+        let meter = FlowMeter::new(FlowConfig {
+            capacity: 1000,
+            ..FlowConfig::default()
+        });
+        let t = meter.table_size();
+        assert_eq!(t.capacity, 1000);
+        assert_eq!(t.bytes, 1000 * meter.table.bytes_per_flow() as u64);
     }
 
     #[test]

@@ -146,7 +146,7 @@ impl Default for WideGaps {
 }
 
 /// Items a [`Pool`] allocates at once.
-const POOL_CHUNK: usize = 4096;
+pub(crate) const POOL_CHUNK: usize = 4096;
 
 /// Records lent to flows and reused through a free list. It grows a chunk at a time while more
 /// flows need one at once than ever before, never per packet in steady state, and never moves

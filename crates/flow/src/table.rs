@@ -204,6 +204,11 @@ impl FlowTable {
         self.len
     }
 
+    /// Flows the table holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     #[inline]
     pub(crate) fn is_full(&self) -> bool {
         self.len >= self.capacity

@@ -84,11 +84,13 @@ fn meter_composition(file: &Path, out: &Path, split_threads: bool, capacity: usi
         type = "flow_writer"
         pool = "{pool_out}"
         path = "{flows}"
+        mode = "truncate"
         [[block]]
         name = "rows"
         type = "series_writer"
         pool = "{pool_out}"
         path = "{rows}"
+        mode = "truncate"
         [[connection]]
         from = "src.packets"
         to = "meter.packets"
@@ -269,6 +271,7 @@ fn detect_composition(file: &Path, events: &Path, separate_thread: bool) -> Stri
         type = "event_writer"
         pool = "{pool}"
         path = "{events}"
+        mode = "truncate"
         [[connection]]
         from = "src.packets"
         to = ["syn.packets", "heavy.packets"]

@@ -562,4 +562,5 @@ mod detect;
 mod dump;
 mod export;
 mod live;
+mod outputs;
 mod store;
