@@ -37,6 +37,7 @@ struct LiveCounters {
     kernel_drops: Counter,
     kernel_freezes: Counter,
     losing_blocks: Counter,
+    loopback_outgoing: Counter,
     hardware_timestamps: Counter,
     filter_rejected: Counter,
     duplicates: Counter,
@@ -224,6 +225,7 @@ impl Block for AfPacketSource {
             kernel_drops: ctx.counter("kernel_drops"),
             kernel_freezes: ctx.counter("kernel_freezes"),
             losing_blocks: ctx.counter("losing_blocks"),
+            loopback_outgoing: ctx.counter("loopback_outgoing"),
             hardware_timestamps: ctx.counter("hardware_timestamps"),
             filter_rejected: ctx.counter("filter_rejected"),
             duplicates: ctx.counter("duplicates"),
@@ -300,6 +302,7 @@ impl AfPacketSource {
         c.kernel_drops.set(s.kernel_drops);
         c.kernel_freezes.set(s.kernel_freezes);
         c.losing_blocks.set(s.losing_blocks);
+        c.loopback_outgoing.set(s.loopback_outgoing);
         c.hardware_timestamps.set(s.hardware_timestamps);
     }
 }

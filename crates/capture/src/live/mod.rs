@@ -153,6 +153,9 @@ pub struct LiveStats {
     pub reopened: u64,
     /// Blocks the kernel marked as losing (drops happened while they were filled).
     pub losing_blocks: u64,
+    /// Outgoing copies skipped on a loopback interface (each packet comes back as incoming;
+    /// libpcap skips them too). [`LiveStats::kernel_packets`] counts both copies.
+    pub loopback_outgoing: u64,
 }
 
 impl LiveStats {
@@ -166,6 +169,7 @@ impl LiveStats {
         self.interface_down += other.interface_down;
         self.reopened += other.reopened;
         self.losing_blocks += other.losing_blocks;
+        self.loopback_outgoing += other.loopback_outgoing;
     }
 }
 
@@ -199,6 +203,9 @@ struct Collector {
     live: LiveStats,
     snaplen: u32,
     ethernet: bool,
+    /// Loopback: every packet passes the tap twice, once leaving (`PACKET_OUTGOING`) and once
+    /// arriving; only the arrival is kept, as libpcap does.
+    skip_outgoing: bool,
 }
 
 struct Socket {
@@ -227,11 +234,7 @@ const ARPHRD_SIT: u32 = 776;
 /// The link type packets captured on `interface` will have (from its ARPHRD type), so a filter
 /// can be compiled for it before the capture opens.
 pub fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
-    let path = format!("/sys/class/net/{interface}/type");
-    let arphrd: u32 = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| LiveError::NoSuchInterface(interface.to_string()))?;
+    let arphrd = arphrd_of(interface)?;
     match arphrd {
         ARPHRD_ETHER | ARPHRD_IEEE802 | ARPHRD_LOOPBACK => Ok(LinkType::ETHERNET),
         ARPHRD_NONE | ARPHRD_RAWIP | ARPHRD_TUNNEL | ARPHRD_TUNNEL6 | ARPHRD_IPGRE | ARPHRD_SIT => {
@@ -242,6 +245,15 @@ pub fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
             arphrd,
         }),
     }
+}
+
+/// The interface's ARPHRD type (`/sys/class/net/<if>/type`).
+fn arphrd_of(interface: &str) -> Result<u32, LiveError> {
+    let path = format!("/sys/class/net/{interface}/type");
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| LiveError::NoSuchInterface(interface.to_string()))
 }
 
 impl Socket {
@@ -378,6 +390,7 @@ impl LiveSource {
     /// Opens the capture. Needs root or CAP_NET_RAW.
     pub fn open(config: LiveConfig) -> Result<LiveSource, LiveError> {
         let link_type = link_type_of(&config.interface)?;
+        let loopback = arphrd_of(&config.interface)? == ARPHRD_LOOPBACK;
         let socket = Socket::open(&config)?;
         Ok(LiveSource {
             interfaces: vec![Interface {
@@ -391,6 +404,7 @@ impl LiveSource {
                 live: LiveStats::default(),
                 snaplen: config.snaplen,
                 ethernet: link_type == LinkType::ETHERNET,
+                skip_outgoing: loopback,
             },
             last_kernel_poll: Instant::now(),
             down: false,
@@ -501,6 +515,14 @@ impl Collector {
                 break;
             }
             let pkttype = block[off + sys::pkt::SLL_PKTTYPE];
+            if self.skip_outgoing && pkttype == sys::PACKET_OUTGOING {
+                self.live.loopback_outgoing += 1;
+                if next == 0 {
+                    break;
+                }
+                off += next as usize;
+                continue;
+            }
             let direction = if pkttype == sys::PACKET_OUTGOING {
                 Direction::Outbound
             } else {
@@ -715,6 +737,31 @@ mod tests {
     }
 
     #[test]
+    fn loopback_keeps_only_the_incoming_copy() {
+        let frame = [7u8; 60];
+        let b = block(&[
+            (&frame, sys::TP_STATUS_USER, 0, 0, sys::PACKET_OUTGOING),
+            (&frame, sys::TP_STATUS_USER, 0, 0, 0),
+            (&frame, sys::TP_STATUS_USER, 0, 0, sys::PACKET_OUTGOING),
+            (&frame, sys::TP_STATUS_USER, 0, 0, 0),
+        ]);
+        let mut c = Collector {
+            metas: Vec::new(),
+            stats: SourceStats::default(),
+            live: LiveStats::default(),
+            snaplen: 262_144,
+            ethernet: true,
+            skip_outgoing: true,
+        };
+        c.take_block(&mut b.clone());
+        assert_eq!(c.metas.len(), 2);
+        assert!(c.metas.iter().all(|m| m.direction == Direction::Inbound));
+        assert_eq!((c.stats.records, c.live.loopback_outgoing), (2, 2));
+        // Elsewhere both directions are kept.
+        assert_eq!(walk_block(&b, 262_144, true).metas.len(), 4);
+    }
+
+    #[test]
     fn inconsistent_blocks_are_counted_not_trusted() {
         let frame = [0u8; 60];
         let mut b = block(&[(&frame, sys::TP_STATUS_USER, 0, 0, 0)]);
@@ -762,6 +809,7 @@ pub fn walk_block(block: &[u8], snaplen: u32, ethernet: bool) -> WalkedBlock {
         live: LiveStats::default(),
         snaplen,
         ethernet,
+        skip_outgoing: false,
     };
     let mut bytes = block.to_vec();
     c.take_block(&mut bytes);
