@@ -2,7 +2,7 @@
 //! records out. One trawl can so be the collector of others, of routers and of softflowd.
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use trawl_export::{DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
+use trawl_export::{DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
 use crate::args::{parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
@@ -228,8 +228,41 @@ struct Collected {
     store: Option<StoreFeed>,
 }
 
+/// Where a message came from, as its errors name it: the exporter's address, or the file and
+/// the message's byte offset in it (a file has no exporter address to name).
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Peer(SocketAddr),
+    File(&'a Path, u64),
+}
+
+impl Source<'_> {
+    /// The exporter address the decoder keys templates by: files get a fixed one, which keeps
+    /// their templates apart from the network's.
+    fn exporter(self) -> SocketAddr {
+        match self {
+            Source::Peer(a) => a,
+            Source::File(..) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
+    /// The decode error as the summary lists it.
+    fn describe(self, e: &DecodeError) -> String {
+        match self {
+            Source::Peer(_) => e.to_string(),
+            Source::File(path, message) => format!(
+                "{}: offset {}: {} ({}), in the message at offset {message}",
+                path.display(),
+                message + e.offset as u64,
+                e.kind.name(),
+                e.detail
+            ),
+        }
+    }
+}
+
 impl Collected {
-    fn message(&mut self, from: SocketAddr, bytes: &[u8]) {
+    fn message(&mut self, source: Source<'_>, bytes: &[u8]) {
         let Collected {
             decoder,
             writer,
@@ -240,7 +273,7 @@ impl Collected {
             store,
             ..
         } = self;
-        let (_, err) = decoder.decode(from, bytes, &mut |origin, item| {
+        let (_, err) = decoder.decode(source.exporter(), bytes, &mut |origin, item| {
             if let Item::Flow(r) = item {
                 if *records < *limit {
                     if *write {
@@ -255,7 +288,7 @@ impl Collected {
         });
         out.maybe_flush();
         if let Some(e) = err {
-            self.note(e.to_string());
+            self.note(source.describe(&e));
         }
     }
 
@@ -407,7 +440,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                                 };
                                 for datagram in bytes.chunks(seg) {
                                     c.udp.datagrams += 1;
-                                    c.message(from, datagram);
+                                    c.message(Source::Peer(from), datagram);
                                     if c.records >= c.limit || c.out.failed() {
                                         break 'outer;
                                     }
@@ -432,7 +465,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             while let Ok(event) = tcp_rx.try_recv() {
                 idle = false;
                 match event {
-                    TcpEvent::Message(from, bytes) => c.message(from, &bytes),
+                    TcpEvent::Message(from, bytes) => c.message(Source::Peer(from), &bytes),
                     TcpEvent::Closed(from, Some(e)) => c.note(format!("TCP exporter {from}: {e}")),
                     TcpEvent::Closed(_, None) => {}
                 }
@@ -598,9 +631,6 @@ fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Streamed one message at a time: files can be far larger than memory.
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    // Files have no exporter address; a fixed one keeps their templates apart from the
-    // network's.
-    let from: SocketAddr = "0.0.0.0:0".parse().expect("literal");
     let mut msg = vec![0u8; 65_536];
     let mut off = 0u64;
     loop {
@@ -632,7 +662,7 @@ fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
                 path.display()
             )
         })?;
-        c.message(from, &msg[..len]);
+        c.message(Source::File(path, off), &msg[..len]);
         off += len as u64;
         if c.records >= c.limit {
             break;

@@ -1816,3 +1816,38 @@ fn assert_same_rows<T: Ord + std::fmt::Debug>(mut got: Vec<T>, mut want: Vec<T>)
         assert_eq!(g, w);
     }
 }
+
+/// Issue 27 item 10: a damaged IPFIX file's errors name the file and the byte offset in the
+/// file (not a made-up exporter address and the offset inside the message); every other set
+/// and message is still decoded, and the exit code says some input could not be read.
+#[test]
+fn a_damaged_ipfix_file_names_the_file_and_the_file_offset() {
+    // Two set ids overwritten, at file offsets 41149 (first message) and 96707 (second
+    // message, which starts at 65521): see testdata/ipfix/README.md.
+    let file = testdata("ipfix/many-protocols-damaged.ipfix");
+    let out = Command::new(bin())
+        .args(["collect", "--summary", "json", "-r", &file])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "some input could not be read");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let s: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(s["messages_ipfix"], 2, "{s}");
+    assert_eq!(s["flows"], 256, "all but the two damaged sets' records");
+    assert_eq!(s["records_written"], 256);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 256);
+    assert_eq!(s["errors"]["bad_set_id"], 2);
+    let errors: Vec<&str> = s["error_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            format!("{file}: offset 41149: bad_set_id (set id 1), in the message at offset 0"),
+            format!("{file}: offset 96707: bad_set_id (set id 1), in the message at offset 65521"),
+        ],
+    );
+}
