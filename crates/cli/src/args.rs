@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use trawl_capture::live::{FanoutMode, LiveConfig, TimestampMode};
+use trawl_capture::live::{limits, FanoutMode, LiveConfig, TimestampMode};
 use trawl_capture::FileFormat;
 use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
@@ -79,9 +79,9 @@ pub struct RunArgs {
     /// Capture on this interface (repeat for several); adds to the file's list.
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
-    /// Capture workers per interface.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: Option<u16>,
+    /// Capture workers per interface (1 to 64).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Pin workers to these CPUs, in order.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
@@ -269,9 +269,9 @@ pub struct LiveArgs {
     /// Stop a live capture after this many packets (counted after the filter).
     #[arg(long, value_name = "N", requires = "interface")]
     pub count: Option<u64>,
-    /// Bytes kept of each captured packet.
-    #[arg(long, value_name = "BYTES", default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(64..=262_144))]
-    pub snaplen: u32,
+    /// Bytes kept of each captured packet (64 to 262144).
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    pub snaplen: u64,
     /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
     #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     pub block_size: usize,
@@ -281,10 +281,10 @@ pub struct LiveArgs {
     /// Do not put the interface in promiscuous mode.
     #[arg(long = "no-promiscuous")]
     pub no_promiscuous: bool,
-    /// Capture workers per interface, each with its own socket in a fanout group and its own
-    /// flow table.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: u16,
+    /// Capture workers per interface (1 to 64), each with its own socket in a fanout group and
+    /// its own flow table.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
     /// Pin workers to these CPUs, in order (e.g. `2,3`); default: not pinned.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
@@ -338,7 +338,8 @@ pub struct FlowsArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
-    /// Leading transport payload bytes kept per direction and written (hex) with each record.
+    /// Leading transport payload bytes kept per direction and written (hex) with each record
+    /// (at most 65535, and capacity × 2 × N at most 16GiB).
     #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
     #[command(flatten)]
@@ -436,15 +437,6 @@ pub struct HiInput {
 impl HiInput {
     pub fn from_low(a: &InputArgs, payload_bytes: usize) -> Result<HiInput> {
         use std::io::IsTerminal;
-        if a.capacity == 0 || a.capacity > trawl_flow::MAX_CAPACITY {
-            bail!(
-                "--capacity must be between 1 and {}",
-                trawl_flow::MAX_CAPACITY
-            );
-        }
-        if a.idle == 0 {
-            bail!("--idle must be greater than zero");
-        }
         let forced_format = match a.input_format {
             InputFormat::Auto => None,
             InputFormat::Pcap => Some(FileFormat::Pcap),
@@ -457,13 +449,14 @@ impl HiInput {
         };
         let flow = FlowConfig {
             idle_timeout_ns: a.idle,
-            active_timeout_ns: a.active.max(1),
+            active_timeout_ns: a.active,
             tcp_linger_ns: a.tcp_linger,
             capacity: a.capacity,
             payload_bytes,
             decode: DecodeConfig { tunnel },
             ..FlowConfig::default()
         };
+        check_flow_flags(&flow)?;
         let progress = match a.progress {
             When::Always => true,
             When::Never => false,
@@ -509,23 +502,17 @@ pub struct LiveInput {
 
 impl LiveInput {
     pub fn from_low(a: &LiveArgs) -> Result<LiveInput> {
-        if !a.block_size.is_power_of_two() || a.block_size < 4096 {
-            bail!(
-                "--block-size must be a power of two of at least 4KiB (got {})",
-                a.block_size
-            );
-        }
-        if a.blocks < 2 {
-            bail!("--blocks must be at least 2");
-        }
+        let workers = limits::WORKERS.check_usize(a.workers).map_err(flag_error)?;
         let allowed = trawl_capture::live::allowed_cpus();
         if let Some(c) = a.cpus.iter().find(|c| !allowed.contains(c)) {
             bail!("--cpus: CPU {c} is not available to this process (available: {allowed:?})");
         }
         let mut socket = LiveConfig::new("");
-        socket.snaplen = a.snaplen;
+        socket.snaplen = u32::try_from(limits::SNAPLEN.check(a.snaplen).map_err(flag_error)?)
+            .expect("within the limit");
         socket.block_size = a.block_size;
         socket.block_count = a.blocks;
+        socket.check().map_err(flag_error)?;
         socket.promiscuous = !a.no_promiscuous;
         socket.timestamps = match a.timestamps {
             TimestampArg::Hardware => TimestampMode::PreferHardware,
@@ -535,7 +522,7 @@ impl LiveInput {
             interfaces: a.interface.clone(),
             duration_ns: a.duration,
             count: a.count,
-            workers: usize::from(a.workers),
+            workers,
             cpus: a.cpus.clone(),
             user: a.user.clone(),
             fanout: match a.fanout {
@@ -545,6 +532,17 @@ impl LiveInput {
             socket,
         })
     }
+}
+
+/// A setting out of range, said as its command-line flag (`--tcp-linger must be ...`).
+pub fn flag_error(e: trawl_time::OutOfRange) -> anyhow::Error {
+    anyhow::anyhow!(e.spelled(&e.flag()))
+}
+
+/// Checks the flow meter's settings (the same rule as `trawl run`'s configuration and the
+/// `flow_meter` block), naming the flag of the one out of range.
+pub fn check_flow_flags(flow: &FlowConfig) -> Result<()> {
+    flow.check().map_err(flag_error)
 }
 
 /// Opens the output: a file, or standard output for `-`.

@@ -97,6 +97,48 @@ impl LiveConfig {
     }
 }
 
+/// Allowed values of the capture settings: one rule for the command line, `trawl run`'s
+/// configuration and the `afpacket_source` block, checked by [`LiveConfig::check`].
+pub mod limits {
+    use trawl_time::{Limit, Unit};
+
+    /// Bytes kept per packet: below 64 not even the headers of a tunnelled TCP packet fit;
+    /// 262144 is libpcap's largest.
+    pub const SNAPLEN: Limit = Limit::new("snaplen", Unit::Bytes, 64, 262_144);
+    /// Ring block size: the kernel wants a power of two of at least a page, below 2 GiB.
+    pub const BLOCK_SIZE: Limit =
+        Limit::new("block_size", Unit::Bytes, 4096, 1 << 30).power_of_two();
+    /// Ring blocks: one filled by the kernel while another is read.
+    pub const BLOCKS: Limit = Limit::new("blocks", Unit::Count, 2, 65_536);
+    /// The whole ring (block size × blocks): the kernel refuses 4 GiB and more.
+    pub const RING_MAX: u64 = 2 << 30;
+    /// Capture workers (sockets of one fanout group) per interface.
+    pub const WORKERS: Limit = Limit::new("workers", Unit::Count, 1, 64);
+}
+
+impl LiveConfig {
+    /// Checks the settings against [`limits`]: the first one out of range.
+    pub fn check(&self) -> Result<(), trawl_time::OutOfRange> {
+        limits::SNAPLEN.check(u64::from(self.snaplen))?;
+        limits::BLOCK_SIZE.check_usize(self.block_size)?;
+        limits::BLOCKS.check_usize(self.block_count)?;
+        let ring = self.block_size as u64 * self.block_count as u64;
+        if ring > limits::RING_MAX {
+            return Err(trawl_time::OutOfRange {
+                name: "blocks",
+                value: self.block_count.to_string(),
+                allowed: format!(
+                    "at most {} with blocks of {} bytes (the ring, block size × blocks, is at \
+                     most 2GiB)",
+                    limits::RING_MAX / self.block_size as u64,
+                    self.block_size
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Why a live capture could not start. The messages say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -273,16 +315,7 @@ impl Socket {
         };
         let ifindex = sys::interface_index(&c.interface)
             .ok_or_else(|| LiveError::NoSuchInterface(c.interface.clone()))?;
-        let page = 4096;
-        if !c.block_size.is_power_of_two() || c.block_size < page {
-            return Err(config_error(format!(
-                "block size {} is not a power of two of at least {page} bytes",
-                c.block_size
-            )));
-        }
-        if c.block_count < 2 {
-            return Err(config_error("the ring needs at least 2 blocks".into()));
-        }
+        c.check().map_err(|e| config_error(e.to_string()))?;
         let fd = sys::packet_socket().map_err(|e| {
             if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
                 LiveError::Permission(c.interface.clone(), e)
