@@ -624,6 +624,16 @@ fn out_of_range_flags_are_refused_with_the_allowed_range() {
             "--workers must be between 1 and 64 (got 65)",
         ),
         (
+            &["detect", "synflood", "-r", pcap.as_str()],
+            &["--interval", "0s"],
+            "`interval` must be between 1ms and 1d (got 0s)",
+        ),
+        (
+            &["detect", "heavy-hitters", "-r", pcap.as_str()],
+            &["--k", "99999999999"],
+            "`k` must be between 1 and 1048576 (got 99999999999)",
+        ),
+        (
             &["ingest", "-r", pcap.as_str(), "-d", "/nonexistent/db"],
             &["--idle", "0s"],
             "--idle must be between 1ms and 1d (got 0s)",
