@@ -114,8 +114,9 @@ pub struct RunArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
-    /// A status line on standard error this often (packets, drops, ring listeners).
-    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// A status line on standard error this often (packets, drops, ring listeners), 100ms to
+    /// 1d.
+    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
     pub stats_interval: Option<u64>,
     /// Store every captured packet in this packet store directory (one lossless ring listener
     /// and writer per worker).
@@ -419,6 +420,35 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         return Err(format!("duration '{s}' out of range"));
     }
     Ok(ns as u64)
+}
+
+/// `--stats-interval`: more often than this would be a stream, not a status line.
+const STATS_INTERVAL: trawl_time::Limit = trawl_time::Limit::new(
+    "stats_interval",
+    trawl_time::Unit::Nanos,
+    100_000_000,
+    86_400 * 1_000_000_000,
+);
+
+/// A clap value parser for a duration flag with an allowed range.
+pub fn duration_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<u64, String> + Clone {
+    move |s| {
+        limit
+            .check(parse_duration_ns(s)?)
+            .map_err(|e| e.spelled(&e.flag()))
+    }
+}
+
+/// A clap value parser for a count flag with an allowed range.
+pub fn count_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s| {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a whole number"))?;
+        let n = limit.check(n).map_err(|e| e.spelled(&e.flag()))?;
+        usize::try_from(n).map_err(|_| format!("'{s}' is too large"))
+    }
 }
 
 /// Checked settings shared by the commands that read captures.

@@ -13,7 +13,7 @@ use clap::Args;
 use trawl_export::{DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
-use crate::args::{parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
 use crate::db_retention::DbRetention;
 use crate::run::Output;
 
@@ -50,8 +50,8 @@ pub struct CollectArgs {
     /// Private Enterprise Number whose elements are read as trawl's own.
     #[arg(long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
     pub pen: u32,
-    /// Most templates kept over all exporters (a bound against template floods).
-    #[arg(long = "max-templates", value_name = "N", default_value_t = 4096)]
+    /// Most templates kept over all exporters (a bound against template floods), 1 to 1048576.
+    #[arg(long = "max-templates", value_name = "N", default_value = "4096", value_parser = count_in(MAX_TEMPLATES))]
     pub max_templates: usize,
     /// Also store the records in this flow database (`trawl query -d DIR`), one interface per
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
@@ -74,6 +74,10 @@ pub struct CollectArgs {
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
+
+/// `--max-templates`: 0 would decode nothing.
+const MAX_TEMPLATES: trawl_time::Limit =
+    trawl_time::Limit::new("max_templates", trawl_time::Unit::Count, 1, 1 << 20);
 
 /// Collected records on their way into the flow database.
 struct CollectStore {

@@ -634,6 +634,16 @@ fn out_of_range_flags_are_refused_with_the_allowed_range() {
             "`k` must be between 1 and 1048576 (got 99999999999)",
         ),
         (
+            &["run", "-i", "lo", "--duration", "1s", "--no-ring"],
+            &["--stats-interval", "0s"],
+            "--stats-interval must be between 100ms and 1d (got 0s)",
+        ),
+        (
+            &["collect", "-r", "/nonexistent.ipfix"],
+            &["--max-templates", "0"],
+            "--max-templates must be between 1 and 1048576 (got 0)",
+        ),
+        (
             &["ingest", "-r", pcap.as_str(), "-d", "/nonexistent/db"],
             &["--idle", "0s"],
             "--idle must be between 1ms and 1d (got 0s)",
