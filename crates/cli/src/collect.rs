@@ -346,9 +346,12 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let mut input_failed = false;
     if !a.read.is_empty() {
         for path in &a.read {
-            if let Err(e) = read_file(&mut c, path) {
-                input_failed = true;
-                c.note(format!("{e:#}"));
+            match read_file(&mut c, path) {
+                Ok(damaged) => input_failed |= damaged,
+                Err(e) => {
+                    input_failed = true;
+                    c.note(format!("{e:#}"));
+                }
             }
         }
     } else {
@@ -629,50 +632,119 @@ fn read_stream(mut stream: TcpStream, tx: mpsc::SyncSender<TcpEvent>) {
     let _ = tx.send(TcpEvent::Closed(from, error));
 }
 
-/// Reads an IPFIX file message by message (each message's header gives its length).
-fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
+/// Reads an IPFIX file message by message (each message's header gives its length). A header
+/// that is not IPFIX (damage) is reported and skipped over to the next plausible header, so
+/// the messages after it are still read. Returns whether anything was skipped.
+fn read_file(c: &mut Collected, path: &PathBuf) -> Result<bool> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Streamed one message at a time: files can be far larger than memory.
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
     let mut msg = vec![0u8; 65_536];
     let mut off = 0u64;
+    let mut damaged = false;
+    // The last good message's header: a resynchronised header must look like its successor.
+    let mut last = None;
     loop {
-        let mut header = [0u8; 4];
-        // A clean end of file falls between messages.
-        match input.read(&mut header[..1]) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => return Err(e).with_context(|| format!("{}: offset {off}", path.display())),
-        }
-        input.read_exact(&mut header[1..]).with_context(|| {
-            format!(
+        let mut head = [0u8; 16];
+        match read_up_to(&mut input, &mut head)
+            .with_context(|| format!("{}: offset {off}", path.display()))?
+        {
+            // A clean end of file falls between messages.
+            0 => break,
+            16 => {}
+            _ => bail!(
                 "{}: offset {off}: file ends inside an IPFIX message header",
                 path.display()
-            )
-        })?;
-        let version = u16::from_be_bytes([header[0], header[1]]);
-        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
-        if version != 10 || len < 16 {
-            bail!(
-                "{}: offset {off}: not an IPFIX message (version {version}, length {len})",
+            ),
+        }
+        if !plausible_header(&head, None) {
+            let (version, len) = (u16_be(&head, 0), u16_be(&head, 2));
+            damaged = true;
+            let skipped = resync(&mut input, &mut head, last)
+                .with_context(|| format!("{}: offset {off}", path.display()))?;
+            let what = format!(
+                "{}: offset {off}: not an IPFIX message header (version {version}, length {len})",
                 path.display()
             );
+            match skipped {
+                Some(n) => {
+                    c.note(format!("{what}; {n} bytes skipped to the next header"));
+                    off += n;
+                }
+                None => {
+                    c.note(format!("{what}; no further message header in the file"));
+                    break;
+                }
+            }
         }
-        msg[..4].copy_from_slice(&header);
-        input.read_exact(&mut msg[4..len]).with_context(|| {
+        let len = usize::from(u16_be(&head, 2));
+        msg[..16].copy_from_slice(&head);
+        input.read_exact(&mut msg[16..len]).with_context(|| {
             format!(
                 "{}: offset {off}: file ends inside a message of {len} bytes",
                 path.display()
             )
         })?;
         c.message(Source::File(path, off), &msg[..len]);
+        last = Some(head);
         off += len as u64;
         if c.records >= c.limit {
             break;
         }
     }
-    Ok(())
+    Ok(damaged)
+}
+
+fn u16_be(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// An IPFIX message header: version 10 and a length that holds the header; when the header
+/// of the message before is known (resynchronising), also its observation domain and an export
+/// time within a day of its own, so that bytes inside a message are not taken for a header.
+fn plausible_header(head: &[u8; 16], last: Option<[u8; 16]>) -> bool {
+    let u32_be =
+        |b: &[u8; 16], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    u16_be(head, 0) == 10
+        && u16_be(head, 2) >= 16
+        && last.is_none_or(|l| {
+            u32_be(head, 12) == u32_be(&l, 12) && u32_be(head, 4).abs_diff(u32_be(&l, 4)) <= 86_400
+        })
+}
+
+/// Slides `head` forward a byte at a time until it holds a plausible header; the bytes skipped,
+/// or None when the file ends first.
+fn resync(
+    input: &mut impl Read,
+    head: &mut [u8; 16],
+    last: Option<[u8; 16]>,
+) -> Result<Option<u64>> {
+    let mut skipped = 0u64;
+    loop {
+        head.copy_within(1.., 0);
+        if read_up_to(input, &mut head[15..])? == 0 {
+            return Ok(None);
+        }
+        skipped += 1;
+        if plausible_header(head, last) {
+            return Ok(Some(skipped));
+        }
+    }
 }
 
 fn print_summary(

@@ -1851,3 +1851,50 @@ fn a_damaged_ipfix_file_names_the_file_and_the_file_offset() {
         ],
     );
 }
+
+/// Issue 27 item 10: a damaged message header is reported with the file offset and skipped
+/// over to the next header, so the messages after it are still decoded.
+#[test]
+fn a_damaged_ipfix_header_is_skipped_and_the_next_messages_are_read() {
+    let dir = tempdir("damaged-header");
+    let fixture = std::fs::read(testdata("ipfix/many-protocols-damaged.ipfix")).unwrap();
+    // Message 1 (bytes 0..65521, 128 records after its damaged set), message 2 (65521..,
+    // 128 records after its damaged set) with its version overwritten, message 1 again.
+    let (m1, m2) = fixture.split_at(65_521);
+    let mut m2 = m2.to_vec();
+    m2[..2].copy_from_slice(&[0xff, 0xff]);
+    let file = dir.join("header.ipfix");
+    std::fs::write(&file, [m1, &m2, m1].concat()).unwrap();
+    let out = Command::new(bin())
+        .args(["collect", "--summary", "json", "-r"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "some input could not be read");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let s: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        s["messages_ipfix"], 2,
+        "the first message and its copy: {s}"
+    );
+    let errors = s["error_messages"].to_string();
+    assert!(
+        errors.contains(&format!(
+            "{}: offset 65521: not an IPFIX message header (version 65535, length {}); {} bytes \
+             skipped to the next header",
+            file.display(),
+            u16::from_be_bytes([m2[2], m2[3]]),
+            m2.len()
+        )),
+        "{errors}"
+    );
+    // The copy of message 1 is read from its place after the skipped bytes.
+    assert!(
+        errors.contains(&format!(
+            "offset {}: bad_set_id (set id 1), in the message at offset {}",
+            65_521 + m2.len() + 41_149,
+            65_521 + m2.len()
+        )),
+        "{errors}"
+    );
+}
