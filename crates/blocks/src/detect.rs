@@ -14,6 +14,17 @@ use trawl_flow::FlowKey;
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 use crate::util::span;
 
+/// Report interval of the detectors (`trawl detect --interval` and the blocks' `interval`):
+/// packet time, below a millisecond every packet would end one.
+const INTERVAL: trawl_time::Limit = trawl_time::Limit::new(
+    "interval",
+    trawl_time::Unit::Nanos,
+    1_000_000,
+    86_400_000_000_000,
+);
+/// Space-Saving counters of `heavy_hitters` (`--k`), allocated up front.
+const K: trawl_time::Limit = trawl_time::Limit::new("k", trawl_time::Unit::Count, 1, 1 << 20);
+
 /// A SYN-flood event as one JSON object (what `trawl detect synflood` prints).
 pub fn synflood_json(e: &SynFloodEvent) -> Value {
     match *e {
@@ -101,9 +112,7 @@ impl SynFloodSettings {
             },
             ..d
         };
-        if c.interval_ns == 0 {
-            return Err("`interval` must be positive".into());
-        }
+        INTERVAL.check(c.interval_ns).map_err(|e| e.to_string())?;
         if drift <= 0.0 || threshold < 0.0 || ceiling < threshold {
             return Err("need drift > 0, threshold >= 0 and ceiling >= threshold".into());
         }
@@ -234,9 +243,8 @@ impl HeavySettings {
             (None, Some(bytes), Some(packets)) => Selection::Threshold { bytes, packets },
             (None, _, _) => return Err("`min_bytes` and `min_packets` go together".into()),
         };
-        if self.interval == 0 || self.k == 0 {
-            return Err("`interval` and `k` must be positive".into());
-        }
+        INTERVAL.check(self.interval).map_err(|e| e.to_string())?;
+        K.check_usize(self.k).map_err(|e| e.to_string())?;
         if let Selection::Top(n) = selection {
             if n == 0 || n > self.k {
                 return Err(format!("`top` must be between 1 and k ({})", self.k));

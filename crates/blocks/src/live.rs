@@ -37,6 +37,7 @@ struct LiveCounters {
     kernel_drops: Counter,
     kernel_freezes: Counter,
     losing_blocks: Counter,
+    loopback_outgoing: Counter,
     hardware_timestamps: Counter,
     filter_rejected: Counter,
     duplicates: Counter,
@@ -50,13 +51,13 @@ pub struct AfPacketSettings {
     pub interface: String,
     /// BPF expression (tcpdump syntax), run by the kernel (by trawl for `vlan`/`mpls`).
     pub filter: Option<String>,
-    /// Bytes kept per packet (default 262144).
+    /// Bytes kept per packet, 64 to 262144 (default 262144).
     #[serde(default = "default_snaplen")]
-    pub snaplen: u32,
-    /// Capture ring block size: a power of two, at least 4KiB (default 1MiB).
+    pub snaplen: u64,
+    /// Capture ring block size: a power of two from 4KiB to 1GiB (default 1MiB).
     #[serde(default = "default_block_size", deserialize_with = "crate::util::size")]
     pub block_size: u64,
-    /// Capture ring blocks (ring = block_size x blocks; default 64).
+    /// Capture ring blocks, 2 to 65536 (ring = block_size x blocks, at most 2GiB; default 64).
     #[serde(default = "default_blocks")]
     pub blocks: usize,
     /// Put the interface in promiscuous mode (default true).
@@ -100,7 +101,7 @@ pub enum TimestampSetting {
     Software,
 }
 
-fn default_snaplen() -> u32 {
+fn default_snaplen() -> u64 {
     262_144
 }
 
@@ -118,9 +119,14 @@ fn yes() -> bool {
 
 impl AfPacketSettings {
     /// The socket settings, with the filter compiled for `link` (kernel filters only).
+    /// The snaplen as the capture takes it (`check` refused larger ones).
+    fn snaplen_u32(&self) -> u32 {
+        u32::try_from(self.snaplen).unwrap_or(u32::MAX)
+    }
+
     fn config(&self, link: LinkType) -> Result<LiveConfig, String> {
         let mut c = LiveConfig::new(self.interface.clone());
-        c.snaplen = self.snaplen;
+        c.snaplen = self.snaplen_u32();
         c.block_size = self.block_size as usize;
         c.block_count = self.blocks;
         c.poll_timeout = POLL_TIMEOUT;
@@ -141,7 +147,7 @@ impl AfPacketSettings {
             .as_deref()
             .filter(|e| !trawl_bpf::needs_user_space_on_live_socket(e))
         {
-            let f = trawl_bpf::Filter::compile(expr, link, self.snaplen)
+            let f = trawl_bpf::Filter::compile(expr, link, self.snaplen_u32())
                 .map_err(|e| format!("filter: {e}"))?;
             c.filter = Some(f.socket_program());
         }
@@ -156,7 +162,7 @@ impl AfPacketSettings {
         {
             None => Ok(None),
             Some(expr) => {
-                let mut set = FilterSet::new(expr, self.snaplen);
+                let mut set = FilterSet::new(expr, self.snaplen_u32());
                 set.prepare(link).map_err(|e| format!("filter: {e}"))?;
                 Ok(Some(set))
             }
@@ -181,23 +187,20 @@ impl Block for AfPacketSource {
         if s.interface.is_empty() {
             return Err("`interface` is empty".into());
         }
-        if !s.block_size.is_power_of_two() || s.block_size < 4096 {
-            return Err(format!(
-                "`block_size` {} is not a power of two of at least 4KiB",
-                s.block_size
-            ));
-        }
-        if s.blocks == 0 {
-            return Err("`blocks` must be at least 1".into());
-        }
-        if s.snaplen == 0 {
-            return Err("`snaplen` must be positive".into());
-        }
+        // The capture's own limits: the same rule as `--snaplen`, `--block-size`, `--blocks`.
+        live::limits::SNAPLEN
+            .check(s.snaplen)
+            .map_err(|e| e.to_string())?;
+        live::limits::BLOCK_SIZE
+            .check(s.block_size)
+            .map_err(|e| e.to_string())?;
         if s.fanout == Some(0) {
             return Err("`fanout` groups are numbered from 1".into());
         }
         // The interface need not exist where the composition is checked: compile for Ethernet.
-        s.config(LinkType::ETHERNET)?;
+        s.config(LinkType::ETHERNET)?
+            .check()
+            .map_err(|e| e.to_string())?;
         s.user_filter(LinkType::ETHERNET)?;
         Ok(())
     }
@@ -224,6 +227,7 @@ impl Block for AfPacketSource {
             kernel_drops: ctx.counter("kernel_drops"),
             kernel_freezes: ctx.counter("kernel_freezes"),
             losing_blocks: ctx.counter("losing_blocks"),
+            loopback_outgoing: ctx.counter("loopback_outgoing"),
             hardware_timestamps: ctx.counter("hardware_timestamps"),
             filter_rejected: ctx.counter("filter_rejected"),
             duplicates: ctx.counter("duplicates"),
@@ -300,6 +304,7 @@ impl AfPacketSource {
         c.kernel_drops.set(s.kernel_drops);
         c.kernel_freezes.set(s.kernel_freezes);
         c.losing_blocks.set(s.losing_blocks);
+        c.loopback_outgoing.set(s.loopback_outgoing);
         c.hardware_timestamps.set(s.hardware_timestamps);
     }
 }

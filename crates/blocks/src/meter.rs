@@ -43,16 +43,20 @@ struct MeterCounters {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowMeterSettings {
-    /// Idle timeout (default 30s).
+    /// Idle timeout, 1ms to 1d (default 30s).
     #[serde(default, deserialize_with = "crate::util::opt_span")]
     pub idle: Option<u64>,
-    /// Active timeout (default 30m).
+    /// Active timeout, 1ms to 7d (default 30m).
     #[serde(default, deserialize_with = "crate::util::opt_span")]
     pub active: Option<u64>,
-    /// Records also end at multiples of this interval (the store uses 5m); default off.
+    /// Records also end at multiples of this interval, 1s to 1d (the store uses 5m); default
+    /// off.
     #[serde(default, deserialize_with = "crate::util::opt_span")]
     pub interval: Option<u64>,
-    /// Most concurrent flows (default 4 Mi).
+    /// How long a TCP flow lingers after FIN from both sides or RST, up to 1h (default 2s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub tcp_linger: Option<u64>,
+    /// Most concurrent flows, 1 to 67108862 (default 4 Mi).
     pub capacity: Option<usize>,
     /// `outer` (default) or `inner`: which IP header of a tunnel keys the flow.
     #[serde(default)]
@@ -85,6 +89,7 @@ impl FlowMeterSettings {
         FlowConfig {
             idle_timeout_ns: self.idle.unwrap_or(d.idle_timeout_ns),
             active_timeout_ns: self.active.unwrap_or(d.active_timeout_ns),
+            tcp_linger_ns: self.tcp_linger.unwrap_or(d.tcp_linger_ns),
             interval_align_ns: self.interval.unwrap_or(0),
             capacity: self.capacity.unwrap_or(d.capacity),
             decode: DecodeConfig {
@@ -126,14 +131,8 @@ impl Block for FlowMeterBlock {
     type Settings = FlowMeterSettings;
 
     fn check(s: &FlowMeterSettings) -> Result<(), String> {
-        let c = s.config();
-        if c.capacity == 0 || c.capacity > (1 << 26) - 2 {
-            return Err("`capacity` must be between 1 and 67108862".into());
-        }
-        if c.idle_timeout_ns == 0 || c.active_timeout_ns == 0 {
-            return Err("`idle` and `active` must be positive".into());
-        }
-        Ok(())
+        // The meter's own limits: the same rule as `--idle`, `--active`, `--capacity`.
+        s.config().check().map_err(|e| e.to_string())
     }
 
     fn build(s: FlowMeterSettings, env: &BuildEnv) -> Result<Self, String> {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use trawl_capture::live::{FanoutMode, LiveConfig, TimestampMode};
+use trawl_capture::live::{limits, FanoutMode, LiveConfig, TimestampMode};
 use trawl_capture::FileFormat;
 use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
@@ -80,9 +80,9 @@ pub struct RunArgs {
     /// Capture on this interface (repeat for several); adds to the file's list.
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
-    /// Capture workers per interface.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: Option<u16>,
+    /// Capture workers per interface (1 to 64).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
     /// Pin workers to these CPUs, in order.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
@@ -117,8 +117,9 @@ pub struct RunArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
-    /// A status line on standard error this often (packets, drops, ring listeners).
-    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = parse_duration_ns)]
+    /// A status line on standard error this often (packets, drops, ring listeners), 100ms to
+    /// 1d.
+    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
     pub stats_interval: Option<u64>,
     /// Store every captured packet in this packet store directory (one lossless ring listener
     /// and writer per worker).
@@ -272,9 +273,9 @@ pub struct LiveArgs {
     /// Stop a live capture after this many packets (counted after the filter).
     #[arg(long, value_name = "N", requires = "interface")]
     pub count: Option<u64>,
-    /// Bytes kept of each captured packet.
-    #[arg(long, value_name = "BYTES", default_value_t = 262_144, value_parser = clap::value_parser!(u32).range(64..=262_144))]
-    pub snaplen: u32,
+    /// Bytes kept of each captured packet (64 to 262144).
+    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    pub snaplen: u64,
     /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
     #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     pub block_size: usize,
@@ -284,10 +285,10 @@ pub struct LiveArgs {
     /// Do not put the interface in promiscuous mode.
     #[arg(long = "no-promiscuous")]
     pub no_promiscuous: bool,
-    /// Capture workers per interface, each with its own socket in a fanout group and its own
-    /// flow table.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
-    pub workers: u16,
+    /// Capture workers per interface (1 to 64), each with its own socket in a fanout group and
+    /// its own flow table.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
     /// Pin workers to these CPUs, in order (e.g. `2,3`); default: not pinned.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
@@ -341,7 +342,8 @@ pub struct FlowsArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
-    /// Leading transport payload bytes kept per direction and written (hex) with each record.
+    /// Leading transport payload bytes kept per direction and written (hex) with each record
+    /// (at most 65535, and capacity × 2 × N at most 16GiB).
     #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
     #[command(flatten)]
@@ -423,6 +425,35 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
     Ok(ns as u64)
 }
 
+/// `--stats-interval`: more often than this would be a stream, not a status line.
+const STATS_INTERVAL: trawl_time::Limit = trawl_time::Limit::new(
+    "stats_interval",
+    trawl_time::Unit::Nanos,
+    100_000_000,
+    86_400 * 1_000_000_000,
+);
+
+/// A clap value parser for a duration flag with an allowed range.
+pub fn duration_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<u64, String> + Clone {
+    move |s| {
+        limit
+            .check(parse_duration_ns(s)?)
+            .map_err(|e| e.spelled(&e.flag()))
+    }
+}
+
+/// A clap value parser for a count flag with an allowed range.
+pub fn count_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s| {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a whole number"))?;
+        let n = limit.check(n).map_err(|e| e.spelled(&e.flag()))?;
+        usize::try_from(n).map_err(|_| format!("'{s}' is too large"))
+    }
+}
+
 /// Checked settings shared by the commands that read captures.
 #[derive(Debug)]
 pub struct HiInput {
@@ -439,15 +470,6 @@ pub struct HiInput {
 impl HiInput {
     pub fn from_low(a: &InputArgs, payload_bytes: usize) -> Result<HiInput> {
         use std::io::IsTerminal;
-        if a.capacity == 0 || a.capacity > trawl_flow::MAX_CAPACITY {
-            bail!(
-                "--capacity must be between 1 and {}",
-                trawl_flow::MAX_CAPACITY
-            );
-        }
-        if a.idle == 0 {
-            bail!("--idle must be greater than zero");
-        }
         let forced_format = match a.input_format {
             InputFormat::Auto => None,
             InputFormat::Pcap => Some(FileFormat::Pcap),
@@ -460,13 +482,14 @@ impl HiInput {
         };
         let flow = FlowConfig {
             idle_timeout_ns: a.idle,
-            active_timeout_ns: a.active.max(1),
+            active_timeout_ns: a.active,
             tcp_linger_ns: a.tcp_linger,
             capacity: a.capacity,
             payload_bytes,
             decode: DecodeConfig { tunnel },
             ..FlowConfig::default()
         };
+        check_flow_flags(&flow)?;
         let progress = match a.progress {
             When::Always => true,
             When::Never => false,
@@ -512,23 +535,17 @@ pub struct LiveInput {
 
 impl LiveInput {
     pub fn from_low(a: &LiveArgs) -> Result<LiveInput> {
-        if !a.block_size.is_power_of_two() || a.block_size < 4096 {
-            bail!(
-                "--block-size must be a power of two of at least 4KiB (got {})",
-                a.block_size
-            );
-        }
-        if a.blocks < 2 {
-            bail!("--blocks must be at least 2");
-        }
+        let workers = limits::WORKERS.check_usize(a.workers).map_err(flag_error)?;
         let allowed = trawl_capture::live::allowed_cpus();
         if let Some(c) = a.cpus.iter().find(|c| !allowed.contains(c)) {
             bail!("--cpus: CPU {c} is not available to this process (available: {allowed:?})");
         }
         let mut socket = LiveConfig::new("");
-        socket.snaplen = a.snaplen;
+        socket.snaplen = u32::try_from(limits::SNAPLEN.check(a.snaplen).map_err(flag_error)?)
+            .expect("within the limit");
         socket.block_size = a.block_size;
         socket.block_count = a.blocks;
+        socket.check().map_err(flag_error)?;
         socket.promiscuous = !a.no_promiscuous;
         socket.timestamps = match a.timestamps {
             TimestampArg::Hardware => TimestampMode::PreferHardware,
@@ -538,7 +555,7 @@ impl LiveInput {
             interfaces: a.interface.clone(),
             duration_ns: a.duration,
             count: a.count,
-            workers: usize::from(a.workers),
+            workers,
             cpus: a.cpus.clone(),
             user: a.user.clone(),
             fanout: match a.fanout {
@@ -548,6 +565,17 @@ impl LiveInput {
             socket,
         })
     }
+}
+
+/// A setting out of range, said as its command-line flag (`--tcp-linger must be ...`).
+pub fn flag_error(e: trawl_time::OutOfRange) -> anyhow::Error {
+    anyhow::anyhow!(e.spelled(&e.flag()))
+}
+
+/// Checks the flow meter's settings (the same rule as `trawl run`'s configuration and the
+/// `flow_meter` block), naming the flag of the one out of range.
+pub fn check_flow_flags(flow: &FlowConfig) -> Result<()> {
+    flow.check().map_err(flag_error)
 }
 
 /// Opens the output: a file, or standard output for `-`.

@@ -2,7 +2,7 @@
 //! records out. One trawl can so be the collector of others, of routers and of softflowd.
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use trawl_export::{DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
+use trawl_export::{DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
-use crate::args::{parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
 use crate::db_retention::DbRetention;
 use crate::run::Output;
 
@@ -50,8 +50,8 @@ pub struct CollectArgs {
     /// Private Enterprise Number whose elements are read as trawl's own.
     #[arg(long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
     pub pen: u32,
-    /// Most templates kept over all exporters (a bound against template floods).
-    #[arg(long = "max-templates", value_name = "N", default_value_t = 4096)]
+    /// Most templates kept over all exporters (a bound against template floods), 1 to 1048576.
+    #[arg(long = "max-templates", value_name = "N", default_value = "4096", value_parser = count_in(MAX_TEMPLATES))]
     pub max_templates: usize,
     /// Also store the records in this flow database (`trawl query -d DIR`), one interface per
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`).
@@ -74,6 +74,10 @@ pub struct CollectArgs {
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
+
+/// `--max-templates`: 0 would decode nothing.
+const MAX_TEMPLATES: trawl_time::Limit =
+    trawl_time::Limit::new("max_templates", trawl_time::Unit::Count, 1, 1 << 20);
 
 /// Collected records on their way into the flow database.
 struct CollectStore {
@@ -228,8 +232,41 @@ struct Collected {
     store: Option<StoreFeed>,
 }
 
+/// Where a message came from, as its errors name it: the exporter's address, or the file and
+/// the message's byte offset in it (a file has no exporter address to name).
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    Peer(SocketAddr),
+    File(&'a Path, u64),
+}
+
+impl Source<'_> {
+    /// The exporter address the decoder keys templates by: files get a fixed one, which keeps
+    /// their templates apart from the network's.
+    fn exporter(self) -> SocketAddr {
+        match self {
+            Source::Peer(a) => a,
+            Source::File(..) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
+    /// The decode error as the summary lists it.
+    fn describe(self, e: &DecodeError) -> String {
+        match self {
+            Source::Peer(_) => e.to_string(),
+            Source::File(path, message) => format!(
+                "{}: offset {}: {} ({}), in the message at offset {message}",
+                path.display(),
+                message + e.offset as u64,
+                e.kind.name(),
+                e.detail
+            ),
+        }
+    }
+}
+
 impl Collected {
-    fn message(&mut self, from: SocketAddr, bytes: &[u8]) {
+    fn message(&mut self, source: Source<'_>, bytes: &[u8]) {
         let Collected {
             decoder,
             writer,
@@ -240,7 +277,7 @@ impl Collected {
             store,
             ..
         } = self;
-        let (_, err) = decoder.decode(from, bytes, &mut |origin, item| {
+        let (_, err) = decoder.decode(source.exporter(), bytes, &mut |origin, item| {
             if let Item::Flow(r) = item {
                 if *records < *limit {
                     if *write {
@@ -255,7 +292,7 @@ impl Collected {
         });
         out.maybe_flush();
         if let Some(e) = err {
-            self.note(e.to_string());
+            self.note(source.describe(&e));
         }
     }
 
@@ -309,9 +346,12 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let mut input_failed = false;
     if !a.read.is_empty() {
         for path in &a.read {
-            if let Err(e) = read_file(&mut c, path) {
-                input_failed = true;
-                c.note(format!("{e:#}"));
+            match read_file(&mut c, path) {
+                Ok(damaged) => input_failed |= damaged,
+                Err(e) => {
+                    input_failed = true;
+                    c.note(format!("{e:#}"));
+                }
             }
         }
     } else {
@@ -407,7 +447,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                                 };
                                 for datagram in bytes.chunks(seg) {
                                     c.udp.datagrams += 1;
-                                    c.message(from, datagram);
+                                    c.message(Source::Peer(from), datagram);
                                     if c.records >= c.limit || c.out.failed() {
                                         break 'outer;
                                     }
@@ -432,7 +472,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             while let Ok(event) = tcp_rx.try_recv() {
                 idle = false;
                 match event {
-                    TcpEvent::Message(from, bytes) => c.message(from, &bytes),
+                    TcpEvent::Message(from, bytes) => c.message(Source::Peer(from), &bytes),
                     TcpEvent::Closed(from, Some(e)) => c.note(format!("TCP exporter {from}: {e}")),
                     TcpEvent::Closed(_, None) => {}
                 }
@@ -592,53 +632,119 @@ fn read_stream(mut stream: TcpStream, tx: mpsc::SyncSender<TcpEvent>) {
     let _ = tx.send(TcpEvent::Closed(from, error));
 }
 
-/// Reads an IPFIX file message by message (each message's header gives its length).
-fn read_file(c: &mut Collected, path: &PathBuf) -> Result<()> {
+/// Reads an IPFIX file message by message (each message's header gives its length). A header
+/// that is not IPFIX (damage) is reported and skipped over to the next plausible header, so
+/// the messages after it are still read. Returns whether anything was skipped.
+fn read_file(c: &mut Collected, path: &PathBuf) -> Result<bool> {
     let file =
         std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     // Streamed one message at a time: files can be far larger than memory.
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    // Files have no exporter address; a fixed one keeps their templates apart from the
-    // network's.
-    let from: SocketAddr = "0.0.0.0:0".parse().expect("literal");
     let mut msg = vec![0u8; 65_536];
     let mut off = 0u64;
+    let mut damaged = false;
+    // The last good message's header: a resynchronised header must look like its successor.
+    let mut last = None;
     loop {
-        let mut header = [0u8; 4];
-        // A clean end of file falls between messages.
-        match input.read(&mut header[..1]) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) => return Err(e).with_context(|| format!("{}: offset {off}", path.display())),
-        }
-        input.read_exact(&mut header[1..]).with_context(|| {
-            format!(
+        let mut head = [0u8; 16];
+        match read_up_to(&mut input, &mut head)
+            .with_context(|| format!("{}: offset {off}", path.display()))?
+        {
+            // A clean end of file falls between messages.
+            0 => break,
+            16 => {}
+            _ => bail!(
                 "{}: offset {off}: file ends inside an IPFIX message header",
                 path.display()
-            )
-        })?;
-        let version = u16::from_be_bytes([header[0], header[1]]);
-        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
-        if version != 10 || len < 16 {
-            bail!(
-                "{}: offset {off}: not an IPFIX message (version {version}, length {len})",
+            ),
+        }
+        if !plausible_header(&head, None) {
+            let (version, len) = (u16_be(&head, 0), u16_be(&head, 2));
+            damaged = true;
+            let skipped = resync(&mut input, &mut head, last)
+                .with_context(|| format!("{}: offset {off}", path.display()))?;
+            let what = format!(
+                "{}: offset {off}: not an IPFIX message header (version {version}, length {len})",
                 path.display()
             );
+            match skipped {
+                Some(n) => {
+                    c.note(format!("{what}; {n} bytes skipped to the next header"));
+                    off += n;
+                }
+                None => {
+                    c.note(format!("{what}; no further message header in the file"));
+                    break;
+                }
+            }
         }
-        msg[..4].copy_from_slice(&header);
-        input.read_exact(&mut msg[4..len]).with_context(|| {
+        let len = usize::from(u16_be(&head, 2));
+        msg[..16].copy_from_slice(&head);
+        input.read_exact(&mut msg[16..len]).with_context(|| {
             format!(
                 "{}: offset {off}: file ends inside a message of {len} bytes",
                 path.display()
             )
         })?;
-        c.message(from, &msg[..len]);
+        c.message(Source::File(path, off), &msg[..len]);
+        last = Some(head);
         off += len as u64;
         if c.records >= c.limit {
             break;
         }
     }
-    Ok(())
+    Ok(damaged)
+}
+
+fn u16_be(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+/// Reads until `buf` is full or the input ends; the bytes read.
+fn read_up_to(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// An IPFIX message header: version 10 and a length that holds the header; when the header
+/// of the message before is known (resynchronising), also its observation domain and an export
+/// time within a day of its own, so that bytes inside a message are not taken for a header.
+fn plausible_header(head: &[u8; 16], last: Option<[u8; 16]>) -> bool {
+    let u32_be =
+        |b: &[u8; 16], at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    u16_be(head, 0) == 10
+        && u16_be(head, 2) >= 16
+        && last.is_none_or(|l| {
+            u32_be(head, 12) == u32_be(&l, 12) && u32_be(head, 4).abs_diff(u32_be(&l, 4)) <= 86_400
+        })
+}
+
+/// Slides `head` forward a byte at a time until it holds a plausible header; the bytes skipped,
+/// or None when the file ends first.
+fn resync(
+    input: &mut impl Read,
+    head: &mut [u8; 16],
+    last: Option<[u8; 16]>,
+) -> Result<Option<u64>> {
+    let mut skipped = 0u64;
+    loop {
+        head.copy_within(1.., 0);
+        if read_up_to(input, &mut head[15..])? == 0 {
+            return Ok(None);
+        }
+        skipped += 1;
+        if plausible_header(head, last) {
+            return Ok(Some(skipped));
+        }
+    }
 }
 
 fn print_summary(

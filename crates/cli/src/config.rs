@@ -88,10 +88,10 @@ struct Ipfix {
 struct Capture {
     #[serde(default)]
     interfaces: Vec<String>,
-    snaplen: Option<u32>,
+    snaplen: Option<u64>,
     block_size: Option<Quantity>,
     blocks: Option<usize>,
-    workers: Option<u16>,
+    workers: Option<usize>,
     #[serde(default)]
     cpus: Vec<usize>,
     fanout: Option<String>,
@@ -168,6 +168,33 @@ fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
     }
 }
 
+/// The capture values the file gives, checked by the capture's own limits (the same rule as
+/// the flags and the `afpacket_source` block) and said with the file's keys; values from flags
+/// are checked, under their flags' names, by `LiveInput::from_low`.
+fn check_capture_file(c: &Capture, low: &LiveArgs) -> Result<()> {
+    use trawl_capture::live::limits;
+    let said = |key: &'static str| move |e: trawl_time::OutOfRange| anyhow::anyhow!(e.spelled(key));
+    if let Some(v) = c.snaplen {
+        limits::SNAPLEN.check(v).map_err(said("capture.snaplen"))?;
+    }
+    if c.block_size.is_some() {
+        limits::BLOCK_SIZE
+            .check_usize(low.block_size)
+            .map_err(said("capture.block_size"))?;
+    }
+    if let Some(v) = c.blocks {
+        limits::BLOCKS
+            .check_usize(v)
+            .map_err(said("capture.blocks"))?;
+    }
+    if let Some(v) = c.workers {
+        limits::WORKERS
+            .check_usize(v)
+            .map_err(said("capture.workers"))?;
+    }
+    Ok(())
+}
+
 fn read_file(path: &Path) -> Result<File> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read configuration {}", path.display()))?;
@@ -217,12 +244,7 @@ impl RunPlan {
             user: a.user.clone().or_else(|| c.user.clone()),
             timestamps,
         };
-        if !(64..=262_144).contains(&low.snaplen) {
-            bail!("capture.snaplen must be between 64 and 262144");
-        }
-        if !(1..=64).contains(&low.workers) {
-            bail!("workers must be between 1 and 64");
-        }
+        check_capture_file(c, &low)?;
         let live = LiveInput::from_low(&low)?;
         let dedup_ns = match (a.dedup, &c.dedup) {
             (Some(d), _) => d,
@@ -259,20 +281,16 @@ impl RunPlan {
         };
         let defaults = FlowConfig::default();
         let flow = FlowConfig {
-            idle_timeout_ns: duration(&f.idle, "flows.idle", defaults.idle_timeout_ns)?.max(1),
-            active_timeout_ns: duration(&f.active, "flows.active", defaults.active_timeout_ns)?
-                .max(1),
+            idle_timeout_ns: duration(&f.idle, "flows.idle", defaults.idle_timeout_ns)?,
+            active_timeout_ns: duration(&f.active, "flows.active", defaults.active_timeout_ns)?,
             tcp_linger_ns: duration(&f.tcp_linger, "flows.tcp_linger", defaults.tcp_linger_ns)?,
             capacity: f.capacity.unwrap_or(defaults.capacity),
             decode: DecodeConfig { tunnel },
             ..defaults
         };
-        if flow.capacity == 0 || flow.capacity > trawl_flow::MAX_CAPACITY {
-            bail!(
-                "flows.capacity must be between 1 and {}",
-                trawl_flow::MAX_CAPACITY
-            );
-        }
+        // The same rule as the flags and the `flow_meter` block, said with the file's key.
+        flow.check()
+            .map_err(|e| anyhow::anyhow!(e.spelled(&format!("flows.{}", e.name))))?;
         let flows = match (&a.flows, &f.output) {
             (Some(p), _) | (None, Some(p)) => {
                 Some((p.clone(), format_of(f.format.as_deref(), "flows.format")?))

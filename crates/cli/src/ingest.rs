@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
 use trawl_store::{Codec, Ingest, IngestStats, Retention, StoreConfig, BLOCK_NS};
@@ -58,15 +58,16 @@ pub struct IngestArgs {
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
-    if a.capacity == 0 || a.capacity > trawl_flow::MAX_CAPACITY {
-        bail!(
-            "--capacity must be between 1 and {}",
-            trawl_flow::MAX_CAPACITY
-        );
-    }
-    if a.idle == 0 {
-        bail!("--idle must be greater than zero");
-    }
+    let flow = FlowConfig {
+        idle_timeout_ns: a.idle,
+        tcp_linger_ns: a.tcp_linger,
+        capacity: a.capacity,
+        // Every record then holds the packets of one block interval: time-range sums over
+        // the store are exact.
+        interval_align_ns: BLOCK_NS,
+        ..FlowConfig::default()
+    };
+    crate::args::check_flow_flags(&flow)?;
     let codec = Codec::parse(&a.codec).with_context(|| {
         format!(
             "invalid --codec {:?} (zstd, zstd:LEVEL, lz4, none)",
@@ -89,15 +90,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         live: None,
         forced_format: None,
         filter,
-        flow: FlowConfig {
-            idle_timeout_ns: a.idle,
-            tcp_linger_ns: a.tcp_linger,
-            capacity: a.capacity,
-            // Every record then holds the packets of one block interval: time-range sums over
-            // the store are exact.
-            interval_align_ns: BLOCK_NS,
-            ..FlowConfig::default()
-        },
+        flow,
         summary: a.summary,
         progress: false,
     };

@@ -1,4 +1,8 @@
-//! Settings of the flow meter.
+//! Settings of the flow meter, and their allowed ranges ([`limits`]): one rule for the
+//! command line, `trawl run`'s configuration and the `flow_meter` block, checked by
+//! [`FlowConfig::check`].
+use trawl_time::OutOfRange;
+
 use crate::decode::DecodeConfig;
 
 /// Flow meter settings. Times are in nanoseconds.
@@ -47,5 +51,110 @@ impl Default for FlowConfig {
             fragment_slots: 8192,
             fragment_timeout_ns: 30 * SECOND_NS,
         }
+    }
+}
+
+/// Allowed values of the meter's settings.
+pub mod limits {
+    use trawl_time::{Limit, Unit};
+
+    const MS: u64 = 1_000_000;
+    const SECOND: u64 = 1_000 * MS;
+    const HOUR: u64 = 3_600 * SECOND;
+    const DAY: u64 = 24 * HOUR;
+
+    /// Idle timeout: 0 would end every flow at its first packet; below a millisecond is below
+    /// the timer wheel's resolution (67 ms ticks) anyway.
+    pub const IDLE: Limit = Limit::new("idle", Unit::Nanos, MS, DAY);
+    /// Active timeout: as the idle timeout (0 made one record per packet).
+    pub const ACTIVE: Limit = Limit::new("active", Unit::Nanos, MS, 7 * DAY);
+    /// TCP linger after FIN/RST: 0 exports at once.
+    pub const TCP_LINGER: Limit = Limit::new("tcp_linger", Unit::Nanos, 0, HOUR);
+    /// Interval records are cut at: 0 is off.
+    pub const INTERVAL: Limit = Limit::new("interval", Unit::Nanos, SECOND, DAY).or_zero();
+    /// Flow table capacity: the index addresses 26 bits.
+    pub const CAPACITY: Limit = Limit::new("capacity", Unit::Count, 1, crate::MAX_CAPACITY as u64);
+    /// Payload bytes kept per direction: kept lengths are 16-bit.
+    pub const PAYLOAD_BYTES: Limit = Limit::new("payload_bytes", Unit::Count, 0, 65_535);
+    /// The payload table (capacity × 2 directions × payload bytes) is allocated up front.
+    pub const PAYLOAD_TABLE_MAX: u64 = 16 << 30;
+}
+
+impl FlowConfig {
+    /// Checks every setting against [`limits`]: the first one out of range.
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        limits::IDLE.check(self.idle_timeout_ns)?;
+        limits::ACTIVE.check(self.active_timeout_ns)?;
+        limits::TCP_LINGER.check(self.tcp_linger_ns)?;
+        limits::INTERVAL.check(self.interval_align_ns)?;
+        limits::CAPACITY.check_usize(self.capacity)?;
+        limits::PAYLOAD_BYTES.check_usize(self.payload_bytes)?;
+        let table = self.capacity as u64 * 2 * self.payload_bytes as u64;
+        if table > limits::PAYLOAD_TABLE_MAX {
+            return Err(OutOfRange {
+                name: "payload_bytes",
+                value: self.payload_bytes.to_string(),
+                allowed: format!(
+                    "at most {} with a capacity of {} flows (capacity × 2 × payload bytes is \
+                     allocated up front, at most 16GiB)",
+                    limits::PAYLOAD_TABLE_MAX / (2 * self.capacity as u64),
+                    self.capacity
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_pass_and_each_limit_is_checked() {
+        assert_eq!(FlowConfig::default().check(), Ok(()));
+        let bad = |c: FlowConfig| c.check().unwrap_err().name;
+        let d = FlowConfig::default;
+        assert_eq!(
+            bad(FlowConfig {
+                idle_timeout_ns: 0,
+                ..d()
+            }),
+            "idle"
+        );
+        assert_eq!(
+            bad(FlowConfig {
+                active_timeout_ns: 0,
+                ..d()
+            }),
+            "active"
+        );
+        assert_eq!(bad(FlowConfig { capacity: 0, ..d() }), "capacity");
+        assert_eq!(
+            bad(FlowConfig {
+                interval_align_ns: 5,
+                ..d()
+            }),
+            "interval"
+        );
+        assert_eq!(
+            bad(FlowConfig {
+                payload_bytes: 65_536,
+                ..d()
+            }),
+            "payload_bytes"
+        );
+        // Within its own range, but too much with the default capacity.
+        let e = FlowConfig {
+            payload_bytes: 4096,
+            ..d()
+        }
+        .check()
+        .unwrap_err();
+        assert!(
+            e.allowed
+                .starts_with("at most 2048 with a capacity of 4194304"),
+            "{e}"
+        );
     }
 }

@@ -45,7 +45,7 @@ mod record;
 mod state;
 mod table;
 
-pub use config::{FlowConfig, SECOND_NS};
+pub use config::{limits, FlowConfig, SECOND_NS};
 pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};
 pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};

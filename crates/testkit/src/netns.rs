@@ -128,6 +128,51 @@ impl VethLab {
     }
 }
 
+/// A fresh network namespace with only its loopback interface, up: traffic on `lo` there is
+/// the test's alone.
+#[derive(Debug)]
+pub struct LoopbackLab {
+    /// The namespace.
+    pub ns: String,
+}
+
+impl LoopbackLab {
+    /// Creates the namespace and brings its `lo` up.
+    pub fn new() -> Result<LoopbackLab, LabError> {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let lab = LoopbackLab {
+            ns: format!("trawl-lo-{}{}", std::process::id() % 100_000, n),
+        };
+        ip(&["netns", "add", &lab.ns])?;
+        // From here on Drop deletes the namespace.
+        ip(&["-n", &lab.ns, "link", "set", "lo", "up"])?;
+        Ok(lab)
+    }
+
+    /// `program` run inside the namespace (`ip netns exec`).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns]).arg(program);
+        c
+    }
+
+    /// Replays `pcap` onto the namespace's `lo` with tcpreplay; returns the packets sent.
+    pub fn replay_on_lo(&self, pcap: &Path, extra: &[&str]) -> Result<u64, LabError> {
+        let mut c = self.command("tcpreplay");
+        c.args(["-q", "-i", "lo"]).args(extra).arg(pcap);
+        sent_count(run(&mut c)?)
+    }
+}
+
+impl Drop for LoopbackLab {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// tcpreplay prints "Actual: N packets (...) sent in ..." on success.
 fn sent_count(out: Output) -> Result<u64, LabError> {
     let text = String::from_utf8_lossy(&out.stdout);

@@ -11,6 +11,9 @@
 
 use std::fmt;
 
+pub mod limit;
+pub use limit::{Limit, OutOfRange, Unit};
+
 /// Nanoseconds per second.
 pub const NS_PER_SEC: u64 = 1_000_000_000;
 

@@ -97,6 +97,48 @@ impl LiveConfig {
     }
 }
 
+/// Allowed values of the capture settings: one rule for the command line, `trawl run`'s
+/// configuration and the `afpacket_source` block, checked by [`LiveConfig::check`].
+pub mod limits {
+    use trawl_time::{Limit, Unit};
+
+    /// Bytes kept per packet: below 64 not even the headers of a tunnelled TCP packet fit;
+    /// 262144 is libpcap's largest.
+    pub const SNAPLEN: Limit = Limit::new("snaplen", Unit::Bytes, 64, 262_144);
+    /// Ring block size: the kernel wants a power of two of at least a page, below 2 GiB.
+    pub const BLOCK_SIZE: Limit =
+        Limit::new("block_size", Unit::Bytes, 4096, 1 << 30).power_of_two();
+    /// Ring blocks: one filled by the kernel while another is read.
+    pub const BLOCKS: Limit = Limit::new("blocks", Unit::Count, 2, 65_536);
+    /// The whole ring (block size × blocks): the kernel refuses 4 GiB and more.
+    pub const RING_MAX: u64 = 2 << 30;
+    /// Capture workers (sockets of one fanout group) per interface.
+    pub const WORKERS: Limit = Limit::new("workers", Unit::Count, 1, 64);
+}
+
+impl LiveConfig {
+    /// Checks the settings against [`limits`]: the first one out of range.
+    pub fn check(&self) -> Result<(), trawl_time::OutOfRange> {
+        limits::SNAPLEN.check(u64::from(self.snaplen))?;
+        limits::BLOCK_SIZE.check_usize(self.block_size)?;
+        limits::BLOCKS.check_usize(self.block_count)?;
+        let ring = self.block_size as u64 * self.block_count as u64;
+        if ring > limits::RING_MAX {
+            return Err(trawl_time::OutOfRange {
+                name: "blocks",
+                value: self.block_count.to_string(),
+                allowed: format!(
+                    "at most {} with blocks of {} bytes (the ring, block size × blocks, is at \
+                     most 2GiB)",
+                    limits::RING_MAX / self.block_size as u64,
+                    self.block_size
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// Why a live capture could not start. The messages say what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
@@ -153,6 +195,9 @@ pub struct LiveStats {
     pub reopened: u64,
     /// Blocks the kernel marked as losing (drops happened while they were filled).
     pub losing_blocks: u64,
+    /// Outgoing copies skipped on a loopback interface (each packet comes back as incoming;
+    /// libpcap skips them too). [`LiveStats::kernel_packets`] counts both copies.
+    pub loopback_outgoing: u64,
 }
 
 impl LiveStats {
@@ -166,6 +211,7 @@ impl LiveStats {
         self.interface_down += other.interface_down;
         self.reopened += other.reopened;
         self.losing_blocks += other.losing_blocks;
+        self.loopback_outgoing += other.loopback_outgoing;
     }
 }
 
@@ -199,6 +245,9 @@ struct Collector {
     live: LiveStats,
     snaplen: u32,
     ethernet: bool,
+    /// Loopback: every packet passes the tap twice, once leaving (`PACKET_OUTGOING`) and once
+    /// arriving; only the arrival is kept, as libpcap does.
+    skip_outgoing: bool,
 }
 
 struct Socket {
@@ -227,11 +276,7 @@ const ARPHRD_SIT: u32 = 776;
 /// The link type packets captured on `interface` will have (from its ARPHRD type), so a filter
 /// can be compiled for it before the capture opens.
 pub fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
-    let path = format!("/sys/class/net/{interface}/type");
-    let arphrd: u32 = std::fs::read_to_string(&path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| LiveError::NoSuchInterface(interface.to_string()))?;
+    let arphrd = arphrd_of(interface)?;
     match arphrd {
         ARPHRD_ETHER | ARPHRD_IEEE802 | ARPHRD_LOOPBACK => Ok(LinkType::ETHERNET),
         ARPHRD_NONE | ARPHRD_RAWIP | ARPHRD_TUNNEL | ARPHRD_TUNNEL6 | ARPHRD_IPGRE | ARPHRD_SIT => {
@@ -242,6 +287,15 @@ pub fn link_type_of(interface: &str) -> Result<LinkType, LiveError> {
             arphrd,
         }),
     }
+}
+
+/// The interface's ARPHRD type (`/sys/class/net/<if>/type`).
+fn arphrd_of(interface: &str) -> Result<u32, LiveError> {
+    let path = format!("/sys/class/net/{interface}/type");
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| LiveError::NoSuchInterface(interface.to_string()))
 }
 
 impl Socket {
@@ -261,16 +315,7 @@ impl Socket {
         };
         let ifindex = sys::interface_index(&c.interface)
             .ok_or_else(|| LiveError::NoSuchInterface(c.interface.clone()))?;
-        let page = 4096;
-        if !c.block_size.is_power_of_two() || c.block_size < page {
-            return Err(config_error(format!(
-                "block size {} is not a power of two of at least {page} bytes",
-                c.block_size
-            )));
-        }
-        if c.block_count < 2 {
-            return Err(config_error("the ring needs at least 2 blocks".into()));
-        }
+        c.check().map_err(|e| config_error(e.to_string()))?;
         let fd = sys::packet_socket().map_err(|e| {
             if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EACCES)) {
                 LiveError::Permission(c.interface.clone(), e)
@@ -378,6 +423,7 @@ impl LiveSource {
     /// Opens the capture. Needs root or CAP_NET_RAW.
     pub fn open(config: LiveConfig) -> Result<LiveSource, LiveError> {
         let link_type = link_type_of(&config.interface)?;
+        let loopback = arphrd_of(&config.interface)? == ARPHRD_LOOPBACK;
         let socket = Socket::open(&config)?;
         Ok(LiveSource {
             interfaces: vec![Interface {
@@ -391,6 +437,7 @@ impl LiveSource {
                 live: LiveStats::default(),
                 snaplen: config.snaplen,
                 ethernet: link_type == LinkType::ETHERNET,
+                skip_outgoing: loopback,
             },
             last_kernel_poll: Instant::now(),
             down: false,
@@ -501,6 +548,14 @@ impl Collector {
                 break;
             }
             let pkttype = block[off + sys::pkt::SLL_PKTTYPE];
+            if self.skip_outgoing && pkttype == sys::PACKET_OUTGOING {
+                self.live.loopback_outgoing += 1;
+                if next == 0 {
+                    break;
+                }
+                off += next as usize;
+                continue;
+            }
             let direction = if pkttype == sys::PACKET_OUTGOING {
                 Direction::Outbound
             } else {
@@ -715,6 +770,31 @@ mod tests {
     }
 
     #[test]
+    fn loopback_keeps_only_the_incoming_copy() {
+        let frame = [7u8; 60];
+        let b = block(&[
+            (&frame, sys::TP_STATUS_USER, 0, 0, sys::PACKET_OUTGOING),
+            (&frame, sys::TP_STATUS_USER, 0, 0, 0),
+            (&frame, sys::TP_STATUS_USER, 0, 0, sys::PACKET_OUTGOING),
+            (&frame, sys::TP_STATUS_USER, 0, 0, 0),
+        ]);
+        let mut c = Collector {
+            metas: Vec::new(),
+            stats: SourceStats::default(),
+            live: LiveStats::default(),
+            snaplen: 262_144,
+            ethernet: true,
+            skip_outgoing: true,
+        };
+        c.take_block(&mut b.clone());
+        assert_eq!(c.metas.len(), 2);
+        assert!(c.metas.iter().all(|m| m.direction == Direction::Inbound));
+        assert_eq!((c.stats.records, c.live.loopback_outgoing), (2, 2));
+        // Elsewhere both directions are kept.
+        assert_eq!(walk_block(&b, 262_144, true).metas.len(), 4);
+    }
+
+    #[test]
     fn inconsistent_blocks_are_counted_not_trusted() {
         let frame = [0u8; 60];
         let mut b = block(&[(&frame, sys::TP_STATUS_USER, 0, 0, 0)]);
@@ -762,6 +842,7 @@ pub fn walk_block(block: &[u8], snaplen: u32, ethernet: bool) -> WalkedBlock {
         live: LiveStats::default(),
         snaplen,
         ethernet,
+        skip_outgoing: false,
     };
     let mut bytes = block.to_vec();
     c.take_block(&mut bytes);

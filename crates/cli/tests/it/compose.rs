@@ -242,3 +242,73 @@ fn blocks_lists_every_type_with_its_gates() {
     let text = trawl(&["blocks"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("synflood — detects SYN floods"));
 }
+
+/// Issue 27 item 12: a composition's meter and capture settings obey the same limits as the
+/// flags, said with the settings' names; so does `trawl run`'s configuration file.
+#[test]
+fn out_of_range_settings_are_refused_with_the_allowed_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.toml");
+    std::fs::write(
+        &path,
+        r#"
+        [[block]]
+        name = "cap"
+        type = "afpacket_source"
+        interface = "lo"
+        snaplen = 99999999999
+        [[block]]
+        name = "m"
+        type = "flow_meter"
+        active = "0s"
+        [[block]]
+        name = "w"
+        type = "flow_writer"
+        path = "/dev/null"
+        [[connection]]
+        from = "cap.packets"
+        to = "m.packets"
+        [[connection]]
+        from = "m.flows"
+        to = "w.flows"
+        "#,
+    )
+    .unwrap();
+    let out = trawl(&["check", "-c", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`active` must be between 1ms and 7d (got 0s)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("`snaplen` must be between 64 and 256KiB (got 99999999999)"),
+        "{stderr}"
+    );
+
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "[capture]\ninterfaces = [\"lo\"]\nblocks = 1\n[flows]\nidle = \"0s\"\n",
+    )
+    .unwrap();
+    let out = trawl(&["check", "-c", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("capture.blocks must be between 2 and 65536 (got 1)"),
+        "{stderr}"
+    );
+    std::fs::write(
+        &config,
+        "[capture]\ninterfaces = [\"lo\"]\n[flows]\nidle = \"0s\"\n",
+    )
+    .unwrap();
+    let out = trawl(&["check", "-c", config.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("flows.idle must be between 1ms and 1d (got 0s)"),
+        "{stderr}"
+    );
+}

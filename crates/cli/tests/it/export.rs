@@ -1813,3 +1813,85 @@ fn assert_same_rows<T: Ord + std::fmt::Debug>(mut got: Vec<T>, mut want: Vec<T>)
         assert_eq!(g, w);
     }
 }
+
+/// Issue 27 item 10: a damaged IPFIX file's errors name the file and the byte offset in the
+/// file (not a made-up exporter address and the offset inside the message); every other set
+/// and message is still decoded, and the exit code says some input could not be read.
+#[test]
+fn a_damaged_ipfix_file_names_the_file_and_the_file_offset() {
+    // Two set ids overwritten, at file offsets 41149 (first message) and 96707 (second
+    // message, which starts at 65521): see testdata/ipfix/README.md.
+    let file = testdata("ipfix/many-protocols-damaged.ipfix");
+    let out = Command::new(bin())
+        .args(["collect", "--summary", "json", "-r", &file])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "some input could not be read");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let s: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(s["messages_ipfix"], 2, "{s}");
+    assert_eq!(s["flows"], 256, "all but the two damaged sets' records");
+    assert_eq!(s["records_written"], 256);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 256);
+    assert_eq!(s["errors"]["bad_set_id"], 2);
+    let errors: Vec<&str> = s["error_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            format!("{file}: offset 41149: bad_set_id (set id 1), in the message at offset 0"),
+            format!("{file}: offset 96707: bad_set_id (set id 1), in the message at offset 65521"),
+        ],
+    );
+}
+
+/// Issue 27 item 10: a damaged message header is reported with the file offset and skipped
+/// over to the next header, so the messages after it are still decoded.
+#[test]
+fn a_damaged_ipfix_header_is_skipped_and_the_next_messages_are_read() {
+    let dir = tempdir("damaged-header");
+    let fixture = std::fs::read(testdata("ipfix/many-protocols-damaged.ipfix")).unwrap();
+    // Message 1 (bytes 0..65521, 128 records after its damaged set), message 2 (65521..,
+    // 128 records after its damaged set) with its version overwritten, message 1 again.
+    let (m1, m2) = fixture.split_at(65_521);
+    let mut m2 = m2.to_vec();
+    m2[..2].copy_from_slice(&[0xff, 0xff]);
+    let file = dir.join("header.ipfix");
+    std::fs::write(&file, [m1, &m2, m1].concat()).unwrap();
+    let out = Command::new(bin())
+        .args(["collect", "--summary", "json", "-r"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "some input could not be read");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let s: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        s["messages_ipfix"], 2,
+        "the first message and its copy: {s}"
+    );
+    let errors = s["error_messages"].to_string();
+    assert!(
+        errors.contains(&format!(
+            "{}: offset 65521: not an IPFIX message header (version 65535, length {}); {} bytes \
+             skipped to the next header",
+            file.display(),
+            u16::from_be_bytes([m2[2], m2[3]]),
+            m2.len()
+        )),
+        "{errors}"
+    );
+    // The copy of message 1 is read from its place after the skipped bytes.
+    assert!(
+        errors.contains(&format!(
+            "offset {}: bad_set_id (set id 1), in the message at offset {}",
+            65_521 + m2.len() + 41_149,
+            65_521 + m2.len()
+        )),
+        "{errors}"
+    );
+}

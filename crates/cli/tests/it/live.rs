@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use trawl_capture::live::{fanout, Fanout, FanoutMode, LiveConfig, LiveSource};
 use trawl_capture::{Direction, FileSource, PacketSource};
-use trawl_testkit::netns::{lab_available, VethLab};
+use trawl_testkit::netns::{lab_available, LoopbackLab, VethLab};
 
 /// A captured or sent packet: what the tests compare.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,7 +268,11 @@ fn open_errors_name_the_interface() {
     let mut c = LiveConfig::new("lo");
     c.block_size = 5000;
     let e = LiveSource::open(c).err().expect("must fail");
-    assert!(e.to_string().contains("block size 5000"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "invalid capture setting for 'lo': `block_size` must be a power of two between 4KiB \
+         and 1GiB (got 5000)"
+    );
 }
 
 // ---- the `trawl` binary on a live interface -------------------------------------------------
@@ -600,6 +604,35 @@ fn live_errors_are_clear() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "-i and -r together");
+}
+
+/// Issue 27 item 13: on loopback every packet passes the tap twice (leaving, then arriving);
+/// trawl counts it once, as libpcap does. In a namespace of its own, `lo` carries only what
+/// the test sends.
+#[test]
+fn loopback_counts_each_packet_once() {
+    lab_available().unwrap_or_else(|e| panic!("live capture tests need a lab: {e}"));
+    let lab = LoopbackLab::new().unwrap_or_else(|e| panic!("cannot make a namespace: {e}"));
+    let run = lab
+        .command(env!("CARGO_BIN_EXE_trawl"))
+        .args(["flows", "-i", "lo", "--duration", "3s", "--summary", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run trawl");
+    std::thread::sleep(Duration::from_millis(700));
+    let sent = lab
+        .replay_on_lo(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    assert!(sent > 100, "tcpreplay sent {sent}");
+    let (records, summary) = wait_json(run);
+    assert_eq!(summary["packets"].as_u64(), Some(sent), "{summary}");
+    let path = pcap("android.pcap");
+    assert_eq!(
+        conversations(&records),
+        conversations(&trawl_file(&["flows", "-r", path.to_str().unwrap()])),
+        "the flow records hold each packet once"
+    );
 }
 
 // ---- `trawl run` and `trawl listen`: the shared ring between processes ----------------------

@@ -564,3 +564,108 @@ mod export;
 mod live;
 mod outputs;
 mod store;
+
+/// Issue 27 item 12: every numeric and duration setting of the meter and the capture has one
+/// allowed range, and a value outside it is refused (exit 2) with the range, not accepted
+/// (`--active 0s` gave a record per packet) nor clamped (`--payload-bytes` beyond 65535).
+#[test]
+fn out_of_range_flags_are_refused_with_the_allowed_range() {
+    let pcap = testdata("pcaps/android.pcap");
+    let file = ["flows", "-r", pcap.as_str()];
+    let live = ["flows", "-i", "lo", "--duration", "1s"];
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (
+            &file,
+            &["--idle", "0s"],
+            "--idle must be between 1ms and 1d (got 0s)",
+        ),
+        (
+            &file,
+            &["--active", "0s"],
+            "--active must be between 1ms and 7d (got 0s)",
+        ),
+        (
+            &file,
+            &["--tcp-linger", "2h"],
+            "--tcp-linger must be between 0s and 1h (got 2h)",
+        ),
+        (
+            &file,
+            &["--capacity", "0"],
+            "--capacity must be between 1 and 67108862 (got 0)",
+        ),
+        (
+            &file,
+            &["--payload-bytes", "99999999999"],
+            "--payload-bytes must be between 0 and 65535 (got 99999999999)",
+        ),
+        (
+            &file,
+            &["--payload-bytes", "65535"],
+            "--payload-bytes must be at most 2048 with a capacity of 4194304 flows",
+        ),
+        (
+            &live,
+            &["--snaplen", "10"],
+            "--snaplen must be between 64 and 256KiB (got 10)",
+        ),
+        (
+            &live,
+            &["--block-size", "5000"],
+            "--block-size must be a power of two between 4KiB and 1GiB (got 5000)",
+        ),
+        (
+            &live,
+            &["--blocks", "1"],
+            "--blocks must be between 2 and 65536 (got 1)",
+        ),
+        (
+            &live,
+            &["--workers", "65"],
+            "--workers must be between 1 and 64 (got 65)",
+        ),
+        (
+            &["detect", "synflood", "-r", pcap.as_str()],
+            &["--interval", "0s"],
+            "`interval` must be between 1ms and 1d (got 0s)",
+        ),
+        (
+            &["detect", "heavy-hitters", "-r", pcap.as_str()],
+            &["--k", "99999999999"],
+            "`k` must be between 1 and 1048576 (got 99999999999)",
+        ),
+        (
+            &["run", "-i", "lo", "--duration", "1s", "--no-ring"],
+            &["--stats-interval", "0s"],
+            "--stats-interval must be between 100ms and 1d (got 0s)",
+        ),
+        (
+            &["collect", "-r", "/nonexistent.ipfix"],
+            &["--max-templates", "0"],
+            "--max-templates must be between 1 and 1048576 (got 0)",
+        ),
+        (
+            &["ingest", "-r", pcap.as_str(), "-d", "/nonexistent/db"],
+            &["--idle", "0s"],
+            "--idle must be between 1ms and 1d (got 0s)",
+        ),
+    ];
+    for (command, flags, message) in cases {
+        let args: Vec<&str> = command.iter().chain(flags.iter()).copied().collect();
+        let out = trawl(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing metered");
+    }
+    // The limits themselves are allowed.
+    for flags in [["--active", "1ms"], ["--payload-bytes", "2048"]] {
+        let args: Vec<&str> = file.iter().chain(flags.iter()).copied().collect();
+        let out = trawl(&[&args[..], &["--summary", "none"]].concat());
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
