@@ -95,7 +95,10 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
     let results: Vec<Result<PartialAggregate, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
-                s.spawn(|| {
+                let worker = std::thread::Builder::new()
+                    .name("trawl-scan".into())
+                    .stack_size(SCAN_STACK);
+                worker.spawn_scoped(s, || {
                     let mut w = Worker::new(&ctx);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -133,9 +136,11 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into())))
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into()))),
+                Err(e) => Err(Error::Internal(format!("cannot start a scan worker: {e}"))),
             })
             .collect()
     });
@@ -191,6 +196,11 @@ struct Ctx<'a> {
     /// time): its dense groups are keyed by the address text (see [`text_key`]).
     text_attr: Option<(Attribute, Col)>,
 }
+
+/// Stack of a scan worker: the condition is evaluated by recursion over its tree, up to
+/// `syntax::MAX_DEPTH` deep (a chain of 4,096 comparisons overflowed the default 2 MiB in a
+/// debug build). Only the pages used are ever touched.
+const SCAN_STACK: usize = 16 << 20;
 
 /// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
 /// they stage past the limit).
