@@ -19,7 +19,7 @@ use parquet::file::statistics::Statistics;
 use trawl_store::hash::FxHashMap;
 use trawl_store::pages::DictColumn;
 use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
-use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
+use trawl_store::{list_blocks_and_strays, proto_number, BlockFilter, BlockRef};
 
 use crate::error::Error;
 use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
@@ -28,9 +28,10 @@ use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 
 /// Runs `query` over the database at `db` and returns the merged partial aggregate.
 /// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
-/// the others are still scanned.
+/// the others are still scanned. Parquet files that are not blocks are listed in
+/// `stats.ignored_files`.
 pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
-    let blocks = list_blocks(
+    let listing = list_blocks_and_strays(
         db,
         &BlockFilter {
             ifaces: &query.ifaces,
@@ -38,7 +39,13 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
             to_ns: query.to_ns,
         },
     )?;
-    scan_blocks(&blocks, query)
+    let mut partial = scan_blocks(&listing.blocks, query)?;
+    partial.stats.ignored_files = listing
+        .strays
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok(partial)
 }
 
 /// Runs `query` over the given blocks (the time and interface selection already made).
