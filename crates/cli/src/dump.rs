@@ -563,12 +563,12 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         IoClass::Normal => {}
     }
     let store = PacketStore::open(&a.dir)?;
-    let Some(span) = store.span()? else {
+    if !store.has_segments()? && !is_empty_dir(&a.dir)? {
         bail!(
             "{} holds no trawl packet store (no segment under YYYY-MM-DD/HH/)",
             a.dir.display()
         );
-    };
+    }
     let sel = Selection {
         from_ns: from,
         to_ns: to,
@@ -612,18 +612,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let window_empty = stats.segments_selected == 0
         || (stats.segments_unindexed == 0 && stats.chunks_skipped_time == stats.chunks_total);
     if written == 0 && window_empty {
-        eprintln!(
-            "trawl: note: no stored packet in the time range{}; the store holds {} .. {} \
-             (interfaces {})",
-            if a.interface.is_empty() {
-                ""
-            } else {
-                " and interfaces"
-            },
-            trawl_time::Civil::from_unix_ns(span.first_ns),
-            trawl_time::Civil::from_unix_ns(span.last_ns),
-            span.ifaces.join(", ")
-        );
+        eprintln!("trawl: note: {}", empty_window_note(&store, a)?);
     }
     let secs = started.elapsed().as_secs_f64();
     let json = serde_json::json!({
@@ -664,6 +653,35 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Whether `dir` has no entry at all: a store whose every segment retention deleted (or that
+/// never got one) is that, and is not mistaken for some other directory.
+pub fn is_empty_dir(dir: &Path) -> Result<bool> {
+    let mut entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    Ok(entries.next().is_none())
+}
+
+/// What a selection without packets is next to: the span and interfaces the store holds.
+fn empty_window_note(store: &PacketStore, a: &PacketsArgs) -> Result<String> {
+    let Some(span) = store.span()? else {
+        return Ok(format!(
+            "{} is empty: no segment stored yet, or retention deleted them all",
+            a.dir.display()
+        ));
+    };
+    Ok(format!(
+        "no stored packet in the time range{}; the store holds {} .. {} (interfaces {})",
+        if a.interface.is_empty() {
+            ""
+        } else {
+            " and interfaces"
+        },
+        trawl_time::Civil::from_unix_ns(span.first_ns),
+        trawl_time::Civil::from_unix_ns(span.last_ns),
+        span.ifaces.join(", ")
+    ))
 }
 
 /// Whether `trawl packets` writes pcapng: when asked (`--format pcapng`, a `.pcapng` name), or

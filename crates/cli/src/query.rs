@@ -177,13 +177,14 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
 }
 
 /// A directory without a single `iface=NAME` directory is not a flow database: querying it
-/// would answer an empty result as if the database held no matching flow.
+/// would answer an empty result as if the database held no matching flow. An empty directory
+/// is an empty database (retention deleted every block, or none was written yet).
 fn check_database(db: &Path) -> Result<()> {
     let ifaces = match trawl_store::list_ifaces(db) {
         Ok(i) => i,
         Err(e) => bail!("no flow database at {}: {e}", db.display()),
     };
-    if ifaces.is_empty() {
+    if ifaces.is_empty() && !crate::dump::is_empty_dir(db)? {
         bail!(
             "{} holds no trawl flow database (no iface=NAME directory)",
             db.display()
@@ -215,7 +216,10 @@ fn warn_ignored(files: &[String]) {
 fn empty_range_note(db: &Path, asked: &[String]) -> Result<String> {
     let all = trawl_store::list_blocks(db, &trawl_store::BlockFilter::default())?;
     let (Some(first), Some(last)) = (all.first(), all.last()) else {
-        return Ok(format!("{} holds no block yet", db.display()));
+        return Ok(format!(
+            "{} holds no block: none written yet, or retention deleted them all",
+            db.display()
+        ));
     };
     let ifaces = trawl_store::list_ifaces(db)?;
     let iface_note = if asked.iter().any(|i| !ifaces.contains(i)) {

@@ -12,7 +12,7 @@ use trawl_capture::LinkType;
 
 use crate::error::Error;
 use crate::index::SegmentIndex;
-use crate::layout::{index_path, list_segments_between, StoredSegment};
+use crate::layout::{has_segments, index_path, list_segments_between, StoredSegment};
 use crate::pcapfile::{is_padding, parse_file_header, parse_record, PcapHeader, Stop, MAX_CAPLEN};
 use crate::terms::required_items;
 
@@ -104,8 +104,15 @@ impl PacketStore {
         &self.dir
     }
 
+    /// Whether the directory holds a segment at all (a packet store, or something else?);
+    /// stops at the first one found.
+    pub fn has_segments(&self) -> Result<bool, Error> {
+        has_segments(&self.dir)
+    }
+
     /// What the store holds; `None` when the directory holds no segment at all (it is not a
-    /// packet store, or nothing was ever stored in it). Reads every index's header.
+    /// packet store, or nothing was ever stored in it). Reads every index's header: for
+    /// messages, not for every read.
     pub fn span(&self) -> Result<Option<StoreSpan>, Error> {
         let segs = list_segments_between(&self.dir, 0, u64::MAX)?;
         let mut span: Option<StoreSpan> = None;

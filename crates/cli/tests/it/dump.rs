@@ -884,11 +884,21 @@ fn a_directory_that_is_no_store_is_an_error_and_an_empty_window_says_what_is_sto
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     };
-    // An empty directory, and each store mistaken for the other.
-    usage(&packets(&empty, &[]), "holds no trawl packet store");
+    // A directory of other files, and each store mistaken for the other.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "x").unwrap();
+    usage(&packets(&other, &[]), "holds no trawl packet store");
     usage(&packets(&db, &[]), "holds no trawl packet store");
-    usage(&query(&empty, &[]), "holds no trawl flow database");
+    usage(&query(&other, &[]), "holds no trawl flow database");
     usage(&query(&store, &[]), "holds no trawl flow database");
+    // An empty directory is an empty store (retention may have deleted everything): the
+    // empty result, and a note saying the directory is empty.
+    for out in [packets(&empty, &[]), query(&empty, &[])] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("retention deleted them all"), "{stderr}");
+    }
     // The capture is from 2005-07-04 09:32 to 09:58 UTC: a window in 2030 holds nothing.
     let late = ["--from", "2030-01-01", "--to", "2030-01-02"];
     let out = packets(&store, &late);
