@@ -218,7 +218,7 @@ pub struct PacketsArgs {
     #[arg(short = 'w', long = "write", value_name = "PATH")]
     pub write: PathBuf,
     /// pcap (one link type) or pcapng (interfaces kept, link types may mix); default pcapng
-    /// for a `.pcapng` file name, else pcap.
+    /// for a `.pcapng` file name or when the selection mixes link types, else pcap.
     #[arg(long, value_enum)]
     pub format: Option<CaptureFormat>,
     /// Stop after this many packets.
@@ -563,6 +563,12 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         IoClass::Normal => {}
     }
     let store = PacketStore::open(&a.dir)?;
+    if !store.has_segments()? && !is_empty_dir(&a.dir)? {
+        bail!(
+            "{} holds no trawl packet store (no segment under YYYY-MM-DD/HH/)",
+            a.dir.display()
+        );
+    }
     let sel = Selection {
         from_ns: from,
         to_ns: to,
@@ -570,13 +576,10 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         filter: a.filter.clone(),
     };
     let started = Instant::now();
+    // Decided before the file is created: a pcap file holds one link type.
+    let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
     let out = crate::args::open_output(&a.write)?;
     let sink = std::io::BufWriter::with_capacity(1 << 20, out);
-    let pcapng = match a.format {
-        Some(CaptureFormat::Pcapng) => true,
-        Some(CaptureFormat::Pcap) => false,
-        None => a.write.extension().is_some_and(|e| e == "pcapng"),
-    };
     let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
@@ -606,6 +609,11 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         return Err(e);
     }
     writer.finish()?;
+    let window_empty = stats.segments_selected == 0
+        || (stats.segments_unindexed == 0 && stats.chunks_skipped_time == stats.chunks_total);
+    if written == 0 && window_empty {
+        eprintln!("trawl: note: {}", empty_window_note(&store, a)?);
+    }
     let secs = started.elapsed().as_secs_f64();
     let json = serde_json::json!({
         "command": "packets",
@@ -644,6 +652,71 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    })
+}
+
+/// Whether `dir` has no entry at all: a store whose every segment retention deleted (or that
+/// never got one) is that, and is not mistaken for some other directory.
+pub fn is_empty_dir(dir: &Path) -> Result<bool> {
+    let mut entries =
+        std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    Ok(entries.next().is_none())
+}
+
+/// What a selection without packets is next to: the span and interfaces the store holds.
+fn empty_window_note(store: &PacketStore, a: &PacketsArgs) -> Result<String> {
+    let Some(span) = store.span()? else {
+        return Ok(format!(
+            "{} is empty: no segment stored yet, or retention deleted them all",
+            a.dir.display()
+        ));
+    };
+    Ok(format!(
+        "no stored packet in the time range{}; the store holds {} .. {} (interfaces {})",
+        if a.interface.is_empty() {
+            ""
+        } else {
+            " and interfaces"
+        },
+        trawl_time::Civil::from_unix_ns(span.first_ns),
+        trawl_time::Civil::from_unix_ns(span.last_ns),
+        span.ifaces.join(", ")
+    ))
+}
+
+/// Whether `trawl packets` writes pcapng: when asked (`--format pcapng`, a `.pcapng` name), or
+/// when the selection's segments mix link types and pcap was not forced; `--format pcap` over
+/// mixed link types is refused before the file is created.
+fn choose_pcapng(a: &PacketsArgs, links: &[(String, LinkType)]) -> Result<bool> {
+    let mut distinct: Vec<u16> = links.iter().map(|(_, l)| l.0).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mixed = distinct.len() > 1;
+    let list = || {
+        links
+            .iter()
+            .map(|(i, l)| format!("{i}: {}", l.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Ok(match a.format {
+        Some(CaptureFormat::Pcapng) => true,
+        Some(CaptureFormat::Pcap) if mixed => bail!(
+            "the selection mixes link types ({}): a pcap file holds one; write pcapng \
+             (--format pcapng) or select interfaces with -i",
+            list()
+        ),
+        Some(CaptureFormat::Pcap) => false,
+        None if a.write.extension().is_some_and(|e| e == "pcapng") => true,
+        None if mixed => {
+            eprintln!(
+                "trawl: note: the selection mixes link types ({}): writing pcapng to {}",
+                list(),
+                a.write.display()
+            );
+            true
+        }
+        None => false,
     })
 }
 

@@ -1,6 +1,6 @@
 //! `trawl query`: attributes, condition and time range in; a table, JSON or CSV out.
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -135,9 +135,7 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     if to_ns.is_some_and(|t| t <= from_ns) {
         bail!("the time range is empty (--to is not after --from)");
     }
-    if !a.db.is_dir() {
-        bail!("no database at {}", a.db.display());
-    }
+    check_database(&a.db)?;
     let query = Query {
         attributes,
         condition,
@@ -152,6 +150,10 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     let started = Instant::now();
     let partial = scan(&a.db, &query)?;
     let failed = partial.stats.blocks_failed > 0;
+    warn_ignored(&partial.stats.ignored_files);
+    if partial.stats.blocks == 0 {
+        eprintln!("trawl: note: {}", empty_range_note(&a.db, &a.iface)?);
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let written = if a.partial {
@@ -172,4 +174,67 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A directory without a single `iface=NAME` directory is not a flow database: querying it
+/// would answer an empty result as if the database held no matching flow. An empty directory
+/// is an empty database (retention deleted every block, or none was written yet).
+fn check_database(db: &Path) -> Result<()> {
+    let ifaces = match trawl_store::list_ifaces(db) {
+        Ok(i) => i,
+        Err(e) => bail!("no flow database at {}: {e}", db.display()),
+    };
+    if ifaces.is_empty() && !crate::dump::is_empty_dir(db)? {
+        bail!(
+            "{} holds no trawl flow database (no iface=NAME directory)",
+            db.display()
+        );
+    }
+    Ok(())
+}
+
+/// Stray Parquet files are not read: say so, naming a few.
+fn warn_ignored(files: &[String]) {
+    const SHOWN: usize = 5;
+    if files.is_empty() {
+        return;
+    }
+    let mut names = files[..files.len().min(SHOWN)].join(", ");
+    if files.len() > SHOWN {
+        names.push_str(&format!(" and {} more", files.len() - SHOWN));
+    }
+    eprintln!(
+        "trawl: warning: {} Parquet file(s) in the database are not blocks and were not read \
+         (blocks are iface=NAME/date=YYYY-MM-DD/HHMM.parquet or HHMM_N.parquet, HHMM a multiple \
+         of 5 minutes): {names}",
+        files.len()
+    );
+}
+
+/// What an empty time range (or interface list) is next to: the span and interfaces the
+/// database does hold.
+fn empty_range_note(db: &Path, asked: &[String]) -> Result<String> {
+    let all = trawl_store::list_blocks(db, &trawl_store::BlockFilter::default())?;
+    let (Some(first), Some(last)) = (all.first(), all.last()) else {
+        return Ok(format!(
+            "{} holds no block: none written yet, or retention deleted them all",
+            db.display()
+        ));
+    };
+    let ifaces = trawl_store::list_ifaces(db)?;
+    let iface_note = if asked.iter().any(|i| !ifaces.contains(i)) {
+        format!(" (interfaces {})", ifaces.join(", "))
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "no block in the time range{}; the database holds {} .. {}{iface_note}",
+        if asked.is_empty() {
+            ""
+        } else {
+            " and interfaces"
+        },
+        output::rfc3339(first.start_ns),
+        output::rfc3339(last.start_ns + BLOCK_NS),
+    ))
 }

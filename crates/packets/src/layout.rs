@@ -179,6 +179,36 @@ pub fn list_segments_between(
     Ok(out)
 }
 
+/// Whether `root` holds at least one segment (stops at the first): what makes a directory a
+/// packet store.
+pub fn has_segments(root: &Path) -> Result<bool, Error> {
+    let days = match std::fs::read_dir(root) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::io(root, "reading the store directory")(e)),
+    };
+    for day in days.flatten() {
+        if date_dir_days(&day.file_name().to_string_lossy()).is_none() {
+            continue;
+        }
+        let Ok(hours) = std::fs::read_dir(day.path()) else {
+            continue;
+        };
+        for hour in hours.flatten() {
+            let Ok(files) = std::fs::read_dir(hour.path()) else {
+                continue;
+            };
+            let found = files
+                .flatten()
+                .any(|f| SegmentName::parse(&f.file_name().to_string_lossy()).is_some());
+            if found {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
 /// Days since the epoch of a `YYYY-MM-DD` directory name.
 fn date_dir_days(s: &str) -> Option<u64> {
     let b = s.as_bytes();

@@ -38,7 +38,7 @@ pub use dumper::{Dumper, DumperConfig, DumperStats, StreamId, MAX_PCAP_TS};
 pub use error::Error;
 pub use index::{Chunk, SegmentIndex};
 pub use layout::{list_segments, SegmentName, StoredSegment};
-pub use reader::{PacketStore, ReadStats, Selection, StoredPacket};
+pub use reader::{PacketStore, ReadStats, Selection, StoreSpan, StoredPacket};
 pub use repair::{repair_segment, RepairReport};
 pub use retention::{Budget, Retention, RetentionConfig, RetentionHandle, RetentionStats};
 pub use sys::{set_io_priority, IoPriority};

@@ -12,7 +12,7 @@ use trawl_capture::LinkType;
 
 use crate::error::Error;
 use crate::index::SegmentIndex;
-use crate::layout::{index_path, list_segments_between, StoredSegment};
+use crate::layout::{has_segments, index_path, list_segments_between, StoredSegment};
 use crate::pcapfile::{is_padding, parse_file_header, parse_record, PcapHeader, Stop, MAX_CAPLEN};
 use crate::terms::required_items;
 
@@ -73,6 +73,19 @@ pub struct ReadStats {
     pub errors: Vec<String>,
 }
 
+/// What a store holds: its segments' interfaces and time span.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreSpan {
+    /// Segment files.
+    pub segments: u64,
+    /// Earliest packet (from the indexes; a segment without one counts from its name).
+    pub first_ns: u64,
+    /// Latest packet (from the indexes; a segment without one counts to its name's start).
+    pub last_ns: u64,
+    /// Interface names, sorted.
+    pub ifaces: Vec<String>,
+}
+
 /// A packet store directory, for reading.
 pub struct PacketStore {
     dir: PathBuf,
@@ -89,6 +102,85 @@ impl PacketStore {
     /// Its directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether the directory holds a segment at all (a packet store, or something else?);
+    /// stops at the first one found.
+    pub fn has_segments(&self) -> Result<bool, Error> {
+        has_segments(&self.dir)
+    }
+
+    /// What the store holds; `None` when the directory holds no segment at all (it is not a
+    /// packet store, or nothing was ever stored in it). Reads every index's header: for
+    /// messages, not for every read.
+    pub fn span(&self) -> Result<Option<StoreSpan>, Error> {
+        let segs = list_segments_between(&self.dir, 0, u64::MAX)?;
+        let mut span: Option<StoreSpan> = None;
+        for seg in segs {
+            let (first, last) = match seg.indexed {
+                true => match SegmentIndex::read_time_range(&index_path(&seg.path)) {
+                    Ok((_, _, 0)) | Err(_) => (seg.name.start_ns, seg.name.start_ns),
+                    Ok((first, last, _)) => (first, last),
+                },
+                false => (seg.name.start_ns, seg.name.start_ns),
+            };
+            let s = span.get_or_insert(StoreSpan {
+                segments: 0,
+                first_ns: first,
+                last_ns: last,
+                ifaces: Vec::new(),
+            });
+            s.segments += 1;
+            s.first_ns = s.first_ns.min(first);
+            s.last_ns = s.last_ns.max(last);
+            if !s.ifaces.contains(&seg.name.iface) {
+                s.ifaces.push(seg.name.iface);
+            }
+        }
+        if let Some(s) = span.as_mut() {
+            s.ifaces.sort();
+        }
+        Ok(span)
+    }
+
+    /// The link types of the segments the selection's time range and interfaces meet, with
+    /// the interface of each, before reading a packet: a writer that can hold one link type
+    /// per file decides its format from them. (The filter is not applied: a link type listed
+    /// here may yield no packet.) Unreadable segments are left out; [`PacketStore::read`]
+    /// reports them.
+    pub fn link_types(&self, sel: &Selection) -> Result<Vec<(String, LinkType)>, Error> {
+        let candidates =
+            list_segments_between(&self.dir, sel.from_ns.saturating_sub(HOUR_NS), sel.to_ns)?;
+        let mut out: Vec<(String, LinkType)> = Vec::new();
+        for seg in candidates {
+            if (!sel.ifaces.is_empty() && !sel.ifaces.contains(&seg.name.iface))
+                || seg.name.start_ns >= sel.to_ns
+            {
+                continue;
+            }
+            if seg.indexed {
+                if let Ok((first, last, packets)) =
+                    SegmentIndex::read_time_range(&index_path(&seg.path))
+                {
+                    if packets == 0 || last < sel.from_ns || first >= sel.to_ns {
+                        continue;
+                    }
+                }
+            }
+            let Ok(file) = File::open(&seg.path) else {
+                continue;
+            };
+            let mut head = [0u8; 24];
+            let got = file.read_at(&mut head, 0).unwrap_or(0);
+            let Ok(header) = parse_file_header(&seg.path, &head[..got]) else {
+                continue;
+            };
+            let entry = (seg.name.iface, header.link);
+            if !out.contains(&entry) {
+                out.push(entry);
+            }
+        }
+        Ok(out)
     }
 
     /// Calls `f` with every packet of the selection, in time order across interfaces and
@@ -238,11 +330,50 @@ fn plan_segment(
             _ => ranges.push((start, end)),
         }
     }
+    if let Some(problem) = cut_short(&seg, &index, &ranges) {
+        stats.errors.push(problem);
+    }
     (!ranges.is_empty()).then_some(SegmentPlan {
         seg,
         ranges,
         indexed: true,
     })
+}
+
+/// The problem of a segment shorter than its index says, when the selection needs some of
+/// the missing bytes: the reader stops at the end of the file (the records before it are
+/// read), so the rest of the selection's packets there are lost, and the caller must hear it.
+fn cut_short(seg: &StoredSegment, index: &SegmentIndex, ranges: &[(u64, u64)]) -> Option<String> {
+    let len = seg.bytes;
+    if len >= index.segment_len || !ranges.iter().any(|r| r.1 > len) {
+        return None;
+    }
+    // The chunks reaching past the end: the first may be partly there.
+    let first_cut = index
+        .chunks
+        .iter()
+        .enumerate()
+        .position(|(i, _)| index.chunk_end(i) > len)?;
+    let lost = &index.chunks[first_cut..];
+    let packets: u64 = lost.iter().map(|c| u64::from(c.packets)).sum();
+    let from = lost
+        .iter()
+        .map(|c| c.min_ts)
+        .min()
+        .unwrap_or(index.first_ts);
+    let to = lost.iter().map(|c| c.max_ts).max().unwrap_or(index.last_ts);
+    Some(format!(
+        "{}: the segment is {len} bytes, its index says {}: bytes {len}..{} are missing, with up \
+         to {packets} packets of {} .. {} (chunks {first_cut} to {} of {}); the packets before \
+         were read",
+        seg.path.display(),
+        index.segment_len,
+        index.segment_len,
+        trawl_time::Civil::from_unix_ns(from),
+        trawl_time::Civil::from_unix_ns(to),
+        index.chunks.len() - 1,
+        index.chunks.len(),
+    ))
 }
 
 /// Reads one stream's segments in order, record by record, from its planned ranges.

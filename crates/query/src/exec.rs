@@ -19,7 +19,7 @@ use parquet::file::statistics::Statistics;
 use trawl_store::hash::FxHashMap;
 use trawl_store::pages::DictColumn;
 use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
-use trawl_store::{list_blocks, proto_number, BlockFilter, BlockRef};
+use trawl_store::{list_blocks_and_strays, proto_number, BlockFilter, BlockRef};
 
 use crate::error::Error;
 use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
@@ -28,9 +28,10 @@ use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 
 /// Runs `query` over the database at `db` and returns the merged partial aggregate.
 /// Unreadable blocks are counted in `stats.blocks_failed` with their error in `stats.errors`;
-/// the others are still scanned.
+/// the others are still scanned. Parquet files that are not blocks are listed in
+/// `stats.ignored_files`.
 pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
-    let blocks = list_blocks(
+    let listing = list_blocks_and_strays(
         db,
         &BlockFilter {
             ifaces: &query.ifaces,
@@ -38,7 +39,13 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
             to_ns: query.to_ns,
         },
     )?;
-    scan_blocks(&blocks, query)
+    let mut partial = scan_blocks(&listing.blocks, query)?;
+    partial.stats.ignored_files = listing
+        .strays
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Ok(partial)
 }
 
 /// Runs `query` over the given blocks (the time and interface selection already made).
@@ -95,7 +102,10 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
     let results: Vec<Result<PartialAggregate, Error>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
-                s.spawn(|| {
+                let worker = std::thread::Builder::new()
+                    .name("trawl-scan".into())
+                    .stack_size(SCAN_STACK);
+                worker.spawn_scoped(s, || {
                     let mut w = Worker::new(&ctx);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -133,9 +143,11 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into())))
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(Error::Internal("a scan worker panicked".into()))),
+                Err(e) => Err(Error::Internal(format!("cannot start a scan worker: {e}"))),
             })
             .collect()
     });
@@ -191,6 +203,11 @@ struct Ctx<'a> {
     /// time): its dense groups are keyed by the address text (see [`text_key`]).
     text_attr: Option<(Attribute, Col)>,
 }
+
+/// Stack of a scan worker: the condition is evaluated by recursion over its tree, up to
+/// `syntax::MAX_DEPTH` deep (a chain of 4,096 comparisons overflowed the default 2 MiB in a
+/// debug build). Only the pages used are ever touched.
+const SCAN_STACK: usize = 16 << 20;
 
 /// Rows that may always be staged, whatever `max_groups` (32 MB; small in tests, so that
 /// they stage past the limit).

@@ -111,6 +111,8 @@ pub fn to_json(r: &QueryResult) -> Value {
             "column_chunks_general": s.column_chunks_general,
             "duration_ms": r.elapsed.as_secs_f64() * 1e3,
             "errors": s.errors,
+            "blocks_ignored": s.ignored_files.len(),
+            "ignored_files": s.ignored_files,
         }
     })
 }

@@ -104,6 +104,10 @@ pub struct ScanStats {
     pub column_chunks_general: u64,
     /// One message per failed block: file and what was wrong.
     pub errors: Vec<String>,
+    /// Parquet files in the database that are not blocks (misnamed or misplaced), so no query
+    /// reads them: their paths.
+    #[serde(default)]
+    pub ignored_files: Vec<String>,
 }
 
 impl ScanStats {
@@ -120,6 +124,7 @@ impl ScanStats {
         self.bytes_scanned += o.bytes_scanned;
         self.column_chunks_general += o.column_chunks_general;
         self.errors.extend(o.errors.iter().cloned());
+        self.ignored_files.extend(o.ignored_files.iter().cloned());
     }
 }
 

@@ -12,6 +12,11 @@
 //! OP         := = | == | != | < | > | <= | >=
 //! VALUE      := address | address/prefix | number | number-number | protocol name | name
 //! ```
+//!
+//! Depth is bounded: at most [`MAX_NESTING`] `(` and `not` open at once, and a tree at most
+//! [`MAX_DEPTH`] nodes deep (a chain of `and`/`or` is as deep as it is long). The parser, the
+//! printer and the plan all recurse on the tree; a condition past either bound is a parse
+//! error at the token that crosses it, not a stack overflow.
 use std::fmt;
 use std::net::IpAddr;
 
@@ -369,10 +374,21 @@ fn lex(input: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
     Ok(out)
 }
 
+/// Most `(` and `not` open at once.
+pub const MAX_NESTING: usize = 128;
+/// Deepest tree (nesting plus the length of `and`/`or` chains): about as many comparisons as
+/// a condition may hold.
+pub const MAX_DEPTH: usize = 4096;
+
 struct Parser {
     toks: Vec<(Tok, usize)>,
     at: usize,
+    /// `(` and `not` open at the current token.
+    nesting: usize,
 }
+
+/// A parsed subtree and its depth (a comparison is 1).
+type Sub = (Expr, usize);
 
 impl Parser {
     fn peek(&self) -> &(Tok, usize) {
@@ -390,29 +406,63 @@ impl Parser {
         })
     }
 
-    fn or(&mut self) -> Result<Expr, ParseError> {
-        let mut e = self.and()?;
+    /// `e`, one level deeper, unless that passes [`MAX_DEPTH`] (`pos`: the operator's).
+    fn deeper(e: Expr, depth: usize, pos: usize) -> Result<Sub, ParseError> {
+        if depth + 1 > MAX_DEPTH {
+            return Self::err(
+                pos,
+                format!("the condition is nested or chained deeper than {MAX_DEPTH} levels"),
+            );
+        }
+        Ok((e, depth + 1))
+    }
+
+    fn or(&mut self) -> Result<Sub, ParseError> {
+        let (mut e, mut depth) = self.and()?;
         while self.peek().0 == Tok::Or {
-            self.bump();
-            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+            let (_, pos) = self.bump();
+            let (b, db) = self.and()?;
+            (e, depth) = Self::deeper(Expr::Or(Box::new(e), Box::new(b)), depth.max(db), pos)?;
         }
-        Ok(e)
+        Ok((e, depth))
     }
 
-    fn and(&mut self) -> Result<Expr, ParseError> {
-        let mut e = self.unary()?;
+    fn and(&mut self) -> Result<Sub, ParseError> {
+        let (mut e, mut depth) = self.unary()?;
         while self.peek().0 == Tok::And {
-            self.bump();
-            e = Expr::And(Box::new(e), Box::new(self.unary()?));
+            let (_, pos) = self.bump();
+            let (b, db) = self.unary()?;
+            (e, depth) = Self::deeper(Expr::And(Box::new(e), Box::new(b)), depth.max(db), pos)?;
         }
-        Ok(e)
+        Ok((e, depth))
     }
 
-    fn unary(&mut self) -> Result<Expr, ParseError> {
+    fn unary(&mut self) -> Result<Sub, ParseError> {
+        let (tok, pos) = self.peek().clone();
+        if matches!(tok, Tok::Not | Tok::Open) {
+            if self.nesting >= MAX_NESTING {
+                return Self::err(
+                    pos,
+                    format!("more than {MAX_NESTING} \"(\" and \"not\" nested"),
+                );
+            }
+            self.nesting += 1;
+            let e = self.nested();
+            self.nesting -= 1;
+            return e;
+        }
+        self.comparison()
+    }
+
+    /// `not X` or `( X )`.
+    fn nested(&mut self) -> Result<Sub, ParseError> {
         let (tok, pos) = self.bump();
         match tok {
-            Tok::Not => Ok(Expr::Not(Box::new(self.unary()?))),
-            Tok::Open => {
+            Tok::Not => {
+                let (e, depth) = self.unary()?;
+                Self::deeper(Expr::Not(Box::new(e)), depth, pos)
+            }
+            _ => {
                 let e = self.or()?;
                 let (t, p) = self.bump();
                 if t != Tok::Close {
@@ -427,6 +477,12 @@ impl Parser {
                 }
                 Ok(e)
             }
+        }
+    }
+
+    fn comparison(&mut self) -> Result<Sub, ParseError> {
+        let (tok, pos) = self.bump();
+        match tok {
             Tok::Word(w) => {
                 let field = Field::parse(&w.to_ascii_lowercase()).ok_or_else(|| ParseError {
                     pos,
@@ -453,7 +509,7 @@ impl Parser {
                     pos: vpos,
                     message: m,
                 })?;
-                Ok(Expr::Cmp(Comparison { field, op, value }))
+                Ok((Expr::Cmp(Comparison { field, op, value }), 1))
             }
             t => Self::err(
                 pos,
@@ -562,11 +618,15 @@ fn value(field: Field, op: Op, v: &str, fname: &str) -> Result<Value, String> {
 /// Parses a condition.
 pub fn parse(input: &str) -> Result<Expr, ParseError> {
     let toks = lex(input)?;
-    let mut p = Parser { toks, at: 0 };
+    let mut p = Parser {
+        toks,
+        at: 0,
+        nesting: 0,
+    };
     if p.peek().0 == Tok::End {
         return Parser::err(0, "the condition is empty");
     }
-    let e = p.or()?;
+    let (e, _) = p.or()?;
     let (t, pos) = p.bump();
     if t != Tok::End {
         return Parser::err(
@@ -650,6 +710,22 @@ mod tests {
                 .find('^'),
             Some(6)
         );
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let nested = |n: usize| format!("{}vlan = 1{}", "(".repeat(n), ")".repeat(n));
+        assert!(parse(&nested(MAX_NESTING)).is_ok());
+        let e = parse(&nested(MAX_NESTING + 1)).unwrap_err();
+        assert_eq!(e.pos, MAX_NESTING, "{e}");
+        let nots = format!("{}vlan = 1", "! ".repeat(MAX_NESTING + 1));
+        assert_eq!(parse(&nots).unwrap_err().pos, 2 * MAX_NESTING);
+        let chain = |n: usize| vec!["vlan = 1"; n].join(" and ");
+        assert!(parse(&chain(MAX_DEPTH)).is_ok());
+        let e = parse(&chain(MAX_DEPTH + 1)).unwrap_err();
+        assert!(e.message.contains("deeper than"), "{e}");
+        // The operator that crosses the bound: the last "and".
+        assert_eq!(e.pos, chain(MAX_DEPTH + 1).rfind("and").unwrap());
     }
 
     #[test]

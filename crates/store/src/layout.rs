@@ -177,8 +177,51 @@ pub fn list_ifaces(db: &Path) -> Result<Vec<String>> {
 }
 
 /// The blocks of the database matching `filter`, sorted by (start, iface, part). Only the day
-/// directories of the time range are listed; names that are not block names are skipped.
+/// directories of the time range are listed; names that are not block names are skipped
+/// ([`list_blocks_and_strays`] says which).
 pub fn list_blocks(db: &Path, filter: &BlockFilter<'_>) -> Result<Vec<BlockRef>> {
+    list_blocks_and_strays(db, filter).map(|l| l.blocks)
+}
+
+/// What [`list_blocks_and_strays`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The blocks, as [`list_blocks`] returns them.
+    pub blocks: Vec<BlockRef>,
+    /// Parquet files no query reads because of where they are or what they are called
+    /// (`junk.parquet`, `2021.parquet`, `1203.parquet`, a file in the database's root or an
+    /// interface directory), sorted: a user who put them there expects them read, so they are
+    /// reported. Only the directories listed for the blocks are looked at; names starting with
+    /// a dot (a writer's temporary files) are not strays.
+    pub strays: Vec<PathBuf>,
+}
+
+/// A `.parquet` file that is not a block where it is.
+fn is_stray(name: &std::ffi::OsStr) -> bool {
+    name.to_str().is_none_or(|n| !n.starts_with('.'))
+        && Path::new(name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case(BLOCK_EXT))
+}
+
+/// Parquet files directly in `dir` (root or interface directory, where no block lives).
+fn strays_in(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(dir, e))?;
+        if is_stray(&ent.file_name()) && !ent.path().is_dir() {
+            out.push(ent.path());
+        }
+    }
+    Ok(())
+}
+
+/// [`list_blocks`], and the stray Parquet files met on the way.
+pub fn list_blocks_and_strays(db: &Path, filter: &BlockFilter<'_>) -> Result<Listing> {
     let ifaces = if filter.ifaces.is_empty() {
         list_ifaces(db)?
     } else {
@@ -186,6 +229,8 @@ pub fn list_blocks(db: &Path, filter: &BlockFilter<'_>) -> Result<Vec<BlockRef>>
     };
     let first_day = filter.from_ns / DAY_NS;
     let mut out = Vec::new();
+    let mut strays = Vec::new();
+    strays_in(db, &mut strays)?;
     for iface in ifaces {
         let idir = db.join(format!("iface={iface}"));
         let rd = match fs::read_dir(&idir) {
@@ -195,6 +240,10 @@ pub fn list_blocks(db: &Path, filter: &BlockFilter<'_>) -> Result<Vec<BlockRef>>
         };
         for day in rd {
             let day = day.map_err(|e| Error::io(&idir, e))?;
+            if is_stray(&day.file_name()) && !day.path().is_dir() {
+                strays.push(day.path());
+                continue;
+            }
             let Some(date) = day
                 .file_name()
                 .to_str()
@@ -213,6 +262,9 @@ pub fn list_blocks(db: &Path, filter: &BlockFilter<'_>) -> Result<Vec<BlockRef>>
             for f in fs::read_dir(&ddir).map_err(|e| Error::io(&ddir, e))? {
                 let f = f.map_err(|e| Error::io(&ddir, e))?;
                 let Some((minute, part)) = f.file_name().to_str().and_then(parse_block_name) else {
+                    if is_stray(&f.file_name()) {
+                        strays.push(f.path());
+                    }
                     continue;
                 };
                 let start_ns = day_start + u64::from(minute) * 60_000_000_000;
@@ -231,7 +283,11 @@ pub fn list_blocks(db: &Path, filter: &BlockFilter<'_>) -> Result<Vec<BlockRef>>
         }
     }
     out.sort_by(|a, b| (a.start_ns, &a.iface, a.part).cmp(&(b.start_ns, &b.iface, b.part)));
-    Ok(out)
+    strays.sort();
+    Ok(Listing {
+        blocks: out,
+        strays,
+    })
 }
 
 #[cfg(test)]
@@ -276,6 +332,32 @@ mod tests {
         ] {
             assert_eq!(parse_block_name(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn parquet_files_that_are_no_blocks_are_listed_as_strays() {
+        let db = tempfile::tempdir().unwrap();
+        let day = day_dir(db.path(), "eth0", Date::parse("2026-11-22").unwrap());
+        fs::create_dir_all(&day).unwrap();
+        for name in [
+            "1200.parquet",
+            "1205_1.parquet",
+            "junk.parquet",
+            "2021.parquet",
+        ] {
+            fs::write(day.join(name), b"x").unwrap();
+        }
+        fs::write(day.join(".1210.parquet.1.tmp"), b"x").unwrap();
+        fs::write(day.join("notes.txt"), b"x").unwrap();
+        fs::write(db.path().join("flows.parquet"), b"x").unwrap();
+        let l = list_blocks_and_strays(db.path(), &BlockFilter::default()).unwrap();
+        assert_eq!(l.blocks.len(), 2);
+        let names: Vec<String> = l
+            .strays
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["flows.parquet", "2021.parquet", "junk.parquet"]);
     }
 
     #[test]

@@ -49,7 +49,9 @@ pub mod schema;
 mod writer;
 
 pub use error::{Error, Result};
-pub use layout::{list_blocks, list_ifaces, BlockFilter, BlockRef, BLOCK_NS};
+pub use layout::{
+    list_blocks, list_blocks_and_strays, list_ifaces, BlockFilter, BlockRef, Listing, BLOCK_NS,
+};
 pub use reader::{block_shape, proto_number, read_block, read_block_direct};
 pub use retention::Retention;
 pub use schema::{StoredFlow, STORE_VERSION};

@@ -558,6 +558,7 @@ fn series_of_files_out_of_time_order_are_one_increasing_stream() {
 }
 
 mod compose;
+mod depth;
 mod detect;
 mod dump;
 mod export;
