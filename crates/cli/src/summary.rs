@@ -19,6 +19,21 @@ pub fn print(
 
 /// [`print()`] with more sections in the JSON object (exporters, `trawl run`'s packet store
 /// and flow database): one object, whatever the run had.
+/// The rare parts of the capture line: said only when they happened.
+fn live_notes(s: &trawl_capture::live::LiveStats) -> String {
+    let mut notes = String::new();
+    if s.loopback_outgoing > 0 {
+        notes += &format!(
+            "; {} outgoing loopback copies skipped (each packet counted once)",
+            s.loopback_outgoing
+        );
+    }
+    if s.interface_down > 0 {
+        notes += &format!("; interface went down {} time(s)", s.interface_down);
+    }
+    notes
+}
+
 pub fn print_with(
     command: &str,
     format: SummaryFormat,
@@ -75,6 +90,9 @@ pub fn print_with(
                     "workers": l.workers,
                     "kernel_packets": l.stats.kernel_packets,
                     "kernel_drops": l.stats.kernel_drops,
+                    // On loopback the kernel shows each packet twice; the leaving copy is
+                    // skipped (and counted here), as libpcap does.
+                    "loopback_outgoing_skipped": l.stats.loopback_outgoing,
                     "kernel_freezes": l.stats.kernel_freezes,
                     "hardware_timestamps": l.stats.hardware_timestamps,
                     "vlan_tags_restored": l.stats.vlan_restored,
@@ -146,11 +164,7 @@ pub fn print_with(
                     report.source.truncated_records,
                     l.stats.hardware_timestamps,
                     l.stats.vlan_restored,
-                    if l.stats.interface_down > 0 {
-                        format!("; interface went down {} time(s)", l.stats.interface_down)
-                    } else {
-                        String::new()
-                    }
+                    live_notes(&l.stats)
                 ),
                 None => eprintln!(
                     "  input: {} files read, {} failed, {} truncated records (snaplen), {} blocks skipped",

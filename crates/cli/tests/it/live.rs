@@ -627,6 +627,12 @@ fn loopback_counts_each_packet_once() {
     assert!(sent > 100, "tcpreplay sent {sent}");
     let (records, summary) = wait_json(run);
     assert_eq!(summary["packets"].as_u64(), Some(sent), "{summary}");
+    // The kernel showed each packet twice; the summary says where the other copies went.
+    assert_eq!(
+        summary["live"]["loopback_outgoing_skipped"].as_u64(),
+        Some(sent),
+        "{summary}"
+    );
     let path = pcap("android.pcap");
     assert_eq!(
         conversations(&records),
