@@ -70,15 +70,39 @@ fn every_committed_golden_file_is_compared_by_a_test() {
         missing.is_empty(),
         "tests name tables that are not committed: {missing:#?}"
     );
-    // The README's counts ("N more tables", "on N captures") are these.
-    println!(
-        "oracle {} + {}, flows {} + {}, ip-pairs {} + {}, tcp-analysis {}",
-        oracle::ORACLE_CASES.len(),
-        oracle::ORACLE_SPECIAL.len(),
-        oracle::EXTRA_CASES.len(),
-        oracle::EXTRA_SPECIAL.len(),
-        ip_pairs::CASES.len(),
-        ip_pairs::SPECIAL.len(),
-        tcp_analysis::CASES.len()
-    );
+    readme_counts_are_the_tests();
+}
+
+/// The README's "Correctness" counts are the lengths of the tests' lists.
+fn readme_counts_are_the_tests() {
+    let readme = std::fs::read_to_string(trawl_testkit::repo_root().join("README.md")).unwrap();
+    let text = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let special =
+        oracle::ORACLE_SPECIAL.len() + oracle::EXTRA_SPECIAL.len() + ip_pairs::SPECIAL.len();
+    for phrase in [
+        format!(
+            "on the {} corpus captures that carry an oracle",
+            oracle::ORACLE_CASES.len()
+        ),
+        format!(
+            "on {} more tables generated for this repository",
+            oracle::EXTRA_CASES.len()
+        ),
+        format!(
+            "IP totals equal tshark's on {} captures",
+            ip_pairs::CASES.len()
+        ),
+        format!("every connection of {} captures", tcp_analysis::CASES.len()),
+        format!(
+            "{special} more tables ({} corpus oracle, {} flow tables, {} IP-pair table)",
+            oracle::ORACLE_SPECIAL.len(),
+            oracle::EXTRA_SPECIAL.len(),
+            ip_pairs::SPECIAL.len()
+        ),
+    ] {
+        assert!(
+            text.contains(&phrase),
+            "README.md does not say {phrase:?}: update its counts"
+        );
+    }
 }

@@ -3,5 +3,6 @@
 mod corpus_sweep;
 mod goldens;
 mod ip_pairs;
+mod needs;
 mod oracle;
 mod tcp_analysis;
