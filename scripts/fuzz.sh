@@ -45,9 +45,12 @@ unavailable() {
 }
 
 if [ "${1:-}" = --replay ]; then
-    # The fuzz crate is outside the workspace; build its binaries with the stable toolchain.
+    # The fuzz crate is outside the workspace; build its binaries with the stable toolchain, in
+    # the workspace's target directory so that the trawl crates built for the tests are reused.
+    CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+    export CARGO_TARGET_DIR
     (cd fuzz && cargo build --quiet --bins)
-    bin=${CARGO_TARGET_DIR:-fuzz/target}/debug
+    bin=$CARGO_TARGET_DIR/debug
     for t in "${targets_all[@]}"; do
         dir=fuzz/regressions/$t
         [ -d "$dir" ] || { echo "fuzz.sh: $dir missing (every target has one)"; exit 1; }
