@@ -130,9 +130,9 @@ fn corpus_sweep() {
 
 /// Files compared with tshark by default: in each directory of the corpus (sorted), every
 /// `SAMPLE_STRIDE`-th capture, and every pcapng file (the format with the most variants:
-/// sections, interfaces, time resolutions, block kinds). One tshark run costs about 0.3 s of
-/// CPU, mostly its start-up; the whole corpus (about 1,900 runs) takes 5 minutes on 2 cores,
-/// the sample a quarter of that, every source and directory included.
+/// sections, interfaces, time resolutions, block kinds). A tshark run costs about 0.4 s of CPU,
+/// mostly its start-up: the whole corpus (1,863 comparable files) took 790 s of CPU, about 7
+/// minutes on CI's 2 cores; the sample (725 files, every source and directory) 297 s.
 /// `TRAWL_TSHARK_SWEEP=all` compares every file.
 const SAMPLE_STRIDE: usize = 4;
 
@@ -148,7 +148,7 @@ enum Compared {
 /// fixed sample by default (see [`SAMPLE_STRIDE`]), the whole corpus with
 /// `TRAWL_TSHARK_SWEEP=all`; tshark runs in parallel, one process per file.
 /// `TRAWL_TSHARK_CACHE=dir` reuses outputs saved as `dir/<path with / as %>.tsv` (with the
-/// exit status in `.tsv.rc`). Last whole run: see README.
+/// exit status in `.tsv.rc`). Last whole run: 1,863 files identical, none different.
 #[test]
 fn corpus_matches_tshark() {
     let Some(root) = trawl_testkit::corpus() else {
