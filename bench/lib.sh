@@ -5,7 +5,8 @@
 # bench/work/seed.pcap, or rebuilt from an nDPI checkout in NDPI_DIR); prints nothing if none.
 find_seed() {
     local c
-    for c in "${TRAWL_BENCH_SEED:-}" /work/shared/corpus/bench/ndpi-default-ether-merged.pcap \
+    # The corpus as the tests find it: $TRAWL_CORPUS, else ../shared/corpus beside the repository.
+    for c in "${TRAWL_BENCH_SEED:-}" "${TRAWL_CORPUS:-$BENCH/../../shared/corpus}/bench/ndpi-default-ether-merged.pcap" \
         "$WORK/seed.pcap"; do
         [ -n "$c" ] && [ -f "$c" ] && { echo "$c"; return; }
     done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for SECONDS (default 60) with cargo-fuzz on nightly:
+# Runs every fuzz target for SECONDS (default 20) with cargo-fuzz on nightly:
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
+#   scripts/fuzz.sh --replay        replay fuzz/regressions/ on stable (part of scripts/test.sh)
 # Targets: pcap_reader (any bytes through FileSource), decode (any frame through the decoder,
 # both tunnel modes), bpf_filter (any program through validation and the interpreter),
 # tpacket_block (any bytes as a TPACKET_V3 block through the live capture walk), packet_store
@@ -14,18 +15,86 @@
 # dictionary), flow_meter (packets built from the bytes, few hosts and ports, times that jump
 # past 2^32 ns or go back, frames past 65535 bytes, through a small table with short timeouts:
 # no panic or overflow, every packet counted in a flow is in exactly one record).
-# Installs the nightly toolchain and cargo-fuzz when missing. Crashes land in fuzz/artifacts/.
+#
+# Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
+# copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
+# target once over its regression inputs, without nightly (the libFuzzer binaries built by
+# stable cargo run given inputs; they just cannot fuzz), so a fixed crash stays fixed.
+#
+# Nightly and cargo-fuzz: installed when missing (rustup, cargo install). Where that cannot be
+# done (no network), the script says so and exits 0, or 1 under CI (CI=true).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-seconds=${1:-60}
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter)
+
+in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
+
+# unavailable WHAT: nightly fuzzing cannot run here; fail under CI, a loud note elsewhere.
+unavailable() {
+    echo "=================================================================="
+    echo "fuzz.sh: cannot fuzz: $1"
+    if in_ci; then
+        echo "         (CI: this is a failure)"
+        echo "=================================================================="
+        exit 1
+    fi
+    echo "         SKIPPED the fuzz runs (the regression replay in scripts/test.sh still runs)"
+    echo "=================================================================="
+    exit 0
+}
+
+if [ "${1:-}" = --replay ]; then
+    # The fuzz crate is outside the workspace; build its binaries with the stable toolchain, in
+    # the workspace's target directory so that the trawl crates built for the tests are reused.
+    CARGO_TARGET_DIR=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+    export CARGO_TARGET_DIR
+    (cd fuzz && cargo build --quiet --bins)
+    bin=$CARGO_TARGET_DIR/debug
+    for t in "${targets_all[@]}"; do
+        dir=fuzz/regressions/$t
+        [ -d "$dir" ] || { echo "fuzz.sh: $dir missing (every target has one)"; exit 1; }
+        n=$(find "$dir" -type f ! -name README.md | wc -l)
+        # -runs=0 on a directory: each input once, then exit; any failure exits non-zero.
+        "$bin/$t" -runs=0 "$dir" >"/tmp/trawl-fuzz-replay-$t.log" 2>&1 || {
+            cat "/tmp/trawl-fuzz-replay-$t.log"
+            echo "fuzz.sh: $t fails on an input of $dir"
+            exit 1
+        }
+        echo "fuzz.sh: $t: $n regression inputs replayed"
+    done
+    exit 0
+fi
+
+scripts/deps.sh
+seconds=${1:-20}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter)
-rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
-command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+[ ${#targets[@]} -gt 0 ] || targets=("${targets_all[@]}")
+if ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal \
+        || unavailable "no nightly toolchain, and rustup could not install one (offline?)"
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked \
+        || unavailable "no cargo-fuzz, and cargo could not install it (offline?)"
+fi
+failed=()
 for t in "${targets[@]}"; do
     echo "fuzz: $t for ${seconds}s"
-    (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$seconds" -rss_limit_mb=2048)
+    if ! (cd fuzz && cargo +nightly fuzz run "$t" -- -max_total_time="$seconds" -rss_limit_mb=2048); then
+        failed+=("$t")
+    fi
+    # Keep what failed as regression inputs (cargo-fuzz leaves them in fuzz/artifacts/).
+    for f in fuzz/artifacts/"$t"/{crash,oom,timeout,leak}-*; do
+        [ -e "$f" ] || continue
+        mkdir -p "fuzz/regressions/$t"
+        cp -n "$f" "fuzz/regressions/$t/"
+        echo "fuzz: kept $f as fuzz/regressions/$t/$(basename "$f")"
+    done
 done
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz: FAILED: ${failed[*]} (inputs in fuzz/regressions/; replay: scripts/fuzz.sh --replay)"
+    exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no failure"

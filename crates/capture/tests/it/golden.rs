@@ -137,3 +137,27 @@ fn records_match_tshark() {
     assert_eq!(checked, CASES.len());
     assert!(pcap(CASES[0]).exists());
 }
+
+/// Every table in `testdata/golden/capture/` is one of [`CASES`]: a table no test reads checks
+/// nothing. (The tables of the other `testdata/golden/` directories are checked the same way
+/// in the testkit's `goldens` test.)
+#[test]
+fn every_capture_golden_is_compared() {
+    let dir = repo_root().join("testdata/golden/capture");
+    let mut orphans = Vec::new();
+    for e in fs::read_dir(&dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "regen.sh" {
+            continue;
+        }
+        let capture = name.strip_suffix(".tsv").unwrap_or(&name);
+        if !CASES.contains(&capture) {
+            orphans.push(name);
+        }
+    }
+    assert!(
+        orphans.is_empty(),
+        "{}: no test compares {orphans:?}",
+        dir.display()
+    );
+}

@@ -72,6 +72,8 @@ fn check(name: &str) {
 macro_rules! golden_cases {
     ($($test:ident => $file:literal,)*) => {
         $( #[test] fn $test() { check($file); } )*
+        /// The captures whose `testdata/golden/ip-pairs/` tables the tests above compare.
+        pub const CASES: &[&str] = &[$($file),*];
     };
 }
 
@@ -99,6 +101,9 @@ golden_cases! {
     many_protocols => "many-protocols.pcap.gz",
     ndpi_1kxun => "1kxun.pcap.gz",
 }
+
+/// Tables compared by the tests below.
+pub const SPECIAL: &[&str] = &["fuzz-2006-06-26-2594.pcap"];
 
 /// A fuzzer-made capture: tshark decodes some IP headers trawl rejects as malformed or
 /// truncated. Every address pair trawl reports must be one tshark reports with at least as

@@ -1,6 +1,8 @@
 //! Integration tests: trawl's flows against tshark's, and every corpus capture through the
 //! whole pipeline.
 mod corpus_sweep;
+mod goldens;
 mod ip_pairs;
+mod needs;
 mod oracle;
 mod tcp_analysis;

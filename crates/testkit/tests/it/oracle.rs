@@ -22,7 +22,7 @@ use std::path::Path;
 
 use trawl_flow::decode::TunnelMode;
 use trawl_flow::FlowConfig;
-use trawl_testkit::{meter_file, oracle_flows, testdata, OracleFlow, TestFlow};
+use trawl_testkit::{meter_file, oracle_flows, testdata, Metered, OracleFlow, TestFlow};
 
 // Longer than any gap inside the oracle captures (4in4tunnel.pcap pauses for 26 hours).
 const DAY_NS: u64 = 30 * 86_400 * 1_000_000_000;
@@ -58,6 +58,18 @@ fn compare(capture: &Path) -> (usize, Vec<String>) {
 /// Compares a capture with an oracle file, keying tunnels as `tunnel` says.
 fn compare_with(capture: &Path, oracle: &Path, tunnel: TunnelMode) -> (usize, Vec<String>) {
     let oracle = oracle_flows(oracle);
+    let metered = meter_file(capture, day_config(tunnel));
+    assert!(
+        metered.error.is_none(),
+        "{}: {:?}",
+        capture.display(),
+        metered.error
+    );
+    compare_flows(&metered, &oracle)
+}
+
+/// The comparison timeouts: a day, so trawl's flows end where tshark's streams do.
+fn day_config(tunnel: TunnelMode) -> FlowConfig {
     let mut config = FlowConfig {
         idle_timeout_ns: DAY_NS,
         active_timeout_ns: DAY_NS,
@@ -65,16 +77,13 @@ fn compare_with(capture: &Path, oracle: &Path, tunnel: TunnelMode) -> (usize, Ve
         ..FlowConfig::default()
     };
     config.decode.tunnel = tunnel;
-    let metered = meter_file(capture, config);
-    assert!(
-        metered.error.is_none(),
-        "{}: {:?}",
-        capture.display(),
-        metered.error
-    );
+    config
+}
 
+/// Compares metered flows with an oracle table; returns the oracle's size and the mismatches.
+fn compare_flows(metered: &Metered, oracle: &[OracleFlow]) -> (usize, Vec<String>) {
     let mut theirs: BTreeMap<GroupKey, Vec<&OracleFlow>> = BTreeMap::new();
-    for f in &oracle {
+    for f in oracle {
         theirs
             .entry(group_key(oracle_proto(&f.proto), f.a, f.b))
             .or_default()
@@ -172,65 +181,32 @@ fn assert_same(name: &str, (n, problems): (usize, Vec<String>)) {
     );
 }
 
-#[test]
-fn tcp_handshake_nano() {
-    check("tcp-handshake-nano.pcap");
+macro_rules! oracle_cases {
+    ($($test:ident => $file:literal;)*) => {
+        $( #[test] fn $test() { check($file); } )*
+        /// The captures of `testdata/oracle/` compared whole by the tests above.
+        pub const ORACLE_CASES: &[&str] = &[$($file),*];
+    };
 }
 
-#[test]
-fn nanosecs_big_endian() {
-    check("nanosecs_big_endian.pcap");
+oracle_cases! {
+    tcp_handshake_nano => "tcp-handshake-nano.pcap";
+    nanosecs_big_endian => "nanosecs_big_endian.pcap";
+    wireshark_retrans => "wireshark-retrans.pcap";
+    tls13 => "tls13.pcap";
+    chrome_443 => "443-chrome.pcap";
+    v6_http => "v6-http.pcap";
+    dns_wiresharkrepo => "dns-wiresharkrepo.pcap";
+    sip => "sip.pcap";
+    g711a_rtp => "g711a.pcap";
+    many_interfaces_pcapng => "many_interfaces-1.pcapng";
+    ndpi_1kxun_gzip => "1kxun.pcap.gz";
+    many_protocols_gzip => "many-protocols.pcap.gz";
 }
 
-#[test]
-fn wireshark_retrans() {
-    check("wireshark-retrans.pcap");
-}
-
-#[test]
-fn tls13() {
-    check("tls13.pcap");
-}
-
-#[test]
-fn chrome_443() {
-    check("443-chrome.pcap");
-}
-
-#[test]
-fn v6_http() {
-    check("v6-http.pcap");
-}
-
-#[test]
-fn dns_wiresharkrepo() {
-    check("dns-wiresharkrepo.pcap");
-}
-
-#[test]
-fn sip() {
-    check("sip.pcap");
-}
-
-#[test]
-fn g711a_rtp() {
-    check("g711a.pcap");
-}
-
-#[test]
-fn many_interfaces_pcapng() {
-    check("many_interfaces-1.pcapng");
-}
-
-#[test]
-fn ndpi_1kxun_gzip() {
-    check("1kxun.pcap.gz");
-}
-
-#[test]
-fn many_protocols_gzip() {
-    check("many-protocols.pcap.gz");
-}
+/// Oracle tables of `testdata/oracle/` compared by the tests below, each with a documented
+/// difference.
+pub const ORACLE_SPECIAL: &[&str] = &["ip4_fragments.pcap"];
 
 /// tshark reassembles the fragmented NFS replies and counts one frame per datagram; trawl
 /// counts every fragment (the per-direction totals are checked against tshark with
@@ -281,9 +257,7 @@ fn late_packets_after_close_start_a_new_flow() {
 /// Further captures whose exact flow tables were generated with the corpus tool `flows.py`
 /// (tshark 4.0) into `testdata/golden/flows/`: link types, encapsulations, pcapng variants.
 /// tshark keys tunnelled traffic on the innermost header, so tunnel captures are compared with
-/// `--tunnel inner`. (`vxlan.pcap` is not here: its tunnelled traffic is ICMP, and `flows.py`
-/// pairs the inner ICMP packets' addresses with the outer UDP ports; its per-direction IP
-/// totals are checked in `ip_pairs`.)
+/// `--tunnel inner`. (`vxlan.pcap` is compared on its own below.)
 fn check_extra(name: &str, tunnel: TunnelMode) {
     let capture = testdata(&format!("pcaps/{name}"));
     let oracle = testdata(&format!("golden/flows/{name}.tshark.txt"));
@@ -293,6 +267,8 @@ fn check_extra(name: &str, tunnel: TunnelMode) {
 macro_rules! extra_cases {
     ($($test:ident => $file:literal $(, $tunnel:ident)?;)*) => {
         $( #[test] fn $test() { check_extra($file, extra_cases!(@mode $($tunnel)?)); } )*
+        /// The captures whose `testdata/golden/flows/` tables the tests above compare whole.
+        pub const EXTRA_CASES: &[&str] = &[$($file),*];
     };
     (@mode) => { TunnelMode::Outer };
     (@mode inner) => { TunnelMode::Inner };
@@ -338,4 +314,164 @@ fn extra_pcapng_zstd_time_jump_splits_one_flow() {
     assert_eq!(n, 15);
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("40304") && problems[0].contains("tshark has 1 flows, trawl 2"));
+}
+
+/// Tables of `testdata/golden/flows/` compared by the tests below, each with a documented
+/// difference.
+pub const EXTRA_SPECIAL: &[&str] = &[
+    "pcapng-example.pcapng.zst",
+    "vxlan.pcap",
+    "ipv6-frag.pcap",
+    "ipv6_opt_fragments.pcap",
+    "socks5-http-302-frag.pcap",
+    "fuzz-2006-06-26-2594.pcap",
+    "gopacket-le-test901.pcapng",
+    "gopacket-be-test901.pcapng",
+];
+
+/// Fragmented datagrams: tshark reassembles them and puts only the frame that completes a
+/// datagram into its stream (at that frame's time, with that frame's length); trawl counts
+/// every fragment in the flow. So the flows are the same (key, number, TCP flag counts, last
+/// packet), and the packets trawl counts beyond tshark's are exactly the non-first fragments it
+/// resolved to their flow. (Frame bytes per direction, fragments included, are checked against
+/// tshark with reassembly off in `ip_pairs`.)
+#[test]
+fn extra_fragmented_captures_differ_only_by_fragments() {
+    for name in [
+        "ipv6-frag.pcap",
+        "ipv6_opt_fragments.pcap",
+        "socks5-http-302-frag.pcap",
+    ] {
+        let oracle = oracle_flows(&testdata(&format!("golden/flows/{name}.tshark.txt")));
+        let m = meter_file(
+            &testdata(&format!("pcaps/{name}")),
+            day_config(TunnelMode::Outer),
+        );
+        assert!(m.error.is_none(), "{name}: {:?}", m.error);
+        let (n, problems) = compare_flows(&m, &oracle);
+        assert!(
+            problems
+                .iter()
+                .all(|p| p.contains(" stream ") && !p.contains("SYN")),
+            "{name}: flows or TCP flags differ, not only counts: {problems:#?}"
+        );
+        assert!(!problems.is_empty(), "{name}: no fragment difference left?");
+        let ours: Vec<&TestFlow> = m
+            .flows
+            .iter()
+            .filter(|f| f.proto == 6 || f.proto == 17)
+            .collect();
+        assert_eq!(ours.len(), n, "{name}: flow count");
+        let mut extra = 0;
+        for t in &oracle {
+            let o = ours
+                .iter()
+                .find(|o| {
+                    group_key(o.proto, o.src, o.dst) == group_key(oracle_proto(&t.proto), t.a, t.b)
+                })
+                .unwrap_or_else(|| panic!("{name}: no flow for tshark stream {}", t.stream));
+            let (ab, ba) = if o.src == t.a {
+                (o.fwd, o.rev)
+            } else {
+                (o.rev, o.fwd)
+            };
+            assert!(
+                ab.0 >= t.pkts_ab && ba.0 >= t.pkts_ba,
+                "{name}: stream {}",
+                t.stream
+            );
+            assert_eq!(
+                o.last_ns, t.last_ns,
+                "{name}: stream {} last packet",
+                t.stream
+            );
+            extra += ab.0 - t.pkts_ab + ba.0 - t.pkts_ba;
+        }
+        assert_eq!(m.stats.fragments_unmatched, 0, "{name}");
+        assert_eq!(
+            extra, m.stats.fragments_resolved,
+            "{name}: trawl's packets beyond tshark's are its non-first fragments"
+        );
+    }
+}
+
+/// pcapng spec suite test901: its second section has version 2.0, which trawl (like libpcap)
+/// refuses, naming the offset; tshark reads on. The flows before the bad section equal
+/// tshark's (the second section holds no TCP/UDP flow).
+#[test]
+fn extra_pcapng_bad_second_section_stops_with_an_error() {
+    for name in ["gopacket-le-test901.pcapng", "gopacket-be-test901.pcapng"] {
+        let oracle = oracle_flows(&testdata(&format!("golden/flows/{name}.tshark.txt")));
+        let m = meter_file(
+            &testdata(&format!("pcaps/{name}")),
+            day_config(TunnelMode::Outer),
+        );
+        let error = m.error.clone().expect("the bad section is an error");
+        assert!(
+            error.contains("offset 492") && error.contains("version: 2.0"),
+            "{name}: {error}"
+        );
+        assert_same(name, compare_flows(&m, &oracle));
+    }
+}
+
+/// A fuzzer-made capture (damaged headers): of tshark's 242 streams, 240 equal trawl's flows.
+/// The rest are headers damaged by the fuzzer that the two decode differently: two streams
+/// where they disagree on which packets belong, and 10 flows trawl has and tshark has not
+/// (most port-less: fragments and transport headers trawl keys without ports; the per-address
+/// totals are checked in `ip_pairs::fuzzed_capture_loses_only_counted_packets`). Pinned, so any
+/// change in how trawl decodes this file shows.
+#[test]
+fn extra_fuzzed_capture_differs_in_twelve_known_places() {
+    let name = "fuzz-2006-06-26-2594.pcap";
+    let (n, problems) = compare_with(
+        &testdata(&format!("pcaps/{name}")),
+        &testdata(&format!("golden/flows/{name}.tshark.txt")),
+        TunnelMode::Outer,
+    );
+    assert_eq!(n, 242);
+    let differing = problems.iter().filter(|p| p.contains(" stream ")).count();
+    let only_ours = problems
+        .iter()
+        .filter(|p| p.contains("tshark none"))
+        .count();
+    assert_eq!(
+        (differing, only_ours, problems.len()),
+        (2, 10, 12),
+        "{problems:#?}"
+    );
+}
+
+/// `vxlan.pcap` carries ICMP and ARP in VXLAN: `flows.py` labels each UDP stream with the
+/// innermost IP addresses (the ICMP packets', where there are any) and the outer UDP ports, a
+/// key no flow meter uses. trawl keyed on the outer headers has the same streams: per stream
+/// one flow with the same ports, packets, bytes, first and last packet; the addresses agree
+/// where the tunnel carries no IP (ARP).
+#[test]
+fn extra_vxlan_streams_match_outer_flows() {
+    let name = "vxlan.pcap";
+    let oracle = oracle_flows(&testdata(&format!("golden/flows/{name}.tshark.txt")));
+    let m = meter_file(
+        &testdata(&format!("pcaps/{name}")),
+        day_config(TunnelMode::Outer),
+    );
+    assert!(m.error.is_none(), "{:?}", m.error);
+    let udp: Vec<&TestFlow> = m.flows.iter().filter(|f| f.proto == 17).collect();
+    assert_eq!(udp.len(), oracle.len());
+    let mut same_addresses = 0;
+    for t in &oracle {
+        let o = udp
+            .iter()
+            .find(|o| (o.src.1, o.dst.1, o.first_ns) == (t.a.1, t.b.1, t.first_ns))
+            .unwrap_or_else(|| panic!("no trawl flow for tshark stream {}: {t:?}", t.stream));
+        assert_eq!(
+            (o.fwd, o.rev, o.last_ns),
+            ((t.pkts_ab, t.bytes_ab), (t.pkts_ba, t.bytes_ba), t.last_ns),
+            "stream {}",
+            t.stream
+        );
+        same_addresses += usize::from((o.src.0, o.dst.0) == (t.a.0, t.b.0));
+    }
+    // The two ARP-carrying streams.
+    assert_eq!(same_addresses, 2);
 }
