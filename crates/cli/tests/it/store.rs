@@ -616,24 +616,6 @@ fn ingest_applies_retention_by_size() {
     assert_eq!(after["stats"]["blocks"].as_u64(), Some(0));
 }
 
-/// Whether python3 can import duckdb. Without it the test is skipped, loudly, on a laptop,
-/// and fails under `CI=true`: an oracle missing in CI is a failure, not a pass.
-fn duckdb_present(test: &str) -> bool {
-    let probe = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .output();
-    if probe.is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    let why = "python3 module duckdb not installed (pip install duckdb; scripts/deps.sh does it)";
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: {why}, and CI=true"
-    );
-    eprintln!("SKIPPED {test}: {why}");
-    false
-}
-
 /// The block files under `dir`, relative to it.
 fn block_files(dir: &Path, at: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(at).unwrap() {
@@ -652,7 +634,7 @@ fn blocks_rewritten_by_duckdb_with_every_codec_query_as_the_originals() {
     // "Disabled feature at compile time: snap". Every block of a database is rewritten by
     // DuckDB with each Parquet codec into a second database; queries over it answer exactly
     // what they answer over the original, with no block failed.
-    if !duckdb_present("blocks_rewritten_by_duckdb_with_every_codec_query_as_the_originals") {
+    if !trawl_testkit::require_python_module("duckdb") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
