@@ -51,6 +51,27 @@ fn crash_child(db: &Path) -> ! {
     unreachable!()
 }
 
+/// Waits (up to a minute) until a block's temporary file exists under `db`.
+fn wait_for_temporary(db: &Path) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        let days = std::fs::read_dir(db.join("iface=eth0"))
+            .into_iter()
+            .flatten();
+        for day in days.flatten() {
+            let files = std::fs::read_dir(day.path()).into_iter().flatten();
+            if files
+                .flatten()
+                .any(|f| f.file_name().to_string_lossy().ends_with(".tmp"))
+            {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    panic!("the writer made no temporary block file in a minute");
+}
+
 #[test]
 fn a_killed_writer_leaves_only_whole_blocks() {
     if let Some(db) = std::env::var_os("TRAWL_STORE_CRASH_CHILD") {
@@ -69,7 +90,14 @@ fn a_killed_writer_leaves_only_whole_blocks() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300 + 97 * round));
+        if round % 2 == 0 {
+            // Anywhere: before the first block, between blocks or inside one.
+            std::thread::sleep(Duration::from_millis(300 + 97 * round));
+        } else {
+            // Inside a write, whatever the machine's load: as soon as a block's temporary file
+            // is there (a write takes tens of milliseconds; the poll, microseconds).
+            wait_for_temporary(dir.path());
+        }
         child.kill().unwrap(); // SIGKILL: no destructor, no flush
         child.wait().unwrap();
         let blocks = list_blocks(dir.path(), &BlockFilter::default()).unwrap();
