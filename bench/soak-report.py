@@ -247,14 +247,15 @@ print(
 )
 print()
 hdr = (
-    f"{'t min':>6} {'RSS MiB':>8} {'fds':>4} {'sent':>11} {'seen':>11} {'gap':>7} "
+    f"{'t min':>6} {'RSS MiB':>8} {'anon':>6} {'fds':>4} {'sent':>11} {'seen':>11} {'gap':>7} "
     f"{'missed':>9} {'waits':>6} {'records':>10} {'segs':>5} {'-segs':>6} {'store MB':>8} "
     f"{'blocks':>6} {'-blk':>5} {'db MB':>6} {'load':>5}"
 )
 print(hdr)
 for r in rows:
     print(
-        f"{r['t_s'] / 60:6.1f} {r['rss_kib'] / 1024:8.1f} {int(r['fds']):4d} "
+        f"{r['t_s'] / 60:6.1f} {r['rss_kib'] / 1024:8.1f} {r['anon_kib'] / 1024:6.1f} "
+        f"{int(r['fds']):4d} "
         f"{int(r['sent_tx']):11d} {int(r['status_packets']):11d} {int(r['unaccounted']):7d} "
         f"{int(r['ring_missed']):9d} {int(r['producer_waits']):6d} {int(r['flow_lines']):10d} "
         f"{int(r['segments']):5d} {int(r['segments_deleted']):6d} {r['store_bytes'] / 1e6:8.1f} "
@@ -262,7 +263,8 @@ for r in rows:
         f"{r['load1']:5.2f}"
     )
 print(
-    "(seen: trawl's last status line, up to 10 s old; gap = veth rx - seen: in flight plus "
+    "(anon: RSS less file and shared-memory pages (the heap, the flow table), the rings being "
+    "shared memory; seen: trawl's last status line, up to 10 s old; gap = veth rx - seen: in flight plus "
     "drops so far; missed: the lossy listener's ring misses; waits: the producer held back "
     "by the store's lossless listener)"
 )

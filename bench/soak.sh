@@ -234,7 +234,7 @@ FLOW_OFF=0
 FLOW_LINES=0
 : >"$DIR/segments.seen"
 : >"$DIR/blocks.seen"
-echo "t_s,rss_kib,hwm_kib,fds,threads,collect_rss_kib,listen_rss_kib,sent_tx,sent_tx_dropped,cap_rx,cap_rx_dropped,status_s,status_packets,ring_missed,producer_waits,unaccounted,flow_lines,flow_bytes,series_lines,segments,store_bytes,segments_deleted,blocks,db_bytes,blocks_deleted,load1" >"$CSV"
+echo "t_s,rss_kib,hwm_kib,anon_kib,shmem_kib,fds,threads,collect_rss_kib,listen_rss_kib,sent_tx,sent_tx_dropped,cap_rx,cap_rx_dropped,status_s,status_packets,ring_missed,producer_waits,unaccounted,flow_lines,flow_bytes,series_lines,segments,store_bytes,segments_deleted,blocks,db_bytes,blocks_deleted,load1" >"$CSV"
 sample() {
     # Counters of files that come and go: a missing one is a zero, not an error.
     set +e +o pipefail
@@ -262,8 +262,8 @@ sample() {
     local tx rx
     tx=$(counter "$IF_S" tx_packets)
     rx=$(counter "$IF_C" rx_packets)
-    echo "$t,$(proc_kb "$RUN_PID" VmRSS),$(proc_kb "$RUN_PID" VmHWM),$(nfds "$RUN_PID"),$(proc_kb "$RUN_PID" Threads),$(proc_kb "$COLLECT_PID" VmRSS),$(proc_kb "$LISTEN_PID" VmRSS),$tx,$(counter "$IF_S" tx_dropped),$rx,$(counter "$IF_C" rx_dropped),${status_s:-0},${status_pkts:-0},$missed,$waits,$((rx - ${status_pkts:-0})),$FLOW_LINES,$size,$(wc -l <"$SERIES" 2>/dev/null || echo 0),$segs,$sbytes,$(($(wc -l <"$DIR/segments.seen") - segs)),$blks,$dbytes,$(($(wc -l <"$DIR/blocks.seen") - blks)),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
-    tail -1 "$CSV" | awk -F, '{ printf "== t=%ss rss=%.1fMiB fds=%s sent=%s seen=%s (status %ss) missed=%s records=%s segments=%s (-%s) blocks=%s (-%s) load=%s\n", $1, $2 / 1024, $4, $8, $13, $12, $14, $17, $20, $22, $23, $25, $26 }' >&2
+    echo "$t,$(proc_kb "$RUN_PID" VmRSS),$(proc_kb "$RUN_PID" VmHWM),$(proc_kb "$RUN_PID" RssAnon),$(proc_kb "$RUN_PID" RssShmem),$(nfds "$RUN_PID"),$(proc_kb "$RUN_PID" Threads),$(proc_kb "$COLLECT_PID" VmRSS),$(proc_kb "$LISTEN_PID" VmRSS),$tx,$(counter "$IF_S" tx_dropped),$rx,$(counter "$IF_C" rx_dropped),${status_s:-0},${status_pkts:-0},$missed,$waits,$((rx - ${status_pkts:-0})),$FLOW_LINES,$size,$(wc -l <"$SERIES" 2>/dev/null || echo 0),$segs,$sbytes,$(($(wc -l <"$DIR/segments.seen") - segs)),$blks,$dbytes,$(($(wc -l <"$DIR/blocks.seen") - blks)),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
+    tail -1 "$CSV" | awk -F, '{ printf "== t=%ss rss=%.1fMiB fds=%s sent=%s seen=%s (status %ss) missed=%s records=%s segments=%s (-%s) blocks=%s (-%s) load=%s\n", $1, $2 / 1024, $6, $10, $15, $14, $16, $19, $22, $24, $25, $27, $28 }' >&2
     set -e -o pipefail
 }
 
