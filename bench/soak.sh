@@ -32,7 +32,7 @@ usage: bench/soak.sh [--minutes N] [--pps N] [--capture FILE] [--sample SECS]
   --segment-time T     packet store --segment-time (default 10s)
   --segment-size SIZE  packet store --segment-size (default 32MiB)
   --unique-ip-loops N  tcpreplay gives the capture new addresses every N loops: new flows
-                       (default 20: at 30k packets/s about 450 records/s, 1.7 GB of
+                       (default 20: at 30k packets/s about 390 records/s, 1.6 GB of
                        JSON flow records an hour)
   --max-rss-growth MIB largest RSS growth over the second half allowed, from the fitted
                        slope (default 16)
