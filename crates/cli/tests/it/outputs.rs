@@ -118,24 +118,24 @@ fn issue_27_the_monitor_refuses_to_append_csv_to_a_file_of_other_columns() {
 /// logrotate's way: rename the file, send SIGHUP; records of before the signal are in the
 /// renamed file, records of after it in a new file at the path (with its own header), none
 /// lost or written twice.
-#[test]
-fn issue_27_sighup_reopens_the_monitor_files_at_their_paths() {
-    let lab = lab();
-    let dir = tempfile::tempdir().unwrap();
-    let (flows, series) = (dir.path().join("flows.csv"), dir.path().join("series.csv"));
-    let config = run_config(dir.path(), &lab, &flows, &series);
+/// Runs `trawl run -c config` on the lab with traffic before and after logrotate's move: the
+/// two files renamed to `NAME.1`, then SIGHUP. Returns the summary and the renamed paths.
+fn rotated_run(
+    lab: &VethLab,
+    config: &Path,
+    flows: &Path,
+    series: &Path,
+) -> (serde_json::Value, PathBuf, PathBuf) {
     let child = trawl_live(&["run", "-c", config.to_str().unwrap(), "--summary", "json"]);
     std::thread::sleep(Duration::from_millis(700));
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
-    // The replayed flows end by the 1 s idle timeout and reach the main thread.
+    // The replayed flows end by the 1 s idle timeout and reach the writers.
     std::thread::sleep(Duration::from_millis(3000));
-    let (old_flows, old_series) = (
-        dir.path().join("flows.csv.1"),
-        dir.path().join("series.csv.1"),
-    );
-    std::fs::rename(&flows, &old_flows).unwrap();
-    std::fs::rename(&series, &old_series).unwrap();
+    let old_flows = flows.with_extension("csv.1");
+    let old_series = series.with_extension("csv.1");
+    std::fs::rename(flows, &old_flows).unwrap();
+    std::fs::rename(series, &old_series).unwrap();
     signal(&child, "-HUP");
     std::thread::sleep(Duration::from_millis(500));
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
@@ -143,6 +143,16 @@ fn issue_27_sighup_reopens_the_monitor_files_at_their_paths() {
     std::thread::sleep(Duration::from_millis(300));
     signal(&child, "-INT");
     let (_, summary) = wait_json(child);
+    (summary, old_flows, old_series)
+}
+
+#[test]
+fn issue_27_sighup_reopens_the_monitor_files_at_their_paths() {
+    let lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let (flows, series) = (dir.path().join("flows.csv"), dir.path().join("series.csv"));
+    let config = run_config(dir.path(), &lab, &flows, &series);
+    let (summary, old_flows, old_series) = rotated_run(&lab, &config, &flows, &series);
 
     let (before, after) = (lines(&old_flows), lines(&flows));
     assert_eq!(before[0], after[0], "the new file has the header");
@@ -234,24 +244,7 @@ fn issue_27_composition_writers_append_across_restarts_and_reopen_on_sighup() {
     assert!(flows1.len() > 4, "{flows1:?}");
 
     // Restarted: appends; then rotated while it runs.
-    let child = trawl_live(&["run", "-c", comp.to_str().unwrap(), "--summary", "json"]);
-    std::thread::sleep(Duration::from_millis(700));
-    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
-        .expect("replay");
-    std::thread::sleep(Duration::from_millis(3000));
-    let (old_flows, old_series) = (
-        dir.path().join("flows.csv.1"),
-        dir.path().join("series.csv.1"),
-    );
-    std::fs::rename(&flows, &old_flows).unwrap();
-    std::fs::rename(&series, &old_series).unwrap();
-    signal(&child, "-HUP");
-    std::thread::sleep(Duration::from_millis(500));
-    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
-        .expect("replay");
-    std::thread::sleep(Duration::from_millis(300));
-    signal(&child, "-INT");
-    let (_, second) = wait_json(child);
+    let (second, old_flows, old_series) = rotated_run(&lab, &comp, &flows, &series);
 
     let (before, after) = (lines(&old_flows), lines(&flows));
     assert_eq!(
