@@ -117,7 +117,7 @@ pub struct RunArgs {
     /// Stop after this long (default: until SIGINT/SIGTERM).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
-    /// A status line on standard error this often (packets, drops, ring listeners), 100ms to
+    /// A status line on standard error this often (packets, kernel drops so far, ring listeners). 100ms to
     /// 1d.
     #[arg(long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
     pub stats_interval: Option<u64>,

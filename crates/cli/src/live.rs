@@ -308,7 +308,7 @@ pub fn run(
     let started = Instant::now();
     let n = workers.len();
     let remaining = Arc::new(AtomicU64::new(live.count.unwrap_or(u64::MAX)));
-    let packets_seen = Arc::new(AtomicU64::new(0));
+    let packets_seen = Arc::new(Seen::default());
     let (tx, rx) = mpsc::sync_channel::<Msg>(1024);
     let writer = outputs.flows.as_ref().map(|(_, w)| w.clone());
     let series_mode = outputs.series.is_some() || outputs.series_feed.is_some();
@@ -422,7 +422,7 @@ pub fn run(
         if let Some((every, rings)) = &status {
             if last_status.elapsed() >= *every {
                 last_status = Instant::now();
-                let mut line = status_line(packets_seen.load(Ordering::Relaxed), started, rings);
+                let mut line = status_line(&packets_seen, started, rings);
                 if let Some(trouble) = outputs.export.and_then(crate::export::status) {
                     line.push_str("; ");
                     line.push_str(&trouble);
@@ -432,7 +432,7 @@ pub fn run(
         }
         if progress && last_progress.elapsed() >= Duration::from_millis(250) {
             last_progress = Instant::now();
-            let p = packets_seen.load(Ordering::Relaxed);
+            let p = packets_seen.packets.load(Ordering::Relaxed);
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             eprint!(
                 "\r\x1b[K{} packets ({}/s) on {} worker(s)",
@@ -535,7 +535,7 @@ fn worker_loop(
     tx: &mpsc::SyncSender<Msg>,
     stop: &AtomicBool,
     remaining: &AtomicU64,
-    seen: &AtomicU64,
+    seen: &Seen,
 ) -> WorkerReport {
     if let Some(cpu) = w.cpu {
         // Pinning is best effort: capture still works unpinned, and the summary says so.
@@ -572,6 +572,7 @@ fn worker_loop(
     let mut ring_errors: Option<String> = None;
     // The packet clock and the wall clock at the newest packet.
     let mut clock: Option<(u64, Instant)> = None;
+    let mut drops_told = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let batch = match w.source.next_batch() {
             Ok(Some(b)) => b,
@@ -612,7 +613,7 @@ fn worker_loop(
             if granted < want {
                 stop.store(true, Ordering::Relaxed);
             }
-            seen.fetch_add(granted, Ordering::Relaxed);
+            seen.packets.fetch_add(granted, Ordering::Relaxed);
         }
         // Nobody attached: nothing to publish (a listener that joins starts at the current
         // write position and would never read what is written now).
@@ -657,6 +658,11 @@ fn worker_loop(
             m.advance(now, &mut sink);
         }
         state.borrow_mut().tick(now, index, tx);
+        // The source polls the kernel's counters every 100 ms: pass on what it found.
+        let drops = w.source.live_stats().kernel_drops;
+        seen.kernel_drops
+            .fetch_add(drops - drops_told, Ordering::Relaxed);
+        drops_told = drops;
     }
     w.source.refresh_kernel_stats();
     if let Some(p) = w.ring.as_mut() {
@@ -703,12 +709,24 @@ fn worker_loop(
 
 /// One line for operators: packets so far, and each ring's listeners with their backlog and
 /// misses.
-fn status_line(packets: u64, started: Instant, rings: &[(String, trawl_ring::Ring)]) -> String {
+/// What the capture workers have seen so far, for the status and progress lines.
+#[derive(Default)]
+struct Seen {
+    /// Packets taken (after the user filter and dedup).
+    packets: AtomicU64,
+    /// Packets the kernel dropped, as the sources last polled it: a status line tells when
+    /// drops happened, the summary only how many.
+    kernel_drops: AtomicU64,
+}
+
+fn status_line(seen: &Seen, started: Instant, rings: &[(String, trawl_ring::Ring)]) -> String {
     let secs = started.elapsed().as_secs_f64().max(1e-9);
+    let packets = seen.packets.load(Ordering::Relaxed);
     let mut line = format!(
-        "trawl: {:.0}s: {packets} packets ({}/s)",
+        "trawl: {:.0}s: {packets} packets ({}/s), {} kernel drops",
         secs,
-        crate::run::human(packets as f64 / secs)
+        crate::run::human(packets as f64 / secs),
+        seen.kernel_drops.load(Ordering::Relaxed)
     );
     for (name, ring) in rings {
         let listeners = ring.listeners();

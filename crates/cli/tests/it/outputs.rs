@@ -507,6 +507,18 @@ fn issue_27_a_refusing_collector_is_named_in_live_status_lines_and_summary() {
             .any(|l| l.contains("not sent") && l.contains("Connection refused")),
         "{stderr}"
     );
+    // The status lines also say how many packets the kernel dropped so far (the soak needs to
+    // know when drops happened, not only how many): the same count as the summary's at the end.
+    let drops = summary["live"]["kernel_drops"].as_u64().unwrap();
+    let last = status.last().expect("a status line");
+    assert!(last.contains(" kernel drops"), "{last}");
+    let told: u64 = last
+        .split(" kernel drops")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no drop count in {last}"));
+    assert!(told <= drops, "{last} / {drops}");
     let e = &summary["exporters"][0];
     assert_eq!(e["destination"], dest.as_str());
     assert!(e["dropped_send"].as_u64().unwrap() > 0, "{e}");
