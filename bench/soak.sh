@@ -92,8 +92,9 @@ for c in ip tcpreplay capinfos python3; do
 done
 
 if [ -z "$CAPTURE" ]; then
-    for c in "$ROOT/../shared/corpus/bench/ndpi-default-ether-merged.pcap" \
-        /work/shared/corpus/bench/ndpi-default-ether-merged.pcap "$ROOT/testdata/pcaps/android.pcap"; do
+    # The corpus as the tests find it: $TRAWL_CORPUS, else ../shared/corpus beside the repository.
+    for c in "${TRAWL_CORPUS:-$ROOT/../shared/corpus}/bench/ndpi-default-ether-merged.pcap" \
+        "$ROOT/testdata/pcaps/android.pcap"; do
         [ -f "$c" ] && { CAPTURE=$(realpath "$c"); break; }
     done
 fi
