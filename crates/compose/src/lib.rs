@@ -20,6 +20,7 @@
 
 mod block;
 mod composition;
+mod document;
 mod message;
 mod registry;
 mod runtime;
@@ -29,6 +30,7 @@ pub use composition::{
     plan, CompositionError, Plan, PlannedBlock, PlannedConnection, PlannedThread, Policy,
     DEFAULT_QUEUE_CAPACITY,
 };
+pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
 pub use registry::{BlockInfo, Registry};
 pub use runtime::{start, BlockReport, ConnectionReport, Report, Running};
