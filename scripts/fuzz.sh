@@ -56,7 +56,7 @@ if [ "${1:-}" = --replay ]; then
         [ -d "$dir" ] || { echo "fuzz.sh: $dir missing (every target has one)"; exit 1; }
         n=$(find "$dir" -type f ! -name README.md | wc -l)
         # -runs=0 on a directory: each input once, then exit; any failure exits non-zero.
-        "$bin/$t" -runs=0 "$dir" >"/tmp/trawl-fuzz-replay-$t.log" 2>&1 || {
+        "$bin/$t" -runs=0 -artifact_prefix="/tmp/trawl-fuzz-replay-$t-" "$dir" >"/tmp/trawl-fuzz-replay-$t.log" 2>&1 || {
             cat "/tmp/trawl-fuzz-replay-$t.log"
             echo "fuzz.sh: $t fails on an input of $dir"
             exit 1

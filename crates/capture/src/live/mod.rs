@@ -795,6 +795,26 @@ mod tests {
     }
 
     #[test]
+    fn a_restored_tag_on_the_longest_wire_length_saturates() {
+        // The fuzz target's first find (fuzz/regressions/tpacket_block/): the tag's 4 bytes
+        // added to a wire length of 2^32-1 overflowed.
+        let frame: Vec<u8> = (0..60u8).collect();
+        let mut b = block(&[(
+            &frame,
+            sys::TP_STATUS_USER | sys::TP_STATUS_VLAN_VALID,
+            0x0064,
+            0,
+            0,
+        )]);
+        b[48 + sys::pkt::LEN..][..4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        let w = walk_block(&b, 64, true);
+        assert_eq!(w.metas.len(), 1);
+        assert_eq!(w.metas[0].wire_len, u32::MAX);
+        assert_eq!(w.metas[0].caplen, 64);
+        assert_eq!(w.live.vlan_restored, 1);
+    }
+
+    #[test]
     fn inconsistent_blocks_are_counted_not_trusted() {
         let frame = [0u8; 60];
         let mut b = block(&[(&frame, sys::TP_STATUS_USER, 0, 0, 0)]);
