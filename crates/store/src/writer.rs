@@ -204,14 +204,20 @@ impl Ingest {
             self.stats.records_spanning += 1;
         }
         let (spare, hint) = (&mut self.spare, self.rows_hint);
-        self.open
-            .entry((start, iface))
-            .or_insert_with(|| {
-                // Room for a block like the last one: growing by doubling touches twice the
-                // memory and copies the rows again.
-                spare.pop().unwrap_or_else(|| Vec::with_capacity(hint))
-            })
-            .push(row);
+        let rows = self.open.entry((start, iface)).or_insert_with(|| {
+            // Room for a block like the last one: growing by doubling touches twice the
+            // memory and copies the rows again.
+            let mut rows = spare.pop().unwrap_or_default();
+            room(&mut rows, hint);
+            rows
+        });
+        if rows.len() == rows.capacity() {
+            // Larger than the last block: grow by about a quarter (and at least 1024 rows),
+            // not double.
+            let n = rows.len() + rows.len() / 8 + 1024;
+            room(rows, n);
+        }
+        rows.push(row);
         self.buffered += 1;
         if self.buffered > self.config.max_buffered_rows {
             if let Some((&key, _)) = self.open.iter().next() {
@@ -381,7 +387,7 @@ impl<T: PartialEq + Copy, I: DictIndex<T>> DictBuilder<T, I> {
         self.index.clear();
         self.values.clear();
         self.keys.clear();
-        self.keys.reserve(rows);
+        room(&mut self.keys, rows);
         self.last = None;
     }
     #[inline]
@@ -564,6 +570,19 @@ impl BlockScratch {
 }
 
 /// A column of `rows` through `f`, in a reused buffer.
+/// Makes room for `n` items in `v`, with an eighth more (for the next block, or the next rows
+/// of this one), as an exact reservation. `Vec`'s own growth
+/// doubles: a block a little larger than the buffer it lands in leaves a buffer twice its
+/// size behind, and the row buffers and this scratch trade places block after block, so in a
+/// long run every buffer ends up doubled (a soak's RSS rose in steps of one block's rows).
+fn room<T>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() < n {
+        let keep = v.len();
+        let want = n.saturating_add(n / 8);
+        v.reserve_exact(want - keep);
+    }
+}
+
 fn column<T: Copy, A: From<Vec<T>> + Array + 'static>(
     pool: &mut Vec<Vec<T>>,
     rows: &[StoredFlow],
@@ -571,6 +590,7 @@ fn column<T: Copy, A: From<Vec<T>> + Array + 'static>(
 ) -> ArrayRef {
     let mut v = pool.pop().unwrap_or_default();
     v.clear();
+    room(&mut v, rows.len());
     v.extend(rows.iter().map(f));
     Arc::new(A::from(v))
 }
@@ -592,6 +612,7 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     };
     s.packed.clear();
     s.order.clear();
+    room(&mut s.packed, rows.len());
     let packable = rows.len() < 1 << PACKED_ROW_BITS;
     for (i, r) in rows.iter().enumerate() {
         match r.src_ip {
@@ -609,6 +630,7 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     s.packed.sort_unstable();
     s.order.sort_unstable();
     s.sorted.clear();
+    room(&mut s.sorted, rows.len());
     s.sorted
         .extend(s.packed.iter().map(|k| rows[packed_row(k) as usize]));
     s.sorted.extend(s.order.iter().map(|o| rows[o.3 as usize]));
