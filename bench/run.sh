@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# trawl's flow-meter benchmark: trawl against softflowd, nfpcapd (nfdump), argus and pmacctd on
-# the same traces, single run each, page cache warm. See bench/README.md.
+# trawl's flow-meter benchmark: trawl against YAF, softflowd, nfpcapd (nfdump), argus and pmacctd
+# on the same traces, single run each, page cache warm. See bench/README.md.
 #
 #   bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--traces LIST]
 #
@@ -15,7 +15,7 @@ usage: bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--tr
   --quick        small traces (about 1 M packets each) for a smoke run
   --peers-only   do not build or run trawl (measure the read limit and the peers only)
   --no-install   never call apt-get; fail if a peer is missing
-  --tools LIST   comma-separated subset of: read,trawl,softflowd,nfpcapd,argus,pmacctd
+  --tools LIST   comma-separated subset of: read,trawl,yaf,softflowd,nfpcapd,argus,pmacctd
   --traces LIST  comma-separated subset of: a,b,c (realistic, worst case, scale; default a,b)
 
 Environment:
@@ -26,6 +26,8 @@ Environment:
                            with mergecap if no seed file is found
   TRAWL_BENCH_PEER_LIMIT   seconds a peer may run on a full trace before it is re-run on a
                            cut trace (default 300)
+  TRAWL_PEERS              directory holding yaf-2.16.4.tar.gz, YAF's source release (default:
+                           ../shared/peers beside the repository); built once into bench/work/yaf
 EOF
 }
 
@@ -33,7 +35,7 @@ ARGS_GIVEN="$*"
 QUICK=0
 PEERS_ONLY=0
 INSTALL=1
-TOOLS=read,trawl,softflowd,nfpcapd,argus,pmacctd
+TOOLS=read,trawl,yaf,softflowd,nfpcapd,argus,pmacctd
 TRACES=a,b
 while [ $# -gt 0 ]; do
     case $1 in
@@ -102,6 +104,10 @@ has_tool softflowd && need_cmds+=(softflowd nfcapd nfdump) && need_pkgs+=(softfl
 has_tool nfpcapd && need_cmds+=(nfpcapd nfdump) && need_pkgs+=(nfdump)
 has_tool argus && need_cmds+=(argus racount) && need_pkgs+=(argus-server argus-client)
 has_tool pmacctd && need_cmds+=(pmacctd) && need_pkgs+=(pmacct)
+# YAF is built from its source release (Debian does not package it): these build it.
+has_tool yaf && ! [ -x "$WORK/yaf/bin/yaf" ] &&
+    need_cmds+=(autoreconf libtool pkg-config xsltproc make gcc) &&
+    need_pkgs+=(libfixbuf-dev libglib2.0-dev libpcap-dev libpcre3-dev pkg-config xsltproc autoconf automake libtool make gcc)
 
 missing=()
 for c in "${need_cmds[@]}"; do
@@ -125,6 +131,32 @@ fi
 # ---------------------------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------------------------
+YAF=$WORK/yaf/bin/yaf
+YAF_VERSION=2.16.4
+# build_yaf: YAF from its source release into bench/work/yaf (once; about a minute on 2 cores),
+# with the features its release build has (application labels, plugins) though the runs use
+# neither, so its flow table and record path are the ones users run.
+build_yaf() {
+    [ -x "$YAF" ] && return 0
+    local tarball=${TRAWL_PEERS:-$ROOT/../shared/peers}/yaf-$YAF_VERSION.tar.gz src
+    [ -f "$tarball" ] || die "YAF's source $tarball is missing: set TRAWL_PEERS to a directory holding yaf-$YAF_VERSION.tar.gz (https://tools.netsa.cert.org/yaf/), or leave yaf out of --tools"
+    note "building YAF $YAF_VERSION from $tarball into $WORK/yaf"
+    src=$(mktemp -d)
+    tar -xzf "$tarball" -C "$src"
+    (
+        cd "$src/yaf-$YAF_VERSION"
+        autoreconf -fi >"$WORK/yaf-build.log" 2>&1
+        ./configure --prefix="$WORK/yaf" --enable-applabel --enable-plugins >>"$WORK/yaf-build.log" 2>&1
+        make -j"$(nproc)" >>"$WORK/yaf-build.log" 2>&1
+        make install >>"$WORK/yaf-build.log" 2>&1
+    ) || { rm -rf "$src"; die "YAF failed to build (see $WORK/yaf-build.log)"; }
+    rm -rf "$src"
+    [ -x "$YAF" ] || die "YAF built but $YAF is missing (see $WORK/yaf-build.log)"
+}
+has_tool yaf && build_yaf
+# YAF's libraries (libyaf, and libfixbuf where it is not the system's) live in its prefix.
+YAF_ENV=("LD_LIBRARY_PATH=$WORK/yaf/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+yaf_run() { env "${YAF_ENV[@]}" "$@"; }
 note "building (release, target dir $TARGET_DIR)"
 TRACEGEN=$TARGET_DIR/release/tracegen
 TRAWL=$TARGET_DIR/release/trawl
@@ -262,6 +294,15 @@ run_tool() {
             trawl-csv | trawl-json)
                 timed "$dir" "$limit" "$TRAWL" flows -r "$input" --format "${tool#trawl-}" \
                     -o /dev/null --summary json --progress never ${TRAWL_ARGS[$tname]:-} ;;
+            trawl-ipfix)
+                # The work YAF does: flow records into an IPFIX file, nothing on stdout.
+                timed "$dir" "$limit" "$TRAWL" flows -r "$input" --export "ipfix:$dir/out.ipfix" \
+                    --summary json --progress never ${TRAWL_ARGS[$tname]:-} ;;
+            yaf)
+                # Timeouts as trawl's defaults (idle 30 s, active 30 min); biflows into an IPFIX
+                # file. (YAF's flow table has no size limit by default.)
+                timed "$dir" "$limit" env "${YAF_ENV[@]}" "$YAF" --in "$input" --out "$dir/out.yaf" \
+                    --idle-timeout 30 --active-timeout 1800 ;;
             softflowd)
                 # -m: track up to 4 M flows (default 8192 would force-expire all the time);
                 # -v 9: NetFlow v9, which carries IPv6. Never -c (control socket): it conflicts
@@ -345,6 +386,15 @@ check_tool() {
             [ "$copied" = "$size" ] || fail_check "dd copied ${copied:-?} of $size bytes"
             COUNTED=$packets ;;
         read-cat) COUNTED=$packets ;;
+        yaf)
+            # yafscii --tabular: one biflow a line; fields 18 and 20 are the packets of each
+            # direction. Counted packets are those in records (YAF keeps no frame counter).
+            read -r FLOWS COUNTED < <(yaf_run "$WORK/yaf/bin/yafscii" --in "$dir/out.yaf" --out - --tabular 2>/dev/null |
+                awk -F'|' '{ n++; p += $18 + $20 } END { print n + 0, p + 0 }')
+            [ "${FLOWS:-0}" -gt 0 ] || fail_check "yaf wrote no flow records"
+            [ -n "$ip_packets" ] && [ "${COUNTED:-0}" -lt $((ip_packets * 9 / 10)) ] &&
+                fail_check "yaf records hold $COUNTED packets of $ip_packets IP packets"
+            ;;
         trawl-*)
             local json
             json=$(grep '^{' "$dir/log" | tail -1)
@@ -403,6 +453,7 @@ check_tool() {
     echo "kernel: $(uname -sr)"
     echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     has_tool trawl && echo "trawl: $("$TRAWL" --version 2>&1 | head -1)"
+    has_tool yaf && echo "yaf: $(yaf_run "$YAF" --version 2>&1 | head -1)"
     has_tool softflowd && echo "softflowd: $(softflowd -h 2>&1 | sed -n 's/.*softflowd version \([^.]*\.[^.]*\.[0-9]*\).*/\1/p')"
     has_tool nfpcapd && echo "nfdump/nfpcapd: $(nfdump -V 2>&1 | head -1)"
     has_tool argus && echo "argus: $(argus -h 2>&1 | sed -n 's/^Argus Version //p')"
@@ -416,8 +467,8 @@ check_tool() {
 MEMORY_LINES=()
 run_list=()
 has_tool read && run_list+=(read-dd read-cat)
-has_tool trawl && run_list+=(trawl-csv trawl-json)
-for t in softflowd nfpcapd argus pmacctd; do
+has_tool trawl && run_list+=(trawl-csv trawl-json trawl-ipfix)
+for t in yaf softflowd nfpcapd argus pmacctd; do
     has_tool "$t" && run_list+=("$t")
 done
 
