@@ -153,13 +153,14 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let path = a.config.as_ref().expect("called with a composition");
     a.refuse_with_composition()?;
     let (text, origin) = read_composition(path)?;
-    run_text(&text, &origin, a)
+    run_text(&text, &origin, a, &[])
 }
 
 /// Runs a composition's text (a file's, or the one `trawl run`'s flags built) with the run's
 /// own flags: `--set`, and `--duration`, `--count`, `--stats-interval`, `--user` over the
-/// `[runtime]` table.
-pub fn run_text(text: &str, origin: &str, a: &RunArgs) -> Result<ExitCode> {
+/// `[runtime]` table. `announce` is said on standard error once every block is built (the
+/// shared rings exist then).
+pub fn run_text(text: &str, origin: &str, a: &RunArgs, announce: &[String]) -> Result<ExitCode> {
     let mut plan = load(text, origin, &a.set)?;
     let control = &mut plan.control;
     control.duration_ns = a.duration.or(control.duration_ns);
@@ -168,6 +169,9 @@ pub fn run_text(text: &str, origin: &str, a: &RunArgs) -> Result<ExitCode> {
     control.user = a.user.clone().or(control.user.take());
     let stop = crate::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
+    for line in announce {
+        eprintln!("trawl: {line}");
+    }
     let outcome = running.supervise(&stop, |report| eprintln!("{}", report.status_line()));
     let (failure, report) = match outcome {
         Ok(r) => (None, r),
@@ -193,6 +197,18 @@ fn print_summary(format: SummaryFormat, report: &Report, failure: Option<&str>) 
             if let Some(obj) = v.as_object_mut() {
                 obj.insert("command".into(), "run".into());
                 obj.insert("failure".into(), failure.into());
+                // What the sources captured, summed (also in each source block's counters).
+                let sum = |name: &str| -> u64 {
+                    report
+                        .blocks
+                        .iter()
+                        .filter(|b| b.source)
+                        .filter_map(|b| b.counter(name))
+                        .sum()
+                };
+                for key in ["packets", "kernel_packets", "kernel_drops"] {
+                    obj.insert(key.into(), sum(key).into());
+                }
             }
             eprintln!("{v}");
         }

@@ -1,6 +1,7 @@
-//! `trawl run` settings: a TOML file (documented by `trawl.example.toml` at the repository
-//! root) merged with the command line, which wins. Unknown keys are errors, so a typo is caught
-//! instead of silently ignored.
+//! `trawl run`'s flags, and its configuration files of the old format
+//! (`testdata/trawl-run-old-format.toml`, once `trawl.example.toml`), read into a [`RunPlan`]
+//! that `plan::live` turns into a composition: `trawl run -i` runs it, `trawl convert-config`
+//! prints it. Unknown keys are errors, so a typo is caught instead of silently ignored.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -415,9 +416,9 @@ mod tests {
     fn the_example_configuration_parses() {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../trawl.example.toml"
+            "/../../testdata/trawl-run-old-format.toml"
         ))
-        .expect("trawl.example.toml at the repository root");
+        .expect("testdata/trawl-run-old-format.toml");
         let p = plan(&text, &[]).expect("example is valid");
         assert_eq!(p.live.interfaces, vec!["eth0".to_string()]);
         assert!(p.ring.is_some());

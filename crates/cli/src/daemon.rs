@@ -21,10 +21,22 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         print!("{}", doc.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
+    let plan = crate::config::RunPlan::new(a)?;
+    let rings: Vec<String> = match &plan.ring {
+        Some((prefix, _)) => plan
+            .live
+            .interfaces
+            .iter()
+            .flat_map(|iface| (0..plan.live.workers).map(move |w| format!("{prefix}-{iface}-{w}")))
+            .map(|name| format!("publishing packets on ring '{name}' (trawl listen --ring {name})"))
+            .collect(),
+        None => Vec::new(),
+    };
     crate::compose::run_text(
         &doc.to_toml(),
         "the composition of trawl run's flags (--print-composition shows it)",
         a,
+        &rings,
     )
 }
 

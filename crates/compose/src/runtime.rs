@@ -254,8 +254,22 @@ impl Report {
                 b.counter("producer_waits").unwrap_or(0)
             ));
         }
-        for b in self.blocks.iter().filter(|b| b.errors > 0) {
-            line.push_str(&format!("; {}: {} errors", b.name, b.errors));
+        // Blocks with trouble so far: errors, and their own counters of losses and failures
+        // (an exporter's `dropped_send` and `send_errors` while its collector refuses).
+        for b in &self.blocks {
+            let mut trouble: Vec<String> = Vec::new();
+            if b.errors > 0 {
+                trouble.push(format!("errors={}", b.errors));
+            }
+            trouble.extend(
+                b.counters
+                    .iter()
+                    .filter(|(k, v)| *v > 0 && (k.starts_with("dropped") || k.ends_with("errors")))
+                    .map(|(k, v)| format!("{k}={v}")),
+            );
+            if !trouble.is_empty() {
+                line.push_str(&format!("; {}: {}", b.name, trouble.join(" ")));
+            }
         }
         line
     }

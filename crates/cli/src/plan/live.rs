@@ -1,4 +1,4 @@
-//! The live part of a plan: `trawl run -i` (and a converted `trawl.example.toml`) as a
+//! The live part of a plan: `trawl run -i` (and a converted old-format configuration) as a
 //! composition of blocks, the default monitor of `compositions/default.toml` built from flags.
 //!
 //! Per interface and worker an `afpacket_source` (a fanout group per interface when there are
