@@ -98,6 +98,18 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         })?
     };
     let stop = crate::install_stop_signals()?;
+    // A `ring` block adds its sources' interfaces when their first packets come: a pcap file
+    // needs the link type, so wait for them (the packets wait in the ring meanwhile).
+    let waited = Instant::now();
+    while a.write.is_some()
+        && listener.interfaces().is_empty()
+        && waited.elapsed() < Duration::from_secs(3600)
+        && !stop.load(std::sync::atomic::Ordering::Relaxed)
+        && a.duration
+            .is_none_or(|d| waited.elapsed() < Duration::from_nanos(d))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let interfaces = listener.interfaces();
     let mut pcap = match &a.write {
         Some(path) => {

@@ -502,7 +502,7 @@ fn issue_27_a_refusing_collector_is_named_in_live_status_lines_and_summary() {
     let export = format!("export_{}: ", lab.host);
     let status: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("trawl: ") && l.contains(&export))
+        .filter(|l| l.starts_with("trawl: ") && l.contains(" packets (") && l.contains(&export))
         .collect();
     assert!(
         status.iter().any(|l| l.contains("dropped_send=")),
