@@ -29,11 +29,10 @@ echo "--- flow database (target/sample-db), top conversations:"
 "$trawl" query -d target/sample-db talk_conv --limit 5
 echo "--- the same through a composition of blocks (compositions/offline.toml, files in target/sample-comp):"
 mkdir -p target/sample-comp
-sed -e "s|\"capture.pcap\"|\"$sample\"|" \
-    -e 's|"flows.jsonl"|"target/sample-comp/flows.jsonl"|' \
-    -e 's|"series.csv"|"target/sample-comp/series.csv"|' \
-    -e 's|"alarms.jsonl"|"target/sample-comp/alarms.jsonl"|' \
-    compositions/offline.toml > target/sample-comp/offline.toml
-"$trawl" check -c target/sample-comp/offline.toml
-"$trawl" run -c target/sample-comp/offline.toml
+set_files=(--set "file.files=[\"$sample\"]"
+    --set flows.path=target/sample-comp/flows.jsonl
+    --set series.path=target/sample-comp/series.csv
+    --set alarms.path=target/sample-comp/alarms.jsonl)
+"$trawl" check -c compositions/offline.toml "${set_files[@]}"
+"$trawl" run -c compositions/offline.toml "${set_files[@]}"
 cmp target/sample-comp/flows.jsonl target/sample-flows.jsonl && echo "flow records: identical to trawl flows"

@@ -31,6 +31,10 @@ struct DumpCounters {
     segments: Counter,
     cut: Counter,
     truncated: Counter,
+    repaired: Counter,
+    repaired_bytes_cut: Counter,
+    segments_deleted: Counter,
+    bytes_deleted: Counter,
 }
 
 /// Settings of `dumper` (those of `trawl run --dump` / `trawl dump`).
@@ -193,6 +197,10 @@ impl Block for DumperBlock {
             segments: ctx.counter("segments"),
             cut: ctx.counter("cutoff_packets"),
             truncated: ctx.counter("truncated"),
+            repaired: ctx.counter("segments_repaired"),
+            repaired_bytes_cut: ctx.counter("repaired_bytes_cut"),
+            segments_deleted: ctx.counter("segments_deleted"),
+            bytes_deleted: ctx.counter("bytes_deleted"),
         });
         // Durability and idle segments (wall clock): the dumper acts once per flush period.
         ctx.every(Duration::from_millis(250));
@@ -259,7 +267,10 @@ impl Block for DumperBlock {
             set_counters(c, &total);
         }
         if let Some(r) = self.retention.take() {
-            r.stop();
+            let st = r.stop();
+            if let Some(c) = &self.counters {
+                set_retention_counters(c, &st);
+            }
         }
     }
 }
@@ -292,7 +303,16 @@ impl DumperBlock {
             total.merge(&d.stats());
         }
         set_counters(c, &total);
+        if let Some(r) = &self.retention {
+            set_retention_counters(c, &r.stats());
+        }
     }
+}
+
+fn set_retention_counters(c: &DumpCounters, r: &trawl_packets::RetentionStats) {
+    c.segments_deleted
+        .set(r.deleted_for_budget + r.deleted_for_age + r.deleted_for_space);
+    c.bytes_deleted.set(r.bytes_deleted);
 }
 
 fn set_counters(c: &DumpCounters, s: &DumperStats) {
@@ -301,4 +321,6 @@ fn set_counters(c: &DumpCounters, s: &DumperStats) {
     c.segments.set(s.segments);
     c.cut.set(s.cutoff.packets_cut);
     c.truncated.set(s.truncated);
+    c.repaired.set(s.repaired);
+    c.repaired_bytes_cut.set(s.repaired_bytes_cut);
 }

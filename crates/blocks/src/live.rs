@@ -280,6 +280,14 @@ impl Block for AfPacketSource {
             }
             true
         });
+        // `[runtime] count`: the packets of the run's budget, exact across workers.
+        let kept = out.metas.len() as u64;
+        if kept > 0 {
+            let granted = ctx.take(kept);
+            if granted < kept {
+                out.metas.truncate(granted as usize);
+            }
+        }
         let c = self.counters.as_ref().expect("started");
         c.filter_rejected.add(rejected);
         c.duplicates.add(duplicates);

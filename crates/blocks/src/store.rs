@@ -36,6 +36,8 @@ struct StoreCounters {
     blocks: Counter,
     extra_parts: Counter,
     bytes: Counter,
+    blocks_deleted: Counter,
+    bytes_deleted: Counter,
 }
 
 /// Settings of `flow_store`.
@@ -134,8 +136,13 @@ impl Block for FlowStore {
             blocks: ctx.counter("blocks"),
             extra_parts: ctx.counter("extra_parts"),
             bytes: ctx.counter("bytes"),
+            blocks_deleted: ctx.counter("retention_blocks_deleted"),
+            bytes_deleted: ctx.counter("retention_bytes_deleted"),
         });
         if self.retention != Retention::default() {
+            // Once at the start (a database over its limits is trimmed at once), then every
+            // minute and at the end.
+            self.enforce_retention(ctx);
             ctx.every(Duration::from_secs(60));
         }
         Ok(())
@@ -200,10 +207,14 @@ impl FlowStore {
     }
 
     fn enforce_retention(&mut self, ctx: &mut Ctx<'_>) {
-        if let Err(e) =
-            trawl_store::retention::enforce(&self.dir, &self.retention, trawl_time::now_ns())
-        {
-            ctx.error(format_args!("flow database retention: {e}"));
+        match trawl_store::retention::enforce(&self.dir, &self.retention, trawl_time::now_ns()) {
+            Ok(o) => {
+                if let Some(c) = &self.counters {
+                    c.blocks_deleted.add(o.blocks_deleted);
+                    c.bytes_deleted.add(o.bytes_deleted);
+                }
+            }
+            Err(e) => ctx.error(format_args!("flow database retention: {e}")),
         }
     }
 }

@@ -32,8 +32,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Series(SeriesArgs),
     /// Run the monitor: capture on interfaces into shared packet rings, meter flows and
-    /// per-second series, until SIGINT/SIGTERM. Settings come from a TOML file (`-c`) and/or
-    /// the command line (which wins).
+    /// per-second series, until SIGINT/SIGTERM. A composition file (`-c`), or the default
+    /// monitor built from the flags (`--print-composition` prints it).
     #[command(after_help = EXIT_CODES)]
     Run(Box<RunArgs>),
     /// Read packets from a running trawl's shared ring (another process): print them or write
@@ -70,13 +70,29 @@ pub enum Command {
     Check(crate::compose::CheckArgs),
     /// List the block types compositions can use, with their gates.
     Blocks(crate::compose::BlocksArgs),
+    /// Convert a `trawl run` configuration of the old format (`[capture]`, `[flows]`, ...)
+    /// into the composition that runs the same monitor, on standard output.
+    #[command(after_help = EXIT_CODES)]
+    ConvertConfig(crate::daemon::ConvertArgs),
 }
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Configuration file (TOML, see trawl.example.toml).
+    /// Composition file to run (docs/specs/composition.md; `-` reads standard input). A
+    /// `trawl run` configuration of the old format (`[capture]`, `[flows]`, ...) is refused:
+    /// `trawl convert-config OLD > NEW.toml` converts it.
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Override a setting of a block of the composition (`-c`, or the one the flags build):
+    /// `--set BLOCK.KEY=VALUE`, e.g. `--set store.keep_days=30`. Repeatable.
+    #[arg(long = "set", value_name = "BLOCK.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the composition the flags build (TOML, valid for `trawl check -c -`) and exit.
+    #[arg(long = "print-composition")]
+    pub print_composition: bool,
+    /// Stop after this many packets in total (over every worker).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
     /// Capture on this interface (repeat for several); adds to the file's list.
     #[arg(short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
@@ -159,6 +175,7 @@ impl RunArgs {
                 "--ring",
             ),
             (self.flows.is_some(), "--flows"),
+            (self.print_composition, "--print-composition"),
             (self.series.is_some(), "--series"),
             (self.dump.is_some(), "--dump"),
             (
@@ -178,7 +195,8 @@ impl RunArgs {
         if !set.is_empty() {
             anyhow::bail!(
                 "{} cannot be combined with a composition file: set it in the composition's \
-                 blocks (only --duration, --stats-interval, --summary and --user apply)",
+                 blocks or with --set BLOCK.KEY=VALUE (only --duration, --count, \
+                 --stats-interval, --summary and --user apply)",
                 set.join(", ")
             );
         }

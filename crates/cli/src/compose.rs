@@ -2,20 +2,22 @@
 //! `trawl check -c ...` validates it, `trawl blocks` lists the block types.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, ValueEnum};
-use trawl_compose::{Registry, Report};
+use clap::{Args, ValueEnum};
+use trawl_compose::Report;
 
 use crate::args::{RunArgs, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
-    /// The composition file to check.
+    /// The composition file to check (`-` reads standard input, e.g. from
+    /// `trawl run ... --print-composition`).
     #[arg(short = 'c', long = "config", value_name = "FILE")]
     pub config: PathBuf,
+    /// Override a setting of a block before checking: `--set BLOCK.KEY=VALUE`. Repeatable.
+    #[arg(long = "set", value_name = "BLOCK.KEY=VALUE")]
+    pub set: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -33,52 +35,67 @@ pub enum BlocksFormat {
     Json,
 }
 
-/// Whether a `-c` file is a composition (it has `[[block]]` tables) rather than a `trawl run`
-/// configuration.
-pub fn is_composition(path: &Path) -> Result<bool> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read configuration {}", path.display()))?;
-    // A file that does not parse is left to the parser that gives the better message: the
-    // composition checker when it mentions blocks, else the configuration reader.
-    Ok(match text.parse::<toml::Table>() {
-        Ok(t) => t.contains_key("block") || t.contains_key("connection"),
-        Err(_) => text.contains("[[block]]"),
-    })
-}
-
-fn load(path: &Path, registry: &Registry) -> Result<trawl_compose::Plan> {
+/// A composition's text and the name its messages use: the file, or standard input for `-`.
+pub fn read_composition(path: &Path) -> Result<(String, String)> {
+    if path.as_os_str() == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .context("cannot read the composition from standard input")?;
+        return Ok((text, "(standard input)".into()));
+    }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read composition {}", path.display()))?;
+    Ok((text, path.display().to_string()))
+}
+
+/// Refuses a `trawl run` configuration of the old format (`trawl.example.toml` before
+/// compositions): `trawl run` speaks compositions only, and `trawl convert-config` writes the
+/// composition of an old file.
+fn refuse_old_configuration(text: &str, origin: &str) -> Result<()> {
+    // A file that does not parse is left to the composition checker, which names the line.
+    let Ok(table) = text.parse::<toml::Table>() else {
+        return Ok(());
+    };
+    const OLD: [&str; 9] = [
+        "capture", "ring", "flows", "series", "dump", "store", "export", "feeds", "ipfix",
+    ];
+    let old: Vec<&str> = OLD.into_iter().filter(|k| table.contains_key(*k)).collect();
+    if !old.is_empty() && !table.contains_key("block") {
+        bail!(
+            "{origin} is a `trawl run` configuration of the old format ([{}]); `trawl run` and \
+             `trawl check` read compositions only. Convert it once: \
+             `trawl convert-config {origin} > monitor.toml`, then `trawl run -c monitor.toml` \
+             (docs/specs/composition.md)",
+            old.join("], [")
+        );
+    }
+    Ok(())
+}
+
+/// Checks a composition's text, with the `--set` overrides applied.
+fn load(text: &str, origin: &str, sets: &[String]) -> Result<trawl_compose::Plan> {
+    refuse_old_configuration(text, origin)?;
+    let registry = trawl_blocks::registry();
     let cpus = trawl_capture::live::allowed_cpus();
-    trawl_compose::plan(&text, &path.display().to_string(), registry, &cpus)
-        .map_err(anyhow::Error::from)
+    if sets.is_empty() {
+        // The text as it is: syntax errors name its own lines.
+        return trawl_compose::plan(text, origin, &registry, &cpus).map_err(anyhow::Error::from);
+    }
+    let mut doc =
+        trawl_compose::Document::parse(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    for s in sets {
+        doc.set(s)?;
+    }
+    trawl_compose::plan(&doc.to_toml(), origin, &registry, &cpus).map_err(anyhow::Error::from)
 }
 
 /// `trawl check -c FILE`.
 pub fn check(a: &CheckArgs) -> Result<ExitCode> {
-    if !is_composition(&a.config)? {
-        // A `trawl run` configuration: its reader checks it.
-        let low = crate::args::LowArgs::try_parse_from([
-            "trawl".as_ref(),
-            "run".as_ref(),
-            "-c".as_ref(),
-            a.config.as_os_str(),
-        ])?;
-        let crate::args::Command::Run(args) = low.command else {
-            unreachable!("parsed as run");
-        };
-        crate::config::RunPlan::new(&args)?;
-        println!(
-            "{}: a valid trawl run configuration (no [[block]] tables, so not a composition)",
-            a.config.display()
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let plan = load(&a.config, &trawl_blocks::registry())?;
+    let (text, origin) = read_composition(&a.config)?;
+    let plan = load(&text, &origin, &a.set)?;
     print!("{}", plan.describe());
     println!(
-        "{}: valid ({} blocks, {} connections, {} threads)",
-        a.config.display(),
+        "{origin}: valid ({} blocks, {} connections, {} threads)",
         plan.blocks.len(),
         plan.connections.len(),
         plan.threads.len()
@@ -135,39 +152,28 @@ pub fn blocks(a: &BlocksArgs) -> Result<ExitCode> {
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let path = a.config.as_ref().expect("called with a composition");
     a.refuse_with_composition()?;
-    let plan = load(path, &trawl_blocks::registry())?;
+    let (text, origin) = read_composition(path)?;
+    run_text(&text, &origin, a, &[])
+}
+
+/// Runs a composition's text (a file's, or the one `trawl run`'s flags built) with the run's
+/// own flags: `--set`, and `--duration`, `--count`, `--stats-interval`, `--user` over the
+/// `[runtime]` table. `announce` is said on standard error once every block is built (the
+/// shared rings exist then).
+pub fn run_text(text: &str, origin: &str, a: &RunArgs, announce: &[String]) -> Result<ExitCode> {
+    let mut plan = load(text, origin, &a.set)?;
+    let control = &mut plan.control;
+    control.duration_ns = a.duration.or(control.duration_ns);
+    control.count = a.count.or(control.count);
+    control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
+    control.user = a.user.clone().or(control.user.take());
     let stop = crate::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
-    if let Some(user) = &a.user {
-        match trawl_capture::live::drop_privileges(user) {
-            Ok(_) => {}
-            Err(e) => {
-                running.stop();
-                let _ = running.wait();
-                bail!("cannot switch to user {user}: {e}");
-            }
-        }
+    for line in announce {
+        eprintln!("trawl: {line}");
     }
-    let started = Instant::now();
-    let deadline = a.duration.map(|ns| started + Duration::from_nanos(ns));
-    let stats_every = a.stats_interval.map(Duration::from_nanos);
-    let mut next_stats = stats_every.map(|d| started + d);
-    let mut stopped = false;
-    while !running.is_finished() {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = Instant::now();
-        if !stopped && (stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d)) {
-            running.stop();
-            stopped = true;
-        }
-        if let (Some(every), Some(at)) = (stats_every, next_stats) {
-            if now >= at {
-                eprint!("{}", running.report().table());
-                next_stats = Some(at + every);
-            }
-        }
-    }
-    let (failure, report) = match running.wait() {
+    let outcome = running.supervise(&stop, |report| eprintln!("{}", report.status_line()));
+    let (failure, report) = match outcome {
         Ok(r) => (None, r),
         Err((f, r)) => (Some(f), r),
     };
@@ -189,8 +195,20 @@ fn print_summary(format: SummaryFormat, report: &Report, failure: Option<&str>) 
         SummaryFormat::Json => {
             let mut v = serde_json::to_value(report).unwrap_or_default();
             if let Some(obj) = v.as_object_mut() {
-                obj.insert("command".into(), "run (composition)".into());
+                obj.insert("command".into(), "run".into());
                 obj.insert("failure".into(), failure.into());
+                // What the sources captured, summed (also in each source block's counters).
+                let sum = |name: &str| -> u64 {
+                    report
+                        .blocks
+                        .iter()
+                        .filter(|b| b.source)
+                        .filter_map(|b| b.counter(name))
+                        .sum()
+                };
+                for key in ["packets", "kernel_packets", "kernel_drops"] {
+                    obj.insert(key.into(), sum(key).into());
+                }
             }
             eprintln!("{v}");
         }

@@ -1,6 +1,7 @@
-//! `trawl run` settings: a TOML file (documented by `trawl.example.toml` at the repository
-//! root) merged with the command line, which wins. Unknown keys are errors, so a typo is caught
-//! instead of silently ignored.
+//! `trawl run`'s flags, and its configuration files of the old format
+//! (`testdata/trawl-run-old-format.toml`, once `trawl.example.toml`), read into a [`RunPlan`]
+//! that `plan::live` turns into a composition: `trawl run -i` runs it, `trawl convert-config`
+//! prints it. Unknown keys are errors, so a typo is caught instead of silently ignored.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -151,13 +152,17 @@ pub struct RunPlan {
     pub flows: Option<(PathBuf, OutputFormat)>,
     pub series: Option<(PathBuf, OutputFormat)>,
     pub stats_interval_ns: Option<u64>,
-    /// Packet store, None = packets are not stored.
-    pub dump: Option<crate::dump::StorePlan>,
     /// Flow database, None = flow records are not stored.
     pub store: Option<crate::live::StoreOutput>,
     /// Exporters and feeds: the file's, plus the command line's `--export`; the command
     /// line's feeds and PEN win.
     pub export: crate::export::ExportPlan,
+    /// The export destinations as given (`--export`, `[[export]]`), for the composition.
+    pub export_to: Vec<String>,
+    /// The packet store's settings as given (checked into `dump`), for the composition.
+    pub dump_settings: Option<crate::dump::StoreSettings>,
+    /// Multicast feeds were asked for (`--flows-feed`, `--series-feed`, `[feeds]`).
+    pub feeds: bool,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -201,6 +206,12 @@ fn read_file(path: &Path) -> Result<File> {
     toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// The packet store's settings, checked.
+fn dump_plan(s: &crate::dump::StoreSettings) -> Result<crate::dump::StorePlan> {
+    let dir = s.dir.as_ref().expect("a store has a directory");
+    crate::dump::StorePlan::new(dir, s).context("dump")
+}
+
 impl RunPlan {
     pub fn new(a: &RunArgs) -> Result<RunPlan> {
         let file = match &a.config {
@@ -226,7 +237,7 @@ impl RunPlan {
         let low = LiveArgs {
             interface: interfaces,
             duration: a.duration,
-            count: None,
+            count: a.count,
             snaplen: c.snaplen.unwrap_or(262_144),
             block_size: match &c.block_size {
                 Some(q) => q.bytes("capture.block_size")?,
@@ -320,8 +331,20 @@ impl RunPlan {
         export_args.pen = export_args.pen.or(file.ipfix.pen);
         let export = crate::export::ExportPlan::from_args(&export_args)
             .context("export settings ([[export]], [feeds], --export)")?;
+        let dump_settings = a.dump.as_ref().or(file.dump.dir.as_ref()).map(|dir| {
+            let mut s = a.store.clone().or(&file.dump);
+            s.dir = Some(dir.clone());
+            s
+        });
+        if let Some(s) = &dump_settings {
+            // Checked here, with the file's and the flags' names, before any block is built.
+            dump_plan(s)?;
+        }
         Ok(RunPlan {
             export,
+            export_to: export_args.export.clone(),
+            feeds: export_args.flows_feed.is_some() || export_args.series_feed.is_some(),
+            dump_settings,
             live,
             filter: a
                 .filter
@@ -360,13 +383,6 @@ impl RunPlan {
                 }
                 None => None,
             },
-            dump: match a.dump.as_ref().or(file.dump.dir.as_ref()) {
-                Some(dir) => Some(
-                    crate::dump::StorePlan::new(dir, &a.store.clone().or(&file.dump))
-                        .context("dump")?,
-                ),
-                None => None,
-            },
         })
     }
 }
@@ -400,19 +416,22 @@ mod tests {
     fn the_example_configuration_parses() {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../trawl.example.toml"
+            "/../../testdata/trawl-run-old-format.toml"
         ))
-        .expect("trawl.example.toml at the repository root");
+        .expect("testdata/trawl-run-old-format.toml");
         let p = plan(&text, &[]).expect("example is valid");
         assert_eq!(p.live.interfaces, vec!["eth0".to_string()]);
         assert!(p.ring.is_some());
-        assert!(p.dump.is_none(), "no store unless a directory is named");
+        assert!(
+            p.dump_settings.is_none(),
+            "no store unless a directory is named"
+        );
         assert!(
             p.store.is_none(),
             "no flow database unless a directory is named"
         );
         let p = plan(&text, &["--dump", "/tmp/x", "--cutoff", "2MiB"]).unwrap();
-        let d = p.dump.expect("store asked for");
+        let d = dump_plan(&p.dump_settings.expect("store asked for")).unwrap();
         assert_eq!(d.dumper.segment_bytes, 1 << 30);
         assert_eq!(d.dumper.cutoff_bytes, Some(2 << 20));
         assert_eq!(d.dumper.dir, std::path::PathBuf::from("/tmp/x"));
@@ -453,7 +472,7 @@ mod tests {
             &["--segment-size", "256MiB"],
         )
         .unwrap();
-        let d = p.dump.unwrap();
+        let d = dump_plan(&p.dump_settings.unwrap()).unwrap();
         assert_eq!(d.dumper.segment_ns, 10_000_000_000);
         assert_eq!(d.dumper.segment_bytes, 256 << 20);
         assert_eq!(d.budget, Some(trawl_packets::Budget::Percent(50.0)));

@@ -1,187 +1,82 @@
-//! `trawl run` (the monitor: capture into shared rings, flows and series to files) and
+//! `trawl run` (a composition, or the monitor its flags build), `trawl convert-config` and
 //! `trawl listen` (a client of another trawl's shared ring).
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::Parser;
 use trawl_capture::{Direction, PcapWriter};
-use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_ring::{Mode, Recv, SharedRing};
-use trawl_series::{SeriesFormat, SeriesWriter};
 
-use crate::args::{ListenArgs, OutputFormat, RunArgs, SummaryFormat};
-use crate::config::RunPlan;
-use crate::db_retention::DbRetention;
-use crate::live;
-use crate::run::Output;
-use crate::summary;
+use crate::args::{ListenArgs, RunArgs, SummaryFormat};
 
+/// `trawl run`: a composition file (`-c`), or the default monitor built from the flags.
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
-    if let Some(path) = &a.config {
-        if crate::compose::is_composition(path)? {
-            return crate::compose::run(a);
-        }
+    if a.config.is_some() {
+        return crate::compose::run(a);
     }
-    let plan = RunPlan::new(a)?;
-    // A record file that cannot be appended to is refused before capture starts.
-    for (path, header) in record_headers(&plan) {
-        Output::check_appending(path, &header)?;
+    let doc = monitor_document(a)?;
+    if a.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
     }
-    let (mut workers, kernel_filter) = live::open_workers(&plan.live, plan.filter.as_deref())?;
-    let rings = live::attach_rings(
-        &mut workers,
-        plan.ring.as_ref(),
-        plan.dedup_ns,
-        plan.dump.is_some(),
-    )?;
-    // The store's writers listen before the first packet is captured, so none is missed.
-    let dumpers = match &plan.dump {
-        Some(p) => Some(crate::dump::RunDumpers::start(p, &rings)?),
-        None => None,
-    };
-    // Output files are opened before privileges are dropped, like the sockets and rings;
-    // appended to (a restarted monitor keeps its records) and reopened on SIGHUP.
-    let mut flows_out = match &plan.flows {
-        Some((path, fmt)) => Some((Output::appending(path, flows_header(*fmt))?, *fmt)),
-        None => None,
-    };
-    let mut series_out = match &plan.series {
-        Some((path, fmt)) => Some((Output::appending(path, series_header(*fmt))?, *fmt)),
-        None => None,
-    };
-    // Exporters open their files and sockets before privileges are dropped too.
-    let hub = plan.export.start(false)?;
-    let mut series_feed = plan
-        .export
-        .open_series_feed(crate::export::ifindex(&plan.live.interfaces[0]))?;
-    // The flow database's directory exists before privileges are dropped (like the outputs).
-    if let Some(st) = &plan.store {
-        std::fs::create_dir_all(&st.db)
-            .with_context(|| format!("cannot create the flow database {}", st.db.display()))?;
-    }
-    live::drop_privileges(&plan.live)?;
-    for (name, _) in rings.iter().filter(|(n, _)| !n.starts_with('(')) {
-        eprintln!("trawl: publishing packets on ring '{name}' (trawl listen --ring {name})");
-    }
-    let n = workers.len();
-    let timestamp_sources = live::timestamp_sources(&workers);
-    let stop = crate::install_stop_signals()?;
-    let outputs = live::Outputs {
-        // The headers are in the files already (see `Output::appending`).
-        flows: flows_out.as_mut().map(|(o, fmt)| (o, flow_writer(*fmt))),
-        series: series_out.as_mut().map(|(o, fmt)| (o, series_writer(*fmt))),
-        export: hub.as_ref(),
-        series_feed: series_feed.as_mut(),
-        store: plan.store.as_ref(),
-    };
-    let status = plan
-        .stats_interval_ns
-        .map(|ns| (Duration::from_nanos(ns), rings));
-    let db_retention = plan
-        .store
-        .as_ref()
-        .map(|st| DbRetention::start(st.db.clone(), st.retention));
-    let outcome = live::run(
-        &plan.live, &plan.flow, workers, outputs, stop, false, status,
-    );
-    // After the writers' last blocks: one more pass, then the totals.
-    let db_retained = db_retention.map(DbRetention::finish);
-    for out in [flows_out.map(|(o, _)| o), series_out.map(|(o, _)| o)]
-        .into_iter()
-        .flatten()
-    {
-        out.finish()?;
-    }
-    let report = outcome.report(&plan.live, n, kernel_filter, timestamp_sources);
-    let reports = hub.map(|h| h.finish()).unwrap_or_default();
-    let export_json = crate::export::report(a.summary, &reports, series_feed.as_ref());
-    // Capture has stopped and closed the rings: the writers drain what is left and close
-    // their segments.
-    let (dump_errors, dump_json) = match dumpers {
-        Some(d) => crate::dump::report_run_dumpers(a.summary, d),
-        None => (Vec::new(), None),
-    };
-    summary::print_with(
-        "run",
-        a.summary,
-        &report,
-        &outcome.meter,
-        outcome.table,
-        Some(outcome.series),
-        export_json
-            .into_iter()
-            .chain(dump_json.map(|v| ("dump", v)))
-            .chain(outcome.store.as_ref().map(|st| {
-                (
-                    "store",
-                    serde_json::json!({
-                        "records": st.records,
-                        "rows": st.rows,
-                        "blocks": st.blocks,
-                        "extra_parts": st.extra_parts,
-                        "bytes": st.bytes,
-                        "records_spanning": st.records_spanning,
-                        "retention": db_retained.as_ref().map(crate::db_retention::summary_json),
-                    }),
-                )
-            }))
+    let plan = crate::config::RunPlan::new(a)?;
+    let rings: Vec<String> = match &plan.ring {
+        Some((prefix, _)) => plan
+            .live
+            .interfaces
+            .iter()
+            .flat_map(|iface| (0..plan.live.workers).map(move |w| format!("{prefix}-{iface}-{w}")))
+            .map(|name| format!("publishing packets on ring '{name}' (trawl listen --ring {name})"))
             .collect(),
-    );
-    if a.summary == SummaryFormat::Text {
-        if let Some(st) = &outcome.store {
-            eprintln!(
-                "trawl run: flow database: {} records in {} blocks ({} bytes)",
-                st.records, st.blocks, st.bytes
-            );
-        }
-    }
-    if !dump_errors.is_empty() {
-        return Ok(ExitCode::from(1));
-    }
-    Ok(crate::exit_code(&report))
-}
-
-/// The writer of `trawl run`'s flow records: live records carry their interface (each worker
-/// sets its own name; the header only needs the column).
-fn flow_writer(format: OutputFormat) -> RecordWriter {
-    let format = match format {
-        OutputFormat::Json => RecordFormat::Json,
-        OutputFormat::Csv => RecordFormat::Csv,
+        None => Vec::new(),
     };
-    RecordWriter::new(format, false).with_iface("")
+    crate::compose::run_text(
+        &doc.to_toml(),
+        "the composition of trawl run's flags (--print-composition shows it)",
+        a,
+        &rings,
+    )
 }
 
-/// The record files' paths and headers (CSV; empty for JSON lines).
-fn record_headers(plan: &RunPlan) -> Vec<(&std::path::Path, Vec<u8>)> {
-    let flows = plan
-        .flows
-        .iter()
-        .map(|(p, f)| (p.as_path(), flows_header(*f)));
-    let series = plan
-        .series
-        .iter()
-        .map(|(p, f)| (p.as_path(), series_header(*f)));
-    flows.chain(series).collect()
+/// The composition `trawl run`'s flags (or an old configuration file) describe, with the
+/// `--set` overrides applied.
+fn monitor_document(a: &RunArgs) -> Result<trawl_compose::Document> {
+    let plan = crate::config::RunPlan::new(a)?;
+    let mut doc = crate::plan::live::monitor(&plan)?;
+    for s in &a.set {
+        doc.set(s)?;
+    }
+    Ok(doc)
 }
 
-fn flows_header(format: OutputFormat) -> Vec<u8> {
-    let mut header = Vec::new();
-    flow_writer(format).write_header(&mut header);
-    header
+/// `trawl convert-config OLD`: the composition of a `trawl run` configuration of the old
+/// format (`[capture]`, `[flows]`, ...), on standard output.
+pub fn convert_config(a: &ConvertArgs) -> Result<ExitCode> {
+    let low = crate::args::LowArgs::try_parse_from([
+        "trawl".as_ref(),
+        "run".as_ref(),
+        "-c".as_ref(),
+        a.config.as_os_str(),
+    ])?;
+    let crate::args::Command::Run(args) = low.command else {
+        unreachable!("parsed as run");
+    };
+    let doc = monitor_document(&args)?;
+    println!(
+        "# Converted by `trawl convert-config {}` from a trawl run configuration of the old\n\
+         # format. Check it with `trawl check -c FILE`, run it with `trawl run -c FILE`.",
+        a.config.display()
+    );
+    print!("{}", doc.to_toml());
+    Ok(ExitCode::SUCCESS)
 }
 
-fn series_header(format: OutputFormat) -> Vec<u8> {
-    let mut header = Vec::new();
-    series_writer(format).write_header(&mut header);
-    header
-}
-
-fn series_writer(format: OutputFormat) -> SeriesWriter {
-    SeriesWriter::new(match format {
-        OutputFormat::Json => SeriesFormat::Json,
-        OutputFormat::Csv => SeriesFormat::Csv,
-    })
+#[derive(clap::Args, Debug)]
+pub struct ConvertArgs {
+    /// The old `trawl run` configuration (`[capture]`, `[ring]`, `[flows]`, ...).
+    pub config: std::path::PathBuf,
 }
 
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
@@ -203,6 +98,18 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         })?
     };
     let stop = crate::install_stop_signals()?;
+    // A `ring` block adds its sources' interfaces when their first packets come: a pcap file
+    // needs the link type, so wait for them (the packets wait in the ring meanwhile).
+    let waited = Instant::now();
+    while a.write.is_some()
+        && listener.interfaces().is_empty()
+        && waited.elapsed() < Duration::from_secs(3600)
+        && !stop.load(std::sync::atomic::Ordering::Relaxed)
+        && a.duration
+            .is_none_or(|d| waited.elapsed() < Duration::from_nanos(d))
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let interfaces = listener.interfaces();
     let mut pcap = match &a.write {
         Some(path) => {

@@ -13,7 +13,7 @@ use trawl_bpf::FilterSet;
 use trawl_capture::{FileSource, Interface, LinkType, PacketSource, PcapWriter, PcapngWriter};
 use trawl_packets::{
     set_io_priority, Budget, Dumper, DumperConfig, DumperStats, IoPriority, PacketStore, Retention,
-    RetentionConfig, RetentionHandle, RetentionStats, Selection,
+    RetentionConfig, RetentionStats, Selection,
 };
 use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
@@ -798,82 +798,6 @@ impl<W: std::io::Write> CaptureOut<W> {
         match r {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
             _ => Ok(()),
-        }
-    }
-}
-
-/// Per-worker dumpers of `trawl run`: one lossless listener and writer thread per capture
-/// worker's ring.
-pub struct RunDumpers {
-    pub threads: Vec<std::thread::JoinHandle<Result<DumperStats>>>,
-    pub retention: Option<Retention>,
-}
-
-impl RunDumpers {
-    pub fn start(plan: &StorePlan, rings: &[(String, trawl_ring::Ring)]) -> Result<RunDumpers> {
-        let retention = plan.start_retention(rings.len())?;
-        let handle: Option<RetentionHandle> = retention.as_ref().map(|r| r.handle());
-        let mut threads = Vec::new();
-        for (worker, (_, ring)) in rings.iter().enumerate() {
-            let worker = worker as u16;
-            let mut config = plan.dumper.clone();
-            config.worker = worker;
-            let mut dumper = Dumper::new(config, handle.clone())?;
-            // Repair what a crash left of this worker's streams now, not at the first packet.
-            for iface in ring.interfaces() {
-                if let Some(name) = &iface.name {
-                    dumper.prepare_stream(name)?;
-                }
-            }
-            let mut listener = ring.listen(Mode::Lossless)?;
-            threads.push(
-                std::thread::Builder::new()
-                    .name(format!("trawl-dump{worker}"))
-                    .spawn(move || -> Result<DumperStats> {
-                        // Drains until the ring closes (capture stopped), so no captured packet
-                        // is left unwritten.
-                        let r = drain_into_dumper(&mut listener, &mut dumper, true, &|| false);
-                        let stats = dumper.finish()?;
-                        r.map(|()| stats)
-                    })?,
-            );
-        }
-        Ok(RunDumpers { threads, retention })
-    }
-
-    pub fn finish(self) -> (DumperStats, Option<RetentionStats>, Vec<String>) {
-        let mut total = DumperStats {
-            direct_io: true,
-            ..DumperStats::default()
-        };
-        let mut errors = Vec::new();
-        for t in self.threads {
-            match t.join() {
-                Ok(Ok(s)) => total.merge(&s),
-                Ok(Err(e)) => errors.push(format!("{e:#}")),
-                Err(_) => errors.push("a dump writer thread panicked".into()),
-            }
-        }
-        (total, self.retention.map(Retention::stop), errors)
-    }
-}
-
-/// Joins the writers of `trawl run --dump`; prints their text summary, returns their errors
-/// and the JSON section for the run's summary.
-pub fn report_run_dumpers(
-    format: SummaryFormat,
-    d: RunDumpers,
-) -> (Vec<String>, Option<serde_json::Value>) {
-    let (stats, retention, errors) = d.finish();
-    match format {
-        SummaryFormat::Text => {
-            print_dump_text(&stats, retention.as_ref(), 0, 0.0, &errors);
-            (errors, None)
-        }
-        SummaryFormat::None => (errors, None),
-        SummaryFormat::Json => {
-            let v = dump_json(&stats, retention.as_ref(), stats.packets, 0, 0.0, &errors);
-            (errors, Some(v))
         }
     }
 }

@@ -17,7 +17,7 @@ use trawl_capture::{PacketRecord, PacketSource, RecordMeta, SourceStats};
 use trawl_flow::format::RecordWriter;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
 use trawl_ring::dedup::Dedup;
-use trawl_ring::{Producer, ProducerStats, RingConfig};
+use trawl_ring::{Producer, ProducerStats};
 use trawl_series::{
     SeriesConfig, SeriesCounter, SeriesMerger, SeriesRow, SeriesStats, SeriesWriter,
 };
@@ -173,40 +173,6 @@ pub fn drop_privileges(live: &LiveInput) -> Result<()> {
             .with_context(|| format!("cannot switch to user '{user}' (--user)"))?;
     }
     Ok(())
-}
-
-/// Gives every worker a shared ring named `PREFIX-IFACE-WORKER` (or, with `private` and no
-/// shared ring asked for, an in-process ring of 64 MiB for the packet store's writers) and,
-/// with a window, a duplicate filter. Returns the ring names and handles.
-pub fn attach_rings(
-    workers: &mut [Worker],
-    ring: Option<&(String, usize)>,
-    dedup_ns: u64,
-    private: bool,
-) -> Result<Vec<(String, trawl_ring::Ring)>> {
-    let mut handles = Vec::new();
-    for w in workers.iter_mut() {
-        if dedup_ns > 0 {
-            w.dedup = Some(Dedup::new(dedup_ns, 16));
-        }
-        if let Some((prefix, size)) = ring {
-            let name = format!("{prefix}-{}", w.label);
-            let config = RingConfig::with_capacity(*size);
-            let mut producer = Producer::create_shared(&name, &config)
-                .with_context(|| format!("cannot create the shared ring '{name}'"))?;
-            producer
-                .set_interfaces(w.source.interfaces())
-                .with_context(|| format!("ring '{name}'"))?;
-            handles.push((name, producer.ring()));
-            w.ring = Some(producer);
-        } else if private {
-            let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
-            producer.set_interfaces(w.source.interfaces())?;
-            handles.push((format!("(in-process) {}", w.label), producer.ring()));
-            w.ring = Some(producer);
-        }
-    }
-    Ok(handles)
 }
 
 /// Where a live run writes: flow records, merged series rows, or both (`trawl run`).

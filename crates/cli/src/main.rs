@@ -11,6 +11,7 @@ mod export;
 mod ingest;
 mod live;
 mod merge;
+mod plan;
 mod query;
 mod run;
 mod subscribe;
@@ -210,6 +211,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             Ok(file_exit_code(&report, &reports, input.summary))
         }
         Command::Run(a) => daemon::run(&a),
+        Command::ConvertConfig(a) => daemon::convert_config(&a),
         Command::Listen(a) => daemon::listen(&a),
         Command::Collect(a) => collect::run(&a),
         Command::Subscribe(a) => subscribe::run(&a),

@@ -1,7 +1,7 @@
 //! The driver shared by `trawl flows` and `trawl series`: files → filter → flow meter, with
 //! input errors reported and counted, a progress line, and the numbers for the summary.
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -60,48 +60,6 @@ impl Output {
             error: None,
             reopen: None,
         }
-    }
-
-    /// `trawl run`'s record file (`--flows`, `--series`): appended to, so that a restarted
-    /// monitor keeps what it wrote before; `header` (CSV) goes only into an empty file, and a
-    /// file whose first line is another header is refused. Reopened at its path on SIGHUP
-    /// (logrotate). `-` is standard output, which gets the header and is never reopened.
-    pub fn appending(path: &Path, header: Vec<u8>) -> Result<Output> {
-        if path.as_os_str() == "-" {
-            let mut o = Output::new(Box::new(io::stdout().lock()));
-            o.buf.extend_from_slice(&header);
-            return Ok(o);
-        }
-        let opened = output::open(path, FileMode::Append)
-            .with_context(|| format!("cannot open output file {}", path.display()))?;
-        output::check_header(
-            &path.display().to_string(),
-            opened.first_line.as_deref(),
-            &header,
-        )
-        .map_err(anyhow::Error::msg)?;
-        let mut o = Output::new(Box::new(opened.file));
-        if opened.first_line.is_none() {
-            o.buf.extend_from_slice(&header);
-        }
-        o.reopen = Some(Reopen {
-            path: path.to_path_buf(),
-            hangup: Hangup::watch().context("cannot watch SIGHUP")?,
-            header,
-        });
-        Ok(o)
-    }
-
-    /// What [`Output::appending`] would refuse, found without creating or changing the file:
-    /// so that `trawl run` refuses before it starts capturing.
-    pub fn check_appending(path: &Path, header: &[u8]) -> Result<()> {
-        if path.as_os_str() == "-" {
-            return Ok(());
-        }
-        let line = output::first_line(path)
-            .with_context(|| format!("cannot read output file {}", path.display()))?;
-        output::check_header(&path.display().to_string(), line.as_deref(), header)
-            .map_err(anyhow::Error::msg)
     }
 
     /// After SIGHUP: writes out what is buffered into the file as it was (renamed by logrotate,

@@ -153,6 +153,7 @@ pub(crate) trait Host {
     fn fail(&mut self, block: usize, message: String);
     fn stopping(&self) -> bool;
     fn name(&self, block: usize) -> &str;
+    fn take(&mut self, want: u64) -> u64;
 }
 
 /// The block's handle on the runtime during a call: emit messages, create timers and counters,
@@ -229,5 +230,14 @@ impl Ctx<'_> {
     /// The block's name in the composition.
     pub fn name(&self) -> &str {
         self.host.name(self.block)
+    }
+
+    /// Takes up to `want` packets from the run's packet budget (`[runtime] count`, shared by
+    /// every source, so the total is exact however many workers there are) and returns how
+    /// many the source may send: `want` without a budget. Once the budget is spent the
+    /// composition stops. Sources of packets call it before they emit.
+    #[inline]
+    pub fn take(&mut self, want: u64) -> u64 {
+        self.host.take(want)
     }
 }

@@ -70,6 +70,68 @@ struct RawFile {
 struct RawRuntime {
     queue_capacity: Option<usize>,
     time_blocks: Option<bool>,
+    duration: Option<String>,
+    count: Option<u64>,
+    stats_interval: Option<String>,
+    user: Option<String>,
+}
+
+/// How a run is driven and ended (`[runtime]` keys; the command line's `--duration`,
+/// `--count`, `--stats-interval` and `--user` override them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunControl {
+    /// Stop after this long (ns of wall time).
+    pub duration_ns: Option<u64>,
+    /// Stop after this many packets in total, over every source that counts packets against
+    /// the budget ([`crate::Ctx::take`]): exact, however many workers share it.
+    pub count: Option<u64>,
+    /// A status line on standard error this often (ns).
+    pub stats_interval_ns: Option<u64>,
+    /// Switch to this user once every block is built (sockets, rings and files open).
+    pub user: Option<String>,
+}
+
+/// `stats_interval`: more often would be a stream, not a status line.
+pub const STATS_INTERVAL_NS: std::ops::RangeInclusive<u64> = 100_000_000..=86_400_000_000_000;
+
+impl RawRuntime {
+    fn control(&self, problems: &mut Problems) -> RunControl {
+        let span = |key: &str, text: &Option<String>, problems: &mut Problems| {
+            let text = text.as_deref()?;
+            match trawl_time::parse_span(text.trim()) {
+                Ok(ns) if ns > 0 => Some(ns),
+                Ok(_) => {
+                    problems.add(format!("runtime: `{key}` must be more than 0"));
+                    None
+                }
+                Err((at, wanted)) => {
+                    problems.add(format!(
+                        "runtime: `{key}` = `{text}` is not a duration: expected {wanted} at character {at} (examples: 30s, 500ms, 5m)"
+                    ));
+                    None
+                }
+            }
+        };
+        let duration_ns = span("duration", &self.duration, problems);
+        let stats_interval_ns = span("stats_interval", &self.stats_interval, problems);
+        if let Some(ns) = stats_interval_ns.filter(|ns| !STATS_INTERVAL_NS.contains(ns)) {
+            problems.add(format!(
+                "runtime: `stats_interval` must be from 100ms to 1d (is {ns} ns)"
+            ));
+        }
+        if self.count == Some(0) {
+            problems.add("runtime: `count` must be at least 1");
+        }
+        if self.user.as_deref().is_some_and(|u| u.trim().is_empty()) {
+            problems.add("runtime: `user` is empty");
+        }
+        RunControl {
+            duration_ns,
+            count: self.count,
+            stats_interval_ns,
+            user: self.user.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -149,6 +211,8 @@ pub struct Plan {
     pub order: Vec<usize>,
     /// Whether each call into a block is timed (`busy_ns`); two clock reads per call.
     pub time_blocks: bool,
+    /// Duration, packet count, status lines and user of the run.
+    pub control: RunControl,
 }
 
 /// A connection while checking: (block, output), (block, input), policy, capacity.
@@ -347,6 +411,7 @@ pub fn plan(
     // Connections.
     let infos: Vec<BlockInfo> = blocks.iter().map(|b| b.info).collect();
     let mut edges: Vec<Edge> = Vec::new();
+    let control = raw.runtime.control(&mut problems);
     let default_capacity = raw.runtime.queue_capacity.unwrap_or(DEFAULT_QUEUE_CAPACITY);
     if default_capacity == 0 {
         problems.add("runtime: `queue_capacity` must be at least 1");
@@ -518,6 +583,7 @@ pub fn plan(
         connections,
         order,
         time_blocks: raw.runtime.time_blocks.unwrap_or(true),
+        control,
     })
 }
 

@@ -28,7 +28,7 @@ mod runtime;
 pub use block::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, TimerId};
 pub use composition::{
     plan, CompositionError, Plan, PlannedBlock, PlannedConnection, PlannedThread, Policy,
-    DEFAULT_QUEUE_CAPACITY,
+    RunControl, DEFAULT_QUEUE_CAPACITY, STATS_INTERVAL_NS,
 };
 pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};

@@ -71,6 +71,8 @@ impl Waker {
 struct Control {
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// Packets the sources may still send (`[runtime] count`); `None`: no limit.
+    budget: Option<AtomicU64>,
 }
 
 impl Control {
@@ -142,10 +144,11 @@ struct Worker {
 pub struct Running {
     control: Arc<Control>,
     threads: Vec<JoinHandle<()>>,
-    blocks: Vec<(String, &'static str, String, Arc<BlockShared>)>,
+    blocks: Vec<(String, &'static str, String, Arc<BlockShared>, bool)>,
     queues: Vec<(String, String, usize, Arc<QueueShared>)>,
     direct: Vec<(String, String)>,
     started: Instant,
+    run_control: crate::composition::RunControl,
 }
 
 /// Counters of one block.
@@ -176,6 +179,9 @@ pub struct BlockReport {
     pub finished: bool,
     /// The block's own counters.
     pub counters: Vec<(String, u64)>,
+    /// A source (no input gates): its `packets` and `kernel_drops` make the status line.
+    #[serde(skip)]
+    pub source: bool,
 }
 
 /// Counters of one connection.
@@ -213,6 +219,61 @@ pub struct Report {
 }
 
 impl Report {
+    /// The counter `name` summed over the blocks of type `type_name`.
+    pub fn sum(&self, type_name: &str, name: &str) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| b.type_name == type_name)
+            .map(|b| b.counter(name).unwrap_or(0))
+            .sum()
+    }
+
+    /// One line for operators (`--stats-interval`): packets the sources sent so far, their
+    /// rate, the kernel's drops so far, each shared ring's publishing, and the errors of
+    /// blocks that have any (a collector that refuses, a full disk).
+    pub fn status_line(&self) -> String {
+        let secs = self.elapsed_s.max(1e-9);
+        let sources = self.blocks.iter().filter(|b| b.source);
+        let packets: u64 = sources
+            .clone()
+            .map(|b| b.counter("packets").unwrap_or(0))
+            .sum();
+        let drops: u64 = sources
+            .map(|b| b.counter("kernel_drops").unwrap_or(0))
+            .sum();
+        let mut line = format!(
+            "trawl: {secs:.0}s: {packets} packets ({}/s), {drops} kernel drops",
+            human(packets as f64 / secs)
+        );
+        for b in self.blocks.iter().filter(|b| b.type_name == "ring") {
+            line.push_str(&format!(
+                "; ring {}: {} published, {} not published, producer waited {} times",
+                b.name,
+                b.counter("published").unwrap_or(0),
+                b.counter("not_published").unwrap_or(0),
+                b.counter("producer_waits").unwrap_or(0)
+            ));
+        }
+        // Blocks with trouble so far: errors, and their own counters of losses and failures
+        // (an exporter's `dropped_send` and `send_errors` while its collector refuses).
+        for b in &self.blocks {
+            let mut trouble: Vec<String> = Vec::new();
+            if b.errors > 0 {
+                trouble.push(format!("errors={}", b.errors));
+            }
+            trouble.extend(
+                b.counters
+                    .iter()
+                    .filter(|(k, v)| *v > 0 && (k.starts_with("dropped") || k.ends_with("errors")))
+                    .map(|(k, v)| format!("{k}={v}")),
+            );
+            if !trouble.is_empty() {
+                line.push_str(&format!("; {}: {}", b.name, trouble.join(" ")));
+            }
+        }
+        line
+    }
+
     /// The counters as an aligned text table (blocks, then queues).
     pub fn table(&self) -> String {
         use std::fmt::Write as _;
@@ -296,10 +357,12 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         connections,
         order,
         time_blocks,
+        control: run_control,
     } = plan;
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
+        budget: run_control.count.map(AtomicU64::new),
     });
     let wakers: Vec<Arc<Waker>> = threads
         .iter()
@@ -427,6 +490,7 @@ pub fn start(plan: Plan) -> Result<Running, String> {
                 block.info.type_name,
                 format!("{}[{}]", t.pool, t.index),
                 shared[b].clone(),
+                block.info.is_source(),
             )
         })
         .collect();
@@ -463,10 +527,54 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         queues,
         direct,
         started: Instant::now(),
+        run_control,
     })
 }
 
 impl Running {
+    /// Drives the run to its end as `[runtime]` says: switches to `user` (every block is
+    /// built by now: sockets, rings and files are open), calls `status` with the counters every
+    /// `stats_interval`, and stops the sources when `stop` is set (the first SIGINT/SIGTERM),
+    /// at `duration`, or when the packet budget (`count`) is spent. Returns as
+    /// [`Running::wait`] does; a user that cannot be switched to stops the run and fails it.
+    pub fn supervise(
+        self,
+        stop: &AtomicBool,
+        mut status: impl FnMut(&Report),
+    ) -> Result<Report, (String, Report)> {
+        if let Some(user) = &self.run_control.user {
+            if let Err(e) = trawl_capture::live::drop_privileges(user) {
+                self.stop();
+                let failure = format!("cannot switch to user {user}: {e}");
+                return match self.wait() {
+                    Ok(r) | Err((_, r)) => Err((failure, r)),
+                };
+            }
+        }
+        let deadline = self
+            .run_control
+            .duration_ns
+            .map(|ns| self.started + Duration::from_nanos(ns));
+        let every = self.run_control.stats_interval_ns.map(Duration::from_nanos);
+        let mut next_status = every.map(|d| self.started + d);
+        let mut stopped = false;
+        while !self.is_finished() {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = Instant::now();
+            if !stopped && (stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| now >= d)) {
+                self.stop();
+                stopped = true;
+            }
+            if let (Some(every), Some(at)) = (every, next_status) {
+                if now >= at {
+                    status(&self.report());
+                    next_status = Some(at + every);
+                }
+            }
+        }
+        self.wait()
+    }
+
     /// Asks the sources to stop; everything already produced still flows through and every
     /// block finishes. Returns at once; [`Running::wait`] waits for the end.
     pub fn stop(&self) {
@@ -483,7 +591,8 @@ impl Running {
         let blocks = self
             .blocks
             .iter()
-            .map(|(name, type_name, thread, s)| BlockReport {
+            .map(|(name, type_name, thread, s, source)| BlockReport {
+                source: *source,
                 name: name.clone(),
                 type_name: type_name.to_string(),
                 thread: thread.clone(),
@@ -863,6 +972,22 @@ impl Host for Worker {
     fn name(&self, block: usize) -> &str {
         &self.locals[block].name
     }
+
+    fn take(&mut self, want: u64) -> u64 {
+        let Some(budget) = &self.control.budget else {
+            return want;
+        };
+        let mut granted = 0;
+        let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            granted = left.min(want);
+            Some(left - granted)
+        });
+        if granted < want || budget.load(Ordering::Relaxed) == 0 {
+            // The budget is spent: every source ends at its next poll.
+            self.control.stop.store(true, Ordering::SeqCst);
+        }
+        granted
+    }
 }
 
 /// Puts a message into a queue: wait-free when there is room; when full, waits (policy
@@ -908,6 +1033,19 @@ fn push(
                 }
             }
         }
+    }
+}
+
+/// A rate with a metric suffix: `950`, `12.3k`, `4.56M`.
+fn human(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2}G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
     }
 }
 

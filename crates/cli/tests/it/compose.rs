@@ -91,7 +91,7 @@ fn a_composition_writes_what_trawl_flows_writes_and_reports_every_block() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s = summary(&out);
-    assert_eq!(s["command"], "run (composition)");
+    assert_eq!(s["command"], "run");
     let block = |name: &str| {
         s["blocks"]
             .as_array()
@@ -210,15 +210,42 @@ fn run_flags_that_belong_in_the_composition_are_refused() {
     );
 }
 
+/// `trawl run` speaks compositions only: an old-format configuration is refused by `run` and
+/// `check` with the converter named, and the converter's composition is valid.
 #[test]
-fn check_also_validates_run_configurations() {
-    let out = trawl(&["check", "-c", &testdata("../trawl.example.toml")]);
+fn old_run_configurations_are_refused_and_convert_config_converts_them() {
+    let old = testdata("trawl-run-old-format.toml");
+    for cmd in [
+        &["check", "-c", old.as_str()][..],
+        &["run", "-c", old.as_str()],
+    ] {
+        let out = trawl(cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("old format") && stderr.contains("trawl convert-config"),
+            "{stderr}"
+        );
+    }
+    let out = trawl(&["convert-config", old.as_str()]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("a valid trawl run configuration"));
+    let dir = tempfile::tempdir().unwrap();
+    let comp = dir.path().join("converted.toml");
+    std::fs::write(&comp, &out.stdout).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The example's eth0, with its shared ring (rings are named NAME-IFACE-WORKER).
+    assert!(text.contains("interface = \"eth0\""), "{text}");
+    assert!(text.contains("ring = \"trawl-eth0-0\""), "{text}");
+    let out = trawl(&["check", "-c", comp.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -292,7 +319,8 @@ fn out_of_range_settings_are_refused_with_the_allowed_range() {
         "[capture]\ninterfaces = [\"lo\"]\nblocks = 1\n[flows]\nidle = \"0s\"\n",
     )
     .unwrap();
-    let out = trawl(&["check", "-c", config.to_str().unwrap()]);
+    // Old-format files are read by the converter, which checks them with their keys' names.
+    let out = trawl(&["convert-config", config.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -304,7 +332,7 @@ fn out_of_range_settings_are_refused_with_the_allowed_range() {
         "[capture]\ninterfaces = [\"lo\"]\n[flows]\nidle = \"0s\"\n",
     )
     .unwrap();
-    let out = trawl(&["check", "-c", config.to_str().unwrap()]);
+    let out = trawl(&["convert-config", config.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

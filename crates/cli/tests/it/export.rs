@@ -1162,20 +1162,19 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
     assert_eq!(got, want);
     assert_eq!(domains, vec![ifindex]);
 
-    // trawl run with [[export]] in its configuration: an IPFIX file, read back by collect.
+    // trawl run with [[export]] in its configuration (of the old format, converted): an IPFIX
+    // file, read back by collect.
     let ipfix = dir.join("run.ipfix");
     let flows = dir.join("run.jsonl");
-    let config = dir.join("trawl.toml");
-    std::fs::write(
-        &config,
-        format!(
+    let config = crate::live::converted(
+        &dir,
+        &format!(
             "[capture]\ninterfaces = [\"{}\"]\n[ring]\nenabled = false\n[flows]\noutput = \"{}\"\n[[export]]\nto = \"ipfix:{}\"\n",
             lab.host,
             flows.display(),
             ipfix.display()
         ),
-    )
-    .unwrap();
+    );
     let child = Command::new(bin())
         .args(["run", "-c"])
         .arg(&config)

@@ -344,3 +344,36 @@ fn chains_follow_their_source_across_a_pool_with_several_threads() {
     let indices: Vec<usize> = plan.blocks.iter().map(|b| b.env.index).collect();
     assert_eq!(indices, vec![0, 1, 2, 3]);
 }
+
+/// `[runtime]` run controls are checked like everything else: each problem named.
+#[test]
+fn issue_19_runtime_controls_are_checked() {
+    let text = r#"
+        [runtime]
+        duration = "soon"
+        count = 0
+        stats_interval = "10ms"
+        user = " "
+        [[block]]
+        name = "src"
+        type = "numbers"
+        [[block]]
+        name = "s"
+        type = "sink"
+        [[connection]]
+        from = "src.out"
+        to = "s.in"
+    "#;
+    let e = match trawl_compose::plan(text, "test", &crate::registry(), &crate::cpus()) {
+        Ok(_) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    };
+    for want in [
+        "`duration` = `soon` is not a duration",
+        "`count` must be at least 1",
+        "`stats_interval` must be from 100ms to 1d",
+        "`user` is empty",
+    ] {
+        assert!(e.contains(want), "{want}: {e}");
+    }
+}

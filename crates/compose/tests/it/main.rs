@@ -117,6 +117,11 @@ impl Block for Source {
         let end = self.count.map_or(self.next + self.batch as u64, |c| {
             c.min(self.next + self.batch as u64)
         });
+        // The run's budget (`[runtime] count`), as packet sources take it.
+        let end = self.next + ctx.take(end - self.next);
+        if end == self.next {
+            return Poll::Done;
+        }
         let mut slot = self.pool.take();
         let batch = slot.get_mut();
         batch.0.clear();

@@ -407,3 +407,87 @@ fn pool_threads_are_pinned_to_their_cores() {
         );
     }
 }
+
+/// `[runtime] count` is one budget for every source: two unbounded sources on two threads
+/// send exactly `count` numbers between them, and the run then stops by itself.
+#[test]
+fn issue_19_runtime_count_is_exact_across_sources() {
+    let text = r#"
+        [runtime]
+        count = 100003
+        [[pool]]
+        name = "p"
+        threads = 2
+        [[block]]
+        name = "a"
+        type = "numbers"
+        batch = 64
+        thread = 0
+        [[block]]
+        name = "b"
+        type = "numbers"
+        batch = 100
+        start = 1000000000
+        thread = 1
+        [[block]]
+        name = "budget_sink"
+        type = "sink"
+        [[connection]]
+        from = "a.out"
+        to = "budget_sink.in"
+        [[connection]]
+        from = "b.out"
+        to = "budget_sink.in"
+    "#;
+    let plan = trawl_compose::plan(text, "test", &registry(), &cpus()).expect("valid");
+    assert_eq!(plan.control.count, Some(100_003));
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let report = trawl_compose::start(plan)
+        .expect("starts")
+        .supervise(&stop, |_| {})
+        .map_err(|(e, _)| e)
+        .expect("runs");
+    assert_eq!(seen_by("budget_sink").numbers.len(), 100_003);
+    let sent: u64 = report.blocks[..2].iter().map(|b| b.items_out).sum();
+    assert_eq!(sent, 100_003);
+}
+
+/// `[runtime] duration` stops a run whose sources never end; `stats_interval` calls the
+/// status callback while it runs.
+#[test]
+fn issue_19_runtime_duration_stops_and_stats_interval_reports() {
+    let text = r#"
+        [runtime]
+        duration = "600ms"
+        stats_interval = "100ms"
+        [[block]]
+        name = "src"
+        type = "numbers"
+        [[block]]
+        name = "timed_sink"
+        type = "sink"
+        [[connection]]
+        from = "src.out"
+        to = "timed_sink.in"
+    "#;
+    let plan = trawl_compose::plan(text, "test", &registry(), &cpus()).expect("valid");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    let report = trawl_compose::start(plan)
+        .expect("starts")
+        .supervise(&stop, |r| statuses.push(r.status_line()))
+        .map_err(|(e, _)| e)
+        .expect("runs");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(600) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    assert!(statuses.len() >= 3, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| s.contains(" kernel drops")),
+        "{statuses:?}"
+    );
+    assert!(report.blocks[0].items_out > 0);
+}

@@ -1,0 +1,305 @@
+//! The live part of a plan: `trawl run -i` (and a converted old-format configuration) as a
+//! composition of blocks, the default monitor of `compositions/default.toml` built from flags.
+//!
+//! Per interface and worker an `afpacket_source` (a fanout group per interface when there are
+//! several workers), on the `capture` pool, one thread per worker (pinned with `--cpus`). On the
+//! worker's thread, called directly: its `flow_meter` (when anything consumes flows or series)
+//! and its shared `ring` (`NAME-IFACE-WORKER`, as `trawl listen --ring` names it). On the
+//! `outputs` pool, fed through queues: the flow and series writers, the flow database (one
+//! `flow_store` per interface), the exporters (one `flow_export` per interface, its index the
+//! IPFIX observation domain) and the packet store (`dumper`, lossless).
+use anyhow::{bail, Result};
+use trawl_capture::live::FanoutMode;
+use trawl_compose::{Document, Policy};
+use trawl_flow::decode::TunnelMode;
+
+use crate::args::OutputFormat;
+use crate::config::RunPlan;
+
+/// A block name from an interface name: letters, digits, `_` and `-` only.
+fn ident(iface: &str) -> String {
+    iface
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A duration as compositions write it, in the largest unit that says it exactly.
+fn span(ns: u64) -> String {
+    const S: u64 = 1_000_000_000;
+    if ns > 0 && ns.is_multiple_of(86_400 * S) {
+        format!("{}d", ns / (86_400 * S))
+    } else if ns > 0 && ns.is_multiple_of(3_600 * S) {
+        format!("{}h", ns / (3_600 * S))
+    } else if ns > 0 && ns.is_multiple_of(60 * S) {
+        format!("{}m", ns / (60 * S))
+    } else if ns.is_multiple_of(S) {
+        format!("{}s", ns / 1_000_000_000)
+    } else if ns.is_multiple_of(1_000_000) {
+        format!("{}ms", ns / 1_000_000)
+    } else if ns.is_multiple_of(1_000) {
+        format!("{}us", ns / 1_000)
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+/// A size as compositions write it: `64MiB` when it is a whole number of KiB/MiB/GiB.
+fn size(bytes: u64) -> toml::Value {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes > 0 && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift).into();
+        }
+    }
+    toml::Value::Integer(bytes as i64)
+}
+
+fn format_name(f: OutputFormat) -> &'static str {
+    match f {
+        OutputFormat::Json => "json",
+        OutputFormat::Csv => "csv",
+    }
+}
+
+fn codec_name(c: trawl_store::Codec) -> String {
+    match c {
+        trawl_store::Codec::Lz4 => "lz4".into(),
+        trawl_store::Codec::None => "none".into(),
+        trawl_store::Codec::Zstd(level) => format!("zstd:{level}"),
+    }
+}
+
+/// The fanout group of interface `i`'s workers: unique per interface and unlikely to meet
+/// another process's group (as the capture loop numbered them), never 0.
+fn fanout_group(i: usize) -> i64 {
+    let g = (std::process::id() as u16)
+        .wrapping_mul(64)
+        .wrapping_add(i as u16);
+    i64::from(g.max(1))
+}
+
+/// The monitor `plan` describes, as a composition.
+pub fn monitor(plan: &RunPlan) -> Result<Document> {
+    if plan.feeds {
+        bail!(
+            "the multicast feeds (--flows-feed, --series-feed, [feeds]) have no block yet: \
+             `trawl run` cannot publish them; use `trawl flows -i`/`trawl series -i` with the \
+             feed, or export the records (--export)"
+        );
+    }
+    let live = &plan.live;
+    let workers = live.workers;
+    let total = live.interfaces.len() * workers;
+    let meters = plan.flows.is_some()
+        || plan.series.is_some()
+        || plan.store.is_some()
+        || !plan.export_to.is_empty();
+    let outputs_needed = plan.flows.is_some()
+        || plan.series.is_some()
+        || plan.store.is_some()
+        || !plan.export_to.is_empty()
+        || plan.dump_settings.is_some();
+
+    let mut doc = Document::new();
+    if let Some(count) = live.count {
+        doc.runtime("count", count as i64);
+    }
+    if let Some(ns) = live.duration_ns {
+        doc.runtime("duration", span(ns));
+    }
+    if let Some(ns) = plan.stats_interval_ns {
+        doc.runtime("stats_interval", span(ns));
+    }
+    if let Some(user) = &live.user {
+        doc.runtime("user", user.as_str());
+    }
+    let cores: Vec<usize> = live.cpus.iter().copied().take(total).collect();
+    if cores.is_empty() {
+        doc.pool_of_threads("capture", total);
+    } else {
+        doc.pool_on_cores("capture", &cores);
+    }
+    let capture_threads = if cores.is_empty() { total } else { cores.len() };
+    if outputs_needed {
+        doc.pool_of_threads("outputs", 1);
+    }
+
+    let mut sources = Vec::new();
+    let mut meter_names: Vec<(usize, String)> = Vec::new();
+    for (i, iface) in live.interfaces.iter().enumerate() {
+        for w in 0..workers {
+            let k = sources.len();
+            let thread = k % capture_threads;
+            let name = format!("cap_{}_{w}", ident(iface));
+            let s = &live.socket;
+            let mut b = doc
+                .block(&name, "afpacket_source")
+                .on("capture", Some(thread))
+                .set("interface", iface.as_str())
+                .set("snaplen", i64::from(s.snaplen))
+                .set("block_size", size(s.block_size as u64))
+                .set("blocks", s.block_count as i64)
+                .set("promiscuous", s.promiscuous)
+                .set_some("filter", plan.filter.as_deref())
+                .set_some("dedup", (plan.dedup_ns > 0).then(|| span(plan.dedup_ns)));
+            if s.timestamps == trawl_capture::live::TimestampMode::Software {
+                b = b.set("timestamps", "software");
+            }
+            if workers > 1 {
+                b = b.set("fanout", fanout_group(i)).set(
+                    "fanout_mode",
+                    match live.fanout {
+                        FanoutMode::Symmetric => "symmetric",
+                        FanoutMode::KernelHash => "kernel",
+                    },
+                );
+            }
+            let _ = b;
+            if meters {
+                let meter = format!("meter_{}_{w}", ident(iface));
+                let f = &plan.flow;
+                doc.block(&meter, "flow_meter")
+                    .on("capture", Some(thread))
+                    .set("idle", span(f.idle_timeout_ns))
+                    .set("active", span(f.active_timeout_ns))
+                    .set("tcp_linger", span(f.tcp_linger_ns))
+                    .set("capacity", f.capacity as i64)
+                    .set_some(
+                        "tunnel",
+                        (f.decode.tunnel == TunnelMode::Inner).then_some("inner"),
+                    )
+                    // The flow database needs records cut at its 5-minute blocks; the other
+                    // outputs then get the same cut records (as the capture loop did).
+                    .set_some("interval", plan.store.is_some().then_some("5m"));
+                meter_names.push((i, meter));
+            }
+            if let Some((prefix, ring_size)) = &plan.ring {
+                doc.block(&format!("ring_{}_{w}", ident(iface)), "ring")
+                    .on("capture", Some(thread))
+                    .set("ring", format!("{prefix}-{iface}-{w}"))
+                    .set("capacity", size(*ring_size as u64));
+            }
+            if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
+                // Nothing consumes the packets: a capture that counts them (the summary's
+                // `packets`), as `trawl run` without outputs always did.
+                doc.block(&format!("count_{}_{w}", ident(iface)), "count")
+                    .on("capture", Some(thread));
+            }
+            sources.push((i, w, name));
+        }
+    }
+    if let Some(d) = &plan.dump_settings {
+        let dir = d.dir.as_ref().expect("a store has a directory");
+        doc.block("dump", "dumper")
+            .on("outputs", Some(0))
+            .set("dir", dir.display().to_string())
+            .set_some("segment_size", d.segment_size.as_deref())
+            .set_some("segment_time", d.segment_time.as_deref())
+            .set_some("write_block", d.write_block.as_deref())
+            .set_some("cutoff", d.cutoff.as_deref())
+            .set_some("host_index", d.host_index)
+            .set_some("direct_io", d.direct_io)
+            .set_some("retention_size", d.retention_size.as_deref())
+            .set_some("retention_age", d.retention_age.as_deref());
+    }
+    if let Some((path, format)) = &plan.flows {
+        doc.block("flows_out", "flow_writer")
+            .on("outputs", Some(0))
+            .set("path", path.display().to_string())
+            .set("format", format_name(*format));
+    }
+    if let Some((path, format)) = &plan.series {
+        doc.block("series", "series_merge").on("outputs", Some(0));
+        doc.block("series_out", "series_writer")
+            .on("outputs", Some(0))
+            .set("path", path.display().to_string())
+            .set("format", format_name(*format));
+    }
+    for iface in &live.interfaces {
+        if let Some(st) = &plan.store {
+            let mut b = doc
+                .block(&format!("store_{}", ident(iface)), "flow_store")
+                .on("outputs", Some(0))
+                .set("dir", st.db.display().to_string())
+                .set("iface", iface.as_str())
+                .set("codec", codec_name(st.config.codec))
+                .set_some("keep_days", st.retention.max_age_days.map(i64::from));
+            if let Some(max) = st.retention.max_bytes {
+                b = b.set("max_size", size(max));
+            }
+            let _ = b;
+        }
+        if !plan.export_to.is_empty() {
+            let destinations: Vec<toml::Value> = plan
+                .export_to
+                .iter()
+                .map(|d| toml::Value::from(d.as_str()))
+                .collect();
+            doc.block(&format!("export_{}", ident(iface)), "flow_export")
+                .on("outputs", Some(0))
+                .set("destinations", destinations)
+                .set("interface", iface.as_str())
+                .set("pen", i64::from(plan.export.pen));
+        }
+    }
+
+    for (i, w, source) in &sources {
+        let iface = &live.interfaces[*i];
+        let out = format!("{source}.packets");
+        if meters {
+            doc.connect(
+                &out,
+                &[&format!("meter_{}_{w}.packets", ident(iface))],
+                Policy::Wait,
+            );
+        }
+        if plan.ring.is_some() {
+            doc.connect(
+                &out,
+                &[&format!("ring_{}_{w}.packets", ident(iface))],
+                Policy::Wait,
+            );
+        }
+        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
+            doc.connect(
+                &out,
+                &[&format!("count_{}_{w}.in", ident(iface))],
+                Policy::Wait,
+            );
+        }
+        if plan.dump_settings.is_some() {
+            // The packet store is lossless: a slow disk holds capture back (kernel drops).
+            doc.connect(&out, &["dump.packets"], Policy::Wait);
+        }
+    }
+    for (i, meter) in &meter_names {
+        let iface = ident(&live.interfaces[*i]);
+        let mut to: Vec<String> = Vec::new();
+        if plan.flows.is_some() {
+            to.push("flows_out.flows".into());
+        }
+        if plan.store.is_some() {
+            to.push(format!("store_{iface}.flows"));
+        }
+        if !plan.export_to.is_empty() {
+            to.push(format!("export_{iface}.flows"));
+        }
+        if !to.is_empty() {
+            let to: Vec<&str> = to.iter().map(String::as_str).collect();
+            doc.connect(&format!("{meter}.flows"), &to, Policy::Wait);
+        }
+        if plan.series.is_some() {
+            doc.connect(&format!("{meter}.series"), &["series.series"], Policy::Wait);
+        }
+    }
+    if plan.series.is_some() {
+        doc.connect("series.series", &["series_out.series"], Policy::Wait);
+    }
+    Ok(doc)
+}

@@ -1,0 +1,2 @@
+//! Plans: the compositions the commands build from their flags.
+pub mod live;
