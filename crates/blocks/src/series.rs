@@ -5,7 +5,7 @@ use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool, TimerId};
 use trawl_series::{SeriesFormat, SeriesMerger, SeriesRow, SeriesWriter};
 
 use crate::messages::{SeriesBatch, SERIES};
-use crate::output::{check_header, FileMode, OutputFile};
+use crate::output::{check_header, first_line, FileMode, OutputFile};
 use crate::write::REOPEN_CHECK;
 
 /// Sums the rows of every connected counter per second; a second leaves once every counter is
@@ -133,6 +133,20 @@ pub struct SeriesWriterSettings {
     pub mode: FileMode,
 }
 
+fn series_format(f: TextFormat) -> SeriesFormat {
+    match f {
+        TextFormat::Csv => SeriesFormat::Csv,
+        TextFormat::Json => SeriesFormat::Json,
+    }
+}
+
+/// The header line a writer of this format puts first (empty for JSON lines).
+fn series_header(f: TextFormat) -> Vec<u8> {
+    let mut header = Vec::new();
+    SeriesWriter::new(series_format(f)).write_header(&mut header);
+    header
+}
+
 /// Text formats of the writers.
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -157,16 +171,22 @@ impl Block for SeriesFileWriter {
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = SeriesWriterSettings;
 
+    /// A file of other columns is refused when the composition is checked, before any block
+    /// opens its output (a refused run must leave no new files behind); `build` checks again
+    /// what it opened.
+    fn check(s: &SeriesWriterSettings) -> Result<(), String> {
+        if s.mode != FileMode::Append || s.path == "-" {
+            return Ok(());
+        }
+        let first = first_line(std::path::Path::new(&s.path))
+            .map_err(|e| format!("cannot read {}: {e}", s.path))?;
+        check_header(&s.path, first.as_deref(), &series_header(s.format))
+    }
+
     fn build(s: SeriesWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
-        let format = match s.format {
-            TextFormat::Csv => SeriesFormat::Csv,
-            TextFormat::Json => SeriesFormat::Json,
-        };
         let out = OutputFile::open(&s.path, s.mode)?;
-        let writer = SeriesWriter::new(format);
-        let mut header = Vec::new();
-        writer.write_header(&mut header);
-        check_header(out.path(), out.first_line(), &header)?;
+        let writer = SeriesWriter::new(series_format(s.format));
+        check_header(out.path(), out.first_line(), &series_header(s.format))?;
         Ok(SeriesFileWriter {
             header: out.first_line().is_some(),
             out,
