@@ -70,6 +70,9 @@ pub enum Command {
     Check(crate::compose::CheckArgs),
     /// List the block types compositions can use, with their gates.
     Blocks(crate::compose::BlocksArgs),
+    /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
+    #[command(after_help = crate::voip::VOIP_HELP)]
+    Voip(crate::voip::VoipArgs),
 }
 
 #[derive(Args, Debug)]

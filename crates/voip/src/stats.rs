@@ -241,9 +241,10 @@ impl StreamStats {
     }
 
     /// Sequence continuity for orphan detection: the highest sequence number advanced by at
-    /// most `gap` each time so far and no duplicates.
+    /// most `gap` per distinct packet on average (duplicates, as a mirrored port gives them,
+    /// do not count for it).
     pub fn looks_continuous(&self, gap: i64) -> bool {
-        self.duplicated == 0 && self.expected() <= self.packets as i64 * gap
+        self.expected() <= (self.packets - self.duplicated) as i64 * gap
     }
 }
 

@@ -244,6 +244,13 @@ impl Tracker {
                 continue;
             };
             let done = match c.end_ns {
+                // After a 401/407 challenge the INVITE usually comes again with credentials,
+                // once the user or phone has supplied them (sometimes many seconds later), and
+                // a CANCEL still awaits the INVITE's final response (487, or a failure): such
+                // calls wait as long as an unanswered one would.
+                Some(end) if matches!(c.status, 0 | 401 | 407) => {
+                    now > end + self.cfg.linger_ns.max(self.cfg.call_timeout_ns)
+                }
                 Some(end) => now > end + self.cfg.linger_ns,
                 None => now > c.last_ns + self.cfg.call_timeout_ns,
             };
@@ -280,8 +287,15 @@ impl Tracker {
         };
         call.last_ns = call.last_ns.max(ev.ts_ns);
         match ev.method.as_deref() {
-            Some("INVITE") if ev.cseq != call.invite_cseq && call.answer_ns.is_some() => {
-                call.reinvites += 1
+            Some("INVITE") if ev.cseq > call.invite_cseq => {
+                if call.answer_ns.is_some() {
+                    call.reinvites += 1;
+                } else {
+                    // The INVITE again after a 401/407 challenge: the same call goes on.
+                    call.invite_cseq = ev.cseq;
+                    call.end_ns = None;
+                    call.end_reason = "active_at_end";
+                }
             }
             Some("BYE") if call.end_ns.is_none() => {
                 call.end_ns = Some(ev.ts_ns);
@@ -318,7 +332,12 @@ impl Tracker {
             }
             300..=699 if call.answer_ns.is_none() && ev.cseq == call.invite_cseq => {
                 call.status = ev.code;
-                if call.end_ns.is_none() {
+                if matches!(ev.code, 401 | 407) {
+                    // A challenge: the caller usually sends the INVITE again with credentials;
+                    // the call ends as a failure if it does not (timeout keeps the status).
+                    call.end_ns.get_or_insert(ev.ts_ns);
+                    call.end_reason = "failure";
+                } else if call.end_ns.is_none() {
                     call.end_ns = Some(ev.ts_ns);
                     call.end_reason = "failure";
                 } else if call.end_reason == "cancel" && ev.code != 487 {
