@@ -1,1 +1,94 @@
+//! The call table at scale: bounded under an INVITE flood, and RTP streams found through SDP.
+use std::net::SocketAddr;
 
+use trawl_voip::{sip, Output, SipEvent, Tracker, TrackerConfig};
+
+fn invite(i: u32, with_sdp: bool) -> Vec<u8> {
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 10.0.{}.{}\r\nt=0 0\r\nm=audio {} RTP/AVP 0\r\n",
+        (i >> 8) & 0xff,
+        i & 0xff,
+        10000 + 2 * (i % 20000)
+    );
+    let body = if with_sdp { sdp.as_str() } else { "" };
+    format!(
+        "INVITE sip:bob{i}@b.org SIP/2.0\r\nCall-ID: call-{i}\r\nFrom: <sip:alice{i}@a.org>;tag=a{i}\r\n\
+         To: <sip:bob{i}@b.org>\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn invite_flood_stays_within_max_calls_oldest_evicted_and_counted() {
+    let cfg = TrackerConfig {
+        max_calls: 1000,
+        ..TrackerConfig::default()
+    };
+    let mut t = Tracker::new(cfg).unwrap();
+    let mut out = Output::default();
+    for i in 0..10_000u32 {
+        let bytes = invite(i, false);
+        let m = sip::parse(&bytes).unwrap();
+        let ev = SipEvent::new(
+            1_000_000 * i as u64,
+            addr("10.9.9.9:5060"),
+            addr("10.0.0.2:5060"),
+            false,
+            &m,
+        );
+        t.on_sip(&ev, &mut out);
+        assert!(t.stats().active_calls <= 1000);
+    }
+    let s = t.stats();
+    assert_eq!(
+        (s.calls, s.calls_evicted, s.active_calls),
+        (10_000, 9_000, 1_000)
+    );
+    assert_eq!(out.calls.len(), 9_000);
+    assert!(out.calls.iter().all(|c| c.end_reason == "evicted"));
+    assert_eq!(out.calls[0].call_id, "call-0", "the oldest goes first");
+    t.finish(&mut out);
+    assert_eq!(out.calls.len(), 10_000);
+}
+
+#[test]
+fn rtp_to_an_sdp_endpoint_joins_its_call_and_counts_loss() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let bytes = invite(7, true);
+    let m = sip::parse(&bytes).unwrap();
+    let ev = SipEvent::new(0, addr("10.9.9.9:5060"), addr("10.0.0.2:5060"), false, &m);
+    t.on_sip(&ev, &mut out);
+    let dst = addr("10.0.0.7:10014");
+    // 50 packets of 20 ms, numbers 10 and 11 dropped.
+    for seq in (0u16..50).filter(|s| !(10..12).contains(s)) {
+        let mut pkt = vec![0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42];
+        pkt[2..4].copy_from_slice(&seq.to_be_bytes());
+        pkt[4..8].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
+        pkt.extend_from_slice(&[0xff; 160]);
+        t.on_udp(
+            seq as u64 * 20_000_000,
+            addr("10.5.5.5:20000"),
+            dst,
+            &pkt,
+            &mut out,
+        );
+    }
+    t.finish(&mut out);
+    let s = &out.streams[0];
+    assert_eq!(s.call_id.as_deref(), Some("call-7"));
+    assert_eq!((s.packets, s.expected, s.lost), (48, 50, 2));
+    assert_eq!(s.codec, "PCMU");
+    assert_eq!(s.jitter_max_ms, 0.0);
+    assert_eq!(out.calls[0].streams, 1);
+    assert!(
+        out.calls[0].worst_mos.unwrap() < 4.4,
+        "4% loss lowers the MOS"
+    );
+}
