@@ -98,6 +98,10 @@ pub fn parse_rtcp(mut b: &[u8], out: &mut Rtcp) {
         let count = (b[0] & 0x1f) as usize;
         let pt = b[1];
         let len = 4 * (u16::from_be_bytes([b[2], b[3]]) as usize + 1);
+        // Every packet type has its sender's SSRC: a one-word packet is malformed.
+        if len < 8 {
+            return;
+        }
         let Some(pkt) = b.get(..len) else { return };
         let reporter = be32(pkt, 4);
         let blocks_at = match pt {
@@ -193,5 +197,13 @@ mod tests {
         assert_eq!((b.jitter, b.lsr, b.dlsr), (9, 5, 65536));
         parse_rtcp(&pkt[..40], &mut r);
         assert!(r.reports.is_empty(), "a cut packet yields nothing");
+    }
+
+    #[test]
+    fn truncated_rtcp_of_one_word_yields_nothing() {
+        // Found by the rtp_stream fuzz target: length 0 (one word) in front of more bytes.
+        let mut r = Rtcp::default();
+        parse_rtcp(&[0x81, 201, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0], &mut r);
+        assert!(r.reports.is_empty() && r.sender_reports.is_empty());
     }
 }

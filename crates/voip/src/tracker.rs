@@ -420,10 +420,7 @@ impl Tracker {
                 let ep = SocketAddr::new(addr, port);
                 if let Some(&(old, _)) = self.by_endpoint.get(&ep) {
                     if old != slot {
-                        // The endpoint moved to another call (a port reused): the newer wins.
-                        if let Some(c) = self.calls[old as usize].as_mut() {
-                            c.endpoints.retain(|(e, _)| *e != ep);
-                        }
+                        self.move_endpoint(ep, old);
                     }
                 }
                 self.by_endpoint.insert(ep, (slot, rtcp));
@@ -431,6 +428,24 @@ impl Tracker {
                     if !call.endpoints.contains(&(ep, rtcp)) {
                         call.endpoints.push((ep, rtcp));
                     }
+                }
+            }
+        }
+    }
+
+    /// The endpoint `ep` of call `old` is now another call's (a media port reused, as by
+    /// consecutive calls of one phone): the old call keeps the streams it measured, but their
+    /// later packets start new streams, which join the new call.
+    fn move_endpoint(&mut self, ep: SocketAddr, old: u32) {
+        let Some(c) = self.calls[old as usize].as_mut() else {
+            return;
+        };
+        c.endpoints.retain(|(e, _)| *e != ep);
+        for &st in &c.streams {
+            if let Some(s) = self.streams[st as usize].as_ref() {
+                let key = (s.src, s.dst, s.ssrc);
+                if (s.src == ep || s.dst == ep) && self.by_stream.get(&key) == Some(&st) {
+                    self.by_stream.remove(&key);
                 }
             }
         }
@@ -658,7 +673,10 @@ impl Tracker {
 
     fn free_stream(&mut self, slot: u32) {
         if let Some(s) = self.streams[slot as usize].take() {
-            self.by_stream.remove(&(s.src, s.dst, s.ssrc));
+            let key = (s.src, s.dst, s.ssrc);
+            if self.by_stream.get(&key) == Some(&slot) {
+                self.by_stream.remove(&key);
+            }
             if self.by_ssrc.get(&s.ssrc) == Some(&slot) {
                 self.by_ssrc.remove(&s.ssrc);
             }

@@ -92,3 +92,52 @@ fn rtp_to_an_sdp_endpoint_joins_its_call_and_counts_loss() {
         "4% loss lowers the MOS"
     );
 }
+
+fn rtp(seq: u16) -> Vec<u8> {
+    let mut pkt = vec![0x80, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42];
+    pkt[2..4].copy_from_slice(&seq.to_be_bytes());
+    pkt[4..8].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
+    pkt.extend_from_slice(&[0xd5; 160]);
+    pkt
+}
+
+/// SIPp's uac_pcap plays the same capture, SSRC included, from the same media port in every
+/// call: consecutive calls must still each get their own stream.
+#[test]
+fn consecutive_calls_reusing_media_port_and_ssrc_get_a_stream_each() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let (a, b) = (addr("10.9.9.9:5060"), addr("10.0.0.2:5060"));
+    let (rtp_src, rtp_dst) = (addr("10.9.9.9:6000"), addr("10.0.0.7:10014"));
+    let mut now = 0u64;
+    for call in 0..2u64 {
+        let bytes = invite(7, true);
+        let text = String::from_utf8(bytes)
+            .unwrap()
+            .replace("call-7", &format!("call-7-{call}"));
+        let m = sip::parse(text.as_bytes()).unwrap();
+        t.on_sip(&SipEvent::new(now, a, b, false, &m), &mut out);
+        for seq in 0..100u16 {
+            now += 20_000_000;
+            t.on_udp(now, rtp_src, rtp_dst, &rtp(seq), &mut out);
+        }
+        let bye = format!(
+            "BYE sip:bob7@b.org SIP/2.0\r\nCall-ID: call-7-{call}\r\nFrom: <sip:alice7@a.org>;tag=a7\r\n\
+             To: <sip:bob7@b.org>\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n"
+        );
+        let m = sip::parse(bye.as_bytes()).unwrap();
+        t.on_sip(&SipEvent::new(now, a, b, false, &m), &mut out);
+        now += 100_000_000;
+    }
+    t.finish(&mut out);
+    assert_eq!(out.calls.len(), 2);
+    assert_eq!(out.streams.len(), 2, "{:#?}", out.streams);
+    for (i, s) in out.streams.iter().enumerate() {
+        assert_eq!(s.call_id.as_deref(), Some(format!("call-7-{i}").as_str()));
+        assert_eq!((s.packets, s.lost), (100, 0));
+    }
+    assert!(out
+        .calls
+        .iter()
+        .all(|c| c.streams == 1 && c.end_reason == "bye_caller"));
+}
