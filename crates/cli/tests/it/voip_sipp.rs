@@ -204,9 +204,8 @@ fn voip_sipp_calls_over_a_veth_are_found_with_outcome_duration_and_streams() {
     );
     // SIPp's own count: the last row's cumulative successful and failed calls.
     let stats = std::fs::read_to_string(&stat).unwrap();
-    let mut rows = stats.lines().map(|l| l.split(';').collect::<Vec<_>>());
-    let header = rows.next().unwrap();
-    let last = rows.last().unwrap();
+    let rows: Vec<Vec<&str>> = stats.lines().map(|l| l.split(';').collect()).collect();
+    let (header, last) = (&rows[0], &rows[rows.len() - 1]);
     let col = |name: &str| -> u64 {
         last[header.iter().position(|h| *h == name).unwrap()]
             .parse()
