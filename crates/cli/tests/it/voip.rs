@@ -220,3 +220,24 @@ fn voip_streams_belong_to_their_call_and_set_its_worst_mos() {
         .fold(f64::MAX, f64::min);
     assert_eq!(call["worst_mos"].as_f64().unwrap(), worst);
 }
+
+#[test]
+fn voip_print_composition_is_a_composition_trawl_check_accepts() {
+    let input = testdata("oracle/sip.pcap");
+    let out = trawl(&["voip", "-r", &input, "-o", "outdir", "--print-composition"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for block in ["pcap_source", "\"sip\"", "rtp_calls", "event_writer"] {
+        assert!(text.contains(block), "{block} missing:\n{text}");
+    }
+    assert!(text.contains("outdir/calls.jsonl") && text.contains("outdir/rtp.jsonl"));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("voip.toml");
+    std::fs::write(&file, &text).unwrap();
+    let check = trawl(&["check", "-c", file.to_str().unwrap()]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+}
