@@ -47,6 +47,10 @@ pub struct Message<'a> {
 
 /// True when `b` starts like a SIP message: a response or a request line ending in SIP/2.0.
 pub fn looks_like_sip(b: &[u8]) -> bool {
+    // Every start line begins with a capital letter: RTP (0x80..) is refused at the first byte.
+    if !matches!(b.first(), Some(b'A'..=b'Z')) {
+        return false;
+    }
     if b.starts_with(b"SIP/2.0 ") {
         return true;
     }
@@ -54,7 +58,7 @@ pub fn looks_like_sip(b: &[u8]) -> bool {
     let Some(end) = line.iter().position(|&c| c == b'\r' || c == b'\n') else {
         return false;
     };
-    matches!(line.first(), Some(b'A'..=b'Z')) && line[..end].ends_with(b" SIP/2.0")
+    line[..end].ends_with(b" SIP/2.0")
 }
 
 /// Where the header block ends (just past the empty line), if it is complete.
