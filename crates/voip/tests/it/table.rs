@@ -141,3 +141,55 @@ fn consecutive_calls_reusing_media_port_and_ssrc_get_a_stream_each() {
         .iter()
         .all(|c| c.streams == 1 && c.end_reason == "bye_caller"));
 }
+
+/// RTCP: an SR from the media sender, then the receiver's RR naming it (LSR) 100 ms later with
+/// a DLSR of 40 ms: a 60 ms round trip, and the reported loss and jitter on the sender's stream.
+#[test]
+fn rtcp_sr_and_rr_give_round_trip_loss_and_jitter() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let m = invite(7, true);
+    let m = sip::parse(&m).unwrap();
+    t.on_sip(
+        &SipEvent::new(0, addr("10.9.9.9:5060"), addr("10.0.0.2:5060"), false, &m),
+        &mut out,
+    );
+    let (src, dst) = (addr("10.5.5.5:20000"), addr("10.0.0.7:10014"));
+    for seq in 0..10u16 {
+        t.on_udp(seq as u64 * 20_000_000, src, dst, &rtp(seq), &mut out);
+    }
+    // SR from SSRC 42 (the stream's), NTP 0x0001_2345.6789_0000: LSR 0x2345_6789.
+    #[rustfmt::skip]
+    let sr = [
+        0x80, 200, 0, 6, 0, 0, 0, 42,
+        0x00, 0x01, 0x23, 0x45, 0x67, 0x89, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0x06, 0x40,
+    ];
+    t.on_udp(
+        200_000_000,
+        addr("10.5.5.5:20001"),
+        addr("10.0.0.7:10015"),
+        &sr,
+        &mut out,
+    );
+    // RR from SSRC 7 about 42: fraction 1/256, 2 lost, jitter 80 units, DLSR 40 ms.
+    let dlsr = (40u32 << 16) / 1000;
+    let mut rr = vec![0x81, 201, 0, 7, 0, 0, 0, 7, 0, 0, 0, 42, 1, 0, 0, 2];
+    rr.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 80, 0x23, 0x45, 0x67, 0x89]);
+    rr.extend_from_slice(&dlsr.to_be_bytes());
+    t.on_udp(
+        300_000_000,
+        addr("10.0.0.7:10015"),
+        addr("10.5.5.5:20001"),
+        &rr,
+        &mut out,
+    );
+    t.finish(&mut out);
+    let s = &out.streams[0];
+    assert_eq!(s.rtcp_reports, 1);
+    assert_eq!(s.rtcp_lost, Some(2));
+    assert_eq!(s.rtcp_fraction_lost, Some(1.0 / 256.0));
+    assert_eq!(s.rtcp_jitter_ms, Some(10.0), "80 units at 8 kHz");
+    let rtt = s.rtt_ms.unwrap();
+    assert!((rtt - 60.0).abs() < 0.1, "{rtt}");
+}
