@@ -10,10 +10,11 @@
 #     softflowd's export (independent implementations, run live in the tests).
 #   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
 #     package (installed with pip below), as users of the Parquet files will.
+#   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -15,6 +15,9 @@
 # dictionary), flow_meter (packets built from the bytes, few hosts and ports, times that jump
 # past 2^32 ns or go back, frames past 65535 bytes, through a small table with short timeouts:
 # no panic or overflow, every packet counted in a flow is in exactly one record).
+# sip_message (any bytes as a SIP datagram through the parser, its SDP and a small call table),
+# sdp_body (any bytes as an SDP body), rtp_stream (any bytes cut into RTP/RTCP datagrams at
+# times that jump or go back, through a small call table's stream statistics).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -26,7 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -17,6 +17,7 @@ pub mod ring;
 pub mod series;
 pub mod store;
 mod util;
+pub mod voip;
 pub mod write;
 
 use trawl_compose::Registry;
@@ -39,6 +40,8 @@ pub fn registry() -> Registry {
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
         .register::<export::FlowExport>()
-        .register::<count::Count>();
+        .register::<count::Count>()
+        .register::<voip::SipBlock>()
+        .register::<voip::RtpCalls>();
     r
 }

@@ -74,6 +74,9 @@ pub enum Command {
     /// into the composition that runs the same monitor, on standard output.
     #[command(after_help = EXIT_CODES)]
     ConvertConfig(crate::daemon::ConvertArgs),
+    /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
+    #[command(after_help = crate::voip::VOIP_HELP)]
+    Voip(crate::voip::VoipArgs),
 }
 
 #[derive(Args, Debug)]

@@ -16,6 +16,7 @@ mod query;
 mod run;
 mod subscribe;
 mod summary;
+mod voip;
 
 use std::cell::Cell;
 use std::process::ExitCode;
@@ -220,6 +221,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Detect(a) => detect::run(&a),
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
+        Command::Voip(a) => voip::run(&a),
     }
 }
 

@@ -565,6 +565,8 @@ mod export;
 mod live;
 mod outputs;
 mod store;
+mod voip;
+mod voip_sipp;
 
 /// Issue 27 item 12: every numeric and duration setting of the meter and the capture has one
 /// allowed range, and a value outside it is refused (exit 2) with the range, not accepted

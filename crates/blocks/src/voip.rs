@@ -1,0 +1,476 @@
+//! `sip` and `rtp_calls`: VoIP monitoring (issue 24) as two blocks. `sip` finds SIP messages
+//! in UDP datagrams and TCP streams (also inside GTP-U tunnels) and sends them, parsed, to
+//! `rtp_calls`, which keeps the call table of trawl-voip: dialogs by Call-ID, RTP streams by
+//! media endpoint, orphan streams by heuristic, and writes a record per call and per stream
+//! as events (`calls.jsonl` and `rtp.jsonl` of `trawl voip`).
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use trawl_capture::{LinkType, PacketRecord};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool};
+use trawl_flow::decode::{decode, DecodeConfig, Decoded, ParseOutcome};
+use trawl_voip::{sip, Output, SipEvent, Tracker, TrackerConfig};
+
+use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+
+/// Gates carrying [`SipBatch`].
+pub const SIP: MsgType = MsgType::of::<SipBatch>("sip");
+
+/// The SIP messages found in one packet batch, in packet order (one per batch, even empty).
+#[derive(Default)]
+pub struct SipBatch {
+    /// The messages.
+    pub events: Vec<SipEvent>,
+}
+
+impl Payload for SipBatch {
+    fn items(&self) -> usize {
+        self.events.len()
+    }
+}
+
+/// GTP-U's UDP port (3GPP TS 29.281): mobile networks carry VoLTE's SIP and RTP in it.
+const GTP_U_PORT: u16 = 2152;
+
+/// A packet's transport: endpoints, TCP or UDP, and the payload bytes captured.
+struct Transport<'a> {
+    src: SocketAddr,
+    dst: SocketAddr,
+    tcp: bool,
+    payload: &'a [u8],
+}
+
+/// Decodes a packet down to its UDP or TCP payload, through one GTP-U tunnel.
+fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
+    let cfg = DecodeConfig::default();
+    let (mut data, mut link) = (data, link);
+    for _ in 0..2 {
+        if decode(link, data, &cfg, d) != ParseOutcome::Ok || !matches!(d.proto, 6 | 17) {
+            return None;
+        }
+        let start = (d.payload_offset as usize).min(data.len());
+        let end = (start + d.payload_len as usize).min(data.len());
+        let payload = &data[start..end];
+        if d.proto == 17 && (d.src_port == GTP_U_PORT || d.dst_port == GTP_U_PORT) {
+            if let Some(inner) = gtp_u_payload(payload) {
+                data = inner;
+                link = LinkType::RAW;
+                continue;
+            }
+        }
+        return Some(Transport {
+            src: SocketAddr::new(d.src_addr(), d.src_port),
+            dst: SocketAddr::new(d.dst_addr(), d.dst_port),
+            tcp: d.proto == 6,
+            payload,
+        });
+    }
+    None
+}
+
+/// The T-PDU of a GTPv1-U G-PDU (message type 255), after the optional fields and extension
+/// headers.
+fn gtp_u_payload(b: &[u8]) -> Option<&[u8]> {
+    if b.len() < 8 || b[0] >> 5 != 1 || b[0] & 0x10 == 0 || b[1] != 0xff {
+        return None;
+    }
+    let mut at = 8;
+    if b[0] & 0x07 != 0 {
+        at += 4;
+        let mut next = *b.get(at - 1)?;
+        while next != 0 {
+            let words = *b.get(at)? as usize;
+            if words == 0 {
+                return None;
+            }
+            at += 4 * words;
+            next = *b.get(at - 1)?;
+        }
+    }
+    b.get(at..)
+}
+
+/// Bytes of SIP kept per TCP connection while waiting for the rest of a message.
+const TCP_BUFFER: usize = 64 * 1024;
+
+/// Finds and parses SIP messages.
+pub struct SipBlock {
+    decoded: Decoded,
+    /// Per TCP connection (sender, receiver): bytes of an incomplete message.
+    partial: HashMap<(SocketAddr, SocketAddr), Vec<u8>>,
+    max_connections: usize,
+    pool: Pool<SipBatch>,
+    out: Vec<SipEvent>,
+    messages: Option<Counter>,
+    malformed: Option<Counter>,
+}
+
+/// Settings of `sip`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SipSettings {
+    /// TCP connections with a partial SIP message held at once (default 65536).
+    #[serde(default = "default_connections")]
+    pub max_tcp_connections: usize,
+}
+
+fn default_connections() -> usize {
+    65536
+}
+
+const PACKETS_IN: GateDef = GateDef {
+    name: "packets",
+    ty: PACKETS,
+    required: true,
+    doc: "packets to look for SIP in",
+};
+
+impl Block for SipBlock {
+    const TYPE: &'static str = "sip";
+    const SUMMARY: &'static str =
+        "finds SIP messages in UDP datagrams and TCP streams (and in GTP-U) and parses them with their SDP";
+    const INPUTS: &'static [GateDef] = &[PACKETS_IN];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "sip",
+        ty: SIP,
+        required: true,
+        doc: "SIP messages with their SDP media, for rtp_calls",
+    }];
+    type Settings = SipSettings;
+
+    fn build(s: SipSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(SipBlock {
+            decoded: Decoded::default(),
+            partial: HashMap::new(),
+            max_connections: s.max_tcp_connections,
+            pool: Pool::new(SipBatch::default),
+            out: Vec::new(),
+            messages: None,
+            malformed: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.messages = Some(ctx.counter("messages"));
+        self.malformed = Some(ctx.counter("malformed"));
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for pkt in packets.batch().iter() {
+            self.packet(&pkt);
+        }
+        // A batch for every packet batch, empty or not: `rtp_calls` pairs them up to apply
+        // each SIP message before the packets that follow it.
+        if let Some(c) = &self.messages {
+            c.add(self.out.len() as u64);
+        }
+        let mut slot = self.pool.take();
+        let batch = slot.get_mut();
+        batch.events.clear();
+        batch.events.append(&mut self.out);
+        ctx.emit(0, slot.into_msg());
+    }
+}
+
+impl SipBlock {
+    fn packet(&mut self, pkt: &PacketRecord<'_>) {
+        let Some(t) = transport(pkt.link_type, pkt.data, &mut self.decoded) else {
+            return;
+        };
+        if !t.tcp {
+            if sip::looks_like_sip(t.payload) {
+                match sip::parse(t.payload) {
+                    Ok(m) => self
+                        .out
+                        .push(SipEvent::new(pkt.ts_ns, t.src, t.dst, false, &m)),
+                    Err(_) => self.count_malformed(),
+                }
+            }
+            return;
+        }
+        self.tcp_segment(pkt.ts_ns, &t);
+    }
+
+    fn count_malformed(&self) {
+        if let Some(c) = &self.malformed {
+            c.add(1);
+        }
+    }
+
+    /// SIP over TCP: messages may span segments (segments are taken in capture order).
+    fn tcp_segment(&mut self, ts_ns: u64, t: &Transport<'_>) {
+        let key = (t.src, t.dst);
+        let mut buf = match self.partial.remove(&key) {
+            Some(mut b) => {
+                b.extend_from_slice(t.payload);
+                b
+            }
+            None if sip::looks_like_sip(t.payload) => t.payload.to_vec(),
+            None => return,
+        };
+        let mut at = 0;
+        while at < buf.len() {
+            // Keep-alive CRLFs between messages (RFC 5626 §3.5.1).
+            if matches!(buf[at], b'\r' | b'\n') {
+                at += 1;
+                continue;
+            }
+            match sip::parse(&buf[at..]) {
+                Ok(m) => {
+                    self.out.push(SipEvent::new(ts_ns, t.src, t.dst, true, &m));
+                    at += m.len.max(1);
+                }
+                Err(trawl_voip::Error::Incomplete) => break,
+                Err(_) => {
+                    self.count_malformed();
+                    at = buf.len();
+                }
+            }
+        }
+        buf.drain(..at);
+        if !buf.is_empty() && buf.len() <= TCP_BUFFER && self.partial.len() < self.max_connections {
+            self.partial.insert(key, buf);
+        }
+    }
+}
+
+/// The call table: SIP from `sip`, RTP and RTCP from the packets.
+pub struct RtpCalls {
+    tracker: Tracker,
+    /// Packet batches and SIP batches not yet paired (one SIP batch per packet batch).
+    packets: VecDeque<Msg>,
+    sips: VecDeque<Msg>,
+    decoded: Decoded,
+    out: Output,
+    pool: Pool<Events>,
+    counters: Vec<Counter>,
+}
+
+/// Settings of `rtp_calls` (docs/blocks.md; defaults as `trawl voip`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RtpCallsSettings {
+    /// Calls held at once; beyond it the oldest is evicted (default 1Mi).
+    pub max_calls: Option<usize>,
+    /// Streams held at once (default 4Mi).
+    pub max_streams: Option<usize>,
+    /// A call without SIP or RTP this long times out (default 300s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub call_timeout: Option<u64>,
+    /// Time after BYE, CANCEL or a failure for the last packets (default 2s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub linger: Option<u64>,
+    /// An orphan stream idle this long is written (default 60s).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub stream_timeout: Option<u64>,
+    /// Measure RTP streams without signalling, found by heuristic (default true).
+    pub orphans: Option<bool>,
+    /// Packets in sequence before such a stream counts (default 4).
+    pub orphan_packets: Option<u64>,
+}
+
+impl RtpCallsSettings {
+    /// The table's configuration.
+    pub fn config(&self) -> TrackerConfig {
+        let d = TrackerConfig::default();
+        TrackerConfig {
+            max_calls: self.max_calls.unwrap_or(d.max_calls),
+            max_streams: self.max_streams.unwrap_or(d.max_streams),
+            call_timeout_ns: self.call_timeout.unwrap_or(d.call_timeout_ns),
+            linger_ns: self.linger.unwrap_or(d.linger_ns),
+            stream_timeout_ns: self.stream_timeout.unwrap_or(d.stream_timeout_ns),
+            orphans: self.orphans.unwrap_or(d.orphans),
+            orphan_packets: self.orphan_packets.unwrap_or(d.orphan_packets),
+            ..d
+        }
+    }
+}
+
+/// The counters `rtp_calls` shows, in the order of [`RtpCalls::update_counters`].
+const COUNTERS: [&str; 8] = [
+    "calls",
+    "calls_evicted",
+    "active_calls",
+    "active_streams",
+    "rtp_packets",
+    "rtcp_packets",
+    "streams_refused",
+    "sip_outside_calls",
+];
+
+impl Block for RtpCalls {
+    const TYPE: &'static str = "rtp_calls";
+    const SUMMARY: &'static str =
+        "SIP calls and their RTP streams (loss, jitter, MOS): a record per call and per stream";
+    const INPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "sip",
+            ty: SIP,
+            required: true,
+            doc: "SIP messages from a `sip` block",
+        },
+        PACKETS_IN,
+    ];
+    const OUTPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "calls",
+            ty: EVENTS,
+            required: false,
+            doc: "a record per call when it ends (calls.jsonl)",
+        },
+        GateDef {
+            name: "streams",
+            ty: EVENTS,
+            required: false,
+            doc: "a record per RTP stream, with its call's end or when an orphan goes idle (rtp.jsonl)",
+        },
+    ];
+    type Settings = RtpCallsSettings;
+
+    fn check(s: &RtpCallsSettings) -> Result<(), String> {
+        s.config().check().map_err(|e| e.to_string())
+    }
+
+    fn build(s: RtpCallsSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(RtpCalls {
+            tracker: Tracker::new(s.config()).map_err(|e| e.to_string())?,
+            packets: VecDeque::new(),
+            sips: VecDeque::new(),
+            decoded: Decoded::default(),
+            out: Output::default(),
+            pool: Pool::new(Events::default),
+            counters: Vec::new(),
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = COUNTERS.iter().map(|n| ctx.counter(n)).collect();
+        Ok(())
+    }
+
+    fn receive(&mut self, input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        match input {
+            0 => self.sips.push_back(msg.clone()),
+            _ => self.packets.push_back(msg.clone()),
+        }
+        while !self.packets.is_empty() && !self.sips.is_empty() {
+            let (p, s) = (self.packets.pop_front(), self.sips.pop_front());
+            self.pair(p.as_ref(), s.as_ref());
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        // Whatever is left unpaired (an input ended early) is taken as it is.
+        while !self.packets.is_empty() || !self.sips.is_empty() {
+            let (p, s) = (self.packets.pop_front(), self.sips.pop_front());
+            self.pair(p.as_ref(), s.as_ref());
+        }
+        self.tracker.finish(&mut self.out);
+        self.send(ctx);
+    }
+}
+
+impl RtpCalls {
+    /// A packet batch with the SIP found in it: each SIP message is applied before the first
+    /// packet later than it, so an SDP answer precedes the RTP it announces.
+    fn pair(&mut self, packets: Option<&Msg>, sip: Option<&Msg>) {
+        let events = sip
+            .and_then(|m| m.get::<SipBatch>())
+            .map_or(&[][..], |b| &b.events[..]);
+        let mut next = 0;
+        if let Some(packets) = packets.and_then(|m| m.get::<PacketBatch>()) {
+            for pkt in packets.batch().iter() {
+                while next < events.len() && events[next].ts_ns <= pkt.ts_ns {
+                    self.tracker.on_sip(&events[next], &mut self.out);
+                    next += 1;
+                }
+                let Some(t) = transport(pkt.link_type, pkt.data, &mut self.decoded) else {
+                    continue;
+                };
+                if !t.tcp && !sip::looks_like_sip(t.payload) {
+                    self.tracker
+                        .on_udp(pkt.ts_ns, t.src, t.dst, t.payload, &mut self.out);
+                } else {
+                    self.tracker.advance(pkt.ts_ns, &mut self.out);
+                }
+            }
+        }
+        for e in &events[next..] {
+            self.tracker.on_sip(e, &mut self.out);
+        }
+    }
+
+    fn update_counters(&self) {
+        let s = self.tracker.stats();
+        let values = [
+            s.calls,
+            s.calls_evicted,
+            s.active_calls,
+            s.active_streams,
+            s.rtp_packets,
+            s.rtcp_packets,
+            s.streams_refused,
+            s.sip_outside_calls,
+        ];
+        for (c, v) in self.counters.iter().zip(values) {
+            c.set(v);
+        }
+    }
+
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        self.update_counters();
+        if !self.out.calls.is_empty() {
+            let events = self.out.calls.drain(..).map(|c| Event {
+                ts_ns: c.end_ns,
+                json: serde_json::to_value(&c).unwrap_or_default(),
+            });
+            let msg = Self::batch(&mut self.pool, events);
+            ctx.emit(0, msg);
+        }
+        if !self.out.streams.is_empty() {
+            let events = self.out.streams.drain(..).map(|s| Event {
+                ts_ns: s.last_ns,
+                json: serde_json::to_value(&s).unwrap_or_default(),
+            });
+            let msg = Self::batch(&mut self.pool, events);
+            ctx.emit(1, msg);
+        }
+    }
+
+    fn batch(pool: &mut Pool<Events>, events: impl Iterator<Item = Event>) -> Msg {
+        let mut slot = pool.take();
+        let out = slot.get_mut();
+        out.events.clear();
+        out.events.extend(events);
+        slot.into_msg()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gtp_u_payload_skips_the_optional_fields_and_extensions() {
+        #[rustfmt::skip]
+        let pdu = [
+            0x34, 0xff, 0, 12, 0, 0, 0, 1, // v1, PT, E flag, G-PDU, length, TEID
+            0, 0, 0, 0x85,                 // sequence, N-PDU, next: PDU session container
+            1, 0x10, 0x05, 0,              // one word, no next
+            0x45, 0x00,                    // inner IPv4
+        ];
+        assert_eq!(gtp_u_payload(&pdu), Some(&[0x45, 0x00][..]));
+        assert_eq!(gtp_u_payload(&pdu[..13]), None);
+        assert_eq!(
+            gtp_u_payload(&[0x30, 0x01, 0, 0, 0, 0, 0, 0]),
+            None,
+            "echo request"
+        );
+    }
+}

@@ -1,0 +1,781 @@
+//! [`Tracker`]: the call table. Calls live in a slab indexed twice, by `Call-ID` (for SIP) and
+//! by media endpoint (the address and port SDP said RTP and RTCP go to), and RTP streams in a
+//! second slab indexed by (source, destination, SSRC). Streams whose endpoints no SDP named are
+//! kept as candidates and become orphan streams once their sequence numbers look like RTP.
+//! Everything runs on packet time; both tables are bounded (oldest call evicted, counted).
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use crate::codec::{self, Codec};
+use crate::event::SipEvent;
+use crate::hash::FxMap;
+use crate::record::{CallRecord, StreamRecord};
+use crate::rtp::{self, Rtcp, RtpHeader};
+use crate::sip::name_addr;
+use crate::stats::StreamStats;
+use crate::Error;
+
+const SECOND: u64 = 1_000_000_000;
+
+/// Settings of the call table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TrackerConfig {
+    /// Calls held at once; a new call beyond it evicts the oldest (written as `evicted`).
+    pub max_calls: usize,
+    /// Streams held at once (call streams, orphans and candidates); beyond it new candidates
+    /// are not tracked and new call streams evict nothing (both counted).
+    pub max_streams: usize,
+    /// A call with no SIP and no RTP for this long ends as `timeout`.
+    pub call_timeout_ns: u64,
+    /// After BYE, CANCEL or a failure, the call waits this long for the last packets.
+    pub linger_ns: u64,
+    /// An orphan stream idle this long is written; a candidate is forgotten.
+    pub stream_timeout_ns: u64,
+    /// Packets in sequence (each within `max_seq_gap` of the last) before a stream without
+    /// signalling counts as an orphan RTP stream.
+    pub orphan_packets: u64,
+    /// Largest sequence step a candidate may take per packet.
+    pub max_seq_gap: i64,
+    /// Measure streams without signalling at all.
+    pub orphans: bool,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        TrackerConfig {
+            max_calls: 1 << 20,
+            max_streams: 1 << 22,
+            call_timeout_ns: 300 * SECOND,
+            linger_ns: 2 * SECOND,
+            stream_timeout_ns: 60 * SECOND,
+            orphan_packets: 4,
+            max_seq_gap: 10,
+            orphans: true,
+        }
+    }
+}
+
+impl TrackerConfig {
+    /// Checks the bounds.
+    pub fn check(&self) -> Result<(), Error> {
+        if self.max_calls == 0 || self.max_calls > 1 << 26 {
+            return Err(Error::Setting("max_calls"));
+        }
+        if self.max_streams == 0 || self.max_streams > 1 << 28 {
+            return Err(Error::Setting("max_streams"));
+        }
+        if self.orphan_packets == 0 {
+            return Err(Error::Setting("orphan_packets"));
+        }
+        if self.max_seq_gap < 1 {
+            return Err(Error::Setting("max_seq_gap"));
+        }
+        Ok(())
+    }
+}
+
+/// Counters of the table (what a block shows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrackerStats {
+    /// SIP messages seen.
+    pub sip_messages: u64,
+    /// SIP messages of no call (REGISTER, OPTIONS, unknown Call-IDs...).
+    pub sip_outside_calls: u64,
+    /// SDP bodies that could not be read.
+    pub bad_sdp: u64,
+    /// Calls started (first INVITE of a Call-ID).
+    pub calls: u64,
+    /// Calls evicted because the table was full.
+    pub calls_evicted: u64,
+    /// RTP packets counted in streams.
+    pub rtp_packets: u64,
+    /// RTCP packets read.
+    pub rtcp_packets: u64,
+    /// Streams not tracked because the stream table was full.
+    pub streams_refused: u64,
+    /// Calls and streams currently held.
+    pub active_calls: u64,
+    /// Streams currently held (candidates included).
+    pub active_streams: u64,
+}
+
+/// What ended: written by the caller (block, CLI).
+#[derive(Debug, Default)]
+pub struct Output {
+    /// Finished calls.
+    pub calls: Vec<CallRecord>,
+    /// Finished streams (of those calls, and orphans).
+    pub streams: Vec<StreamRecord>,
+}
+
+#[derive(Debug)]
+struct Call {
+    id: Box<str>,
+    generation: u64,
+    from: String,
+    to: String,
+    from_tag: String,
+    caller: SocketAddr,
+    callee: SocketAddr,
+    caller_agent: String,
+    callee_agent: String,
+    tcp: bool,
+    invite_cseq: u32,
+    invite_ns: u64,
+    ringing_ns: Option<u64>,
+    answer_ns: Option<u64>,
+    end_ns: Option<u64>,
+    end_reason: &'static str,
+    status: u16,
+    reinvites: u32,
+    last_ns: u64,
+    /// Media endpoints SDP named, each with its payload type map.
+    endpoints: Vec<(SocketAddr, bool)>,
+    rtpmap: Vec<(u8, Codec)>,
+    streams: Vec<u32>,
+}
+
+#[derive(Debug)]
+struct Stream {
+    src: SocketAddr,
+    dst: SocketAddr,
+    ssrc: u32,
+    call: Option<u32>,
+    confirmed: bool,
+    stats: StreamStats,
+    /// Cached clock rate of `last_pt`.
+    last_pt: u8,
+    last_rate: u32,
+    rtcp_reports: u32,
+    rtcp_lost: Option<i32>,
+    rtcp_fraction: Option<u8>,
+    rtcp_jitter: Option<u32>,
+    rtt_ms: Option<f64>,
+    /// Last SR this source sent: (NTP middle 32 bits, capture time).
+    last_sr: Option<(u32, u64)>,
+}
+
+type StreamKey = (SocketAddr, SocketAddr, u32);
+
+/// The call table.
+pub struct Tracker {
+    cfg: TrackerConfig,
+    calls: Vec<Option<Call>>,
+    free_calls: Vec<u32>,
+    by_call_id: FxMap<Box<str>, u32>,
+    /// Endpoint -> (call, is RTCP).
+    by_endpoint: FxMap<SocketAddr, (u32, bool)>,
+    /// Calls in creation order, for eviction: (slot, generation).
+    order: VecDeque<(u32, u64)>,
+    generation: u64,
+    streams: Vec<Option<Stream>>,
+    free_streams: Vec<u32>,
+    by_stream: FxMap<StreamKey, u32>,
+    by_ssrc: FxMap<u32, u32>,
+    clock_ns: u64,
+    next_sweep_ns: u64,
+    stats: TrackerStats,
+    rtcp: Rtcp,
+}
+
+impl Tracker {
+    /// An empty table. The slabs grow as calls come, up to the configured sizes.
+    pub fn new(cfg: TrackerConfig) -> Result<Tracker, Error> {
+        cfg.check()?;
+        Ok(Tracker {
+            cfg,
+            calls: Vec::new(),
+            free_calls: Vec::new(),
+            by_call_id: FxMap::default(),
+            by_endpoint: FxMap::default(),
+            order: VecDeque::new(),
+            generation: 0,
+            streams: Vec::new(),
+            free_streams: Vec::new(),
+            by_stream: FxMap::default(),
+            by_ssrc: FxMap::default(),
+            clock_ns: 0,
+            next_sweep_ns: 0,
+            stats: TrackerStats::default(),
+            rtcp: Rtcp::default(),
+        })
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> TrackerStats {
+        TrackerStats {
+            active_calls: self.by_call_id.len() as u64,
+            active_streams: self.by_stream.len() as u64,
+            ..self.stats
+        }
+    }
+
+    /// The Call-IDs of the calls in progress (the API's active calls).
+    pub fn active_calls(&self) -> impl Iterator<Item = &str> {
+        self.by_call_id.keys().map(|k| &**k)
+    }
+
+    /// Moves packet time on; ends calls and streams whose time is up.
+    pub fn advance(&mut self, now_ns: u64, out: &mut Output) {
+        self.clock_ns = self.clock_ns.max(now_ns);
+        if self.clock_ns < self.next_sweep_ns {
+            return;
+        }
+        self.next_sweep_ns = self.clock_ns + SECOND;
+        self.sweep(out);
+    }
+
+    /// Writes everything still held (end of input).
+    pub fn finish(&mut self, out: &mut Output) {
+        for slot in 0..self.calls.len() as u32 {
+            if self.calls[slot as usize].is_some() {
+                self.close_call(slot, None, out);
+            }
+        }
+        for slot in 0..self.streams.len() as u32 {
+            self.close_stream(slot, out);
+        }
+    }
+
+    fn sweep(&mut self, out: &mut Output) {
+        let now = self.clock_ns;
+        for slot in 0..self.calls.len() as u32 {
+            let Some(c) = &self.calls[slot as usize] else {
+                continue;
+            };
+            let done = match c.end_ns {
+                // After a 401/407 challenge the INVITE usually comes again with credentials,
+                // once the user or phone has supplied them (sometimes many seconds later), and
+                // a CANCEL still awaits the INVITE's final response (487, or a failure): such
+                // calls wait as long as an unanswered one would.
+                Some(end) if matches!(c.status, 0 | 401 | 407) => {
+                    now > end + self.cfg.linger_ns.max(self.cfg.call_timeout_ns)
+                }
+                Some(end) => now > end + self.cfg.linger_ns,
+                None => now > c.last_ns + self.cfg.call_timeout_ns,
+            };
+            if done {
+                let reason = c.end_ns.is_none().then_some("timeout");
+                self.close_call(slot, reason, out);
+            }
+        }
+        for slot in 0..self.streams.len() as u32 {
+            let Some(s) = &self.streams[slot as usize] else {
+                continue;
+            };
+            if s.call.is_none() && now > s.stats.last_ns + self.cfg.stream_timeout_ns {
+                self.close_stream(slot, out);
+            }
+        }
+    }
+
+    /// Takes one SIP message into its dialog.
+    pub fn on_sip(&mut self, ev: &SipEvent, out: &mut Output) {
+        self.stats.sip_messages += 1;
+        self.stats.bad_sdp += ev.bad_sdp as u64;
+        self.advance(ev.ts_ns, out);
+        let slot = match self.by_call_id.get(ev.call_id.as_str()) {
+            Some(&slot) => slot,
+            None if ev.is("INVITE") => self.new_call(ev, out),
+            None => {
+                self.stats.sip_outside_calls += 1;
+                return;
+            }
+        };
+        let Some(call) = self.calls[slot as usize].as_mut() else {
+            return;
+        };
+        call.last_ns = call.last_ns.max(ev.ts_ns);
+        match ev.method.as_deref() {
+            Some("INVITE") if ev.cseq > call.invite_cseq => {
+                if call.answer_ns.is_some() {
+                    call.reinvites += 1;
+                } else {
+                    // The INVITE again after a 401/407 challenge: the same call goes on.
+                    call.invite_cseq = ev.cseq;
+                    call.end_ns = None;
+                    call.end_reason = "active_at_end";
+                }
+            }
+            Some("BYE") if call.end_ns.is_none() => {
+                call.end_ns = Some(ev.ts_ns);
+                let by_caller = name_addr(&ev.from).tag == call.from_tag
+                    && !call.from_tag.is_empty()
+                    || (call.from_tag.is_empty() && ev.src == call.caller);
+                call.end_reason = if by_caller {
+                    "bye_caller"
+                } else {
+                    "bye_callee"
+                };
+            }
+            Some("CANCEL") if call.end_ns.is_none() && call.answer_ns.is_none() => {
+                call.end_ns = Some(ev.ts_ns);
+                call.end_reason = "cancel";
+            }
+            None if ev.cseq_method == "INVITE" => Self::invite_response(call, ev),
+            _ => {}
+        }
+        if !ev.media.is_empty() {
+            self.add_media(slot, ev);
+        }
+    }
+
+    fn invite_response(call: &mut Call, ev: &SipEvent) {
+        if call.callee_agent.is_empty() && ev.src != call.caller {
+            call.callee_agent.clone_from(&ev.user_agent);
+        }
+        match ev.code {
+            180 | 183 if call.ringing_ns.is_none() => call.ringing_ns = Some(ev.ts_ns),
+            200..=299 if call.answer_ns.is_none() && ev.cseq == call.invite_cseq => {
+                call.answer_ns = Some(ev.ts_ns);
+                call.status = ev.code;
+            }
+            300..=699 if call.answer_ns.is_none() && ev.cseq == call.invite_cseq => {
+                call.status = ev.code;
+                if matches!(ev.code, 401 | 407) {
+                    // A challenge: the caller usually sends the INVITE again with credentials;
+                    // the call ends as a failure if it does not (timeout keeps the status).
+                    call.end_ns.get_or_insert(ev.ts_ns);
+                    call.end_reason = "failure";
+                } else if call.end_ns.is_none() {
+                    call.end_ns = Some(ev.ts_ns);
+                    call.end_reason = "failure";
+                } else if call.end_reason == "cancel" && ev.code != 487 {
+                    call.end_reason = "failure";
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn new_call(&mut self, ev: &SipEvent, out: &mut Output) -> u32 {
+        while self.by_call_id.len() >= self.cfg.max_calls {
+            let Some((slot, generation)) = self.order.pop_front() else {
+                break;
+            };
+            let live = matches!(&self.calls[slot as usize], Some(c) if c.generation == generation);
+            if live {
+                self.stats.calls_evicted += 1;
+                self.close_call(slot, Some("evicted"), out);
+            }
+        }
+        self.stats.calls += 1;
+        self.generation += 1;
+        let from = name_addr(&ev.from);
+        let call = Call {
+            id: ev.call_id.as_str().into(),
+            generation: self.generation,
+            from: ev.from.clone(),
+            to: ev.to.clone(),
+            from_tag: from.tag.to_string(),
+            caller: ev.src,
+            callee: ev.dst,
+            caller_agent: ev.user_agent.clone(),
+            callee_agent: String::new(),
+            tcp: ev.tcp,
+            invite_cseq: ev.cseq,
+            invite_ns: ev.ts_ns,
+            ringing_ns: None,
+            answer_ns: None,
+            end_ns: None,
+            end_reason: "active_at_end",
+            status: 0,
+            reinvites: 0,
+            last_ns: ev.ts_ns,
+            endpoints: Vec::new(),
+            rtpmap: Vec::new(),
+            streams: Vec::new(),
+        };
+        let slot = match self.free_calls.pop() {
+            Some(s) => {
+                self.calls[s as usize] = Some(call);
+                s
+            }
+            None => {
+                self.calls.push(Some(call));
+                self.calls.len() as u32 - 1
+            }
+        };
+        self.by_call_id.insert(ev.call_id.as_str().into(), slot);
+        self.order.push_back((slot, self.generation));
+        slot
+    }
+
+    /// Registers the RTP and RTCP endpoints of an offer or answer.
+    fn add_media(&mut self, slot: u32, ev: &SipEvent) {
+        for m in &ev.media {
+            let Some(addr) = m.addr else { continue };
+            if m.port == 0 || !m.proto.to_ascii_uppercase().starts_with("RTP/") {
+                continue;
+            }
+            let Some(call) = self.calls[slot as usize].as_mut() else {
+                return;
+            };
+            for (pt, codec) in &m.rtpmap {
+                if !call.rtpmap.iter().any(|(p, _)| p == pt) {
+                    call.rtpmap.push((*pt, codec.clone()));
+                }
+            }
+            for (port, rtcp) in [(m.port, false), (m.rtcp_port, true)] {
+                let ep = SocketAddr::new(addr, port);
+                if let Some(&(old, _)) = self.by_endpoint.get(&ep) {
+                    if old != slot {
+                        self.move_endpoint(ep, old);
+                    }
+                }
+                self.by_endpoint.insert(ep, (slot, rtcp));
+                if let Some(call) = self.calls[slot as usize].as_mut() {
+                    if !call.endpoints.contains(&(ep, rtcp)) {
+                        call.endpoints.push((ep, rtcp));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The endpoint `ep` of call `old` is now another call's (a media port reused, as by
+    /// consecutive calls of one phone): the old call keeps the streams it measured, but their
+    /// later packets start new streams, which join the new call.
+    fn move_endpoint(&mut self, ep: SocketAddr, old: u32) {
+        let Some(c) = self.calls[old as usize].as_mut() else {
+            return;
+        };
+        c.endpoints.retain(|(e, _)| *e != ep);
+        for &st in &c.streams {
+            if let Some(s) = self.streams[st as usize].as_ref() {
+                let key = (s.src, s.dst, s.ssrc);
+                if (s.src == ep || s.dst == ep) && self.by_stream.get(&key) == Some(&st) {
+                    self.by_stream.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Takes one UDP datagram that is not SIP: RTP or RTCP of a call, an orphan stream
+    /// candidate, or nothing.
+    pub fn on_udp(
+        &mut self,
+        ts_ns: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+        out: &mut Output,
+    ) {
+        self.advance(ts_ns, out);
+        if rtp::is_rtcp(payload) {
+            self.on_rtcp(ts_ns, src, dst, payload);
+            return;
+        }
+        let Some(h) = rtp::parse_rtp(payload) else {
+            return;
+        };
+        let key = (src, dst, h.ssrc);
+        let slot = match self.by_stream.get(&key) {
+            Some(&s) => s,
+            None => match self.new_stream(key) {
+                Some(s) => s,
+                None => return,
+            },
+        };
+        self.stream_packet(slot, ts_ns, &h, payload.len());
+    }
+
+    fn endpoint_call(&self, src: SocketAddr, dst: SocketAddr) -> Option<u32> {
+        [dst, src]
+            .iter()
+            .find_map(|ep| self.by_endpoint.get(ep).filter(|(_, rtcp)| !rtcp))
+            .map(|&(c, _)| c)
+    }
+
+    fn new_stream(&mut self, key: StreamKey) -> Option<u32> {
+        let call = self.endpoint_call(key.0, key.1);
+        if call.is_none() && !self.orphan_candidate(key.0, key.1) {
+            return None;
+        }
+        if self.by_stream.len() >= self.cfg.max_streams {
+            self.stats.streams_refused += 1;
+            return None;
+        }
+        let stream = Stream {
+            src: key.0,
+            dst: key.1,
+            ssrc: key.2,
+            call: None,
+            confirmed: false,
+            stats: StreamStats::default(),
+            last_pt: 255,
+            last_rate: 0,
+            rtcp_reports: 0,
+            rtcp_lost: None,
+            rtcp_fraction: None,
+            rtcp_jitter: None,
+            rtt_ms: None,
+            last_sr: None,
+        };
+        let slot = match self.free_streams.pop() {
+            Some(s) => {
+                self.streams[s as usize] = Some(stream);
+                s
+            }
+            None => {
+                self.streams.push(Some(stream));
+                self.streams.len() as u32 - 1
+            }
+        };
+        self.by_stream.insert(key, slot);
+        self.by_ssrc.insert(key.2, slot);
+        if let Some(c) = call {
+            self.attach(slot, c);
+        }
+        Some(slot)
+    }
+
+    /// Ports a stream without signalling may use: unprivileged, not SIP's.
+    fn orphan_candidate(&self, src: SocketAddr, dst: SocketAddr) -> bool {
+        let ok = |p: u16| p >= 1024 && p != 5060 && p != 5061;
+        self.cfg.orphans && ok(src.port()) && ok(dst.port())
+    }
+
+    fn attach(&mut self, stream: u32, call: u32) {
+        if let (Some(s), Some(c)) = (
+            self.streams[stream as usize].as_mut(),
+            self.calls[call as usize].as_mut(),
+        ) {
+            s.call = Some(call);
+            s.confirmed = true;
+            s.last_pt = 255;
+            c.streams.push(stream);
+        }
+    }
+
+    fn stream_packet(&mut self, slot: u32, ts_ns: u64, h: &RtpHeader, len: usize) {
+        let Some(s) = self.streams[slot as usize].as_ref() else {
+            return;
+        };
+        if s.call.is_none() {
+            // Lazily: the SDP naming this stream's endpoints may arrive after its first packets.
+            if let Some(c) = self.endpoint_call(s.src, s.dst) {
+                self.attach(slot, c);
+            }
+        }
+        let Some(s) = self.streams[slot as usize].as_mut() else {
+            return;
+        };
+        if s.last_pt != h.payload_type {
+            let map = s
+                .call
+                .and_then(|c| self.calls[c as usize].as_ref())
+                .and_then(|c| c.rtpmap.iter().find(|(p, _)| *p == h.payload_type))
+                .map(|(_, codec)| codec);
+            s.last_rate = codec::clock_rate(h.payload_type, map);
+            s.last_pt = h.payload_type;
+        }
+        s.stats.add(ts_ns, h, len, s.last_rate);
+        self.stats.rtp_packets += 1;
+        if !s.confirmed
+            && s.stats.packets >= self.cfg.orphan_packets
+            && s.stats.looks_continuous(self.cfg.max_seq_gap)
+        {
+            s.confirmed = true;
+        }
+        if let Some(c) = s.call {
+            if let Some(call) = self.calls[c as usize].as_mut() {
+                call.last_ns = call.last_ns.max(ts_ns);
+            }
+        }
+    }
+
+    fn on_rtcp(&mut self, ts_ns: u64, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
+        let known = self.by_endpoint.contains_key(&dst) || self.by_endpoint.contains_key(&src);
+        rtp::parse_rtcp(payload, &mut self.rtcp);
+        if !known && self.rtcp.reports.is_empty() && self.rtcp.sender_reports.is_empty() {
+            return;
+        }
+        self.stats.rtcp_packets += 1;
+        for i in 0..self.rtcp.sender_reports.len() {
+            let (ssrc, ntp) = self.rtcp.sender_reports[i];
+            if let Some(s) = self.stream_of_ssrc(ssrc) {
+                s.last_sr = Some((ntp, ts_ns));
+            }
+        }
+        for i in 0..self.rtcp.reports.len() {
+            let r = self.rtcp.reports[i];
+            let Some(s) = self.stream_of_ssrc(r.source) else {
+                continue;
+            };
+            s.rtcp_reports += 1;
+            s.rtcp_lost = Some(r.cumulative_lost);
+            s.rtcp_fraction = Some(r.fraction_lost);
+            s.rtcp_jitter = Some(r.jitter);
+            if let Some((ntp, sr_ns)) = s.last_sr {
+                if r.lsr != 0 && r.lsr == ntp && ts_ns >= sr_ns {
+                    let dlsr_ns = r.dlsr as u64 * SECOND / 65536;
+                    s.rtt_ms = Some((ts_ns - sr_ns).saturating_sub(dlsr_ns) as f64 / 1e6);
+                }
+            }
+        }
+    }
+
+    fn stream_of_ssrc(&mut self, ssrc: u32) -> Option<&mut Stream> {
+        let slot = *self.by_ssrc.get(&ssrc)?;
+        self.streams[slot as usize]
+            .as_mut()
+            .filter(|s| s.ssrc == ssrc)
+    }
+
+    /// Ends a call: its record, its streams' records, its index entries.
+    fn close_call(&mut self, slot: u32, reason: Option<&'static str>, out: &mut Output) {
+        let Some(mut call) = self.calls[slot as usize].take() else {
+            return;
+        };
+        self.free_calls.push(slot);
+        self.by_call_id.remove(&call.id);
+        for (ep, _) in &call.endpoints {
+            if matches!(self.by_endpoint.get(ep), Some(&(c, _)) if c == slot) {
+                self.by_endpoint.remove(ep);
+            }
+        }
+        if let Some(r) = reason {
+            call.end_reason = r;
+        }
+        let mut worst: Option<f64> = None;
+        let mut rtp_packets = 0;
+        let streams = std::mem::take(&mut call.streams);
+        let n_streams = streams.len() as u32;
+        for s in streams {
+            let Some(stream) = self.streams[s as usize].as_ref() else {
+                continue;
+            };
+            let rec = stream_record(stream, Some(&call));
+            rtp_packets += rec.packets;
+            worst = Some(worst.map_or(rec.mos, |w: f64| w.min(rec.mos)));
+            call.last_ns = call.last_ns.max(rec.last_ns);
+            out.streams.push(rec);
+            self.free_stream(s);
+        }
+        out.calls
+            .push(call_record(&call, n_streams, rtp_packets, worst));
+    }
+
+    /// Ends a stream that has no call: written when confirmed as RTP, dropped otherwise.
+    fn close_stream(&mut self, slot: u32, out: &mut Output) {
+        let Some(s) = self.streams[slot as usize].as_ref() else {
+            return;
+        };
+        if s.call.is_some() {
+            return;
+        }
+        if s.confirmed {
+            out.streams.push(stream_record(s, None));
+        }
+        self.free_stream(slot);
+    }
+
+    fn free_stream(&mut self, slot: u32) {
+        if let Some(s) = self.streams[slot as usize].take() {
+            let key = (s.src, s.dst, s.ssrc);
+            if self.by_stream.get(&key) == Some(&slot) {
+                self.by_stream.remove(&key);
+            }
+            if self.by_ssrc.get(&s.ssrc) == Some(&slot) {
+                self.by_ssrc.remove(&s.ssrc);
+            }
+            self.free_streams.push(slot);
+        }
+    }
+}
+
+fn ms_between(from: u64, to: u64) -> f64 {
+    to.saturating_sub(from) as f64 / 1e6
+}
+
+fn call_record(c: &Call, streams: u32, rtp_packets: u64, worst_mos: Option<f64>) -> CallRecord {
+    let from = name_addr(&c.from);
+    let to = name_addr(&c.to);
+    let end_ns = c.end_ns.unwrap_or(c.last_ns);
+    CallRecord {
+        call_id: c.id.to_string(),
+        from: from.uri.to_string(),
+        from_display: from.display.to_string(),
+        from_user: from.user.to_string(),
+        to: to.uri.to_string(),
+        to_display: to.display.to_string(),
+        to_user: to.user.to_string(),
+        caller: c.caller.to_string(),
+        callee: c.callee.to_string(),
+        caller_agent: c.caller_agent.clone(),
+        callee_agent: c.callee_agent.clone(),
+        tcp: c.tcp,
+        invite_ns: c.invite_ns,
+        ringing_ns: c.ringing_ns,
+        answer_ns: c.answer_ns,
+        end_ns,
+        setup_ms: c.ringing_ns.map(|t| ms_between(c.invite_ns, t)),
+        answer_ms: c.answer_ns.map(|t| ms_between(c.invite_ns, t)),
+        duration_ms: c.answer_ns.map_or(0.0, |t| ms_between(t, end_ns)),
+        end_reason: c.end_reason,
+        status: c.status,
+        reinvites: c.reinvites,
+        streams,
+        rtp_packets,
+        worst_mos,
+    }
+}
+
+fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
+    let st = &s.stats;
+    let pt = st.first_pt;
+    let mapped = call
+        .and_then(|c| c.rtpmap.iter().find(|(p, _)| *p == pt))
+        .map(|(_, codec)| codec);
+    let codec = codec::codec_name(pt, mapped);
+    let lost = st.lost();
+    let loss_pct = if st.expected() > 0 {
+        lost.max(0) as f64 * 100.0 / st.expected() as f64
+    } else {
+        0.0
+    };
+    // One-way delay: half the RTCP round trip when known, plus a jitter buffer of twice the
+    // largest jitter and one 20 ms packet of packetisation.
+    let delay = s.rtt_ms.map_or(0.0, |r| r / 2.0) + 2.0 * st.jitter_max_ms + 20.0;
+    let clock = codec::clock_rate(pt, mapped);
+    StreamRecord {
+        call_id: call.map(|c| c.id.to_string()),
+        orphan: call.is_none(),
+        src_ip: s.src.ip().to_string(),
+        src_port: s.src.port(),
+        dst_ip: s.dst.ip().to_string(),
+        dst_port: s.dst.port(),
+        ssrc: s.ssrc,
+        payload_type: pt,
+        codec: codec.clone(),
+        payload_types: (0..128u8).filter(|p| st.pts & (1u128 << p) != 0).collect(),
+        first_ns: st.first_ns,
+        last_ns: st.last_ns,
+        packets: st.packets,
+        bytes: st.bytes,
+        expected: st.expected(),
+        lost,
+        duplicated: st.duplicated,
+        out_of_order: st.out_of_order,
+        jitter_max_ms: st.jitter_max_ms,
+        jitter_mean_ms: st.jitter_mean_ms,
+        iat_min_ms: st.delta.min,
+        iat_max_ms: st.delta.max,
+        iat_mean_ms: st.delta.mean(),
+        iat_std_ms: st.delta.std(),
+        size_min: st.size.min as u32,
+        size_max: st.size.max as u32,
+        size_mean: st.size.mean(),
+        size_std: st.size.std(),
+        rtcp_reports: s.rtcp_reports,
+        rtcp_lost: s.rtcp_lost,
+        rtcp_fraction_lost: s.rtcp_fraction.map(|f| f as f64 / 256.0),
+        rtcp_jitter_ms: s
+            .rtcp_jitter
+            .filter(|_| clock != 0)
+            .map(|j| j as f64 * 1000.0 / clock as f64),
+        rtt_ms: s.rtt_ms,
+        mos: (codec::mos(&codec, loss_pct, delay) * 100.0).round() / 100.0,
+    }
+}

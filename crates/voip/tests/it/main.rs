@@ -1,0 +1,2 @@
+//! Integration tests of trawl-voip.
+mod table;

@@ -1,0 +1,195 @@
+//! The call table at scale: bounded under an INVITE flood, and RTP streams found through SDP.
+use std::net::SocketAddr;
+
+use trawl_voip::{sip, Output, SipEvent, Tracker, TrackerConfig};
+
+fn invite(i: u32, with_sdp: bool) -> Vec<u8> {
+    let sdp = format!(
+        "v=0\r\no=- 1 1 IN IP4 10.0.0.1\r\ns=-\r\nc=IN IP4 10.0.{}.{}\r\nt=0 0\r\nm=audio {} RTP/AVP 0\r\n",
+        (i >> 8) & 0xff,
+        i & 0xff,
+        10000 + 2 * (i % 20000)
+    );
+    let body = if with_sdp { sdp.as_str() } else { "" };
+    format!(
+        "INVITE sip:bob{i}@b.org SIP/2.0\r\nCall-ID: call-{i}\r\nFrom: <sip:alice{i}@a.org>;tag=a{i}\r\n\
+         To: <sip:bob{i}@b.org>\r\nCSeq: 1 INVITE\r\nContent-Type: application/sdp\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+#[test]
+fn invite_flood_stays_within_max_calls_oldest_evicted_and_counted() {
+    let cfg = TrackerConfig {
+        max_calls: 1000,
+        ..TrackerConfig::default()
+    };
+    let mut t = Tracker::new(cfg).unwrap();
+    let mut out = Output::default();
+    for i in 0..10_000u32 {
+        let bytes = invite(i, false);
+        let m = sip::parse(&bytes).unwrap();
+        let ev = SipEvent::new(
+            1_000_000 * i as u64,
+            addr("10.9.9.9:5060"),
+            addr("10.0.0.2:5060"),
+            false,
+            &m,
+        );
+        t.on_sip(&ev, &mut out);
+        assert!(t.stats().active_calls <= 1000);
+    }
+    let s = t.stats();
+    assert_eq!(
+        (s.calls, s.calls_evicted, s.active_calls),
+        (10_000, 9_000, 1_000)
+    );
+    assert_eq!(out.calls.len(), 9_000);
+    assert!(out.calls.iter().all(|c| c.end_reason == "evicted"));
+    assert_eq!(out.calls[0].call_id, "call-0", "the oldest goes first");
+    t.finish(&mut out);
+    assert_eq!(out.calls.len(), 10_000);
+}
+
+#[test]
+fn rtp_to_an_sdp_endpoint_joins_its_call_and_counts_loss() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let bytes = invite(7, true);
+    let m = sip::parse(&bytes).unwrap();
+    let ev = SipEvent::new(0, addr("10.9.9.9:5060"), addr("10.0.0.2:5060"), false, &m);
+    t.on_sip(&ev, &mut out);
+    let dst = addr("10.0.0.7:10014");
+    // 50 packets of 20 ms, numbers 10 and 11 dropped.
+    for seq in (0u16..50).filter(|s| !(10..12).contains(s)) {
+        let mut pkt = vec![0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42];
+        pkt[2..4].copy_from_slice(&seq.to_be_bytes());
+        pkt[4..8].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
+        pkt.extend_from_slice(&[0xff; 160]);
+        t.on_udp(
+            seq as u64 * 20_000_000,
+            addr("10.5.5.5:20000"),
+            dst,
+            &pkt,
+            &mut out,
+        );
+    }
+    t.finish(&mut out);
+    let s = &out.streams[0];
+    assert_eq!(s.call_id.as_deref(), Some("call-7"));
+    assert_eq!((s.packets, s.expected, s.lost), (48, 50, 2));
+    assert_eq!(s.codec, "PCMU");
+    assert_eq!(s.jitter_max_ms, 0.0);
+    assert_eq!(out.calls[0].streams, 1);
+    assert!(
+        out.calls[0].worst_mos.unwrap() < 4.4,
+        "4% loss lowers the MOS"
+    );
+}
+
+fn rtp(seq: u16) -> Vec<u8> {
+    let mut pkt = vec![0x80, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 42];
+    pkt[2..4].copy_from_slice(&seq.to_be_bytes());
+    pkt[4..8].copy_from_slice(&(seq as u32 * 160).to_be_bytes());
+    pkt.extend_from_slice(&[0xd5; 160]);
+    pkt
+}
+
+/// SIPp's uac_pcap plays the same capture, SSRC included, from the same media port in every
+/// call: consecutive calls must still each get their own stream.
+#[test]
+fn consecutive_calls_reusing_media_port_and_ssrc_get_a_stream_each() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let (a, b) = (addr("10.9.9.9:5060"), addr("10.0.0.2:5060"));
+    let (rtp_src, rtp_dst) = (addr("10.9.9.9:6000"), addr("10.0.0.7:10014"));
+    let mut now = 0u64;
+    for call in 0..2u64 {
+        let bytes = invite(7, true);
+        let text = String::from_utf8(bytes)
+            .unwrap()
+            .replace("call-7", &format!("call-7-{call}"));
+        let m = sip::parse(text.as_bytes()).unwrap();
+        t.on_sip(&SipEvent::new(now, a, b, false, &m), &mut out);
+        for seq in 0..100u16 {
+            now += 20_000_000;
+            t.on_udp(now, rtp_src, rtp_dst, &rtp(seq), &mut out);
+        }
+        let bye = format!(
+            "BYE sip:bob7@b.org SIP/2.0\r\nCall-ID: call-7-{call}\r\nFrom: <sip:alice7@a.org>;tag=a7\r\n\
+             To: <sip:bob7@b.org>\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n"
+        );
+        let m = sip::parse(bye.as_bytes()).unwrap();
+        t.on_sip(&SipEvent::new(now, a, b, false, &m), &mut out);
+        now += 100_000_000;
+    }
+    t.finish(&mut out);
+    assert_eq!(out.calls.len(), 2);
+    assert_eq!(out.streams.len(), 2, "{:#?}", out.streams);
+    for (i, s) in out.streams.iter().enumerate() {
+        assert_eq!(s.call_id.as_deref(), Some(format!("call-7-{i}").as_str()));
+        assert_eq!((s.packets, s.lost), (100, 0));
+    }
+    assert!(out
+        .calls
+        .iter()
+        .all(|c| c.streams == 1 && c.end_reason == "bye_caller"));
+}
+
+/// RTCP: an SR from the media sender, then the receiver's RR naming it (LSR) 100 ms later with
+/// a DLSR of 40 ms: a 60 ms round trip, and the reported loss and jitter on the sender's stream.
+#[test]
+fn rtcp_sr_and_rr_give_round_trip_loss_and_jitter() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let m = invite(7, true);
+    let m = sip::parse(&m).unwrap();
+    t.on_sip(
+        &SipEvent::new(0, addr("10.9.9.9:5060"), addr("10.0.0.2:5060"), false, &m),
+        &mut out,
+    );
+    let (src, dst) = (addr("10.5.5.5:20000"), addr("10.0.0.7:10014"));
+    for seq in 0..10u16 {
+        t.on_udp(seq as u64 * 20_000_000, src, dst, &rtp(seq), &mut out);
+    }
+    // SR from SSRC 42 (the stream's), NTP 0x0001_2345.6789_0000: LSR 0x2345_6789.
+    #[rustfmt::skip]
+    let sr = [
+        0x80, 200, 0, 6, 0, 0, 0, 42,
+        0x00, 0x01, 0x23, 0x45, 0x67, 0x89, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0x06, 0x40,
+    ];
+    t.on_udp(
+        200_000_000,
+        addr("10.5.5.5:20001"),
+        addr("10.0.0.7:10015"),
+        &sr,
+        &mut out,
+    );
+    // RR from SSRC 7 about 42: fraction 1/256, 2 lost, jitter 80 units, DLSR 40 ms.
+    let dlsr = (40u32 << 16) / 1000;
+    let mut rr = vec![0x81, 201, 0, 7, 0, 0, 0, 7, 0, 0, 0, 42, 1, 0, 0, 2];
+    rr.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 80, 0x23, 0x45, 0x67, 0x89]);
+    rr.extend_from_slice(&dlsr.to_be_bytes());
+    t.on_udp(
+        300_000_000,
+        addr("10.0.0.7:10015"),
+        addr("10.5.5.5:20001"),
+        &rr,
+        &mut out,
+    );
+    t.finish(&mut out);
+    let s = &out.streams[0];
+    assert_eq!(s.rtcp_reports, 1);
+    assert_eq!(s.rtcp_lost, Some(2));
+    assert_eq!(s.rtcp_fraction_lost, Some(1.0 / 256.0));
+    assert_eq!(s.rtcp_jitter_ms, Some(10.0), "80 units at 8 kHz");
+    let rtt = s.rtt_ms.unwrap();
+    assert!((rtt - 60.0).abs() < 0.1, "{rtt}");
+}
