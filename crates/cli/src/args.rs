@@ -274,7 +274,7 @@ pub struct LiveArgs {
     #[arg(long, value_name = "N", requires = "interface")]
     pub count: Option<u64>,
     /// Bytes kept of each captured packet (64 to 262144).
-    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    #[arg(long, value_name = "BYTES", default_value_t = u64::from(trawl_capture::MAX_SNAPLEN))]
     pub snaplen: u64,
     /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
     #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
@@ -374,11 +374,8 @@ pub enum Tunnel {
     Inner,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    Json,
-    Csv,
-}
+/// `--format`: the writer blocks' enum (one for the command line and compositions).
+pub use trawl_blocks::output::TextFormat as OutputFormat;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SummaryFormat {

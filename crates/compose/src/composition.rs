@@ -149,6 +149,10 @@ pub struct Plan {
     pub order: Vec<usize>,
     /// Whether each call into a block is timed (`busy_ns`); two clock reads per call.
     pub time_blocks: bool,
+    /// Whether the problems blocks report ([`crate::Ctx::error`], [`crate::Ctx::warn`]) are
+    /// written to standard error as they happen (the default). A command that prints them in
+    /// its own summary turns this off and reads them from [`crate::BlockReport::messages`].
+    pub print_messages: bool,
 }
 
 /// A connection while checking: (block, output), (block, input), policy, capacity.
@@ -518,6 +522,7 @@ pub fn plan(
         connections,
         order,
         time_blocks: raw.runtime.time_blocks.unwrap_or(true),
+        print_messages: true,
     })
 }
 

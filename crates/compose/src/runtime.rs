@@ -35,6 +35,20 @@ struct BlockShared {
     calls: AtomicU64,
     errors: AtomicU64,
     own: Mutex<Vec<(String, Counter)>>,
+    /// Errors and warnings reported, in order (the first [`MESSAGES_KEPT`]).
+    messages: Mutex<Vec<Message>>,
+}
+
+/// Messages a block's report keeps; its `errors` counter counts them all.
+const MESSAGES_KEPT: usize = 1000;
+
+/// A problem a block reported and went on after.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Message {
+    /// A warning ([`Ctx::warn`]) rather than an error ([`Ctx::error`]).
+    pub warning: bool,
+    /// What the block said.
+    pub text: String,
 }
 
 /// Counters of one queued connection.
@@ -71,6 +85,8 @@ impl Waker {
 struct Control {
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// [`Plan::print_messages`].
+    print_messages: bool,
 }
 
 impl Control {
@@ -176,6 +192,8 @@ pub struct BlockReport {
     pub finished: bool,
     /// The block's own counters.
     pub counters: Vec<(String, u64)>,
+    /// The errors and warnings it reported, in order (the first thousand).
+    pub messages: Vec<Message>,
 }
 
 /// Counters of one connection.
@@ -296,10 +314,12 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         connections,
         order,
         time_blocks,
+        print_messages,
     } = plan;
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
+        print_messages,
     });
     let wakers: Vec<Arc<Waker>> = threads
         .iter()
@@ -500,6 +520,7 @@ impl Running {
                     .lock()
                     .map(|own| own.iter().map(|(k, c)| (k.clone(), c.get())).collect())
                     .unwrap_or_default(),
+                messages: s.messages.lock().map(|m| m.clone()).unwrap_or_default(),
             })
             .collect();
         let mut connections: Vec<ConnectionReport> = self
@@ -840,6 +861,11 @@ impl Host for Worker {
     fn error(&mut self, block: usize, message: String) {
         let l = &self.locals[block];
         let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
+        let print = self.control.print_messages;
+        keep_message(&l.shared, false, message.as_str());
+        if !print {
+            return;
+        }
         // The first errors are shown in full; the counter says how many followed.
         if n < 10 {
             eprintln!("trawl: block {}: {message}", l.name);
@@ -851,9 +877,21 @@ impl Host for Worker {
         }
     }
 
+    fn warn(&mut self, block: usize, message: String) {
+        let l = &self.locals[block];
+        if self.control.print_messages {
+            eprintln!("trawl: block {}: warning: {message}", l.name);
+        }
+        keep_message(&l.shared, true, message.as_str());
+    }
+
     fn fail(&mut self, block: usize, message: String) {
         let name = &self.locals[block].name;
         self.control.fail(format!("block `{name}`: {message}"));
+    }
+
+    fn stop(&mut self) {
+        self.control.stop.store(true, Ordering::SeqCst);
     }
 
     fn stopping(&self) -> bool {
@@ -862,6 +900,18 @@ impl Host for Worker {
 
     fn name(&self, block: usize) -> &str {
         &self.locals[block].name
+    }
+}
+
+/// Keeps a block's error or warning for its report (the first [`MESSAGES_KEPT`]).
+fn keep_message(shared: &BlockShared, warning: bool, text: &str) {
+    if let Ok(mut m) = shared.messages.lock() {
+        if m.len() < MESSAGES_KEPT {
+            m.push(Message {
+                warning,
+                text: text.to_string(),
+            });
+        }
     }
 }
 
