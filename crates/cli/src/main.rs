@@ -252,6 +252,7 @@ fn files_command(
         flow: input.flow.clone(),
         flows: (!series).then(|| text.clone()),
         series: series.then_some(text),
+        store: None,
     };
     let added = consumers.add(&mut doc, &[gate]);
     let source = plan::files::SOURCE;

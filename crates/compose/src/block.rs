@@ -151,6 +151,7 @@ pub(crate) trait Host {
     fn add_counter(&mut self, block: usize, name: &str) -> Counter;
     fn error(&mut self, block: usize, message: String);
     fn warn(&mut self, block: usize, message: String);
+    fn note(&mut self, block: usize, message: String);
     fn fail(&mut self, block: usize, message: String);
     fn stop(&mut self);
     fn stopping(&self) -> bool;
@@ -219,6 +220,12 @@ impl Ctx<'_> {
     /// apply to some packets): kept in the block's report, not counted in `errors`.
     pub fn warn(&mut self, message: impl std::fmt::Display) {
         self.host.warn(self.block, message.to_string());
+    }
+
+    /// Leaves a fact for the command that runs the composition to put in its summary (kept
+    /// in the block's report, not printed).
+    pub fn note(&mut self, message: impl std::fmt::Display) {
+        self.host.note(self.block, message.to_string());
     }
 
     /// Stops the composition cleanly, as [`crate::Running::stop`] does: sources end, what

@@ -42,13 +42,26 @@ struct BlockShared {
 /// Messages a block's report keeps; its `errors` counter counts them all.
 const MESSAGES_KEPT: usize = 1000;
 
-/// A problem a block reported and went on after.
+/// Something a block said for its report: a problem it went on after, or a final word.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct Message {
-    /// A warning ([`Ctx::warn`]) rather than an error ([`Ctx::error`]).
-    pub warning: bool,
+    /// Which kind.
+    pub kind: MessageKind,
     /// What the block said.
     pub text: String,
+}
+
+/// The kinds of [`Message`].
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageKind {
+    /// [`Ctx::error`]: bad input, a lost record (counted in `errors`).
+    Error,
+    /// [`Ctx::warn`]: not an error, but the user should know (a filter that cannot apply).
+    Warning,
+    /// [`Ctx::note`]: a fact for the command's summary (the victims still under attack at
+    /// the end); never printed by the runtime.
+    Note,
 }
 
 /// Counters of one queued connection.
@@ -862,7 +875,7 @@ impl Host for Worker {
         let l = &self.locals[block];
         let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
         let print = self.control.print_messages;
-        keep_message(&l.shared, false, message.as_str());
+        keep_message(&l.shared, MessageKind::Error, message.as_str());
         if !print {
             return;
         }
@@ -882,7 +895,11 @@ impl Host for Worker {
         if self.control.print_messages {
             eprintln!("trawl: block {}: warning: {message}", l.name);
         }
-        keep_message(&l.shared, true, message.as_str());
+        keep_message(&l.shared, MessageKind::Warning, message.as_str());
+    }
+
+    fn note(&mut self, block: usize, message: String) {
+        keep_message(&self.locals[block].shared, MessageKind::Note, &message);
     }
 
     fn fail(&mut self, block: usize, message: String) {
@@ -904,11 +921,11 @@ impl Host for Worker {
 }
 
 /// Keeps a block's error or warning for its report (the first [`MESSAGES_KEPT`]).
-fn keep_message(shared: &BlockShared, warning: bool, text: &str) {
+fn keep_message(shared: &BlockShared, kind: MessageKind, text: &str) {
     if let Ok(mut m) = shared.messages.lock() {
         if m.len() < MESSAGES_KEPT {
             m.push(Message {
-                warning,
+                kind,
                 text: text.to_string(),
             });
         }

@@ -7,7 +7,7 @@
 //!                                └─ meter.series ─▶ series.series  (series_writer)
 //! ```
 //! With several gates each has its own meter (`meter0`, `meter1`, ...); their records all go
-//! to the one writer, their rows through a `series_merge`.
+//! to the one writer (and store), their rows through a `series_merge`.
 use trawl_blocks::output::TextFormat;
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
@@ -34,6 +34,24 @@ pub struct Consumers {
     pub flows: Option<TextOut>,
     /// Per-second rows to this output.
     pub series: Option<TextOut>,
+    /// Flow records into this flow database (the meter must then cut records at its 5-minute
+    /// blocks: `flow.interval_align_ns` = `trawl_store::BLOCK_NS`).
+    pub store: Option<StoreOut>,
+}
+
+/// A flow database the records go into (`flow_store`).
+#[derive(Clone, Debug)]
+pub struct StoreOut {
+    pub dir: String,
+    /// The interface name the records are stored under.
+    pub iface: String,
+    /// `lz4`, `zstd`, `zstd:LEVEL` or `none`.
+    pub codec: String,
+    /// How long after its interval a block stays open for records still to come.
+    pub grace_ns: u64,
+    /// Retention the block applies every minute and at its end.
+    pub keep_days: Option<u32>,
+    pub max_size: Option<u64>,
 }
 
 /// The names of what [`Consumers::add`] put into the document, for reading the report back.
@@ -59,6 +77,18 @@ impl Consumers {
             writer(doc, "flows", "flow_writer", out);
             for m in &meters {
                 doc.connect(&format!("{m}.flows"), &["flows.flows"], Policy::Wait);
+            }
+        }
+        if let Some(s) = &self.store {
+            doc.block("store", "flow_store")
+                .set("dir", s.dir.as_str())
+                .set("iface", s.iface.as_str())
+                .set("codec", s.codec.as_str())
+                .set("grace", span(s.grace_ns))
+                .set_some("keep_days", s.keep_days.map(i64::from))
+                .set_some("max_size", s.max_size.map(|b| b as i64));
+            for m in &meters {
+                doc.connect(&format!("{m}.flows"), &["store.flows"], Policy::Wait);
             }
         }
         if let Some(out) = &self.series {

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use trawl_compose::{Document, Report};
+use trawl_compose::{Document, MessageKind, Report};
 use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
@@ -92,10 +92,10 @@ pub fn input_report(f: &Finished, source: &str) -> RunReport {
     r.source.skipped_blocks = c("skipped_blocks");
     r.filter_rejected = c("filter_rejected");
     for m in &b.messages {
-        if m.warning {
-            r.filter_warnings.push(m.text.clone());
-        } else {
-            r.input_errors.push(m.text.clone());
+        match m.kind {
+            MessageKind::Warning => r.filter_warnings.push(m.text.clone()),
+            MessageKind::Error => r.input_errors.push(m.text.clone()),
+            MessageKind::Note => {}
         }
     }
     r
