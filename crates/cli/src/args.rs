@@ -253,6 +253,10 @@ pub struct InputArgs {
     /// Progress line on standard error (default: when it is a terminal).
     #[arg(long, value_enum, default_value_t = When::Auto)]
     pub progress: When,
+    /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
+    /// `trawl run -c`) instead of running it.
+    #[arg(long = "print-composition")]
+    pub print_composition: bool,
 }
 
 /// Live capture settings (with `-i`).
@@ -462,6 +466,8 @@ pub struct HiInput {
     pub flow: FlowConfig,
     pub summary: SummaryFormat,
     pub progress: bool,
+    /// `--print-composition`: print the plan, do not run it.
+    pub print_composition: bool,
 }
 
 impl HiInput {
@@ -512,6 +518,7 @@ impl HiInput {
             flow,
             summary: a.summary,
             progress,
+            print_composition: a.print_composition,
         })
     }
 }

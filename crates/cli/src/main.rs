@@ -69,7 +69,9 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 writer.set_iface("");
             }
             let plan = export::ExportPlan::from_args(&a.export)?;
-            if input.live.is_none() && !plan.exports_flows() && a.payload_bytes == 0 {
+            let composed = input.live.is_none() && !plan.exports_flows() && a.payload_bytes == 0;
+            refuse_print_composition(&input, composed)?;
+            if composed {
                 return files_command("flows", &input, &a.out, false);
             }
             // With exporters, standard output carries records only when asked (-o FILE).
@@ -141,7 +143,10 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             };
             let writer = SeriesWriter::new(format);
             let plan = export::ExportPlan::from_args(&a.export)?;
-            if input.live.is_none() && !plan.exports_flows() && plan.series_feed.is_none() {
+            let composed =
+                input.live.is_none() && !plan.exports_flows() && plan.series_feed.is_none();
+            refuse_print_composition(&input, composed)?;
+            if composed {
                 return files_command("series", &input, &a.out, true);
             }
             let hub = plan.start(input.live.is_none())?;
@@ -228,6 +233,18 @@ fn run(low: LowArgs) -> Result<ExitCode> {
     }
 }
 
+/// `--print-composition` prints what runs on the block runtime; live capture, exporters and
+/// `--payload-bytes` do not run there yet: refused rather than ignored.
+fn refuse_print_composition(input: &HiInput, composed: bool) -> Result<()> {
+    if input.print_composition && !composed {
+        anyhow::bail!(
+            "--print-composition: only capture files (-r) without --export, feeds or \
+             --payload-bytes run as a composition so far"
+        );
+    }
+    Ok(())
+}
+
 /// `trawl flows -r` and `trawl series -r` as a composition: the files' `pcap_source`, a flow
 /// meter, and the writer of its records (or of its per-second rows).
 fn files_command(
@@ -255,6 +272,10 @@ fn files_command(
         store: None,
     };
     let added = consumers.add(&mut doc, &[gate]);
+    if input.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
     let source = plan::files::SOURCE;
     let finished = plan::run(&doc, input.progress.then_some(source))?;
     let report = plan::input_report(&finished, source);
