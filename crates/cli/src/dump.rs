@@ -422,15 +422,7 @@ impl Feed {
                             d.write(iface, &ifaces[usize::from(iface)], &pkt)?;
                         }
                         Sink::Ring(p) => {
-                            let meta = trawl_capture::RecordMeta {
-                                ts_ns: pkt.ts_ns,
-                                offset: 0,
-                                caplen: pkt.data.len() as u32,
-                                wire_len: pkt.wire_len,
-                                iface,
-                                direction: pkt.direction,
-                            };
-                            p.push(&meta, pkt.data)?;
+                            p.push_record(&trawl_capture::PacketRecord { iface, ..pkt })?;
                         }
                     }
                 }
