@@ -22,7 +22,8 @@ mask() {
     sed -E -e 's/ in [0-9.]+ s \([^)]*\)/ in <t> s (<rate>)/' \
         -e 's/"elapsed_s":[0-9.e+-]+/"elapsed_s":<t>/g' \
         -e 's/, [0-9.]+ s$/, <t> s/' \
-        -e 's/"(busy_ns|elapsed_ns)":[0-9]+/"\1":<t>/g'
+        -e 's/"(busy_ns|elapsed_ns)":[0-9]+/"\1":<t>/g' \
+        -e 's/"seconds":[0-9.e+-]+/"seconds":<t>/g'
 }
 
 # run NAME BIN ARGS...: output of one command into $work/NAME.{out,err,rc}
@@ -38,6 +39,13 @@ run() {
 
 differ=0
 compared=0
+# With KEEP=DIR, both sides of each difference are kept there (N.old.WHAT, N.new.WHAT).
+keep() {
+    [ -n "${KEEP:-}" ] || return 0
+    mkdir -p "$KEEP"
+    cp "$work/old.$1" "$KEEP/$differ.old.$1"
+    cp "$work/new.$1" "$KEEP/$differ.new.$1"
+}
 # compare LABEL ARGS...: both binaries, same arguments ({D} = a fresh scratch directory).
 compare() {
     local label=$1
@@ -58,10 +66,12 @@ compare() {
     for what in out err rc; do
         if ! cmp -s "$work/old.$what" "$work/new.$what"; then
             echo "DIFF $what: $label"
+            keep "$what"
             differ=$((differ + 1))
         fi
         if [ -n "${AFTER:-}" ] && ! cmp -s "$work/old.after.$what" "$work/new.after.$what"; then
             echo "DIFF $what (after): $label"
+            keep "after.$what"
             differ=$((differ + 1))
         fi
     done
@@ -77,20 +87,23 @@ for f in "${files[@]}"; do
     i=$((i + 1))
     [ $(((i - 1) % stride)) -eq 0 ] || continue
     rel=${f#"$repo/"}
-    AFTER= compare "flows $rel" flows -r "$f" --summary json
-    AFTER= compare "flows csv $rel" flows -r "$f" --format csv
-    AFTER= compare "series $rel" series -r "$f" --summary json
-    AFTER=1 AFTER_ARGS=(query -d "{D}" -f csv --from 0 --to 9999999999 talk_conv -n 1000000) \
-        compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
-    AFTER=1 AFTER_ARGS=(packets -d "{D}" -w - --summary none) \
-        compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
-    AFTER= compare "detect synflood $rel" detect synflood -r "$f"
-    AFTER= compare "detect heavy-hitters $rel" detect heavy-hitters -r "$f"
+    AFTER=
+    compare "flows $rel" flows -r "$f" --summary json
+    compare "flows csv $rel" flows -r "$f" --format csv
+    compare "series $rel" series -r "$f" --summary json
+    compare "detect synflood $rel" detect synflood -r "$f"
+    compare "detect heavy-hitters $rel" detect heavy-hitters -r "$f"
+    AFTER=1
+    AFTER_ARGS=(query -d "{D}" -f csv --from 0 --to 9999999999 talk_conv -n 1000000)
+    compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
+    AFTER_ARGS=(packets -d "{D}" -w - --summary none)
+    compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
 done
 # Several files at once: merged by time (a filter compiled per file).
 pair=("$repo/testdata/oracle/443-chrome.pcap" "$repo/testdata/oracle/dns-wiresharkrepo.pcap")
-AFTER= compare "flows merged" flows -r "${pair[@]}" --summary json
-AFTER= compare "flows merged filtered" flows -r "${pair[@]}" -f "udp" --summary json
-AFTER= compare "series merged" series -r "${pair[@]}" --summary json
+AFTER=
+compare "flows merged" flows -r "${pair[@]}" --summary json
+compare "flows merged filtered" flows -r "${pair[@]}" -f "udp" --summary json
+compare "series merged" series -r "${pair[@]}" --summary json
 echo "compare-binaries: $compared comparisons, $differ differences"
 [ $differ -eq 0 ]
