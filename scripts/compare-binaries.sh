@@ -100,10 +100,10 @@ for f in "${files[@]}"; do
     compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
 done
 # Several files at once: merged by time (a filter compiled per file).
-pair=("$repo/testdata/oracle/443-chrome.pcap" "$repo/testdata/oracle/dns-wiresharkrepo.pcap")
+pair=(-r "$repo/testdata/oracle/443-chrome.pcap" -r "$repo/testdata/oracle/dns-wiresharkrepo.pcap")
 AFTER=
-compare "flows merged" flows -r "${pair[@]}" --summary json
-compare "flows merged filtered" flows -r "${pair[@]}" -f "udp" --summary json
-compare "series merged" series -r "${pair[@]}" --summary json
+compare "flows merged" flows "${pair[@]}" --summary json
+compare "flows merged filtered" flows "${pair[@]}" -f "udp" --summary json
+compare "series merged" series "${pair[@]}" --summary json
 echo "compare-binaries: $compared comparisons, $differ differences"
 [ $differ -eq 0 ]
