@@ -72,6 +72,9 @@ pub struct SynFlood {
     pool: Pool<Events>,
     alarms: Option<Counter>,
     syns: Option<Counter>,
+    /// Packets observed and intervals closed (`trawl detect synflood`'s summary).
+    packets: Option<Counter>,
+    intervals: Option<Counter>,
 }
 
 /// Settings of `synflood` (the defaults are `trawl detect synflood`'s).
@@ -147,12 +150,16 @@ impl Block for SynFlood {
             pool: Pool::new(Events::default),
             alarms: None,
             syns: None,
+            packets: None,
+            intervals: None,
         })
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
         self.alarms = Some(ctx.counter("alarms"));
         self.syns = Some(ctx.counter("syns"));
+        self.packets = Some(ctx.counter("packets"));
+        self.intervals = Some(ctx.counter("intervals"));
         Ok(())
     }
 
@@ -169,13 +176,25 @@ impl Block for SynFlood {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         self.detector.finish(&mut self.found);
         self.send(ctx);
+        // The victims whose alarm had not ended, one note each, for the summary.
+        let active: Vec<String> = self.detector.active().map(|v| v.to_string()).collect();
+        for victim in active {
+            ctx.note(victim);
+        }
     }
 }
 
 impl SynFlood {
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        if let Some(c) = &self.syns {
-            c.set(self.detector.stats().syns);
+        let stats = self.detector.stats();
+        for (c, v) in [
+            (&self.syns, stats.syns),
+            (&self.packets, stats.packets),
+            (&self.intervals, stats.intervals),
+        ] {
+            if let Some(c) = c {
+                c.set(v);
+            }
         }
         if self.found.is_empty() {
             return;

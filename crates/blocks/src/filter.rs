@@ -6,7 +6,7 @@ use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 
 use crate::messages::{PacketBatch, PACKETS};
 
-const SNAPLEN: u32 = 262_144;
+const SNAPLEN: u32 = trawl_capture::MAX_SNAPLEN;
 
 /// Applies a tcpdump-syntax filter (libpcap's compiler, trawl's interpreter) in user space.
 pub struct PacketFilter {

@@ -102,7 +102,7 @@ pub enum TimestampSetting {
 }
 
 fn default_snaplen() -> u64 {
-    262_144
+    u64::from(trawl_capture::MAX_SNAPLEN)
 }
 
 fn default_block_size() -> u64 {

@@ -4,10 +4,10 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use trawl_capture::{reuse_records, PacketRecord};
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
-use trawl_flow::decode::{DecodeConfig, TunnelMode};
-use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
-use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow};
+use trawl_compose::{Block, BlockReport, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
+use trawl_flow::decode::{DecodeConfig, OutcomeCounters, ParseOutcome, TunnelMode};
+use trawl_flow::{EndReason, FlowConfig, FlowMeter, FlowRecord, MeterStats, TableSize};
+use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats};
 
 use crate::messages::{FlowBatch, PacketBatch, SeriesBatch, FLOWS, PACKETS, SERIES};
 use crate::util::span;
@@ -37,6 +37,120 @@ struct MeterCounters {
     created: Counter,
     records: Counter,
     packets: Counter,
+    /// The rest of [`MeterStats`], [`TableSize`] and [`SeriesStats`], for [`meter_report`].
+    wire_bytes: Counter,
+    decode: Vec<Counter>,
+    end: Vec<Counter>,
+    fragments_resolved: Counter,
+    fragments_unmatched: Counter,
+    late_packets: Counter,
+    peak_flows: Counter,
+    table_capacity: Counter,
+    table_bytes: Counter,
+    bytes_per_flow: Counter,
+    series: Option<[Counter; 3]>,
+}
+
+impl MeterCounters {
+    fn new(ctx: &mut Ctx<'_>, series: bool) -> MeterCounters {
+        MeterCounters {
+            active: ctx.counter("active_flows"),
+            created: ctx.counter("flows_created"),
+            records: ctx.counter("records"),
+            packets: ctx.counter("packets"),
+            wire_bytes: ctx.counter("wire_bytes"),
+            decode: ParseOutcome::ALL
+                .iter()
+                .map(|o| ctx.counter(&format!("decode.{}", o.name())))
+                .collect(),
+            end: EndReason::ALL
+                .iter()
+                .map(|r| ctx.counter(&format!("end.{}", r.name())))
+                .collect(),
+            fragments_resolved: ctx.counter("fragments_resolved"),
+            fragments_unmatched: ctx.counter("fragments_unmatched"),
+            late_packets: ctx.counter("late_packets"),
+            peak_flows: ctx.counter("peak_flows"),
+            table_capacity: ctx.counter("table_capacity"),
+            table_bytes: ctx.counter("table_bytes"),
+            bytes_per_flow: ctx.counter("table_bytes_per_flow"),
+            series: series.then(|| {
+                [
+                    ctx.counter("series_rows"),
+                    ctx.counter("series_late_packets"),
+                    ctx.counter("series_skipped_empty_seconds"),
+                ]
+            }),
+        }
+    }
+
+    /// Every statistic of the meter (and its series counter) into the counters.
+    fn publish(&self, meter: &FlowMeter, series: Option<&SeriesCounter>) {
+        let s = meter.stats();
+        self.active.set(meter.active_flows() as u64);
+        self.created.set(s.flows_created);
+        self.records.set(s.records_total());
+        self.packets.set(s.packets);
+        self.wire_bytes.set(s.wire_bytes);
+        for (c, o) in self.decode.iter().zip(ParseOutcome::ALL) {
+            c.set(s.outcomes.get(o));
+        }
+        for (c, n) in self.end.iter().zip(s.records) {
+            c.set(n);
+        }
+        self.fragments_resolved.set(s.fragments_resolved);
+        self.fragments_unmatched.set(s.fragments_unmatched);
+        self.late_packets.set(s.late_packets);
+        self.peak_flows.set(s.peak_flows);
+        let t = meter.table_size();
+        self.table_capacity.set(t.capacity);
+        self.table_bytes.set(t.bytes);
+        self.bytes_per_flow.set(t.bytes_per_flow);
+        if let (Some(c), Some(series)) = (&self.series, series) {
+            let st = series.stats();
+            c[0].set(st.rows);
+            c[1].set(st.late_packets);
+            c[2].set(st.skipped_empty_seconds);
+        }
+    }
+}
+
+/// What a `flow_meter` block counted, read back from its report: the meter's statistics, its
+/// table, and its series counter's (when its `series` output was connected). Commands print
+/// their summaries from this.
+pub fn meter_report(b: &BlockReport) -> (MeterStats, TableSize, Option<SeriesStats>) {
+    let c = |name: &str| b.counter(name).unwrap_or(0);
+    let mut outcomes = OutcomeCounters::default();
+    for o in ParseOutcome::ALL {
+        outcomes.0[o as usize] = c(&format!("decode.{}", o.name()));
+    }
+    let mut records = [0u64; EndReason::COUNT];
+    for r in EndReason::ALL {
+        records[r as usize] = c(&format!("end.{}", r.name()));
+    }
+    let stats = MeterStats {
+        packets: c("packets"),
+        wire_bytes: c("wire_bytes"),
+        outcomes,
+        flows_created: c("flows_created"),
+        records,
+        fragments_resolved: c("fragments_resolved"),
+        fragments_unmatched: c("fragments_unmatched"),
+        late_packets: c("late_packets"),
+        peak_flows: c("peak_flows"),
+    };
+    let table = TableSize {
+        capacity: c("table_capacity"),
+        bytes: c("table_bytes"),
+        peak_flows: stats.peak_flows,
+        bytes_per_flow: c("table_bytes_per_flow"),
+    };
+    let series = b.counter("series_rows").map(|rows| SeriesStats {
+        rows,
+        late_packets: c("series_late_packets"),
+        skipped_empty_seconds: c("series_skipped_empty_seconds"),
+    });
+    (stats, table, series)
 }
 
 /// Settings of `flow_meter`.
@@ -166,12 +280,7 @@ impl Block for FlowMeterBlock {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        self.counters = Some(MeterCounters {
-            active: ctx.counter("active_flows"),
-            created: ctx.counter("flows_created"),
-            records: ctx.counter("records"),
-            packets: ctx.counter("packets"),
-        });
+        self.counters = Some(MeterCounters::new(ctx, self.series.is_some()));
         ctx.every(self.flush_every);
         Ok(())
     }
@@ -259,11 +368,7 @@ impl FlowMeterBlock {
 
     fn send_flows(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(c) = &self.counters {
-            let s = self.meter.stats();
-            c.active.set(self.meter.active_flows() as u64);
-            c.created.set(s.flows_created);
-            c.records.set(s.records_total());
-            c.packets.set(s.packets);
+            c.publish(&self.meter, self.series.as_ref());
         }
         self.out.send(ctx);
     }

@@ -13,6 +13,29 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+/// Text formats of records, rows and events: the writer blocks' `format` and the command
+/// line's `--format` (one enum for both, with clap's traits under the `clap` feature).
+#[derive(Deserialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TextFormat {
+    /// One JSON object per line.
+    Json,
+    /// Comma-separated values with a header line (the series writer's default).
+    #[default]
+    Csv,
+}
+
+impl TextFormat {
+    /// Its name in compositions.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextFormat::Json => "json",
+            TextFormat::Csv => "csv",
+        }
+    }
+}
+
 /// What a writer does with a file that already holds data.
 #[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -195,6 +218,25 @@ impl OutputFile {
             return self.flush();
         }
         Ok(())
+    }
+
+    /// Whether writing failed because the reader went away (EPIPE: `trawl flows | head`).
+    pub fn closed(&self) -> bool {
+        self.error
+            .as_ref()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    }
+
+    /// What a writer block does with an error of [`OutputFile::written`] or
+    /// [`OutputFile::flush`]: a reader that went away stops the run cleanly (there is no one
+    /// left to write for, and that is not a failure: exit 0, as tcpdump); any other error
+    /// fails it.
+    pub fn settle(&self, result: Result<(), String>, ctx: &mut trawl_compose::Ctx<'_>) {
+        match result {
+            Ok(()) => {}
+            Err(_) if self.closed() => ctx.stop(),
+            Err(e) => ctx.fail(e),
+        }
     }
 
     /// Writes everything buffered.

@@ -1,17 +1,20 @@
-//! `pcap_source`: capture files in, packet batches out.
+//! `pcap_source`: capture files in, packet batches out. The one reader of capture files: every
+//! command that reads files (`trawl flows -r`, `series`, `ingest`, `dump`, `detect`) runs it.
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 use trawl_bpf::{ByteOrder, FileFilters, FilterSet};
 use trawl_capture::{
-    reuse_records, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord, PacketSource,
+    reuse_records, FileFormat, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord,
+    PacketSource, SourceStats, MAX_SNAPLEN,
 };
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool, PoolSlot};
 
 use crate::messages::{PacketBatch, PACKETS};
 
 /// libpcap's snap length for compiling filters, so `greater`/`less` see whole packets.
-const FILTER_SNAPLEN: u32 = 262_144;
+const FILTER_SNAPLEN: u32 = MAX_SNAPLEN;
 
 /// Reads capture files (pcap, pcapng, HPCAP raw, gzip/zstd), several merged by packet time
 /// (mergecap's semantics) or one after the other, and sends their packets in batches; a bad
@@ -20,6 +23,11 @@ pub struct PcapSource {
     files: Vec<String>,
     next_file: usize,
     source: Option<FileSource>,
+    /// The current file (of the one-after-the-other path), for warnings.
+    source_path: PathBuf,
+    format: Option<FileFormat>,
+    /// Counters of the files read to their end (or to an error) on that path.
+    done: SourceStats,
     /// Several files merged by time: opened at the first poll.
     merge: bool,
     merged: Option<MergedFiles>,
@@ -46,7 +54,33 @@ struct SourceCounters {
     packets: Counter,
     bytes: Counter,
     files: Counter,
+    failed: Counter,
     rejected: Counter,
+    /// What the reader delivered before the filter ([`SourceStats`]).
+    records: Counter,
+    captured_bytes: Counter,
+    wire_bytes: Counter,
+    truncated: Counter,
+    skipped_blocks: Counter,
+    /// Bytes read of the current file (or of all, merged) and their total, for progress.
+    progress_done: Counter,
+    progress_total: Counter,
+}
+
+impl SourceCounters {
+    fn source(&self, s: &SourceStats) {
+        self.records.set(s.records);
+        self.captured_bytes.set(s.captured_bytes);
+        self.wire_bytes.set(s.wire_bytes);
+        self.truncated.set(s.truncated_records);
+        self.skipped_blocks.set(s.skipped_blocks);
+    }
+
+    fn progress(&self, p: Option<(u64, u64)>) {
+        let (done, total) = p.unwrap_or_default();
+        self.progress_done.set(done);
+        self.progress_total.set(total);
+    }
 }
 
 /// Settings of `pcap_source`.
@@ -59,11 +93,43 @@ pub struct PcapSourceSettings {
     /// Read the files one after the other, in the order given (mergecap -a).
     #[serde(default)]
     pub concatenate: bool,
-    /// BPF expression (tcpdump syntax); packets that do not match are not sent.
+    /// BPF expression (tcpdump syntax), compiled for each file (BSD loopback headers hold
+    /// the address family in the byte order of the machine that wrote the file); packets that
+    /// do not match are not sent.
     pub filter: Option<String>,
     /// Packets per batch (default 256).
     #[serde(default = "default_batch")]
     pub batch: usize,
+    /// `pcap`, `pcapng` or `hpcap`: read the files as this format instead of detecting it
+    /// (HPCAP raw files have no magic number).
+    pub format: Option<InputFormat>,
+    /// A file that cannot be opened is reported and counted (`files_failed`) and the others
+    /// are read, as the command line does, instead of failing the check (default false). `-`
+    /// (standard input, alone) is allowed then.
+    #[serde(default)]
+    pub skip_unreadable: bool,
+}
+
+/// A capture format forced by `format`.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum InputFormat {
+    /// libpcap's format.
+    Pcap,
+    /// pcapng.
+    Pcapng,
+    /// HPCAP raw.
+    Hpcap,
+}
+
+impl InputFormat {
+    fn file_format(self) -> FileFormat {
+        match self {
+            InputFormat::Pcap => FileFormat::Pcap,
+            InputFormat::Pcapng => FileFormat::Pcapng,
+            InputFormat::Hpcap => FileFormat::HpcapRaw,
+        }
+    }
 }
 
 fn default_batch() -> usize {
@@ -87,9 +153,16 @@ impl Block for PcapSource {
         if s.files.is_empty() {
             return Err("`files` is empty".into());
         }
+        if s.files.len() > 1 && s.files.iter().any(|f| f == "-") {
+            return Err(
+                "standard input (`-`) cannot be merged with other files (it cannot be \
+                        read twice); give it alone"
+                    .into(),
+            );
+        }
         // Inputs are checked before any block is built, so a missing file fails the run before
         // writers open (or create) their outputs.
-        for f in &s.files {
+        for f in s.files.iter().filter(|_| !s.skip_unreadable) {
             std::fs::File::open(f).map_err(|e| format!("cannot read `{f}`: {e}"))?;
         }
         if s.batch == 0 || s.batch > 1 << 16 {
@@ -108,6 +181,9 @@ impl Block for PcapSource {
             files: s.files,
             next_file: 0,
             source: None,
+            source_path: PathBuf::new(),
+            format: s.format.map(InputFormat::file_format),
+            done: SourceStats::default(),
             merged: None,
             file_filters: s
                 .filter
@@ -132,7 +208,15 @@ impl Block for PcapSource {
             packets: ctx.counter("packets"),
             bytes: ctx.counter("bytes"),
             files: ctx.counter("files"),
+            failed: ctx.counter("files_failed"),
             rejected: ctx.counter("filter_rejected"),
+            records: ctx.counter("records"),
+            captured_bytes: ctx.counter("captured_bytes"),
+            wire_bytes: ctx.counter("wire_bytes"),
+            truncated: ctx.counter("truncated_records"),
+            skipped_blocks: ctx.counter("skipped_blocks"),
+            progress_done: ctx.counter("progress_bytes"),
+            progress_total: ctx.counter("progress_total"),
         });
         Ok(())
     }
@@ -157,12 +241,12 @@ impl Block for PcapSource {
         let (batch, shared_bytes) = match source.next_shared_batch() {
             Ok(Some(read)) => read,
             Ok(None) => {
-                self.source = None;
+                self.close_file();
                 return Poll::Busy;
             }
             Err(e) => {
                 ctx.error(e);
-                self.source = None;
+                self.close_file();
                 return Poll::Busy;
             }
         };
@@ -176,15 +260,19 @@ impl Block for PcapSource {
         // the source reads on into another buffer while this one is held.
         out.fill_shared(&batch, shared_bytes);
         if let Some(filter) = self.filter.as_mut() {
+            let path = &self.source_path;
             out.retain(|p| {
-                let keep = filter
-                    .matches(p.link_type, p.data, p.wire_len)
-                    .unwrap_or(false);
+                let keep = passes(filter, p, path, ctx);
                 rejected += u64::from(!keep);
                 keep
             });
         }
         let c = self.counters.as_ref().expect("started");
+        let source = self.source.as_ref().expect("read above");
+        let mut stats = self.done;
+        stats.add(&source.stats());
+        c.source(&stats);
+        c.progress(source.progress());
         c.rejected.add(rejected);
         c.packets.add(out.metas.len() as u64);
         c.bytes
@@ -204,7 +292,7 @@ impl PcapSource {
     fn poll_merged(&mut self, ctx: &mut Ctx<'_>) -> Poll {
         let config = FileSourceConfig {
             batch_size: self.batch,
-            ..FileSourceConfig::default()
+            format: self.format,
         };
         let files = &self.files;
         let merged = self.merged.get_or_insert_with(|| {
@@ -216,11 +304,20 @@ impl PcapSource {
         big_endian.clear();
         let filters = &mut self.file_filters;
         let mut rejected = 0u64;
+        let mut warnings = Vec::new();
         let interfaces = merged.next_batch(&mut records, |pkt, file| {
             let keep = filters.as_mut().is_none_or(|f| {
-                f.for_file(file.order, file.big_endian)
-                    .matches(pkt.link_type, pkt.data, pkt.wire_len)
-                    .unwrap_or(false)
+                match f.for_file(file.order, file.big_endian).matches(
+                    pkt.link_type,
+                    pkt.data,
+                    pkt.wire_len,
+                ) {
+                    Ok(keep) => keep,
+                    Err(e) => {
+                        warnings.push(never_match(file.path, pkt, &e));
+                        false
+                    }
+                }
             });
             if keep {
                 big_endian.push(file.big_endian);
@@ -234,6 +331,9 @@ impl PcapSource {
             if self.interfaces.len() != table.len() {
                 self.interfaces = Arc::from(table.to_vec());
             }
+        }
+        for w in warnings {
+            ctx.warn(w);
         }
         let c = self.counters.as_ref().expect("started");
         c.rejected.add(rejected);
@@ -259,6 +359,9 @@ impl PcapSource {
             ctx.error(e);
         }
         c.files.add((merged.files_read - self.files_counted) as u64);
+        c.failed.set(merged.files_failed as u64);
+        c.source(&merged.stats());
+        c.progress(Some(merged.progress()));
         self.files_counted = merged.files_read;
         if done {
             Poll::Done
@@ -274,10 +377,16 @@ impl PcapSource {
         self.next_file += 1;
         let config = FileSourceConfig {
             batch_size: self.batch,
-            ..FileSourceConfig::default()
+            format: self.format,
         };
-        match FileSource::with_config(path, config) {
+        let opened = if path == "-" {
+            FileSource::from_reader("<stdin>", std::io::stdin(), config)
+        } else {
+            FileSource::with_config(path, config)
+        };
+        match opened {
             Ok(source) => {
+                self.source_path = PathBuf::from(path);
                 if let Some(expr) = &self.filter_expr {
                     let order = ByteOrder::of_file(source.big_endian());
                     self.filter = Some(FilterSet::new_for(expr, FILTER_SNAPLEN, order));
@@ -288,10 +397,43 @@ impl PcapSource {
                     c.files.add(1);
                 }
             }
-            Err(e) => ctx.error(e),
+            Err(e) => {
+                if let Some(c) = &self.counters {
+                    c.failed.add(1);
+                }
+                ctx.error(e);
+            }
         }
         Poll::Busy
     }
+
+    /// The current file is read (or failed): its counters join those of the files before.
+    fn close_file(&mut self) {
+        if let Some(source) = self.source.take() {
+            self.done.add(&source.stats());
+        }
+    }
+}
+
+/// Whether `pkt` (of the file `path`) passes `filter`. A link type the expression cannot be
+/// compiled for is a warning (libpcap refuses it; such packets never pass).
+#[inline]
+fn passes(filter: &mut FilterSet, pkt: &PacketRecord<'_>, path: &Path, ctx: &mut Ctx<'_>) -> bool {
+    match filter.matches(pkt.link_type, pkt.data, pkt.wire_len) {
+        Ok(keep) => keep,
+        Err(e) => {
+            ctx.warn(never_match(path, pkt, &e));
+            false
+        }
+    }
+}
+
+fn never_match(path: &Path, pkt: &PacketRecord<'_>, e: &impl std::fmt::Display) -> String {
+    format!(
+        "{}: packets of link type {} never match: {e}",
+        path.display(),
+        pkt.link_type.0
+    )
 }
 
 /// A pooled batch for `stream` with its header set for file records of one byte order (what

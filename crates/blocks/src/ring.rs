@@ -1,7 +1,7 @@
 //! `ring`: packets into a shared capture ring of `trawl_ring` (`/dev/shm/trawl-ring-NAME`),
 //! which other processes read (`trawl listen --ring NAME`, a `trawl_ring` listener).
 use serde::Deserialize;
-use trawl_capture::{Interface, RecordMeta};
+use trawl_capture::{Interface, PacketRecord};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg};
 use trawl_ring::{Producer, RingConfig};
 
@@ -112,15 +112,8 @@ impl Block for RingBlock {
         let map = &self.maps[at].1;
         let batch = packets.batch();
         for (i, pkt) in batch.iter().enumerate() {
-            let meta = RecordMeta {
-                ts_ns: pkt.ts_ns,
-                offset: 0,
-                caplen: pkt.data.len() as u32,
-                wire_len: pkt.wire_len,
-                iface: map.get(usize::from(pkt.iface)).copied().unwrap_or(0),
-                direction: pkt.direction,
-            };
-            if let Err(e) = self.producer.push(&meta, pkt.data) {
+            let iface = map.get(usize::from(pkt.iface)).copied().unwrap_or(0);
+            if let Err(e) = self.producer.push_record(&PacketRecord { iface, ..pkt }) {
                 ctx.error(format_args!("ring {}: {e}", self.name));
                 c.unheard.add((packets.metas.len() - i) as u64);
                 break;

@@ -147,16 +147,7 @@ fn series_header(f: TextFormat) -> Vec<u8> {
     header
 }
 
-/// Text formats of the writers.
-#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum TextFormat {
-    /// Comma-separated values with a header line.
-    #[default]
-    Csv,
-    /// One JSON object per line.
-    Json,
-}
+pub use crate::output::TextFormat;
 
 impl Block for SeriesFileWriter {
     const TYPE: &'static str = "series_writer";
@@ -226,17 +217,15 @@ impl Block for SeriesFileWriter {
         for r in &b.rows {
             self.writer.write(r, self.out.buf());
         }
-        if let Err(e) = self.out.written() {
-            ctx.fail(e);
-        }
+        let written = self.out.written();
+        self.out.settle(written, ctx);
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if !self.header {
             self.writer.write_header(self.out.buf());
         }
-        if let Err(e) = self.out.flush() {
-            ctx.fail(e);
-        }
+        let flushed = self.out.flush();
+        self.out.settle(flushed, ctx);
     }
 }

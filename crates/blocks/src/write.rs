@@ -95,18 +95,16 @@ impl Block for FlowFileWriter {
         for r in &b.records {
             self.writer.write(r, self.out.buf());
         }
-        if let Err(e) = self.out.written() {
-            ctx.fail(e);
-        }
+        let written = self.out.written();
+        self.out.settle(written, ctx);
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if !self.started {
             self.writer.write_header(self.out.buf());
         }
-        if let Err(e) = self.out.flush() {
-            ctx.fail(e);
-        }
+        let flushed = self.out.flush();
+        self.out.settle(flushed, ctx);
     }
 }
 
@@ -209,15 +207,13 @@ impl Block for EventFileWriter {
             buf.push(b'\n');
         }
         // Events are rare and wanted at once: flush every batch.
-        if let Err(e) = self.out.flush() {
-            ctx.fail(e);
-        }
+        let flushed = self.out.flush();
+        self.out.settle(flushed, ctx);
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        if let Err(e) = self.out.flush() {
-            ctx.fail(e);
-        }
+        let flushed = self.out.flush();
+        self.out.settle(flushed, ctx);
     }
 }
 
@@ -274,7 +270,7 @@ impl Block for PcapFileWriter {
                     Ok(f) => match PcapWriter::new(
                         BufWriter::with_capacity(1 << 20, f),
                         p.link_type,
-                        262_144,
+                        trawl_capture::MAX_SNAPLEN,
                     ) {
                         Ok(w) => {
                             self.writer = Some(w);

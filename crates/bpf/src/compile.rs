@@ -6,7 +6,7 @@ use trawl_capture::LinkType;
 
 /// libpcap's largest snapshot length (`MAXIMUM_SNAPLEN`): what a snaplen of 0 ("unknown")
 /// becomes.
-pub(crate) const MAX_SNAPLEN: u32 = 262_144;
+pub(crate) const MAX_SNAPLEN: u32 = trawl_capture::MAX_SNAPLEN;
 
 /// Byte order of the capture file the packets come from.
 ///

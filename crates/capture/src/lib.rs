@@ -38,6 +38,12 @@ pub use record::{
 };
 pub use write::{pcap_file_header, pcap_record_header, PcapWriter, PcapngWriter};
 
+/// libpcap's largest snapshot length (`MAXIMUM_SNAPLEN`): the default snap length of live
+/// capture, the largest caplen a file record may have for ordinary link types, the snap length
+/// filters are compiled for (so `greater`/`less` see whole packets) and written into pcap
+/// headers. The one definition every crate uses.
+pub const MAX_SNAPLEN: u32 = 262_144;
+
 /// Counters every source keeps. Monotonic over the life of the source.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SourceStats {

@@ -274,6 +274,10 @@ pub struct InputArgs {
     /// Progress line on standard error (default: when it is a terminal).
     #[arg(long, value_enum, default_value_t = When::Auto)]
     pub progress: When,
+    /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
+    /// `trawl run -c`) instead of running it.
+    #[arg(long = "print-composition")]
+    pub print_composition: bool,
 }
 
 /// Live capture settings (with `-i`).
@@ -295,7 +299,7 @@ pub struct LiveArgs {
     #[arg(long, value_name = "N", requires = "interface")]
     pub count: Option<u64>,
     /// Bytes kept of each captured packet (64 to 262144).
-    #[arg(long, value_name = "BYTES", default_value_t = 262_144)]
+    #[arg(long, value_name = "BYTES", default_value_t = u64::from(trawl_capture::MAX_SNAPLEN))]
     pub snaplen: u64,
     /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
     #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
@@ -395,11 +399,8 @@ pub enum Tunnel {
     Inner,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OutputFormat {
-    Json,
-    Csv,
-}
+/// `--format`: the writer blocks' enum (one for the command line and compositions).
+pub use trawl_blocks::output::TextFormat as OutputFormat;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SummaryFormat {
@@ -486,6 +487,8 @@ pub struct HiInput {
     pub flow: FlowConfig,
     pub summary: SummaryFormat,
     pub progress: bool,
+    /// `--print-composition`: print the plan, do not run it.
+    pub print_composition: bool,
 }
 
 impl HiInput {
@@ -536,6 +539,7 @@ impl HiInput {
             flow,
             summary: a.summary,
             progress,
+            print_composition: a.print_composition,
         })
     }
 }

@@ -238,7 +238,7 @@ impl RunPlan {
             interface: interfaces,
             duration: a.duration,
             count: a.count,
-            snaplen: c.snaplen.unwrap_or(262_144),
+            snaplen: c.snaplen.unwrap_or(u64::from(trawl_capture::MAX_SNAPLEN)),
             block_size: match &c.block_size {
                 Some(q) => q.bytes("capture.block_size")?,
                 None => 1 << 20,

@@ -1,20 +1,19 @@
 //! `trawl detect`: the monitoring applications over capture files, events as JSON lines (the
 //! same detectors and the same JSON as the `synflood` and `heavy_hitters` blocks).
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use trawl_blocks::detect::{heavy_json, synflood_json, HeavySettings, SynFloodSettings};
-use trawl_capture::{reuse_records, FileSourceConfig, PacketRecord};
+use trawl_blocks::detect::{HeavySettings, SynFloodSettings};
+use trawl_compose::{Document, MessageKind, Policy};
 use trawl_detect::cusum::CusumConfig;
-use trawl_detect::heavy::HeavyHitters;
-use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
+use trawl_detect::synflood::SynFloodConfig;
 
 use crate::args::parse_duration_ns;
-use trawl_capture::MergedFiles;
+use crate::plan::files::{FileInput, SOURCE};
+use crate::plan::{self, span, Finished};
 
 pub const DETECT_HELP: &str = "Output: one JSON object per line,
   {\"event\":\"start\",\"victim\":...,\"onset_ns\":...,\"detected_ns\":...,\"rate\":...}
@@ -107,7 +106,8 @@ pub struct HeavyArgs {
 pub fn run(args: &DetectArgs) -> Result<ExitCode> {
     match &args.app {
         DetectApp::Synflood(a) => {
-            let config = SynFloodSettings {
+            // Checked here for the flags' own message before anything is read.
+            SynFloodSettings {
                 interval: Some(a.interval),
                 threshold: Some(a.threshold),
                 drift: Some(a.drift),
@@ -117,27 +117,40 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let mut det = SynFloodDetector::new(config);
-            let mut found = Vec::new();
-            let outcome = each_packet(&a.files, |p, out| {
-                match p {
-                    Some(p) => det.observe_packet(p, &mut found),
-                    None => det.finish(&mut found),
-                }
-                out.extend(found.drain(..).map(|e| synflood_json(&e)));
-            })?;
-            let stats = det.stats();
-            let still_active: Vec<String> = det.active().map(|v| v.to_string()).collect();
-            outcome.finish(serde_json::json!({
-                "command": "detect synflood",
-                "packets": stats.packets,
-                "syns": stats.syns,
-                "intervals": stats.intervals,
-                "active_at_end": still_active,
-            }))
+            let mut doc = Document::new();
+            let gate = input(&a.files).add(&mut doc);
+            doc.block("detector", "synflood")
+                .set("interval", span(a.interval))
+                .set("threshold", a.threshold)
+                .set("drift", a.drift)
+                .set_some("ceiling", a.ceiling)
+                .set("epsilon", a.epsilon)
+                .set("delta", a.delta);
+            let f = run_detector(doc, &gate, "detector.alarms")?;
+            let det = f.report.block("detector");
+            let c = |name: &str| det.and_then(|b| b.counter(name)).unwrap_or(0);
+            let still_active: Vec<String> = det
+                .map(|b| {
+                    b.messages
+                        .iter()
+                        .filter(|m| m.kind == MessageKind::Note)
+                        .map(|m| m.text.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            finish(
+                &f,
+                serde_json::json!({
+                    "command": "detect synflood",
+                    "packets": c("packets"),
+                    "syns": c("syns"),
+                    "intervals": c("intervals"),
+                    "active_at_end": still_active,
+                }),
+            )
         }
         DetectApp::HeavyHitters(a) => {
-            let config = HeavySettings {
+            HeavySettings {
                 interval: a.interval,
                 k: a.k,
                 top: a.top,
@@ -146,95 +159,58 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let mut heavy = HeavyHitters::new(config);
-            let mut reports = Vec::new();
-            let mut packets = 0u64;
-            let outcome = each_packet(&a.files, |p, out| {
-                match p {
-                    Some(p) => {
-                        packets += 1;
-                        heavy.observe_packet(p, &mut reports);
-                    }
-                    None => heavy.finish(&mut reports),
-                }
-                out.extend(reports.drain(..).map(|r| heavy_json(&r)));
-            })?;
-            outcome.finish(serde_json::json!({
-                "command": "detect heavy-hitters",
-                "packets": packets,
-            }))
+            let mut doc = Document::new();
+            let gate = input(&a.files).add(&mut doc);
+            doc.block("detector", "heavy_hitters")
+                .set("interval", span(a.interval))
+                .set("k", a.k as i64)
+                .set_some("top", a.top.map(|n| n as i64))
+                .set_some("min_bytes", a.min_bytes.map(|n| n as i64))
+                .set_some("min_packets", a.min_packets.map(|n| n as i64));
+            let f = run_detector(doc, &gate, "detector.reports")?;
+            let packets = f.report.block("detector").map_or(0, |b| b.items_in);
+            finish(
+                &f,
+                serde_json::json!({
+                    "command": "detect heavy-hitters",
+                    "packets": packets,
+                }),
+            )
         }
     }
 }
 
-/// What reading the files gave: events written and files that failed.
-struct Outcome {
-    events: u64,
-    read_errors: Vec<String>,
-}
-
-impl Outcome {
-    /// Prints the summary (`fields` plus events and read errors) and picks the exit code.
-    fn finish(self, mut fields: Value) -> Result<ExitCode> {
-        if let Some(obj) = fields.as_object_mut() {
-            obj.insert("events".into(), self.events.into());
-            obj.insert("read_errors".into(), self.read_errors.clone().into());
-        }
-        eprintln!("{fields}");
-        Ok(if self.read_errors.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        })
+/// The capture files, merged by packet time into one stream (no filter).
+fn input(files: &[PathBuf]) -> FileInput {
+    FileInput {
+        files: files.to_vec(),
+        filter: None,
+        format: None,
     }
 }
 
-/// Reads `files` as one stream merged by packet time, calling `step` with each packet and once with `None` at the
-/// end; it may add events, which are written as JSON lines to standard output as they come.
-fn each_packet(
-    files: &[PathBuf],
-    mut step: impl FnMut(Option<&PacketRecord<'_>>, &mut Vec<Value>),
-) -> Result<Outcome> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut events = Vec::new();
-    let mut outcome = Outcome {
-        events: 0,
-        read_errors: Vec::new(),
-    };
-    let mut merged = MergedFiles::open(files, &FileSourceConfig::default());
-    let mut batch = Vec::new();
-    loop {
-        let mut records = reuse_records(std::mem::take(&mut batch));
-        if merged.next_batch(&mut records, |_, _| true).is_none() {
-            break;
-        }
-        for pkt in &records {
-            step(Some(pkt), &mut events);
-        }
-        batch = reuse_records(records);
-        if !write_events(&mut out, &mut events, &mut outcome.events)? {
-            break;
-        }
-    }
-    outcome.read_errors = std::mem::take(&mut merged.errors);
-    step(None, &mut events);
-    write_events(&mut out, &mut events, &mut outcome.events)?;
-    match out.flush() {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("cannot write the events")
-        }
-        _ => Ok(outcome),
-    }
+/// Connects the source to the detector and its events to standard output, and runs it.
+fn run_detector(mut doc: Document, packets: &str, events: &str) -> Result<Finished> {
+    doc.connect(packets, &["detector.packets"], Policy::Wait);
+    doc.block("events", "event_writer")
+        .set("path", "-")
+        .set("mode", "truncate");
+    doc.connect(events, &["events.events"], Policy::Wait);
+    plan::run(&doc, None)
 }
 
-/// Writes and drains `events`; false when the output pipe closed (the run ends quietly).
-fn write_events(out: &mut impl Write, events: &mut Vec<Value>, lines: &mut u64) -> Result<bool> {
-    for v in events.drain(..) {
-        match writeln!(out, "{v}") {
-            Ok(()) => *lines += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
-            Err(e) => return Err(e).context("cannot write the events"),
-        }
+/// Prints the summary (`fields` plus events written and read errors) and picks the exit code.
+fn finish(f: &Finished, mut fields: Value) -> Result<ExitCode> {
+    let read_errors = plan::input_report(f, SOURCE).input_errors;
+    let events = f.report.block("events").map_or(0, |b| b.items_in);
+    if let Some(obj) = fields.as_object_mut() {
+        obj.insert("events".into(), events.into());
+        obj.insert("read_errors".into(), read_errors.clone().into());
     }
-    Ok(true)
+    eprintln!("{fields}");
+    Ok(if read_errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_bpf::FilterSet;
-use trawl_capture::{FileSource, Interface, LinkType, PacketSource, PcapWriter, PcapngWriter};
+use trawl_capture::{
+    FileSource, Interface, LinkType, PacketSource, PcapWriter, PcapngWriter, MAX_SNAPLEN,
+};
 use trawl_packets::{
     set_io_priority, Budget, Dumper, DumperConfig, DumperStats, IoPriority, PacketStore, Retention,
     RetentionConfig, RetentionStats, Selection,
@@ -298,7 +300,7 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let mut filter = match &a.filter {
         Some(f) => {
             crate::run::check_filter(f)?;
-            Some(FilterSet::new(f, 262_144))
+            Some(FilterSet::new(f, MAX_SNAPLEN))
         }
         None => None,
     };
@@ -420,15 +422,7 @@ impl Feed {
                             d.write(iface, &ifaces[usize::from(iface)], &pkt)?;
                         }
                         Sink::Ring(p) => {
-                            let meta = trawl_capture::RecordMeta {
-                                ts_ns: pkt.ts_ns,
-                                offset: 0,
-                                caplen: pkt.data.len() as u32,
-                                wire_len: pkt.wire_len,
-                                iface,
-                                direction: pkt.direction,
-                            };
-                            p.push(&meta, pkt.data)?;
+                            p.push_record(&trawl_capture::PacketRecord { iface, ..pkt })?;
                         }
                     }
                 }
@@ -749,7 +743,10 @@ impl<W: std::io::Write> CaptureOut<W> {
     fn write(&mut self, p: &trawl_packets::StoredPacket<'_>) -> Result<()> {
         if let CaptureOut::PcapPending(sink) = self {
             let sink = sink.take().expect("replaced below");
-            *self = CaptureOut::Pcap(PcapWriter::new(sink, p.link_type, 262_144)?, p.link_type);
+            *self = CaptureOut::Pcap(
+                PcapWriter::new(sink, p.link_type, MAX_SNAPLEN)?,
+                p.link_type,
+            );
         }
         match self {
             CaptureOut::Pcap(w, link) => {
@@ -773,7 +770,7 @@ impl<W: std::io::Write> CaptureOut<W> {
                     Some(i) => i as u32,
                     None => {
                         ifaces.push((p.iface.to_string(), p.link_type));
-                        w.add_interface(p.link_type, 262_144, Some(p.iface))?
+                        w.add_interface(p.link_type, MAX_SNAPLEN, Some(p.iface))?
                     }
                 };
                 w.write(id, p.ts_ns, p.wire_len, p.data)?;
@@ -788,7 +785,7 @@ impl<W: std::io::Write> CaptureOut<W> {
     fn finish(self) -> Result<()> {
         let r = match self {
             CaptureOut::PcapPending(Some(sink)) => {
-                PcapWriter::new(sink, LinkType::ETHERNET, 262_144)
+                PcapWriter::new(sink, LinkType::ETHERNET, MAX_SNAPLEN)
                     .and_then(|w| w.finish().map(drop))
             }
             CaptureOut::PcapPending(None) => Ok(()),

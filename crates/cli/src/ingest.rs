@@ -1,16 +1,19 @@
 //! `trawl ingest`: capture files → flow meter (records split at 5-minute boundaries) → the
 //! flow database.
-use std::cell::RefCell;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use trawl_flow::{FlowConfig, FlowMeter, FlowRecord};
-use trawl_store::{Codec, Ingest, IngestStats, Retention, StoreConfig, BLOCK_NS};
+use trawl_compose::Document;
+use trawl_flow::FlowConfig;
+use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
-use crate::args::{parse_duration_ns, parse_size, HiInput, SummaryFormat};
-use crate::run::{check_filter, drive};
+use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::plan::consumers::{Consumers, StoreOut};
+use crate::plan::files::{FileInput, SOURCE};
+use crate::plan::{self};
+use crate::run::check_filter;
 
 #[derive(Args, Debug)]
 pub struct IngestArgs {
@@ -68,67 +71,45 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         ..FlowConfig::default()
     };
     crate::args::check_flow_flags(&flow)?;
-    let codec = Codec::parse(&a.codec).with_context(|| {
-        format!(
+    if Codec::parse(&a.codec).is_none() {
+        anyhow::bail!(
             "invalid --codec {:?} (zstd, zstd:LEVEL, lz4, none)",
             a.codec
-        )
-    })?;
+        );
+    }
     let filter = a.filter.clone().filter(|f| !f.trim().is_empty());
     if let Some(f) = &filter {
         check_filter(f)?;
     }
-    let config = StoreConfig {
-        codec,
-        // Records reach the store up to the idle timeout plus the linger after their last
-        // packet; one wheel tick (67 ms) and a second of margin cover the expiry resolution.
-        grace_ns: a.idle + a.tcp_linger + 1_000_000_000,
-        ..StoreConfig::default()
-    };
-    let input = HiInput {
+    let mut doc = Document::new();
+    let gate = FileInput {
         files: a.read.clone(),
-        live: None,
-        forced_format: None,
         filter,
-        flow,
-        summary: a.summary,
-        progress: false,
-    };
-    let mut store = Ingest::open(&a.db, config)
-        .with_context(|| format!("cannot open the database {}", a.db.display()))?;
-    let iface = store.iface(&a.iface)?;
-    let store = RefCell::new(store);
-    let failed: RefCell<Option<trawl_store::Error>> = RefCell::new(None);
-    let mut meter = FlowMeter::new(input.flow.clone());
-    let mut sink = |r: &FlowRecord<'_>| {
-        if failed.borrow().is_none() {
-            if let Err(e) = store.borrow_mut().push(iface, r) {
-                *failed.borrow_mut() = Some(e);
-            }
-        }
-    };
-    let mut packets = 0u64;
-    let mut latest = 0u64;
-    let after = |p: &trawl_capture::PacketRecord<'_>, _: &trawl_flow::PacketOutcome| {
-        latest = latest.max(p.ts_ns);
-        packets += 1;
-        // Closing blocks every 64 Ki packets keeps memory to the open intervals.
-        if packets.is_multiple_of(65_536) && failed.borrow().is_none() {
-            if let Err(e) = store.borrow_mut().advance(latest) {
-                *failed.borrow_mut() = Some(e);
-            }
-        }
-    };
-    let report = drive(&input, &mut meter, &mut sink, after, &|| {
-        failed.borrow().is_some()
-    });
-    if let Some(e) = failed.into_inner() {
-        return Err(e).context("cannot write to the database");
+        format: None,
     }
-    let stats = store
-        .into_inner()
-        .finish()
-        .context("cannot write to the database")?;
+    .add(&mut doc);
+    let consumers = Consumers {
+        flow,
+        flows: None,
+        series: None,
+        store: Some(StoreOut {
+            dir: a.db.to_string_lossy().into_owned(),
+            iface: a.iface.clone(),
+            codec: a.codec.clone(),
+            // Records reach the store up to the idle timeout plus the linger after their
+            // last packet; one wheel tick (67 ms) and a second of margin cover the expiry
+            // resolution.
+            grace_ns: a.idle + a.tcp_linger + 1_000_000_000,
+            // Applied once, after the ingest, below (and said in the summary).
+            keep_days: None,
+            max_size: None,
+        }),
+    };
+    let added = consumers.add(&mut doc, &[gate]);
+    let finished = plan::run(&doc, None)?;
+    let report = plan::input_report(&finished, SOURCE);
+    let (meter, table, _) = plan::meters(&finished, &added.meters);
+    let stats = store_stats(&finished);
     let retention = Retention {
         max_age_days: a.keep_days,
         max_bytes: a.max_size.map(|b| b as u64),
@@ -141,14 +122,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
                 .context("cannot apply retention")?,
         )
     };
-    crate::summary::print(
-        "ingest",
-        a.summary,
-        &report,
-        meter.stats(),
-        meter.table_size(),
-        None,
-    );
+    crate::summary::print("ingest", a.summary, &report, &meter, table, None);
     print_store(a.summary, &stats, report.elapsed.as_secs_f64());
     if let (Some(r), SummaryFormat::Text) = (retained, a.summary) {
         eprintln!(
@@ -157,6 +131,20 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         );
     }
     Ok(crate::exit_code(&report))
+}
+
+/// The `flow_store` block's counters.
+fn store_stats(f: &plan::Finished) -> IngestStats {
+    let b = f.report.block("store");
+    let c = |name: &str| b.and_then(|b| b.counter(name)).unwrap_or(0);
+    IngestStats {
+        records: c("records"),
+        records_spanning: c("records_spanning"),
+        rows: c("rows"),
+        blocks: c("blocks"),
+        extra_parts: c("extra_parts"),
+        bytes: c("bytes"),
+    }
 }
 
 fn print_store(format: SummaryFormat, s: &IngestStats, secs: f64) {

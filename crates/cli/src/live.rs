@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use trawl_bpf::FilterSet;
 use trawl_capture::live::{self, Fanout, LiveSource, LiveStats};
-use trawl_capture::{PacketRecord, PacketSource, RecordMeta, SourceStats};
+use trawl_capture::{PacketRecord, PacketSource, SourceStats};
 use trawl_flow::format::RecordWriter;
 use trawl_flow::{FlowConfig, FlowMeter, FlowRecord, MeterStats};
 use trawl_ring::dedup::Dedup;
@@ -585,15 +585,7 @@ fn worker_loop(
         // write position and would never read what is written now).
         if let Some(p) = w.ring.as_mut().filter(|p| p.has_listeners()) {
             for pkt in &selected {
-                let meta = RecordMeta {
-                    ts_ns: pkt.ts_ns,
-                    offset: 0,
-                    caplen: pkt.data.len() as u32,
-                    wire_len: pkt.wire_len,
-                    iface: pkt.iface,
-                    direction: pkt.direction,
-                };
-                if let Err(e) = p.push(&meta, pkt.data) {
+                if let Err(e) = p.push_record(pkt) {
                     ring_errors.get_or_insert_with(|| format!("ring of {}: {e}", w.label));
                     break;
                 }

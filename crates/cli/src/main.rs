@@ -70,6 +70,11 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 writer.set_iface("");
             }
             let plan = export::ExportPlan::from_args(&a.export)?;
+            let composed = input.live.is_none() && !plan.exports_flows() && a.payload_bytes == 0;
+            refuse_print_composition(&input, composed)?;
+            if composed {
+                return files_command("flows", &input, &a.out, false);
+            }
             // With exporters, standard output carries records only when asked (-o FILE).
             let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";
             let mut out = Output::new(args::open_output(&a.out.output)?);
@@ -139,6 +144,12 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             };
             let writer = SeriesWriter::new(format);
             let plan = export::ExportPlan::from_args(&a.export)?;
+            let composed =
+                input.live.is_none() && !plan.exports_flows() && plan.series_feed.is_none();
+            refuse_print_composition(&input, composed)?;
+            if composed {
+                return files_command("series", &input, &a.out, true);
+            }
             let hub = plan.start(input.live.is_none())?;
             let mut out = Output::new(args::open_output(&a.out.output)?);
             writer.write_header(out.buf());
@@ -223,6 +234,57 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Blocks(a) => compose::blocks(&a),
         Command::Voip(a) => voip::run(&a),
     }
+}
+
+/// `--print-composition` prints what runs on the block runtime; live capture, exporters and
+/// `--payload-bytes` do not run there yet: refused rather than ignored.
+fn refuse_print_composition(input: &HiInput, composed: bool) -> Result<()> {
+    if input.print_composition && !composed {
+        anyhow::bail!(
+            "--print-composition: only capture files (-r) without --export, feeds or \
+             --payload-bytes run as a composition so far"
+        );
+    }
+    Ok(())
+}
+
+/// `trawl flows -r` and `trawl series -r` as a composition: the files' `pcap_source`, a flow
+/// meter, and the writer of its records (or of its per-second rows).
+fn files_command(
+    command: &str,
+    input: &HiInput,
+    out: &args::OutputArgs,
+    series: bool,
+) -> Result<ExitCode> {
+    let mut doc = trawl_compose::Document::new();
+    let files = plan::files::FileInput {
+        files: input.files.clone(),
+        filter: input.filter.clone(),
+        format: input.forced_format,
+    };
+    let gate = files.add(&mut doc);
+    let text = plan::consumers::TextOut {
+        path: out.output.to_string_lossy().into_owned(),
+        format: out.format,
+        append: false,
+    };
+    let consumers = plan::consumers::Consumers {
+        flow: input.flow.clone(),
+        flows: (!series).then(|| text.clone()),
+        series: series.then_some(text),
+        store: None,
+    };
+    let added = consumers.add(&mut doc, &[gate]);
+    if input.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let source = plan::files::SOURCE;
+    let finished = plan::run(&doc, input.progress.then_some(source))?;
+    let report = plan::input_report(&finished, source);
+    let (meter, table, series) = plan::meters(&finished, &added.meters);
+    summary::print(command, input.summary, &report, &meter, table, series);
+    Ok(exit_code(&report))
 }
 
 /// Captures live until SIGINT/SIGTERM, `--duration` or `--count`, then flushes every flow and

@@ -16,7 +16,7 @@ use crate::args::HiInput;
 
 /// Snap length filters are compiled for: libpcap's maximum, so `greater`/`less` and loads see
 /// whole packets.
-pub(crate) const SNAPLEN: u32 = 262_144;
+pub(crate) const SNAPLEN: u32 = trawl_capture::MAX_SNAPLEN;
 
 /// What happened during a run, for the summary.
 #[derive(Debug, Default)]

@@ -150,7 +150,10 @@ pub(crate) trait Host {
     fn add_timer(&mut self, block: usize, timer: Timer) -> TimerId;
     fn add_counter(&mut self, block: usize, name: &str) -> Counter;
     fn error(&mut self, block: usize, message: String);
+    fn warn(&mut self, block: usize, message: String);
+    fn note(&mut self, block: usize, message: String);
     fn fail(&mut self, block: usize, message: String);
+    fn stop(&mut self);
     fn stopping(&self) -> bool;
     fn name(&self, block: usize) -> &str;
     fn take(&mut self, want: u64) -> u64;
@@ -212,6 +215,25 @@ impl Ctx<'_> {
     /// the block's `errors` and written to standard error (the first ten in full).
     pub fn error(&mut self, message: impl std::fmt::Display) {
         self.host.error(self.block, message.to_string());
+    }
+
+    /// Reports something the user should know that is not an error (a filter that cannot
+    /// apply to some packets): kept in the block's report, not counted in `errors`.
+    pub fn warn(&mut self, message: impl std::fmt::Display) {
+        self.host.warn(self.block, message.to_string());
+    }
+
+    /// Leaves a fact for the command that runs the composition to put in its summary (kept
+    /// in the block's report, not printed).
+    pub fn note(&mut self, message: impl std::fmt::Display) {
+        self.host.note(self.block, message.to_string());
+    }
+
+    /// Stops the composition cleanly, as [`crate::Running::stop`] does: sources end, what
+    /// was produced flows through and every block finishes. For a block whose reader went
+    /// away (standard output closed by `head`): the run is over, but nothing failed.
+    pub fn stop(&mut self) {
+        self.host.stop();
     }
 
     /// Reports a problem the block cannot go on after (an output that cannot be written): the

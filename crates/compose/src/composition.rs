@@ -213,6 +213,10 @@ pub struct Plan {
     pub time_blocks: bool,
     /// Duration, packet count, status lines and user of the run.
     pub control: RunControl,
+    /// Whether the problems blocks report ([`crate::Ctx::error`], [`crate::Ctx::warn`]) are
+    /// written to standard error as they happen (the default). A command that prints them in
+    /// its own summary turns this off and reads them from [`crate::BlockReport::messages`].
+    pub print_messages: bool,
 }
 
 /// A connection while checking: (block, output), (block, input), policy, capacity.
@@ -584,6 +588,7 @@ pub fn plan(
         order,
         time_blocks: raw.runtime.time_blocks.unwrap_or(true),
         control,
+        print_messages: true,
     })
 }
 

@@ -35,6 +35,33 @@ struct BlockShared {
     calls: AtomicU64,
     errors: AtomicU64,
     own: Mutex<Vec<(String, Counter)>>,
+    /// Errors and warnings reported, in order (the first [`MESSAGES_KEPT`]).
+    messages: Mutex<Vec<Message>>,
+}
+
+/// Messages a block's report keeps; its `errors` counter counts them all.
+const MESSAGES_KEPT: usize = 1000;
+
+/// Something a block said for its report: a problem it went on after, or a final word.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Message {
+    /// Which kind.
+    pub kind: MessageKind,
+    /// What the block said.
+    pub text: String,
+}
+
+/// The kinds of [`Message`].
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageKind {
+    /// [`Ctx::error`]: bad input, a lost record (counted in `errors`).
+    Error,
+    /// [`Ctx::warn`]: not an error, but the user should know (a filter that cannot apply).
+    Warning,
+    /// [`Ctx::note`]: a fact for the command's summary (the victims still under attack at
+    /// the end); never printed by the runtime.
+    Note,
 }
 
 /// Counters of one queued connection.
@@ -73,6 +100,8 @@ struct Control {
     failure: Mutex<Option<String>>,
     /// Packets the sources may still send (`[runtime] count`); `None`: no limit.
     budget: Option<AtomicU64>,
+    /// [`Plan::print_messages`].
+    print_messages: bool,
 }
 
 impl Control {
@@ -182,6 +211,8 @@ pub struct BlockReport {
     /// A source (no input gates): its `packets` and `kernel_drops` make the status line.
     #[serde(skip)]
     pub source: bool,
+    /// The errors and warnings it reported, in order (the first thousand).
+    pub messages: Vec<Message>,
 }
 
 /// Counters of one connection.
@@ -358,11 +389,13 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         order,
         time_blocks,
         control: run_control,
+        print_messages,
     } = plan;
     let control = Arc::new(Control {
         stop: AtomicBool::new(false),
         failure: Mutex::new(None),
         budget: run_control.count.map(AtomicU64::new),
+        print_messages,
     });
     let wakers: Vec<Arc<Waker>> = threads
         .iter()
@@ -609,6 +642,7 @@ impl Running {
                     .lock()
                     .map(|own| own.iter().map(|(k, c)| (k.clone(), c.get())).collect())
                     .unwrap_or_default(),
+                messages: s.messages.lock().map(|m| m.clone()).unwrap_or_default(),
             })
             .collect();
         let mut connections: Vec<ConnectionReport> = self
@@ -949,6 +983,11 @@ impl Host for Worker {
     fn error(&mut self, block: usize, message: String) {
         let l = &self.locals[block];
         let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
+        let print = self.control.print_messages;
+        keep_message(&l.shared, MessageKind::Error, message.as_str());
+        if !print {
+            return;
+        }
         // The first errors are shown in full; the counter says how many followed.
         if n < 10 {
             eprintln!("trawl: block {}: {message}", l.name);
@@ -960,9 +999,25 @@ impl Host for Worker {
         }
     }
 
+    fn warn(&mut self, block: usize, message: String) {
+        let l = &self.locals[block];
+        if self.control.print_messages {
+            eprintln!("trawl: block {}: warning: {message}", l.name);
+        }
+        keep_message(&l.shared, MessageKind::Warning, message.as_str());
+    }
+
+    fn note(&mut self, block: usize, message: String) {
+        keep_message(&self.locals[block].shared, MessageKind::Note, &message);
+    }
+
     fn fail(&mut self, block: usize, message: String) {
         let name = &self.locals[block].name;
         self.control.fail(format!("block `{name}`: {message}"));
+    }
+
+    fn stop(&mut self) {
+        self.control.stop.store(true, Ordering::SeqCst);
     }
 
     fn stopping(&self) -> bool {
@@ -987,6 +1042,18 @@ impl Host for Worker {
             self.control.stop.store(true, Ordering::SeqCst);
         }
         granted
+    }
+}
+
+/// Keeps a block's error or warning for its report (the first [`MESSAGES_KEPT`]).
+fn keep_message(shared: &BlockShared, kind: MessageKind, text: &str) {
+    if let Ok(mut m) = shared.messages.lock() {
+        if m.len() < MESSAGES_KEPT {
+            m.push(Message {
+                kind,
+                text: text.to_string(),
+            });
+        }
     }
 }
 

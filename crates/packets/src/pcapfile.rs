@@ -14,7 +14,7 @@ pub(crate) const FILE_HEADER_LEN: u64 = 24;
 /// Length of a record header.
 pub(crate) const RECORD_HEADER_LEN: usize = 16;
 /// Largest captured length the store writes and accepts (libpcap's MAXIMUM_SNAPLEN).
-pub(crate) const MAX_CAPLEN: u32 = 262_144;
+pub(crate) const MAX_CAPLEN: u32 = trawl_capture::MAX_SNAPLEN;
 
 const MAGIC_US: u32 = 0xa1b2_c3d4;
 const MAGIC_NS: u32 = 0xa1b2_3c4d;

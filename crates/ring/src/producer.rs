@@ -5,7 +5,7 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use trawl_capture::{Batch, Interface, RecordMeta};
+use trawl_capture::{Batch, Interface, PacketRecord, RecordMeta};
 
 use crate::dedup::Dedup;
 use crate::layout::{
@@ -348,6 +348,22 @@ impl Producer {
         self.counters.c[counter::RECORDS_WRITTEN] += 1;
         self.counters.c[counter::BYTES_WRITTEN] += data.len() as u64;
         Ok(true)
+    }
+
+    /// [`Producer::push`] of a packet as sources give it: its time, wire length, interface and
+    /// direction, its bytes as captured. The one place a ring record's metadata is built from
+    /// a packet (callers that renumber interfaces pass a record with theirs).
+    #[inline]
+    pub fn push_record(&mut self, pkt: &PacketRecord<'_>) -> Result<bool, Error> {
+        let meta = RecordMeta {
+            ts_ns: pkt.ts_ns,
+            offset: 0,
+            caplen: pkt.data.len() as u32,
+            wire_len: pkt.wire_len,
+            iface: pkt.iface,
+            direction: pkt.direction,
+        };
+        self.push(&meta, pkt.data)
     }
 
     /// Writes every record of `batch` (first adding interfaces the ring does not have yet).

@@ -562,3 +562,80 @@ fn several_files_merge_by_packet_time_as_mergecap_does() {
     let rejected = report.block("src").unwrap().counter("filter_rejected");
     assert_eq!(rejected, Some((want.len() - want_udp.len()) as u64));
 }
+
+/// `pcap_source` as the file commands run it (issue 19): a file that cannot be opened is
+/// counted and named, not fatal (`skip_unreadable`); the filter is compiled for each file, and
+/// a file of a link type it cannot apply to is a warning naming that file, while the packets of
+/// the other file are filtered as usual; the readers' counters add up.
+#[test]
+fn pcap_source_counts_unreadable_files_and_warns_per_file_of_a_filter_that_cannot_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let (raw, ether) = (capture("raw_ip.pcap"), capture("android.pcap"));
+    let missing = dir.path().join("missing.pcap");
+    let text = format!(
+        r#"
+        [[block]]
+        name = "src"
+        type = "pcap_source"
+        files = ["{}", "{}", "{}"]
+        filter = "ether src host 00:11:22:33:44:55 or tcp"
+        skip_unreadable = true
+        [[block]]
+        name = "per_file_filter"
+        type = "collect"
+        [[connection]]
+        from = "src.packets"
+        to = "per_file_filter.in"
+        "#,
+        raw.display(),
+        ether.display(),
+        missing.display()
+    );
+    let report = run(&text);
+    let src = report.block("src").unwrap();
+    let c = |n: &str| src.counter(n).unwrap();
+    assert_eq!((c("files"), c("files_failed")), (2, 1));
+    let errors: Vec<&str> = src
+        .messages
+        .iter()
+        .filter(|m| m.kind == trawl_compose::MessageKind::Error)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("missing.pcap"), "{errors:?}");
+    let warnings: Vec<&str> = src
+        .messages
+        .iter()
+        .filter(|m| m.kind == trawl_compose::MessageKind::Warning)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert!(!warnings.is_empty());
+    for w in &warnings {
+        assert!(
+            w.contains("raw_ip.pcap") && w.contains("never match"),
+            "{w}"
+        );
+    }
+    // Every packet of both files was read; the Ethernet file's TCP packets passed.
+    let total = (file_packets(&raw).len() + file_packets(&ether).len()) as u64;
+    assert_eq!(c("records"), total);
+    let mut tcp = trawl_bpf::FilterSet::new_for(
+        "ether src host 00:11:22:33:44:55 or tcp",
+        trawl_capture::MAX_SNAPLEN,
+        trawl_bpf::ByteOrder::Little,
+    );
+    let want = file_packets(&ether)
+        .iter()
+        .filter(|(_, p)| {
+            tcp.matches(LinkType::ETHERNET, &p.data, p.wire_len)
+                .unwrap()
+        })
+        .count() as u64;
+    assert!(want > 0);
+    assert_eq!(c("packets"), want);
+    assert_eq!(
+        crate::collected("per_file_filter").packets.len() as u64,
+        want
+    );
+    assert_eq!(c("filter_rejected"), total - want);
+}

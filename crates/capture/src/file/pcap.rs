@@ -10,7 +10,7 @@ pub(crate) const HEADER_LEN: usize = 24;
 const RECORD_HEADER_LEN: usize = 16;
 /// libpcap's largest caplen for ordinary link types (`max_snaplen_for_dlt`), accepted whatever
 /// the file's snaplen says.
-const LIBPCAP_MAX_SNAPLEN: u32 = 262_144;
+const LIBPCAP_MAX_SNAPLEN: u32 = crate::MAX_SNAPLEN;
 
 /// The four magic numbers, as the first 4 file bytes.
 pub(crate) const MAGIC_US_LE: [u8; 4] = [0xd4, 0xc3, 0xb2, 0xa1];

@@ -84,7 +84,7 @@ impl LiveConfig {
     pub fn new(interface: impl Into<String>) -> Self {
         LiveConfig {
             interface: interface.into(),
-            snaplen: 262_144,
+            snaplen: crate::MAX_SNAPLEN,
             block_size: 1 << 20,
             block_count: 64,
             block_timeout: Duration::from_millis(10),
@@ -104,7 +104,7 @@ pub mod limits {
 
     /// Bytes kept per packet: below 64 not even the headers of a tunnelled TCP packet fit;
     /// 262144 is libpcap's largest.
-    pub const SNAPLEN: Limit = Limit::new("snaplen", Unit::Bytes, 64, 262_144);
+    pub const SNAPLEN: Limit = Limit::new("snaplen", Unit::Bytes, 64, crate::MAX_SNAPLEN as u64);
     /// Ring block size: the kernel wants a power of two of at least a page, below 2 GiB.
     pub const BLOCK_SIZE: Limit =
         Limit::new("block_size", Unit::Bytes, 4096, 1 << 30).power_of_two();
@@ -368,7 +368,7 @@ impl Socket {
         let snaplen_program;
         let program = match &c.filter {
             Some(p) => Some(p.as_slice()),
-            None if c.snaplen < 262_144 => {
+            None if c.snaplen < crate::MAX_SNAPLEN => {
                 snaplen_program = [SockFilter {
                     code: 0x06,
                     jt: 0,

@@ -1,2 +1,202 @@
-//! Plans: the compositions the commands build from their flags.
+//! Commands as compositions: each command turns its flags into a [`Document`] (a composition
+//! of blocks), runs it on the block runtime, and prints its report from the runtime's counters.
+//! No command reads, meters, stores or writes in a loop of its own.
+//!
+//! - [`files`]: the `pcap_source` of `-r FILE...`;
+//! - [`consumers`]: what consumes packets (meters, writers), shared with live capture;
+//! - here: running a plan ([`run`]), and reading the source's and the meters' counters back
+//!   into the summary's numbers ([`input_report`], [`meters`]).
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use trawl_compose::{Document, MessageKind, Report};
+use trawl_flow::{MeterStats, TableSize};
+use trawl_series::SeriesStats;
+
+use crate::run::{human, RunReport};
+
+pub mod consumers;
+pub mod files;
 pub mod live;
+
+/// A finished run: every counter, and how long it took.
+pub struct Finished {
+    pub report: Report,
+    pub elapsed: Duration,
+}
+
+/// Plans `doc` (as `trawl check -c` would the printed TOML), runs it to its end, and returns
+/// its counters. The blocks' errors and warnings are not printed as they happen: the command
+/// prints them in its summary. `progress` draws a progress line on standard error from the
+/// counters of the source block named `source` while it runs. A composition that fails (an
+/// output that cannot be written) is an error; a reader that went away (EPIPE) is not.
+pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
+    let registry = trawl_blocks::registry();
+    let cpus = trawl_capture::live::allowed_cpus();
+    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
+        .map_err(anyhow::Error::from)?;
+    plan.print_messages = false;
+    let started = Instant::now();
+    let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    if let Some(source) = progress {
+        let mut line = Progress::default();
+        while !running.is_finished() {
+            std::thread::sleep(Duration::from_millis(50));
+            line.draw(&running.report(), source, started);
+        }
+        line.clear();
+    }
+    let report = running.wait().map_err(|(e, _)| anyhow!(e))?;
+    Ok(Finished {
+        report,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Formats nanoseconds as a span the blocks' settings read (`30s`, `2m`, `1500ms`): the
+/// largest unit that says it exactly.
+pub fn span(ns: u64) -> String {
+    const UNITS: [(u64, &str); 6] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+    ];
+    for (scale, unit) in UNITS {
+        if ns > 0 && ns.is_multiple_of(scale) {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// The input part of the summary from the counters and messages of the `pcap_source` named
+/// `source`: files read and failed, what the readers delivered, the filter's rejections and
+/// warnings, and each input error (file, offset, what was wrong).
+pub fn input_report(f: &Finished, source: &str) -> RunReport {
+    let mut r = RunReport {
+        elapsed: f.elapsed,
+        ..RunReport::default()
+    };
+    let Some(b) = f.report.block(source) else {
+        return r;
+    };
+    let c = |name: &str| b.counter(name).unwrap_or(0);
+    r.files_read = c("files") as usize;
+    r.files_failed = c("files_failed") as usize;
+    r.source.records = c("records");
+    r.source.captured_bytes = c("captured_bytes");
+    r.source.wire_bytes = c("wire_bytes");
+    r.source.truncated_records = c("truncated_records");
+    r.source.skipped_blocks = c("skipped_blocks");
+    r.filter_rejected = c("filter_rejected");
+    for m in &b.messages {
+        match m.kind {
+            MessageKind::Warning => r.filter_warnings.push(m.text.clone()),
+            MessageKind::Error => r.input_errors.push(m.text.clone()),
+            MessageKind::Note => {}
+        }
+    }
+    r
+}
+
+/// The meters' statistics, their tables and series counters summed over the `flow_meter`
+/// blocks named `names` (the workers of one run).
+pub fn meters(f: &Finished, names: &[String]) -> (MeterStats, TableSize, Option<SeriesStats>) {
+    let mut stats = MeterStats::default();
+    let mut table = TableSize::default();
+    let mut series: Option<SeriesStats> = None;
+    for b in names.iter().filter_map(|n| f.report.block(n)) {
+        let (s, t, r) = trawl_blocks::meter::meter_report(b);
+        stats.merge(&s);
+        table.merge(&t);
+        if let Some(r) = r {
+            let sum = series.get_or_insert_with(SeriesStats::default);
+            sum.rows += r.rows;
+            sum.late_packets += r.late_packets;
+            sum.skipped_empty_seconds += r.skipped_empty_seconds;
+        }
+    }
+    (stats, table, series)
+}
+
+/// A one-line progress display on standard error, redrawn at most four times a second, from
+/// the source's counters.
+#[derive(Default)]
+struct Progress {
+    last: Option<Instant>,
+    drawn: bool,
+}
+
+impl Progress {
+    fn draw(&mut self, report: &Report, source: &str, started: Instant) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < Duration::from_millis(250))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let Some(b) = report.block(source) else {
+            return;
+        };
+        let c = |name: &str| b.counter(name).unwrap_or(0);
+        let packets = c("records");
+        if packets == 0 {
+            return;
+        }
+        let active: u64 = report
+            .blocks
+            .iter()
+            .filter(|b| b.type_name == "flow_meter")
+            .map(|b| b.counter("active_flows").unwrap_or(0))
+            .sum();
+        let secs = now.duration_since(started).as_secs_f64().max(1e-9);
+        // A bar for the current file when its size is known, else just the counters.
+        let (done, total) = (c("progress_bytes"), c("progress_total"));
+        let bar = if total > 0 {
+            let pct = (done as f64 / total as f64 * 100.0).min(100.0);
+            let filled = (pct / 5.0) as usize;
+            format!(
+                "[{}{}] {pct:3.0}% ",
+                "#".repeat(filled),
+                " ".repeat(20 - filled.min(20))
+            )
+        } else {
+            String::new()
+        };
+        eprint!(
+            "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
+            c("files"),
+            packets,
+            human(packets as f64 / secs),
+            c("captured_bytes") / 1_000_000,
+            active
+        );
+        self.drawn = true;
+    }
+
+    fn clear(&self) {
+        if self.drawn {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::span;
+
+    #[test]
+    fn spans_use_the_largest_exact_unit() {
+        assert_eq!(span(30_000_000_000), "30s");
+        assert_eq!(span(1_800_000_000_000), "30m");
+        assert_eq!(span(2_500_000_000), "2500ms");
+        assert_eq!(span(86_400_000_000_000), "1d");
+        assert_eq!(span(7), "7ns");
+        assert_eq!(span(0), "0ns");
+    }
+}

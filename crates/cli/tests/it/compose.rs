@@ -340,3 +340,89 @@ fn out_of_range_settings_are_refused_with_the_allowed_range() {
         "{stderr}"
     );
 }
+
+/// A composition writing to standard output whose reader goes away (`| head`) ends at once and
+/// cleanly, as `trawl flows` always did: exit 0, no error (issue 19: one output with EPIPE
+/// handling for commands and blocks). Before, the writer block failed the run.
+#[test]
+fn a_composition_whose_output_pipe_closes_ends_quietly_and_fast() {
+    let dir = tempfile::tempdir().unwrap();
+    let comp = dir.path().join("c.toml");
+    std::fs::write(
+        &comp,
+        format!(
+            r#"
+            [[block]]
+            name = "file"
+            type = "pcap_source"
+            files = ["{}"]
+            [[block]]
+            name = "meter"
+            type = "flow_meter"
+            idle = "1s"
+            [[block]]
+            name = "flows"
+            type = "flow_writer"
+            path = "-"
+            [[connection]]
+            from = "file.packets"
+            to = "meter.packets"
+            [[connection]]
+            from = "meter.flows"
+            to = "flows.flows"
+            "#,
+            testdata("oracle/1kxun.pcap.gz")
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["run", "-c", comp.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    let _ = std::io::Read::read(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+/// `trawl flows -r ... --print-composition` prints a composition that `trawl check -c`
+/// accepts and that `trawl run -c` runs to the same records as the flags did (issue 19).
+#[test]
+fn flows_print_their_composition_which_runs_to_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = testdata("oracle/many-protocols.pcap.gz");
+    let args = ["flows", "-r", &file, "-f", "tcp or udp", "--idle", "10s"];
+    let printed = trawl(&[&args[..], &["--print-composition"]].concat());
+    assert!(printed.status.success());
+    let text = String::from_utf8(printed.stdout).unwrap();
+    assert!(text.contains("type = \"pcap_source\""), "{text}");
+    assert!(text.contains("idle = \"10s\""), "{text}");
+    let comp = dir.path().join("flows.toml");
+    std::fs::write(&comp, &text).unwrap();
+    let checked = trawl(&["check", "-c", comp.to_str().unwrap()]);
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    let ran = trawl(&["run", "-c", comp.to_str().unwrap(), "--summary", "none"]);
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let flags = trawl(&[&args[..], &["--summary", "none"]].concat());
+    assert!(!flags.stdout.is_empty());
+    assert!(
+        ran.stdout == flags.stdout,
+        "the composition wrote other records"
+    );
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Compares two trawl binaries on every capture of testdata/ and the shared corpus: standard
+# output, standard error (run times masked) and exit code of each command that reads capture
+# files. Prints one line per difference and a count; exits 1 if anything differs.
+#
+#   scripts/compare-binaries.sh OLD_TRAWL NEW_TRAWL [STRIDE]
+#
+# STRIDE n compares every n-th capture only (default 1: all). The corpus is found as the tests
+# find it: $TRAWL_CORPUS, else ../shared/corpus next to the repository.
+set -uo pipefail
+
+old=$(realpath "$1")
+new=$(realpath "$2")
+stride=${3:-1}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+corpus=${TRAWL_CORPUS:-$repo/../shared/corpus}
+work=$(mktemp -d /tmp/compare-binaries.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# Run times differ from run to run: masked in text and JSON summaries.
+mask() {
+    sed -E -e 's/ in [0-9.]+ s \([^)]*\)/ in <t> s (<rate>)/' \
+        -e 's/"elapsed_s":[0-9.e+-]+/"elapsed_s":<t>/g' \
+        -e 's/, [0-9.]+ s$/, <t> s/' \
+        -e 's/"(busy_ns|elapsed_ns)":[0-9]+/"\1":<t>/g' \
+        -e 's/"seconds":[0-9.e+-]+/"seconds":<t>/g'
+}
+
+# run NAME BIN ARGS...: output of one command into $work/NAME.{out,err,rc}
+run() {
+    local name=$1 bin=$2
+    shift 2
+    "$bin" "$@" >"$work/$name.out" 2>"$work/$name.err.raw"
+    echo $? >"$work/$name.rc"
+    mask <"$work/$name.err.raw" >"$work/$name.err"
+    # Paths of the scratch directories differ between the two runs.
+    sed -i -e "s#$work/[a-z]*/#<dir>/#g" "$work/$name.err" "$work/$name.out"
+}
+
+differ=0
+compared=0
+# With KEEP=DIR, both sides of each difference are kept there (N.old.WHAT, N.new.WHAT).
+keep() {
+    [ -n "${KEEP:-}" ] || return 0
+    mkdir -p "$KEEP"
+    cp "$work/old.$1" "$KEEP/$differ.old.$1"
+    cp "$work/new.$1" "$KEEP/$differ.new.$1"
+}
+# compare LABEL ARGS...: both binaries, same arguments ({D} = a fresh scratch directory).
+compare() {
+    local label=$1
+    shift
+    for side in old new; do
+        local bin=$old
+        [ $side = new ] && bin=$new
+        rm -rf "$work/$side" && mkdir -p "$work/$side"
+        local args=("${@//\{D\}/$work/$side/d}")
+        run "$side" "$bin" "${args[@]}"
+        if [ -n "${AFTER:-}" ]; then
+            local after=("${AFTER_ARGS[@]//\{D\}/$work/$side/d}")
+            run "$side.after" "$bin" "${after[@]}"
+        fi
+    done
+    compared=$((compared + 1))
+    local what
+    for what in out err rc; do
+        if ! cmp -s "$work/old.$what" "$work/new.$what"; then
+            echo "DIFF $what: $label"
+            keep "$what"
+            differ=$((differ + 1))
+        fi
+        if [ -n "${AFTER:-}" ] && ! cmp -s "$work/old.after.$what" "$work/new.after.$what"; then
+            echo "DIFF $what (after): $label"
+            keep "after.$what"
+            differ=$((differ + 1))
+        fi
+    done
+}
+
+mapfile -t files < <(
+    { find "$repo/testdata" -type f; [ -d "$corpus" ] && find "$corpus" -type f; } |
+        grep -E '\.(pcap|pcapng|cap|raw|hpcap)(\.gz|\.zst)?$' | sort
+)
+echo "compare-binaries: ${#files[@]} captures, stride $stride, $old vs $new"
+i=0
+for f in "${files[@]}"; do
+    i=$((i + 1))
+    [ $(((i - 1) % stride)) -eq 0 ] || continue
+    rel=${f#"$repo/"}
+    AFTER=
+    compare "flows $rel" flows -r "$f" --summary json
+    compare "flows csv $rel" flows -r "$f" --format csv
+    compare "series $rel" series -r "$f" --summary json
+    compare "detect synflood $rel" detect synflood -r "$f"
+    compare "detect heavy-hitters $rel" detect heavy-hitters -r "$f"
+    AFTER=1
+    AFTER_ARGS=(query -d "{D}" -f csv --from 0 --to 9999999999 talk_conv -n 1000000)
+    compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
+    AFTER_ARGS=(packets -d "{D}" -w - --summary none)
+    compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
+done
+# Several files at once: merged by time (a filter compiled per file).
+pair=(-r "$repo/testdata/oracle/443-chrome.pcap" -r "$repo/testdata/oracle/dns-wiresharkrepo.pcap")
+AFTER=
+compare "flows merged" flows "${pair[@]}" --summary json
+compare "flows merged filtered" flows "${pair[@]}" -f "udp" --summary json
+compare "series merged" series "${pair[@]}" --summary json
+echo "compare-binaries: $compared comparisons, $differ differences"
+[ $differ -eq 0 ]
