@@ -8,6 +8,7 @@ pub mod detect;
 pub mod dumper;
 pub mod export;
 pub mod filter;
+pub mod ipfix;
 pub mod live;
 pub mod messages;
 pub mod meter;
@@ -39,6 +40,7 @@ pub fn registry() -> Registry {
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
         .register::<export::FlowExport>()
-        .register::<count::Count>();
+        .register::<count::Count>()
+        .register::<ipfix::IpfixSource>();
     r
 }

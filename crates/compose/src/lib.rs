@@ -33,4 +33,4 @@ pub use composition::{
 pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
 pub use registry::{BlockInfo, Registry};
-pub use runtime::{start, BlockReport, ConnectionReport, Report, Running};
+pub use runtime::{start, BlockReport, ConnectionReport, Report, Running, ERRORS_KEPT};
