@@ -180,7 +180,8 @@ enum Source<'a> {
 
 /// The exporter address the decoder keys a file's templates by: a fixed one, which keeps them
 /// apart from the network's.
-const FILE_EXPORTER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
+const FILE_EXPORTER: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0);
 
 impl Source<'_> {
     fn exporter(self) -> SocketAddr {
@@ -339,7 +340,13 @@ impl IpfixSource {
     }
 
     /// Decodes one message and queues its records (up to `count`).
-    fn message(&mut self, ctx: &mut Ctx<'_>, source: Source<'_>, origin: Option<&Arc<str>>, bytes: &[u8]) {
+    fn message(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        source: Source<'_>,
+        origin: Option<&Arc<str>>,
+        bytes: &[u8],
+    ) {
         let IpfixSource {
             decoder,
             pending,
@@ -367,11 +374,14 @@ impl IpfixSource {
             if pending_origin.as_ref() != Some(&name) {
                 if !pending.is_empty() {
                     let done = std::mem::replace(pending, Vec::with_capacity(FLOW_BATCH));
-                    batches.push((pending_origin.clone().expect("records have an origin"), done));
+                    batches.push((
+                        pending_origin.clone().expect("records have an origin"),
+                        done,
+                    ));
                 }
                 *pending_origin = Some(name);
             }
-            pending.push(r.clone());
+            pending.push(*r);
         });
         if let Some(c) = &self.counters {
             c.records.add(records);
@@ -607,7 +617,9 @@ fn listen_address(l: &str) -> Result<(bool, SocketAddr), String> {
     } else if let Some(a) = l.strip_prefix("udp://") {
         (false, a)
     } else {
-        return Err(format!("listen `{l}`: expected udp://HOST:PORT or tcp://HOST:PORT"));
+        return Err(format!(
+            "listen `{l}`: expected udp://HOST:PORT or tcp://HOST:PORT"
+        ));
     };
     let bind = addr
         .to_socket_addrs()

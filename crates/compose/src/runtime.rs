@@ -502,11 +502,7 @@ impl Running {
                 busy_ns: s.busy_ns.load(Ordering::Relaxed),
                 calls: s.calls.load(Ordering::Relaxed),
                 errors: s.errors.load(Ordering::Relaxed),
-                error_messages: s
-                    .first_errors
-                    .lock()
-                    .map(|e| e.clone())
-                    .unwrap_or_default(),
+                error_messages: s.first_errors.lock().map(|e| e.clone()).unwrap_or_default(),
                 finished: s.finished.load(Ordering::Acquire),
                 counters: s
                     .own
