@@ -859,12 +859,9 @@ impl Host for Worker {
         }
         // The first errors are shown in full; the counter says how many followed.
         if n < 10 {
-            eprintln!("trawl: block {}: {message}", l.name);
+            tracing::warn!("block {}: {message}", l.name);
         } else if n == 10 {
-            eprintln!(
-                "trawl: block {}: more errors; see its `errors` counter",
-                l.name
-            );
+            tracing::warn!("block {}: more errors; see its `errors` counter", l.name);
         }
     }
 
