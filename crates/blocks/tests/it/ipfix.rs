@@ -1,8 +1,7 @@
 //! `ipfix_source`: IPFIX files written by `flow_export` read back record for record, the same
 //! messages received over real UDP and TCP sockets, records stored under their origin, and a
 //! damaged file's errors named with the file offset.
-use std::io::Write;
-use std::net::{TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -12,7 +11,18 @@ use crate::{collected, p, run, start, wait_for};
 
 /// Meters a committed capture, exports its records to an IPFIX file in `dir`; the records.
 fn exported(dir: &Path, name: &str) -> (PathBuf, Vec<FlowRecord<'static>>) {
-    let file = dir.join("flows.ipfix");
+    exported_to(dir, name, "flows", None)
+}
+
+/// [`exported`] into `stem.ipfix`, also to `destination` (`ipfix+udp://...`).
+fn exported_to(
+    dir: &Path,
+    name: &str,
+    stem: &str,
+    destination: Option<&str>,
+) -> (PathBuf, Vec<FlowRecord<'static>>) {
+    let file = dir.join(format!("{stem}.ipfix"));
+    let more = destination.map_or(String::new(), |d| format!(", \"{d}\""));
     let text = format!(
         r#"
         [[block]]
@@ -25,7 +35,7 @@ fn exported(dir: &Path, name: &str) -> (PathBuf, Vec<FlowRecord<'static>>) {
         [[block]]
         name = "export"
         type = "flow_export"
-        destinations = ["ipfix:{}"]
+        destinations = ["ipfix:{}"{more}]
         lossless = true
         [[block]]
         name = "{name}"
@@ -44,19 +54,6 @@ fn exported(dir: &Path, name: &str) -> (PathBuf, Vec<FlowRecord<'static>>) {
     let records = collected(name).flows;
     assert!(records.len() > 200, "{} records", records.len());
     (file, records)
-}
-
-/// The IPFIX messages of a file written by `flow_export` (each header gives its length).
-fn messages(file: &Path) -> Vec<Vec<u8>> {
-    let bytes = std::fs::read(file).unwrap();
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
-        out.push(bytes[at..at + len].to_vec());
-        at += len;
-    }
-    out
 }
 
 fn source_into(name: &str, settings: &str) -> String {
@@ -113,42 +110,24 @@ fn ipfix_source_stops_after_count_records() {
 
 #[test]
 fn ipfix_source_receives_the_same_records_over_udp_and_tcp() {
+    // flow_export sends the records of a capture to a listening ipfix_source (another
+    // composition, real sockets on loopback): every record arrives as it was metered.
     let dir = tempfile::tempdir().unwrap();
-    let (file, want) = exported(dir.path(), "ipfix-net-sent");
-    let msgs = messages(&file);
     for scheme in ["udp", "tcp"] {
-        let port = match scheme {
-            "udp" => UdpSocket::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port(),
-            _ => std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port(),
-        };
+        let port = free_port(scheme);
         let name = format!("ipfix-net-got-{scheme}");
         let running = start(&source_into(
             &name,
             &format!("listen = [\"{scheme}://127.0.0.1:{port}\"]"),
         ));
-        if scheme == "udp" {
-            let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-            for m in &msgs {
-                s.send_to(m, ("127.0.0.1", port)).unwrap();
-                // Loopback drops nothing at this pace, even with a small receive buffer.
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        } else {
-            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-            for m in &msgs {
-                s.write_all(m).unwrap();
-            }
-        }
+        let (_, want) = exported_to(
+            dir.path(),
+            &format!("ipfix-net-sent-{scheme}"),
+            scheme,
+            Some(&format!("ipfix+{scheme}://127.0.0.1:{port}")),
+        );
         assert!(
-            wait_for(Duration::from_secs(10), || collected(&name).flows.len()
+            wait_for(Duration::from_secs(20), || collected(&name).flows.len()
                 >= want.len()),
             "{scheme}: {} of {} records",
             collected(&name).flows.len(),
@@ -162,10 +141,28 @@ fn ipfix_source_receives_the_same_records_over_udp_and_tcp() {
             "{scheme}"
         );
         let src = report.block("src").unwrap();
-        assert_eq!(src.counter("messages_ipfix"), Some(msgs.len() as u64));
+        assert!(src.counter("messages_ipfix").unwrap() > 0);
         if scheme == "udp" {
-            assert_eq!(src.counter("udp_datagrams"), Some(msgs.len() as u64));
+            assert!(
+                src.counter("udp_datagrams").unwrap() >= src.counter("messages_ipfix").unwrap()
+            );
         }
+        assert_eq!(src.errors, 0, "{:?}", src.error_messages);
+    }
+}
+
+fn free_port(scheme: &str) -> u16 {
+    match scheme {
+        "udp" => UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port(),
+        _ => std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port(),
     }
 }
 
@@ -214,17 +211,14 @@ fn collected_records_are_stored_under_their_origin() {
     ));
     assert_eq!(ifaces("b"), ["iface=router7"]);
 
-    let port = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port("udp");
     let running = start(&text(format!("listen = [\"udp://127.0.0.1:{port}\"]"), "c"));
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    for m in messages(&file) {
-        s.send_to(&m, ("127.0.0.1", port)).unwrap();
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    exported_to(
+        dir.path(),
+        "ipfix-store-sent-udp",
+        "udp",
+        Some(&format!("ipfix+udp://127.0.0.1:{port}")),
+    );
     assert!(wait_for(Duration::from_secs(10), || running
         .report()
         .block("src")
