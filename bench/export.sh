@@ -16,6 +16,9 @@
 #   bench/export.sh [--records N] [--stream-records N] [--rate DATAGRAMS_PER_S] [--no-install]
 #                   [--no-export] [--repeat N]
 #
+# TRAWL_BIN=PATH measures that trawl binary as the collector instead of the one built here
+# (old against new: run it once with each, alternately).
+#
 # Each receiver takes the stream --repeat times (default 3), the receivers in turn; the run
 # with the median CPU time is reported.
 #
@@ -61,7 +64,7 @@ note "building (release)"
 (cd "$ROOT" && cargo build --release -q -p trawl-cli)
 BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
-TRAWL=$TARGET_DIR/release/trawl
+TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
 [ -x "$BENCH_BIN" ] && [ -x "$TRAWL" ] || { echo "export.sh: build products missing" >&2; exit 1; }
 
 # CPU time of all live threads of a process, ns (schedstat: exact, where the user/system

@@ -8,6 +8,7 @@ pub mod detect;
 pub mod dumper;
 pub mod export;
 pub mod filter;
+pub mod ipfix;
 pub mod live;
 pub mod messages;
 pub mod meter;
@@ -42,6 +43,7 @@ pub fn registry() -> Registry {
         .register::<export::FlowExport>()
         .register::<count::Count>()
         .register::<voip::SipBlock>()
-        .register::<voip::RtpCalls>();
+        .register::<voip::RtpCalls>()
+        .register::<ipfix::IpfixSource>();
     r
 }

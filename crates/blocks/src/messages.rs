@@ -162,6 +162,11 @@ pub struct FlowBatch {
     /// live capture on one named interface, `None` for files and for a meter fed by several
     /// interfaces (writers then name none).
     pub iface: Option<Arc<str>>,
+    /// Where collected records came from (`ipfix_source`: `exp-ADDRESS-DOMAIN` for an
+    /// exporter's observation domain, a name for a file): a `flow_store` without an `iface`
+    /// of its own stores them under it. Writers do not print it (the records' own fields
+    /// stay what the exporter sent).
+    pub origin: Option<Arc<str>>,
 }
 
 impl Payload for FlowBatch {

@@ -8,6 +8,7 @@
 //! written adds a further part file to that block. The block counts such records
 //! (`records_spanning`) and reports the first one as an error.
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -17,10 +18,14 @@ use trawl_store::{Codec, IfaceId, Ingest, IngestStats, Retention, StoreConfig};
 use crate::messages::{FlowBatch, FLOWS};
 use crate::util::opt_size;
 
-/// Writes flow records into a flow database under one interface name.
+/// Writes flow records into a flow database under one interface name, or under the name
+/// each batch carries (`FlowBatch::origin`, from `ipfix_source`).
 pub struct FlowStore {
     ingest: Option<Ingest>,
-    iface: IfaceId,
+    /// The `iface` setting's id; None: each batch's origin names its interface.
+    iface: Option<IfaceId>,
+    /// Interface ids of the origins seen (few: one per exporter and observation domain).
+    origins: Vec<(Arc<str>, IfaceId)>,
     dir: PathBuf,
     retention: Retention,
     /// The latest clock of the meters feeding it.
@@ -47,8 +52,9 @@ pub struct FlowStoreSettings {
     /// The database directory (created if needed).
     pub dir: PathBuf,
     /// Interface name the records are stored under (`DIR/iface=NAME/...`): the captured
-    /// interface, or a name for a capture file.
-    pub iface: String,
+    /// interface, or a name for a capture file. Without it, each batch's origin names it
+    /// (`ipfix_source`: one interface per exporter and observation domain, or per file).
+    pub iface: Option<String>,
     /// Compression: `lz4` (default), `zstd`, `zstd:LEVEL` (1-22) or `none`.
     #[serde(default = "default_codec")]
     pub codec: String,
@@ -100,23 +106,24 @@ impl Block for FlowStore {
 
     fn check(s: &FlowStoreSettings) -> Result<(), String> {
         s.config()?;
-        if !trawl_store::layout::valid_iface(&s.iface) {
-            return Err(format!(
-                "`iface` {:?} is not a valid interface name (letters, digits, `.`, `_`, `-`; not starting with `.`)",
-                s.iface
-            ));
+        match &s.iface {
+            Some(iface) => check_iface(iface),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn build(s: FlowStoreSettings, _env: &BuildEnv) -> Result<Self, String> {
         let config = s.config()?;
         let mut ingest = Ingest::open(&s.dir, config)
             .map_err(|e| format!("cannot open the flow database {}: {e}", s.dir.display()))?;
-        let iface = ingest.iface(&s.iface).map_err(|e| e.to_string())?;
+        let iface = match &s.iface {
+            Some(name) => Some(ingest.iface(name).map_err(|e| e.to_string())?),
+            None => None,
+        };
         Ok(FlowStore {
             ingest: Some(ingest),
             iface,
+            origins: Vec::new(),
             dir: s.dir,
             retention: Retention {
                 max_age_days: s.keep_days,
@@ -152,16 +159,26 @@ impl Block for FlowStore {
         let Some(b) = msg.get::<FlowBatch>() else {
             return;
         };
+        let iface = match self.iface_of(b) {
+            Ok(Some(id)) => id,
+            Ok(None) => return,
+            Err(e) => return ctx.fail(format_args!("flow database {}: {e}", self.dir.display())),
+        };
         let Some(ingest) = self.ingest.as_mut() else {
             return;
         };
         let spanning = ingest.stats().records_spanning;
         for r in &b.records {
-            if let Err(e) = ingest.push(self.iface, r) {
+            if let Err(e) = ingest.push(iface, r) {
                 return ctx.fail(format_args!("flow database {}: {e}", self.dir.display()));
             }
         }
-        if !self.warned_spanning && ingest.stats().records_spanning > spanning {
+        // Collected records (stored by origin) are the exporters' own, not cut by a meter of
+        // this composition: there is nothing to set, so no warning.
+        if !self.warned_spanning
+            && self.iface.is_some()
+            && ingest.stats().records_spanning > spanning
+        {
             self.warned_spanning = true;
             ctx.error(
                 "records span 5-minute blocks (stored in the block of their first packet): \
@@ -200,6 +217,27 @@ impl Block for FlowStore {
 }
 
 impl FlowStore {
+    /// The interface a batch is stored under: the setting's, or the batch's origin's
+    /// (registered when first seen). None when the store is finished.
+    fn iface_of(&mut self, b: &FlowBatch) -> Result<Option<IfaceId>, String> {
+        if let Some(id) = self.iface {
+            return Ok(Some(id));
+        }
+        let Some(origin) = b.origin.as_ref() else {
+            return Err("records that name no interface: set `iface` on this flow_store".into());
+        };
+        if let Some((_, id)) = self.origins.iter().find(|(o, _)| o == origin) {
+            return Ok(Some(*id));
+        }
+        let Some(ingest) = self.ingest.as_mut() else {
+            return Ok(None);
+        };
+        check_iface(origin)?;
+        let id = ingest.iface(origin).map_err(|e| e.to_string())?;
+        self.origins.push((origin.clone(), id));
+        Ok(Some(id))
+    }
+
     fn update_counters(&self) {
         if let (Some(c), Some(i)) = (&self.counters, &self.ingest) {
             set_counters(c, i.stats());
@@ -217,6 +255,15 @@ impl FlowStore {
             Err(e) => ctx.error(format_args!("flow database retention: {e}")),
         }
     }
+}
+
+fn check_iface(iface: &str) -> Result<(), String> {
+    if trawl_store::layout::valid_iface(iface) {
+        return Ok(());
+    }
+    Err(format!(
+        "`iface` {iface:?} is not a valid interface name (letters, digits, `.`, `_`, `-`; not starting with `.`)"
+    ))
 }
 
 fn set_counters(c: &StoreCounters, s: &IngestStats) {

@@ -21,6 +21,13 @@ const EXIT_CODES: &str = "Exit codes:
 pub struct LowArgs {
     #[command(subcommand)]
     pub command: Command,
+    /// More log messages on standard error: -v debug, -vv trace (default: notes, warnings
+    /// and errors; without -v/-q, RUST_LOG chooses).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Errors only on standard error (summaries are still printed; see --summary).
+    #[arg(short = 'q', long = "quiet", global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -77,6 +84,11 @@ pub enum Command {
     /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
     #[command(after_help = crate::voip::VOIP_HELP)]
     Voip(crate::voip::VoipArgs),
+    /// Print a shell completion script (bash, zsh, fish, ...), e.g.
+    /// `trawl completions bash > /etc/bash_completion.d/trawl`.
+    Completions(crate::generate::CompletionsArgs),
+    /// Write man pages: trawl(1) on standard output, or one page per command into DIR.
+    Man(crate::generate::ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -237,12 +249,7 @@ pub struct InputArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed); `-` is
     /// standard input. Repeat for several files: they are merged by packet time (as mergecap
     /// does), so files of two taps or interfaces meter as one link.
-    #[arg(
-        short = 'r',
-        long = "read",
-        value_name = "FILE",
-        required_unless_present = "interface"
-    )]
+    #[arg(short = 'r', long = "read", value_name = "FILE")]
     pub read: Vec<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
@@ -494,6 +501,11 @@ pub struct HiInput {
 impl HiInput {
     pub fn from_low(a: &InputArgs, payload_bytes: usize) -> Result<HiInput> {
         use std::io::IsTerminal;
+        if a.read.is_empty() && a.live.interface.is_empty() {
+            // Usage error (exit 2), in the words a person can act on: clap's own message named
+            // only --read, as if a file were the only way in.
+            bail!("no input: give -r FILE or -i IFACE");
+        }
         let forced_format = match a.input_format {
             InputFormat::Auto => None,
             InputFormat::Pcap => Some(FileFormat::Pcap),

@@ -8,8 +8,10 @@ mod db_retention;
 mod detect;
 mod dump;
 mod export;
+mod generate;
 mod ingest;
 mod live;
+mod log;
 mod merge;
 mod plan;
 mod query;
@@ -41,6 +43,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let low = LowArgs::parse();
+    log::init(low.verbose, low.quiet);
     match run(low) {
         Ok(code) => code,
         Err(e) => {
@@ -233,6 +236,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
         Command::Voip(a) => voip::run(&a),
+        Command::Completions(a) => generate::completions(&a),
+        Command::Man(a) => generate::man(&a),
     }
 }
 

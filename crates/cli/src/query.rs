@@ -152,7 +152,7 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     let failed = partial.stats.blocks_failed > 0;
     warn_ignored(&partial.stats.ignored_files);
     if partial.stats.blocks == 0 {
-        eprintln!("trawl: note: {}", empty_range_note(&a.db, &a.iface)?);
+        tracing::info!("{}", empty_range_note(&a.db, &a.iface)?);
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -203,8 +203,8 @@ fn warn_ignored(files: &[String]) {
     if files.len() > SHOWN {
         names.push_str(&format!(" and {} more", files.len() - SHOWN));
     }
-    eprintln!(
-        "trawl: warning: {} Parquet file(s) in the database are not blocks and were not read \
+    tracing::warn!(
+        "{} Parquet file(s) in the database are not blocks and were not read \
          (blocks are iface=NAME/date=YYYY-MM-DD/HHMM.parquet or HHMM_N.parquet, HHMM a multiple \
          of 5 minutes): {names}",
         files.len()

@@ -200,14 +200,14 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
         }
     };
     if report.decoder.sequence_missing > 0 {
-        eprintln!(
-            "trawl: the feed's sequence numbers say {} record(s) did not arrive (UDP loss)",
+        tracing::warn!(
+            "the feed's sequence numbers say {} record(s) did not arrive (UDP loss)",
             report.decoder.sequence_missing
         );
     }
     if report.decoder.total_errors() > 0 {
-        eprintln!(
-            "trawl: {} undecodable datagram(s) on the feed; first: {}",
+        tracing::warn!(
+            "{} undecodable datagram(s) on the feed; first: {}",
             report.decoder.total_errors(),
             report
                 .first_error

@@ -149,7 +149,7 @@ pub(crate) trait Host {
     fn is_connected(&self, block: usize, output: usize) -> bool;
     fn add_timer(&mut self, block: usize, timer: Timer) -> TimerId;
     fn add_counter(&mut self, block: usize, name: &str) -> Counter;
-    fn error(&mut self, block: usize, message: String);
+    fn error(&mut self, block: usize, message: String, log: bool);
     fn warn(&mut self, block: usize, message: String);
     fn note(&mut self, block: usize, message: String);
     fn fail(&mut self, block: usize, message: String);
@@ -214,7 +214,13 @@ impl Ctx<'_> {
     /// Reports a problem that does not stop the block (bad input, a lost record): counted in
     /// the block's `errors` and written to standard error (the first ten in full).
     pub fn error(&mut self, message: impl std::fmt::Display) {
-        self.host.error(self.block, message.to_string());
+        self.host.error(self.block, message.to_string(), true);
+    }
+
+    /// Like [`Ctx::error`] (counted, kept in the report's `error_messages`) but not written
+    /// out: for blocks whose command lists the errors in its own summary (`trawl collect`).
+    pub fn note_error(&mut self, message: impl std::fmt::Display) {
+        self.host.error(self.block, message.to_string(), false);
     }
 
     /// Reports something the user should know that is not an error (a filter that cannot

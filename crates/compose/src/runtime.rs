@@ -34,6 +34,8 @@ struct BlockShared {
     busy_ns: AtomicU64,
     calls: AtomicU64,
     errors: AtomicU64,
+    /// The first [`ERRORS_KEPT`] error messages, for the report.
+    first_errors: Mutex<Vec<String>>,
     own: Mutex<Vec<(String, Counter)>>,
     /// Errors and warnings reported, in order (the first [`MESSAGES_KEPT`]).
     messages: Mutex<Vec<Message>>,
@@ -63,6 +65,10 @@ pub enum MessageKind {
     /// the end); never printed by the runtime.
     Note,
 }
+
+/// Error messages a block's report keeps (all are counted): enough for a command to list
+/// in its summary, bounded against a flood of bad input.
+pub const ERRORS_KEPT: usize = 20;
 
 /// Counters of one queued connection.
 #[derive(Default)]
@@ -204,6 +210,8 @@ pub struct BlockReport {
     pub calls: u64,
     /// Problems it reported and went on after.
     pub errors: u64,
+    /// The first of them ([`ERRORS_KEPT`]), in the order reported.
+    pub error_messages: Vec<String>,
     /// Whether it has finished.
     pub finished: bool,
     /// The block's own counters.
@@ -636,6 +644,7 @@ impl Running {
                 busy_ns: s.busy_ns.load(Ordering::Relaxed),
                 calls: s.calls.load(Ordering::Relaxed),
                 errors: s.errors.load(Ordering::Relaxed),
+                error_messages: s.first_errors.lock().map(|e| e.clone()).unwrap_or_default(),
                 finished: s.finished.load(Ordering::Acquire),
                 counters: s
                     .own
@@ -980,22 +989,24 @@ impl Host for Worker {
         c
     }
 
-    fn error(&mut self, block: usize, message: String) {
+    fn error(&mut self, block: usize, message: String, log: bool) {
         let l = &self.locals[block];
         let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
-        let print = self.control.print_messages;
+        let print = self.control.print_messages && log;
         keep_message(&l.shared, MessageKind::Error, message.as_str());
+        if (n as usize) < ERRORS_KEPT {
+            if let Ok(mut kept) = l.shared.first_errors.lock() {
+                kept.push(message.clone());
+            }
+        }
         if !print {
             return;
         }
         // The first errors are shown in full; the counter says how many followed.
         if n < 10 {
-            eprintln!("trawl: block {}: {message}", l.name);
+            tracing::warn!("block {}: {message}", l.name);
         } else if n == 10 {
-            eprintln!(
-                "trawl: block {}: more errors; see its `errors` counter",
-                l.name
-            );
+            tracing::warn!("block {}: more errors; see its `errors` counter", l.name);
         }
     }
 

@@ -5,6 +5,7 @@
 //! composition files shipped in `compositions/`.
 mod compositions;
 mod docs;
+mod ipfix;
 mod live;
 mod offline;
 mod storage;

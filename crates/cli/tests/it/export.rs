@@ -1606,13 +1606,37 @@ fn collected_records_go_into_the_flow_database() {
         .collect();
     assert!(!want.is_empty());
     assert_eq!(got, want);
-    // One database interface per exporter and observation domain (a file: 0.0.0.0, domain 1).
-    let ifaces: Vec<String> = std::fs::read_dir(&db)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(ifaces.len(), 1, "{ifaces:?}");
-    assert!(ifaces[0].starts_with("iface=exp-"), "{ifaces:?}");
+    // A file's records are stored under the file's name without its extension.
+    let ifaces = |db: &Path| -> Vec<String> {
+        std::fs::read_dir(db)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert_eq!(ifaces(&db), ["iface=flows"]);
+    // Or under the name --iface gives.
+    let named = dir.join("named");
+    let out = Command::new(bin())
+        .args([
+            "collect",
+            "--no-output",
+            "--summary",
+            "none",
+            "--iface",
+            "edge-7",
+            "-r",
+        ])
+        .arg(&file)
+        .arg("--db")
+        .arg(&named)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ifaces(&named), ["iface=edge-7"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
