@@ -4,7 +4,6 @@ mod collect;
 mod compose;
 mod config;
 mod daemon;
-mod db_retention;
 mod detect;
 mod dump;
 mod export;
