@@ -198,17 +198,6 @@ pub struct StoreOutput {
 }
 
 impl Outputs<'_> {
-    /// After SIGHUP: the flow and series files reopen at their paths (see
-    /// [`Output::reopen_if_asked`]).
-    fn reopen_if_asked(&mut self) {
-        if let Some((o, _)) = self.flows.as_mut() {
-            o.reopen_if_asked();
-        }
-        if let Some((o, _)) = self.series.as_mut() {
-            o.reopen_if_asked();
-        }
-    }
-
     fn failed(&self) -> bool {
         self.flows.as_ref().is_some_and(|(o, _)| o.failed())
             || self.series.as_ref().is_some_and(|(o, _)| o.failed())
@@ -378,7 +367,6 @@ pub fn run(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         drain_series(&mut merger, &mut per_interface, &mut outputs);
-        outputs.reopen_if_asked();
         if outputs.failed() {
             stop.store(true, Ordering::Relaxed);
         }

@@ -1,11 +1,10 @@
 //! The driver shared by `trawl flows` and `trawl series`: files → filter → flow meter, with
 //! input errors reported and counted, a progress line, and the numbers for the summary.
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use trawl_blocks::output::{self, FileMode, Hangup};
+
 use trawl_bpf::{ByteOrder, FilterSet};
 use trawl_capture::{
     reuse_records, FileSource, FileSourceConfig, LinkType, PacketRecord, PacketSource, SourceStats,
@@ -39,15 +38,6 @@ pub struct Output {
     buf: Vec<u8>,
     inner: Box<dyn Write>,
     error: Option<io::Error>,
-    /// A monitor's record file ([`Output::appending`]): reopened on SIGHUP.
-    reopen: Option<Reopen>,
-}
-
-struct Reopen {
-    path: PathBuf,
-    hangup: Hangup,
-    /// Written first into a new (empty) file: the CSV header, or nothing.
-    header: Vec<u8>,
 }
 
 const OUTPUT_CHUNK: usize = 1 << 20;
@@ -58,44 +48,6 @@ impl Output {
             buf: Vec::with_capacity(OUTPUT_CHUNK * 2),
             inner,
             error: None,
-            reopen: None,
-        }
-    }
-
-    /// After SIGHUP: writes out what is buffered into the file as it was (renamed by logrotate,
-    /// perhaps), then opens the path again, appending, with the header if the file is new.
-    /// A failure to reopen is kept as the output's error, which stops the run.
-    pub fn reopen_if_asked(&mut self) {
-        if !self.reopen.as_ref().is_some_and(|r| r.hangup.take()) {
-            return;
-        }
-        self.flush();
-        let Some(r) = self.reopen.as_ref() else {
-            return;
-        };
-        let opened = output::open(&r.path, FileMode::Append).and_then(|o| {
-            output::check_header(
-                &r.path.display().to_string(),
-                o.first_line.as_deref(),
-                &r.header,
-            )
-            .map(|()| o)
-            .map_err(io::Error::other)
-        });
-        match opened {
-            Ok(o) => {
-                self.inner = Box::new(o.file);
-                if o.first_line.is_none() {
-                    self.buf.extend_from_slice(&r.header);
-                }
-            }
-            Err(e) if self.error.is_none() => {
-                self.error = Some(io::Error::new(
-                    e.kind(),
-                    format!("cannot reopen {}: {e}", r.path.display()),
-                ))
-            }
-            Err(_) => {}
         }
     }
 
