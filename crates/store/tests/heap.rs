@@ -6,13 +6,13 @@
 //! and other tests running beside it would be counted too.
 use std::net::IpAddr;
 
-use peak_alloc::PeakAlloc;
 use trawl_flow::EndReason;
 use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
+use trawl_testkit::alloc::{self, CountingAllocator};
 
 /// Counts the bytes held (allocated and not yet freed) and their peak.
 #[global_allocator]
-static ALLOCATOR: PeakAlloc = PeakAlloc;
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// 2025-11-16T00:00:00Z.
 const DAY0: u64 = 1_763_251_200 * 1_000_000_000;
@@ -55,7 +55,7 @@ fn the_writer_holds_a_high_water_mark_not_a_growing_heap() {
     let mut held_after = Vec::with_capacity(cycles * wander.len());
     let mut peak_in_cycle = Vec::with_capacity(cycles);
     for cycle in 0..cycles {
-        ALLOCATOR.reset_peak_usage();
+        alloc::reset_peak();
         for (k, pct) in wander.iter().enumerate() {
             let block = (cycle * wander.len() + k) as u64;
             let start = DAY0 + block * BLOCK_NS;
@@ -70,9 +70,9 @@ fn the_writer_holds_a_high_water_mark_not_a_growing_heap() {
             }
             // The next block's first records arrive; this one's grace has passed.
             ingest.advance(start + 2 * BLOCK_NS).unwrap();
-            held_after.push(ALLOCATOR.current_usage());
+            held_after.push(alloc::held_bytes() as usize);
         }
-        peak_in_cycle.push(ALLOCATOR.peak_usage());
+        peak_in_cycle.push(alloc::peak_bytes() as usize);
     }
     let stats = ingest.finish().unwrap();
     assert_eq!(stats.blocks as usize, cycles * wander.len());
