@@ -252,18 +252,7 @@ impl Progress {
         self.done_records = packets;
         let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
         // A bar for the current file when its size is known, else just the counters.
-        let bar = match file_progress {
-            Some((done, total)) if total > 0 => {
-                let pct = (done as f64 / total as f64 * 100.0).min(100.0);
-                let filled = (pct / 5.0) as usize;
-                format!(
-                    "[{}{}] {pct:3.0}% ",
-                    "#".repeat(filled),
-                    " ".repeat(20 - filled.min(20))
-                )
-            }
-            _ => String::new(),
-        };
+        let bar = file_progress.map_or_else(String::new, |(done, total)| file_bar(done, total));
         eprint!(
             "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
             report.files_read,
@@ -281,15 +270,19 @@ impl Progress {
     }
 }
 
-/// 1234567 → "1.23M".
-pub fn human(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.2}G", v / 1e9)
-    } else if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
+pub use trawl_compose::human_rate as human;
+
+/// The progress bar of the current file, `[#####     ]  50% `, when its size is known (`total`
+/// bytes, `done` read); empty otherwise.
+pub fn file_bar(done: u64, total: u64) -> String {
+    if total == 0 {
+        return String::new();
     }
+    let pct = (done as f64 / total as f64 * 100.0).min(100.0);
+    let filled = (pct / 5.0) as usize;
+    format!(
+        "[{}{}] {pct:3.0}% ",
+        "#".repeat(filled),
+        " ".repeat(20 - filled.min(20))
+    )
 }

@@ -34,5 +34,6 @@ pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
 pub use registry::{BlockInfo, Registry};
 pub use runtime::{
-    start, BlockReport, ConnectionReport, Message, MessageKind, Report, Running, ERRORS_KEPT,
+    human_rate, start, BlockReport, ConnectionReport, Message, MessageKind, Report, Running,
+    ERRORS_KEPT,
 };

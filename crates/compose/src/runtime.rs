@@ -282,7 +282,7 @@ impl Report {
             .sum();
         let mut line = format!(
             "trawl: {secs:.0}s: {packets} packets ({}/s), {drops} kernel drops",
-            human(packets as f64 / secs)
+            human_rate(packets as f64 / secs)
         );
         for b in self.blocks.iter().filter(|b| b.type_name == "ring") {
             line.push_str(&format!(
@@ -1114,8 +1114,9 @@ fn push(
     }
 }
 
-/// A rate with a metric suffix: `950`, `12.3k`, `4.56M`.
-fn human(v: f64) -> String {
+/// A rate with a metric suffix: `950`, `12.3k`, `4.56M` (the status line's, and the CLI's
+/// progress lines and summaries).
+pub fn human_rate(v: f64) -> String {
     if v >= 1e9 {
         format!("{:.2}G", v / 1e9)
     } else if v >= 1e6 {

@@ -13,7 +13,7 @@ use trawl_compose::{Document, MessageKind, Report};
 use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
-use crate::run::{human, RunReport};
+use crate::run::{file_bar, human, RunReport};
 
 pub mod consumers;
 pub mod files;
@@ -157,17 +157,7 @@ impl Progress {
         let secs = now.duration_since(started).as_secs_f64().max(1e-9);
         // A bar for the current file when its size is known, else just the counters.
         let (done, total) = (c("progress_bytes"), c("progress_total"));
-        let bar = if total > 0 {
-            let pct = (done as f64 / total as f64 * 100.0).min(100.0);
-            let filled = (pct / 5.0) as usize;
-            format!(
-                "[{}{}] {pct:3.0}% ",
-                "#".repeat(filled),
-                " ".repeat(20 - filled.min(20))
-            )
-        } else {
-            String::new()
-        };
+        let bar = file_bar(done, total);
         eprint!(
             "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
             c("files"),
