@@ -31,6 +31,7 @@ usage: bench/capture.sh [--quick] [--rates LIST] [--capturers LIST] [--profiles 
 
 Environment:
   CARGO_TARGET_DIR         cargo target dir (default: <repo>/target)
+  TRAWL_BIN                the trawl binary to measure (default: the one built in the target dir)
   TRAWL_CAPTURE_SENDER_CPU CPU of blast and so of the veth receive softirq (default 0)
   TRAWL_CAPTURE_CPU        CPU of the capturer (default 1)
 EOF
@@ -91,7 +92,9 @@ mkdir -p "$OUT"
 # ---------------------------------------------------------------------------------------------
 # Build
 # ---------------------------------------------------------------------------------------------
-TRAWL=$TARGET_DIR/release/trawl
+# TRAWL_BIN measures that trawl binary instead of the one built here (old against new: run
+# the script once with each, alternately, and compare the trawl rows).
+TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
 BLAST=$TARGET_DIR/release/blast
 TRACEGEN=$TARGET_DIR/release/tracegen
 if [ "$BUILD" = 1 ]; then
