@@ -15,7 +15,7 @@ use clap::Args;
 use trawl_compose::{BlockReport, Document, Policy, Report};
 use trawl_export::DecodeErrorKind;
 
-use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::flag::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
@@ -172,7 +172,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let cpus = trawl_capture::live::allowed_cpus();
     let plan = trawl_compose::plan(&text, "collect", &trawl_blocks::registry(), &cpus)
         .map_err(anyhow::Error::from)?;
-    let stop = crate::install_stop_signals()?;
+    let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     let mut stopped = false;
     while !running.is_finished() {

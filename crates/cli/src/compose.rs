@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use trawl_compose::Report;
 
-use crate::args::{RunArgs, SummaryFormat};
+use crate::config::RunArgs;
+use crate::flag::SummaryFormat;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
@@ -167,7 +168,7 @@ pub fn run_text(text: &str, origin: &str, a: &RunArgs, announce: &[String]) -> R
     control.count = a.count.or(control.count);
     control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
     control.user = a.user.clone().or(control.user.take());
-    let stop = crate::install_stop_signals()?;
+    let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     for line in announce {
         eprintln!("trawl: {line}");

@@ -11,7 +11,7 @@ use trawl_compose::{Document, MessageKind, Policy};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::synflood::SynFloodConfig;
 
-use crate::args::parse_duration_ns;
+use crate::flag::parse_duration_ns;
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self, span, Finished};
 

@@ -19,7 +19,7 @@ use trawl_packets::{
 };
 use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
-use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::flag::{parse_duration_ns, parse_size, SummaryFormat};
 
 /// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
 /// table of the configuration file (same names, `-` in options, `_` in the file).
@@ -572,7 +572,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let started = Instant::now();
     // Decided before the file is created: a pcap file holds one link type.
     let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
-    let out = crate::args::open_output(&a.write)?;
+    let out = crate::flag::open_output(&a.write)?;
     let sink = std::io::BufWriter::with_capacity(1 << 20, out);
     let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;

@@ -8,7 +8,7 @@ use clap::Args;
 use trawl_export::feed::SeriesFeed;
 use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, FeedAddr};
 
-use crate::args::SummaryFormat;
+use crate::flag::SummaryFormat;
 
 /// Observation domain of records read from files (live records use the interface's index).
 pub const FILE_DOMAIN: u32 = 1;

@@ -9,7 +9,7 @@ use trawl_compose::Document;
 use trawl_flow::FlowConfig;
 use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
-use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::flag::{parse_duration_ns, parse_size, SummaryFormat};
 use crate::plan::consumers::{Consumers, StoreOut};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self};
@@ -70,7 +70,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         interval_align_ns: BLOCK_NS,
         ..FlowConfig::default()
     };
-    crate::args::check_flow_flags(&flow)?;
+    crate::flag::check_flow_flags(&flow)?;
     if Codec::parse(&a.codec).is_none() {
         anyhow::bail!(
             "invalid --codec {:?} (zstd, zstd:LEVEL, lz4, none)",
@@ -130,7 +130,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             r.blocks_deleted, r.bytes_deleted, r.bytes_kept
         );
     }
-    Ok(crate::exit_code(&report))
+    Ok(crate::run::exit_code(&report))
 }
 
 /// The `flow_store` block's counters.

@@ -10,7 +10,7 @@ use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
 use trawl_store::BLOCK_NS;
 
-use crate::args::parse_duration_ns;
+use crate::flag::parse_duration_ns;
 
 pub const QUERY_HELP: &str =
     "Times (--from, --to): RFC 3339 (2026-11-22T12:05:00Z, offsets allowed), a date

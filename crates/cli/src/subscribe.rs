@@ -15,7 +15,7 @@ use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_series::{SeriesFormat, SeriesWriter};
 
-use crate::args::parse_duration_ns;
+use crate::flag::parse_duration_ns;
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -86,7 +86,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     let options = LiveOptions {
         interface: a.interface_address,
         slot: a.slot,
-        stop: Some(crate::install_stop_signals()?),
+        stop: Some(crate::signals::install_stop_signals()?),
         deadline: a.duration.map(|d| Instant::now() + Duration::from_nanos(d)),
         pen: a.pen,
     };

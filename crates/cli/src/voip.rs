@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use trawl_compose::{Document, Policy, Report};
 
-use crate::args::parse_duration_ns;
+use crate::flag::parse_duration_ns;
 
 pub const VOIP_HELP: &str = "Output: DIR/calls.jsonl (a record per call: Call-ID, From/To, user
 agents, setup and answer times, duration, end reason, streams, worst MOS) and DIR/rtp.jsonl (a
