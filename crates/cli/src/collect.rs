@@ -55,12 +55,18 @@ pub struct CollectArgs {
     pub max_templates: usize,
     /// Also store the records in this flow database (`trawl query -d DIR`), one interface per
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`); records read from a file under
-    /// the file's name without its extension (or `--iface`).
+    /// the file's name without its extension (or `-i NAME`).
     #[arg(long, value_name = "DIR")]
     pub db: Option<PathBuf>,
     /// With -r: the database interface of the records read from files (default: each
     /// file's name without its extension).
-    #[arg(long, value_name = "NAME", requires = "read")]
+    #[arg(
+        short = 'i',
+        long = "interface",
+        alias = "iface",
+        value_name = "NAME",
+        requires = "read"
+    )]
     pub iface: Option<String>,
     /// Flow database retention: delete days older than this many days (checked every minute
     /// and at the end).

@@ -638,7 +638,7 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(format!("{e:#}").contains("retention-size"), "{e:#}");
+        assert!(format!("{e:#}").contains("dump-max-size"), "{e:#}");
     }
 
     #[test]

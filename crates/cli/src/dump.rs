@@ -52,10 +52,18 @@ pub struct StoreSettings {
     pub direct_io: Option<bool>,
     /// Disk budget of the store: a size (`500GiB`) or a percentage of the volume (`80%`).
     /// The oldest segments are deleted to stay within it.
-    #[arg(long = "retention-size", value_name = "SIZE|PCT%")]
+    #[arg(
+        long = "dump-max-size",
+        alias = "retention-size",
+        value_name = "SIZE|PCT%"
+    )]
     pub retention_size: Option<String>,
     /// Delete segments whose packets are older than this (packet time, e.g. `7d`).
-    #[arg(long = "retention-age", value_name = "DURATION")]
+    #[arg(
+        long = "dump-max-age",
+        alias = "retention-age",
+        value_name = "DURATION"
+    )]
     pub retention_age: Option<String>,
 }
 
@@ -118,21 +126,22 @@ impl StorePlan {
             None => None,
             Some(t) => Some(match t.trim().strip_suffix('%') {
                 Some(p) => {
-                    let p: f64 = p.trim().parse().map_err(|_| {
-                        anyhow::anyhow!("retention-size: '{t}' is not a percentage")
-                    })?;
+                    let p: f64 = p
+                        .trim()
+                        .parse()
+                        .map_err(|_| anyhow::anyhow!("dump-max-size: '{t}' is not a percentage"))?;
                     if !(0.0..=100.0).contains(&p) || p == 0.0 {
-                        bail!("retention-size: {p}% is not between 0 and 100");
+                        bail!("dump-max-size: {p}% is not between 0 and 100");
                     }
                     Budget::Percent(p)
                 }
-                None => Budget::Bytes(size(&s.retention_size, "retention-size")?.unwrap_or(0)),
+                None => Budget::Bytes(size(&s.retention_size, "dump-max-size")?.unwrap_or(0)),
             }),
         };
         Ok(StorePlan {
             dumper: c,
             budget,
-            max_age_ns: duration(&s.retention_age, "retention-age")?,
+            max_age_ns: duration(&s.retention_age, "dump-max-age")?,
         })
     }
 
@@ -145,7 +154,7 @@ impl StorePlan {
         if let Some(Budget::Bytes(b)) = self.budget {
             if b <= reserve {
                 bail!(
-                    "retention-size {b} bytes leaves no room: it must exceed the segments being \
+                    "dump-max-size {b} bytes leaves no room: it must exceed the segments being \
                      written ({writers} x segment-size {} bytes)",
                     self.dumper.segment_bytes
                 );
@@ -175,7 +184,7 @@ pub struct DumpArgs {
     #[arg(short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Interface name for packets whose file names none (pcap files); default `if0`, `if1`...
-    #[arg(long = "iface", value_name = "NAME")]
+    #[arg(short = 'i', long = "interface", alias = "iface", value_name = "NAME")]
     pub iface: Option<String>,
     /// Pass the packets through an in-process packet ring to a writer thread, exactly as
     /// `trawl run --dump` does live (default: the reading thread writes them, which needs one
@@ -201,8 +210,9 @@ pub enum IoClass {
 
 #[derive(Args, Debug)]
 pub struct PacketsArgs {
-    /// The packet store directory.
-    #[arg(short = 'd', long = "dir", value_name = "DIR")]
+    /// The packet store directory to read (`-r`, as tcpdump reads a file; `trawl dump -w`
+    /// writes it).
+    #[arg(short = 'r', long = "read", alias = "dir", value_name = "DIR")]
     pub dir: PathBuf,
     /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
     #[arg(long, value_name = "TIME", allow_hyphen_values = true)]

@@ -27,7 +27,8 @@ pub struct IngestArgs {
     /// Interface name the records are stored under (`DB/iface=NAME/...`).
     #[arg(
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "NAME",
         default_value = "pcap"
     )]
@@ -49,11 +50,11 @@ pub struct IngestArgs {
     pub codec: String,
     /// After ingesting, delete the blocks of days more than N days before today (UTC, wall
     /// clock), oldest first.
-    #[arg(long = "keep-days", value_name = "N")]
+    #[arg(long = "db-keep-days", alias = "keep-days", value_name = "DAYS")]
     pub keep_days: Option<u32>,
     /// After ingesting, delete the oldest blocks until the database's blocks take at most this
     /// much disk (e.g. 50GiB).
-    #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long = "db-max-size", alias = "max-size", value_name = "SIZE", value_parser = parse_size)]
     pub max_size: Option<usize>,
     /// Summary on standard error.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]

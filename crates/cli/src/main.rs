@@ -1,5 +1,7 @@
 //! The `trawl` command-line tool.
 mod args;
+#[cfg(test)]
+mod cli_doc;
 mod collect;
 mod compose;
 mod config;

@@ -17,7 +17,7 @@ pub const QUERY_HELP: &str =
 (2026-11-22), 'YYYY-MM-DD HH:MM[:SS]' (UTC), Unix epoch seconds (or ms/us/ns by size),
 'now', or relative to now: -15m, -2h, -1d. The range is widened to whole 5-minute blocks.
 
-Condition (-c): comparisons joined by and/or/not and parentheses, e.g.
+Condition (--condition): comparisons joined by and/or/not and parentheses, e.g.
   'sip = 10.0.0.0/8 and (dport = 443 or dport = 8000-8100) and not proto = udp'
   fields: sip dip host snet dnet sport dport port proto vlan iface; operators = != < > <= >=
 
@@ -43,7 +43,8 @@ pub struct QueryArgs {
     /// Interfaces to query (comma-separated; default all).
     #[arg(
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "LIST",
         value_delimiter = ','
     )]
@@ -57,8 +58,9 @@ pub struct QueryArgs {
     /// The time range is the last DURATION (e.g. 1h, 30m, 7d) up to now.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub last: Option<u64>,
-    /// Condition rows must meet.
-    #[arg(short = 'c', long = "condition", value_name = "COND")]
+    /// Condition rows must meet (no short flag: `-c` is the configuration file in every
+    /// command; docs/cli.md).
+    #[arg(long = "condition", value_name = "COND")]
     pub condition: Option<String>,
     /// Order of the rows.
     #[arg(short = 's', long, value_name = "ORDER", default_value = "bytes")]
@@ -66,8 +68,9 @@ pub struct QueryArgs {
     /// Rows shown (0: all).
     #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
     pub limit: usize,
-    /// Output format: table, json or csv.
-    #[arg(short = 'f', long, value_name = "FORMAT", default_value = "table")]
+    /// Output format: table, json or csv (no short flag: `-f` is the tcpdump filter in every
+    /// command; docs/cli.md).
+    #[arg(long, value_name = "FORMAT", default_value = "table")]
     pub format: String,
     /// Resolution of the `time` attribute (a multiple of 5m).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration_ns)]

@@ -49,7 +49,8 @@ pub struct SubscribeArgs {
     /// With --db: only these interfaces (comma-separated; default all).
     #[arg(
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "IFACE,...",
         value_delimiter = ',',
         requires = "db"
