@@ -309,3 +309,44 @@ fn renamed_flags_keep_their_old_spelling_as_an_alias() {
         );
     }
 }
+
+#[test]
+fn every_flag_has_a_help_topic() {
+    // `--help` groups flags by topic (crate::flag::topic); a flag without one would land in a
+    // heap of "Options" at the top.
+    let topics = [
+        crate::flag::topic::INPUT,
+        crate::flag::topic::FILTER,
+        crate::flag::topic::METER,
+        crate::flag::topic::OUTPUT,
+        crate::flag::topic::EXPORT,
+        crate::flag::topic::LIVE,
+        crate::flag::topic::RING,
+        crate::flag::topic::PACKET_STORE,
+        crate::flag::topic::FLOW_DB,
+        crate::flag::topic::TIME,
+        crate::flag::topic::DETECTOR,
+        crate::flag::topic::QUERY,
+        crate::flag::topic::RUN,
+    ];
+    let mut missing = Vec::new();
+    for (path, cmd) in all_commands() {
+        if path == "trawl" {
+            continue;
+        }
+        for a in own_args(&cmd, false) {
+            if a.is_positional() {
+                continue;
+            }
+            match a.get_help_heading() {
+                Some(h) if topics.contains(&h) => {}
+                other => missing.push(format!("{path} {}: {other:?}", a.get_id())),
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags without a topic:\n{}",
+        missing.join("\n")
+    );
+}

@@ -8,23 +8,23 @@ use clap::{Args, ValueEnum};
 use trawl_compose::Report;
 
 use crate::config::RunArgs;
-use crate::flag::SummaryFormat;
+use crate::flag::{topic, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The composition file to check (`-` reads standard input, e.g. from
     /// `trawl run ... --print-composition`).
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    #[arg(help_heading = topic::INPUT, short = 'c', long = "config", value_name = "FILE")]
     pub config: PathBuf,
     /// Override a setting of a block before checking: `--set BLOCK.KEY=VALUE`. Repeatable.
-    #[arg(long = "set", value_name = "BLOCK.KEY=VALUE")]
+    #[arg(help_heading = topic::INPUT, long = "set", value_name = "BLOCK.KEY=VALUE")]
     pub set: Vec<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct BlocksArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = BlocksFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = BlocksFormat::Text)]
     pub format: BlocksFormat,
 }
 

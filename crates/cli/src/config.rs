@@ -10,7 +10,7 @@ use serde::Deserialize;
 use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
 
-use crate::flag::{duration_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::flag::{duration_in, parse_duration_ns, parse_size, topic, OutputFormat, SummaryFormat};
 use crate::flows::{FanoutArg, LiveArgs, LiveInput, TimestampArg};
 
 #[derive(Args, Debug)]
@@ -18,80 +18,80 @@ pub struct RunArgs {
     /// Composition file to run (docs/specs/composition.md; `-` reads standard input). A
     /// `trawl run` configuration of the old format (`[capture]`, `[flows]`, ...) is refused:
     /// `trawl convert-config OLD > NEW.toml` converts it.
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    #[arg(help_heading = topic::INPUT, short = 'c', long = "config", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Override a setting of a block of the composition (`-c`, or the one the flags build):
     /// `--set BLOCK.KEY=VALUE`, e.g. `--set store.keep_days=30`. Repeatable.
-    #[arg(long = "set", value_name = "BLOCK.KEY=VALUE")]
+    #[arg(help_heading = topic::RUN, long = "set", value_name = "BLOCK.KEY=VALUE")]
     pub set: Vec<String>,
     /// Print the composition the flags build (TOML, valid for `trawl check -c -`) and exit.
-    #[arg(long = "print-composition")]
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
     pub print_composition: bool,
     /// Stop after this many packets in total (over every worker).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = topic::RUN, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Capture on this interface (repeat for several); adds to the file's list.
-    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    #[arg(help_heading = topic::INPUT, short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
     /// Capture workers per interface (1 to 64).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::LIVE, long, value_name = "N")]
     pub workers: Option<usize>,
     /// Pin workers to these CPUs, in order.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(help_heading = topic::LIVE, long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
     /// Kernel filter (tcpdump syntax).
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Switch to this user once the capture sockets and rings are open.
-    #[arg(long, value_name = "USER")]
+    #[arg(help_heading = topic::RUN, long, value_name = "USER")]
     pub user: Option<String>,
     /// Drop switching duplicates seen within this window (HPCAP's duplicate removal), e.g.
     /// `200ms`; `0` turns it off.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::LIVE, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub dedup: Option<u64>,
     /// Name of the shared packet rings other processes attach to (`trawl listen --ring`):
     /// one per worker, `NAME-IFACE-WORKER`. Default `trawl`.
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = topic::RING, long, value_name = "NAME")]
     pub ring: Option<String>,
     /// Size of each shared ring's data area (power of two).
-    #[arg(long = "ring-size", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = topic::RING, long = "ring-size", value_name = "SIZE", value_parser = parse_size)]
     pub ring_size: Option<usize>,
     /// Do not publish shared rings.
-    #[arg(long = "no-ring")]
+    #[arg(help_heading = topic::RING, long = "no-ring")]
     pub no_ring: bool,
     /// Write flow records (JSON lines) to this file: appended to (a restarted monitor keeps
     /// its records), reopened at its path on SIGHUP (logrotate).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
     pub flows: Option<PathBuf>,
     /// Write per-second series rows (JSON lines) to this file (appended to, reopened on
     /// SIGHUP).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
     pub series: Option<PathBuf>,
     /// Stop after this long (default: until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
     /// A status line on standard error this often (packets, kernel drops so far, ring listeners). 100ms to
     /// 1d.
-    #[arg(long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
+    #[arg(help_heading = topic::RUN, long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
     pub stats_interval: Option<u64>,
     /// Store every captured packet in this packet store directory (one lossless ring listener
     /// and writer per worker).
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = topic::PACKET_STORE, long, value_name = "DIR")]
     pub dump: Option<PathBuf>,
     /// Store flow records in this flow database (Parquet blocks per interface and 5-minute
     /// interval, `trawl query -d DIR`); records are then cut at 5-minute boundaries.
-    #[arg(long, value_name = "DIR")]
+    #[arg(help_heading = topic::FLOW_DB, long, value_name = "DIR")]
     pub db: Option<PathBuf>,
     /// Flow database retention: delete days older than this many days (checked every minute).
-    #[arg(long = "db-keep-days", value_name = "DAYS")]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-keep-days", value_name = "DAYS")]
     pub db_keep_days: Option<u32>,
     /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
-    #[arg(long = "db-max-size", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", value_name = "SIZE", value_parser = parse_size)]
     pub db_max_size: Option<usize>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::RUN, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,

@@ -10,7 +10,7 @@ use trawl_capture::{Direction, PcapWriter};
 use trawl_ring::{Mode, Recv, SharedRing};
 
 use crate::config::RunArgs;
-use crate::flag::{parse_duration_ns, SummaryFormat};
+use crate::flag::{parse_duration_ns, topic, SummaryFormat};
 
 /// `trawl run`: a composition file (`-c`), or the default monitor built from the flags.
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
@@ -76,24 +76,24 @@ pub struct ConvertArgs {
 pub struct ListenArgs {
     /// The ring's name as `trawl run` printed it (e.g. `trawl-eth0-0`), or a path to the ring
     /// file.
-    #[arg(long, value_name = "NAME")]
+    #[arg(help_heading = topic::INPUT, long, value_name = "NAME")]
     pub ring: String,
     /// Hold the producer back instead of missing packets when this listener falls behind.
     /// Use with care: a slow lossless listener makes the capture drop in the kernel.
-    #[arg(long)]
+    #[arg(help_heading = topic::INPUT, long)]
     pub lossless: bool,
     /// Write the packets to this pcap file (nanosecond timestamps; `-` for standard output)
     /// instead of printing a line per packet.
-    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    #[arg(help_heading = topic::OUTPUT, short = 'w', long = "write", value_name = "PATH")]
     pub write: Option<PathBuf>,
     /// Stop after this many packets.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::RUN, long, value_name = "N")]
     pub count: Option<u64>,
     /// Stop after this long.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
     /// Summary on standard error at the end.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
 

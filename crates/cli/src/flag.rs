@@ -13,6 +13,38 @@ pub use trawl_time::parse_duration_ns;
 /// `--format`: the writer blocks' enum (one for the command line and compositions).
 pub use trawl_blocks::output::TextFormat as OutputFormat;
 
+/// The topics `--help` groups each command's flags under (clap help headings): one
+/// vocabulary for every command, in docs/cli.md's table too.
+pub mod topic {
+    /// What is read: files, interfaces, a composition, a store.
+    pub const INPUT: &str = "Input";
+    /// Which packets or records: tcpdump filters, conditions, interfaces of a store.
+    pub const FILTER: &str = "Filter";
+    /// The flow meter: timeouts, table capacity, tunnels, payload bytes.
+    pub const METER: &str = "Meter";
+    /// What is written, where, in which format; summaries and progress.
+    pub const OUTPUT: &str = "Output";
+    /// Exporters and multicast feeds.
+    pub const EXPORT: &str = "Export";
+    /// Live capture sockets and workers (with `-i`).
+    pub const LIVE: &str = "Live capture";
+    /// The shared packet rings other processes attach to.
+    pub const RING: &str = "Shared ring";
+    /// The packet store: segments, indexes, retention.
+    pub const PACKET_STORE: &str = "Packet store";
+    /// The flow database: directory, interface, codec, retention.
+    pub const FLOW_DB: &str = "Flow database";
+    /// A time range.
+    pub const TIME: &str = "Time range";
+    /// A detector's or analyser's settings.
+    pub const DETECTOR: &str = "Detector";
+    /// How a query runs.
+    pub const QUERY: &str = "Query execution";
+    /// When a run stops, its status and its user (in `trawl run`, also with a composition
+    /// file).
+    pub const RUN: &str = "Run control";
+}
+
 /// `--summary`: how the summary on standard error is written.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SummaryFormat {

@@ -11,7 +11,8 @@ use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
 
 use crate::flag::{
-    check_flow_flags, flag_error, parse_duration_ns, parse_size, OutputFormat, SummaryFormat, When,
+    check_flow_flags, flag_error, parse_duration_ns, parse_size, topic, OutputFormat,
+    SummaryFormat, When,
 };
 
 #[derive(Args, Debug)]
@@ -19,42 +20,43 @@ pub struct InputArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed); `-` is
     /// standard input. Repeat for several files: they are merged by packet time (as mergecap
     /// does), so files of two taps or interfaces meter as one link.
-    #[arg(short = 'r', long = "read", value_name = "FILE")]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE")]
     pub read: Vec<PathBuf>,
-    #[command(flatten)]
-    pub live: LiveArgs,
     /// Input format: detected from the magic number by default; `hpcap` for HPCAP raw files,
     /// which have none.
-    #[arg(long = "input-format", value_enum, default_value_t = InputFormat::Auto)]
+    #[arg(help_heading = topic::INPUT, long = "input-format", value_enum, default_value_t = InputFormat::Auto)]
     pub input_format: InputFormat,
     /// Only packets matching this tcpdump filter expression (libpcap syntax).
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Key tunnelled traffic (GRE, VXLAN, IP-in-IP) on the outer or the inner IP header.
-    #[arg(long, value_enum, default_value_t = Tunnel::Outer)]
+    #[arg(help_heading = topic::METER, long, value_enum, default_value_t = Tunnel::Outer)]
     pub tunnel: Tunnel,
     /// Idle timeout: a flow without packets for this long is exported.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::METER, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
     pub idle: u64,
     /// Active timeout: a longer flow is exported in parts of this length.
-    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::METER, long, value_name = "DURATION", default_value = "30m", value_parser = parse_duration_ns)]
     pub active: u64,
     /// How long a TCP flow lingers after FIN from both sides or RST.
-    #[arg(long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::METER, long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
     pub tcp_linger: u64,
     /// Flow table capacity; when full, the flow idle the longest is exported.
-    #[arg(long, value_name = "FLOWS", default_value_t = 4 << 20)]
+    #[arg(help_heading = topic::METER, long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
     /// Summary on standard error: human text, JSON (one object), or none.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
     /// Progress line on standard error (default: when it is a terminal).
-    #[arg(long, value_enum, default_value_t = When::Auto)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = When::Auto)]
     pub progress: When,
     /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
     /// `trawl run -c`) instead of running it.
-    #[arg(long = "print-composition")]
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
     pub print_composition: bool,
+    /// Live capture settings (`--help` lists them after the topics every input shares).
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Live capture settings (with `-i`).
@@ -63,6 +65,7 @@ pub struct LiveArgs {
     /// Capture live from this interface (AF_PACKET; needs root or CAP_NET_RAW). Repeat for
     /// several interfaces.
     #[arg(
+        help_heading = topic::INPUT,
         short = 'i',
         long = "interface",
         value_name = "IFACE",
@@ -70,39 +73,39 @@ pub struct LiveArgs {
     )]
     pub interface: Vec<String>,
     /// Stop a live capture after this long (default: run until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns, requires = "interface")]
+    #[arg(help_heading = topic::LIVE, long, value_name = "DURATION", value_parser = parse_duration_ns, requires = "interface")]
     pub duration: Option<u64>,
     /// Stop a live capture after this many packets (counted after the filter).
-    #[arg(long, value_name = "N", requires = "interface")]
+    #[arg(help_heading = topic::LIVE, long, value_name = "N", requires = "interface")]
     pub count: Option<u64>,
     /// Bytes kept of each captured packet (64 to 262144).
-    #[arg(long, value_name = "BYTES", default_value_t = u64::from(trawl_capture::MAX_SNAPLEN))]
+    #[arg(help_heading = topic::LIVE, long, value_name = "BYTES", default_value_t = u64::from(trawl_capture::MAX_SNAPLEN))]
     pub snaplen: u64,
     /// Capture ring block size (power of two, e.g. 1MiB, 4MiB).
-    #[arg(long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
+    #[arg(help_heading = topic::LIVE, long = "block-size", value_name = "SIZE", default_value = "1MiB", value_parser = parse_size)]
     pub block_size: usize,
     /// Number of capture ring blocks per worker (ring = block size × blocks).
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(help_heading = topic::LIVE, long, value_name = "N", default_value_t = 64)]
     pub blocks: usize,
     /// Do not put the interface in promiscuous mode.
-    #[arg(long = "no-promiscuous")]
+    #[arg(help_heading = topic::LIVE, long = "no-promiscuous")]
     pub no_promiscuous: bool,
     /// Capture workers per interface (1 to 64), each with its own socket in a fanout group and
     /// its own flow table.
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = topic::LIVE, long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
     /// Pin workers to these CPUs, in order (e.g. `2,3`); default: not pinned.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(help_heading = topic::LIVE, long, value_name = "LIST", value_delimiter = ',')]
     pub cpus: Vec<usize>,
     /// How a fanout group spreads packets over workers: `symmetric` (XOR of the IP addresses,
     /// both directions on one worker) or `kernel` (the kernel's flow hash).
-    #[arg(long, value_enum, default_value_t = FanoutArg::Symmetric)]
+    #[arg(help_heading = topic::LIVE, long, value_enum, default_value_t = FanoutArg::Symmetric)]
     pub fanout: FanoutArg,
     /// Switch to this user once the capture sockets are open (as tcpdump -Z).
-    #[arg(long, value_name = "USER")]
+    #[arg(help_heading = topic::LIVE, long, value_name = "USER")]
     pub user: Option<String>,
     /// Timestamp source: NIC hardware timestamps where the NIC has them, else the kernel's.
-    #[arg(long, value_enum, default_value_t = TimestampArg::Hardware)]
+    #[arg(help_heading = topic::LIVE, long, value_enum, default_value_t = TimestampArg::Hardware)]
     pub timestamps: TimestampArg,
 }
 
@@ -124,10 +127,10 @@ pub enum TimestampArg {
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Output format: JSON lines, or CSV with a header line.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
     /// Output file (`-` for standard output).
-    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    #[arg(help_heading = topic::OUTPUT, short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
 }
 
@@ -139,7 +142,7 @@ pub struct FlowsArgs {
     pub out: OutputArgs,
     /// Leading transport payload bytes kept per direction and written (hex) with each record
     /// (at most 65535, and capacity × 2 × N at most 16GiB).
-    #[arg(long = "payload-bytes", value_name = "N", default_value_t = 0)]
+    #[arg(help_heading = topic::METER, long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,

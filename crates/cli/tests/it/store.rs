@@ -661,7 +661,11 @@ fn blocks_rewritten_by_duckdb_with_every_codec_query_as_the_originals() {
     assert!(blocks.len() > 3, "{blocks:?}");
     let queries: [&[&str]; 3] = [
         &["iface,sip,dip,sport,dport,proto"],
-        &["time,proto", "--condition", "dport = 53 or sip = 192.168.0.0/16"],
+        &[
+            "time,proto",
+            "--condition",
+            "dport = 53 or sip = 192.168.0.0/16",
+        ],
         &["apps", "--condition", "not proto = tcp"],
     ];
     let answers = |db: &Path| -> Vec<(Value, Value)> {
