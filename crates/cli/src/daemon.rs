@@ -33,12 +33,12 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
             .collect(),
         None => Vec::new(),
     };
-    crate::compose::run_text(
-        &doc.to_toml(),
-        "the composition of trawl run's flags (--print-composition shows it)",
-        a,
-        &rings,
-    )
+    let composition = crate::compose::Composition {
+        text: doc.to_toml(),
+        origin: "the composition of trawl run's flags (--print-composition shows it)".into(),
+        dir: None,
+    };
+    crate::compose::run_composition(&composition, a, &rings)
 }
 
 /// The composition `trawl run`'s flags (or an old configuration file) describe, with the
