@@ -119,7 +119,11 @@ fn row(a: &clap::Arg) -> String {
 pub(crate) fn table() -> String {
     let mut out = String::new();
     for (path, cmd) in all_commands() {
-        let args = own_args(&cmd, path == "trawl");
+        // Hidden flags (comparisons, tests) are not part of the command line a person learns.
+        let args: Vec<&clap::Arg> = own_args(&cmd, path == "trawl")
+            .into_iter()
+            .filter(|a| !a.is_hide_set())
+            .collect();
         if args.is_empty() {
             continue;
         }
