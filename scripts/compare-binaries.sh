@@ -96,6 +96,7 @@ for f in "${files[@]}"; do
     AFTER=1
     AFTER_ARGS=(query -d "{D}" --format csv --from 0 --to 9999999999 talk_conv -n 1000000)
     compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
+    # Long spellings both binaries take (`packets -d` became `-r`, `query -f` `--format`).
     AFTER_ARGS=(packets --dir "{D}" -w - --summary none)
     compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
 done
