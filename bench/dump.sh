@@ -150,10 +150,10 @@ note "retrieval phase: storing $HTRACE"
 "$TRAWL" dump -r "$HTRACE" -w "$DIR/hour" --summary json 2>"$DIR/hour-dump.json"
 # The window: one minute from the middle of the hour; the host: the source of its first IPv4
 # packet.
-first=$("$TRAWL" packets -d "$DIR/hour" --count 1 -w - --summary none | tcpdump -r - -tt -n 2>/dev/null | awk '{print $1}')
+first=$("$TRAWL" packets -r "$DIR/hour" --count 1 -w - --summary none | tcpdump -r - -tt -n 2>/dev/null | awk '{print $1}')
 from=$(awk -v f="$first" 'BEGIN { printf "%.6f", f + 1800 }')
 to=$(awk -v f="$from" 'BEGIN { printf "%.6f", f + 60 }')
-host=$("$TRAWL" packets -d "$DIR/hour" --from "$from" -f ip --count 1 -w - --summary none |
+host=$("$TRAWL" packets -r "$DIR/hour" --from "$from" -f ip --count 1 -w - --summary none |
     tcpdump -r - -n 2>/dev/null | awk '{ split($3, a, "."); print a[1] "." a[2] "." a[3] "." a[4] }')
 [ -n "$host" ] || die "no IPv4 packet in the window"
 note "window $from..$to, host $host"
@@ -162,17 +162,17 @@ for run in $(seq 1 "$RUNS"); do
     cold
     cat "$TRAWL" "$(command -v tcpdump)" >/dev/null
     timed extract trawl-window "$run" "$HBYTES" \
-        "$TRAWL" packets -d "$DIR/hour" --from "$from" --to "$to" -f "host $host" \
+        "$TRAWL" packets -r "$DIR/hour" --from "$from" --to "$to" -f "host $host" \
         -w "$DIR/window.pcap" --summary json
     cold
     cat "$TRAWL" >/dev/null
     timed extract trawl-window-noindex "$run" "$HBYTES" \
-        "$TRAWL" packets -d "$DIR/hour" --from "$from" --to "$to" -f "host $host or host $host" \
+        "$TRAWL" packets -r "$DIR/hour" --from "$from" --to "$to" -f "host $host or host $host" \
         -w "$DIR/window2.pcap" --summary json
     cold
     cat "$TRAWL" >/dev/null
     timed extract trawl-fullscan "$run" "$HBYTES" \
-        "$TRAWL" packets -d "$DIR/hour" -f "host $host or host $host" -w "$DIR/full.pcap" --summary json
+        "$TRAWL" packets -r "$DIR/hour" -f "host $host or host $host" -w "$DIR/full.pcap" --summary json
     cold
     cat "$(command -v tcpdump)" >/dev/null
     timed extract tcpdump-fullscan "$run" "$HBYTES" \

@@ -59,7 +59,7 @@ queries = [
    f"SELECT src_ip, {M} FROM {src} GROUP BY ALL {order} LIMIT 10"),
   ("top 10 ports (apps) by bytes", ["apps"], None, None,
    f"SELECT dst_port, proto, {M} FROM {src} GROUP BY ALL {order} LIMIT 10"),
-  ("CIDR-filtered conversations (sip = 10.1.0.0/16 and dport = 443), top 100", ["talk_conv", "-c", "sip = 10.1.0.0/16 and dport = 443", "-n", "100"], None, None,
+  ("CIDR-filtered conversations (sip = 10.1.0.0/16 and dport = 443), top 100", ["talk_conv", "--condition", "sip = 10.1.0.0/16 and dport = 443", "-n", "100"], None, None,
    f"SELECT src_ip, dst_ip, {M} FROM {src} WHERE src_ip LIKE '10.1.%' AND dst_port = 443 GROUP BY ALL {order} LIMIT 100"),
   ("1-hour window, top 10 talkers", ["talk_conv", "--from", frm, "--to", to], None, None,
    f"SELECT src_ip, dst_ip, {M} FROM {src} WHERE first_ns >= {from_ns} AND first_ns < {to_ns} GROUP BY ALL {order} LIMIT 10"),

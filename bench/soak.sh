@@ -27,7 +27,7 @@ usage: bench/soak.sh [--minutes N] [--pps N] [--capture FILE] [--sample SECS]
   --capture FILE       what tcpreplay loops over (default: the corpus's bench seed
                        ndpi-default-ether-merged.pcap if present, else testdata/pcaps/android.pcap)
   --sample SECS        seconds between samples (default 60)
-  --store-budget SIZE  packet store --retention-size (default 256MiB)
+  --store-budget SIZE  packet store --dump-max-size (default 256MiB)
   --db-max-size SIZE   flow database --db-max-size (default 8MiB)
   --segment-time T     packet store --segment-time (default 10s)
   --segment-size SIZE  packet store --segment-size (default 32MiB)
@@ -194,7 +194,7 @@ PIDS+=("$COLLECT_PID")
 
 RUN_CMD=("$TRAWL" run -i "$IF_C" --ring "$RING" --stats-interval 10s --summary json
     --dump "$STORE" --segment-time "$SEG_TIME" --segment-size "$SEG_SIZE"
-    --retention-size "$STORE_BUDGET"
+    --dump-max-size "$STORE_BUDGET"
     --db "$DB" --db-max-size "$DB_MAX"
     --flows "$FLOWS" --series "$SERIES"
     --export "ipfix+udp://127.0.0.1:$PORT")
@@ -341,7 +341,7 @@ nsx cat /proc/net/snmp >"$DIR/snmp.txt"
 # soak-report.py).
 note "reading back the packet store and the database"
 set +e
-"$TRAWL" packets -d "$STORE" -w - --summary json 2>"$DIR/packets.log" | wc -c >"$DIR/packets.bytes"
+"$TRAWL" packets -r "$STORE" -w - --summary json 2>"$DIR/packets.log" | wc -c >"$DIR/packets.bytes"
 echo "${PIPESTATUS[0]}" >"$DIR/packets.rc"
 : >"$DIR/capinfos.txt"
 find "$STORE" -name '*.pcap' | sort | while read -r seg; do

@@ -94,9 +94,10 @@ for f in "${files[@]}"; do
     compare "detect synflood $rel" detect synflood -r "$f"
     compare "detect heavy-hitters $rel" detect heavy-hitters -r "$f"
     AFTER=1
-    AFTER_ARGS=(query -d "{D}" -f csv --from 0 --to 9999999999 talk_conv -n 1000000)
+    AFTER_ARGS=(query -d "{D}" --format csv --from 0 --to 9999999999 talk_conv -n 1000000)
     compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
-    AFTER_ARGS=(packets -d "{D}" -w - --summary none)
+    # Long spellings both binaries take (`packets -d` became `-r`, `query -f` `--format`).
+    AFTER_ARGS=(packets --dir "{D}" -w - --summary none)
     compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
 done
 # Several files at once: merged by time (a filter compiled per file).

@@ -23,7 +23,7 @@ head -n 5 target/sample-series.csv
 echo "--- packet store (target/sample-packets), DNS back out (target/sample-dns.pcap):"
 rm -rf target/sample-packets target/sample-db
 "$trawl" dump -r "$sample" -w target/sample-packets
-"$trawl" packets -d target/sample-packets -f 'udp port 53' -w target/sample-dns.pcap
+"$trawl" packets -r target/sample-packets -f 'udp port 53' -w target/sample-dns.pcap
 echo "--- flow database (target/sample-db), top conversations:"
 "$trawl" ingest -r "$sample" --db target/sample-db -i sample --summary none
 "$trawl" query -d target/sample-db talk_conv --limit 5

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, TimerId};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_packets::{Budget, Dumper, DumperConfig, DumperStats, Retention, RetentionConfig};
 
 use crate::messages::{PacketBatch, PACKETS};
@@ -124,6 +124,7 @@ impl Block for DumperBlock {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = DumperSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("dir")];
 
     fn check(s: &DumperSettings) -> Result<(), String> {
         let c = s.config();

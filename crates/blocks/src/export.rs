@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, TimerId};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, TemplateRefresh};
 
 use crate::messages::{FlowBatch, FLOWS};
@@ -111,6 +111,7 @@ impl Block for FlowExport {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = FlowExportSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::destination("destinations")];
 
     fn check(s: &FlowExportSettings) -> Result<(), String> {
         if s.destinations.is_empty() {

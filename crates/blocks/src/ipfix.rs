@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, PathSetting, Poll, Pool};
 use trawl_export::socket::{RecvBatch, RECV_BATCH};
 use trawl_export::{DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item};
 use trawl_flow::FlowRecord;
@@ -218,6 +218,7 @@ impl Block for IpfixSource {
         doc: "the decoded records, in batches of one origin (exporter and observation domain, or file)",
     }];
     type Settings = IpfixSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("files")];
 
     fn check(s: &IpfixSettings) -> Result<(), String> {
         match (s.listen.is_empty(), s.files.is_empty()) {

@@ -9,7 +9,7 @@ use trawl_capture::{
     reuse_records, FileFormat, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord,
     PacketSource, SourceStats, MAX_SNAPLEN,
 };
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, Pool, PoolSlot};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, PathSetting, Poll, Pool, PoolSlot};
 
 use crate::messages::{PacketBatch, PACKETS};
 
@@ -148,6 +148,7 @@ impl Block for PcapSource {
         doc: "the packets, in time order across files (in file order with `concatenate`)",
     }];
     type Settings = PcapSourceSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("files")];
 
     fn check(s: &PcapSourceSettings) -> Result<(), String> {
         if s.files.is_empty() {

@@ -1,7 +1,7 @@
 //! `series_merge` and `series_writer`: the per-second rows of parallel workers summed, and
 //! written out.
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool, TimerId};
+use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, Pool, TimerId};
 use trawl_series::{SeriesFormat, SeriesMerger, SeriesRow, SeriesWriter};
 
 use crate::messages::{SeriesBatch, SERIES};
@@ -161,6 +161,7 @@ impl Block for SeriesFileWriter {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = SeriesWriterSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
 
     /// A file of other columns is refused when the composition is checked, before any block
     /// opens its output (a refused run must leave no new files behind); `build` checks again

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, TimerId};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_store::{Codec, IfaceId, Ingest, IngestStats, Retention, StoreConfig};
 
 use crate::messages::{FlowBatch, FLOWS};
@@ -103,6 +103,7 @@ impl Block for FlowStore {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = FlowStoreSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("dir")];
 
     fn check(s: &FlowStoreSettings) -> Result<(), String> {
         s.config()?;

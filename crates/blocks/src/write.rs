@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PcapWriter};
-use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, TimerId};
+use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
 use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
@@ -53,6 +53,7 @@ impl Block for FlowFileWriter {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = WriterSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
 
     fn build(s: WriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         let format = match s.format.unwrap_or(TextFormat::Json) {
@@ -169,6 +170,7 @@ impl Block for EventFileWriter {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = WriterSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
 
     fn check(s: &WriterSettings) -> Result<(), String> {
         match s.format {
@@ -244,6 +246,7 @@ impl Block for PcapFileWriter {
     }];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = PcapWriterSettings;
+    const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
 
     fn build(s: PcapWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         // Created now (before privileges are dropped); the header needs the first packet's

@@ -15,17 +15,18 @@ use clap::Args;
 use trawl_compose::{BlockReport, Document, Policy, Report};
 use trawl_export::DecodeErrorKind;
 
-use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::flag::{count_in, parse_duration_ns, parse_size, topic, OutputFormat, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
     /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port) or
     /// tcp://HOST:PORT (IPFIX over TCP); repeat for several.
-    #[arg(long, value_name = "URL", required_unless_present = "read")]
+    #[arg(help_heading = topic::INPUT, long, value_name = "URL", required_unless_present = "read")]
     pub listen: Vec<String>,
     /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
     /// writes) instead of listening; repeat for several (read one after the other).
     #[arg(
+        help_heading = topic::INPUT,
         short = 'r',
         long = "read",
         value_name = "FILE",
@@ -33,53 +34,60 @@ pub struct CollectArgs {
     )]
     pub read: Vec<PathBuf>,
     /// Output file (`-` for standard output).
-    #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
+    #[arg(help_heading = topic::OUTPUT, short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
     /// Output format: JSON lines, or CSV with a header line.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
     /// Decode and count only, write no records (benchmarks; checking what an exporter sends).
-    #[arg(long = "no-output")]
+    #[arg(help_heading = topic::OUTPUT, long = "no-output")]
     pub no_output: bool,
     /// Stop after this many flow records.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::RUN, long, value_name = "N")]
     pub count: Option<u64>,
     /// Stop after this long (default: until SIGINT/SIGTERM).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
     /// Private Enterprise Number whose elements are read as trawl's own.
-    #[arg(long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
+    #[arg(help_heading = topic::INPUT, long, value_name = "N", default_value_t = trawl_export::ie::DEFAULT_PEN)]
     pub pen: u32,
     /// Most templates kept over all exporters (a bound against template floods), 1 to 1048576.
-    #[arg(long = "max-templates", value_name = "N", default_value = "4096", value_parser = count_in(MAX_TEMPLATES))]
+    #[arg(help_heading = topic::INPUT, long = "max-templates", value_name = "N", default_value = "4096", value_parser = count_in(MAX_TEMPLATES))]
     pub max_templates: usize,
     /// Also store the records in this flow database (`trawl query -d DIR`), one interface per
     /// exporter and observation domain (`exp-ADDRESS-DOMAIN`); records read from a file under
-    /// the file's name without its extension (or `--iface`).
-    #[arg(long, value_name = "DIR")]
+    /// the file's name without its extension (or `-i NAME`).
+    #[arg(help_heading = topic::FLOW_DB, long, value_name = "DIR")]
     pub db: Option<PathBuf>,
     /// With -r: the database interface of the records read from files (default: each
     /// file's name without its extension).
-    #[arg(long, value_name = "NAME", requires = "read")]
+    #[arg(
+        help_heading = topic::FLOW_DB,
+        short = 'i',
+        long = "interface",
+        alias = "iface",
+        value_name = "NAME",
+        requires = "read"
+    )]
     pub iface: Option<String>,
     /// Flow database retention: delete days older than this many days (checked every minute
     /// and at the end).
-    #[arg(long = "db-keep-days", value_name = "DAYS", requires = "db")]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-keep-days", value_name = "DAYS", requires = "db")]
     pub db_keep_days: Option<u32>,
     /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
-    #[arg(long = "db-max-size", value_name = "SIZE", value_parser = parse_size, requires = "db")]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", value_name = "SIZE", value_parser = parse_size, requires = "db")]
     pub db_max_size: Option<usize>,
     /// UDP: after a receive that emptied the socket queues, wait this long before the next
     /// one, so that datagrams arriving one by one are read in batches rather than with a
     /// wake-up each (adds at most this much latency); only while the waits do gather several
     /// arrivals (not for trains, nor a slow trickle); 0 to read each as it comes.
-    #[arg(long = "recv-wait", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
+    #[arg(help_heading = topic::INPUT, long = "recv-wait", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "1ms")]
     pub recv_wait: u64,
     /// Summary on standard error at the end.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
     /// Print the composition these flags build (TOML, for `trawl run -c`) and exit.
-    #[arg(long = "print-composition")]
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
     pub print_composition: bool,
 }
 
@@ -172,7 +180,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let cpus = trawl_capture::live::allowed_cpus();
     let plan = trawl_compose::plan(&text, "collect", &trawl_blocks::registry(), &cpus)
         .map_err(anyhow::Error::from)?;
-    let stop = crate::install_stop_signals()?;
+    let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     let mut stopped = false;
     while !running.is_finished() {

@@ -7,23 +7,24 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use trawl_compose::Report;
 
-use crate::args::{RunArgs, SummaryFormat};
+use crate::config::RunArgs;
+use crate::flag::{topic, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     /// The composition file to check (`-` reads standard input, e.g. from
     /// `trawl run ... --print-composition`).
-    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    #[arg(help_heading = topic::INPUT, short = 'c', long = "config", value_name = "FILE")]
     pub config: PathBuf,
     /// Override a setting of a block before checking: `--set BLOCK.KEY=VALUE`. Repeatable.
-    #[arg(long = "set", value_name = "BLOCK.KEY=VALUE")]
+    #[arg(help_heading = topic::INPUT, long = "set", value_name = "BLOCK.KEY=VALUE")]
     pub set: Vec<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct BlocksArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = BlocksFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = BlocksFormat::Text)]
     pub format: BlocksFormat,
 }
 
@@ -35,17 +36,36 @@ pub enum BlocksFormat {
     Json,
 }
 
-/// A composition's text and the name its messages use: the file, or standard input for `-`.
-pub fn read_composition(path: &Path) -> Result<(String, String)> {
+/// A composition's text, with what its messages call it and where its paths are relative to.
+pub struct Composition {
+    pub text: String,
+    /// The file, or `(standard input)`.
+    pub origin: String,
+    /// A file's directory: the relative paths of its blocks' settings are relative to it.
+    /// `None` (the working directory) for standard input and compositions built from flags.
+    pub dir: Option<PathBuf>,
+}
+
+/// Reads a composition: the file, or standard input for `-`.
+pub fn read_composition(path: &Path) -> Result<Composition> {
     if path.as_os_str() == "-" {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
             .context("cannot read the composition from standard input")?;
-        return Ok((text, "(standard input)".into()));
+        return Ok(Composition {
+            text,
+            origin: "(standard input)".into(),
+            dir: None,
+        });
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read composition {}", path.display()))?;
-    Ok((text, path.display().to_string()))
+    Ok(Composition {
+        text,
+        origin: path.display().to_string(),
+        // `x.toml` has the parent "": joined with it, paths stay as they are.
+        dir: Some(path.parent().unwrap_or(Path::new("")).to_path_buf()),
+    })
 }
 
 /// Refuses a `trawl run` configuration of the old format (`trawl.example.toml` before
@@ -72,17 +92,27 @@ fn refuse_old_configuration(text: &str, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks a composition's text, with the `--set` overrides applied.
-fn load(text: &str, origin: &str, sets: &[String]) -> Result<trawl_compose::Plan> {
+/// Checks a composition, with the `--set` overrides applied. Its blocks' relative paths are
+/// relative to its file's directory; those a `--set` gives stay relative to the working
+/// directory, as every other path on the command line.
+fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
+    let (text, origin) = (c.text.as_str(), c.origin.as_str());
     refuse_old_configuration(text, origin)?;
     let registry = trawl_blocks::registry();
     let cpus = trawl_capture::live::allowed_cpus();
     if sets.is_empty() {
         // The text as it is: syntax errors name its own lines.
-        return trawl_compose::plan(text, origin, &registry, &cpus).map_err(anyhow::Error::from);
+        let planned = match &c.dir {
+            Some(dir) => trawl_compose::plan_relative_to(text, origin, dir, &registry, &cpus),
+            None => trawl_compose::plan(text, origin, &registry, &cpus),
+        };
+        return planned.map_err(anyhow::Error::from);
     }
     let mut doc =
         trawl_compose::Document::parse(text).map_err(|e| anyhow::anyhow!("{origin}: {e}"))?;
+    if let Some(dir) = &c.dir {
+        doc.paths_relative_to(dir, &registry);
+    }
     for s in sets {
         doc.set(s)?;
     }
@@ -91,8 +121,9 @@ fn load(text: &str, origin: &str, sets: &[String]) -> Result<trawl_compose::Plan
 
 /// `trawl check -c FILE`.
 pub fn check(a: &CheckArgs) -> Result<ExitCode> {
-    let (text, origin) = read_composition(&a.config)?;
-    let plan = load(&text, &origin, &a.set)?;
+    let c = read_composition(&a.config)?;
+    let origin = &c.origin;
+    let plan = load(&c, &a.set)?;
     print!("{}", plan.describe());
     println!(
         "{origin}: valid ({} blocks, {} connections, {} threads)",
@@ -152,22 +183,21 @@ pub fn blocks(a: &BlocksArgs) -> Result<ExitCode> {
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
     let path = a.config.as_ref().expect("called with a composition");
     a.refuse_with_composition()?;
-    let (text, origin) = read_composition(path)?;
-    run_text(&text, &origin, a, &[])
+    run_composition(&read_composition(path)?, a, &[])
 }
 
-/// Runs a composition's text (a file's, or the one `trawl run`'s flags built) with the run's
+/// Runs a composition (a file's, or the one `trawl run`'s flags built) with the run's
 /// own flags: `--set`, and `--duration`, `--count`, `--stats-interval`, `--user` over the
 /// `[runtime]` table. `announce` is said on standard error once every block is built (the
 /// shared rings exist then).
-pub fn run_text(text: &str, origin: &str, a: &RunArgs, announce: &[String]) -> Result<ExitCode> {
-    let mut plan = load(text, origin, &a.set)?;
+pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Result<ExitCode> {
+    let mut plan = load(c, &a.set)?;
     let control = &mut plan.control;
     control.duration_ns = a.duration.or(control.duration_ns);
     control.count = a.count.or(control.count);
     control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
     control.user = a.user.clone().or(control.user.take());
-    let stop = crate::install_stop_signals()?;
+    let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     for line in announce {
         eprintln!("trawl: {line}");

@@ -5,14 +5,169 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
 use serde::Deserialize;
 use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
 
-use crate::args::{
-    parse_duration_ns, parse_size, FanoutArg, LiveArgs, LiveInput, OutputFormat, RunArgs,
-    TimestampArg,
-};
+use crate::flag::{duration_in, parse_duration_ns, parse_size, topic, OutputFormat, SummaryFormat};
+use crate::flows::{FanoutArg, LiveArgs, LiveInput, TimestampArg};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Composition file to run (docs/specs/composition.md; `-` reads standard input). A
+    /// `trawl run` configuration of the old format (`[capture]`, `[flows]`, ...) is refused:
+    /// `trawl convert-config OLD > NEW.toml` converts it.
+    #[arg(help_heading = topic::INPUT, short = 'c', long = "config", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override a setting of a block of the composition (`-c`, or the one the flags build):
+    /// `--set BLOCK.KEY=VALUE`, e.g. `--set store.keep_days=30`. Repeatable.
+    #[arg(help_heading = topic::RUN, long = "set", value_name = "BLOCK.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Print the composition the flags build (TOML, valid for `trawl check -c -`) and exit.
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
+    pub print_composition: bool,
+    /// Stop after this many packets in total (over every worker).
+    #[arg(help_heading = topic::RUN, long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Capture on this interface (repeat for several); adds to the file's list.
+    #[arg(help_heading = topic::INPUT, short = 'i', long = "interface", value_name = "IFACE")]
+    pub interface: Vec<String>,
+    /// Capture workers per interface (1 to 64).
+    #[arg(help_heading = topic::LIVE, long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Pin workers to these CPUs, in order.
+    #[arg(help_heading = topic::LIVE, long, value_name = "LIST", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+    /// Kernel filter (tcpdump syntax).
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
+    pub filter: Option<String>,
+    /// Switch to this user once the capture sockets and rings are open.
+    #[arg(help_heading = topic::RUN, long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Drop switching duplicates seen within this window (HPCAP's duplicate removal), e.g.
+    /// `200ms`; `0` turns it off.
+    #[arg(help_heading = topic::LIVE, long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub dedup: Option<u64>,
+    /// Name of the shared packet rings other processes attach to (`trawl listen --ring`):
+    /// one per worker, `NAME-IFACE-WORKER`. Default `trawl`.
+    #[arg(help_heading = topic::RING, long, value_name = "NAME")]
+    pub ring: Option<String>,
+    /// Size of each shared ring's data area (power of two).
+    #[arg(help_heading = topic::RING, long = "ring-size", value_name = "SIZE", value_parser = parse_size)]
+    pub ring_size: Option<usize>,
+    /// Do not publish shared rings.
+    #[arg(help_heading = topic::RING, long = "no-ring")]
+    pub no_ring: bool,
+    /// Write flow records (JSON lines) to this file: appended to (a restarted monitor keeps
+    /// its records), reopened at its path on SIGHUP (logrotate).
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
+    pub flows: Option<PathBuf>,
+    /// Write per-second series rows (JSON lines) to this file (appended to, reopened on
+    /// SIGHUP).
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
+    pub series: Option<PathBuf>,
+    /// Stop after this long (default: until SIGINT/SIGTERM).
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// A status line on standard error this often (packets, kernel drops so far, ring listeners). 100ms to
+    /// 1d.
+    #[arg(help_heading = topic::RUN, long = "stats-interval", value_name = "DURATION", value_parser = duration_in(STATS_INTERVAL))]
+    pub stats_interval: Option<u64>,
+    /// Store every captured packet in this packet store directory (one lossless ring listener
+    /// and writer per worker).
+    #[arg(help_heading = topic::PACKET_STORE, long, value_name = "DIR")]
+    pub dump: Option<PathBuf>,
+    /// Store flow records in this flow database (Parquet blocks per interface and 5-minute
+    /// interval, `trawl query -d DIR`); records are then cut at 5-minute boundaries.
+    #[arg(help_heading = topic::FLOW_DB, long, value_name = "DIR")]
+    pub db: Option<PathBuf>,
+    /// Flow database retention: delete days older than this many days (checked every minute).
+    #[arg(help_heading = topic::FLOW_DB, long = "db-keep-days", value_name = "DAYS")]
+    pub db_keep_days: Option<u32>,
+    /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
+    #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", value_name = "SIZE", value_parser = parse_size)]
+    pub db_max_size: Option<usize>,
+    #[command(flatten)]
+    pub store: crate::dump::StoreSettings,
+    /// Summary on standard error at the end.
+    #[arg(help_heading = topic::RUN, long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+    #[command(flatten)]
+    pub export: crate::export::ExportArgs,
+}
+
+/// `trawl run`'s flags alone, for reading a line of them without the whole command line.
+#[derive(clap::Parser)]
+#[command(name = "trawl run")]
+struct RunLine {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+impl RunArgs {
+    /// Parses the flags of `trawl run` (without `trawl run` itself).
+    pub fn parse_line<I, T>(flags: I) -> Result<RunArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        let line = std::iter::once(std::ffi::OsString::from("trawl run"))
+            .chain(flags.into_iter().map(Into::into));
+        RunLine::try_parse_from(line).map(|l| l.run)
+    }
+
+    /// With a composition file, everything but the run's own controls (duration, status
+    /// lines, summary, user) belongs in the composition: say so rather than ignore a flag.
+    pub fn refuse_with_composition(&self) -> anyhow::Result<()> {
+        let set: Vec<&str> = [
+            (!self.interface.is_empty(), "-i/--interface"),
+            (self.workers.is_some(), "--workers"),
+            (!self.cpus.is_empty(), "--cpus"),
+            (self.filter.is_some(), "-f/--filter"),
+            (self.dedup.is_some(), "--dedup"),
+            (
+                self.ring.is_some() || self.ring_size.is_some() || self.no_ring,
+                "--ring",
+            ),
+            (self.flows.is_some(), "--flows"),
+            (self.print_composition, "--print-composition"),
+            (self.series.is_some(), "--series"),
+            (self.dump.is_some(), "--dump"),
+            (
+                self.db.is_some() || self.db_keep_days.is_some() || self.db_max_size.is_some(),
+                "--db",
+            ),
+            (
+                !self.export.export.is_empty()
+                    || self.export.flows_feed.is_some()
+                    || self.export.series_feed.is_some(),
+                "--export/--flows-feed/--series-feed",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+        if !set.is_empty() {
+            anyhow::bail!(
+                "{} cannot be combined with a composition file: set it in the composition's \
+                 blocks or with --set BLOCK.KEY=VALUE (only --duration, --count, \
+                 --stats-interval, --summary and --user apply)",
+                set.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `--stats-interval`: more often than this would be a stream, not a status line.
+const STATS_INTERVAL: trawl_time::Limit = trawl_time::Limit::new(
+    "stats_interval",
+    trawl_time::Unit::Nanos,
+    100_000_000,
+    86_400 * 1_000_000_000,
+);
 
 /// A duration or size as TOML gives it: a string with a unit (`"30s"`, `"4MiB"`) or a bare
 /// number (seconds, bytes).
@@ -390,7 +545,6 @@ impl RunPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn plan(toml_text: &str, argv: &[&str]) -> Result<RunPlan> {
         // A file of its own per call, straight in the temporary directory: tests run in
@@ -401,12 +555,9 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("trawl-config-{}-{n}.toml", std::process::id()));
         std::fs::write(&path, toml_text).unwrap();
-        let mut full = vec!["trawl", "run", "-c", path.to_str().unwrap()];
+        let mut full = vec!["-c", path.to_str().unwrap()];
         full.extend_from_slice(argv);
-        let low = crate::args::LowArgs::parse_from(full);
-        let crate::args::Command::Run(a) = low.command else {
-            panic!("run")
-        };
+        let a = RunArgs::parse_line(full).unwrap();
         let plan = RunPlan::new(&a);
         let _ = std::fs::remove_file(&path);
         plan
@@ -487,7 +638,7 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(format!("{e:#}").contains("retention-size"), "{e:#}");
+        assert!(format!("{e:#}").contains("dump-max-size"), "{e:#}");
     }
 
     #[test]

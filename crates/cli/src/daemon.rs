@@ -1,15 +1,16 @@
 //! `trawl run` (a composition, or the monitor its flags build), `trawl convert-config` and
 //! `trawl listen` (a client of another trawl's shared ring).
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::Parser;
 use trawl_capture::{Direction, PcapWriter};
 use trawl_ring::{Mode, Recv, SharedRing};
 
-use crate::args::{ListenArgs, RunArgs, SummaryFormat};
+use crate::config::RunArgs;
+use crate::flag::{parse_duration_ns, topic, SummaryFormat};
 
 /// `trawl run`: a composition file (`-c`), or the default monitor built from the flags.
 pub fn run(a: &RunArgs) -> Result<ExitCode> {
@@ -32,12 +33,12 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
             .collect(),
         None => Vec::new(),
     };
-    crate::compose::run_text(
-        &doc.to_toml(),
-        "the composition of trawl run's flags (--print-composition shows it)",
-        a,
-        &rings,
-    )
+    let composition = crate::compose::Composition {
+        text: doc.to_toml(),
+        origin: "the composition of trawl run's flags (--print-composition shows it)".into(),
+        dir: None,
+    };
+    crate::compose::run_composition(&composition, a, &rings)
 }
 
 /// The composition `trawl run`'s flags (or an old configuration file) describe, with the
@@ -54,15 +55,7 @@ fn monitor_document(a: &RunArgs) -> Result<trawl_compose::Document> {
 /// `trawl convert-config OLD`: the composition of a `trawl run` configuration of the old
 /// format (`[capture]`, `[flows]`, ...), on standard output.
 pub fn convert_config(a: &ConvertArgs) -> Result<ExitCode> {
-    let low = crate::args::LowArgs::try_parse_from([
-        "trawl".as_ref(),
-        "run".as_ref(),
-        "-c".as_ref(),
-        a.config.as_os_str(),
-    ])?;
-    let crate::args::Command::Run(args) = low.command else {
-        unreachable!("parsed as run");
-    };
+    let args = RunArgs::parse_line(["-c".as_ref(), a.config.as_os_str()])?;
     let doc = monitor_document(&args)?;
     println!(
         "# Converted by `trawl convert-config {}` from a trawl run configuration of the old\n\
@@ -79,6 +72,32 @@ pub struct ConvertArgs {
     pub config: std::path::PathBuf,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct ListenArgs {
+    /// The ring's name as `trawl run` printed it (e.g. `trawl-eth0-0`), or a path to the ring
+    /// file.
+    #[arg(help_heading = topic::INPUT, long, value_name = "NAME")]
+    pub ring: String,
+    /// Hold the producer back instead of missing packets when this listener falls behind.
+    /// Use with care: a slow lossless listener makes the capture drop in the kernel.
+    #[arg(help_heading = topic::INPUT, long)]
+    pub lossless: bool,
+    /// Write the packets to this pcap file (nanosecond timestamps; `-` for standard output)
+    /// instead of printing a line per packet.
+    #[arg(help_heading = topic::OUTPUT, short = 'w', long = "write", value_name = "PATH")]
+    pub write: Option<PathBuf>,
+    /// Stop after this many packets.
+    #[arg(help_heading = topic::RUN, long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Stop after this long.
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub duration: Option<u64>,
+    /// Summary on standard error at the end.
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
+    pub summary: SummaryFormat,
+}
+
+/// `trawl listen`.
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
     let mode = if a.lossless {
         Mode::Lossless
@@ -97,7 +116,7 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
             )
         })?
     };
-    let stop = crate::install_stop_signals()?;
+    let stop = crate::signals::install_stop_signals()?;
     // A `ring` block adds its sources' interfaces when their first packets come: a pcap file
     // needs the link type, so wait for them (the packets wait in the ring meanwhile).
     let waited = Instant::now();
@@ -122,7 +141,7 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
                     a.ring
                 );
             }
-            let sink = std::io::BufWriter::with_capacity(1 << 20, crate::args::open_output(path)?);
+            let sink = std::io::BufWriter::with_capacity(1 << 20, crate::flag::open_output(path)?);
             Some(PcapWriter::new(
                 sink,
                 first.link_type,

@@ -11,7 +11,7 @@ use trawl_compose::{Document, MessageKind, Policy};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::synflood::SynFloodConfig;
 
-use crate::args::parse_duration_ns;
+use crate::flag::{parse_duration_ns, topic};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self, span, Finished};
 
@@ -58,48 +58,48 @@ pub enum DetectApp {
 #[derive(Args, Debug)]
 pub struct SynfloodArgs {
     /// Capture files, merged by packet time into one stream.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Interval length (e.g. 1s, 500ms).
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_ns)]
     pub interval: u64,
     /// Alarm when a cell's CUSUM exceeds this (SYNs per interval).
-    #[arg(long, default_value_t = CusumConfig::default().threshold)]
+    #[arg(help_heading = topic::DETECTOR, long, default_value_t = CusumConfig::default().threshold)]
     pub threshold: f64,
     /// SYNs per interval over the learned mean that do not accumulate.
-    #[arg(long, default_value_t = CusumConfig::default().drift)]
+    #[arg(help_heading = topic::DETECTOR, long, default_value_t = CusumConfig::default().drift)]
     pub drift: f64,
     /// Upper clamp of the CUSUM, bounding how long an alarm outlives the flood (default twice
     /// the threshold).
-    #[arg(long)]
+    #[arg(help_heading = topic::DETECTOR, long)]
     pub ceiling: Option<f64>,
     /// Count-min relative error.
-    #[arg(long, default_value_t = SynFloodConfig::default().epsilon)]
+    #[arg(help_heading = topic::DETECTOR, long, default_value_t = SynFloodConfig::default().epsilon)]
     pub epsilon: f64,
     /// Count-min failure probability.
-    #[arg(long, default_value_t = SynFloodConfig::default().delta)]
+    #[arg(help_heading = topic::DETECTOR, long, default_value_t = SynFloodConfig::default().delta)]
     pub delta: f64,
 }
 
 #[derive(Args, Debug)]
 pub struct HeavyArgs {
     /// Capture files, merged by packet time into one stream.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Report interval, in packet time (e.g. 10s, 1m).
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_ns)]
     pub interval: u64,
     /// Counters per summary: counts are overestimated by at most N/k.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(help_heading = topic::DETECTOR, long, default_value_t = 1024)]
     pub k: usize,
     /// Report the top N of each summary (the default, 10) ...
-    #[arg(long, conflicts_with_all = ["min_bytes", "min_packets"])]
+    #[arg(help_heading = topic::DETECTOR, long, conflicts_with_all = ["min_bytes", "min_packets"])]
     pub top: Option<usize>,
     /// ... or every item over this many bytes (with --min-packets).
-    #[arg(long, requires = "min_packets")]
+    #[arg(help_heading = topic::DETECTOR, long, requires = "min_packets")]
     pub min_bytes: Option<u64>,
     /// ... and this many packets.
-    #[arg(long, requires = "min_bytes")]
+    #[arg(help_heading = topic::DETECTOR, long, requires = "min_bytes")]
     pub min_packets: Option<u64>,
 }
 

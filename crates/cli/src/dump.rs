@@ -19,7 +19,7 @@ use trawl_packets::{
 };
 use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
-use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
 
 /// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
 /// table of the configuration file (same names, `-` in options, `_` in the file).
@@ -31,31 +31,41 @@ pub struct StoreSettings {
     #[arg(skip)]
     pub dir: Option<PathBuf>,
     /// Close a segment before it exceeds this size (default 1GiB).
-    #[arg(long = "segment-size", value_name = "SIZE")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "segment-size", value_name = "SIZE")]
     pub segment_size: Option<String>,
     /// Close a segment this long (packet time) after its first packet (default 60s); segments
     /// also end at every hour boundary.
-    #[arg(long = "segment-time", value_name = "DURATION")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "segment-time", value_name = "DURATION")]
     pub segment_time: Option<String>,
     /// Bytes per disk write (multiple of 4KiB, default 4MiB).
-    #[arg(long = "write-block", value_name = "SIZE")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "write-block", value_name = "SIZE")]
     pub write_block: Option<String>,
     /// Keep only the first SIZE bytes of every flow (frame lengths, both directions).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(help_heading = topic::PACKET_STORE, long, value_name = "SIZE")]
     pub cutoff: Option<String>,
     /// Index hashed addresses and ports per chunk (default true); host/port filtered
     /// retrieval then skips chunks without them.
-    #[arg(long = "host-index", value_name = "BOOL")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "host-index", value_name = "BOOL")]
     pub host_index: Option<bool>,
     /// Write with O_DIRECT where the filesystem supports it (default true).
-    #[arg(long = "direct-io", value_name = "BOOL")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "direct-io", value_name = "BOOL")]
     pub direct_io: Option<bool>,
     /// Disk budget of the store: a size (`500GiB`) or a percentage of the volume (`80%`).
     /// The oldest segments are deleted to stay within it.
-    #[arg(long = "retention-size", value_name = "SIZE|PCT%")]
+    #[arg(
+        help_heading = topic::PACKET_STORE,
+        long = "dump-max-size",
+        alias = "retention-size",
+        value_name = "SIZE|PCT%"
+    )]
     pub retention_size: Option<String>,
     /// Delete segments whose packets are older than this (packet time, e.g. `7d`).
-    #[arg(long = "retention-age", value_name = "DURATION")]
+    #[arg(
+        help_heading = topic::PACKET_STORE,
+        long = "dump-max-age",
+        alias = "retention-age",
+        value_name = "DURATION"
+    )]
     pub retention_age: Option<String>,
 }
 
@@ -118,21 +128,22 @@ impl StorePlan {
             None => None,
             Some(t) => Some(match t.trim().strip_suffix('%') {
                 Some(p) => {
-                    let p: f64 = p.trim().parse().map_err(|_| {
-                        anyhow::anyhow!("retention-size: '{t}' is not a percentage")
-                    })?;
+                    let p: f64 = p
+                        .trim()
+                        .parse()
+                        .map_err(|_| anyhow::anyhow!("dump-max-size: '{t}' is not a percentage"))?;
                     if !(0.0..=100.0).contains(&p) || p == 0.0 {
-                        bail!("retention-size: {p}% is not between 0 and 100");
+                        bail!("dump-max-size: {p}% is not between 0 and 100");
                     }
                     Budget::Percent(p)
                 }
-                None => Budget::Bytes(size(&s.retention_size, "retention-size")?.unwrap_or(0)),
+                None => Budget::Bytes(size(&s.retention_size, "dump-max-size")?.unwrap_or(0)),
             }),
         };
         Ok(StorePlan {
             dumper: c,
             budget,
-            max_age_ns: duration(&s.retention_age, "retention-age")?,
+            max_age_ns: duration(&s.retention_age, "dump-max-age")?,
         })
     }
 
@@ -145,7 +156,7 @@ impl StorePlan {
         if let Some(Budget::Bytes(b)) = self.budget {
             if b <= reserve {
                 bail!(
-                    "retention-size {b} bytes leaves no room: it must exceed the segments being \
+                    "dump-max-size {b} bytes leaves no room: it must exceed the segments being \
                      written ({writers} x segment-size {} bytes)",
                     self.dumper.segment_bytes
                 );
@@ -166,26 +177,26 @@ impl StorePlan {
 #[derive(Args, Debug)]
 pub struct DumpArgs {
     /// Capture file to store (pcap, pcapng, HPCAP raw; gzip/zstd). Repeat for several.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
     pub read: Vec<PathBuf>,
     /// The packet store directory.
-    #[arg(short = 'w', long = "write", value_name = "DIR")]
+    #[arg(help_heading = topic::PACKET_STORE, short = 'w', long = "write", value_name = "DIR")]
     pub dir: PathBuf,
     /// Only packets matching this tcpdump filter expression.
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Interface name for packets whose file names none (pcap files); default `if0`, `if1`...
-    #[arg(long = "iface", value_name = "NAME")]
+    #[arg(help_heading = topic::INPUT, short = 'i', long = "interface", alias = "iface", value_name = "NAME")]
     pub iface: Option<String>,
     /// Pass the packets through an in-process packet ring to a writer thread, exactly as
     /// `trawl run --dump` does live (default: the reading thread writes them, which needs one
     /// core instead of two).
-    #[arg(long = "via-ring")]
+    #[arg(help_heading = topic::PACKET_STORE, long = "via-ring")]
     pub via_ring: bool,
     #[command(flatten)]
     pub store: StoreSettings,
     /// Summary on standard error at the end.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
 
@@ -201,37 +212,38 @@ pub enum IoClass {
 
 #[derive(Args, Debug)]
 pub struct PacketsArgs {
-    /// The packet store directory.
-    #[arg(short = 'd', long = "dir", value_name = "DIR")]
+    /// The packet store directory to read (`-r`, as tcpdump reads a file; `trawl dump -w`
+    /// writes it).
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", alias = "dir", value_name = "DIR")]
     pub dir: PathBuf,
     /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true)]
     pub from: Option<String>,
     /// End (exclusive), same forms; default: no end.
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true)]
     pub to: Option<String>,
     /// Only packets matching this tcpdump filter expression.
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Only packets of this interface (repeat for several).
-    #[arg(short = 'i', long = "interface", value_name = "IFACE")]
+    #[arg(help_heading = topic::FILTER, short = 'i', long = "interface", value_name = "IFACE")]
     pub interface: Vec<String>,
     /// Write the packets to this capture file (`-`: standard output, e.g. into `tshark -r -`).
-    #[arg(short = 'w', long = "write", value_name = "PATH")]
+    #[arg(help_heading = topic::OUTPUT, short = 'w', long = "write", value_name = "PATH")]
     pub write: PathBuf,
     /// pcap (one link type) or pcapng (interfaces kept, link types may mix); default pcapng
     /// for a `.pcapng` file name or when the selection mixes link types, else pcap.
-    #[arg(long, value_enum)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum)]
     pub format: Option<CaptureFormat>,
     /// Stop after this many packets.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "N")]
     pub count: Option<u64>,
     /// I/O priority of the reading: `idle` leaves the disk to capture entirely, `low` is the
     /// lowest best-effort level.
-    #[arg(long = "io-priority", value_enum, default_value_t = IoClass::Low)]
+    #[arg(help_heading = topic::INPUT, long = "io-priority", value_enum, default_value_t = IoClass::Low)]
     pub io_priority: IoClass,
     /// Summary on standard error at the end.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
 
@@ -572,7 +584,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let started = Instant::now();
     // Decided before the file is created: a pcap file holds one link type.
     let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
-    let out = crate::args::open_output(&a.write)?;
+    let out = crate::flag::open_output(&a.write)?;
     let sink = std::io::BufWriter::with_capacity(1 << 20, out);
     let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;

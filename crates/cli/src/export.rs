@@ -8,7 +8,7 @@ use clap::Args;
 use trawl_export::feed::SeriesFeed;
 use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, FeedAddr};
 
-use crate::args::SummaryFormat;
+use crate::flag::{topic, SummaryFormat};
 
 /// Observation domain of records read from files (live records use the interface's index).
 pub const FILE_DOMAIN: u32 = 1;
@@ -20,24 +20,24 @@ pub struct ExportArgs {
     /// ipfix:/path/file.ipfix, netflow9+udp://HOST:PORT, netflow5+udp://HOST:PORT, json:/path,
     /// json:- (standard output), json+tcp://HOST:PORT. With --export, records go to standard
     /// output only if -o names a file or json:- is given.
-    #[arg(long = "export", value_name = "DEST")]
+    #[arg(help_heading = topic::EXPORT, long = "export", value_name = "DEST")]
     pub export: Vec<String>,
     /// Live feed of flow records: IPFIX over UDP multicast to GROUP:PORT (interface n of the
     /// -i list uses GROUP+n).
-    #[arg(long = "flows-feed", value_name = "GROUP:PORT")]
+    #[arg(help_heading = topic::EXPORT, long = "flows-feed", value_name = "GROUP:PORT")]
     pub flows_feed: Option<String>,
     /// Live feed of per-second series rows: IPFIX over UDP multicast to GROUP:PORT.
-    #[arg(long = "series-feed", value_name = "GROUP:PORT")]
+    #[arg(help_heading = topic::EXPORT, long = "series-feed", value_name = "GROUP:PORT")]
     pub series_feed: Option<String>,
     /// Multicast TTL of the feeds (1 keeps them on the link).
-    #[arg(long = "feed-ttl", value_name = "N", default_value_t = 1)]
+    #[arg(help_heading = topic::EXPORT, long = "feed-ttl", value_name = "N", default_value_t = 1)]
     pub feed_ttl: u32,
     /// Send the feeds from this local address (its interface carries them).
-    #[arg(long = "feed-source", value_name = "ADDR")]
+    #[arg(help_heading = topic::EXPORT, long = "feed-source", value_name = "ADDR")]
     pub feed_source: Option<Ipv4Addr>,
     /// Private Enterprise Number of trawl's own IPFIX elements (default: 32473, RFC 5612's
     /// documentation number).
-    #[arg(long = "pen", value_name = "N")]
+    #[arg(help_heading = topic::EXPORT, long = "pen", value_name = "N")]
     pub pen: Option<u32>,
 }
 

@@ -1,14 +1,13 @@
 //! `trawl completions SHELL` and `trawl man [DIR]`: shell completions and man pages generated
-//! from the clap definitions, so they list exactly the commands and flags the binary takes.
+//! from the clap definitions, so they list exactly the commands and flags the binary takes
+//! (`main` passes the definition in: this module is below `args`, which names its flags).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory};
-
-use crate::args::LowArgs;
+use clap::Args;
 
 #[derive(Args, Debug)]
 pub struct CompletionsArgs {
@@ -26,16 +25,14 @@ pub struct ManArgs {
 }
 
 /// `trawl completions SHELL`: the completion script on standard output.
-pub fn completions(a: &CompletionsArgs) -> Result<ExitCode> {
-    let mut cmd = LowArgs::command();
+pub fn completions(a: &CompletionsArgs, mut cmd: clap::Command) -> Result<ExitCode> {
     let mut text = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "trawl", &mut text);
     print(&text, "the completion script")
 }
 
 /// `trawl man [DIR]`.
-pub fn man(a: &ManArgs) -> Result<ExitCode> {
-    let cmd = LowArgs::command();
+pub fn man(a: &ManArgs, cmd: clap::Command) -> Result<ExitCode> {
     match &a.dir {
         None => {
             let mut text = Vec::new();

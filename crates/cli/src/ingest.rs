@@ -9,7 +9,7 @@ use trawl_compose::Document;
 use trawl_flow::FlowConfig;
 use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
-use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
 use crate::plan::consumers::{Consumers, StoreOut};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self};
@@ -19,44 +19,46 @@ use crate::run::check_filter;
 pub struct IngestArgs {
     /// Capture file to read (pcap, pcapng, HPCAP raw; gzip or zstd compressed). Repeat for
     /// several files, merged by packet time.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
     pub read: Vec<PathBuf>,
     /// The database directory (created if missing).
-    #[arg(short = 'd', long = "db", value_name = "DIR")]
+    #[arg(help_heading = topic::FLOW_DB, short = 'd', long = "db", value_name = "DIR")]
     pub db: PathBuf,
     /// Interface name the records are stored under (`DB/iface=NAME/...`).
     #[arg(
+        help_heading = topic::FLOW_DB,
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "NAME",
         default_value = "pcap"
     )]
     pub iface: String,
     /// Only packets matching this tcpdump filter expression (libpcap syntax).
-    #[arg(short = 'f', long = "filter", value_name = "BPF")]
+    #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
     /// Idle timeout of the flow meter.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::METER, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
     pub idle: u64,
     /// TCP linger after FIN both ways or RST.
-    #[arg(long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::METER, long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
     pub tcp_linger: u64,
     /// Flow table capacity.
-    #[arg(long, value_name = "FLOWS", default_value_t = 4 << 20)]
+    #[arg(help_heading = topic::METER, long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
     /// Block compression: zstd, zstd:LEVEL (1-22), lz4 or none.
-    #[arg(long, value_name = "CODEC", default_value = "lz4")]
+    #[arg(help_heading = topic::FLOW_DB, long, value_name = "CODEC", default_value = "lz4")]
     pub codec: String,
     /// After ingesting, delete the blocks of days more than N days before today (UTC, wall
     /// clock), oldest first.
-    #[arg(long = "keep-days", value_name = "N")]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-keep-days", alias = "keep-days", value_name = "DAYS")]
     pub keep_days: Option<u32>,
     /// After ingesting, delete the oldest blocks until the database's blocks take at most this
     /// much disk (e.g. 50GiB).
-    #[arg(long = "max-size", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", alias = "max-size", value_name = "SIZE", value_parser = parse_size)]
     pub max_size: Option<usize>,
     /// Summary on standard error.
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
 }
 
@@ -70,7 +72,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         interval_align_ns: BLOCK_NS,
         ..FlowConfig::default()
     };
-    crate::args::check_flow_flags(&flow)?;
+    crate::flag::check_flow_flags(&flow)?;
     if Codec::parse(&a.codec).is_none() {
         anyhow::bail!(
             "invalid --codec {:?} (zstd, zstd:LEVEL, lz4, none)",
@@ -130,7 +132,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             r.blocks_deleted, r.bytes_deleted, r.bytes_kept
         );
     }
-    Ok(crate::exit_code(&report))
+    Ok(crate::run::exit_code(&report))
 }
 
 /// The `flow_store` block's counters.

@@ -22,8 +22,8 @@ use trawl_series::{
     SeriesConfig, SeriesCounter, SeriesMerger, SeriesRow, SeriesStats, SeriesWriter,
 };
 
-use crate::args::LiveInput;
-use crate::run::{Output, RunReport};
+use crate::flows::LiveInput;
+use crate::run::{LiveReport, Output, RunReport};
 
 /// One capture socket and what the worker that reads it needs.
 pub struct Worker {
@@ -42,22 +42,6 @@ pub struct Worker {
     /// kernel index (the IPFIX observation domain of its records).
     slot: u16,
     domain: u32,
-}
-
-/// Counters of a live run, for the summary.
-#[derive(Debug, Default, Clone)]
-pub struct LiveReport {
-    pub interfaces: Vec<String>,
-    pub workers: usize,
-    pub stats: LiveStats,
-    pub kernel_filter: bool,
-    pub user: Option<String>,
-    /// Per worker socket: `hardware` when the NIC timestamps packets, else `software`.
-    pub timestamp_sources: Vec<&'static str>,
-    /// Switching duplicates removed (`trawl run --dedup`).
-    pub duplicates: u64,
-    /// Shared rings' producer counters (`trawl run`).
-    pub ring: Option<ProducerStats>,
 }
 
 /// Opens every socket (before privileges are dropped) so that every error surfaces before

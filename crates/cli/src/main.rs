@@ -1,5 +1,7 @@
 //! The `trawl` command-line tool.
 mod args;
+#[cfg(test)]
+mod cli_doc;
 mod collect;
 mod compose;
 mod config;
@@ -7,31 +9,33 @@ mod daemon;
 mod detect;
 mod dump;
 mod export;
+mod flag;
+mod flows;
 mod generate;
 mod ingest;
 mod live;
 mod log;
-mod merge;
 mod plan;
 mod query;
 mod run;
+mod signals;
 mod subscribe;
 mod summary;
 mod voip;
 
 use std::cell::Cell;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
-use anyhow::{Context, Result};
-use clap::Parser;
+use anyhow::Result;
+use clap::{CommandFactory, Parser};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::{FlowMeter, FlowRecord};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
-use args::{Command, HiInput, LiveInput, LowArgs, OutputFormat};
-use run::{check_filter, drive, Output, RunReport};
+use args::{Command, LowArgs};
+use flag::OutputFormat;
+use flows::{HiInput, LiveInput};
+use run::{check_filter, drive, exit_code, Output, RunReport};
 
 /// mimalloc rather than glibc's allocator: `trawl query` decodes every block into fresh
 /// buffers of a few hundred KB, which glibc serves from `mmap` and returns at each free, so
@@ -79,7 +83,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             }
             // With exporters, standard output carries records only when asked (-o FILE).
             let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";
-            let mut out = Output::new(args::open_output(&a.out.output)?);
+            let mut out = Output::new(flag::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             let hub = plan.start(input.live.is_none())?;
             if let Some(live) = &input.live {
@@ -153,7 +157,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 return files_command("series", &input, &a.out, true);
             }
             let hub = plan.start(input.live.is_none())?;
-            let mut out = Output::new(args::open_output(&a.out.output)?);
+            let mut out = Output::new(flag::open_output(&a.out.output)?);
             writer.write_header(out.buf());
             if let Some(live) = &input.live {
                 // The merged series of all interfaces: domain and group of the first one.
@@ -235,8 +239,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
         Command::Voip(a) => voip::run(&a),
-        Command::Completions(a) => generate::completions(&a),
-        Command::Man(a) => generate::man(&a),
+        Command::Completions(a) => generate::completions(&a, LowArgs::command()),
+        Command::Man(a) => generate::man(&a, LowArgs::command()),
     }
 }
 
@@ -257,7 +261,7 @@ fn refuse_print_composition(input: &HiInput, composed: bool) -> Result<()> {
 fn files_command(
     command: &str,
     input: &HiInput,
-    out: &args::OutputArgs,
+    out: &flows::OutputArgs,
     series: bool,
 ) -> Result<ExitCode> {
     let mut doc = trawl_compose::Document::new();
@@ -302,7 +306,7 @@ fn run_live(
     live::drop_privileges(live)?;
     let n = workers.len();
     let timestamp_sources = live::timestamp_sources(&workers);
-    let stop = install_stop_signals()?;
+    let stop = signals::install_stop_signals()?;
     let outcome = live::run(
         live,
         &input.flow,
@@ -316,20 +320,6 @@ fn run_live(
     Ok((report, outcome))
 }
 
-/// SIGINT and SIGTERM ask the capture to stop (flows are flushed, files closed whole); a
-/// second SIGINT or SIGTERM ends the process at once.
-pub(crate) fn install_stop_signals() -> Result<Arc<AtomicBool>> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [SIGINT, SIGTERM] {
-        // Registered first, so it sees the flag still clear on the first signal.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())
-            .context("cannot install signal handlers")?;
-        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handlers")?;
-    }
-    Ok(stop)
-}
-
 /// The exit code of a run over capture files with exporters: 1 also when an exporter failed
 /// to send records (the run waited for its exporters, so none had to be lost), each named
 /// with its error (on standard error, unless the JSON summary, which has the exporters' errors,
@@ -337,24 +327,16 @@ pub(crate) fn install_stop_signals() -> Result<Arc<AtomicBool>> {
 fn file_exit_code(
     report: &RunReport,
     exporters: &[trawl_export::ExporterReport],
-    summary: args::SummaryFormat,
+    summary: flag::SummaryFormat,
 ) -> ExitCode {
     let failures = export::failures(exporters);
-    if summary != args::SummaryFormat::Json {
+    if summary != flag::SummaryFormat::Json {
         for f in &failures {
             eprintln!("trawl: error: {f}");
         }
     }
     if failures.is_empty() {
         exit_code(report)
-    } else {
-        ExitCode::from(1)
-    }
-}
-
-pub(crate) fn exit_code(report: &RunReport) -> ExitCode {
-    if report.input_errors.is_empty() {
-        ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     }

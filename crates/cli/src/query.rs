@@ -10,14 +10,14 @@ use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
 use trawl_store::BLOCK_NS;
 
-use crate::args::parse_duration_ns;
+use crate::flag::{parse_duration_ns, topic};
 
 pub const QUERY_HELP: &str =
     "Times (--from, --to): RFC 3339 (2026-11-22T12:05:00Z, offsets allowed), a date
 (2026-11-22), 'YYYY-MM-DD HH:MM[:SS]' (UTC), Unix epoch seconds (or ms/us/ns by size),
 'now', or relative to now: -15m, -2h, -1d. The range is widened to whole 5-minute blocks.
 
-Condition (-c): comparisons joined by and/or/not and parentheses, e.g.
+Condition (--condition): comparisons joined by and/or/not and parentheses, e.g.
   'sip = 10.0.0.0/8 and (dport = 443 or dport = 8000-8100) and not proto = udp'
   fields: sip dip host snet dnet sport dport port proto vlan iface; operators = != < > <= >=
 
@@ -34,6 +34,7 @@ pub struct QueryArgs {
     pub attributes: String,
     /// The database directory.
     #[arg(
+        help_heading = topic::INPUT,
         short = 'd',
         long = "db",
         value_name = "DIR",
@@ -42,49 +43,53 @@ pub struct QueryArgs {
     pub db: PathBuf,
     /// Interfaces to query (comma-separated; default all).
     #[arg(
+        help_heading = topic::FILTER,
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "LIST",
         value_delimiter = ','
     )]
     pub iface: Vec<String>,
     /// Start of the time range.
-    #[arg(long, value_name = "TIME", conflicts_with = "last")]
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last")]
     pub from: Option<String>,
     /// End of the time range (exclusive).
-    #[arg(long, value_name = "TIME", conflicts_with = "last")]
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last")]
     pub to: Option<String>,
     /// The time range is the last DURATION (e.g. 1h, 30m, 7d) up to now.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::TIME, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub last: Option<u64>,
-    /// Condition rows must meet.
-    #[arg(short = 'c', long = "condition", value_name = "COND")]
+    /// Condition rows must meet (no short flag: `-c` is the configuration file in every
+    /// command; docs/cli.md).
+    #[arg(help_heading = topic::FILTER, long = "condition", value_name = "COND")]
     pub condition: Option<String>,
     /// Order of the rows.
-    #[arg(short = 's', long, value_name = "ORDER", default_value = "bytes")]
+    #[arg(help_heading = topic::OUTPUT, short = 's', long, value_name = "ORDER", default_value = "bytes")]
     pub sort: String,
     /// Rows shown (0: all).
-    #[arg(short = 'n', long, value_name = "N", default_value_t = 10)]
+    #[arg(help_heading = topic::OUTPUT, short = 'n', long, value_name = "N", default_value_t = 10)]
     pub limit: usize,
-    /// Output format: table, json or csv.
-    #[arg(short = 'f', long, value_name = "FORMAT", default_value = "table")]
+    /// Output format: table, json or csv (no short flag: `-f` is the tcpdump filter in every
+    /// command; docs/cli.md).
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "FORMAT", default_value = "table")]
     pub format: String,
     /// Resolution of the `time` attribute (a multiple of 5m).
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration_ns)]
     pub resolution: u64,
     /// Scan threads (default: one per CPU).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::QUERY, long, value_name = "N")]
     pub workers: Option<usize>,
     /// Most result groups held in memory; a query that needs more fails with a message.
-    #[arg(long = "max-groups", value_name = "N", default_value_t = 10_000_000)]
+    #[arg(help_heading = topic::QUERY, long = "max-groups", value_name = "N", default_value_t = 10_000_000)]
     pub max_groups: usize,
     /// Print the partial aggregate (the serialised form a probe returns to a coordinator)
     /// instead of the result.
-    #[arg(long)]
+    #[arg(help_heading = topic::QUERY, long)]
     pub partial: bool,
     /// Read every column chunk through the general Parquet (Arrow) reader instead of decoding
     /// trawl's own pages directly: same result, slower; for comparisons.
-    #[arg(long = "general-reader", hide = true)]
+    #[arg(help_heading = topic::QUERY, long = "general-reader", hide = true)]
     pub general_reader: bool,
 }
 

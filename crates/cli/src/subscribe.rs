@@ -15,7 +15,7 @@ use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_series::{SeriesFormat, SeriesWriter};
 
-use crate::args::parse_duration_ns;
+use crate::flag::{parse_duration_ns, topic};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -35,49 +35,51 @@ pub struct SubscribeArgs {
     #[arg(value_enum)]
     pub kind: Kind,
     /// The feed: multicast GROUP:PORT (as given to --flows-feed / --series-feed).
-    #[arg(long, value_name = "GROUP:PORT", required_unless_present_any = ["file", "db"])]
+    #[arg(help_heading = topic::INPUT, long, value_name = "GROUP:PORT", required_unless_present_any = ["file", "db"])]
     pub feed: Option<String>,
     /// Stored series instead of a live feed: a file `trawl series` wrote (JSON lines or CSV).
-    #[arg(long, value_name = "PATH", conflicts_with_all = ["feed", "db"])]
+    #[arg(help_heading = topic::INPUT, long, value_name = "PATH", conflicts_with_all = ["feed", "db"])]
     pub file: Option<PathBuf>,
     /// Stored flows instead of a live feed: a flow database (`trawl run --db`, `trawl ingest`,
     /// `trawl collect --db`), in order of first packet. Its records carry what the database
     /// keeps (key, times, packet and byte counters, TCP flags, end reason); the per-flow
     /// statistics of live records are 0.
-    #[arg(long, value_name = "DIR", conflicts_with = "feed")]
+    #[arg(help_heading = topic::INPUT, long, value_name = "DIR", conflicts_with = "feed")]
     pub db: Option<PathBuf>,
     /// With --db: only these interfaces (comma-separated; default all).
     #[arg(
+        help_heading = topic::FILTER,
         short = 'i',
-        long = "iface",
+        long = "interface",
+        alias = "iface",
         value_name = "IFACE,...",
         value_delimiter = ',',
         requires = "db"
     )]
     pub ifaces: Vec<String>,
     /// Join the group on the interface with this local address (default: the route's).
-    #[arg(long = "interface-address", value_name = "ADDR")]
+    #[arg(help_heading = topic::INPUT, long = "interface-address", value_name = "ADDR")]
     pub interface_address: Option<Ipv4Addr>,
     /// The feed of the n-th capture interface (its group is GROUP+n).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(help_heading = topic::INPUT, long, value_name = "N", default_value_t = 0)]
     pub slot: u16,
     /// Only records from this time on (Unix seconds).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(help_heading = topic::TIME, long, value_name = "SECONDS")]
     pub from: Option<u64>,
     /// Only records before this time (Unix seconds).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(help_heading = topic::TIME, long, value_name = "SECONDS")]
     pub to: Option<u64>,
     /// Output: JSON lines (the fields of flow-record.md / series.md) or an aligned table.
-    #[arg(long, value_enum, default_value_t = Format::Json)]
+    #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     /// Stop after this many records.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::RUN, long, value_name = "N")]
     pub count: Option<u64>,
     /// Stop after this long.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::RUN, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub duration: Option<u64>,
     /// Private Enterprise Number of trawl's elements in the feed.
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::INPUT, long, value_name = "N")]
     pub pen: Option<u32>,
 }
 
@@ -86,7 +88,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     let options = LiveOptions {
         interface: a.interface_address,
         slot: a.slot,
-        stop: Some(crate::install_stop_signals()?),
+        stop: Some(crate::signals::install_stop_signals()?),
         deadline: a.duration.map(|d| Instant::now() + Duration::from_nanos(d)),
         pen: a.pen,
     };

@@ -3,7 +3,7 @@ use trawl_flow::decode::ParseOutcome;
 use trawl_flow::{EndReason, MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
-use crate::args::SummaryFormat;
+use crate::flag::SummaryFormat;
 use crate::run::{human, RunReport};
 
 pub fn print(

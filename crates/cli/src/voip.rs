@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use trawl_compose::{Document, Policy, Report};
 
-use crate::args::parse_duration_ns;
+use crate::flag::{parse_duration_ns, topic};
 
 pub const VOIP_HELP: &str = "Output: DIR/calls.jsonl (a record per call: Call-ID, From/To, user
 agents, setup and answer times, duration, end reason, streams, worst MOS) and DIR/rtp.jsonl (a
@@ -24,22 +24,22 @@ Exit codes:
 #[derive(Args, Debug)]
 pub struct VoipArgs {
     /// Capture files, merged by packet time into one stream.
-    #[arg(short = 'r', long = "read", value_name = "FILE", required = true)]
+    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
     pub files: Vec<PathBuf>,
     /// Directory for calls.jsonl and rtp.jsonl (created if missing; files are replaced).
-    #[arg(short = 'o', long = "output", value_name = "DIR", required = true)]
+    #[arg(help_heading = topic::OUTPUT, short = 'o', long = "output", value_name = "DIR", required = true)]
     pub out: PathBuf,
     /// Only RTP streams that SIP/SDP announced: no orphan streams found by heuristic.
-    #[arg(long)]
+    #[arg(help_heading = topic::DETECTOR, long)]
     pub no_orphans: bool,
     /// Calls held at once; beyond it the oldest call is evicted (and counted).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = topic::DETECTOR, long, value_name = "N")]
     pub max_calls: Option<usize>,
     /// A call with neither SIP nor RTP for this long ends as `timeout`.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub call_timeout: Option<u64>,
     /// Print the composition this command runs and exit.
-    #[arg(long)]
+    #[arg(help_heading = topic::OUTPUT, long)]
     pub print_composition: bool,
 }
 

@@ -73,6 +73,12 @@ pub trait Block: Send + Sized + 'static {
     /// The block's settings: every key of its composition table except `name`, `type`,
     /// `pool` and `thread`. Use `#[serde(deny_unknown_fields)]` so typos are errors.
     type Settings: DeserializeOwned;
+    /// The settings that name files or directories. In a composition file, relative ones are
+    /// relative to the file's directory (`trawl run -c lab/x.toml` with `path = "a.pcap"`
+    /// reads `lab/a.pcap`); the planner rewrites them before the settings are parsed, so a
+    /// block cannot forget to. Declared here, per block type, rather than guessed from key
+    /// names.
+    const PATHS: &'static [crate::PathSetting] = &[];
 
     /// Checks settings beyond their syntax (ranges, filters that must compile, paths that must
     /// exist), without side effects: `trawl check` calls it.

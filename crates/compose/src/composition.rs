@@ -231,10 +231,34 @@ impl Problems {
 }
 
 /// Reads and checks a composition. `origin` names it in errors (the file path);
-/// `cpus` are the cores this process may run on (pools naming others are refused).
+/// `cpus` are the cores this process may run on (pools naming others are refused). Relative
+/// paths in block settings stay relative to the working directory (a composition built from
+/// flags, or read from standard input); [`plan_relative_to`] reads a file's.
 pub fn plan(
     text: &str,
     origin: &str,
+    registry: &Registry,
+    cpus: &[usize],
+) -> Result<Plan, CompositionError> {
+    plan_in(text, origin, None, registry, cpus)
+}
+
+/// [`plan`] for a composition file in `dir`: relative paths of block settings
+/// ([`crate::Block::PATHS`]) are relative to `dir`.
+pub fn plan_relative_to(
+    text: &str,
+    origin: &str,
+    dir: &std::path::Path,
+    registry: &Registry,
+    cpus: &[usize],
+) -> Result<Plan, CompositionError> {
+    plan_in(text, origin, Some(dir), registry, cpus)
+}
+
+fn plan_in(
+    text: &str,
+    origin: &str,
+    dir: Option<&std::path::Path>,
     registry: &Registry,
     cpus: &[usize],
 ) -> Result<Plan, CompositionError> {
@@ -391,6 +415,9 @@ pub fn plan(
                     ));
                 }
             }
+        }
+        if let Some(dir) = dir {
+            crate::paths::relative_to(&mut table, info.paths, dir);
         }
         let configured = match (info.configure)(table) {
             Ok(c) => Some(c),

@@ -135,6 +135,24 @@ impl Document {
         Ok(self)
     }
 
+    /// Rewrites the relative paths of every block's settings ([`crate::Block::PATHS`], by
+    /// each block's type in `registry`) as relative to `dir`: a composition file's, before
+    /// `--set` overrides (which stay relative to the working directory) are applied.
+    pub fn paths_relative_to(&mut self, dir: &std::path::Path, registry: &crate::Registry) {
+        if let Some(Value::Array(blocks)) = self.table.get_mut("block") {
+            for block in blocks {
+                let Value::Table(t) = block else { continue };
+                let info = t
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .and_then(|ty| registry.get(ty));
+                if let Some(info) = info {
+                    crate::paths::relative_to(t, info.paths, dir);
+                }
+            }
+        }
+    }
+
     /// The names of the blocks, in order.
     pub fn block_names(&self) -> Vec<String> {
         match self.table.get("block") {

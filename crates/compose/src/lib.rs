@@ -22,16 +22,18 @@ mod block;
 mod composition;
 mod document;
 mod message;
+mod paths;
 mod registry;
 mod runtime;
 
 pub use block::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, TimerId};
 pub use composition::{
-    plan, CompositionError, Plan, PlannedBlock, PlannedConnection, PlannedThread, Policy,
-    RunControl, DEFAULT_QUEUE_CAPACITY, STATS_INTERVAL_NS,
+    plan, plan_relative_to, CompositionError, Plan, PlannedBlock, PlannedConnection, PlannedThread,
+    Policy, RunControl, DEFAULT_QUEUE_CAPACITY, STATS_INTERVAL_NS,
 };
 pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
+pub use paths::{PathForm, PathSetting};
 pub use registry::{BlockInfo, Registry};
 pub use runtime::{
     human_rate, start, BlockReport, ConnectionReport, Message, MessageKind, Report, Running,

@@ -72,6 +72,8 @@ pub struct BlockInfo {
     pub inputs: &'static [GateDef],
     /// Output gates.
     pub outputs: &'static [GateDef],
+    /// The settings that are paths ([`Block::PATHS`]).
+    pub paths: &'static [crate::PathSetting],
     pub(crate) configure: fn(toml::Table) -> Result<Box<dyn Configured>, String>,
 }
 
@@ -118,6 +120,7 @@ impl Registry {
             summary: B::SUMMARY,
             inputs: B::INPUTS,
             outputs: B::OUTPUTS,
+            paths: B::PATHS,
             configure: configure::<B>,
         };
         assert!(

@@ -166,6 +166,38 @@ pub fn parse_instant(input: &str, now_ns: u64) -> Result<u64, ParseError> {
     parse_epoch(s).map_err(|(p, e)| err(p, e))
 }
 
+/// Parses a duration flag or setting like `30s`, `500ms`, `2m`, `1.5h`, `1d`, `250us` (or
+/// `250µs`), `10ns`, or a plain number of seconds, into nanoseconds. The command lines'
+/// spelling: unlike [`parse_span`] a bare number is seconds, and errors are whole sentences.
+pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let well_formed = num.matches('.').count() <= 1 && num.chars().any(|c| c.is_ascii_digit());
+    if !well_formed {
+        return Err(format!(
+            "'{s}' is not a duration (examples: 30s, 500ms, 2m, 1h)"
+        ));
+    }
+    let scale = match unit {
+        "" | "s" => NS_PER_SEC,
+        "ms" => 1_000_000,
+        "us" | "µs" => 1_000,
+        "ns" => 1,
+        "m" => 60 * NS_PER_SEC,
+        "h" => 3600 * NS_PER_SEC,
+        "d" => 86_400 * NS_PER_SEC,
+        other => {
+            return Err(format!(
+                "unknown duration unit '{other}' in '{s}' (use ns, us, ms, s, m, h, d)"
+            ))
+        }
+    };
+    decimal_scaled(num, scale).ok_or_else(|| format!("duration '{s}' out of range"))
+}
+
 /// Parses a size like `4096`, `64KiB`, `4MiB`, `1g`, `2TiB` into bytes. Units are binary
 /// (`K`, `KiB` and `KB` all mean 1024), as ring, block and disk budget sizes are.
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -362,6 +394,31 @@ pub fn now_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_with_units_or_as_seconds() {
+        assert_eq!(parse_duration_ns("30s"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns("30"), Ok(30_000_000_000));
+        assert_eq!(parse_duration_ns(" 1.5m "), Ok(90_000_000_000));
+        assert_eq!(parse_duration_ns(".5s"), Ok(500_000_000));
+        assert_eq!(parse_duration_ns("250ms"), Ok(250_000_000));
+        assert_eq!(parse_duration_ns("250µs"), Ok(250_000));
+        assert_eq!(parse_duration_ns("1h"), Ok(3_600_000_000_000));
+        assert_eq!(parse_duration_ns("0.1s"), Ok(100_000_000), "exact, not f64");
+        assert!(parse_duration_ns("5 parsecs")
+            .unwrap_err()
+            .contains("unit ' parsecs'"));
+        assert!(parse_duration_ns("")
+            .unwrap_err()
+            .contains("is not a duration"));
+        assert!(parse_duration_ns("-5s")
+            .unwrap_err()
+            .contains("is not a duration"));
+        assert!(parse_duration_ns("1.2.3s").is_err());
+        assert!(parse_duration_ns("99999999999999d")
+            .unwrap_err()
+            .contains("out of range"));
+    }
 
     #[test]
     fn sizes_parse_with_binary_units() {

@@ -13,8 +13,8 @@ use trawl_capture::live::FanoutMode;
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
 
-use crate::args::OutputFormat;
 use crate::config::RunPlan;
+use crate::flag::OutputFormat;
 
 /// A block name from an interface name: letters, digits, `_` and `-` only.
 fn ident(iface: &str) -> String {

@@ -203,3 +203,44 @@ fn collect_print_composition_runs_to_the_same_records() {
     assert!(a.lines().count() > 200);
     assert_eq!(a, std::fs::read_to_string(&composed).unwrap());
 }
+
+#[test]
+fn flows_help_groups_its_flags_by_topic() {
+    // Issue 19: `--help` groups options by topic, in this order (the first flag of each topic
+    // decides), and each flag under its own.
+    let help = stdout(&trawl(&["flows", "--help"]));
+    let headings: Vec<&str> = help
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.ends_with(':'))
+        .collect();
+    assert_eq!(
+        headings,
+        [
+            "Options:",
+            "Input:",
+            "Filter:",
+            "Meter:",
+            "Output:",
+            "Live capture:",
+            "Export:",
+            "Exit codes:"
+        ],
+        "{help}"
+    );
+    // A topic's lines: from its heading to the next.
+    let section = |name: &str| -> String {
+        help.lines()
+            .skip_while(|l| *l != format!("{name}:"))
+            .skip(1)
+            .take_while(|l| l.is_empty() || l.starts_with(' '))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(section("Input").contains("--read"), "{help}");
+    assert!(section("Input").contains("--interface"), "{help}");
+    assert!(section("Filter").contains("--filter"), "{help}");
+    assert!(section("Meter").contains("--idle"), "{help}");
+    assert!(section("Output").contains("--format"), "{help}");
+    assert!(section("Live capture").contains("--workers"), "{help}");
+    assert!(section("Export").contains("--export"), "{help}");
+}

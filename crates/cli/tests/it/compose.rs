@@ -426,3 +426,107 @@ fn flows_print_their_composition_which_runs_to_the_same_records() {
         "the composition wrote other records"
     );
 }
+
+/// Runs trawl in `cwd`.
+fn trawl_in(cwd: &std::path::Path, args: &[&str], stdin: Option<&str>) -> std::process::Output {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(args)
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run trawl");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 19: paths in a composition file are relative to the file's directory, not the
+/// working directory: compositions/offline.toml copied into `lab/` reads `lab/capture.pcap`
+/// and writes `lab/flows.jsonl`, `lab/series.csv`, `lab/alarms.jsonl`, whichever directory
+/// `trawl run -c lab/offline.toml` runs in. A composition on standard input, and `--set`
+/// values, stay relative to the working directory.
+#[test]
+fn paths_in_a_composition_file_are_relative_to_its_directory() {
+    let root = tempfile::tempdir().unwrap();
+    let lab = root.path().join("lab");
+    std::fs::create_dir(&lab).unwrap();
+    let offline = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../compositions/offline.toml"
+    ))
+    .unwrap();
+    std::fs::write(lab.join("offline.toml"), &offline).unwrap();
+    let sample = testdata("pcaps/android.pcap");
+    std::fs::copy(&sample, lab.join("capture.pcap")).unwrap();
+    let want = trawl(&["flows", "-r", &sample, "--summary", "none"]).stdout;
+    assert!(!want.is_empty());
+    let ok = |out: &std::process::Output| {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    // From the directory above, and from an unrelated one (an absolute path to the file).
+    let checked = trawl_in(root.path(), &["check", "-c", "lab/offline.toml"], None);
+    ok(&checked);
+    for (cwd, file) in [
+        (root.path().to_path_buf(), "lab/offline.toml".to_string()),
+        (
+            std::path::PathBuf::from("/"),
+            lab.join("offline.toml").display().to_string(),
+        ),
+    ] {
+        let _ = std::fs::remove_file(lab.join("flows.jsonl"));
+        let out = trawl_in(&cwd, &["run", "-c", &file, "--summary", "none"], None);
+        ok(&out);
+        assert!(
+            std::fs::read(lab.join("flows.jsonl")).unwrap() == want,
+            "{cwd:?}"
+        );
+        assert!(lab.join("series.csv").exists() && lab.join("alarms.jsonl").exists());
+        assert!(!cwd.join("flows.jsonl").exists());
+    }
+
+    // `--set` is the command line's: relative to the working directory.
+    let elsewhere = root.path().join("elsewhere.jsonl");
+    let out = trawl_in(
+        root.path(),
+        &[
+            "run",
+            "-c",
+            "lab/offline.toml",
+            "--set",
+            "flows.path=elsewhere.jsonl",
+            "--summary",
+            "none",
+        ],
+        None,
+    );
+    ok(&out);
+    assert!(std::fs::read(&elsewhere).unwrap() == want);
+
+    // Standard input has no directory: the working directory's paths.
+    std::fs::copy(&sample, root.path().join("capture.pcap")).unwrap();
+    let out = trawl_in(
+        root.path(),
+        &["run", "-c", "-", "--summary", "none"],
+        Some(&offline),
+    );
+    ok(&out);
+    assert!(std::fs::read(root.path().join("flows.jsonl")).unwrap() == want);
+
+    // A missing file is named as the path the composition's directory gives it.
+    std::fs::remove_file(lab.join("capture.pcap")).unwrap();
+    let out = trawl_in(root.path(), &["check", "-c", "lab/offline.toml"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("lab/capture.pcap"), "{err}");
+}

@@ -20,7 +20,15 @@ fn assert_usage_error(out: &Output, words: &[&str]) {
 }
 
 fn query_condition(db: &str, condition: &str) -> Output {
-    trawl(&["query", "-d", db, "-c", condition, "--format", "json"])
+    trawl(&[
+        "query",
+        "-d",
+        db,
+        "--condition",
+        condition,
+        "--format",
+        "json",
+    ])
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn dump_into(input: &Path, store: &Path) -> serde_json::Value {
 
 /// `trawl packets` of everything in `store` into the capture file `out`.
 fn extract_all(store: &Path, out: &Path) -> Output {
-    trawl(&["packets", "-d", s(store), "-w", s(out), "--summary", "json"])
+    trawl(&["packets", "-r", s(store), "-w", s(out), "--summary", "json"])
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -186,7 +186,7 @@ fn windows_and_filters_select_what_tshark_selects() {
     ];
     for (filter, display) in cases {
         let back = dir.join("back.pcap");
-        let mut args = vec!["packets", "-d", s(&store), "--from", &from, "--to", &to];
+        let mut args = vec!["packets", "-r", s(&store), "--from", &from, "--to", &to];
         args.extend(["-w", s(&back), "--summary", "json"]);
         if let Some(f) = &filter {
             args.extend(["-f", f.as_str()]);
@@ -213,7 +213,7 @@ fn windows_and_filters_select_what_tshark_selects() {
     let rfc = String::from_utf8(rfc.stdout).unwrap().trim().to_string();
     let a = ok(&trawl(&[
         "packets",
-        "-d",
+        "-r",
         s(&store),
         "--from",
         &from,
@@ -224,7 +224,7 @@ fn windows_and_filters_select_what_tshark_selects() {
     ]));
     let b = ok(&trawl(&[
         "packets",
-        "-d",
+        "-r",
         s(&store),
         "--from",
         &rfc,
@@ -244,7 +244,7 @@ fn packets_pipe_into_tshark() {
     let input = pcap("android.pcap");
     dump_into(&input, &store);
     let mut trawl_out = Command::new(env!("CARGO_BIN_EXE_trawl"))
-        .args(["packets", "-d", s(&store), "-w", "-", "--summary", "none"])
+        .args(["packets", "-r", s(&store), "-w", "-", "--summary", "none"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -283,13 +283,13 @@ fn mistakes_are_named() {
     // (arguments, what the message must say); every one is a usage error: exit code 2.
     let cases: [(Vec<&str>, &str); 6] = [
         (
-            vec!["packets", "-d", s(&missing), "-w", "/dev/null"],
+            vec!["packets", "-r", s(&missing), "-w", "/dev/null"],
             "nope",
         ),
         (
             vec![
                 "packets",
-                "-d",
+                "-r",
                 d,
                 "--from",
                 "2024-13-01",
@@ -301,7 +301,7 @@ fn mistakes_are_named() {
         (
             vec![
                 "packets",
-                "-d",
+                "-r",
                 d,
                 "--from",
                 "-1h",
@@ -315,7 +315,7 @@ fn mistakes_are_named() {
         (
             vec![
                 "packets",
-                "-d",
+                "-r",
                 d,
                 "-f",
                 "host nonsense..x",
@@ -331,7 +331,7 @@ fn mistakes_are_named() {
                 s(&capture),
                 "-w",
                 d,
-                "--retention-size",
+                "--dump-max-size",
                 "1MiB",
             ],
             "leaves no room",
@@ -414,7 +414,7 @@ fn a_killed_writer_leaves_a_segment_that_is_read_then_repaired() {
     // Readable as it is, up to its last whole record (here: all of them, flushed).
     let out = trawl(&[
         "packets",
-        "-d",
+        "-r",
         s(&store),
         "-w",
         s(&dir.join("a.pcap")),
@@ -540,7 +540,7 @@ fn through_the_ring_or_straight_the_store_is_the_same() {
         let back = dir.join(format!("{tag}.pcap"));
         let out = trawl(&[
             "packets",
-            "-d",
+            "-r",
             s(&store),
             "-i",
             "en0",
@@ -639,7 +639,7 @@ fn pcapng_output_keeps_interfaces_and_mixes_link_types() {
     assert_eq!(fields(&back), want);
     // Forced to pcap the same selection is refused, saying why and what to do.
     let x = dir.join("x.pcap");
-    let e = trawl(&["packets", "-d", s(&store), "-w", s(&x), "--format", "pcap"]);
+    let e = trawl(&["packets", "-r", s(&store), "-w", s(&x), "--format", "pcap"]);
     let stderr = String::from_utf8_lossy(&e.stderr);
     assert!(!e.status.success() && stderr.contains("pcapng"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -687,7 +687,7 @@ fn mixed_link_types_are_written_as_pcapng_or_refused_before_the_file_is_made() {
     let forced = dir.join("forced.pcap");
     let e = trawl(&[
         "packets",
-        "-d",
+        "-r",
         s(&store),
         "-w",
         s(&forced),
@@ -705,7 +705,7 @@ fn mixed_link_types_are_written_as_pcapng_or_refused_before_the_file_is_made() {
     let one = dir.join("one.pcap");
     ok(&trawl(&[
         "packets",
-        "-d",
+        "-r",
         s(&store),
         "--from",
         "2015-01-01",
@@ -891,7 +891,7 @@ fn a_directory_that_is_no_store_is_an_error_and_an_empty_window_says_what_is_sto
     assert!(ingest.status.success());
     let packets = |d: &Path, extra: &[&str]| {
         let out = dir.join("out.pcap");
-        let mut args = vec!["packets", "-d", s(d), "-w", s(&out)];
+        let mut args = vec!["packets", "-r", s(d), "-w", s(&out)];
         args.extend_from_slice(extra);
         trawl(&args)
     };

@@ -1614,7 +1614,7 @@ fn collected_records_go_into_the_flow_database() {
             .collect()
     };
     assert_eq!(ifaces(&db), ["iface=flows"]);
-    // Or under the name --iface gives.
+    // Or under the name -i gives.
     let named = dir.join("named");
     let out = Command::new(bin())
         .args([
@@ -1622,7 +1622,7 @@ fn collected_records_go_into_the_flow_database() {
             "--no-output",
             "--summary",
             "none",
-            "--iface",
+            "-i",
             "edge-7",
             "-r",
         ])

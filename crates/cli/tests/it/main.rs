@@ -564,6 +564,7 @@ mod detect;
 mod dump;
 mod export;
 mod live;
+mod modules;
 mod outputs;
 mod store;
 mod voip;

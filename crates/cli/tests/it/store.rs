@@ -221,7 +221,7 @@ fn queries_match_a_naive_aggregation_of_the_flow_records() {
     for (attrs, cond, keep) in &cases {
         let mut args = vec![*attrs];
         if let Some(c) = cond {
-            args.extend(["-c", c]);
+            args.extend(["--condition", c]);
         }
         let names: Vec<&str> = trawl_query::parse_attributes(attrs)
             .unwrap()
@@ -444,7 +444,7 @@ fn bad_conditions_fail_with_the_position() {
         "query",
         "-d",
         dir.path().to_str().unwrap(),
-        "-c",
+        "--condition",
         "sip = 10.0.0.0/8 and dport = x",
         "sip",
     ]);
@@ -584,7 +584,7 @@ fn ingest_applies_retention_by_size() {
         db,
         "-i",
         "other",
-        "--max-size",
+        "--db-max-size",
         "1GiB",
     ]);
     assert!(
@@ -602,7 +602,7 @@ fn ingest_applies_retention_by_size() {
         db,
         "-i",
         "other",
-        "--max-size",
+        "--db-max-size",
         "1",
     ]);
     assert!(
@@ -661,8 +661,12 @@ fn blocks_rewritten_by_duckdb_with_every_codec_query_as_the_originals() {
     assert!(blocks.len() > 3, "{blocks:?}");
     let queries: [&[&str]; 3] = [
         &["iface,sip,dip,sport,dport,proto"],
-        &["time,proto", "-c", "dport = 53 or sip = 192.168.0.0/16"],
-        &["apps", "-c", "not proto = tcp"],
+        &[
+            "time,proto",
+            "--condition",
+            "dport = 53 or sip = 192.168.0.0/16",
+        ],
+        &["apps", "--condition", "not proto = tcp"],
     ];
     let answers = |db: &Path| -> Vec<(Value, Value)> {
         queries

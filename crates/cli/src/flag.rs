@@ -1,0 +1,128 @@
+//! What the commands' flags share: value parsers (sizes, ranges) and the small enums several
+//! commands take (`--summary`, `--progress`, `--format`). A leaf: it imports nothing from the
+//! commands, which import it (ripgrep's flags; issue 19's import circle through `args.rs`).
+//! Durations are parsed by [`trawl_time::parse_duration_ns`].
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
+use trawl_flow::FlowConfig;
+
+pub use trawl_time::parse_duration_ns;
+
+/// `--format`: the writer blocks' enum (one for the command line and compositions).
+pub use trawl_blocks::output::TextFormat as OutputFormat;
+
+/// The topics `--help` groups each command's flags under (clap help headings): one
+/// vocabulary for every command, in docs/cli.md's table too.
+pub mod topic {
+    /// What is read: files, interfaces, a composition, a store.
+    pub const INPUT: &str = "Input";
+    /// Which packets or records: tcpdump filters, conditions, interfaces of a store.
+    pub const FILTER: &str = "Filter";
+    /// The flow meter: timeouts, table capacity, tunnels, payload bytes.
+    pub const METER: &str = "Meter";
+    /// What is written, where, in which format; summaries and progress.
+    pub const OUTPUT: &str = "Output";
+    /// Exporters and multicast feeds.
+    pub const EXPORT: &str = "Export";
+    /// Live capture sockets and workers (with `-i`).
+    pub const LIVE: &str = "Live capture";
+    /// The shared packet rings other processes attach to.
+    pub const RING: &str = "Shared ring";
+    /// The packet store: segments, indexes, retention.
+    pub const PACKET_STORE: &str = "Packet store";
+    /// The flow database: directory, interface, codec, retention.
+    pub const FLOW_DB: &str = "Flow database";
+    /// A time range.
+    pub const TIME: &str = "Time range";
+    /// A detector's or analyser's settings.
+    pub const DETECTOR: &str = "Detector";
+    /// How a query runs.
+    pub const QUERY: &str = "Query execution";
+    /// When a run stops, its status and its user (in `trawl run`, also with a composition
+    /// file).
+    pub const RUN: &str = "Run control";
+}
+
+/// `--summary`: how the summary on standard error is written.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryFormat {
+    Text,
+    Json,
+    None,
+}
+
+/// `--progress` and the like: on, off, or when standard error is a terminal.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    Auto,
+    Always,
+    Never,
+}
+
+/// Parses `4096`, `64KiB`, `1MiB`, `4M`, `1GiB` into bytes (binary units; see
+/// [`trawl_time::parse_size`]).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let n = trawl_time::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("size '{s}' out of range"))
+}
+
+/// A clap value parser for a duration flag with an allowed range.
+pub fn duration_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<u64, String> + Clone {
+    move |s| {
+        limit
+            .check(parse_duration_ns(s)?)
+            .map_err(|e| e.spelled(&e.flag()))
+    }
+}
+
+/// A clap value parser for a count flag with an allowed range.
+pub fn count_in(limit: trawl_time::Limit) -> impl Fn(&str) -> Result<usize, String> + Clone {
+    move |s| {
+        let n: u64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a whole number"))?;
+        let n = limit.check(n).map_err(|e| e.spelled(&e.flag()))?;
+        usize::try_from(n).map_err(|_| format!("'{s}' is too large"))
+    }
+}
+
+/// A setting out of range, said as its command-line flag (`--tcp-linger must be ...`).
+pub fn flag_error(e: trawl_time::OutOfRange) -> anyhow::Error {
+    anyhow::anyhow!(e.spelled(&e.flag()))
+}
+
+/// Checks the flow meter's settings (the same rule as `trawl run`'s configuration and the
+/// `flow_meter` block), naming the flag of the one out of range.
+pub fn check_flow_flags(flow: &FlowConfig) -> Result<()> {
+    flow.check().map_err(flag_error)
+}
+
+/// Opens the output a flag names: a file, or standard output for `-`.
+pub fn open_output(path: &Path) -> Result<Box<dyn std::io::Write>> {
+    if path.as_os_str() == "-" {
+        Ok(Box::new(std::io::stdout().lock()))
+    } else {
+        let f = std::fs::File::create(path)
+            .with_context(|| format!("cannot create output file {}", path.display()))?;
+        Ok(Box::new(f))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert_eq!(parse_size("2TiB"), Ok(2 << 40));
+        assert_eq!(parse_size("3t"), Ok(3 << 40));
+        assert!(parse_size("4 parsecs").is_err());
+    }
+}
