@@ -242,6 +242,9 @@ pub struct ListenArgs {
     /// Summary on standard error at the end.
     #[arg(long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    /// Print packet times in the local zone (`TZ`) with its offset instead of UTC.
+    #[arg(long)]
+    pub local: bool,
 }
 
 #[derive(Args, Debug)]
@@ -452,6 +455,13 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         return Err(format!("duration '{s}' out of range"));
     }
     Ok(ns as u64)
+}
+
+/// Every time flag (`--from`, `--to` of `query`, `packets`, `subscribe`): the forms of
+/// [`trawl_time::parse_instant`] (RFC 3339, local wall-clock times in `TZ`, epoch s/ms/us/ns,
+/// `now`, `-15m`, `15m ago`), relative ones counted back from now.
+pub fn parse_time(s: &str) -> Result<u64, String> {
+    trawl_time::parse_instant(s, trawl_time::now_ns()).map_err(|e| e.to_string())
 }
 
 /// `--stats-interval`: more often than this would be a stream, not a status line.

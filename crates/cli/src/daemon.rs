@@ -132,6 +132,11 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut text = std::io::BufWriter::new(std::io::stdout().lock());
+    let zone = if a.local {
+        trawl_time::Zone::Local
+    } else {
+        trawl_time::Zone::Utc
+    };
     let started = Instant::now();
     let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
     let limit = a.count.unwrap_or(u64::MAX);
@@ -158,9 +163,8 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
                             .unwrap_or("?");
                         let r = writeln!(
                             text,
-                            "{}.{:09} {name} {dir} {} bytes (captured {})",
-                            p.ts_ns / 1_000_000_000,
-                            p.ts_ns % 1_000_000_000,
+                            "{} {name} {dir} {} bytes (captured {})",
+                            trawl_time::rfc3339(p.ts_ns, zone, true),
                             p.wire_len,
                             p.data.len()
                         );

@@ -204,12 +204,13 @@ pub struct PacketsArgs {
     /// The packet store directory.
     #[arg(short = 'd', long = "dir", value_name = "DIR")]
     pub dir: PathBuf,
-    /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    pub from: Option<String>,
+    /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), a local wall-clock time in `TZ`
+    /// (`2026-11-22 14:00`), epoch seconds (or ms/us/ns), or relative (`-15m`, `15m ago`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = crate::args::parse_time)]
+    pub from: Option<u64>,
     /// End (exclusive), same forms; default: no end.
-    #[arg(long, value_name = "TIME", allow_hyphen_values = true)]
-    pub to: Option<String>,
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = crate::args::parse_time)]
+    pub to: Option<u64>,
     /// Only packets matching this tcpdump filter expression.
     #[arg(short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
@@ -536,15 +537,8 @@ fn print_dump_text(
 }
 
 pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
-    let now = trawl_time::now_ns();
-    let parse = |t: &Option<String>, default: u64| -> Result<u64> {
-        match t {
-            Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow::anyhow!("{e}")),
-            None => Ok(default),
-        }
-    };
-    let from = parse(&a.from, 0)?;
-    let to = parse(&a.to, u64::MAX)?;
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
     if to <= from {
         bail!("--to must be after --from");
     }

@@ -15,7 +15,9 @@ use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_series::{SeriesFormat, SeriesWriter};
 
-use crate::args::parse_duration_ns;
+use trawl_time::{Zone, NS_PER_SEC};
+
+use crate::args::{parse_duration_ns, parse_time};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -61,15 +63,19 @@ pub struct SubscribeArgs {
     /// The feed of the n-th capture interface (its group is GROUP+n).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub slot: u16,
-    /// Only records from this time on (Unix seconds).
-    #[arg(long, value_name = "SECONDS")]
+    /// Only records from this time on: the forms of every command's time flags (RFC 3339,
+    /// `2026-11-22 14:00` in `TZ`, epoch seconds or ms/us/ns, `-15m`, `15m ago`).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_time)]
     pub from: Option<u64>,
-    /// Only records before this time (Unix seconds).
-    #[arg(long, value_name = "SECONDS")]
+    /// Only records before this time (same forms).
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_time)]
     pub to: Option<u64>,
     /// Output: JSON lines (the fields of flow-record.md / series.md) or an aligned table.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+    /// Show the table's times in the local zone (`TZ`) with its offset instead of UTC.
+    #[arg(long)]
+    pub local: bool,
     /// Stop after this many records.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
@@ -92,6 +98,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     };
     let from = a.from.unwrap_or(0);
     let to = a.to.unwrap_or(u64::MAX);
+    let zone = if a.local { Zone::Local } else { Zone::Utc };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut buf = Vec::with_capacity(4096);
     let mut seen = 0u64;
@@ -127,46 +134,38 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
             let mut writer = RecordWriter::new(RecordFormat::Json, false);
             if a.format == Format::Table {
                 println!(
-                    "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} end",
+                    "{:<35} {:<6} {:>47} {:>47} {:>11} {:>11} {:>10} {:>10} end_reason",
                     "first",
                     "proto",
-                    "src",
-                    "dst",
-                    "fwd_pkts",
-                    "rev_pkts",
+                    "src_ip:src_port",
+                    "dst_ip:dst_port",
+                    "fwd_packets",
+                    "rev_packets",
                     "fwd_bytes",
                     "rev_bytes"
                 );
             }
-            feed::for_each_flow(
-                source,
-                from.saturating_mul(1_000_000_000)..to.saturating_mul(1_000_000_000),
-                |r| {
-                    match a.format {
-                        Format::Json => writer.write(r, &mut buf),
-                        Format::Table => {
-                            let line = format!(
-                                "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} {}\n",
-                                format!(
-                                    "{}.{:09}",
-                                    r.first_ns / 1_000_000_000,
-                                    r.first_ns % 1_000_000_000
-                                ),
-                                r.proto_name().to_string(),
-                                format!("{}:{}", r.src_ip, r.src_port),
-                                format!("{}:{}", r.dst_ip, r.dst_port),
-                                r.fwd.packets,
-                                r.rev.packets,
-                                r.fwd.bytes,
-                                r.rev.bytes,
-                                r.end_reason.name()
-                            );
-                            buf.extend_from_slice(line.as_bytes());
-                        }
+            feed::for_each_flow(source, from..to, |r| {
+                match a.format {
+                    Format::Json => writer.write(r, &mut buf),
+                    Format::Table => {
+                        let line = format!(
+                            "{:<35} {:<6} {:>47} {:>47} {:>11} {:>11} {:>10} {:>10} {}\n",
+                            trawl_time::rfc3339(r.first_ns, zone, true),
+                            r.proto_name().to_string(),
+                            format!("{}:{}", r.src_ip, r.src_port),
+                            format!("{}:{}", r.dst_ip, r.dst_port),
+                            r.fwd.packets,
+                            r.rev.packets,
+                            r.fwd.bytes,
+                            r.rev.bytes,
+                            r.end_reason.name()
+                        );
+                        buf.extend_from_slice(line.as_bytes());
                     }
-                    write(&mut buf)
-                },
-            )?
+                }
+                write(&mut buf)
+            })?
         }
         Kind::Series => {
             let source = match (&a.feed, &a.file) {
@@ -180,17 +179,23 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
             let writer = SeriesWriter::new(SeriesFormat::Json);
             if a.format == Format::Table {
                 println!(
-                    "{:>10} {:>10} {:>14} {:>12} {:>10}",
+                    "{:<25} {:>10} {:>14} {:>12} {:>10}",
                     "second", "packets", "bytes", "active_flows", "new_flows"
                 );
             }
-            feed::for_each_series(source, from..to, |r| {
+            // Rows are whole seconds: those starting within [from, to).
+            let seconds = from.div_ceil(NS_PER_SEC)..to.div_ceil(NS_PER_SEC);
+            feed::for_each_series(source, seconds, |r| {
                 match a.format {
                     Format::Json => writer.write(r, &mut buf),
                     Format::Table => buf.extend_from_slice(
                         format!(
-                            "{:>10} {:>10} {:>14} {:>12} {:>10}\n",
-                            r.second, r.packets, r.bytes, r.active_flows, r.new_flows
+                            "{:<25} {:>10} {:>14} {:>12} {:>10}\n",
+                            trawl_time::rfc3339(r.second.saturating_mul(NS_PER_SEC), zone, false),
+                            r.packets,
+                            r.bytes,
+                            r.active_flows,
+                            r.new_flows
                         )
                         .as_bytes(),
                     ),

@@ -566,6 +566,7 @@ mod export;
 mod live;
 mod outputs;
 mod store;
+mod times;
 mod voip;
 mod voip_sipp;
 

@@ -1,0 +1,291 @@
+//! Times in and out (issue 19): every command that takes a time (`query`, `packets`,
+//! `subscribe`) takes the same forms through one parser (RFC 3339, local wall-clock times in
+//! `TZ`, epoch s/ms/us/ns, relative), and tables show RFC 3339 times, UTC or `--local`.
+//! `date` (coreutils, its own zone code) is the oracle for wall-clock times.
+//! <https://github.com/trawl/trawl/issues/19>
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use super::testdata;
+
+const NS: u64 = 1_000_000_000;
+/// 13 flows over 25 minutes (six 5-minute blocks), with quiet minutes between them.
+const CAPTURE: &str = "oracle/sip.pcap";
+
+fn trawl_tz(tz: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .env("TZ", tz)
+        .args(args)
+        .output()
+        .expect("run trawl")
+}
+
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `date` formatting the instant `secs` in the zone `tz`.
+fn date(tz: &str, secs: u64, format: &str) -> String {
+    let out = Command::new("date")
+        .env("TZ", tz)
+        .args(["-d", &format!("@{secs}"), format])
+        .output()
+        .expect("run date");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// Every form naming the instant `secs`, with the `TZ` to read it in. The relative forms are
+/// counted from now, so they name `secs` within the second or two a run takes: callers pick
+/// instants with no packet near them.
+fn forms(secs: u64) -> Vec<(String, &'static str)> {
+    let ago = now_secs() - secs;
+    vec![
+        (date("UTC", secs, "+%Y-%m-%dT%H:%M:%SZ"), "UTC"),
+        (
+            date("Asia/Kolkata", secs, "+%Y-%m-%dT%H:%M:%S%:z"),
+            "Europe/Berlin",
+        ),
+        (date("UTC", secs, "+%Y-%m-%d %H:%M:%S"), "UTC"),
+        (
+            date("Europe/Berlin", secs, "+%Y-%m-%d %H:%M:%S"),
+            "Europe/Berlin",
+        ),
+        (
+            date("America/New_York", secs, "+%Y-%m-%d %H:%M:%S"),
+            "America/New_York",
+        ),
+        (secs.to_string(), "Asia/Kolkata"),
+        ((secs * 1_000).to_string(), "UTC"),
+        ((secs * 1_000_000).to_string(), "UTC"),
+        ((secs * NS).to_string(), "UTC"),
+        (format!("-{ago}s"), "UTC"),
+        (format!("{ago}s ago"), "Europe/Berlin"),
+        (format!("-{}d{}s", ago / 86_400, ago % 86_400), "UTC"),
+    ]
+}
+
+/// Flow records (first, last ns) of the capture.
+fn flow_times() -> Vec<(u64, u64)> {
+    let out = ok(trawl_tz(
+        "UTC",
+        &["flows", "-r", &testdata(CAPTURE), "--summary", "none"],
+    ));
+    let mut v: Vec<(u64, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let r: Value = serde_json::from_str(l).unwrap();
+            (
+                r["first_ns"].as_u64().unwrap(),
+                r["last_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Two whole seconds in the middle of the two longest spans without a packet: a window
+/// between them holds some packets and not all, and a second's drift moves no boundary
+/// across a packet.
+fn quiet_window() -> (u64, u64) {
+    let flows = flow_times();
+    let mut gaps: Vec<(u64, u64)> = Vec::new();
+    let mut end = flows[0].1;
+    for &(first, last) in &flows[1..] {
+        if first > end {
+            gaps.push((end, first));
+        }
+        end = end.max(last);
+    }
+    gaps.sort_by_key(|(a, b)| std::cmp::Reverse(b - a));
+    assert!(
+        gaps.len() >= 2 && gaps[1].1 - gaps[1].0 > 20 * NS,
+        "{gaps:?}"
+    );
+    let mut mids: Vec<u64> = gaps[..2].iter().map(|(a, b)| (a + b) / 2 / NS).collect();
+    mids.sort();
+    (mids[0], mids[1])
+}
+
+/// Runs `run(from, to, tz)` with every form of the window's ends; all must agree with the
+/// RFC 3339 one, which must differ from the unbounded result.
+fn every_form_selects_the_same(
+    window: (u64, u64),
+    unbounded: &str,
+    run: &dyn Fn(&str, &str, &str) -> String,
+) {
+    let from = forms(window.0);
+    let to = forms(window.1);
+    let want = run(&from[0].0, &to[0].0, "UTC");
+    assert_ne!(want, unbounded, "the window selects");
+    for ((f, tz), (t, _)) in from.iter().zip(&to) {
+        assert_eq!(run(f, t, tz), want, "--from {f:?} --to {t:?} with TZ={tz}");
+    }
+}
+
+#[test]
+fn query_takes_every_time_form() {
+    let db = tempfile::tempdir().unwrap();
+    let dbs = db.path().to_str().unwrap();
+    ok(trawl_tz(
+        "UTC",
+        &["ingest", "-r", &testdata(CAPTURE), "--db", dbs, "-i", "x"],
+    ));
+    // Blocks are whole 5 minutes: ends in the middle of a block are safe from drift.
+    let (a, b) = quiet_window();
+    let mid = |s: u64| s - s % 300 + 150;
+    let query = |from: &str, to: &str, tz: &str| -> String {
+        let mut args = vec!["query", "-d", dbs, "time,src_ip", "-f", "csv", "-n", "0"];
+        if !from.is_empty() {
+            args.extend(["--from", from, "--to", to]);
+        }
+        String::from_utf8(ok(trawl_tz(tz, &args)).stdout).unwrap()
+    };
+    every_form_selects_the_same((mid(a), mid(b)), &query("", "", "UTC"), &query);
+}
+
+#[test]
+fn packets_takes_every_time_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let store = store.to_str().unwrap();
+    ok(trawl_tz(
+        "UTC",
+        &["dump", "-r", &testdata(CAPTURE), "-w", store],
+    ));
+    let out = dir.path().join("out.pcap");
+    let packets = |from: &str, to: &str, tz: &str| -> String {
+        let mut args = vec!["packets", "-d", store, "-w", out.to_str().unwrap()];
+        if !from.is_empty() {
+            args.extend(["--from", from, "--to", to]);
+        }
+        ok(trawl_tz(tz, &args));
+        let bytes = std::fs::read(&out).unwrap();
+        format!("{} bytes, {:x?}", bytes.len(), &bytes[bytes.len() - 16..])
+    };
+    every_form_selects_the_same(quiet_window(), &packets("", "", "UTC"), &packets);
+}
+
+#[test]
+fn subscribe_takes_every_time_form() {
+    let db = tempfile::tempdir().unwrap();
+    let dbs = db.path().to_str().unwrap();
+    ok(trawl_tz(
+        "UTC",
+        &["ingest", "-r", &testdata(CAPTURE), "--db", dbs, "-i", "x"],
+    ));
+    let subscribe = |from: &str, to: &str, tz: &str| -> String {
+        let mut args = vec!["subscribe", "flows", "--db", dbs];
+        if !from.is_empty() {
+            args.extend(["--from", from, "--to", to]);
+        }
+        String::from_utf8(ok(trawl_tz(tz, &args)).stdout).unwrap()
+    };
+    every_form_selects_the_same(quiet_window(), &subscribe("", "", "UTC"), &subscribe);
+}
+
+#[test]
+fn tables_show_rfc3339_times_in_utc_or_the_local_zone() {
+    let db = tempfile::tempdir().unwrap();
+    let dbs = db.path().to_str().unwrap();
+    ok(trawl_tz(
+        "UTC",
+        &["ingest", "-r", &testdata(CAPTURE), "--db", dbs, "-i", "x"],
+    ));
+    let first = flow_times()[0].0;
+    let block = first / NS - first / NS % 300;
+    let table = |tz: &str, local: bool| -> String {
+        let mut args = vec!["query", "-d", dbs, "time", "--sort", "time", "-n", "1"];
+        if local {
+            args.push("--local");
+        }
+        String::from_utf8(ok(trawl_tz(tz, &args)).stdout).unwrap()
+    };
+    let utc = date("UTC", block, "+%Y-%m-%dT%H:%M:%SZ");
+    let kolkata = date("Asia/Kolkata", block, "+%Y-%m-%dT%H:%M:%S%:z");
+    let row = |t: &str| t.lines().nth(1).unwrap().to_string();
+    assert!(row(&table("Asia/Kolkata", false)).starts_with(&utc));
+    assert!(row(&table("Asia/Kolkata", true)).starts_with(&kolkata));
+    // JSON stays in UTC with --local.
+    let json = ok(trawl_tz(
+        "Asia/Kolkata",
+        &[
+            "query", "-d", dbs, "time", "--sort", "time", "-n", "1", "-f", "json", "--local",
+        ],
+    ));
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["rows"][0]["time"], utc.as_str());
+
+    // subscribe's table: the first packet's time with nanoseconds.
+    let sub = |local: bool| -> String {
+        let mut args = vec![
+            "subscribe",
+            "flows",
+            "--db",
+            dbs,
+            "--format",
+            "table",
+            "--count",
+            "1",
+        ];
+        if local {
+            args.push("--local");
+        }
+        String::from_utf8(ok(trawl_tz("America/New_York", &args)).stdout).unwrap()
+    };
+    let secs = first / NS;
+    let frac = format!(".{:09}", first % NS);
+    let utc = date("UTC", secs, "+%Y-%m-%dT%H:%M:%S") + &frac + "Z";
+    let ny = date("America/New_York", secs, "+%Y-%m-%dT%H:%M:%S")
+        + &frac
+        + &date("America/New_York", secs, "+%:z");
+    assert!(row(&sub(false)).starts_with(&utc), "{}", sub(false));
+    assert!(row(&sub(true)).starts_with(&ny), "{}", sub(true));
+}
+
+#[test]
+fn a_bad_time_names_the_forms() {
+    for args in [
+        &["query", "-d", "/nonexistent", "--from", "yesterday"][..],
+        &[
+            "packets",
+            "-d",
+            "/nonexistent",
+            "-w",
+            "/dev/null",
+            "--to",
+            "yesterday",
+        ],
+        &[
+            "subscribe",
+            "flows",
+            "--db",
+            "/nonexistent",
+            "--from",
+            "yesterday",
+        ],
+    ] {
+        let out = trawl_tz("UTC", args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("ago") && err.contains("2026-11-22 14:00"),
+            "{err}"
+        );
+    }
+}
