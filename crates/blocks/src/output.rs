@@ -19,10 +19,12 @@ use serde::Deserialize;
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum TextFormat {
-    /// One JSON object per line.
-    Json,
-    /// Comma-separated values with a header line (the series writer's default).
+    /// One JSON object per line: the default of every writer, block or command (`trawl flows`,
+    /// `trawl series`, `flow_writer`, `series_writer`), so a composition printed from flags
+    /// and one written by hand write the same thing.
     #[default]
+    Json,
+    /// Comma-separated values with a header line.
     Csv,
 }
 

@@ -124,7 +124,7 @@ pub struct SeriesFileWriter {
 pub struct SeriesWriterSettings {
     /// Output file; `-` is standard output.
     pub path: String,
-    /// `csv` (default) or `json`.
+    /// `json` (lines; the default, as everywhere) or `csv`.
     #[serde(default)]
     pub format: TextFormat,
     /// `append` (default: a restarted monitor keeps the rows already written; the CSV header

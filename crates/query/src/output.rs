@@ -182,11 +182,11 @@ fn table(r: &QueryResult, zone: Zone, out: &mut dyn Write) -> io::Result<()> {
     header.extend(
         [
             "flows",
-            "pkts fwd",
-            "pkts rev",
+            "fwd_packets",
+            "rev_packets",
             "%",
-            "bytes fwd",
-            "bytes rev",
+            "fwd_bytes",
+            "rev_bytes",
             "%",
         ]
         .map(String::from),

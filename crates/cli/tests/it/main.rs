@@ -563,6 +563,7 @@ mod depth;
 mod detect;
 mod dump;
 mod export;
+mod fields;
 mod live;
 mod outputs;
 mod store;

@@ -150,7 +150,16 @@ fn query_takes_every_time_form() {
     let (a, b) = quiet_window();
     let mid = |s: u64| s - s % 300 + 150;
     let query = |from: &str, to: &str, tz: &str| -> String {
-        let mut args = vec!["query", "-d", dbs, "time,src_ip", "-f", "csv", "-n", "0"];
+        let mut args = vec![
+            "query",
+            "-d",
+            dbs,
+            "time,src_ip",
+            "--format",
+            "csv",
+            "--limit",
+            "0",
+        ];
         if !from.is_empty() {
             args.extend(["--from", from, "--to", to]);
         }
@@ -210,7 +219,7 @@ fn tables_show_rfc3339_times_in_utc_or_the_local_zone() {
     let first = flow_times()[0].0;
     let block = first / NS - first / NS % 300;
     let table = |tz: &str, local: bool| -> String {
-        let mut args = vec!["query", "-d", dbs, "time", "--sort", "time", "-n", "1"];
+        let mut args = vec!["query", "-d", dbs, "time", "--sort", "time", "--limit", "1"];
         if local {
             args.push("--local");
         }
@@ -225,7 +234,8 @@ fn tables_show_rfc3339_times_in_utc_or_the_local_zone() {
     let json = ok(trawl_tz(
         "Asia/Kolkata",
         &[
-            "query", "-d", dbs, "time", "--sort", "time", "-n", "1", "-f", "json", "--local",
+            "query", "-d", dbs, "time", "--sort", "time", "--limit", "1", "--format", "json",
+            "--local",
         ],
     ));
     let v: Value = serde_json::from_slice(&json.stdout).unwrap();
