@@ -16,6 +16,7 @@ use trawl_compose::{BlockReport, Document, Policy, Report};
 use trawl_export::DecodeErrorKind;
 
 use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::progress::{draw_composition, ProgressLine};
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
@@ -175,13 +176,25 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let stop = crate::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     let mut stopped = false;
+    // Files have a size to show progress against; a listening collector has no end.
+    let mut line = ProgressLine::new(!a.read.is_empty() && crate::progress::on_terminal());
     while !running.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
         if !stopped && stop.load(Ordering::Relaxed) {
             running.stop();
             stopped = true;
         }
+        if line.due() {
+            draw_composition(&mut line, &running.report(), SOURCE, |_, b, secs| {
+                let records = b.counter("records").unwrap_or(0);
+                Some(format!(
+                    "{records} records ({}/s)",
+                    crate::run::human(records as f64 / secs)
+                ))
+            });
+        }
     }
+    line.clear();
     let (failure, report) = match running.wait() {
         Ok(r) => (None, r),
         Err((f, r)) => (Some(f), r),

@@ -196,7 +196,7 @@ fn run_detector(mut doc: Document, packets: &str, events: &str) -> Result<Finish
         .set("path", "-")
         .set("mode", "truncate");
     doc.connect(events, &["events.events"], Policy::Wait);
-    plan::run(&doc, None)
+    plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))
 }
 
 /// Prints the summary (`fields` plus events written and read errors) and picks the exit code.

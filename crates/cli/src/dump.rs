@@ -20,6 +20,7 @@ use trawl_packets::{
 use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
 use crate::args::{parse_duration_ns, parse_size, SummaryFormat};
+use crate::progress::ProgressLine;
 
 /// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
 /// table of the configuration file (same names, `-` in options, `_` in the file).
@@ -370,7 +371,20 @@ impl Feed {
         filter: &mut Option<FilterSet>,
         sink: &mut Sink<'_>,
     ) -> Result<()> {
-        for path in &a.read {
+        let mut line = ProgressLine::new(crate::progress::on_terminal());
+        let fed = self.each_file(a, filter, sink, &mut line);
+        line.clear();
+        fed
+    }
+
+    fn each_file(
+        &mut self,
+        a: &DumpArgs,
+        filter: &mut Option<FilterSet>,
+        sink: &mut Sink<'_>,
+        line: &mut ProgressLine,
+    ) -> Result<()> {
+        for (i, path) in a.read.iter().enumerate() {
             let mut src = match FileSource::open(path) {
                 Ok(s) => s,
                 Err(e) => {
@@ -429,6 +443,12 @@ impl Feed {
                 }
                 if let Sink::Ring(p) = sink {
                     p.publish();
+                }
+                if line.due() {
+                    let (done, total) = src.progress().unwrap_or((0, 0));
+                    let rate = crate::run::human(self.packets_in as f64 / line.elapsed_s());
+                    let text = format!("file {}, {} packets ({rate}/s)", i + 1, self.packets_in);
+                    line.draw(done, total, &text);
                 }
             }
         }
@@ -572,9 +592,22 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
     let limit = a.count.unwrap_or(u64::MAX);
+    // Progress by packet time through the part of the window the store holds: the reader
+    // goes through it in time order.
+    let mut line = ProgressLine::new(crate::progress::on_terminal());
+    let span = match line.enabled().then(|| store.span()).transpose()?.flatten() {
+        Some(s) => (from.max(s.first_ns), to.min(s.last_ns)),
+        None => (0, 0),
+    };
     let stats = store.read(&sel, |p| {
         if written >= limit {
             return ControlFlow::Break(());
+        }
+        if line.due() {
+            let done = p.ts_ns.saturating_sub(span.0);
+            let rate = crate::run::human(written as f64 / line.elapsed_s());
+            let text = format!("{written} packets ({rate}/s)");
+            line.draw_position(done, span.1.saturating_sub(span.0), &text);
         }
         match writer.write(p) {
             Ok(()) => {
@@ -593,6 +626,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
             }
         }
     })?;
+    line.clear();
     if let Some(e) = failure {
         return Err(e);
     }

@@ -13,6 +13,7 @@ mod live;
 mod log;
 mod merge;
 mod plan;
+mod progress;
 mod query;
 mod run;
 mod subscribe;

@@ -566,6 +566,7 @@ mod export;
 mod fields;
 mod live;
 mod outputs;
+mod progress;
 mod store;
 mod times;
 mod voip;
