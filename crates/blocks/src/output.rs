@@ -38,6 +38,29 @@ impl TextFormat {
     }
 }
 
+/// How writers put times (`first_ns`, `last_ns`, a series row's `second`) into JSON and
+/// CSV: the writer blocks' `time_format` and the command line's `--time-format`.
+#[derive(Deserialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TimeFormat {
+    /// Integers: ns since the epoch (series: seconds), as the specs define the fields.
+    #[default]
+    Ns,
+    /// RFC 3339 text in UTC (records with nanoseconds), under the same names.
+    Rfc3339,
+}
+
+impl TimeFormat {
+    /// Its name in compositions.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeFormat::Ns => "ns",
+            TimeFormat::Rfc3339 => "rfc3339",
+        }
+    }
+}
+
 /// What a writer does with a file that already holds data.
 #[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -9,7 +9,7 @@ use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, TimerId};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
 use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
-use crate::output::{check_header, FileMode, OutputFile};
+use crate::output::{check_header, FileMode, OutputFile, TimeFormat};
 use crate::series::TextFormat;
 
 /// How often a writer looks whether SIGHUP asked it to reopen its file: soon enough that what
@@ -39,6 +39,10 @@ pub struct WriterSettings {
     /// header only into an empty file) or `truncate`.
     #[serde(default)]
     pub mode: FileMode,
+    /// `ns` (default: integers) or `rfc3339` (text) for `first_ns` / `last_ns` (flow
+    /// records only).
+    #[serde(default)]
+    pub time_format: TimeFormat,
 }
 
 impl Block for FlowFileWriter {
@@ -65,6 +69,8 @@ impl Block for FlowFileWriter {
             format,
             started: false,
         };
+        w.writer
+            .set_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
         w.adopt_header()?;
         Ok(w)
     }
@@ -171,8 +177,11 @@ impl Block for EventFileWriter {
     type Settings = WriterSettings;
 
     fn check(s: &WriterSettings) -> Result<(), String> {
-        match s.format {
-            Some(TextFormat::Csv) => Err("events are written as JSON lines only".into()),
+        match (s.format, s.time_format) {
+            (Some(TextFormat::Csv), _) => Err("events are written as JSON lines only".into()),
+            (_, TimeFormat::Rfc3339) => {
+                Err("events keep their times as ns (time_format is for records and rows)".into())
+            }
             _ => Ok(()),
         }
     }

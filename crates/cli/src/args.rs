@@ -369,7 +369,14 @@ pub struct OutputArgs {
     /// Output file (`-` for standard output).
     #[arg(short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
+    /// Times (`first_ns`, `last_ns`, a row's `second`): integers (ns since the epoch;
+    /// seconds for rows) or RFC 3339 text in UTC, under the same names.
+    #[arg(long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
 }
+
+/// `--time-format`: the writer blocks' enum (one for the command line and compositions).
+pub use trawl_blocks::output::TimeFormat;
 
 #[derive(Args, Debug)]
 pub struct FlowsArgs {

@@ -15,7 +15,9 @@ use clap::Args;
 use trawl_compose::{BlockReport, Document, Policy, Report};
 use trawl_export::DecodeErrorKind;
 
-use crate::args::{count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat};
+use crate::args::{
+    count_in, parse_duration_ns, parse_size, OutputFormat, SummaryFormat, TimeFormat,
+};
 use crate::progress::{draw_composition, ProgressLine};
 
 #[derive(Args, Debug)]
@@ -39,6 +41,9 @@ pub struct CollectArgs {
     /// Output format: JSON lines, or CSV with a header line.
     #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// `first_ns` / `last_ns` as integers (ns) or RFC 3339 text in UTC, same names.
+    #[arg(long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
     /// Decode and count only, write no records (benchmarks; checking what an exporter sends).
     #[arg(long = "no-output")]
     pub no_output: bool,
@@ -134,7 +139,11 @@ pub fn composition(a: &CollectArgs) -> Document {
                     OutputFormat::Csv => "csv",
                 },
             )
-            .set("mode", "truncate");
+            .set("mode", "truncate")
+            .set_some(
+                "time_format",
+                (a.time_format != TimeFormat::Ns).then_some(a.time_format.name()),
+            );
         to.push(format!("{WRITER}.flows"));
     }
     if let Some(db) = &a.db {

@@ -17,7 +17,7 @@ use trawl_series::{SeriesFormat, SeriesWriter};
 
 use trawl_time::{Zone, NS_PER_SEC};
 
-use crate::args::{parse_duration_ns, parse_time};
+use crate::args::{parse_duration_ns, parse_time, TimeFormat};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -76,6 +76,10 @@ pub struct SubscribeArgs {
     /// Show the table's times in the local zone (`TZ`) with its offset instead of UTC.
     #[arg(long)]
     pub local: bool,
+    /// JSON times (`first_ns`, `last_ns`, a row's `second`): integers, or RFC 3339 text in
+    /// UTC under the same names.
+    #[arg(long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
     /// Stop after this many records.
     #[arg(long, value_name = "N")]
     pub count: Option<u64>,
@@ -99,6 +103,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     let from = a.from.unwrap_or(0);
     let to = a.to.unwrap_or(u64::MAX);
     let zone = if a.local { Zone::Local } else { Zone::Utc };
+    let rfc3339 = a.time_format == TimeFormat::Rfc3339;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut buf = Vec::with_capacity(4096);
     let mut seen = 0u64;
@@ -132,6 +137,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
                 }
             };
             let mut writer = RecordWriter::new(RecordFormat::Json, false);
+            writer.set_rfc3339_times(rfc3339);
             if a.format == Format::Table {
                 println!(
                     "{:<35} {:<6} {:>47} {:>47} {:>11} {:>11} {:>10} {:>10} end_reason",
@@ -176,7 +182,7 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
                 }
                 (None, None) => bail!("give --feed GROUP:PORT or --file PATH"),
             };
-            let writer = SeriesWriter::new(SeriesFormat::Json);
+            let writer = SeriesWriter::new(SeriesFormat::Json).with_rfc3339_times(rfc3339);
             if a.format == Format::Table {
                 println!(
                     "{:<25} {:>10} {:>14} {:>12} {:>10}",

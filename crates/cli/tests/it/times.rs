@@ -299,3 +299,93 @@ fn a_bad_time_names_the_forms() {
         );
     }
 }
+
+/// The JSON lines `args` print (standard output).
+fn json_lines(args: &[&str]) -> Vec<Value> {
+    String::from_utf8(ok(trawl_tz("Asia/Kolkata", args)).stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Every command writing records or rows takes `--time-format rfc3339`: the same records with
+/// their times as RFC 3339 text in UTC (whatever `TZ` says), the same instants as the ns.
+#[test]
+fn json_times_are_ns_or_rfc3339_text_under_the_same_names() {
+    let android = testdata("pcaps/android.pcap");
+    let db = tempfile::tempdir().unwrap();
+    let dbs = db.path().to_str().unwrap();
+    // An IPFIX file of android.pcap's records, to collect.
+    let ipfix = db.path().join("flows.ipfix");
+    let ipfix = ipfix.to_str().unwrap();
+    let export = format!("ipfix:{ipfix}");
+    let to_ipfix = [
+        "flows",
+        "-r",
+        &android,
+        "-o",
+        "/dev/null",
+        "--export",
+        &export,
+    ];
+    ok(trawl_tz("UTC", &to_ipfix));
+    ok(trawl_tz(
+        "UTC",
+        &["ingest", "-r", &testdata(CAPTURE), "--db", dbs],
+    ));
+    let quiet = ["--summary", "none"];
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (vec!["flows", "-r", &android], &["first_ns", "last_ns"]),
+        // Through the CLI's own loop (payload bytes are not on the runtime yet).
+        (
+            vec!["flows", "-r", &android, "--payload-bytes", "4"],
+            &["first_ns", "last_ns"],
+        ),
+        (vec!["series", "-r", &android], &["second"]),
+        (vec!["collect", "-r", ipfix], &["first_ns", "last_ns"]),
+        (
+            vec!["subscribe", "flows", "--db", dbs],
+            &["first_ns", "last_ns"],
+        ),
+    ];
+    let mut checked = 0;
+    for (args, fields) in cases {
+        let with = |extra: &[&str]| {
+            let mut a = args.clone();
+            if a[0] != "subscribe" {
+                a.extend_from_slice(&quiet);
+            }
+            a.extend_from_slice(extra);
+            json_lines(&a)
+        };
+        let ns = with(&[]);
+        let text = with(&["--time-format", "rfc3339"]);
+        assert_eq!(ns.len(), text.len(), "{args:?}");
+        assert!(!ns.is_empty(), "{args:?}");
+        for (n, t) in ns.iter().zip(&text) {
+            for f in fields {
+                let scale = if *f == "second" { NS } else { 1 };
+                let want = n[f].as_u64().unwrap() * scale;
+                let got = t[f].as_str().unwrap_or_else(|| panic!("{args:?} {f}: {t}"));
+                assert!(got.ends_with('Z'), "{got}");
+                assert_eq!(trawl_time::parse_instant(got, 0).unwrap(), want, "{got}");
+                checked += 1;
+            }
+            // Nothing else changes.
+            let mut t = t.clone();
+            for f in fields {
+                t[f] = n[f].clone();
+            }
+            assert_eq!(&t, n, "{args:?}");
+        }
+    }
+    // One instant against `date`, the independent oracle.
+    let first = &json_lines(&["flows", "-r", &android, "--time-format", "rfc3339"])[0];
+    let ns = json_lines(&["flows", "-r", &android])[0]["first_ns"]
+        .as_u64()
+        .unwrap();
+    let want = date("UTC", ns / NS, "+%Y-%m-%dT%H:%M:%S") + &format!(".{:09}Z", ns % NS);
+    assert_eq!(first["first_ns"], want.as_str());
+    assert!(checked > 100, "{checked}");
+}
