@@ -348,12 +348,16 @@ fn json_times_are_ns_or_rfc3339_text_under_the_same_names() {
             vec!["subscribe", "flows", "--db", dbs],
             &["first_ns", "last_ns"],
         ),
+        (
+            vec!["detect", "heavy-hitters", "-r", &android],
+            &["start_ns", "end_ns"],
+        ),
     ];
     let mut checked = 0;
     for (args, fields) in cases {
         let with = |extra: &[&str]| {
             let mut a = args.clone();
-            if a[0] != "subscribe" {
+            if a[0] != "subscribe" && a[0] != "detect" {
                 a.extend_from_slice(&quiet);
             }
             a.extend_from_slice(extra);
@@ -378,6 +382,35 @@ fn json_times_are_ns_or_rfc3339_text_under_the_same_names() {
                 t[f] = n[f].clone();
             }
             assert_eq!(&t, n, "{args:?}");
+        }
+    }
+    // trawl voip's two files: every instant of calls and streams (null when not seen).
+    let sip = testdata(CAPTURE);
+    let voip = |dir: &str, extra: &[&str]| {
+        let out = db.path().join(dir);
+        let mut args = vec!["voip", "-r", &sip, "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        ok(trawl_tz("Asia/Kolkata", &args));
+        let read = |f: &str| -> Vec<Value> {
+            std::fs::read_to_string(out.join(f))
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        };
+        [read("calls.jsonl"), read("rtp.jsonl")]
+    };
+    let (ns, text) = (voip("ns", &[]), voip("text", &["--time-format", "rfc3339"]));
+    for (n, t) in ns.iter().flatten().zip(text.iter().flatten()) {
+        for (k, v) in n.as_object().unwrap() {
+            match (k.ends_with("_ns"), v.as_u64()) {
+                (true, Some(want)) => {
+                    let got = t[k].as_str().unwrap();
+                    assert_eq!(trawl_time::parse_instant(got, 0).unwrap(), want, "{k}");
+                    checked += 1;
+                }
+                _ => assert_eq!(&t[k], v, "{k}"),
+            }
         }
     }
     // One instant against `date`, the independent oracle.
