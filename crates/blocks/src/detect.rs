@@ -9,7 +9,7 @@ use trawl_detect::cusum::CusumConfig;
 use trawl_detect::heavy::{HeavyConfig, HeavyHitters, HeavyReport, Selection, Summary};
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector, SynFloodEvent};
 use trawl_flow::key::Side;
-use trawl_flow::FlowKey;
+use trawl_flow::{FlowKey, ProtoName};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 use crate::util::span;
@@ -343,11 +343,14 @@ fn addr(bytes: [u8; 16]) -> String {
     }
 }
 
+/// A flow of a report, in the flow record's vocabulary (`*_ip`, `*_port`, `proto` by name,
+/// `vlan`). Its two ends are `a` and `b`, not `src` and `dst`: the key is normalised (lower
+/// endpoint first) and a sketch never learns who started the conversation.
 fn flow_json(k: &FlowKey) -> Value {
     json!({
-        "a": addr(k.ip(Side::Low)), "a_port": k.port(Side::Low),
-        "b": addr(k.ip(Side::High)), "b_port": k.port(Side::High),
-        "proto": k.proto(), "vlan": k.vlan(),
+        "a_ip": addr(k.ip(Side::Low)), "a_port": k.port(Side::Low),
+        "b_ip": addr(k.ip(Side::High)), "b_port": k.port(Side::High),
+        "proto": ProtoName(k.proto()).to_string(), "vlan": k.vlan(),
     })
 }
 

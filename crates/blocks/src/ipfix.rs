@@ -113,6 +113,10 @@ struct Counters {
     udp_datagrams: Counter,
     udp_trains: Counter,
     input_failed: Counter,
+    /// Bytes read of the current file and its size, for progress lines (`trawl collect -r`),
+    /// as `pcap_source` counts them.
+    progress_bytes: Counter,
+    progress_total: Counter,
 }
 
 /// The name of the counter of decode errors of `kind`.
@@ -141,6 +145,8 @@ impl Counters {
             udp_datagrams: ctx.counter("udp_datagrams"),
             udp_trains: ctx.counter("udp_trains"),
             input_failed: ctx.counter("input_failed"),
+            progress_bytes: ctx.counter("progress_bytes"),
+            progress_total: ctx.counter("progress_total"),
         }
     }
 
@@ -457,6 +463,11 @@ impl IpfixSource {
                     }
                     let source = Source::File(&reader.path, offset);
                     self.message(ctx, source, Some(&reader.name), &reader.msg[..len]);
+                    // Per message: one poll can read a whole file.
+                    if let Some(c) = &self.counters {
+                        c.progress_bytes.set(reader.off);
+                        c.progress_total.set(reader.size);
+                    }
                 }
                 Ok(None) => {
                     ended = true;
@@ -788,6 +799,8 @@ struct FileReader {
     input: BufReader<std::fs::File>,
     msg: Vec<u8>,
     off: u64,
+    /// The file's size when opened (0 when unknown).
+    size: u64,
     damaged: bool,
     /// The last good message's header: a resynchronised header must look like its successor.
     last: Option<[u8; 16]>,
@@ -797,12 +810,14 @@ impl FileReader {
     fn open(path: &Path, name: Arc<str>) -> Result<FileReader, String> {
         let file = std::fs::File::open(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let size = file.metadata().map_or(0, |m| m.len());
         Ok(FileReader {
             path: path.to_path_buf(),
             name,
             input: BufReader::with_capacity(1 << 20, file),
             msg: vec![0u8; 65_536],
             off: 0,
+            size,
             damaged: false,
             last: None,
         })

@@ -19,10 +19,12 @@ use serde::Deserialize;
 #[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum TextFormat {
-    /// One JSON object per line.
-    Json,
-    /// Comma-separated values with a header line (the series writer's default).
+    /// One JSON object per line: the default of every writer, block or command (`trawl flows`,
+    /// `trawl series`, `flow_writer`, `series_writer`), so a composition printed from flags
+    /// and one written by hand write the same thing.
     #[default]
+    Json,
+    /// Comma-separated values with a header line.
     Csv,
 }
 
@@ -32,6 +34,29 @@ impl TextFormat {
         match self {
             TextFormat::Json => "json",
             TextFormat::Csv => "csv",
+        }
+    }
+}
+
+/// How writers put times (`first_ns`, `last_ns`, a series row's `second`) into JSON and
+/// CSV: the writer blocks' `time_format` and the command line's `--time-format`.
+#[derive(Deserialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum TimeFormat {
+    /// Integers: ns since the epoch (series: seconds), as the specs define the fields.
+    #[default]
+    Ns,
+    /// RFC 3339 text in UTC (records with nanoseconds), under the same names.
+    Rfc3339,
+}
+
+impl TimeFormat {
+    /// Its name in compositions.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeFormat::Ns => "ns",
+            TimeFormat::Rfc3339 => "rfc3339",
         }
     }
 }

@@ -5,7 +5,7 @@ use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, Pool, Timer
 use trawl_series::{SeriesFormat, SeriesMerger, SeriesRow, SeriesWriter};
 
 use crate::messages::{SeriesBatch, SERIES};
-use crate::output::{check_header, first_line, FileMode, OutputFile};
+use crate::output::{check_header, first_line, FileMode, OutputFile, TimeFormat};
 use crate::write::REOPEN_CHECK;
 
 /// Sums the rows of every connected counter per second; a second leaves once every counter is
@@ -124,13 +124,16 @@ pub struct SeriesFileWriter {
 pub struct SeriesWriterSettings {
     /// Output file; `-` is standard output.
     pub path: String,
-    /// `csv` (default) or `json`.
+    /// `json` (lines; the default, as everywhere) or `csv`.
     #[serde(default)]
     pub format: TextFormat,
     /// `append` (default: a restarted monitor keeps the rows already written; the CSV header
     /// only into an empty file, and a file with other columns is refused) or `truncate`.
     #[serde(default)]
     pub mode: FileMode,
+    /// `ns` (default: `second` as an integer) or `rfc3339` (text).
+    #[serde(default)]
+    pub time_format: TimeFormat,
 }
 
 fn series_format(f: TextFormat) -> SeriesFormat {
@@ -177,7 +180,8 @@ impl Block for SeriesFileWriter {
 
     fn build(s: SeriesWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         let out = OutputFile::open(&s.path, s.mode)?;
-        let writer = SeriesWriter::new(series_format(s.format));
+        let writer = SeriesWriter::new(series_format(s.format))
+            .with_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
         check_header(out.path(), out.first_line(), &series_header(s.format))?;
         Ok(SeriesFileWriter {
             header: out.first_line().is_some(),

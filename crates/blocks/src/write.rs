@@ -9,7 +9,7 @@ use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_flow::format::{RecordFormat, RecordWriter};
 
 use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
-use crate::output::{check_header, FileMode, OutputFile};
+use crate::output::{check_header, FileMode, OutputFile, TimeFormat};
 use crate::series::TextFormat;
 
 /// How often a writer looks whether SIGHUP asked it to reopen its file: soon enough that what
@@ -39,6 +39,10 @@ pub struct WriterSettings {
     /// header only into an empty file) or `truncate`.
     #[serde(default)]
     pub mode: FileMode,
+    /// `ns` (default: integers) or `rfc3339` (text) for `first_ns` / `last_ns` (records) and
+    /// the `*_ns` instants of events.
+    #[serde(default)]
+    pub time_format: TimeFormat,
 }
 
 impl Block for FlowFileWriter {
@@ -66,6 +70,8 @@ impl Block for FlowFileWriter {
             format,
             started: false,
         };
+        w.writer
+            .set_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
         w.adopt_header()?;
         Ok(w)
     }
@@ -157,6 +163,8 @@ impl FlowFileWriter {
 /// Writes events (alarms, reports) as JSON lines.
 pub struct EventFileWriter {
     out: OutputFile,
+    /// Top-level `*_ns` integers (the events' instants) as RFC 3339 text (`time_format`).
+    rfc3339_times: bool,
 }
 
 impl Block for EventFileWriter {
@@ -182,6 +190,7 @@ impl Block for EventFileWriter {
     fn build(s: WriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         Ok(EventFileWriter {
             out: OutputFile::open(&s.path, s.mode)?,
+            rfc3339_times: s.time_format == TimeFormat::Rfc3339,
         })
     }
 
@@ -205,7 +214,11 @@ impl Block for EventFileWriter {
         for e in &b.events {
             let buf = self.out.buf();
             // Writing JSON into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *buf, &e.json);
+            let _ = if self.rfc3339_times {
+                serde_json::to_writer(&mut *buf, &rfc3339_instants(&e.json))
+            } else {
+                serde_json::to_writer(&mut *buf, &e.json)
+            };
             buf.push(b'\n');
         }
         // Events are rare and wanted at once: flush every batch.
@@ -217,6 +230,21 @@ impl Block for EventFileWriter {
         let flushed = self.out.flush();
         self.out.settle(flushed, ctx);
     }
+}
+
+/// `event` with its top-level `*_ns` integers as RFC 3339 text in UTC: an event's `_ns`
+/// fields are instants (`onset_ns`, `start_ns`, a call's `invite_ns`, a stream's
+/// `first_ns`); durations are named `_ms`.
+fn rfc3339_instants(event: &serde_json::Value) -> serde_json::Value {
+    let mut e = event.clone();
+    if let Some(fields) = e.as_object_mut() {
+        for (k, v) in fields.iter_mut() {
+            if let (true, Some(ns)) = (k.ends_with("_ns"), v.as_u64()) {
+                *v = trawl_time::rfc3339(ns, trawl_time::Zone::Utc, true).into();
+            }
+        }
+    }
+    e
 }
 
 /// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`).

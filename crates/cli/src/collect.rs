@@ -15,7 +15,10 @@ use clap::Args;
 use trawl_compose::{BlockReport, Document, Policy, Report};
 use trawl_export::DecodeErrorKind;
 
-use crate::flag::{count_in, parse_duration_ns, parse_size, topic, OutputFormat, SummaryFormat};
+use crate::flag::{
+    count_in, parse_duration_ns, parse_size, topic, OutputFormat, SummaryFormat, TimeFormat,
+};
+use crate::progress::{draw_composition, ProgressLine};
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
@@ -39,6 +42,9 @@ pub struct CollectArgs {
     /// Output format: JSON lines, or CSV with a header line.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// `first_ns` / `last_ns` as integers (ns) or RFC 3339 text in UTC, same names.
+    #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
     /// Decode and count only, write no records (benchmarks; checking what an exporter sends).
     #[arg(help_heading = topic::OUTPUT, long = "no-output")]
     pub no_output: bool,
@@ -141,7 +147,11 @@ pub fn composition(a: &CollectArgs) -> Document {
                     OutputFormat::Csv => "csv",
                 },
             )
-            .set("mode", "truncate");
+            .set("mode", "truncate")
+            .set_some(
+                "time_format",
+                (a.time_format != TimeFormat::Ns).then_some(a.time_format.name()),
+            );
         to.push(format!("{WRITER}.flows"));
     }
     if let Some(db) = &a.db {
@@ -183,13 +193,25 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     let mut stopped = false;
+    // Files have a size to show progress against; a listening collector has no end.
+    let mut line = ProgressLine::new(!a.read.is_empty() && crate::progress::on_terminal());
     while !running.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
         if !stopped && stop.load(Ordering::Relaxed) {
             running.stop();
             stopped = true;
         }
+        if line.due() {
+            draw_composition(&mut line, &running.report(), SOURCE, |_, b, secs| {
+                let records = b.counter("records").unwrap_or(0);
+                Some(format!(
+                    "{records} records ({}/s)",
+                    crate::run::human(records as f64 / secs)
+                ))
+            });
+        }
     }
+    line.clear();
     let (failure, report) = match running.wait() {
         Ok(r) => (None, r),
         Err((f, r)) => (Some(f), r),

@@ -95,6 +95,9 @@ pub struct ListenArgs {
     /// Summary on standard error at the end.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    /// Print packet times in the local zone (`TZ`) with its offset instead of UTC.
+    #[arg(help_heading = topic::OUTPUT, long)]
+    pub local: bool,
 }
 
 /// `trawl listen`.
@@ -151,6 +154,11 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         None => None,
     };
     let mut text = std::io::BufWriter::new(std::io::stdout().lock());
+    let zone = if a.local {
+        trawl_time::Zone::Local
+    } else {
+        trawl_time::Zone::Utc
+    };
     let started = Instant::now();
     let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
     let limit = a.count.unwrap_or(u64::MAX);
@@ -177,9 +185,8 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
                             .unwrap_or("?");
                         let r = writeln!(
                             text,
-                            "{}.{:09} {name} {dir} {} bytes (captured {})",
-                            p.ts_ns / 1_000_000_000,
-                            p.ts_ns % 1_000_000_000,
+                            "{} {name} {dir} {} bytes (captured {})",
+                            trawl_time::rfc3339(p.ts_ns, zone, true),
                             p.wire_len,
                             p.data.len()
                         );

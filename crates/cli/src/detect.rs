@@ -11,7 +11,7 @@ use trawl_compose::{Document, MessageKind, Policy};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::synflood::SynFloodConfig;
 
-use crate::flag::{parse_duration_ns, topic};
+use crate::flag::{parse_duration_ns, topic, TimeFormat};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self, span, Finished};
 
@@ -41,6 +41,10 @@ Exit codes:
 pub struct DetectArgs {
     #[command(subcommand)]
     pub app: DetectApp,
+    /// The events' times (`onset_ns`, `start_ns`, ...): integers (ns since the epoch), or
+    /// RFC 3339 text in UTC under the same names.
+    #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns, global = true)]
+    pub time_format: TimeFormat,
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,7 +130,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
                 .set_some("ceiling", a.ceiling)
                 .set("epsilon", a.epsilon)
                 .set("delta", a.delta);
-            let f = run_detector(doc, &gate, "detector.alarms")?;
+            let f = run_detector(doc, &gate, "detector.alarms", args.time_format)?;
             let det = f.report.block("detector");
             let c = |name: &str| det.and_then(|b| b.counter(name)).unwrap_or(0);
             let still_active: Vec<String> = det
@@ -167,7 +171,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
                 .set_some("top", a.top.map(|n| n as i64))
                 .set_some("min_bytes", a.min_bytes.map(|n| n as i64))
                 .set_some("min_packets", a.min_packets.map(|n| n as i64));
-            let f = run_detector(doc, &gate, "detector.reports")?;
+            let f = run_detector(doc, &gate, "detector.reports", args.time_format)?;
             let packets = f.report.block("detector").map_or(0, |b| b.items_in);
             finish(
                 &f,
@@ -190,13 +194,22 @@ fn input(files: &[PathBuf]) -> FileInput {
 }
 
 /// Connects the source to the detector and its events to standard output, and runs it.
-fn run_detector(mut doc: Document, packets: &str, events: &str) -> Result<Finished> {
+fn run_detector(
+    mut doc: Document,
+    packets: &str,
+    events: &str,
+    times: TimeFormat,
+) -> Result<Finished> {
     doc.connect(packets, &["detector.packets"], Policy::Wait);
     doc.block("events", "event_writer")
         .set("path", "-")
-        .set("mode", "truncate");
+        .set("mode", "truncate")
+        .set_some(
+            "time_format",
+            (times != TimeFormat::Ns).then_some(times.name()),
+        );
     doc.connect(events, &["events.events"], Policy::Wait);
-    plan::run(&doc, None)
+    plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))
 }
 
 /// Prints the summary (`fields` plus events written and read errors) and picks the exit code.

@@ -20,6 +20,7 @@ use trawl_packets::{
 use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
+use crate::progress::ProgressLine;
 
 /// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
 /// table of the configuration file (same names, `-` in options, `_` in the file).
@@ -216,12 +217,13 @@ pub struct PacketsArgs {
     /// writes it).
     #[arg(help_heading = topic::INPUT, short = 'r', long = "read", alias = "dir", value_name = "DIR")]
     pub dir: PathBuf,
-    /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), epoch seconds, or relative (`-15m`).
-    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true)]
-    pub from: Option<String>,
+    /// First instant: RFC 3339 (`2026-11-22T10:05:00Z`), a local wall-clock time in `TZ`
+    /// (`2026-11-22 14:00`), epoch seconds (or ms/us/ns), or relative (`-15m`, `15m ago`).
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true, value_parser = crate::flag::parse_time)]
+    pub from: Option<u64>,
     /// End (exclusive), same forms; default: no end.
-    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true)]
-    pub to: Option<String>,
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true, value_parser = crate::flag::parse_time)]
+    pub to: Option<u64>,
     /// Only packets matching this tcpdump filter expression.
     #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
@@ -381,7 +383,20 @@ impl Feed {
         filter: &mut Option<FilterSet>,
         sink: &mut Sink<'_>,
     ) -> Result<()> {
-        for path in &a.read {
+        let mut line = ProgressLine::new(crate::progress::on_terminal());
+        let fed = self.each_file(a, filter, sink, &mut line);
+        line.clear();
+        fed
+    }
+
+    fn each_file(
+        &mut self,
+        a: &DumpArgs,
+        filter: &mut Option<FilterSet>,
+        sink: &mut Sink<'_>,
+        line: &mut ProgressLine,
+    ) -> Result<()> {
+        for (i, path) in a.read.iter().enumerate() {
             let mut src = match FileSource::open(path) {
                 Ok(s) => s,
                 Err(e) => {
@@ -440,6 +455,12 @@ impl Feed {
                 }
                 if let Sink::Ring(p) = sink {
                     p.publish();
+                }
+                if line.due() {
+                    let (done, total) = src.progress().unwrap_or((0, 0));
+                    let rate = crate::run::human(self.packets_in as f64 / line.elapsed_s());
+                    let text = format!("file {}, {} packets ({rate}/s)", i + 1, self.packets_in);
+                    line.draw(done, total, &text);
                 }
             }
         }
@@ -548,15 +569,8 @@ fn print_dump_text(
 }
 
 pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
-    let now = trawl_time::now_ns();
-    let parse = |t: &Option<String>, default: u64| -> Result<u64> {
-        match t {
-            Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow::anyhow!("{e}")),
-            None => Ok(default),
-        }
-    };
-    let from = parse(&a.from, 0)?;
-    let to = parse(&a.to, u64::MAX)?;
+    let from = a.from.unwrap_or(0);
+    let to = a.to.unwrap_or(u64::MAX);
     if to <= from {
         bail!("--to must be after --from");
     }
@@ -590,9 +604,22 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
     let limit = a.count.unwrap_or(u64::MAX);
+    // Progress by packet time through the part of the window the store holds: the reader
+    // goes through it in time order.
+    let mut line = ProgressLine::new(crate::progress::on_terminal());
+    let span = match line.enabled().then(|| store.span()).transpose()?.flatten() {
+        Some(s) => (from.max(s.first_ns), to.min(s.last_ns)),
+        None => (0, 0),
+    };
     let stats = store.read(&sel, |p| {
         if written >= limit {
             return ControlFlow::Break(());
+        }
+        if line.due() {
+            let done = p.ts_ns.saturating_sub(span.0);
+            let rate = crate::run::human(written as f64 / line.elapsed_s());
+            let text = format!("{written} packets ({rate}/s)");
+            line.draw_position(done, span.1.saturating_sub(span.0), &text);
         }
         match writer.write(p) {
             Ok(()) => {
@@ -611,6 +638,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
             }
         }
     })?;
+    line.clear();
     if let Some(e) = failure {
         return Err(e);
     }

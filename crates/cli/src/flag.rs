@@ -12,6 +12,15 @@ pub use trawl_time::parse_duration_ns;
 
 /// `--format`: the writer blocks' enum (one for the command line and compositions).
 pub use trawl_blocks::output::TextFormat as OutputFormat;
+/// `--time-format`: the writer blocks' enum (one for the command line and compositions).
+pub use trawl_blocks::output::TimeFormat;
+
+/// Every time flag (`--from`, `--to` of `query`, `packets`, `subscribe`): the forms of
+/// [`trawl_time::parse_instant`] (RFC 3339, local wall-clock times in `TZ`, epoch s/ms/us/ns,
+/// `now`, `-15m`, `15m ago`), relative ones counted back from now.
+pub fn parse_time(s: &str) -> Result<u64, String> {
+    trawl_time::parse_instant(s, trawl_time::now_ns()).map_err(|e| e.to_string())
+}
 
 /// The topics `--help` groups each command's flags under (clap help headings): one
 /// vocabulary for every command, in docs/cli.md's table too.

@@ -12,7 +12,7 @@ use trawl_flow::FlowConfig;
 
 use crate::flag::{
     check_flow_flags, flag_error, parse_duration_ns, parse_size, topic, OutputFormat,
-    SummaryFormat, When,
+    SummaryFormat, TimeFormat, When,
 };
 
 #[derive(Args, Debug)]
@@ -132,6 +132,10 @@ pub struct OutputArgs {
     /// Output file (`-` for standard output).
     #[arg(help_heading = topic::OUTPUT, short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,
+    /// Times (`first_ns`, `last_ns`, a row's `second`): integers (ns since the epoch;
+    /// seconds for rows) or RFC 3339 text in UTC, under the same names.
+    #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
 }
 
 #[derive(Args, Debug)]

@@ -108,7 +108,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         }),
     };
     let added = consumers.add(&mut doc, &[gate]);
-    let finished = plan::run(&doc, None)?;
+    let finished = plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))?;
     let report = plan::input_report(&finished, SOURCE);
     let (meter, table, _) = plan::meters(&finished, &added.meters);
     let stats = store_stats(&finished);

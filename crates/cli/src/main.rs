@@ -16,6 +16,7 @@ mod ingest;
 mod live;
 mod log;
 mod plan;
+mod progress;
 mod query;
 mod run;
 mod signals;
@@ -70,6 +71,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Csv => RecordFormat::Csv,
             };
             let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
+            writer.set_rfc3339_times(a.out.time_format == flag::TimeFormat::Rfc3339);
             if input.live.is_some() {
                 // Live records carry their interface (each worker sets its own name; the
                 // header only needs the column).
@@ -148,7 +150,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 OutputFormat::Json => SeriesFormat::Json,
                 OutputFormat::Csv => SeriesFormat::Csv,
             };
-            let writer = SeriesWriter::new(format);
+            let writer = SeriesWriter::new(format)
+                .with_rfc3339_times(a.out.time_format == flag::TimeFormat::Rfc3339);
             let plan = export::ExportPlan::from_args(&a.export)?;
             let composed =
                 input.live.is_none() && !plan.exports_flows() && plan.series_feed.is_none();
@@ -274,6 +277,7 @@ fn files_command(
     let text = plan::consumers::TextOut {
         path: out.output.to_string_lossy().into_owned(),
         format: out.format,
+        time_format: out.time_format,
         append: false,
     };
     let consumers = plan::consumers::Consumers {

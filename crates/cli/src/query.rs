@@ -10,12 +10,16 @@ use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
 use trawl_store::BLOCK_NS;
 
-use crate::flag::{parse_duration_ns, topic};
+use trawl_time::Zone;
+
+use crate::flag::{parse_duration_ns, parse_time, topic};
 
 pub const QUERY_HELP: &str =
-    "Times (--from, --to): RFC 3339 (2026-11-22T12:05:00Z, offsets allowed), a date
-(2026-11-22), 'YYYY-MM-DD HH:MM[:SS]' (UTC), Unix epoch seconds (or ms/us/ns by size),
-'now', or relative to now: -15m, -2h, -1d. The range is widened to whole 5-minute blocks.
+    "Times (--from, --to; the same forms in every command): RFC 3339 (2026-11-22T12:05:00Z,
+offsets allowed), local wall-clock times in the zone of TZ ('2026-11-22 14:00[:SS]', a date
+2026-11-22), Unix epoch seconds (or ms/us/ns, told apart by size), 'now', or relative to
+now: -15m, -1d4h, '2h ago'. The range is widened to whole 5-minute blocks. The table shows
+times in UTC (--local: in TZ's zone); JSON and CSV in UTC.
 
 Condition (--condition): comparisons joined by and/or/not and parentheses, e.g.
   'sip = 10.0.0.0/8 and (dport = 443 or dport = 8000-8100) and not proto = udp'
@@ -51,12 +55,18 @@ pub struct QueryArgs {
         value_delimiter = ','
     )]
     pub iface: Vec<String>,
-    /// Start of the time range.
-    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last")]
-    pub from: Option<String>,
+    /// Start of the time range (forms below).
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last", allow_hyphen_values = true,
+          value_parser = parse_time)]
+    pub from: Option<u64>,
     /// End of the time range (exclusive).
-    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last")]
-    pub to: Option<String>,
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", conflicts_with = "last", allow_hyphen_values = true,
+          value_parser = parse_time)]
+    pub to: Option<u64>,
+    /// Show times in the table in the local zone (`TZ`) with its offset instead of UTC (JSON
+    /// and CSV stay in UTC).
+    #[arg(help_heading = topic::OUTPUT, long)]
+    pub local: bool,
     /// The time range is the last DURATION (e.g. 1h, 30m, 7d) up to now.
     #[arg(help_heading = topic::TIME, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub last: Option<u64>,
@@ -117,22 +127,10 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
             )
         })?),
     };
-    // The same time syntax as `trawl packets` (crate trawl-time).
-    let now = trawl_time::now_ns();
+    // The same time syntax as every command's (args::parse_time).
     let (from, to) = match a.last {
-        Some(d) => (now.saturating_sub(d), None),
-        None => (
-            match &a.from {
-                Some(t) => trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--from: {e}"))?,
-                None => 0,
-            },
-            match &a.to {
-                Some(t) => {
-                    Some(trawl_time::parse_instant(t, now).map_err(|e| anyhow!("--to: {e}"))?)
-                }
-                None => None,
-            },
-        ),
+        Some(d) => (trawl_time::now_ns().saturating_sub(d), None),
+        None => (a.from.unwrap_or(0), a.to),
     };
     // Whole blocks: the block holding `from` through the block holding the instant before `to`.
     let from_ns = from - from % BLOCK_NS;
@@ -166,7 +164,8 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     } else {
         let mut result = partial.finish(sort, (a.limit > 0).then_some(a.limit));
         result.elapsed = started.elapsed();
-        output::write(&result, format, &mut out).and_then(|()| out.flush())
+        let zone = if a.local { Zone::Local } else { Zone::Utc };
+        output::write(&result, format, zone, &mut out).and_then(|()| out.flush())
     };
     match written {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {

@@ -16,6 +16,7 @@ use trawl_flow::{FlowMeter, FlowSink, PacketOutcome};
 use trawl_ring::ProducerStats;
 
 use crate::flows::HiInput;
+use crate::progress::ProgressLine;
 
 /// Snap length filters are compiled for: libpcap's maximum, so `greater`/`less` and loads see
 /// whole packets.
@@ -234,22 +235,15 @@ pub(crate) fn passes(
     }
 }
 
-/// A one-line progress display on standard error, redrawn at most four times a second.
+/// The progress line of the CLI's own file loop ([`crate::progress::ProgressLine`]).
 pub(crate) struct Progress {
-    enabled: bool,
-    started: Instant,
-    last: Instant,
-    done_records: u64,
+    line: ProgressLine,
 }
 
 impl Progress {
     pub(crate) fn new(enabled: bool) -> Self {
-        let now = Instant::now();
         Progress {
-            enabled,
-            started: now,
-            last: now,
-            done_records: 0,
+            line: ProgressLine::new(enabled),
         }
     }
 
@@ -260,52 +254,28 @@ impl Progress {
         file_progress: Option<(u64, u64)>,
         report: &RunReport,
     ) {
-        if !self.enabled {
-            return;
-        }
-        let now = Instant::now();
-        if now.duration_since(self.last) < Duration::from_millis(250) {
-            return;
-        }
-        self.last = now;
         let packets = report.source.records + current.records;
-        self.done_records = packets;
-        let secs = now.duration_since(self.started).as_secs_f64().max(1e-9);
-        // A bar for the current file when its size is known, else just the counters.
-        let bar = file_progress.map_or_else(String::new, |(done, total)| file_bar(done, total));
-        eprint!(
-            "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
+        if packets == 0 || !self.line.due() {
+            return;
+        }
+        let (done, total) = file_progress.unwrap_or((0, 0));
+        let text = format!(
+            "file {}, {} packets ({}/s), {} MB, {} active flows",
             report.files_read,
             packets,
-            human(packets as f64 / secs),
+            human(packets as f64 / self.line.elapsed_s()),
             (report.source.captured_bytes + current.captured_bytes) / 1_000_000,
             meter.active_flows()
         );
+        self.line.draw(done, total, &text);
     }
 
-    pub(crate) fn done(&self) {
-        if self.enabled && self.done_records > 0 {
-            eprint!("\r\x1b[K");
-        }
+    pub(crate) fn done(&mut self) {
+        self.line.clear();
     }
 }
 
 pub use trawl_compose::human_rate as human;
-
-/// The progress bar of the current file, `[#####     ]  50% `, when its size is known (`total`
-/// bytes, `done` read); empty otherwise.
-pub fn file_bar(done: u64, total: u64) -> String {
-    if total == 0 {
-        return String::new();
-    }
-    let pct = (done as f64 / total as f64 * 100.0).min(100.0);
-    let filled = (pct / 5.0) as usize;
-    format!(
-        "[{}{}] {pct:3.0}% ",
-        "#".repeat(filled),
-        " ".repeat(20 - filled.min(20))
-    )
-}
 
 /// The exit code of a run: 1 when some input could not be read.
 pub fn exit_code(report: &RunReport) -> ExitCode {

@@ -15,7 +15,9 @@ use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_series::{SeriesFormat, SeriesWriter};
 
-use crate::flag::{parse_duration_ns, topic};
+use trawl_time::{Zone, NS_PER_SEC};
+
+use crate::flag::{parse_duration_ns, parse_time, topic, TimeFormat};
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -63,15 +65,23 @@ pub struct SubscribeArgs {
     /// The feed of the n-th capture interface (its group is GROUP+n).
     #[arg(help_heading = topic::INPUT, long, value_name = "N", default_value_t = 0)]
     pub slot: u16,
-    /// Only records from this time on (Unix seconds).
-    #[arg(help_heading = topic::TIME, long, value_name = "SECONDS")]
+    /// Only records from this time on: the forms of every command's time flags (RFC 3339,
+    /// `2026-11-22 14:00` in `TZ`, epoch seconds or ms/us/ns, `-15m`, `15m ago`).
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_time)]
     pub from: Option<u64>,
-    /// Only records before this time (Unix seconds).
-    #[arg(help_heading = topic::TIME, long, value_name = "SECONDS")]
+    /// Only records before this time (same forms).
+    #[arg(help_heading = topic::TIME, long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_time)]
     pub to: Option<u64>,
     /// Output: JSON lines (the fields of flow-record.md / series.md) or an aligned table.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+    /// Show the table's times in the local zone (`TZ`) with its offset instead of UTC.
+    #[arg(help_heading = topic::OUTPUT, long)]
+    pub local: bool,
+    /// JSON times (`first_ns`, `last_ns`, a row's `second`): integers, or RFC 3339 text in
+    /// UTC under the same names.
+    #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
     /// Stop after this many records.
     #[arg(help_heading = topic::RUN, long, value_name = "N")]
     pub count: Option<u64>,
@@ -94,6 +104,8 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     };
     let from = a.from.unwrap_or(0);
     let to = a.to.unwrap_or(u64::MAX);
+    let zone = if a.local { Zone::Local } else { Zone::Utc };
+    let rfc3339 = a.time_format == TimeFormat::Rfc3339;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut buf = Vec::with_capacity(4096);
     let mut seen = 0u64;
@@ -127,48 +139,41 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
                 }
             };
             let mut writer = RecordWriter::new(RecordFormat::Json, false);
+            writer.set_rfc3339_times(rfc3339);
             if a.format == Format::Table {
                 println!(
-                    "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} end",
+                    "{:<35} {:<6} {:>47} {:>47} {:>11} {:>11} {:>10} {:>10} end_reason",
                     "first",
                     "proto",
-                    "src",
-                    "dst",
-                    "fwd_pkts",
-                    "rev_pkts",
+                    "src_ip:src_port",
+                    "dst_ip:dst_port",
+                    "fwd_packets",
+                    "rev_packets",
                     "fwd_bytes",
                     "rev_bytes"
                 );
             }
-            feed::for_each_flow(
-                source,
-                from.saturating_mul(1_000_000_000)..to.saturating_mul(1_000_000_000),
-                |r| {
-                    match a.format {
-                        Format::Json => writer.write(r, &mut buf),
-                        Format::Table => {
-                            let line = format!(
-                                "{:<30} {:<6} {:>41} {:>41} {:>8} {:>8} {:>10} {:>10} {}\n",
-                                format!(
-                                    "{}.{:09}",
-                                    r.first_ns / 1_000_000_000,
-                                    r.first_ns % 1_000_000_000
-                                ),
-                                r.proto_name().to_string(),
-                                format!("{}:{}", r.src_ip, r.src_port),
-                                format!("{}:{}", r.dst_ip, r.dst_port),
-                                r.fwd.packets,
-                                r.rev.packets,
-                                r.fwd.bytes,
-                                r.rev.bytes,
-                                r.end_reason.name()
-                            );
-                            buf.extend_from_slice(line.as_bytes());
-                        }
+            feed::for_each_flow(source, from..to, |r| {
+                match a.format {
+                    Format::Json => writer.write(r, &mut buf),
+                    Format::Table => {
+                        let line = format!(
+                            "{:<35} {:<6} {:>47} {:>47} {:>11} {:>11} {:>10} {:>10} {}\n",
+                            trawl_time::rfc3339(r.first_ns, zone, true),
+                            r.proto_name().to_string(),
+                            format!("{}:{}", r.src_ip, r.src_port),
+                            format!("{}:{}", r.dst_ip, r.dst_port),
+                            r.fwd.packets,
+                            r.rev.packets,
+                            r.fwd.bytes,
+                            r.rev.bytes,
+                            r.end_reason.name()
+                        );
+                        buf.extend_from_slice(line.as_bytes());
                     }
-                    write(&mut buf)
-                },
-            )?
+                }
+                write(&mut buf)
+            })?
         }
         Kind::Series => {
             let source = match (&a.feed, &a.file) {
@@ -179,20 +184,26 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
                 }
                 (None, None) => bail!("give --feed GROUP:PORT or --file PATH"),
             };
-            let writer = SeriesWriter::new(SeriesFormat::Json);
+            let writer = SeriesWriter::new(SeriesFormat::Json).with_rfc3339_times(rfc3339);
             if a.format == Format::Table {
                 println!(
-                    "{:>10} {:>10} {:>14} {:>12} {:>10}",
+                    "{:<25} {:>10} {:>14} {:>12} {:>10}",
                     "second", "packets", "bytes", "active_flows", "new_flows"
                 );
             }
-            feed::for_each_series(source, from..to, |r| {
+            // Rows are whole seconds: those starting within [from, to).
+            let seconds = from.div_ceil(NS_PER_SEC)..to.div_ceil(NS_PER_SEC);
+            feed::for_each_series(source, seconds, |r| {
                 match a.format {
                     Format::Json => writer.write(r, &mut buf),
                     Format::Table => buf.extend_from_slice(
                         format!(
-                            "{:>10} {:>10} {:>14} {:>12} {:>10}\n",
-                            r.second, r.packets, r.bytes, r.active_flows, r.new_flows
+                            "{:<25} {:>10} {:>14} {:>12} {:>10}\n",
+                            trawl_time::rfc3339(r.second.saturating_mul(NS_PER_SEC), zone, false),
+                            r.packets,
+                            r.bytes,
+                            r.active_flows,
+                            r.new_flows
                         )
                         .as_bytes(),
                     ),

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use trawl_compose::{Document, Policy, Report};
 
-use crate::flag::{parse_duration_ns, topic};
+use crate::flag::{parse_duration_ns, topic, TimeFormat};
 
 pub const VOIP_HELP: &str = "Output: DIR/calls.jsonl (a record per call: Call-ID, From/To, user
 agents, setup and answer times, duration, end reason, streams, worst MOS) and DIR/rtp.jsonl (a
@@ -41,6 +41,10 @@ pub struct VoipArgs {
     /// Print the composition this command runs and exit.
     #[arg(help_heading = topic::OUTPUT, long)]
     pub print_composition: bool,
+    /// The records' instants (`invite_ns`, `first_ns`, ...): integers (ns since the epoch),
+    /// or RFC 3339 text in UTC under the same names.
+    #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
+    pub time_format: TimeFormat,
 }
 
 /// The composition `trawl voip` runs.
@@ -57,12 +61,15 @@ pub fn document(a: &VoipArgs) -> Document {
             "call_timeout",
             a.call_timeout.map(|ns| format!("{}ms", ns / 1_000_000)),
         );
+    let times = (a.time_format != TimeFormat::Ns).then_some(a.time_format.name());
     doc.block("calls_out", "event_writer")
         .set("path", path("calls.jsonl"))
-        .set("mode", "truncate");
+        .set("mode", "truncate")
+        .set_some("time_format", times);
     doc.block("rtp_out", "event_writer")
         .set("path", path("rtp.jsonl"))
-        .set("mode", "truncate");
+        .set("mode", "truncate")
+        .set_some("time_format", times);
     // SIP first: a batch's SDP reaches the table before the batch's RTP does.
     doc.connect(
         "file.packets",

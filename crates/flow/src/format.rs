@@ -29,6 +29,9 @@ pub struct RecordWriter {
     iface: Option<(Box<str>, Vec<u8>)>,
     /// Where a record is assembled; kept across records so it is not cleared each time.
     scratch: Box<[u8; RECORD_MAX]>,
+    /// `first_ns` / `last_ns` as RFC 3339 text (UTC, nanoseconds) instead of integers
+    /// (`--time-format rfc3339`).
+    rfc3339_times: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -134,7 +137,15 @@ impl RecordWriter {
             with_payload,
             iface: None,
             scratch: Box::new([0; RECORD_MAX]),
+            rfc3339_times: false,
         }
+    }
+
+    /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
+    /// (`"2026-11-26T14:00:00.000000001Z"`) instead of integers: for people and for tools that
+    /// read timestamps as text. The names stay; the integers are the default.
+    pub fn set_rfc3339_times(&mut self, on: bool) {
+        self.rfc3339_times = on;
     }
 
     /// Gives every record written from now on the field `iface` (after `vlan`) with the value
@@ -253,9 +264,9 @@ impl RecordWriter {
         c.key(key!("dst_mac"));
         c.mac(&r.dst_mac);
         c.key(key!("first_ns"));
-        c.uint(r.first_ns);
+        c.time(r.first_ns, self.rfc3339_times);
         c.key(key!("last_ns"));
-        c.uint(r.last_ns);
+        c.time(r.last_ns, self.rfc3339_times);
         c.key(key!("fwd_packets"));
         c.uint(r.fwd.packets);
         c.key(key!("rev_packets"));
@@ -427,6 +438,17 @@ impl<const JSON: bool> Cursor<'_, JSON> {
     fn quote(&mut self) {
         if JSON {
             self.lit(b"\"");
+        }
+    }
+
+    /// A time: ns since the epoch, or RFC 3339 text (a string in JSON).
+    fn time(&mut self, ns: u64, rfc3339: bool) {
+        if rfc3339 {
+            self.quote();
+            self.bytes(trawl_time::rfc3339(ns, trawl_time::Zone::Utc, true).as_bytes());
+            self.quote();
+        } else {
+            self.uint(ns);
         }
     }
 
@@ -698,6 +720,23 @@ mod tests {
             };
             c.ip(ip.parse().unwrap());
             assert_eq!(std::str::from_utf8(&c.buf[..c.pos]).unwrap(), ip);
+        }
+    }
+
+    #[test]
+    fn rfc3339_times_replace_first_and_last_only() {
+        for (format, quote) in [(RecordFormat::Json, "\""), (RecordFormat::Csv, "")] {
+            let mut w = RecordWriter::new(format, false);
+            w.set_rfc3339_times(true);
+            let mut out = Vec::new();
+            w.write(&record(), &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let r = record();
+            for ns in [r.first_ns, r.last_ns] {
+                let t = trawl_time::rfc3339(ns, trawl_time::Zone::Utc, true);
+                assert!(text.contains(&format!("{quote}{t}{quote}")), "{text}");
+                assert!(!text.contains(&format!("_ns\":{ns},")), "{text}");
+            }
         }
     }
 

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
 use trawl_flow::ProtoName;
-use trawl_store::layout::{Date, DAY_NS};
+use trawl_time::Zone;
 
 use crate::partial::{GroupKey, Metrics};
 use crate::plan::Attribute;
@@ -34,19 +34,13 @@ impl Format {
     }
 }
 
-/// `ns` as RFC 3339 UTC (`2026-11-22T12:05:00Z`).
+/// `ns` as RFC 3339 UTC (`2026-11-22T12:05:00Z`): the form of the `time` attribute in JSON
+/// and CSV, whatever zone the table shows.
 pub fn rfc3339(ns: u64) -> String {
-    let secs = (ns % DAY_NS) / 1_000_000_000;
-    format!(
-        "{}T{:02}:{:02}:{:02}Z",
-        Date::of(ns),
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    trawl_time::rfc3339(ns, Zone::Utc, false)
 }
 
-fn attr_text(a: Attribute, k: &GroupKey) -> String {
+fn attr_text(a: Attribute, k: &GroupKey, zone: Zone) -> String {
     match a {
         Attribute::Sip => k.sip.map(|x| x.to_string()),
         Attribute::Dip => k.dip.map(|x| x.to_string()),
@@ -55,7 +49,7 @@ fn attr_text(a: Attribute, k: &GroupKey) -> String {
         Attribute::Proto => k.proto.map(|p| ProtoName(p).to_string()),
         Attribute::Iface => k.iface.clone(),
         Attribute::Vlan => k.vlan.map(|x| x.to_string()),
-        Attribute::Time => k.time_ns.map(rfc3339),
+        Attribute::Time => k.time_ns.map(|t| trawl_time::rfc3339(t, zone, false)),
     }
     .unwrap_or_default()
 }
@@ -65,7 +59,7 @@ fn attr_json(a: Attribute, k: &GroupKey) -> Value {
         Attribute::Sport => json!(k.sport),
         Attribute::Dport => json!(k.dport),
         Attribute::Vlan => json!(k.vlan),
-        _ => Value::String(attr_text(a, k)),
+        _ => Value::String(attr_text(a, k, Zone::Utc)),
     }
 }
 
@@ -85,7 +79,7 @@ pub fn to_json(r: &QueryResult) -> Value {
         .map(|(k, m)| {
             let mut o = Map::new();
             for &a in &r.attributes {
-                o.insert(a.name().into(), attr_json(a, k));
+                o.insert(a.field().into(), attr_json(a, k));
             }
             metrics_json(m, &mut o);
             Value::Object(o)
@@ -117,15 +111,15 @@ pub fn to_json(r: &QueryResult) -> Value {
     })
 }
 
-/// Writes `r` in `format`.
-pub fn write(r: &QueryResult, format: Format, out: &mut dyn Write) -> io::Result<()> {
+/// Writes `r` in `format`; the table shows times in `zone` (JSON and CSV always in UTC).
+pub fn write(r: &QueryResult, format: Format, zone: Zone, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Json => {
             serde_json::to_writer(&mut *out, &to_json(r))?;
             writeln!(out)
         }
         Format::Csv => {
-            let mut header: Vec<&str> = r.attributes.iter().map(|a| a.name()).collect();
+            let mut header: Vec<&str> = r.attributes.iter().map(|a| a.field()).collect();
             header.extend([
                 "fwd_packets",
                 "rev_packets",
@@ -136,7 +130,7 @@ pub fn write(r: &QueryResult, format: Format, out: &mut dyn Write) -> io::Result
             writeln!(out, "{}", header.join(","))?;
             for (k, m) in &r.rows {
                 for a in &r.attributes {
-                    write!(out, "{},", attr_text(*a, k))?;
+                    write!(out, "{},", attr_text(*a, k, Zone::Utc))?;
                 }
                 writeln!(
                     out,
@@ -146,7 +140,7 @@ pub fn write(r: &QueryResult, format: Format, out: &mut dyn Write) -> io::Result
             }
             Ok(())
         }
-        Format::Table => table(r, out),
+        Format::Table => table(r, zone, out),
     }
 }
 
@@ -182,17 +176,17 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-fn table(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
-    let mut header: Vec<String> = r.attributes.iter().map(|a| a.name().to_string()).collect();
+fn table(r: &QueryResult, zone: Zone, out: &mut dyn Write) -> io::Result<()> {
+    let mut header: Vec<String> = r.attributes.iter().map(|a| a.field().to_string()).collect();
     let first_metric = header.len();
     header.extend(
         [
             "flows",
-            "pkts fwd",
-            "pkts rev",
+            "fwd_packets",
+            "rev_packets",
             "%",
-            "bytes fwd",
-            "bytes rev",
+            "fwd_bytes",
+            "rev_bytes",
             "%",
         ]
         .map(String::from),
@@ -200,7 +194,11 @@ fn table(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
     let t = &r.totals;
     let mut lines: Vec<Vec<String>> = vec![header];
     for (k, m) in &r.rows {
-        let mut l: Vec<String> = r.attributes.iter().map(|a| attr_text(*a, k)).collect();
+        let mut l: Vec<String> = r
+            .attributes
+            .iter()
+            .map(|a| attr_text(*a, k, zone))
+            .collect();
         l.extend([
             human_count(m.flows),
             human_count(m.fwd_packets),

@@ -43,6 +43,20 @@ impl Attribute {
         }
     }
 
+    /// Its name in query results (JSON keys, CSV and table headers): the flow record's field
+    /// name (`src_ip`, `dst_port`), so a query's output reads like the records it sums.
+    /// [`Attribute::name`] (goQuery's `sip`) stays the name of the serialised partial
+    /// aggregate, which other trawl processes read.
+    pub fn field(self) -> &'static str {
+        match self {
+            Attribute::Sip => "src_ip",
+            Attribute::Dip => "dst_ip",
+            Attribute::Sport => "src_port",
+            Attribute::Dport => "dst_port",
+            other => other.name(),
+        }
+    }
+
     /// Parses a name (`sip`, `src_ip`, ...).
     pub fn parse(s: &str) -> Option<Attribute> {
         Some(match s {

@@ -1,4 +1,6 @@
 //! Series rows as JSON lines or CSV. Field names are specified in `docs/specs/series.md`.
+use trawl_time::Zone;
+
 use crate::SeriesRow;
 
 /// Output format of series rows.
@@ -27,12 +29,24 @@ pub const FIELDS: [&str; 9] = [
 #[derive(Clone, Copy, Debug)]
 pub struct SeriesWriter {
     format: SeriesFormat,
+    /// `second` as RFC 3339 text (UTC) instead of an integer (`--time-format rfc3339`).
+    rfc3339_times: bool,
 }
 
 impl SeriesWriter {
     /// A writer of `format`.
     pub fn new(format: SeriesFormat) -> Self {
-        SeriesWriter { format }
+        SeriesWriter {
+            format,
+            rfc3339_times: false,
+        }
+    }
+
+    /// Writes `second` as RFC 3339 text in UTC (`"2026-11-26T14:00:00Z"`) instead of an
+    /// integer; the name stays.
+    pub fn with_rfc3339_times(mut self, on: bool) -> Self {
+        self.rfc3339_times = on;
+        self
     }
 
     /// The header line (CSV only).
@@ -69,6 +83,17 @@ impl SeriesWriter {
                 out.extend_from_slice(name.as_bytes());
                 out.extend_from_slice(b"\":");
             }
+            if i == 0 && self.rfc3339_times {
+                let text = trawl_time::rfc3339(v.saturating_mul(1_000_000_000), Zone::Utc, false);
+                if json {
+                    out.push(b'"');
+                }
+                out.extend_from_slice(text.as_bytes());
+                if json {
+                    out.push(b'"');
+                }
+                continue;
+            }
             out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
         }
         if json {
@@ -81,6 +106,25 @@ impl SeriesWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rfc3339_times_replace_the_second_only() {
+        let r = SeriesRow {
+            second: 1_764_165_600,
+            packets: 2,
+            ..SeriesRow::default()
+        };
+        let row = |format| {
+            let mut out = Vec::new();
+            SeriesWriter::new(format)
+                .with_rfc3339_times(true)
+                .write(&r, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert!(row(SeriesFormat::Json)
+            .starts_with("{\"second\":\"2025-11-26T14:00:00Z\",\"packets\":2,"));
+        assert!(row(SeriesFormat::Csv).starts_with("2025-11-26T14:00:00Z,2,"));
+    }
 
     #[test]
     fn json_and_csv_agree() {

@@ -1,18 +1,23 @@
 //! Time for trawl's on-disk layouts and command lines, without a calendar dependency.
 //!
 //! Every timestamp in trawl is `u64` nanoseconds since the Unix epoch, UTC. This crate turns
-//! them into civil dates (for `YYYY-MM-DD/HH` directories) and parses what users type after
-//! `--from` / `--to`: RFC 3339 (`2026-11-22T10:05:00Z`, `2026-11-22 10:05:00.25+01:00`, a bare
-//! date `2026-11-22`), epoch seconds (`1732269900`, `1732269900.5`), `now`, and relative forms
-//! (`-15m`, `-2h`, `-1d`, `-30s`, `-500ms`) counted back from "now"; and, for the same
-//! command lines and configuration files, spans (`30s`) and sizes (`64KiB`).
+//! them into civil dates (for `YYYY-MM-DD/HH` directories), shows them to people
+//! ([`rfc3339`], UTC or the local zone of `TZ`), and parses what users type after every
+//! command's time flags (`--from` / `--to`), in one place: RFC 3339 (`2026-11-22T10:05:00Z`,
+//! `2026-11-22 10:05:00.25+01:00`), local wall-clock times without a zone (`2026-11-22 14:00`,
+//! a bare date `2026-11-22`: in the zone of `TZ`, as goQuery reads them), epoch seconds
+//! (`1732269900`, `1732269900.5`) or milli-, micro- and nanoseconds (told apart by size),
+//! `now`, and relative forms counted back from "now" (`-15m`, `-1d4h`, `15m ago`); and, for
+//! the same command lines and configuration files, spans (`30s`) and sizes (`64KiB`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::fmt;
 
 pub mod limit;
+mod zone;
 pub use limit::{Limit, OutOfRange, Unit};
+pub use zone::{rfc3339, Zone};
 
 /// Nanoseconds per second.
 pub const NS_PER_SEC: u64 = 1_000_000_000;
@@ -130,7 +135,7 @@ impl fmt::Display for ParseError {
         write!(
             f,
             "invalid time '{}' at character {}: expected {} (forms: 2026-11-22T10:05:00Z, \
-             1732269900, -15m, now)",
+             '2026-11-22 14:00' (local, TZ), 1732269900, -15m, '1h ago', now)",
             self.input,
             self.position + 1,
             self.expected
@@ -140,8 +145,19 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Parses an instant as users write it; relative forms count back from `now_ns`.
+/// Parses an instant as users write it; relative forms count back from `now_ns`, times
+/// without a zone are wall-clock times in the local zone (`TZ`, else `/etc/localtime`).
 pub fn parse_instant(input: &str, now_ns: u64) -> Result<u64, ParseError> {
+    parse_instant_in(input, now_ns, &zone::local_offset_of)
+}
+
+/// [`parse_instant`] with the local zone given as a function from a wall-clock time to its
+/// offset from UTC in seconds (`None`: that time does not exist there, a daylight-saving gap).
+fn parse_instant_in(
+    input: &str,
+    now_ns: u64,
+    offset_of: &dyn Fn(&Civil) -> Option<i32>,
+) -> Result<u64, ParseError> {
     let s = input.trim();
     let err = |position: usize, expected: &'static str| ParseError {
         input: input.to_string(),
@@ -155,13 +171,17 @@ pub fn parse_instant(input: &str, now_ns: u64) -> Result<u64, ParseError> {
         return Ok(now_ns);
     }
     if let Some(rel) = s.strip_prefix('-') {
-        let back = parse_span(rel).map_err(|(p, e)| err(p + 1, e))?;
+        let back = parse_spans(rel).map_err(|(p, e)| err(p + 1, e))?;
+        return Ok(now_ns.saturating_sub(back));
+    }
+    if let Some(rel) = s.strip_suffix("ago") {
+        let back = parse_spans(rel.trim_end()).map_err(|(p, e)| err(p, e))?;
         return Ok(now_ns.saturating_sub(back));
     }
     let b = s.as_bytes();
-    // A date has a '-' at index 4; everything else that starts with digits is epoch seconds.
+    // A date has a '-' at index 4; everything else that starts with digits is epoch time.
     if b.len() >= 5 && b[4] == b'-' {
-        return parse_rfc3339(s).map_err(|(p, e)| err(p, e));
+        return parse_rfc3339(s, offset_of).map_err(|(p, e)| err(p, e));
     }
     parse_epoch(s).map_err(|(p, e)| err(p, e))
 }
@@ -196,6 +216,29 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         }
     };
     decimal_scaled(num, scale).ok_or_else(|| format!("duration '{s}' out of range"))
+}
+
+/// Spans one after the other, added up: `15m`, `1d4h`, `1h30m` (goQuery's relative times).
+fn parse_spans(s: &str) -> Result<u64, (usize, &'static str)> {
+    const UNIT: &str = "a unit (ns, us, ms, s, m, h, d)";
+    if s.is_empty() {
+        return Err((0, "a span such as 15m"));
+    }
+    let mut total = 0u64;
+    let mut at = 0;
+    while at < s.len() {
+        let rest = &s[at..];
+        let unit_at = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or((s.len(), UNIT))?;
+        let unit_end = rest[unit_at..]
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .map_or(rest.len(), |e| unit_at + e);
+        let span = parse_span(&rest[..unit_end]).map_err(|(p, e)| (at + p, e))?;
+        total = total.checked_add(span).ok_or((at, "a shorter span"))?;
+        at += unit_end;
+    }
+    Ok(total)
 }
 
 /// Parses a size like `4096`, `64KiB`, `4MiB`, `1g`, `2TiB` into bytes. Units are binary
@@ -261,15 +304,31 @@ fn decimal_scaled(num: &str, scale: u64) -> Option<u64> {
     Some(total)
 }
 
+/// Epoch time: seconds (with a fraction), or a whole number of milli-, micro- or nanoseconds
+/// told apart by size: 10^11 seconds is the year 5138, so a larger number is a finer unit.
 fn parse_epoch(s: &str) -> Result<u64, (usize, &'static str)> {
     if let Some(p) = s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
         return Err((p, "a digit of epoch seconds"));
     }
+    if !s.contains('.') {
+        let n: u64 = s.parse().map_err(|_| (0, "epoch seconds, ms, us or ns"))?;
+        let scale = match n {
+            0..=99_999_999_999 => NS_PER_SEC,
+            100_000_000_000..=99_999_999_999_999 => 1_000_000,
+            100_000_000_000_000..=99_999_999_999_999_999 => 1_000,
+            _ => 1,
+        };
+        return n.checked_mul(scale).ok_or((0, "a time before 2554"));
+    }
     decimal_scaled(s, NS_PER_SEC).ok_or((0, "epoch seconds"))
 }
 
-/// RFC 3339 / ISO 8601 subset: `YYYY-MM-DD[(T| )HH:MM[:SS[.frac]]][Z|±HH:MM]`; no zone = UTC.
-fn parse_rfc3339(s: &str) -> Result<u64, (usize, &'static str)> {
+/// RFC 3339 / ISO 8601 subset: `YYYY-MM-DD[(T| )HH:MM[:SS[.frac]]][Z|±HH:MM]`; without a zone,
+/// a wall-clock time in the zone `offset_of` describes.
+fn parse_rfc3339(
+    s: &str,
+    offset_of: &dyn Fn(&Civil) -> Option<i32>,
+) -> Result<u64, (usize, &'static str)> {
     let b = s.as_bytes();
     let digits = |at: usize, n: usize| -> Result<u32, (usize, &'static str)> {
         let mut v = 0u32;
@@ -309,7 +368,7 @@ fn parse_rfc3339(s: &str) -> Result<u64, (usize, &'static str)> {
         nanos: 0,
     };
     let mut i = 10;
-    let mut offset_s: i64 = 0;
+    let mut offset_s: Option<i64> = None;
     if i < b.len() {
         if b[i] != b'T' && b[i] != b't' && b[i] != b' ' {
             return Err((i, "'T' or a space before the time"));
@@ -353,7 +412,7 @@ fn parse_rfc3339(s: &str) -> Result<u64, (usize, &'static str)> {
         }
         match b.get(i) {
             None => {}
-            Some(b'Z') | Some(b'z') if i + 1 == b.len() => {}
+            Some(b'Z') | Some(b'z') if i + 1 == b.len() => offset_s = Some(0),
             Some(&sign @ (b'+' | b'-')) => {
                 let h = digits(i + 1, 2)?;
                 lit(i + 3, b':', "':' in the zone offset")?;
@@ -362,13 +421,21 @@ fn parse_rfc3339(s: &str) -> Result<u64, (usize, &'static str)> {
                     return Err((i, "a zone offset ±HH:MM at the end"));
                 }
                 let off = i64::from(h * 3600 + m * 60);
-                offset_s = if sign == b'+' { off } else { -off };
+                offset_s = Some(if sign == b'+' { off } else { -off });
             }
             Some(_) => return Err((i, "'Z', a zone offset, or the end")),
         }
     }
     let leap = u64::from(c.second == 60);
     c.second -= leap as u8;
+    let offset_s = match offset_s {
+        Some(o) => o,
+        None => i64::from(offset_of(&c).ok_or((
+            0,
+            "a wall-clock time that exists in the local zone (this one is skipped by a \
+             daylight-saving change; give a zone offset)",
+        ))?),
+    };
     let local = c.to_unix_ns().ok_or((0, "a time between 1970 and 2554"))? + leap * NS_PER_SEC;
     let utc = local as i128 - i128::from(offset_s) * i128::from(NS_PER_SEC);
     u64::try_from(utc).map_err(|_| (0, "a time after 1970"))
@@ -456,7 +523,7 @@ mod tests {
 
     #[test]
     fn parses_every_form() {
-        let p = |s: &str| parse_instant(s, NOW).unwrap();
+        let p = |s: &str| parse_instant_in(s, NOW, &|_| Some(0)).unwrap();
         assert_eq!(p("2024-11-22T10:05:00Z"), NOW);
         assert_eq!(p("2024-11-22t10:05:00z"), NOW);
         assert_eq!(p("2024-11-22 10:05"), NOW);
@@ -472,6 +539,47 @@ mod tests {
         assert_eq!(p("-1.5h"), NOW - 5400 * NS_PER_SEC);
         assert_eq!(p("-2d"), NOW - 2 * 86_400 * NS_PER_SEC);
         assert_eq!(p("-250ms"), NOW - 250_000_000);
+    }
+
+    /// A zone one hour east of UTC, for wall-clock times without `TZ`.
+    fn plus_one(_: &Civil) -> Option<i32> {
+        Some(3600)
+    }
+
+    #[test]
+    fn wall_clock_times_without_a_zone_are_local() {
+        let p = |s: &str| parse_instant_in(s, NOW, &plus_one).unwrap();
+        assert_eq!(p("2024-11-22 11:05"), NOW);
+        assert_eq!(p("2024-11-22T11:05:00"), NOW);
+        assert_eq!(p("2024-11-22"), NOW - (11 * 3600 + 5 * 60) * NS_PER_SEC);
+        // A zone given wins over the local one.
+        assert_eq!(p("2024-11-22T10:05:00Z"), NOW);
+        assert_eq!(p("2024-11-22T12:05:00+02:00"), NOW);
+        let gap = parse_instant_in("2024-11-22 11:05", NOW, &|_| None).unwrap_err();
+        assert!(gap.expected.contains("daylight-saving"), "{gap}");
+    }
+
+    #[test]
+    fn epoch_units_are_told_apart_by_size() {
+        let p = |s: &str| parse_instant(s, NOW).unwrap();
+        assert_eq!(p("1732269900"), NOW);
+        assert_eq!(p("1732269900250"), NOW + 250_000_000);
+        assert_eq!(p("1732269900250000"), NOW + 250_000_000);
+        assert_eq!(p("1732269900250000001"), NOW + 250_000_001);
+        assert_eq!(p("0"), 0);
+    }
+
+    #[test]
+    fn relative_times_combine_units_and_read_ago() {
+        let p = |s: &str| parse_instant(s, NOW).unwrap();
+        assert_eq!(p("-1d4h"), NOW - 28 * 3600 * NS_PER_SEC);
+        assert_eq!(p("-1h30m"), NOW - 5400 * NS_PER_SEC);
+        assert_eq!(p("15m ago"), NOW - 900 * NS_PER_SEC);
+        assert_eq!(p("1h30m ago"), NOW - 5400 * NS_PER_SEC);
+        assert_eq!(p("2d ago"), NOW - 2 * 86_400 * NS_PER_SEC);
+        assert!(parse_instant("ago", NOW).is_err());
+        assert!(parse_instant("-1h30", NOW).is_err());
+        assert!(parse_instant("5 parsecs ago", NOW).is_err());
     }
 
     #[test]

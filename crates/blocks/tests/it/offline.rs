@@ -90,6 +90,7 @@ fn meter_composition(file: &Path, out: &Path, split_threads: bool, capacity: usi
         type = "series_writer"
         pool = "{pool_out}"
         path = "{rows}"
+        format = "csv"
         mode = "truncate"
         [[connection]]
         from = "src.packets"
@@ -172,7 +173,7 @@ fn parallel_chains_merge_their_series_second_by_second() {
     }
     text += &format!(
         "[[block]]\nname = \"merge\"\ntype = \"series_merge\"\npool = \"out\"\n\
-         [[block]]\nname = \"rows\"\ntype = \"series_writer\"\npool = \"out\"\npath = \"{}\"\n\
+         [[block]]\nname = \"rows\"\ntype = \"series_writer\"\npool = \"out\"\npath = \"{}\"\nformat = \"csv\"\n\
          [[connection]]\nfrom = \"merge.series\"\nto = \"rows.series\"\n",
         p(dir.path(), "merged.csv")
     );

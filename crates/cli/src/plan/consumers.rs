@@ -8,7 +8,7 @@
 //! ```
 //! With several gates each has its own meter (`meter0`, `meter1`, ...); their records all go
 //! to the one writer (and store), their rows through a `series_merge`.
-use trawl_blocks::output::TextFormat;
+use trawl_blocks::output::{TextFormat, TimeFormat};
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
 use trawl_flow::FlowConfig;
@@ -20,6 +20,8 @@ use super::span;
 pub struct TextOut {
     pub path: String,
     pub format: TextFormat,
+    /// `--time-format`.
+    pub time_format: TimeFormat,
     /// Append to what the file holds (a monitor's record file) instead of truncating it (a
     /// one-shot command's output, as `tcpdump -w`).
     pub append: bool,
@@ -131,5 +133,10 @@ fn writer(doc: &mut Document, name: &str, type_name: &str, out: &TextOut) {
     doc.block(name, type_name)
         .set("path", out.path.as_str())
         .set("format", out.format.name())
-        .set("mode", if out.append { "append" } else { "truncate" });
+        .set("mode", if out.append { "append" } else { "truncate" })
+        // Only when asked: the printed composition of the default stays as it was.
+        .set_some(
+            "time_format",
+            (out.time_format != TimeFormat::Ns).then_some(out.time_format.name()),
+        );
 }

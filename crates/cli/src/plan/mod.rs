@@ -9,11 +9,12 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use trawl_compose::{Document, MessageKind, Report};
+use trawl_compose::{BlockReport, Document, MessageKind, Report};
 use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
-use crate::run::{file_bar, human, RunReport};
+use crate::progress::{draw_composition, ProgressLine};
+use crate::run::{human, RunReport};
 
 pub mod consumers;
 pub mod files;
@@ -39,10 +40,12 @@ pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
     let started = Instant::now();
     let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
     if let Some(source) = progress {
-        let mut line = Progress::default();
+        let mut line = ProgressLine::new(true);
         while !running.is_finished() {
             std::thread::sleep(Duration::from_millis(50));
-            line.draw(&running.report(), source, started);
+            if line.due() {
+                draw_composition(&mut line, &running.report(), source, packets_text);
+            }
         }
         line.clear();
     }
@@ -122,58 +125,31 @@ pub fn meters(f: &Finished, names: &[String]) -> (MeterStats, TableSize, Option<
     (stats, table, series)
 }
 
-/// A one-line progress display on standard error, redrawn at most four times a second, from
-/// the source's counters.
-#[derive(Default)]
-struct Progress {
-    last: Option<Instant>,
-    drawn: bool,
-}
-
-impl Progress {
-    fn draw(&mut self, report: &Report, source: &str, started: Instant) {
-        let now = Instant::now();
-        if self
-            .last
-            .is_some_and(|l| now.duration_since(l) < Duration::from_millis(250))
-        {
-            return;
-        }
-        self.last = Some(now);
-        let Some(b) = report.block(source) else {
-            return;
-        };
-        let c = |name: &str| b.counter(name).unwrap_or(0);
-        let packets = c("records");
-        if packets == 0 {
-            return;
-        }
-        let active: u64 = report
-            .blocks
-            .iter()
-            .filter(|b| b.type_name == "flow_meter")
-            .map(|b| b.counter("active_flows").unwrap_or(0))
-            .sum();
-        let secs = now.duration_since(started).as_secs_f64().max(1e-9);
-        // A bar for the current file when its size is known, else just the counters.
-        let (done, total) = (c("progress_bytes"), c("progress_total"));
-        let bar = file_bar(done, total);
-        eprint!(
-            "\r\x1b[K{bar}file {}, {} packets ({}/s), {} MB, {} active flows",
-            c("files"),
-            packets,
-            human(packets as f64 / secs),
-            c("captured_bytes") / 1_000_000,
-            active
-        );
-        self.drawn = true;
+/// The progress text of a file command: files, packets and their rate, megabytes, and the
+/// meters' active flows (when the plan has meters).
+fn packets_text(report: &Report, source: &BlockReport, secs: f64) -> Option<String> {
+    let c = |name: &str| source.counter(name).unwrap_or(0);
+    let packets = c("records");
+    if packets == 0 {
+        return None;
     }
-
-    fn clear(&self) {
-        if self.drawn {
-            eprint!("\r\x1b[K");
-        }
-    }
+    let meters = report.blocks.iter().filter(|b| b.type_name == "flow_meter");
+    let active: u64 = meters
+        .clone()
+        .map(|b| b.counter("active_flows").unwrap_or(0))
+        .sum();
+    let flows = if meters.count() > 0 {
+        format!(", {active} active flows")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "file {}, {} packets ({}/s), {} MB{flows}",
+        c("files"),
+        packets,
+        human(packets as f64 / secs),
+        c("captured_bytes") / 1_000_000,
+    ))
 }
 
 #[cfg(test)]

@@ -18,10 +18,9 @@ fn syn_frame(src: [u8; 4], dst: [u8; 4], sport: u16) -> Vec<u8> {
     f
 }
 
-#[test]
-fn detect_synflood_reports_injected_flood_only() {
-    // android.pcap (Ethernet, 25 real SYNs over 102 s) plus 400 SYN/s to 10.9.9.9 for 6 s
-    // from 20 s in, written as one capture.
+/// android.pcap (Ethernet, 25 real SYNs over 102 s) plus 400 SYN/s to 10.9.9.9 for 6 s
+/// from 20 s in, written as one capture `dir/flood.pcap`; its path and the flood's start.
+pub(crate) fn flood_capture(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
     let mut source = FileSource::open(testdata("pcaps/android.pcap")).expect("open");
     let mut packets = Vec::new();
     while let Some(batch) = source.next_batch().expect("read") {
@@ -40,8 +39,7 @@ fn detect_synflood_reports_injected_flood_only() {
         ));
     }
     packets.sort_by_key(|p| p.0);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("flood.pcap");
+    let path = dir.join("flood.pcap");
     let file = std::fs::File::create(&path).expect("create");
     let mut w =
         PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535).expect("writer");
@@ -49,7 +47,13 @@ fn detect_synflood_reports_injected_flood_only() {
         w.write(*ts, data.len() as u32, data).expect("write");
     }
     w.finish().expect("flush");
+    (path, flood_start)
+}
 
+#[test]
+fn detect_synflood_reports_injected_flood_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (path, flood_start) = flood_capture(dir.path());
     let run = |file: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
             .args(["detect", "synflood", "-r", file])

@@ -1593,7 +1593,7 @@ fn collected_records_go_into_the_flow_database() {
         .map(|r| {
             let n = |k: &str| r[k].as_u64().unwrap();
             (
-                r["sip"].as_str().unwrap().to_string(),
+                r["src_ip"].as_str().unwrap().to_string(),
                 [
                     n("fwd_packets"),
                     n("rev_packets"),

@@ -563,10 +563,13 @@ mod depth;
 mod detect;
 mod dump;
 mod export;
+mod fields;
 mod live;
 mod modules;
 mod outputs;
+mod progress;
 mod store;
+mod times;
 mod voip;
 mod voip_sipp;
 

@@ -207,6 +207,7 @@ fn live_composition(dir: &Path, lab: &VethLab) -> PathBuf {
             [[block]]
             name = "series"
             type = "series_writer"
+            format = "csv"
             path = "{}"
             [[connection]]
             from = "capture.packets"

@@ -112,6 +112,17 @@ fn naive(db: &Db, attrs: &[&str], keep: &dyn Fn(&str, &TestFlow) -> bool) -> Tab
     t
 }
 
+/// The key a query's result gives an attribute: the flow record's field name (issue 19).
+fn field_name(attr: &str) -> &str {
+    match attr {
+        "sip" => "src_ip",
+        "dip" => "dst_ip",
+        "sport" => "src_port",
+        "dport" => "dst_port",
+        other => other,
+    }
+}
+
 /// The query's rows as a table. `time` comes back as RFC 3339; it is turned into ns by the
 /// blocks' own arithmetic (minutes of the day), so the comparison stays exact.
 fn from_json(v: &Value, attrs: &[&str]) -> Table {
@@ -119,7 +130,7 @@ fn from_json(v: &Value, attrs: &[&str]) -> Table {
     for r in v["rows"].as_array().unwrap() {
         let key: Vec<String> = attrs
             .iter()
-            .map(|a| match &r[*a] {
+            .map(|a| match &r[field_name(a)] {
                 Value::String(s) if *a == "time" => rfc3339_ns(s).to_string(),
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
