@@ -206,7 +206,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
                 let records = b.counter("records").unwrap_or(0);
                 Some(format!(
                     "{records} records ({}/s)",
-                    crate::run::human(records as f64 / secs)
+                    trawl_compose::human_rate(records as f64 / secs)
                 ))
             });
         }

@@ -458,7 +458,7 @@ impl Feed {
                 }
                 if line.due() {
                     let (done, total) = src.progress().unwrap_or((0, 0));
-                    let rate = crate::run::human(self.packets_in as f64 / line.elapsed_s());
+                    let rate = trawl_compose::human_rate(self.packets_in as f64 / line.elapsed_s());
                     let text = format!("file {}, {} packets ({rate}/s)", i + 1, self.packets_in);
                     line.draw(done, total, &text);
                 }
@@ -617,7 +617,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
         }
         if line.due() {
             let done = p.ts_ns.saturating_sub(span.0);
-            let rate = crate::run::human(written as f64 / line.elapsed_s());
+            let rate = trawl_compose::human_rate(written as f64 / line.elapsed_s());
             let text = format!("{written} packets ({rate}/s)");
             line.draw_position(done, span.1.saturating_sub(span.0), &text);
         }

@@ -375,7 +375,7 @@ pub fn run(
             eprint!(
                 "\r\x1b[K{} packets ({}/s) on {} worker(s)",
                 p,
-                crate::run::human(p as f64 / secs),
+                trawl_compose::human_rate(p as f64 / secs),
                 n
             );
         }
@@ -655,7 +655,7 @@ fn status_line(seen: &Seen, started: Instant, rings: &[(String, trawl_ring::Ring
     let mut line = format!(
         "trawl: {:.0}s: {packets} packets ({}/s), {} kernel drops",
         secs,
-        crate::run::human(packets as f64 / secs),
+        trawl_compose::human_rate(packets as f64 / secs),
         seen.kernel_drops.load(Ordering::Relaxed)
     );
     for (name, ring) in rings {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use trawl_compose::{BlockReport, Report};
 
-use crate::run::human;
+use trawl_compose::human_rate;
 
 /// How often the line is redrawn at most.
 const REDRAW: Duration = Duration::from_millis(250);
@@ -109,7 +109,7 @@ fn bar(done: u64, total: u64, secs: f64, unit: Option<&str>) -> String {
     } else {
         "?".into()
     };
-    let rate = unit.map_or_else(String::new, |u| format!("{}{u}/s ", human(rate)));
+    let rate = unit.map_or_else(String::new, |u| format!("{}{u}/s ", human_rate(rate)));
     format!(
         "[{}{}] {pct:3.0}% {rate}ETA {eta} ",
         "#".repeat(filled),

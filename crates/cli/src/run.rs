@@ -263,7 +263,7 @@ impl Progress {
             "file {}, {} packets ({}/s), {} MB, {} active flows",
             report.files_read,
             packets,
-            human(packets as f64 / self.line.elapsed_s()),
+            trawl_compose::human_rate(packets as f64 / self.line.elapsed_s()),
             (report.source.captured_bytes + current.captured_bytes) / 1_000_000,
             meter.active_flows()
         );
@@ -274,8 +274,6 @@ impl Progress {
         self.line.clear();
     }
 }
-
-pub use trawl_compose::human_rate as human;
 
 /// The exit code of a run: 1 when some input could not be read.
 pub fn exit_code(report: &RunReport) -> ExitCode {

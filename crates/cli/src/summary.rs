@@ -4,7 +4,9 @@ use trawl_flow::{EndReason, MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
 use crate::flag::SummaryFormat;
-use crate::run::{human, RunReport};
+use trawl_compose::human_rate;
+
+use crate::run::RunReport;
 
 pub fn print(
     command: &str,
@@ -134,7 +136,7 @@ pub fn print_with(
                 m.flows_created,
                 m.records_total(),
                 secs,
-                human(m.packets as f64 / secs)
+                human_rate(m.packets as f64 / secs)
             );
             if m.packets > 0 && m.outcomes.total() == 0 {
                 // `trawl run` with no flow or series output counts packets only.

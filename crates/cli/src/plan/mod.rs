@@ -14,7 +14,9 @@ use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
 use crate::progress::{draw_composition, ProgressLine};
-use crate::run::{human, RunReport};
+use trawl_compose::human_rate;
+
+use crate::run::RunReport;
 
 pub mod consumers;
 pub mod files;
@@ -147,7 +149,7 @@ fn packets_text(report: &Report, source: &BlockReport, secs: f64) -> Option<Stri
         "file {}, {} packets ({}/s), {} MB{flows}",
         c("files"),
         packets,
-        human(packets as f64 / secs),
+        human_rate(packets as f64 / secs),
         c("captured_bytes") / 1_000_000,
     ))
 }

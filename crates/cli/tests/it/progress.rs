@@ -100,7 +100,7 @@ fn long_commands_show_progress_on_a_terminal_and_not_in_a_pipe() {
         ),
         (
             "packets",
-            vec!["packets", "-d", &store, "-w", &out, "--summary", "none"],
+            vec!["packets", "-r", &store, "-w", &out, "--summary", "none"],
         ),
     ];
     for (name, args) in &commands {

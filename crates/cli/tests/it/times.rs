@@ -179,7 +179,7 @@ fn packets_takes_every_time_form() {
     ));
     let out = dir.path().join("out.pcap");
     let packets = |from: &str, to: &str, tz: &str| -> String {
-        let mut args = vec!["packets", "-d", store, "-w", out.to_str().unwrap()];
+        let mut args = vec!["packets", "-r", store, "-w", out.to_str().unwrap()];
         if !from.is_empty() {
             args.extend(["--from", from, "--to", to]);
         }
@@ -274,7 +274,7 @@ fn a_bad_time_names_the_forms() {
         &["query", "-d", "/nonexistent", "--from", "yesterday"][..],
         &[
             "packets",
-            "-d",
+            "-r",
             "/nonexistent",
             "-w",
             "/dev/null",
