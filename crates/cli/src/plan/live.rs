@@ -195,18 +195,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         }
     }
     if let Some(d) = &plan.dump_settings {
-        let dir = d.dir.as_ref().expect("a store has a directory");
-        doc.block("dump", "dumper")
-            .on("outputs", Some(0))
-            .set("dir", dir.display().to_string())
-            .set_some("segment_size", d.segment_size.as_deref())
-            .set_some("segment_time", d.segment_time.as_deref())
-            .set_some("write_block", d.write_block.as_deref())
-            .set_some("cutoff", d.cutoff.as_deref())
-            .set_some("host_index", d.host_index)
-            .set_some("direct_io", d.direct_io)
-            .set_some("retention_size", d.retention_size.as_deref())
-            .set_some("retention_age", d.retention_age.as_deref());
+        crate::dump::add_dumper(&mut doc, "dump", d).on("outputs", Some(0));
     }
     if let Some((path, format)) = &plan.flows {
         doc.block("flows_out", "flow_writer")
