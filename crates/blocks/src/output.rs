@@ -10,6 +10,7 @@ use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -142,6 +143,9 @@ impl Drop for Hangup {
 /// Bytes collected before a write: large enough that writing costs one syscall per MiB.
 const CHUNK: usize = 1 << 20;
 
+/// Longest that written output waits in the buffer ([`OutputFile::flush_if_stale`]).
+pub const FLUSH_AFTER: Duration = Duration::from_secs(1);
+
 /// A buffered output file (or standard output for `-`) that keeps the first write error
 /// instead of failing each write, so a block can report it once; files reopen at their path
 /// on SIGHUP ([`OutputFile::reopen_if_asked`]).
@@ -152,6 +156,8 @@ pub struct OutputFile {
     path: String,
     first_line: Option<String>,
     hangup: Option<Hangup>,
+    /// When the buffer was last written out (or the file opened).
+    flushed_at: Instant,
 }
 
 impl OutputFile {
@@ -172,6 +178,7 @@ impl OutputFile {
             path: path.to_string(),
             first_line,
             hangup,
+            flushed_at: Instant::now(),
         })
     }
 
@@ -239,8 +246,19 @@ impl OutputFile {
         }
     }
 
+    /// Writes out what has waited in the buffer for [`FLUSH_AFTER`] or longer: a writer
+    /// calls it from its timer, so a reader of the file (`tail -f` on a collector's output)
+    /// sees records within a second while few arrive, as it would with every write flushed.
+    pub fn flush_if_stale(&mut self) -> Result<(), String> {
+        if self.buf.is_empty() || self.flushed_at.elapsed() < FLUSH_AFTER {
+            return Ok(());
+        }
+        self.flush()
+    }
+
     /// Writes everything buffered.
     pub fn flush(&mut self) -> Result<(), String> {
+        self.flushed_at = Instant::now();
         if self.error.is_none() {
             if let Err(e) = self
                 .inner

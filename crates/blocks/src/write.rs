@@ -12,8 +12,9 @@ use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
 use crate::output::{check_header, FileMode, OutputFile};
 use crate::series::TextFormat;
 
-/// How often a writer looks whether SIGHUP asked it to reopen its file: soon enough that what
-/// was written before the signal is in the rotated file when logrotate goes on.
+/// How often a writer looks whether SIGHUP asked it to reopen its file (soon enough that what
+/// was written before the signal is in the rotated file when logrotate goes on) and whether
+/// its buffer waited long enough to be written out ([`OutputFile::flush_if_stale`]).
 pub(crate) const REOPEN_CHECK: Duration = Duration::from_millis(100);
 
 /// Writes flow records as JSON lines or CSV (the fields of `trawl flows`).
@@ -70,9 +71,7 @@ impl Block for FlowFileWriter {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        if self.out.reopens() {
-            ctx.every(REOPEN_CHECK);
-        }
+        ctx.every(REOPEN_CHECK);
         Ok(())
     }
 
@@ -83,8 +82,10 @@ impl Block for FlowFileWriter {
                 self.writer.write_header(self.out.buf())
             }
             Ok(_) => {}
-            Err(e) => ctx.fail(e),
+            Err(e) => return ctx.fail(e),
         }
+        let flushed = self.out.flush_if_stale();
+        self.out.settle(flushed, ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -184,16 +185,16 @@ impl Block for EventFileWriter {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        if self.out.reopens() {
-            ctx.every(REOPEN_CHECK);
-        }
+        ctx.every(REOPEN_CHECK);
         Ok(())
     }
 
     fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
         if let Err(e) = self.out.reopen_if_asked() {
-            ctx.fail(e);
+            return ctx.fail(e);
         }
+        let flushed = self.out.flush_if_stale();
+        self.out.settle(flushed, ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {

@@ -283,7 +283,11 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
         SummaryFormat::None => {}
         SummaryFormat::Json => {
             let mut json = dump_json(&stats, r, read, filtered, secs, &errors);
-            json["filter_warnings"] = serde_json::json!(input.filter_warnings);
+            // Only where a filter could not apply to a file (before issue 19 that refused the
+            // run), so the summary is otherwise as it was.
+            if !input.filter_warnings.is_empty() {
+                json["filter_warnings"] = serde_json::json!(input.filter_warnings);
+            }
             eprintln!("{json}");
         }
         SummaryFormat::Text => {
