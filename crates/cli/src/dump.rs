@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
-use trawl_compose::{BlockBuilder, Document, Policy};
+use trawl_compose::{Document, Policy};
 use trawl_packets::{
     set_io_priority, Budget, CutoffStats, DumperConfig, DumperStats, IoPriority, PacketStore,
     RetentionStats, Selection,
@@ -330,19 +330,21 @@ fn dump_plan(a: &DumpArgs) -> Document {
     }
     let mut s = a.store.clone();
     s.dir = Some(a.dir.clone());
-    let b = add_dumper(&mut doc, STORE, &s);
-    if a.via_ring {
-        b.on("outputs", Some(0));
-    }
+    add_dumper(&mut doc, STORE, a.via_ring.then_some("outputs"), &s);
     doc.connect(&gate, &[&format!("{STORE}.packets")], Policy::Wait);
     doc
 }
 
-/// A `dumper` block named `name` with the store settings `s` (its `dir` set), as `trawl dump`
-/// and the monitor (`trawl run --dump`) store packets.
-pub fn add_dumper<'d>(doc: &'d mut Document, name: &str, s: &StoreSettings) -> BlockBuilder<'d> {
+/// A `dumper` block named `name` with the store settings `s` (its `dir` set), on the first
+/// thread of `pool` if given, as `trawl dump` and the monitor (`trawl run --dump`) store
+/// packets.
+pub fn add_dumper(doc: &mut Document, name: &str, pool: Option<&str>, s: &StoreSettings) {
     let dir = s.dir.as_ref().expect("a store has a directory");
-    doc.block(name, "dumper")
+    let mut b = doc.block(name, "dumper");
+    if let Some(pool) = pool {
+        b = b.on(pool, Some(0));
+    }
+    let _ = b
         .set("dir", dir.display().to_string())
         .set_some("segment_size", s.segment_size.as_deref())
         .set_some("segment_time", s.segment_time.as_deref())
@@ -351,7 +353,7 @@ pub fn add_dumper<'d>(doc: &'d mut Document, name: &str, s: &StoreSettings) -> B
         .set_some("host_index", s.host_index)
         .set_some("direct_io", s.direct_io)
         .set_some("retention_size", s.retention_size.as_deref())
-        .set_some("retention_age", s.retention_age.as_deref())
+        .set_some("retention_age", s.retention_age.as_deref());
 }
 
 /// The store's counters as a JSON object (the `trawl dump` summary, the `dump` section of the
