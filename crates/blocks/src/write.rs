@@ -1,6 +1,5 @@
 //! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::fs::File;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -221,7 +220,7 @@ impl Block for EventFileWriter {
 /// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`).
 pub struct PcapFileWriter {
     path: String,
-    writer: Option<PcapWriter<BufWriter<File>>>,
+    writer: Option<PcapWriter<OutputFile>>,
     link_type: Option<LinkType>,
 }
 
@@ -263,16 +262,8 @@ impl Block for PcapFileWriter {
         };
         for p in b.batch().iter() {
             if self.writer.is_none() {
-                match OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(&self.path)
-                {
-                    Ok(f) => match PcapWriter::new(
-                        BufWriter::with_capacity(1 << 20, f),
-                        p.link_type,
-                        trawl_capture::MAX_SNAPLEN,
-                    ) {
+                match OutputFile::create(std::path::Path::new(&self.path)) {
+                    Ok(f) => match PcapWriter::new(f, p.link_type, trawl_capture::MAX_SNAPLEN) {
                         Ok(w) => {
                             self.writer = Some(w);
                             self.link_type = Some(p.link_type);
@@ -301,7 +292,7 @@ impl Block for PcapFileWriter {
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(w) = self.writer.take() {
-            if let Err(e) = w.finish().and_then(|mut f| f.flush()) {
+            if let Err(e) = w.finish().and_then(OutputFile::finish) {
                 ctx.fail(format!("cannot write {}: {e}", self.path));
             }
         }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
+use trawl_blocks::output::OutputFile;
 use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
 use trawl_compose::{Document, Policy};
 use trawl_packets::{
@@ -493,8 +494,8 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let started = Instant::now();
     // Decided before the file is created: a pcap file holds one link type.
     let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
-    let out = crate::args::open_output(&a.write)?;
-    let sink = std::io::BufWriter::with_capacity(1 << 20, out);
+    let sink = OutputFile::create(&a.write)
+        .with_context(|| format!("cannot create output file {}", a.write.display()))?;
     let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
