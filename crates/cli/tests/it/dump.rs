@@ -1127,3 +1127,52 @@ fn dump_prints_the_composition_it_runs() {
     assert_eq!(a, b);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_dump_summary_reads_retention_and_cutoff_back_from_the_run() {
+    // The summary's counters come from the dumper block's report: they must say what is in
+    // the store.
+    let dir = tempdir("dump-counters");
+    let input = gunzip(
+        &trawl_testkit::testdata("oracle/many-protocols.pcap.gz"),
+        &dir,
+    );
+    let store = dir.join("store");
+    let sum = ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--segment-size",
+        "64KiB",
+        "--retention-size",
+        "300KiB",
+        "--cutoff",
+        "2KiB",
+        "--summary",
+        "json",
+    ]));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let cut = &sum["cutoff"];
+    assert!(
+        n(&cut["packets_cut"]) > 0 && n(&cut["flows_cut"]) > 0,
+        "{sum}"
+    );
+    assert_eq!(
+        n(&sum["packets_written"]) + n(&cut["packets_cut"]),
+        n(&sum["packets_read"])
+    );
+    let r = &sum["retention"];
+    assert!(n(&r["deleted_for_budget"]) > 0, "{sum}");
+    let segments: Vec<PathBuf> = walk(&store)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    assert_eq!(n(&r["stored_segments"]), segments.len() as u64, "{sum}");
+    assert_eq!(
+        n(&r["stored_segments"]) + n(&r["deleted_for_budget"]),
+        n(&sum["segments"])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
