@@ -256,6 +256,21 @@ impl Block for PcapFileWriter {
         })
     }
 
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        ctx.every(REOPEN_CHECK);
+        Ok(())
+    }
+
+    /// Packets that waited a second in the buffer go to the file (a reader of a live
+    /// capture's file sees them).
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        if let Some(w) = self.writer.as_mut() {
+            let out = w.get_mut();
+            let flushed = out.flush_if_stale();
+            out.settle(flushed, ctx);
+        }
+    }
+
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
         let Some(b) = msg.get::<PacketBatch>() else {
             return;
