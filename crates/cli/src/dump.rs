@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_blocks::output::OutputFile;
 use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
-use trawl_compose::{Document, Policy};
+use trawl_compose::{BlockReport, Document, Policy};
 use trawl_packets::{
     set_io_priority, Budget, CutoffStats, DumperConfig, DumperStats, IoPriority, PacketStore,
     RetentionStats, Selection,
@@ -240,35 +240,8 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let finished = crate::plan::run(&doc, None)?;
     let input = crate::plan::input_report(&finished, SOURCE);
     let store = finished.report.block(STORE);
-    let c = |name: &str| store.and_then(|b| b.counter(name)).unwrap_or(0);
-    let stats = DumperStats {
-        packets: c("packets"),
-        bytes: c("bytes"),
-        segments: c("segments"),
-        truncated: c("truncated"),
-        timestamps_clamped: c("timestamps_clamped"),
-        repaired: c("segments_repaired"),
-        repaired_bytes_cut: c("repaired_bytes_cut"),
-        cutoff: CutoffStats {
-            packets_cut: c("cutoff_packets"),
-            bytes_cut: c("cutoff_bytes"),
-            flows_cut: c("cutoff_flows"),
-            evictions: c("cutoff_evictions"),
-        },
-        direct_io: c("direct_io") != 0,
-    };
-    let retention =
-        (a.store.retention_size.is_some() || a.store.retention_age.is_some()).then(|| {
-            RetentionStats {
-                deleted_for_budget: c("deleted_for_budget"),
-                deleted_for_age: c("deleted_for_age"),
-                deleted_for_space: c("deleted_for_space"),
-                bytes_deleted: c("bytes_deleted"),
-                errors: c("retention_errors"),
-                stored_bytes: c("stored_bytes"),
-                stored_segments: c("stored_segments"),
-            }
-        });
+    let retention = a.store.retention_size.is_some() || a.store.retention_age.is_some();
+    let (stats, retention) = store_report(store, retention);
     let mut errors = input.input_errors.clone();
     errors.extend(store.iter().flat_map(|b| b.error_messages.iter().cloned()));
     for e in &errors {
@@ -303,6 +276,40 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The dumper block's counters as the store's statistics (and retention's, when it ran).
+fn store_report(
+    store: Option<&BlockReport>,
+    retention: bool,
+) -> (DumperStats, Option<RetentionStats>) {
+    let c = |name: &str| store.and_then(|b| b.counter(name)).unwrap_or(0);
+    let stats = DumperStats {
+        packets: c("packets"),
+        bytes: c("bytes"),
+        segments: c("segments"),
+        truncated: c("truncated"),
+        timestamps_clamped: c("timestamps_clamped"),
+        repaired: c("segments_repaired"),
+        repaired_bytes_cut: c("repaired_bytes_cut"),
+        cutoff: CutoffStats {
+            packets_cut: c("cutoff_packets"),
+            bytes_cut: c("cutoff_bytes"),
+            flows_cut: c("cutoff_flows"),
+            evictions: c("cutoff_evictions"),
+        },
+        direct_io: c("direct_io") != 0,
+    };
+    let retention = retention.then(|| RetentionStats {
+        deleted_for_budget: c("deleted_for_budget"),
+        deleted_for_age: c("deleted_for_age"),
+        deleted_for_space: c("deleted_for_space"),
+        bytes_deleted: c("bytes_deleted"),
+        errors: c("retention_errors"),
+        stored_bytes: c("stored_bytes"),
+        stored_segments: c("stored_segments"),
+    });
+    (stats, retention)
 }
 
 /// The name of the `dumper` block in `trawl dump`'s plan (as in the monitor's).
