@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Compares two trawl binaries on every capture of testdata/ and the shared corpus: standard
 # output, standard error (run times masked) and exit code of each command that reads capture
-# files. Prints one line per difference and a count; exits 1 if anything differs.
+# files, and for `trawl dump` every file of the packet store it wrote. Prints one line per difference and a count; exits 1 if anything differs.
 #
 #   scripts/compare-binaries.sh OLD_TRAWL NEW_TRAWL [STRIDE]
 #
-# STRIDE n compares every n-th capture only (default 1: all). The corpus is found as the tests
+# STRIDE n compares every n-th capture only (default 1: all); ONLY=PREFIX only the commands
+# whose label starts with PREFIX (ONLY=dump: trawl dump and the store it wrote). The corpus is found as the tests
 # find it: $TRAWL_CORPUS, else ../shared/corpus next to the repository.
 set -uo pipefail
 
@@ -50,6 +51,8 @@ keep() {
 compare() {
     local label=$1
     shift
+    # ONLY=PREFIX compares only the commands whose label starts with it (ONLY=dump).
+    [[ -z "${ONLY:-}" || $label == "$ONLY"* ]] || return 0
     for side in old new; do
         local bin=$old
         [ $side = new ] && bin=$new
@@ -63,6 +66,18 @@ compare() {
     done
     compared=$((compared + 1))
     local what
+    if [ -n "${STORE:-}" ]; then
+        # The directory the command wrote ({D}): every file's name and contents.
+        for side in old new; do
+            (cd "$work/$side/d" 2>/dev/null && find . -type f | sort | xargs -r sha256sum) \
+                >"$work/$side.store"
+        done
+        if ! cmp -s "$work/old.store" "$work/new.store"; then
+            echo "DIFF store: $label"
+            keep store
+            differ=$((differ + 1))
+        fi
+    fi
     for what in out err rc; do
         if ! cmp -s "$work/old.$what" "$work/new.$what"; then
             echo "DIFF $what: $label"
@@ -98,7 +113,10 @@ for f in "${files[@]}"; do
     compare "ingest+query $rel" ingest -r "$f" -d "{D}" --summary json
     # Long spellings both binaries take (`packets -d` became `-r`, `query -f` `--format`).
     AFTER_ARGS=(packets --dir "{D}" -w - --summary none)
+    STORE=1
     compare "dump+packets $rel" dump -r "$f" -w "{D}" --summary json
+    compare "dump filtered+packets $rel" dump -r "$f" -w "{D}" -f tcp --iface eth9 --summary json
+    STORE=
 done
 # Several files at once: merged by time (a filter compiled per file).
 pair=(-r "$repo/testdata/oracle/443-chrome.pcap" -r "$repo/testdata/oracle/dns-wiresharkrepo.pcap")
@@ -106,5 +124,13 @@ AFTER=
 compare "flows merged" flows "${pair[@]}" --summary json
 compare "flows merged filtered" flows "${pair[@]}" -f "udp" --summary json
 compare "series merged" series "${pair[@]}" --summary json
+# trawl dump merges by time since issue 19 (it read files one after the other): differences
+# here are that change (README, "Changes").
+AFTER=1
+AFTER_ARGS=(packets -d "{D}" -w - --summary none)
+STORE=1
+compare "dump merged" dump "${pair[@]}" -w "{D}" --summary json
+compare "dump merged filtered" dump "${pair[@]}" -w "{D}" -f udp --summary json
+STORE=
 echo "compare-binaries: $compared comparisons, $differ differences"
 [ $differ -eq 0 ]

@@ -35,6 +35,17 @@ struct DumpCounters {
     repaired_bytes_cut: Counter,
     segments_deleted: Counter,
     bytes_deleted: Counter,
+    clamped: Counter,
+    direct_io: Counter,
+    cut_bytes: Counter,
+    cut_flows: Counter,
+    cut_evictions: Counter,
+    deleted_for_budget: Counter,
+    deleted_for_age: Counter,
+    deleted_for_space: Counter,
+    stored_bytes: Counter,
+    stored_segments: Counter,
+    retention_errors: Counter,
 }
 
 /// Settings of `dumper` (those of `trawl run --dump` / `trawl dump`).
@@ -202,6 +213,17 @@ impl Block for DumperBlock {
             repaired_bytes_cut: ctx.counter("repaired_bytes_cut"),
             segments_deleted: ctx.counter("segments_deleted"),
             bytes_deleted: ctx.counter("bytes_deleted"),
+            clamped: ctx.counter("timestamps_clamped"),
+            direct_io: ctx.counter("direct_io"),
+            cut_bytes: ctx.counter("cutoff_bytes"),
+            cut_flows: ctx.counter("cutoff_flows"),
+            cut_evictions: ctx.counter("cutoff_evictions"),
+            deleted_for_budget: ctx.counter("deleted_for_budget"),
+            deleted_for_age: ctx.counter("deleted_for_age"),
+            deleted_for_space: ctx.counter("deleted_for_space"),
+            stored_bytes: ctx.counter("stored_bytes"),
+            stored_segments: ctx.counter("stored_segments"),
+            retention_errors: ctx.counter("retention_errors"),
         });
         // Durability and idle segments (wall clock): the dumper acts once per flush period.
         ctx.every(Duration::from_millis(250));
@@ -254,7 +276,7 @@ impl Block for DumperBlock {
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let mut total = DumperStats::default();
+        let mut total = self.no_stats();
         for (_, d) in self.dumpers.drain(..) {
             match d.finish() {
                 Ok(s) => total.merge(&s),
@@ -295,11 +317,19 @@ impl DumperBlock {
         Ok(self.dumpers.len() - 1)
     }
 
+    /// Counters before any packet: O_DIRECT as asked until a file refuses it.
+    fn no_stats(&self) -> DumperStats {
+        DumperStats {
+            direct_io: self.config.direct_io,
+            ..DumperStats::default()
+        }
+    }
+
     fn update_counters(&self) {
         let Some(c) = &self.counters else {
             return;
         };
-        let mut total = DumperStats::default();
+        let mut total = self.no_stats();
         for (_, d) in &self.dumpers {
             total.merge(&d.stats());
         }
@@ -314,6 +344,12 @@ fn set_retention_counters(c: &DumpCounters, r: &trawl_packets::RetentionStats) {
     c.segments_deleted
         .set(r.deleted_for_budget + r.deleted_for_age + r.deleted_for_space);
     c.bytes_deleted.set(r.bytes_deleted);
+    c.deleted_for_budget.set(r.deleted_for_budget);
+    c.deleted_for_age.set(r.deleted_for_age);
+    c.deleted_for_space.set(r.deleted_for_space);
+    c.stored_bytes.set(r.stored_bytes);
+    c.stored_segments.set(r.stored_segments);
+    c.retention_errors.set(r.errors);
 }
 
 fn set_counters(c: &DumpCounters, s: &DumperStats) {
@@ -324,4 +360,9 @@ fn set_counters(c: &DumpCounters, s: &DumperStats) {
     c.truncated.set(s.truncated);
     c.repaired.set(s.repaired);
     c.repaired_bytes_cut.set(s.repaired_bytes_cut);
+    c.clamped.set(s.timestamps_clamped);
+    c.direct_io.set(u64::from(s.direct_io));
+    c.cut_bytes.set(s.cutoff.bytes_cut);
+    c.cut_flows.set(s.cutoff.flows_cut);
+    c.cut_evictions.set(s.cutoff.evictions);
 }

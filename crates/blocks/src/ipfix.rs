@@ -28,10 +28,8 @@ pub struct IpfixSource {
     decoder: Decoder,
     /// Taken out while it is polled (the block's other fields are borrowed meanwhile).
     input: Option<Input>,
-    /// Records still to send before `count` is reached.
-    left: u64,
-    deadline: Option<Duration>,
-    started: Option<Instant>,
+    /// The runtime's record budget (`[runtime] count`) is spent: no more records go out.
+    spent: bool,
     pool: Pool<FlowBatch>,
     pending: Vec<FlowRecord<'static>>,
     /// The origin of the pending records.
@@ -67,11 +65,6 @@ pub struct IpfixSettings {
     /// Most templates kept over all exporters (a bound against template floods).
     #[serde(default = "default_max_templates")]
     pub max_templates: usize,
-    /// Stop after this many flow records.
-    pub count: Option<u64>,
-    /// Stop listening after this long.
-    #[serde(default, deserialize_with = "crate::util::opt_span")]
-    pub duration: Option<u64>,
     /// UDP: after a receive that emptied the socket queues, wait this long before the next
     /// one, so that datagrams arriving one by one are read in batches (default 1ms; 0 reads
     /// each as it comes).
@@ -279,9 +272,7 @@ impl Block for IpfixSource {
                 max_templates: s.max_templates,
             }),
             input: Some(input),
-            left: s.count.unwrap_or(u64::MAX),
-            deadline: s.duration.map(Duration::from_nanos),
-            started: None,
+            spent: false,
             pool: Pool::new(FlowBatch::default),
             pending: Vec::with_capacity(FLOW_BATCH),
             pending_origin: None,
@@ -295,12 +286,12 @@ impl Block for IpfixSource {
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
         self.counters = Some(Counters::new(ctx));
-        self.started = Some(Instant::now());
         Ok(())
     }
 
     fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll {
-        if ctx.stopping() || self.left == 0 || self.past_deadline() {
+        // The runtime's `duration` and `count` end the run through `stopping`.
+        if ctx.stopping() || self.spent {
             return Poll::Done;
         }
         let Some(mut input) = self.input.take() else {
@@ -315,7 +306,7 @@ impl Block for IpfixSource {
         if let Some(c) = &self.counters {
             c.decoder(self.decoder.stats());
         }
-        if self.left == 0 {
+        if self.spent {
             return Poll::Done;
         }
         outcome
@@ -330,13 +321,6 @@ impl Block for IpfixSource {
 }
 
 impl IpfixSource {
-    fn past_deadline(&self) -> bool {
-        match (self.deadline, self.started) {
-            (Some(d), Some(t)) => t.elapsed() >= d,
-            _ => false,
-        }
-    }
-
     /// Reports a problem with the input (counted in the block's errors).
     fn report(&self, ctx: &mut Ctx<'_>, message: String) {
         if self.log_errors {
@@ -346,7 +330,8 @@ impl IpfixSource {
         }
     }
 
-    /// Decodes one message and queues its records (up to `count`).
+    /// Decodes one message and queues its records (each taken from the runtime's budget,
+    /// `[runtime] count`, exact across sources).
     fn message(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -359,7 +344,7 @@ impl IpfixSource {
             pending,
             pending_origin,
             names,
-            left,
+            spent,
             clock,
             ..
         } = self;
@@ -367,10 +352,10 @@ impl IpfixSource {
         let mut batches: Vec<(Arc<str>, Vec<FlowRecord<'static>>)> = Vec::new();
         let (_, err) = decoder.decode(source.exporter(), bytes, &mut |o, item| {
             let Item::Flow(r) = item else { return };
-            if *left == 0 {
+            if *spent || ctx.take(1) == 0 {
+                *spent = true;
                 return;
             }
-            *left -= 1;
             records += 1;
             *clock = (*clock).max(r.last_ns);
             let name = match origin {
@@ -455,7 +440,7 @@ impl IpfixSource {
             }
         };
         let mut ended = false;
-        while self.pending.len() < FLOW_BATCH && self.left > 0 {
+        while self.pending.len() < FLOW_BATCH && !self.spent {
             match reader.next() {
                 Ok(Some((offset, len, note))) => {
                     if let Some(n) = note {
@@ -528,7 +513,7 @@ impl IpfixSource {
                             for datagram in bytes.chunks(seg) {
                                 self.udp(|c| c.udp_datagrams.add(1));
                                 self.message(ctx, Source::Peer(from), None, datagram);
-                                if self.left == 0 {
+                                if self.spent {
                                     return Poll::Busy;
                                 }
                             }
@@ -563,7 +548,7 @@ impl IpfixSource {
                 }
                 TcpEvent::Closed(_, None) => {}
             }
-            if self.left == 0 {
+            if self.spent {
                 return Poll::Busy;
             }
         }

@@ -5,11 +5,16 @@
 //! The writer blocks (`flow_writer`, `series_writer`, `event_writer`) and `trawl run --flows
 //! / --series` share this; one-shot commands (`trawl flows -o F`) truncate, as `tcpdump -w`
 //! does.
+//!
+//! [`OutputFile`] is trawl's one buffered output, of blocks and commands alike: it collects
+//! writes into 1 MiB chunks, keeps the first write error, and knows a reader that went away
+//! (EPIPE: `trawl ... | head`), which ends a run cleanly, from a real failure.
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
@@ -167,9 +172,16 @@ impl Drop for Hangup {
 /// Bytes collected before a write: large enough that writing costs one syscall per MiB.
 const CHUNK: usize = 1 << 20;
 
+/// Longest that written output waits in the buffer ([`OutputFile::flush_if_stale`]).
+pub const FLUSH_AFTER: Duration = Duration::from_secs(1);
+
 /// A buffered output file (or standard output for `-`) that keeps the first write error
-/// instead of failing each write, so a block can report it once; files reopen at their path
-/// on SIGHUP ([`OutputFile::reopen_if_asked`]).
+/// instead of failing each write, so a block can report it once; files opened with
+/// [`OutputFile::open`] reopen at their path on SIGHUP ([`OutputFile::reopen_if_asked`]).
+///
+/// It is also an [`io::Write`] (for `writeln!` and the capture file writers): a write after
+/// the first error fails with that error's kind, so a loop stops at the first write into a
+/// closed pipe.
 pub struct OutputFile {
     buf: Vec<u8>,
     inner: Box<dyn Write + Send>,
@@ -177,6 +189,8 @@ pub struct OutputFile {
     path: String,
     first_line: Option<String>,
     hangup: Option<Hangup>,
+    /// When the buffer was last written out (or the file opened).
+    flushed_at: Instant,
 }
 
 impl OutputFile {
@@ -197,7 +211,37 @@ impl OutputFile {
             path: path.to_string(),
             first_line,
             hangup,
+            flushed_at: Instant::now(),
         })
+    }
+
+    /// A one-shot command's output: `path` created (or truncated), or standard output for
+    /// `-`; no SIGHUP reopening (the signal keeps its default meaning).
+    pub fn create(path: &Path) -> io::Result<OutputFile> {
+        let inner: Box<dyn Write + Send> = if path.as_os_str() == "-" {
+            Box::new(io::stdout())
+        } else {
+            Box::new(File::create(path)?)
+        };
+        Ok(OutputFile {
+            buf: Vec::with_capacity(CHUNK * 2),
+            inner,
+            error: None,
+            path: path.display().to_string(),
+            first_line: None,
+            hangup: None,
+            flushed_at: Instant::now(),
+        })
+    }
+
+    /// Writes out what is buffered and says how writing went: a reader that went away
+    /// (EPIPE) is no error, as everything it wanted was written.
+    pub fn finish(mut self) -> io::Result<()> {
+        let _ = OutputFile::flush(&mut self);
+        match self.error.take() {
+            Some(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// The first line the file held when it was (re)opened; `None` when it was empty (a
@@ -264,8 +308,19 @@ impl OutputFile {
         }
     }
 
+    /// Writes out what has waited in the buffer for [`FLUSH_AFTER`] or longer: a writer
+    /// calls it from its timer, so a reader of the file (`tail -f` on a collector's output)
+    /// sees records within a second while few arrive, as it would with every write flushed.
+    pub fn flush_if_stale(&mut self) -> Result<(), String> {
+        if self.buf.is_empty() || self.flushed_at.elapsed() < FLUSH_AFTER {
+            return Ok(());
+        }
+        self.flush()
+    }
+
     /// Writes everything buffered.
     pub fn flush(&mut self) -> Result<(), String> {
+        self.flushed_at = Instant::now();
         if self.error.is_none() {
             if let Err(e) = self
                 .inner
@@ -283,9 +338,93 @@ impl OutputFile {
     }
 }
 
+impl Write for OutputFile {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.kind().into());
+        }
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.flush_io()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_io()
+    }
+}
+
+impl OutputFile {
+    /// [`OutputFile::flush`] for [`io::Write`]: the error with its kind.
+    fn flush_io(&mut self) -> io::Result<()> {
+        if let Some(e) = &self.error {
+            return Err(e.kind().into());
+        }
+        match OutputFile::flush(self) {
+            Ok(()) => Ok(()),
+            Err(msg) => Err(io::Error::new(
+                self.error
+                    .as_ref()
+                    .map_or(io::ErrorKind::Other, io::Error::kind),
+                msg,
+            )),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_pipe_ends_writing_without_an_error_and_a_full_disk_is_one() {
+        // A reader that went away: the first write that reaches it fails with EPIPE, later
+        // writes fail at once (a loop stops), and finishing is no error.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut out = OutputFile::create(Path::new("/dev/null")).unwrap();
+        out.inner = Box::new(writer);
+        writeln!(out, "a record").unwrap();
+        assert_eq!(
+            Write::flush(&mut out).unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        assert!(out.closed());
+        assert_eq!(
+            writeln!(out, "another").unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        out.finish().unwrap();
+        // A disk that is full is a failure the command must report.
+        let mut out = OutputFile::create(Path::new("/dev/full")).unwrap();
+        writeln!(out, "a record").unwrap();
+        let e = out.finish().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
+    }
+
+    #[test]
+    fn writes_gather_into_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.txt");
+        let mut out = OutputFile::create(&path).unwrap();
+        for i in 0..100 {
+            writeln!(out, "line {i}").unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "",
+            "still buffered"
+        );
+        out.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 100);
+    }
 
     #[test]
     fn append_keeps_data_and_reads_the_first_line() {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use trawl_bpf::{ByteOrder, FileFilters, FilterSet};
 use trawl_capture::{
-    reuse_records, FileFormat, FileSource, FileSourceConfig, Interface, MergedFiles, PacketRecord,
-    PacketSource, SourceStats, MAX_SNAPLEN,
+    name_unnamed, reuse_records, FileFormat, FileSource, FileSourceConfig, Interface, MergedFiles,
+    PacketRecord, PacketSource, SourceStats, MAX_SNAPLEN,
 };
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, PathSetting, Poll, Pool, PoolSlot};
 
@@ -38,6 +38,8 @@ pub struct PcapSource {
     big_endian: Vec<bool>,
     files_counted: usize,
     interfaces: Arc<[Interface]>,
+    /// How interfaces their file leaves unnamed are named (`iface`).
+    unnamed: Option<String>,
     filter_expr: Option<String>,
     filter: Option<FilterSet>,
     batch: usize,
@@ -108,6 +110,11 @@ pub struct PcapSourceSettings {
     /// (standard input, alone) is allowed then.
     #[serde(default)]
     pub skip_unreadable: bool,
+    /// Names the interfaces that their file leaves unnamed (pcap files, pcapng without
+    /// `if_name`): each file's first is called this and its others get their index appended
+    /// (`eth0`, `eth01`, ...), or with `{}` in it, the index replaces it (`if{}`: `if0`,
+    /// `if1`). Each file counts its own interfaces. Default: they stay unnamed.
+    pub iface: Option<String>,
 }
 
 /// A capture format forced by `format`.
@@ -194,6 +201,7 @@ impl Block for PcapSource {
             big_endian: Vec::new(),
             files_counted: 0,
             interfaces: Arc::from(Vec::new()),
+            unnamed: s.iface,
             filter_expr: s.filter,
             filter: None,
             batch: s.batch,
@@ -252,7 +260,7 @@ impl Block for PcapSource {
             }
         };
         if self.interfaces.len() != batch.interfaces().len() {
-            self.interfaces = Arc::from(batch.interfaces().to_vec());
+            self.interfaces = named(batch.interfaces(), self.unnamed.as_deref());
         }
         let mut slot = file_batch(&mut self.pool, &self.interfaces, self.stream, big_endian);
         let out = slot.get_mut();
@@ -296,9 +304,12 @@ impl PcapSource {
             format: self.format,
         };
         let files = &self.files;
+        let unnamed = &self.unnamed;
         let merged = self.merged.get_or_insert_with(|| {
             let paths: Vec<std::path::PathBuf> = files.iter().map(Into::into).collect();
-            MergedFiles::open(&paths, &config)
+            let mut merged = MergedFiles::open(&paths, &config);
+            merged.name_unnamed(unnamed.clone());
+            merged
         });
         let mut records = reuse_records(std::mem::take(&mut self.spare));
         let big_endian = &mut self.big_endian;
@@ -392,7 +403,7 @@ impl PcapSource {
                     let order = ByteOrder::of_file(source.big_endian());
                     self.filter = Some(FilterSet::new_for(expr, FILTER_SNAPLEN, order));
                 }
-                self.interfaces = Arc::from(source.interfaces().to_vec());
+                self.interfaces = named(source.interfaces(), self.unnamed.as_deref());
                 self.source = Some(source);
                 if let Some(c) = &self.counters {
                     c.files.add(1);
@@ -414,6 +425,17 @@ impl PcapSource {
             self.done.add(&source.stats());
         }
     }
+}
+
+/// The interface table of one file, its unnamed interfaces named after `unnamed`.
+fn named(table: &[Interface], unnamed: Option<&str>) -> Arc<[Interface]> {
+    let mut table = table.to_vec();
+    if let Some(pattern) = unnamed {
+        for (i, iface) in table.iter_mut().enumerate() {
+            name_unnamed(iface, pattern, i);
+        }
+    }
+    Arc::from(table)
 }
 
 /// Whether `pkt` (of the file `path`) passes `filter`. A link type the expression cannot be

@@ -191,9 +191,7 @@ impl Block for SeriesFileWriter {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        if self.out.reopens() {
-            ctx.every(REOPEN_CHECK);
-        }
+        ctx.every(REOPEN_CHECK);
         Ok(())
     }
 
@@ -207,8 +205,10 @@ impl Block for SeriesFileWriter {
                 }
             }
             Ok(false) => {}
-            Err(e) => ctx.fail(e),
+            Err(e) => return ctx.fail(e),
         }
+        let flushed = self.out.flush_if_stale();
+        self.out.settle(flushed, ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {

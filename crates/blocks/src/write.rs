@@ -1,6 +1,5 @@
 //! `flow_writer`, `event_writer` and `pcap_writer`: records, events and packets to files.
-use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::fs::File;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -12,8 +11,9 @@ use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
 use crate::output::{check_header, FileMode, OutputFile, TimeFormat};
 use crate::series::TextFormat;
 
-/// How often a writer looks whether SIGHUP asked it to reopen its file: soon enough that what
-/// was written before the signal is in the rotated file when logrotate goes on.
+/// How often a writer looks whether SIGHUP asked it to reopen its file (soon enough that what
+/// was written before the signal is in the rotated file when logrotate goes on) and whether
+/// its buffer waited long enough to be written out ([`OutputFile::flush_if_stale`]).
 pub(crate) const REOPEN_CHECK: Duration = Duration::from_millis(100);
 
 /// Writes flow records as JSON lines or CSV (the fields of `trawl flows`).
@@ -77,9 +77,7 @@ impl Block for FlowFileWriter {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        if self.out.reopens() {
-            ctx.every(REOPEN_CHECK);
-        }
+        ctx.every(REOPEN_CHECK);
         Ok(())
     }
 
@@ -90,8 +88,10 @@ impl Block for FlowFileWriter {
                 self.writer.write_header(self.out.buf())
             }
             Ok(_) => {}
-            Err(e) => ctx.fail(e),
+            Err(e) => return ctx.fail(e),
         }
+        let flushed = self.out.flush_if_stale();
+        self.out.settle(flushed, ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -195,16 +195,16 @@ impl Block for EventFileWriter {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        if self.out.reopens() {
-            ctx.every(REOPEN_CHECK);
-        }
+        ctx.every(REOPEN_CHECK);
         Ok(())
     }
 
     fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
         if let Err(e) = self.out.reopen_if_asked() {
-            ctx.fail(e);
+            return ctx.fail(e);
         }
+        let flushed = self.out.flush_if_stale();
+        self.out.settle(flushed, ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -250,7 +250,7 @@ fn rfc3339_instants(event: &serde_json::Value) -> serde_json::Value {
 /// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`).
 pub struct PcapFileWriter {
     path: String,
-    writer: Option<PcapWriter<BufWriter<File>>>,
+    writer: Option<PcapWriter<OutputFile>>,
     link_type: Option<LinkType>,
 }
 
@@ -287,22 +287,29 @@ impl Block for PcapFileWriter {
         })
     }
 
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        ctx.every(REOPEN_CHECK);
+        Ok(())
+    }
+
+    /// Packets that waited a second in the buffer go to the file (a reader of a live
+    /// capture's file sees them).
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        if let Some(w) = self.writer.as_mut() {
+            let out = w.get_mut();
+            let flushed = out.flush_if_stale();
+            out.settle(flushed, ctx);
+        }
+    }
+
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
         let Some(b) = msg.get::<PacketBatch>() else {
             return;
         };
         for p in b.batch().iter() {
             if self.writer.is_none() {
-                match OpenOptions::new()
-                    .write(true)
-                    .truncate(true)
-                    .open(&self.path)
-                {
-                    Ok(f) => match PcapWriter::new(
-                        BufWriter::with_capacity(1 << 20, f),
-                        p.link_type,
-                        trawl_capture::MAX_SNAPLEN,
-                    ) {
+                match OutputFile::create(std::path::Path::new(&self.path)) {
+                    Ok(f) => match PcapWriter::new(f, p.link_type, trawl_capture::MAX_SNAPLEN) {
                         Ok(w) => {
                             self.writer = Some(w);
                             self.link_type = Some(p.link_type);
@@ -331,7 +338,7 @@ impl Block for PcapFileWriter {
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(w) = self.writer.take() {
-            if let Err(e) = w.finish().and_then(|mut f| f.flush()) {
+            if let Err(e) = w.finish().and_then(OutputFile::finish) {
                 ctx.fail(format!("cannot write {}: {e}", self.path));
             }
         }

@@ -32,7 +32,7 @@ mod write;
 
 pub use error::{Error, ErrorKind};
 pub use file::{FileFormat, FileSource, FileSourceConfig, SharedBytes};
-pub use merge::{MergedFile, MergedFiles};
+pub use merge::{name_unnamed, MergedFile, MergedFiles};
 pub use record::{
     reuse_records, Batch, Direction, Interface, LinkType, PacketRecord, RecordMeta, TimestampNs,
 };

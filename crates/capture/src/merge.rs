@@ -51,8 +51,14 @@ struct Cursor {
 
 impl Cursor {
     /// Reads the next batch; false at the end of the file (an error ends it too, reported).
-    /// New interfaces of the file are added to `table`.
-    fn refill(&mut self, table: &mut Vec<Interface>, errors: &mut Vec<String>) -> bool {
+    /// New interfaces of the file are added to `table` (named after `unnamed` where the file
+    /// names none).
+    fn refill(
+        &mut self,
+        table: &mut Vec<Interface>,
+        unnamed: Option<&str>,
+        errors: &mut Vec<String>,
+    ) -> bool {
         loop {
             match self.source.next_shared_batch() {
                 Ok(Some((batch, _))) if batch.is_empty() => continue,
@@ -64,13 +70,17 @@ impl Cursor {
                         .get(self.interfaces.len()..)
                         .unwrap_or(&[])
                     {
+                        let mut new = new.clone();
+                        if let Some(pattern) = unnamed {
+                            name_unnamed(&mut new, pattern, self.interfaces.len());
+                        }
                         // More than 65536 interfaces over all files: the rest share the
                         // last place (their link types still come from their own file).
                         let place = u16::try_from(table.len()).unwrap_or(u16::MAX);
                         if table.len() <= usize::from(u16::MAX) {
                             table.push(new.clone());
                         }
-                        self.interfaces.push((place, new.clone()));
+                        self.interfaces.push((place, new));
                     }
                     self.bytes = bytes;
                     return true;
@@ -106,6 +116,24 @@ impl Cursor {
     }
 }
 
+/// Names interface `index` of a file after `pattern` if the file names it not (pcap files,
+/// pcapng without `if_name`): `{}` in the pattern is replaced by the index (`if{}`: `if0`,
+/// `if1`, ...); a pattern without it names the file's first interface as it is and the others
+/// with their index appended (`eth0`, `eth01`, ...), as `trawl dump --iface` always did. Each
+/// file counts its own interfaces, so the first interface of every file gets the same name.
+pub fn name_unnamed(iface: &mut Interface, pattern: &str, index: usize) {
+    if iface.name.is_some() {
+        return;
+    }
+    iface.name = Some(if pattern.contains("{}") {
+        pattern.replace("{}", &index.to_string())
+    } else if index == 0 {
+        pattern.to_string()
+    } else {
+        format!("{pattern}{index}")
+    });
+}
+
 /// The first packet time of a file (`None` for a file without packets), and its counters
 /// when that is all it holds.
 fn first_time(
@@ -136,6 +164,8 @@ pub struct MergedFiles {
     /// out borrowed that batch).
     exhausted: Option<usize>,
     interfaces: Vec<Interface>,
+    /// How interfaces that their file leaves unnamed are named ([`name_unnamed`]).
+    unnamed: Option<String>,
     finished: SourceStats,
     finished_len: u64,
     total_len: u64,
@@ -158,6 +188,7 @@ impl MergedFiles {
             pos: Vec::new(),
             exhausted: None,
             interfaces: Vec::new(),
+            unnamed: None,
             finished: SourceStats::default(),
             finished_len: 0,
             total_len: 0,
@@ -190,6 +221,12 @@ impl MergedFiles {
         m
     }
 
+    /// Names the interfaces that their file leaves unnamed after `pattern` (see
+    /// [`name_unnamed`]) as the merge meets them; by default they stay unnamed.
+    pub fn name_unnamed(&mut self, pattern: Option<String>) {
+        self.unnamed = pattern;
+    }
+
     /// Fills `out` (emptied first) with the next packets in time order that `keep` says yes
     /// to: up to the configuration's batch size (fewer where a file's batch ends, possibly
     /// none). Returns the interface table the records index, `None` once every file is read.
@@ -201,7 +238,8 @@ impl MergedFiles {
         out.clear();
         if let Some(i) = self.exhausted.take() {
             self.pos[i] = 0;
-            if !self.open[i].refill(&mut self.interfaces, &mut self.errors) {
+            let unnamed = self.unnamed.as_deref();
+            if !self.open[i].refill(&mut self.interfaces, unnamed, &mut self.errors) {
                 let c = self.open.swap_remove(i);
                 self.pos.swap_remove(i);
                 self.finished.add(&c.source.stats());
@@ -275,7 +313,11 @@ impl MergedFiles {
                 bytes: SharedBytes::default(),
                 interfaces: Vec::new(),
             };
-            if !c.refill(&mut self.interfaces, &mut self.errors) {
+            if !c.refill(
+                &mut self.interfaces,
+                self.unnamed.as_deref(),
+                &mut self.errors,
+            ) {
                 self.finished.add(&c.source.stats());
                 continue;
             }
@@ -307,5 +349,30 @@ impl MergedFiles {
                 .map(|c| c.source.progress().map_or(0, |(d, _)| d))
                 .sum::<u64>();
         (done, self.total_len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_unnamed;
+    use crate::{Interface, LinkType};
+
+    fn named(pattern: &str, index: usize, given: Option<&str>) -> Option<String> {
+        let mut i = Interface {
+            link_type: LinkType::ETHERNET,
+            snaplen: 0,
+            name: given.map(str::to_string),
+        };
+        name_unnamed(&mut i, pattern, index);
+        i.name
+    }
+
+    #[test]
+    fn unnamed_interfaces_are_named_after_the_pattern_and_their_place_in_the_file() {
+        assert_eq!(named("eth0", 0, None).as_deref(), Some("eth0"));
+        assert_eq!(named("eth0", 2, None).as_deref(), Some("eth02"));
+        assert_eq!(named("if{}", 0, None).as_deref(), Some("if0"));
+        assert_eq!(named("if{}", 3, None).as_deref(), Some("if3"));
+        assert_eq!(named("if{}", 3, Some("en0")).as_deref(), Some("en0"));
     }
 }

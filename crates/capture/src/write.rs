@@ -58,6 +58,12 @@ impl<W: Write> PcapWriter<W> {
         self.records
     }
 
+    /// The sink, for what it does besides taking bytes (a buffered output flushing on a
+    /// timer). Writing to it directly would corrupt the file.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Flushes and returns the sink.
     pub fn finish(mut self) -> io::Result<W> {
         self.out.flush()?;

@@ -7,8 +7,6 @@
 //! (`--print-composition` prints it) and prints the summary from the run's report.
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
@@ -111,6 +109,14 @@ const STORE: &str = "store";
 /// thread behind a queue (block writes take longer than the socket's buffer lasts).
 pub fn composition(a: &CollectArgs) -> Document {
     let mut doc = Document::new();
+    // The runtime's budget and deadline, as every command's: the source takes each record
+    // from the budget.
+    if let Some(count) = a.count {
+        doc.runtime("count", count.min(i64::MAX as u64) as i64);
+    }
+    if let Some(ns) = a.duration {
+        doc.runtime("duration", span(ns));
+    }
     doc.pool_of_threads("main", 1);
     if a.db.is_some() {
         doc.pool_of_threads("store", 1);
@@ -122,8 +128,6 @@ pub fn composition(a: &CollectArgs) -> Document {
         .on("main", None)
         .set("pen", i64::from(a.pen))
         .set("max_templates", a.max_templates as i64)
-        .set_some("count", a.count.map(|n| n.min(i64::MAX as u64) as i64))
-        .set_some("duration", a.duration.map(span))
         .set("log_errors", false);
     source = if a.read.is_empty() {
         source
@@ -192,27 +196,27 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         .map_err(anyhow::Error::from)?;
     let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
-    let mut stopped = false;
-    // Files have a size to show progress against; a listening collector has no end.
+    // Files have a size to show progress against; a listening collector has no end. A
+    // closed pipe on standard output is no failure: the writer stops the run cleanly, as the
+    // end of the input would.
     let mut line = ProgressLine::new(!a.read.is_empty() && crate::progress::on_terminal());
-    while !running.is_finished() {
-        std::thread::sleep(Duration::from_millis(20));
-        if !stopped && stop.load(Ordering::Relaxed) {
-            running.stop();
-            stopped = true;
-        }
-        if line.due() {
-            draw_composition(&mut line, &running.report(), SOURCE, |_, b, secs| {
-                let records = b.counter("records").unwrap_or(0);
-                Some(format!(
-                    "{records} records ({}/s)",
-                    trawl_compose::human_rate(records as f64 / secs)
-                ))
-            });
-        }
-    }
+    let result = running.supervise_ticking(
+        &stop,
+        |_| {},
+        |r| {
+            if line.due() {
+                draw_composition(&mut line, &r.report(), SOURCE, |_, b, secs| {
+                    let records = b.counter("records").unwrap_or(0);
+                    Some(format!(
+                        "{records} records ({}/s)",
+                        trawl_compose::human_rate(records as f64 / secs)
+                    ))
+                });
+            }
+        },
+    );
     line.clear();
-    let (failure, report) = match running.wait() {
+    let (failure, report) = match result {
         Ok(r) => (None, r),
         Err((f, r)) => (Some(f), r),
     };
@@ -221,8 +225,6 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         .context("the composition has no collector block")?;
     let mut errors = source.error_messages.clone();
     let mut failed = source.counter("input_failed").unwrap_or(0) > 0;
-    // A closed pipe on standard output ends the run early, as the end of the input would.
-    let failure = failure.filter(|f| !f.ends_with(BROKEN_PIPE));
     let store_failed = failure
         .as_deref()
         .is_some_and(|f| f.starts_with(&format!("block `{STORE}`")));
@@ -265,9 +267,6 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
-
-/// How a writer's failure on a closed pipe ends (`cannot write -: Broken pipe (os error 32)`).
-const BROKEN_PIPE: &str = "(os error 32)";
 
 /// A counter of a block's report (0 when it has none).
 fn n(b: &BlockReport, name: &str) -> u64 {

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use trawl_blocks::output::OutputFile;
 use trawl_capture::{Direction, PcapWriter};
 use trawl_ring::{Mode, Recv, SharedRing};
 
@@ -144,7 +145,8 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
                     a.ring
                 );
             }
-            let sink = std::io::BufWriter::with_capacity(1 << 20, crate::flag::open_output(path)?);
+            let sink = OutputFile::create(path)
+                .with_context(|| format!("cannot create output file {}", path.display()))?;
             Some(PcapWriter::new(
                 sink,
                 first.link_type,
@@ -153,7 +155,7 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         }
         None => None,
     };
-    let mut text = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut text = OutputFile::create(std::path::Path::new("-"))?;
     let zone = if a.local {
         trawl_time::Zone::Local
     } else {
@@ -172,7 +174,12 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
             Recv::Ready(p) => {
                 packets += 1;
                 match pcap.as_mut() {
-                    Some(w) => w.write(p.ts_ns, p.wire_len, p.data)?,
+                    Some(w) => match w.write(p.ts_ns, p.wire_len, p.data) {
+                        Ok(()) => {}
+                        // The reader went away (`-w - | tshark -c 10 -r -`): done, no error.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
+                        Err(e) => return Err(e).context("cannot write the capture"),
+                    },
                     None => {
                         let dir = match p.direction {
                             Direction::Inbound => "in",
@@ -204,9 +211,18 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
         }
     }
     listener.release();
-    let _ = text.flush();
+    text.finish().context("cannot write output")?;
     if let Some(w) = pcap {
-        w.finish()?;
+        let finished = match w.finish() {
+            Ok(out) => out.finish(),
+            Err(e) => Err(e),
+        };
+        match finished {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(e).context("cannot write the capture")
+            }
+            _ => {}
+        }
     }
     let st = listener.stats();
     match a.summary {

@@ -1,5 +1,6 @@
-//! `trawl detect`: the monitoring applications over capture files, events as JSON lines (the
-//! same detectors and the same JSON as the `synflood` and `heavy_hitters` blocks).
+//! `trawl detect`: the monitoring applications over capture files or live capture, events as
+//! JSON lines (the same detectors and the same JSON as the `synflood` and `heavy_hitters`
+//! blocks).
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,6 +13,7 @@ use trawl_detect::cusum::CusumConfig;
 use trawl_detect::synflood::SynFloodConfig;
 
 use crate::flag::{parse_duration_ns, topic, TimeFormat};
+use crate::flows::{LiveArgs, LiveInput};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self, span, Finished};
 
@@ -62,8 +64,16 @@ pub enum DetectApp {
 #[derive(Args, Debug)]
 pub struct SynfloodArgs {
     /// Capture files, merged by packet time into one stream.
-    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
+    #[arg(
+        help_heading = topic::INPUT,
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        required_unless_present = "interface"
+    )]
+    pub read: Vec<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Interval length (e.g. 1s, 500ms).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_ns)]
     pub interval: u64,
@@ -88,8 +98,16 @@ pub struct SynfloodArgs {
 #[derive(Args, Debug)]
 pub struct HeavyArgs {
     /// Capture files, merged by packet time into one stream.
-    #[arg(help_heading = topic::INPUT, short = 'r', long = "read", value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
+    #[arg(
+        help_heading = topic::INPUT,
+        short = 'r',
+        long = "read",
+        value_name = "FILE",
+        required_unless_present = "interface"
+    )]
+    pub read: Vec<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
     /// Report interval, in packet time (e.g. 10s, 1m).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_ns)]
     pub interval: u64,
@@ -121,8 +139,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let mut doc = Document::new();
-            let gate = input(&a.files).add(&mut doc);
+            let (mut doc, input) = Input::new(&a.read, &a.live)?;
             doc.block("detector", "synflood")
                 .set("interval", span(a.interval))
                 .set("threshold", a.threshold)
@@ -130,7 +147,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
                 .set_some("ceiling", a.ceiling)
                 .set("epsilon", a.epsilon)
                 .set("delta", a.delta);
-            let f = run_detector(doc, &gate, "detector.alarms", args.time_format)?;
+            let f = run_detector(doc, &input, "detector.alarms", args.time_format)?;
             let det = f.report.block("detector");
             let c = |name: &str| det.and_then(|b| b.counter(name)).unwrap_or(0);
             let still_active: Vec<String> = det
@@ -163,15 +180,14 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let mut doc = Document::new();
-            let gate = input(&a.files).add(&mut doc);
+            let (mut doc, input) = Input::new(&a.read, &a.live)?;
             doc.block("detector", "heavy_hitters")
                 .set("interval", span(a.interval))
                 .set("k", a.k as i64)
                 .set_some("top", a.top.map(|n| n as i64))
                 .set_some("min_bytes", a.min_bytes.map(|n| n as i64))
                 .set_some("min_packets", a.min_packets.map(|n| n as i64));
-            let f = run_detector(doc, &gate, "detector.reports", args.time_format)?;
+            let f = run_detector(doc, &input, "detector.reports", args.time_format)?;
             let packets = f.report.block("detector").map_or(0, |b| b.items_in);
             finish(
                 &f,
@@ -184,23 +200,52 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
     }
 }
 
-/// The capture files, merged by packet time into one stream (no filter).
-fn input(files: &[PathBuf]) -> FileInput {
-    FileInput {
-        files: files.to_vec(),
-        filter: None,
-        format: None,
+/// Where the detector's packets come from: the capture files (merged by packet time into one
+/// stream, no filter) or live capture (an `afpacket_source` per interface and worker, as
+/// `trawl run -i` builds them).
+enum Input {
+    Files(String),
+    Live(Vec<String>),
+}
+
+impl Input {
+    /// A document with the input's blocks in it.
+    fn new(files: &[PathBuf], live: &LiveArgs) -> Result<(Document, Input)> {
+        let mut doc = Document::new();
+        if live.interface.is_empty() {
+            let files = FileInput {
+                files: files.to_vec(),
+                filter: None,
+                format: None,
+            };
+            let gate = files.add(&mut doc);
+            return Ok((doc, Input::Files(gate)));
+        }
+        let live = LiveInput::from_low(live)?;
+        plan::live::runtime(&mut doc, &live, None);
+        let gates = plan::live::add_capture(&mut doc, &live, None, 0, |_, _| {})
+            .into_iter()
+            .map(|c| format!("{}.packets", c.name))
+            .collect();
+        Ok((doc, Input::Live(gates)))
     }
 }
 
-/// Connects the source to the detector and its events to standard output, and runs it.
+/// Connects the source to the detector and its events to standard output, and runs it: over
+/// files to their end, live until a signal, `--duration` or `--count`.
 fn run_detector(
     mut doc: Document,
-    packets: &str,
+    input: &Input,
     events: &str,
     times: TimeFormat,
 ) -> Result<Finished> {
-    doc.connect(packets, &["detector.packets"], Policy::Wait);
+    let gates = match input {
+        Input::Files(gate) => std::slice::from_ref(gate),
+        Input::Live(gates) => gates.as_slice(),
+    };
+    for gate in gates {
+        doc.connect(gate, &["detector.packets"], Policy::Wait);
+    }
     doc.block("events", "event_writer")
         .set("path", "-")
         .set("mode", "truncate")
@@ -209,7 +254,10 @@ fn run_detector(
             (times != TimeFormat::Ns).then_some(times.name()),
         );
     doc.connect(events, &["events.events"], Policy::Wait);
-    plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))
+    match input {
+        Input::Files(_) => plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE)),
+        Input::Live(_) => plan::run_supervised(&doc),
+    }
 }
 
 /// Prints the summary (`fields` plus events written and read errors) and picks the exit code.

@@ -1,25 +1,24 @@
-//! Packet storage commands: `trawl dump` (capture files into a packet store, through the same
-//! ring-listener dumper `trawl run --dump` uses) and `trawl packets` (a time window out of a
-//! store, as pcap).
+//! Packet storage commands: `trawl dump` (capture files into a packet store: a composition of
+//! the `pcap_source` and the `dumper` block `trawl run --dump` uses) and `trawl packets` (a
+//! time window out of a store, as pcap).
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
-use trawl_bpf::FilterSet;
-use trawl_capture::{
-    FileSource, Interface, LinkType, PacketSource, PcapWriter, PcapngWriter, MAX_SNAPLEN,
-};
+use trawl_blocks::output::OutputFile;
+use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
+use trawl_compose::{BlockReport, Document, Policy};
 use trawl_packets::{
-    set_io_priority, Budget, Dumper, DumperConfig, DumperStats, IoPriority, PacketStore, Retention,
-    RetentionConfig, RetentionStats, Selection,
+    set_io_priority, Budget, CutoffStats, DumperConfig, DumperStats, IoPriority, PacketStore,
+    RetentionStats, Selection,
 };
-use trawl_ring::{Listener, Mode, Producer, Recv, RingConfig};
 
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
+use crate::plan::files::{FileInput, SOURCE};
 use crate::progress::ProgressLine;
 
 /// Settings of the packet store, shared by `trawl dump`, `trawl run --dump` and the `[dump]`
@@ -93,7 +92,6 @@ impl StoreSettings {
 pub struct StorePlan {
     pub dumper: DumperConfig,
     pub budget: Option<Budget>,
-    pub max_age_ns: Option<u64>,
 }
 
 impl StorePlan {
@@ -141,18 +139,13 @@ impl StorePlan {
                 None => Budget::Bytes(size(&s.retention_size, "dump-max-size")?.unwrap_or(0)),
             }),
         };
-        Ok(StorePlan {
-            dumper: c,
-            budget,
-            max_age_ns: duration(&s.retention_age, "dump-max-age")?,
-        })
+        // Checked here, applied by the `dumper` block.
+        duration(&s.retention_age, "dump-max-age")?;
+        Ok(StorePlan { dumper: c, budget })
     }
 
-    /// Starts retention if a limit is set; `writers` segments may be open at once.
-    pub fn start_retention(&self, writers: usize) -> Result<Option<Retention>> {
-        if self.budget.is_none() && self.max_age_ns.is_none() {
-            return Ok(None);
-        }
+    /// Refuses a disk budget that leaves no room for the `writers` segments open at once.
+    pub fn check_room(&self, writers: usize) -> Result<()> {
         let reserve = self.dumper.segment_bytes.saturating_mul(writers as u64);
         if let Some(Budget::Bytes(b)) = self.budget {
             if b <= reserve {
@@ -163,15 +156,7 @@ impl StorePlan {
                 );
             }
         }
-        std::fs::create_dir_all(&self.dumper.dir)
-            .with_context(|| format!("cannot create {}", self.dumper.dir.display()))?;
-        Ok(Some(Retention::start(RetentionConfig {
-            dir: self.dumper.dir.clone(),
-            budget: self.budget,
-            max_age_ns: self.max_age_ns,
-            reserve_bytes: reserve,
-            interval: Duration::from_millis(500),
-        })?))
+        Ok(())
     }
 }
 
@@ -189,7 +174,7 @@ pub struct DumpArgs {
     /// Interface name for packets whose file names none (pcap files); default `if0`, `if1`...
     #[arg(help_heading = topic::INPUT, short = 'i', long = "interface", alias = "iface", value_name = "NAME")]
     pub iface: Option<String>,
-    /// Pass the packets through an in-process packet ring to a writer thread, exactly as
+    /// Write on a thread of its own, the packets handed to it through the runtime's queue, as
     /// `trawl run --dump` does live (default: the reading thread writes them, which needs one
     /// core instead of two).
     #[arg(help_heading = topic::PACKET_STORE, long = "via-ring")]
@@ -199,6 +184,10 @@ pub struct DumpArgs {
     /// Summary on standard error at the end.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
+    /// `trawl run -c`) instead of running it.
+    #[arg(long = "print-composition")]
+    pub print_composition: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -249,107 +238,52 @@ pub struct PacketsArgs {
     pub summary: SummaryFormat,
 }
 
-/// The writer side of a ring listener: reads packets and hands them to a dumper until the ring
-/// closes (or `stop` says so); live capture calls `tick` while the ring is quiet.
-pub fn drain_into_dumper(
-    listener: &mut Listener,
-    dumper: &mut Dumper,
-    live: bool,
-    stop: &dyn Fn() -> bool,
-) -> Result<()> {
-    let mut ifaces: Vec<Interface> = listener.interfaces();
-    // Wall-clock bookkeeping every few thousand packets, not per packet.
-    let mut since_touch = 0u32;
-    loop {
-        match listener.wait(Duration::from_millis(100))? {
-            Recv::Ready(pkt) => {
-                let i = usize::from(pkt.iface);
-                if i < ifaces.len() {
-                    dumper.write(pkt.iface, &ifaces[i], &pkt)?;
-                } else {
-                    // The first packet of a new interface: copy it out (the record borrows
-                    // the listener), re-read the table, write it.
-                    let data = pkt.data.to_vec();
-                    let pkt = trawl_capture::PacketRecord { data: &data, ..pkt };
-                    ifaces = listener.interfaces();
-                    let Some(iface) = ifaces.get(i) else {
-                        bail!(
-                            "ring record names interface {i}, the ring has {}",
-                            ifaces.len()
-                        );
-                    };
-                    dumper.write(pkt.iface, iface, &pkt)?;
-                }
-                if live {
-                    since_touch += 1;
-                    if since_touch >= 4096 {
-                        since_touch = 0;
-                        let now = trawl_time::now_ns();
-                        dumper.touch(now);
-                        dumper.tick(now)?;
-                    }
-                }
-            }
-            Recv::Empty => {
-                if live {
-                    // The ring went quiet: streams written since the last look are not idle.
-                    let now = trawl_time::now_ns();
-                    if since_touch > 0 {
-                        since_touch = 0;
-                        dumper.touch(now);
-                    }
-                    dumper.tick(now)?;
-                }
-                if stop() {
-                    return Ok(());
-                }
-            }
-            Recv::Closed => return Ok(()),
-        }
-    }
-}
-
 pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
-    let plan = StorePlan::new(&a.dir, &a.store)?;
-    let mut filter = match &a.filter {
-        Some(f) => {
-            crate::run::check_filter(f)?;
-            Some(FilterSet::new(f, MAX_SNAPLEN))
-        }
-        None => None,
-    };
-    let retention = plan.start_retention(1)?;
-    let mut dumper = Dumper::new(plan.dumper.clone(), retention.as_ref().map(|r| r.handle()))?;
-    let started = Instant::now();
-    let mut feed = Feed::default();
-    if a.via_ring {
-        let mut producer = Producer::new(&RingConfig::with_capacity(64 << 20))?;
-        let mut listener = producer.ring().listen(Mode::Lossless)?;
-        std::thread::scope(|s| -> Result<()> {
-            let writer = std::thread::Builder::new()
-                .name("trawl-dump".into())
-                .spawn_scoped(s, || -> Result<()> {
-                    drain_into_dumper(&mut listener, &mut dumper, false, &|| false)
-                })?;
-            let fed = feed.files(a, &mut filter, &mut Sink::Ring(&mut producer));
-            producer.close();
-            writer
-                .join()
-                .map_err(|_| anyhow::anyhow!("the dump writer thread panicked"))??;
-            fed
-        })?;
-    } else {
-        feed.files(a, &mut filter, &mut Sink::Direct(&mut dumper, Vec::new()))?;
+    // The settings are checked as the command line names them, before anything runs.
+    let store_plan = StorePlan::new(&a.dir, &a.store)?;
+    store_plan.dumper.validate()?;
+    store_plan.check_room(1)?;
+    if let Some(f) = &a.filter {
+        crate::run::check_filter(f)?;
     }
-    let stats = dumper.finish()?;
-    let retention_stats = retention.map(Retention::stop);
-    let secs = started.elapsed().as_secs_f64();
-    let r = retention_stats.as_ref();
-    let (errors, read, filtered) = (&feed.errors, feed.packets_in, feed.filtered_out);
+    let doc = dump_plan(a);
+    if a.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let finished = crate::plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))?;
+    let input = crate::plan::input_report(&finished, SOURCE);
+    let store = finished.report.block(STORE);
+    let retention = a.store.retention_size.is_some() || a.store.retention_age.is_some();
+    let (stats, retention) = store_report(store, retention);
+    let mut errors = input.input_errors.clone();
+    errors.extend(store.iter().flat_map(|b| b.error_messages.iter().cloned()));
+    for e in &errors {
+        eprintln!("trawl: {e}");
+    }
+    let secs = finished.elapsed.as_secs_f64();
+    let (read, filtered, r) = (
+        input.source.records,
+        input.filter_rejected,
+        retention.as_ref(),
+    );
     match a.summary {
         SummaryFormat::None => {}
-        SummaryFormat::Json => eprintln!("{}", dump_json(&stats, r, read, filtered, secs, errors)),
-        SummaryFormat::Text => print_dump_text(&stats, r, filtered, secs, errors),
+        SummaryFormat::Json => {
+            let mut json = dump_json(&stats, r, read, filtered, secs, &errors);
+            // Only where a filter could not apply to a file (before issue 19 that refused the
+            // run), so the summary is otherwise as it was.
+            if !input.filter_warnings.is_empty() {
+                json["filter_warnings"] = serde_json::json!(input.filter_warnings);
+            }
+            eprintln!("{json}");
+        }
+        SummaryFormat::Text => {
+            print_dump_text(&stats, r, filtered, secs, &errors);
+            for w in &input.filter_warnings {
+                eprintln!("  warning: {w}");
+            }
+        }
     }
     Ok(if errors.is_empty() {
         ExitCode::SUCCESS
@@ -358,114 +292,90 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     })
 }
 
-/// Where `trawl dump` sends what it reads: straight into the dumper (one thread), or into an
-/// in-process ring that a writer thread drains as `trawl run --dump` does (`--via-ring`).
-enum Sink<'a> {
-    Direct(&'a mut Dumper, Vec<Interface>),
-    Ring(&'a mut Producer),
+/// The dumper block's counters as the store's statistics (and retention's, when it ran).
+fn store_report(
+    store: Option<&BlockReport>,
+    retention: bool,
+) -> (DumperStats, Option<RetentionStats>) {
+    let c = |name: &str| store.and_then(|b| b.counter(name)).unwrap_or(0);
+    let stats = DumperStats {
+        packets: c("packets"),
+        bytes: c("bytes"),
+        segments: c("segments"),
+        truncated: c("truncated"),
+        timestamps_clamped: c("timestamps_clamped"),
+        repaired: c("segments_repaired"),
+        repaired_bytes_cut: c("repaired_bytes_cut"),
+        cutoff: CutoffStats {
+            packets_cut: c("cutoff_packets"),
+            bytes_cut: c("cutoff_bytes"),
+            flows_cut: c("cutoff_flows"),
+            evictions: c("cutoff_evictions"),
+        },
+        direct_io: c("direct_io") != 0,
+    };
+    let retention = retention.then(|| RetentionStats {
+        deleted_for_budget: c("deleted_for_budget"),
+        deleted_for_age: c("deleted_for_age"),
+        deleted_for_space: c("deleted_for_space"),
+        bytes_deleted: c("bytes_deleted"),
+        errors: c("retention_errors"),
+        stored_bytes: c("stored_bytes"),
+        stored_segments: c("stored_segments"),
+    });
+    (stats, retention)
 }
 
-/// What reading the capture files counted.
-#[derive(Default)]
-struct Feed {
-    errors: Vec<String>,
-    packets_in: u64,
-    filtered_out: u64,
+/// The name of the `dumper` block in `trawl dump`'s plan (as in the monitor's).
+const STORE: &str = "dump";
+
+/// `trawl dump` as a composition: the files' `pcap_source` (merged by time, the filter
+/// compiled per file, unnamed interfaces named after `--iface`) into a `dumper`. With
+/// `--via-ring` the dumper runs on a thread of its own and the packets cross to it through
+/// the runtime's queue, as the monitor's capture threads hand them to its store.
+fn dump_plan(a: &DumpArgs) -> Document {
+    let mut doc = Document::new();
+    let input = FileInput {
+        files: a.read.clone(),
+        filter: a.filter.clone(),
+        format: None,
+    };
+    let gate = input.add(&mut doc);
+    // As `trawl dump` always named them: `--iface NAME` for each file's first unnamed
+    // interface (NAME1, NAME2... for the others), else if0, if1... by their place in the file.
+    let unnamed = a.iface.clone().unwrap_or_else(|| "if{}".to_string());
+    if let Some(t) = doc.block_table(SOURCE) {
+        t.insert("iface".into(), unnamed.into());
+    }
+    if a.via_ring {
+        doc.pool_of_threads("outputs", 1);
+    }
+    let mut s = a.store.clone();
+    s.dir = Some(a.dir.clone());
+    add_dumper(&mut doc, STORE, a.via_ring.then_some("outputs"), &s);
+    doc.connect(&gate, &[&format!("{STORE}.packets")], Policy::Wait);
+    doc
 }
 
-impl Feed {
-    /// Reads the capture files into `sink`; interfaces of every file get their own entry
-    /// (file 2's interface 0 is not file 1's). Unreadable input is reported and counted, the
-    /// rest is stored.
-    fn files(
-        &mut self,
-        a: &DumpArgs,
-        filter: &mut Option<FilterSet>,
-        sink: &mut Sink<'_>,
-    ) -> Result<()> {
-        let mut line = ProgressLine::new(crate::progress::on_terminal());
-        let fed = self.each_file(a, filter, sink, &mut line);
-        line.clear();
-        fed
+/// A `dumper` block named `name` with the store settings `s` (its `dir` set), on the first
+/// thread of `pool` if given, as `trawl dump` and the monitor (`trawl run --dump`) store
+/// packets.
+pub fn add_dumper(doc: &mut Document, name: &str, pool: Option<&str>, s: &StoreSettings) {
+    let dir = s.dir.as_ref().expect("a store has a directory");
+    let mut b = doc.block(name, "dumper");
+    if let Some(pool) = pool {
+        b = b.on(pool, Some(0));
     }
-
-    fn each_file(
-        &mut self,
-        a: &DumpArgs,
-        filter: &mut Option<FilterSet>,
-        sink: &mut Sink<'_>,
-        line: &mut ProgressLine,
-    ) -> Result<()> {
-        for (i, path) in a.read.iter().enumerate() {
-            let mut src = match FileSource::open(path) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("trawl: {e}");
-                    self.errors.push(e.to_string());
-                    continue;
-                }
-            };
-            let mut map: Vec<u16> = Vec::new();
-            loop {
-                let batch = match src.next_batch() {
-                    Ok(Some(b)) => b,
-                    Ok(None) => break,
-                    Err(e) => {
-                        eprintln!("trawl: {e}");
-                        self.errors.push(e.to_string());
-                        break;
-                    }
-                };
-                for iface in batch.interfaces().iter().skip(map.len()) {
-                    let mut named = iface.clone();
-                    if named.name.is_none() {
-                        named.name = Some(match &a.iface {
-                            Some(n) if map.is_empty() => n.clone(),
-                            Some(n) => format!("{n}{}", map.len()),
-                            None => format!("if{}", map.len()),
-                        });
-                    }
-                    map.push(match sink {
-                        Sink::Ring(p) => p.add_interface(&named)?,
-                        Sink::Direct(_, ifaces) => {
-                            ifaces.push(named);
-                            u16::try_from(ifaces.len() - 1)
-                                .map_err(|_| anyhow::anyhow!("more than 65536 interfaces"))?
-                        }
-                    });
-                }
-                for pkt in batch.iter() {
-                    self.packets_in += 1;
-                    if let Some(f) = filter.as_mut() {
-                        if !f.matches(pkt.link_type, pkt.data, pkt.wire_len)? {
-                            self.filtered_out += 1;
-                            continue;
-                        }
-                    }
-                    let iface = map[usize::from(pkt.iface)];
-                    match sink {
-                        Sink::Direct(d, ifaces) => {
-                            let pkt = trawl_capture::PacketRecord { iface, ..pkt };
-                            d.write(iface, &ifaces[usize::from(iface)], &pkt)?;
-                        }
-                        Sink::Ring(p) => {
-                            p.push_record(&trawl_capture::PacketRecord { iface, ..pkt })?;
-                        }
-                    }
-                }
-                if let Sink::Ring(p) = sink {
-                    p.publish();
-                }
-                if line.due() {
-                    let (done, total) = src.progress().unwrap_or((0, 0));
-                    let rate = trawl_compose::human_rate(self.packets_in as f64 / line.elapsed_s());
-                    let text = format!("file {}, {} packets ({rate}/s)", i + 1, self.packets_in);
-                    line.draw(done, total, &text);
-                }
-            }
-        }
-        Ok(())
-    }
+    let _ = b
+        .set("dir", dir.display().to_string())
+        .set_some("segment_size", s.segment_size.as_deref())
+        .set_some("segment_time", s.segment_time.as_deref())
+        .set_some("write_block", s.write_block.as_deref())
+        .set_some("cutoff", s.cutoff.as_deref())
+        .set_some("host_index", s.host_index)
+        .set_some("direct_io", s.direct_io)
+        .set_some("retention_size", s.retention_size.as_deref())
+        .set_some("retention_age", s.retention_age.as_deref());
 }
 
 /// The store's counters as a JSON object (the `trawl dump` summary, the `dump` section of the
@@ -598,8 +508,8 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let started = Instant::now();
     // Decided before the file is created: a pcap file holds one link type.
     let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
-    let out = crate::flag::open_output(&a.write)?;
-    let sink = std::io::BufWriter::with_capacity(1 << 20, out);
+    let sink = OutputFile::create(&a.write)
+        .with_context(|| format!("cannot create output file {}", a.write.display()))?;
     let mut writer = CaptureOut::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;

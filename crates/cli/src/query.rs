@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
+use trawl_blocks::output::OutputFile;
 use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
 use trawl_store::BLOCK_NS;
@@ -157,22 +158,17 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     if partial.stats.blocks == 0 {
         tracing::info!("{}", empty_range_note(&a.db, &a.iface)?);
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    let written = if a.partial {
+    let mut out = OutputFile::create(Path::new("-")).context("cannot write output")?;
+    // A reader that went away (EPIPE) ends the output early and is no error.
+    let _ = if a.partial {
         writeln!(out, "{}", partial.to_json())
     } else {
         let mut result = partial.finish(sort, (a.limit > 0).then_some(a.limit));
         result.elapsed = started.elapsed();
         let zone = if a.local { Zone::Local } else { Zone::Utc };
-        output::write(&result, format, zone, &mut out).and_then(|()| out.flush())
+        output::write(&result, format, zone, &mut out)
     };
-    match written {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            return Err(e).context("cannot write output")
-        }
-        _ => {}
-    }
+    out.finish().context("cannot write output")?;
     Ok(if failed {
         ExitCode::from(1)
     } else {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use trawl_blocks::output::OutputFile;
 use trawl_export::feed::{self, FlowDatabase, FlowSource, LiveOptions, SeriesSource};
 use trawl_export::FeedAddr;
 use trawl_flow::format::{RecordFormat, RecordWriter};
@@ -106,14 +107,14 @@ pub fn run(a: &SubscribeArgs) -> Result<ExitCode> {
     let to = a.to.unwrap_or(u64::MAX);
     let zone = if a.local { Zone::Local } else { Zone::Utc };
     let rfc3339 = a.time_format == TimeFormat::Rfc3339;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = OutputFile::create(std::path::Path::new("-"))?;
     let mut buf = Vec::with_capacity(4096);
     let mut seen = 0u64;
     let mut closed = false;
     let mut write = |buf: &mut Vec<u8>| -> ControlFlow<()> {
         seen += 1;
         // Live output: each record as it comes.
-        let r = out.write_all(buf).and_then(|_| out.flush());
+        let r = out.write_all(buf).and_then(|_| Write::flush(&mut out));
         buf.clear();
         if r.is_err() {
             closed = true;

@@ -34,8 +34,6 @@ struct BlockShared {
     busy_ns: AtomicU64,
     calls: AtomicU64,
     errors: AtomicU64,
-    /// The first [`ERRORS_KEPT`] error messages, for the report.
-    first_errors: Mutex<Vec<String>>,
     own: Mutex<Vec<(String, Counter)>>,
     /// Errors and warnings reported, in order (the first [`MESSAGES_KEPT`]).
     messages: Mutex<Vec<Message>>,
@@ -210,7 +208,8 @@ pub struct BlockReport {
     pub calls: u64,
     /// Problems it reported and went on after.
     pub errors: u64,
-    /// The first of them ([`ERRORS_KEPT`]), in the order reported.
+    /// The first of them ([`ERRORS_KEPT`]), in the order reported: the errors among
+    /// `messages`, not kept apart.
     pub error_messages: Vec<String>,
     /// Whether it has finished.
     pub finished: bool,
@@ -378,6 +377,18 @@ impl Report {
 }
 
 impl BlockReport {
+    /// Fills `error_messages` from `messages`: the first [`ERRORS_KEPT`] errors.
+    fn with_error_messages(mut self) -> BlockReport {
+        self.error_messages = self
+            .messages
+            .iter()
+            .filter(|m| m.kind == MessageKind::Error)
+            .take(ERRORS_KEPT)
+            .map(|m| m.text.clone())
+            .collect();
+        self
+    }
+
     /// The block's own counter `name`.
     pub fn counter(&self, name: &str) -> Option<u64> {
         self.counters
@@ -581,7 +592,18 @@ impl Running {
     pub fn supervise(
         self,
         stop: &AtomicBool,
+        status: impl FnMut(&Report),
+    ) -> Result<Report, (String, Report)> {
+        self.supervise_ticking(stop, status, |_| {})
+    }
+
+    /// [`Running::supervise`], calling `tick` every 20 ms besides (a progress display reads
+    /// the counters it needs through it).
+    pub fn supervise_ticking(
+        self,
+        stop: &AtomicBool,
         mut status: impl FnMut(&Report),
+        mut tick: impl FnMut(&Running),
     ) -> Result<Report, (String, Report)> {
         if let Some(user) = &self.run_control.user {
             if let Err(e) = trawl_capture::live::drop_privileges(user) {
@@ -612,6 +634,7 @@ impl Running {
                     next_status = Some(at + every);
                 }
             }
+            tick(&self);
         }
         self.wait()
     }
@@ -644,7 +667,7 @@ impl Running {
                 busy_ns: s.busy_ns.load(Ordering::Relaxed),
                 calls: s.calls.load(Ordering::Relaxed),
                 errors: s.errors.load(Ordering::Relaxed),
-                error_messages: s.first_errors.lock().map(|e| e.clone()).unwrap_or_default(),
+                error_messages: Vec::new(),
                 finished: s.finished.load(Ordering::Acquire),
                 counters: s
                     .own
@@ -653,6 +676,7 @@ impl Running {
                     .unwrap_or_default(),
                 messages: s.messages.lock().map(|m| m.clone()).unwrap_or_default(),
             })
+            .map(BlockReport::with_error_messages)
             .collect();
         let mut connections: Vec<ConnectionReport> = self
             .queues
@@ -994,11 +1018,6 @@ impl Host for Worker {
         let n = l.shared.errors.fetch_add(1, Ordering::Relaxed);
         let print = self.control.print_messages && log;
         keep_message(&l.shared, MessageKind::Error, message.as_str());
-        if (n as usize) < ERRORS_KEPT {
-            if let Ok(mut kept) = l.shared.first_errors.lock() {
-                kept.push(message.clone());
-            }
-        }
         if !print {
             return;
         }

@@ -70,7 +70,9 @@ impl DumperConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    /// Checks the sizes and times (done again by [`Dumper::new`]): for callers that refuse bad
+    /// settings before they start anything.
+    pub fn validate(&self) -> Result<(), Error> {
         if self.block_bytes == 0 || !self.block_bytes.is_multiple_of(ALIGN) {
             return Err(Error::Config(format!(
                 "block size {} is not a positive multiple of 4096",

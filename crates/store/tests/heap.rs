@@ -4,9 +4,7 @@
 //!
 //! A binary of its own because it counts every allocation of the process (a global allocator),
 //! and other tests running beside it would be counted too.
-use std::net::IpAddr;
 
-use trawl_flow::EndReason;
 use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
 use trawl_testkit::alloc::{self, CountingAllocator};
 
@@ -14,30 +12,9 @@ use trawl_testkit::alloc::{self, CountingAllocator};
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
-/// 2025-11-16T00:00:00Z.
-const DAY0: u64 = 1_763_251_200 * 1_000_000_000;
-
-fn row(i: u64, t: u64) -> StoredFlow {
-    StoredFlow {
-        src_ip: IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]),
-        dst_ip: IpAddr::from([192, 0, 2, (i % 251) as u8]),
-        src_port: 1024 + (i % 60_000) as u16,
-        dst_port: [443, 80, 53, 22][(i % 4) as usize],
-        proto: if i % 4 == 2 { 17 } else { 6 },
-        vlan: 0,
-        first_ns: t,
-        last_ns: t + 1_000_000,
-        fwd_packets: 1 + i % 10,
-        rev_packets: i % 5,
-        fwd_bytes: 100 + i,
-        rev_bytes: 50 * (i % 5),
-        fwd_ip_bytes: 80 + i,
-        rev_ip_bytes: 40 * (i % 5),
-        fwd_tcp_flags: 0x12,
-        rev_tcp_flags: 0x10,
-        end_reason: EndReason::Idle,
-    }
-}
+#[path = "rows.rs"]
+mod rows;
+use rows::{row, DAY0};
 
 #[test]
 fn the_writer_holds_a_high_water_mark_not_a_growing_heap() {

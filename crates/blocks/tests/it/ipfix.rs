@@ -97,15 +97,25 @@ fn ipfix_source_reads_back_the_records_flow_export_wrote() {
 }
 
 #[test]
-fn ipfix_source_stops_after_count_records() {
+fn ipfix_source_takes_its_records_from_the_runtime_budget() {
+    // Issue 19: the source has no `count` of its own; it takes each record from the run's
+    // budget (`[runtime] count`), as the packet sources do, so the total is exact.
     let dir = tempfile::tempdir().unwrap();
     let (file, _) = exported(dir.path(), "ipfix-count-sent");
-    let report = run(&source_into(
-        "ipfix-count-got",
-        &format!("files = [\"{}\"]\ncount = 7", file.display()),
+    let files = format!("files = [\"{}\", \"{}\"]", file.display(), file.display());
+    let report = run(&format!(
+        "{}\n[runtime]\ncount = 7\n",
+        source_into("ipfix-count-got", &files)
     ));
     assert_eq!(collected("ipfix-count-got").flows.len(), 7);
     assert_eq!(report.block("src").unwrap().counter("records"), Some(7));
+    // Its own setting is gone: refused, not silently ignored.
+    let text = source_into("ipfix-count-old", &format!("{files}\ncount = 7"));
+    let registry = trawl_blocks::registry();
+    let e = trawl_compose::plan(&text, "test", &registry, &[])
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("count"), "{e}");
 }
 
 #[test]

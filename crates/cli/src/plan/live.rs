@@ -15,6 +15,7 @@ use trawl_flow::decode::TunnelMode;
 
 use crate::config::RunPlan;
 use crate::flag::OutputFormat;
+use crate::flows::LiveInput;
 
 /// A block name from an interface name: letters, digits, `_` and `-` only.
 fn ident(iface: &str) -> String {
@@ -84,41 +85,47 @@ fn fanout_group(i: usize) -> i64 {
     i64::from(g.max(1))
 }
 
-/// The monitor `plan` describes, as a composition.
-pub fn monitor(plan: &RunPlan) -> Result<Document> {
-    if plan.feeds {
-        bail!(
-            "the multicast feeds (--flows-feed, --series-feed, [feeds]) have no block yet: \
-             `trawl run` cannot publish them; use `trawl flows -i`/`trawl series -i` with the \
-             feed, or export the records (--export)"
-        );
-    }
-    let live = &plan.live;
-    let workers = live.workers;
-    let total = live.interfaces.len() * workers;
-    let meters = plan.flows.is_some()
-        || plan.series.is_some()
-        || plan.store.is_some()
-        || !plan.export_to.is_empty();
-    let outputs_needed = plan.flows.is_some()
-        || plan.series.is_some()
-        || plan.store.is_some()
-        || !plan.export_to.is_empty()
-        || plan.dump_settings.is_some();
+/// One `afpacket_source` of [`add_capture`]: which interface and worker, its block name and
+/// its thread of the `capture` pool.
+pub struct Capture {
+    pub iface: usize,
+    pub worker: usize,
+    pub name: String,
+    pub thread: usize,
+}
 
-    let mut doc = Document::new();
+/// The `[runtime]` settings of live capture: `count`, `duration`, the status line every
+/// `stats_interval_ns`, and the `user` to switch to once every socket is open.
+pub fn runtime(doc: &mut Document, live: &LiveInput, stats_interval_ns: Option<u64>) {
     if let Some(count) = live.count {
         doc.runtime("count", count as i64);
     }
     if let Some(ns) = live.duration_ns {
         doc.runtime("duration", span(ns));
     }
-    if let Some(ns) = plan.stats_interval_ns {
+    if let Some(ns) = stats_interval_ns {
         doc.runtime("stats_interval", span(ns));
     }
     if let Some(user) = &live.user {
         doc.runtime("user", user.as_str());
     }
+}
+
+/// Adds live capture as `live` says (with [`runtime`] for its `[runtime]` settings): the
+/// `capture` pool (a thread per worker, pinned to `--cpus`), and per interface and worker an
+/// `afpacket_source` (`cap_IFACE_W`) with the socket settings, `filter` and `dedup_ns` (a
+/// fanout group per interface when there are several workers). Its packets leave on
+/// `NAME.packets`. `beside` adds what goes with each source right after it (its meter, on
+/// its thread), so the composition reads source by source.
+pub fn add_capture(
+    doc: &mut Document,
+    live: &LiveInput,
+    filter: Option<&str>,
+    dedup_ns: u64,
+    mut beside: impl FnMut(&mut Document, &Capture),
+) -> Vec<Capture> {
+    let workers = live.workers;
+    let total = live.interfaces.len() * workers;
     let cores: Vec<usize> = live.cpus.iter().copied().take(total).collect();
     if cores.is_empty() {
         doc.pool_of_threads("capture", total);
@@ -126,16 +133,10 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         doc.pool_on_cores("capture", &cores);
     }
     let capture_threads = if cores.is_empty() { total } else { cores.len() };
-    if outputs_needed {
-        doc.pool_of_threads("outputs", 1);
-    }
-
-    let mut sources = Vec::new();
-    let mut meter_names: Vec<(usize, String)> = Vec::new();
+    let mut captures = Vec::new();
     for (i, iface) in live.interfaces.iter().enumerate() {
         for w in 0..workers {
-            let k = sources.len();
-            let thread = k % capture_threads;
+            let thread = captures.len() % capture_threads;
             let name = format!("cap_{}_{w}", ident(iface));
             let s = &live.socket;
             let mut b = doc
@@ -146,8 +147,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 .set("block_size", size(s.block_size as u64))
                 .set("blocks", s.block_count as i64)
                 .set("promiscuous", s.promiscuous)
-                .set_some("filter", plan.filter.as_deref())
-                .set_some("dedup", (plan.dedup_ns > 0).then(|| span(plan.dedup_ns)));
+                .set_some("filter", filter)
+                .set_some("dedup", (dedup_ns > 0).then(|| span(dedup_ns)));
             if s.timestamps == trawl_capture::live::TimestampMode::Software {
                 b = b.set("timestamps", "software");
             }
@@ -161,6 +162,50 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 );
             }
             let _ = b;
+            let capture = Capture {
+                iface: i,
+                worker: w,
+                name,
+                thread,
+            };
+            beside(doc, &capture);
+            captures.push(capture);
+        }
+    }
+    captures
+}
+
+/// The monitor `plan` describes, as a composition.
+pub fn monitor(plan: &RunPlan) -> Result<Document> {
+    if plan.feeds {
+        bail!(
+            "the multicast feeds (--flows-feed, --series-feed, [feeds]) have no block yet: \
+             `trawl run` cannot publish them; use `trawl flows -i`/`trawl series -i` with the \
+             feed, or export the records (--export)"
+        );
+    }
+    let live = &plan.live;
+    let meters = plan.flows.is_some()
+        || plan.series.is_some()
+        || plan.store.is_some()
+        || !plan.export_to.is_empty();
+    let outputs_needed = plan.flows.is_some()
+        || plan.series.is_some()
+        || plan.store.is_some()
+        || !plan.export_to.is_empty()
+        || plan.dump_settings.is_some();
+
+    let mut doc = Document::new();
+    runtime(&mut doc, live, plan.stats_interval_ns);
+    let mut meter_names: Vec<(usize, String)> = Vec::new();
+    let captures = add_capture(
+        &mut doc,
+        live,
+        plan.filter.as_deref(),
+        plan.dedup_ns,
+        |doc, c| {
+            let (i, w, thread) = (c.iface, c.worker, c.thread);
+            let iface = &live.interfaces[i];
             if meters {
                 let meter = format!("meter_{}_{w}", ident(iface));
                 let f = &plan.flow;
@@ -191,22 +236,17 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 doc.block(&format!("count_{}_{w}", ident(iface)), "count")
                     .on("capture", Some(thread));
             }
-            sources.push((i, w, name));
-        }
+        },
+    );
+    if outputs_needed {
+        doc.pool_of_threads("outputs", 1);
     }
+    let sources: Vec<(usize, usize, String)> = captures
+        .into_iter()
+        .map(|c| (c.iface, c.worker, c.name))
+        .collect();
     if let Some(d) = &plan.dump_settings {
-        let dir = d.dir.as_ref().expect("a store has a directory");
-        doc.block("dump", "dumper")
-            .on("outputs", Some(0))
-            .set("dir", dir.display().to_string())
-            .set_some("segment_size", d.segment_size.as_deref())
-            .set_some("segment_time", d.segment_time.as_deref())
-            .set_some("write_block", d.write_block.as_deref())
-            .set_some("cutoff", d.cutoff.as_deref())
-            .set_some("host_index", d.host_index)
-            .set_some("direct_io", d.direct_io)
-            .set_some("retention_size", d.retention_size.as_deref())
-            .set_some("retention_age", d.retention_age.as_deref());
+        crate::dump::add_dumper(&mut doc, "dump", Some("outputs"), d);
     }
     if let Some((path, format)) = &plan.flows {
         doc.block("flows_out", "flow_writer")

@@ -58,6 +58,27 @@ pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
     })
 }
 
+/// Like [`run`], for a composition that runs until stopped (live capture): the first
+/// SIGINT/SIGTERM stops it cleanly (the second exits), as do the runtime's `duration` and
+/// `count`; privileges drop to its `user` once every socket is open.
+pub fn run_supervised(doc: &Document) -> Result<Finished> {
+    let registry = trawl_blocks::registry();
+    let cpus = trawl_capture::live::allowed_cpus();
+    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
+        .map_err(anyhow::Error::from)?;
+    plan.print_messages = false;
+    let stop = crate::signals::install_stop_signals()?;
+    let started = Instant::now();
+    let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    let report = running
+        .supervise(&stop, |_| {})
+        .map_err(|(e, _)| anyhow!(e))?;
+    Ok(Finished {
+        report,
+        elapsed: started.elapsed(),
+    })
+}
+
 /// Formats nanoseconds as a span the blocks' settings read (`30s`, `2m`, `1500ms`): the
 /// largest unit that says it exactly.
 pub fn span(ns: u64) -> String {

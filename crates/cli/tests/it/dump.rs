@@ -959,3 +959,220 @@ fn a_directory_that_is_no_store_is_an_error_and_an_empty_window_says_what_is_sto
     assert!(out.status.success() && !stderr.contains("note"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Splits the pcap file `input` into two: records 1, 3, 5... into `odd`, 2, 4, 6... into
+/// `even` (the two halves of one capture, their times interleaved).
+fn split_alternately(input: &Path, odd: &Path, even: &Path) {
+    let data = std::fs::read(input).unwrap();
+    let little = data[..4] == [0xd4, 0xc3, 0xb2, 0xa1] || data[..4] == [0x4d, 0x3c, 0xb2, 0xa1];
+    let len = |b: &[u8]| {
+        let b: [u8; 4] = b.try_into().unwrap();
+        (if little {
+            u32::from_le_bytes(b)
+        } else {
+            u32::from_be_bytes(b)
+        }) as usize
+    };
+    let mut halves = [data[..24].to_vec(), data[..24].to_vec()];
+    let (mut at, mut n) = (24, 0);
+    while at < data.len() {
+        let end = at + 16 + len(&data[at + 8..at + 12]);
+        halves[n % 2].extend_from_slice(&data[at..end]);
+        at = end;
+        n += 1;
+    }
+    std::fs::write(odd, &halves[0]).unwrap();
+    std::fs::write(even, &halves[1]).unwrap();
+}
+
+#[test]
+fn dump_merges_its_files_by_time_and_filters_each() {
+    // Issue 19: `trawl dump` reads its files as `trawl flows` does (one pcap_source: merged
+    // by packet time, the filter compiled per file). The two halves of a capture, their
+    // packets interleaved, store what the whole capture stores; read one after the other
+    // (as dump did before), the second half came after the first.
+    let dir = tempdir("merge");
+    let input = gunzip(
+        &trawl_testkit::testdata("oracle/many-protocols.pcap.gz"),
+        &dir,
+    );
+    let (odd, even) = (dir.join("odd.pcap"), dir.join("even.pcap"));
+    split_alternately(&input, &odd, &even);
+    let mut got = Vec::new();
+    for (tag, files) in [("whole", vec![&input]), ("halves", vec![&odd, &even])] {
+        let store = dir.join(tag);
+        let mut args = vec!["dump", "-w", s(&store), "-f", "udp", "--iface", "eth9"];
+        for f in files {
+            args.extend(["-r", s(f)]);
+        }
+        args.extend(["--summary", "json"]);
+        let sum = ok(&trawl(&args));
+        let back = dir.join(format!("{tag}.pcap"));
+        let out = trawl(&[
+            "packets",
+            "-d",
+            s(&store),
+            "-i",
+            "eth9",
+            "-w",
+            s(&back),
+            "--summary",
+            "json",
+        ]);
+        ok(&out);
+        got.push((
+            sum["packets_read"].clone(),
+            sum["packets_filtered_out"].clone(),
+            timed_packets(&back),
+        ));
+    }
+    let (whole, halves) = (&got[0].2, &got[1].2);
+    assert!(whole.len() > 10, "{} udp packets", whole.len());
+    assert!(got[0].1.as_u64().unwrap() > 0, "the filter rejected some");
+    assert_eq!((&got[0].0, &got[0].1), (&got[1].0, &got[1].1));
+    // In time order (packets of equal times may come in another order: a tie goes to the
+    // file given first), and the same packets.
+    let times: Vec<u64> = halves.iter().map(|p| p.0).collect();
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "stored out of time order"
+    );
+    let sorted = |v: &[(u64, Vec<u8>)]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    assert!(sorted(whole) == sorted(halves), "other packets stored");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The packets of a capture file with their times.
+fn timed_packets(path: &Path) -> Vec<(u64, Vec<u8>)> {
+    use trawl_capture::PacketSource;
+    let mut src = trawl_capture::FileSource::open(path).expect("open capture");
+    let mut v = Vec::new();
+    while let Some(b) = src.next_batch().expect("read capture") {
+        v.extend(b.iter().map(|p| (p.ts_ns, p.data.to_vec())));
+    }
+    v
+}
+
+#[test]
+fn dump_prints_the_composition_it_runs() {
+    // `trawl dump --print-composition` prints the plan (pcap_source -> dumper); `trawl run -c`
+    // of that text stores what `trawl dump` stores.
+    let dir = tempdir("dump-compose");
+    let input = pcap("many_interfaces-1.pcapng");
+    let direct = dir.join("direct");
+    let printed = dir.join("printed");
+    let plan = |store: &Path| {
+        let out = trawl(&[
+            "dump",
+            "-r",
+            s(&input),
+            "-w",
+            s(store),
+            "--segment-time",
+            "10s",
+            "--via-ring",
+            "--print-composition",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let toml = plan(&printed);
+    assert!(toml.contains("type = \"pcap_source\""), "{toml}");
+    assert!(toml.contains("type = \"dumper\""), "{toml}");
+    assert!(!printed.exists(), "printing the plan runs nothing");
+    let file = dir.join("dump.toml");
+    std::fs::write(&file, &toml).unwrap();
+    let check = trawl(&["check", "-c", s(&file)]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let run = trawl(&["run", "-c", s(&file)]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&direct),
+        "--segment-time",
+        "10s",
+        "--summary",
+        "json",
+    ]));
+    let listing = |store: &Path| -> Vec<(String, Vec<u8>)> {
+        walk(store)
+            .iter()
+            .map(|p| {
+                let name = p.strip_prefix(store).unwrap().display().to_string();
+                (name, std::fs::read(p).unwrap())
+            })
+            .collect()
+    };
+    let (a, b) = (listing(&direct), listing(&printed));
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_dump_summary_reads_retention_and_cutoff_back_from_the_run() {
+    // The summary's counters come from the dumper block's report: they must say what is in
+    // the store.
+    let dir = tempdir("dump-counters");
+    let input = gunzip(
+        &trawl_testkit::testdata("oracle/many-protocols.pcap.gz"),
+        &dir,
+    );
+    let store = dir.join("store");
+    let sum = ok(&trawl(&[
+        "dump",
+        "-r",
+        s(&input),
+        "-w",
+        s(&store),
+        "--segment-size",
+        "64KiB",
+        "--retention-size",
+        "300KiB",
+        "--cutoff",
+        "2KiB",
+        "--summary",
+        "json",
+    ]));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let cut = &sum["cutoff"];
+    assert!(
+        n(&cut["packets_cut"]) > 0 && n(&cut["flows_cut"]) > 0,
+        "{sum}"
+    );
+    assert_eq!(
+        n(&sum["packets_written"]) + n(&cut["packets_cut"]),
+        n(&sum["packets_read"])
+    );
+    let r = &sum["retention"];
+    assert!(n(&r["deleted_for_budget"]) > 0, "{sum}");
+    let segments: Vec<PathBuf> = walk(&store)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    assert_eq!(n(&r["stored_segments"]), segments.len() as u64, "{sum}");
+    assert_eq!(
+        n(&r["stored_segments"]) + n(&r["deleted_for_budget"]),
+        n(&sum["segments"])
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1918,3 +1918,104 @@ fn a_damaged_ipfix_header_is_skipped_and_the_next_messages_are_read() {
         "{errors}"
     );
 }
+
+#[test]
+fn collect_writes_what_it_receives_within_a_second_while_it_listens() {
+    // Issue 19: the collector's writer flushes on a timer, so a reader of its file sees the
+    // records while it still listens (it flushed every 1 MiB or at the end). A real exporter
+    // (trawl flows --export over UDP) sends; the collector runs until its --duration, which
+    // the runtime enforces.
+    let dir = tempdir("collect-flush");
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let got = dir.join("collected.jsonl");
+    let started = Instant::now();
+    let mut collector = Command::new(bin())
+        .args(["collect", "--listen", &format!("udp://127.0.0.1:{port}")])
+        .args(["--duration", "10s", "--summary", "json", "-o"])
+        .arg(&got)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = dir.join("sent.jsonl");
+    let export = Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&sent)
+        .args(["--export", &format!("ipfix+udp://127.0.0.1:{port}")])
+        .output()
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let want = std::fs::read_to_string(&sent).unwrap().lines().count();
+    assert!(want > 50, "{want} records sent");
+    let lines = || {
+        std::fs::read_to_string(&got)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while lines() < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        collector.try_wait().unwrap().is_none(),
+        "the collector still listens"
+    );
+    assert_eq!(lines(), want, "records in the file while it listens");
+    let out = collector.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "ran its --duration"
+    );
+    let summary: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["records_written"], want as u64, "{summary}");
+}
+
+#[test]
+fn collect_into_a_closed_pipe_ends_cleanly() {
+    // A reader that went away (`trawl collect ... | head`) ends the run through the runtime's
+    // clean stop (the writer's EPIPE): exit 0 and the summary, no error.
+    let dir = tempdir("collect-epipe");
+    let file = dir.join("flows.ipfix");
+    let export = Command::new(bin())
+        .args([
+            "flows",
+            "-r",
+            &sample(),
+            "--summary",
+            "none",
+            "-o",
+            "/dev/null",
+        ])
+        .arg("--export")
+        .arg(format!("ipfix:{}", file.display()))
+        .output()
+        .unwrap();
+    assert!(export.status.success());
+    let mut collector = Command::new(bin())
+        .args(["collect", "--summary", "json", "-r"])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(collector.stdout.take());
+    let out = collector.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        summary["error_messages"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+}

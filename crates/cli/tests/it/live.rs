@@ -795,6 +795,40 @@ fn run_publishes_a_ring_that_other_processes_read_whole() {
 }
 
 #[test]
+fn a_listener_writing_into_a_closed_pipe_ends_cleanly() {
+    // `trawl listen -w - | tshark -c 10 -r -`: the reader goes away; the listener's output (the
+    // one buffered output of trawl) takes the closed pipe as the end, not as a failure.
+    let lab = lab();
+    let ring_prefix = format!("p{}", std::process::id());
+    let ring = format!("{ring_prefix}-{}-0", lab.host);
+    let run = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--duration",
+        "3s",
+        "--ring",
+        &ring_prefix,
+        "--summary",
+        "json",
+    ]);
+    wait_for_ring(&ring);
+    let mut listener = listen_child(&ring, &["--lossless", "-w", "-"]);
+    drop(listener.stdout.take());
+    std::thread::sleep(Duration::from_millis(500));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, run_summary) = wait_json(run);
+    assert_eq!(counter_sum(&run_summary, "ring", "published"), 500);
+    let out = listener.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(stderr.lines().last().unwrap()).expect("summary");
+    assert_eq!(summary["records_read"], 500, "{summary}");
+}
+
+#[test]
 fn duplicate_removal_drops_switching_duplicates() {
     let lab = lab();
     // Every packet of the capture twice in a row, as a mirror port that sees it on two links.

@@ -306,6 +306,37 @@ impl Block for Talker {
     }
 }
 
+/// Reports `count` problems at its first poll, a warning before each error (`warning N`,
+/// `error N`), then ends.
+pub struct Complainer {
+    count: u64,
+}
+
+#[derive(Deserialize)]
+pub struct ComplainerSettings {
+    count: u64,
+}
+
+impl Block for Complainer {
+    const TYPE: &'static str = "complainer";
+    const SUMMARY: &'static str = "reports errors and warnings";
+    const INPUTS: &'static [GateDef] = &[];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = ComplainerSettings;
+
+    fn build(s: ComplainerSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(Complainer { count: s.count })
+    }
+
+    fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll {
+        for i in 0..self.count {
+            ctx.warn(format_args!("warning {i}"));
+            ctx.note_error(format_args!("error {i}"));
+        }
+        Poll::Done
+    }
+}
+
 /// Records, at start, the CPUs its thread may run on (`Cpus_allowed_list` of
 /// /proc/thread-self/status), under its name in [`affinity`].
 pub struct Where;
@@ -397,6 +428,7 @@ pub fn registry() -> Registry {
         .register::<Scale>()
         .register::<Sink>()
         .register::<Talker>()
+        .register::<Complainer>()
         .register::<Ticker>()
         .register::<Where>();
     r

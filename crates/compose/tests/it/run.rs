@@ -491,3 +491,26 @@ fn issue_19_runtime_duration_stops_and_stats_interval_reports() {
     );
     assert!(report.blocks[0].items_out > 0);
 }
+
+#[test]
+fn a_blocks_error_messages_are_the_first_errors_of_its_messages() {
+    // The report keeps what a block said once (`messages`, every kind); `error_messages` is
+    // the first `ERRORS_KEPT` errors of it, not a second store that could disagree.
+    let report = run(r#"
+        [[block]]
+        name = "moaner"
+        type = "complainer"
+        count = 600
+    "#);
+    let b = report.block("moaner").unwrap();
+    assert_eq!(b.errors, 600);
+    assert_eq!(b.messages.len(), 1000, "the first thousand kept");
+    let errors: Vec<String> = b
+        .messages
+        .iter()
+        .filter(|m| m.kind == trawl_compose::MessageKind::Error)
+        .map(|m| m.text.clone())
+        .collect();
+    assert_eq!(errors.len(), 500);
+    assert_eq!(b.error_messages, errors[..trawl_compose::ERRORS_KEPT]);
+}
