@@ -186,7 +186,7 @@ pub struct DumpArgs {
     pub summary: SummaryFormat,
     /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
     /// `trawl run -c`) instead of running it.
-    #[arg(long = "print-composition")]
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
     pub print_composition: bool,
 }
 
