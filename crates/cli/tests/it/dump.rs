@@ -1001,7 +1001,7 @@ fn dump_merges_its_files_by_time_and_filters_each() {
     let mut got = Vec::new();
     for (tag, files) in [("whole", vec![&input]), ("halves", vec![&odd, &even])] {
         let store = dir.join(tag);
-        let mut args = vec!["dump", "-w", s(&store), "-f", "udp", "--iface", "eth9"];
+        let mut args = vec!["dump", "-w", s(&store), "-f", "udp", "-i", "eth9"];
         for f in files {
             args.extend(["-r", s(f)]);
         }
@@ -1010,7 +1010,7 @@ fn dump_merges_its_files_by_time_and_filters_each() {
         let back = dir.join(format!("{tag}.pcap"));
         let out = trawl(&[
             "packets",
-            "-d",
+            "-r",
             s(&store),
             "-i",
             "eth9",
@@ -1146,7 +1146,7 @@ fn the_dump_summary_reads_retention_and_cutoff_back_from_the_run() {
         s(&store),
         "--segment-size",
         "64KiB",
-        "--retention-size",
+        "--dump-max-size",
         "300KiB",
         "--cutoff",
         "2KiB",
