@@ -146,11 +146,19 @@ impl PacketBatch {
     }
 }
 
-/// Flow records, initiator to responder, with payload bytes left out.
+/// Flow records, initiator to responder. Their payload bytes (when the meter keeps them,
+/// `flow_meter`'s `payload_bytes`) travel beside them: read the records through
+/// [`FlowBatch::record`] to have them.
 #[derive(Default)]
 pub struct FlowBatch {
-    /// The records, in emission order.
+    /// The records, in emission order, with empty payloads.
     pub records: Vec<FlowRecord<'static>>,
+    /// The payload bytes of every record, forward then reverse, back to back (empty when the
+    /// meter keeps none).
+    pub payload: Vec<u8>,
+    /// Per record, the lengths of its forward and reverse payload in [`FlowBatch::payload`];
+    /// empty when the meter keeps none.
+    pub payload_lens: Vec<[u32; 2]>,
     /// Packet time (ns) up to which the meter had processed packets when it sent these: later
     /// records come from packets at or after it (or are late packets' flows), so stores can
     /// close their time blocks behind it with a grace time. 0 claims nothing (the records of
@@ -172,6 +180,55 @@ pub struct FlowBatch {
 impl Payload for FlowBatch {
     fn items(&self) -> usize {
         self.records.len()
+    }
+}
+
+impl FlowBatch {
+    /// Whether the records carry payload bytes.
+    pub fn has_payload(&self) -> bool {
+        !self.payload_lens.is_empty()
+    }
+
+    /// The records with their payload bytes, in emission order.
+    pub fn with_payload(&self) -> impl Iterator<Item = FlowRecord<'_>> + '_ {
+        let mut at = 0usize;
+        self.records
+            .iter()
+            .zip(&self.payload_lens)
+            .map(move |(r, [fwd, rev])| {
+                let (fwd, rev) = (*fwd as usize, *rev as usize);
+                let fwd_payload = &self.payload[at..at + fwd];
+                let rev_payload = &self.payload[at + fwd..at + fwd + rev];
+                at += fwd + rev;
+                FlowRecord {
+                    fwd_payload,
+                    rev_payload,
+                    ..*r
+                }
+            })
+    }
+
+    /// Appends a record, keeping its payload bytes when `payload` is set.
+    #[inline]
+    pub fn push(&mut self, r: &FlowRecord<'_>, payload: bool) {
+        self.records.push(FlowRecord {
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*r
+        });
+        if payload {
+            self.payload.extend_from_slice(r.fwd_payload);
+            self.payload.extend_from_slice(r.rev_payload);
+            self.payload_lens
+                .push([r.fwd_payload.len() as u32, r.rev_payload.len() as u32]);
+        }
+    }
+
+    /// Empties the batch, keeping its buffers' capacity.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.payload.clear();
+        self.payload_lens.clear();
     }
 }
 

@@ -39,6 +39,10 @@ pub struct WriterSettings {
     /// header only into an empty file) or `truncate`.
     #[serde(default)]
     pub mode: FileMode,
+    /// Flow records only: write the `fwd_payload` and `rev_payload` columns (hex), the bytes
+    /// a `flow_meter` with `payload_bytes` keeps (default false).
+    #[serde(default)]
+    pub payload: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -61,7 +65,7 @@ impl Block for FlowFileWriter {
         };
         let mut w = FlowFileWriter {
             out: OutputFile::open(&s.path, s.mode)?,
-            writer: RecordWriter::new(format, false),
+            writer: RecordWriter::new(format, s.payload),
             format,
             started: false,
         };
@@ -92,8 +96,14 @@ impl Block for FlowFileWriter {
             return;
         };
         self.name_records(b.iface.as_deref());
-        for r in &b.records {
-            self.writer.write(r, self.out.buf());
+        if b.has_payload() {
+            for r in b.with_payload() {
+                self.writer.write(&r, self.out.buf());
+            }
+        } else {
+            for r in &b.records {
+                self.writer.write(r, self.out.buf());
+            }
         }
         let written = self.out.written();
         self.out.settle(written, ctx);
@@ -173,6 +183,7 @@ impl Block for EventFileWriter {
     fn check(s: &WriterSettings) -> Result<(), String> {
         match s.format {
             Some(TextFormat::Csv) => Err("events are written as JSON lines only".into()),
+            _ if s.payload => Err("`payload` is a setting of flow records only".into()),
             _ => Ok(()),
         }
     }

@@ -581,7 +581,18 @@ impl Running {
     pub fn supervise(
         self,
         stop: &AtomicBool,
+        status: impl FnMut(&Report),
+    ) -> Result<Report, (String, Report)> {
+        self.supervise_with(stop, status, None)
+    }
+
+    /// [`Running::supervise`], also calling `progress` (when given) with the counters about
+    /// every 20 ms while the run goes (a command's progress line).
+    pub fn supervise_with(
+        self,
+        stop: &AtomicBool,
         mut status: impl FnMut(&Report),
+        mut progress: Option<&mut dyn FnMut(&Report)>,
     ) -> Result<Report, (String, Report)> {
         if let Some(user) = &self.run_control.user {
             if let Err(e) = trawl_capture::live::drop_privileges(user) {
@@ -611,6 +622,9 @@ impl Running {
                     status(&self.report());
                     next_status = Some(at + every);
                 }
+            }
+            if let Some(p) = progress.as_mut() {
+                p(&self.report());
             }
         }
         self.wait()

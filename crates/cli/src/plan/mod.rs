@@ -13,7 +13,8 @@ use trawl_compose::{Document, MessageKind, Report};
 use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
-use crate::run::{file_bar, human, RunReport};
+use crate::args::LiveInput;
+use crate::run::{file_bar, human, LiveReport, RunReport};
 
 pub mod consumers;
 pub mod files;
@@ -51,6 +52,81 @@ pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
         report,
         elapsed: started.elapsed(),
     })
+}
+
+/// Runs a live plan: like [`run`], until SIGINT/SIGTERM (a second one ends the process at
+/// once), the plan's `--duration` or `--count`; switches to `--user` once every socket is
+/// open. `progress` draws the packets captured so far by the plan's `workers` sources.
+pub fn run_live(doc: &Document, progress: bool, workers: usize) -> Result<Finished> {
+    let registry = trawl_blocks::registry();
+    let cpus = trawl_capture::live::allowed_cpus();
+    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
+        .map_err(anyhow::Error::from)?;
+    plan.print_messages = false;
+    let stop = crate::install_stop_signals()?;
+    let started = Instant::now();
+    let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    let mut line = Progress::default();
+    let mut draw = |r: &Report| line.draw_live(r, workers, started);
+    let report = running
+        .supervise_with(
+            &stop,
+            |r| eprintln!("{}", r.status_line()),
+            progress.then_some(&mut draw as &mut dyn FnMut(&Report)),
+        )
+        .map_err(|(e, _)| anyhow!(e))?;
+    if progress {
+        Progress::clear_line();
+    }
+    Ok(Finished {
+        report,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// The input part of a live run's summary from its `afpacket_source` blocks (`sources`):
+/// what the sockets delivered, the kernel's counters, the filter's rejections, each
+/// worker's errors.
+pub fn live_report(f: &Finished, live: &LiveInput, sources: &[String]) -> RunReport {
+    let mut r = RunReport {
+        elapsed: f.elapsed,
+        ..RunReport::default()
+    };
+    let mut l = LiveReport {
+        interfaces: live.interfaces.clone(),
+        workers: sources.len(),
+        user: live.user.clone(),
+        ..LiveReport::default()
+    };
+    for b in sources.iter().filter_map(|n| f.report.block(n)) {
+        let c = |name: &str| b.counter(name).unwrap_or(0);
+        r.source.records += c("records");
+        r.source.captured_bytes += c("captured_bytes");
+        r.source.wire_bytes += c("wire_bytes");
+        r.source.truncated_records += c("truncated_records");
+        r.filter_rejected += c("filter_rejected");
+        l.duplicates += c("duplicates");
+        let s = &mut l.stats;
+        s.kernel_packets += c("kernel_packets");
+        s.kernel_drops += c("kernel_drops");
+        s.kernel_freezes += c("kernel_freezes");
+        s.losing_blocks += c("losing_blocks");
+        s.loopback_outgoing += c("loopback_outgoing");
+        s.hardware_timestamps += c("hardware_timestamps");
+        s.vlan_restored += c("vlan_restored");
+        s.interface_down += c("interface_down");
+        s.reopened += c("reopened");
+        let [hardware, kernel] = trawl_blocks::live::HOW_COUNTERS;
+        l.timestamp_sources.push(if c(hardware) == 1 {
+            "hardware"
+        } else {
+            "software"
+        });
+        l.kernel_filter |= c(kernel) == 1;
+        r.input_errors.extend(b.error_messages.iter().cloned());
+    }
+    r.live = Some(l);
+    r
 }
 
 /// Formats nanoseconds as a span the blocks' settings read (`30s`, `2m`, `1500ms`): the
@@ -171,8 +247,36 @@ impl Progress {
 
     fn clear(&self) {
         if self.drawn {
-            eprint!("\r\x1b[K");
+            Progress::clear_line();
         }
+    }
+
+    fn clear_line() {
+        eprint!("\r\x1b[K");
+    }
+
+    /// The live line: packets captured so far by every source, their rate, the workers.
+    fn draw_live(&mut self, report: &Report, workers: usize, started: Instant) {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) < Duration::from_millis(250))
+        {
+            return;
+        }
+        self.last = Some(now);
+        let packets: u64 = report
+            .blocks
+            .iter()
+            .filter(|b| b.source)
+            .filter_map(|b| b.counter("packets"))
+            .sum();
+        let secs = now.duration_since(started).as_secs_f64().max(1e-9);
+        eprint!(
+            "\r\x1b[K{packets} packets ({}/s) on {workers} worker(s)",
+            human(packets as f64 / secs)
+        );
+        self.drawn = true;
     }
 }
 
