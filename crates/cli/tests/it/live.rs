@@ -911,7 +911,8 @@ fn workers_are_pinned_to_the_cpus_given() {
         let dir = task.unwrap().path();
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-        if let Some(n) = name.trim().strip_prefix("capture-") {
+        // The runtime's threads of the pool `capture` (one per worker).
+        if let Some(n) = name.trim().strip_prefix("trawl-capture-") {
             let cpus = status
                 .lines()
                 .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
