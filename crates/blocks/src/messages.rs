@@ -273,3 +273,50 @@ impl Payload for Events {
         self.events.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_batches_give_each_record_its_own_payload_bytes() {
+        let r = trawl_export::decode::empty_record();
+        let mut b = FlowBatch::default();
+        let (a_fwd, a_rev, c_rev) = (
+            b"GET /".to_vec(),
+            b"HTTP/1.1".to_vec(),
+            b"\x16\x03".to_vec(),
+        );
+        for (fwd, rev) in [
+            (&a_fwd[..], &a_rev[..]),
+            (&[][..], &[][..]),
+            (&[][..], &c_rev[..]),
+        ] {
+            b.push(
+                &FlowRecord {
+                    fwd_payload: fwd,
+                    rev_payload: rev,
+                    ..r
+                },
+                true,
+            );
+        }
+        assert!(b.has_payload());
+        let got: Vec<(&[u8], &[u8])> = b
+            .with_payload()
+            .map(|r| (r.fwd_payload, r.rev_payload))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (&a_fwd[..], &a_rev[..]),
+                (&[][..], &[][..]),
+                (&[][..], &c_rev[..])
+            ]
+        );
+        assert!(b.records.iter().all(|r| r.fwd_payload.is_empty()));
+        b.clear();
+        b.push(&r, false);
+        assert!(!b.has_payload(), "a meter without payload bytes sends none");
+    }
+}
