@@ -1313,13 +1313,15 @@ fn issue_19_flows_of_two_interfaces_with_payload_export_and_feed_are_those_of_th
     }
 }
 
-/// `trawl series -i` with an exporter: its meters export the records `trawl flows -r` finds
-/// in the capture replayed, and its rows count every packet.
+/// `trawl series -i` with an exporter to a UDP collector: its meters export the records
+/// `trawl flows -r` finds in the capture replayed, and its rows count every packet.
 #[test]
 fn issue_19_live_series_exports_the_records_of_its_meters() {
     let lab = lab();
-    let dir = tempfile::tempdir().unwrap();
-    let records = dir.path().join("records.jsonl");
+    let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = collector.local_addr().unwrap().port();
+    let (done, rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || crate::export::collect_ipfix(collector, rx));
     let child = trawl_live(&[
         "series",
         "-i",
@@ -1331,9 +1333,11 @@ fn issue_19_live_series_exports_the_records_of_its_meters() {
         "--summary",
         "json",
         "--export",
-        &format!("json:{}", records.display()),
+        &format!("ipfix+udp://127.0.0.1:{port}"),
     ]);
     let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
+    done.send(()).unwrap();
+    let (collected, _) = receiver.join().unwrap();
     let rows: u64 = stdout
         .lines()
         .map(|l| {
@@ -1342,13 +1346,13 @@ fn issue_19_live_series_exports_the_records_of_its_meters() {
                 .unwrap()
         })
         .sum();
-    let exported = std::fs::read_to_string(&records).unwrap();
+    let exported: String = collected.iter().map(|l| format!("{l}\n")).collect();
     let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
     assert_eq!(conversations(&exported), conversations(&from_file));
     assert_eq!(rows, 500);
     assert_eq!(
         summary["exporters"][0]["records"].as_u64(),
-        Some(exported.lines().count() as u64)
+        Some(collected.len() as u64)
     );
     assert_eq!(
         summary["series_rows"].as_u64(),
