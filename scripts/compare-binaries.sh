@@ -47,7 +47,22 @@ keep() {
     cp "$work/old.$1" "$KEEP/$differ.old.$1"
     cp "$work/new.$1" "$KEEP/$differ.new.$1"
 }
-# compare LABEL ARGS...: both binaries, same arguments ({D} = a fresh scratch directory).
+# IPFIX files differ in each message's export time (the second it was written): zeroed.
+mask_ipfix() {
+    python3 -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = 0
+while i + 16 <= len(b):
+    n = int.from_bytes(b[i + 2:i + 4], "big")
+    b[i + 4:i + 8] = bytes(4)
+    i += max(n, 16)
+sys.stdout.buffer.write(b)
+' "$1"
+}
+
+# compare LABEL ARGS...: both binaries, same arguments ({D} = a fresh scratch directory, {F}
+# = a file name prefix whose files, f.*, are compared too: exporters' files).
 compare() {
     local label=$1
     shift
@@ -58,6 +73,7 @@ compare() {
         [ $side = new ] && bin=$new
         rm -rf "$work/$side" && mkdir -p "$work/$side"
         local args=("${@//\{D\}/$work/$side/d}")
+        args=("${args[@]//\{F\}/$work/$side/f}")
         run "$side" "$bin" "${args[@]}"
         if [ -n "${AFTER:-}" ]; then
             local after=("${AFTER_ARGS[@]//\{D\}/$work/$side/d}")
@@ -65,7 +81,7 @@ compare() {
         fi
     done
     compared=$((compared + 1))
-    local what
+    local what f
     if [ -n "${STORE:-}" ]; then
         # The directory the command wrote ({D}): every file's name and contents.
         for side in old new; do
@@ -78,6 +94,19 @@ compare() {
             differ=$((differ + 1))
         fi
     fi
+    for f in "$work"/old/f.*; do
+        [ -e "$f" ] || continue
+        local other=$work/new/${f#"$work/old/"}
+        if [[ $f == *.ipfix ]]; then
+            mask_ipfix "$f" >"$work/old.masked"
+            mask_ipfix "$other" >"$work/new.masked" 2>/dev/null
+            f=$work/old.masked other=$work/new.masked
+        fi
+        if ! cmp -s "$f" "$other"; then
+            echo "DIFF ${f##*/}: $label"
+            differ=$((differ + 1))
+        fi
+    done
     for what in out err rc; do
         if ! cmp -s "$work/old.$what" "$work/new.$what"; then
             echo "DIFF $what: $label"
@@ -106,6 +135,9 @@ for f in "${files[@]}"; do
     compare "flows $rel" flows -r "$f" --summary json
     compare "flows csv $rel" flows -r "$f" --format csv
     compare "series $rel" series -r "$f" --summary json
+    compare "flows payload 16 $rel" flows -r "$f" --payload-bytes 16 --summary json
+    compare "flows payload 64 csv $rel" flows -r "$f" --payload-bytes 64 --format csv
+    compare "flows export $rel" flows -r "$f" --export "ipfix:{F}.ipfix" --export "json:{F}.json" --summary json
     compare "detect synflood $rel" detect synflood -r "$f"
     compare "detect heavy-hitters $rel" detect heavy-hitters -r "$f"
     AFTER=1
@@ -124,10 +156,15 @@ AFTER=
 compare "flows merged" flows "${pair[@]}" --summary json
 compare "flows merged filtered" flows "${pair[@]}" -f "udp" --summary json
 compare "series merged" series "${pair[@]}" --summary json
+compare "flows merged payload export" flows "${pair[@]}" --payload-bytes 32 --export "ipfix:{F}.ipfix" --export json:- --summary json
+compare "series merged export" series "${pair[@]}" --export "json:{F}.json" --summary json
+# A failing exporter fails a file run (exit 1, each destination's error in the summary).
+compare "flows export refused" flows "${pair[@]}" --export ipfix+tcp://127.0.0.1:1 --summary json
+compare "flows export refused text" flows "${pair[@]}" --export ipfix+tcp://127.0.0.1:1 --export "json:{F}.json"
 # trawl dump merges by time since issue 19 (it read files one after the other): differences
 # here are that change (README, "Changes").
 AFTER=1
-AFTER_ARGS=(packets -d "{D}" -w - --summary none)
+AFTER_ARGS=(packets --dir "{D}" -w - --summary none)
 STORE=1
 compare "dump merged" dump "${pair[@]}" -w "{D}" --summary json
 compare "dump merged filtered" dump "${pair[@]}" -w "{D}" -f udp --summary json

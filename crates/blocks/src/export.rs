@@ -1,10 +1,15 @@
 //! `flow_export`: flow records to IPFIX, NetFlow v9/v5 and JSON destinations, through the
 //! exporters of `trawl_export` (one thread per destination behind a bounded queue).
+use std::net::Ipv4Addr;
 use std::time::Duration;
 
 use serde::Deserialize;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId};
-use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, TemplateRefresh};
+use trawl_compose::{
+    Block, BlockReport, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId,
+};
+use trawl_export::{
+    Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, TemplateRefresh,
+};
 
 use crate::messages::{FlowBatch, FLOWS};
 use crate::util::opt_span;
@@ -15,7 +20,11 @@ const FLUSH: Duration = Duration::from_millis(200);
 /// Sends the flow records it receives to every destination.
 pub struct FlowExport {
     hub: Option<ExportHub>,
+    /// The handle of records that name none of `interfaces` (files: all of them).
     handle: Option<ExportHandle>,
+    /// The handles of the records of each of `interfaces` (its kernel index the observation
+    /// domain, its position the feed's group offset).
+    handles: Vec<(String, ExportHandle)>,
     counters: Option<ExportCounters>,
 }
 
@@ -26,7 +35,96 @@ struct ExportCounters {
     messages: Counter,
     bytes: Counter,
     send_errors: Counter,
+    /// Per destination, in the order of `destinations` (see [`export_report`]).
+    each: Vec<DestinationCounters>,
 }
+
+/// The counters of one destination: `destination{N}.records`, ...
+struct DestinationCounters {
+    records: Counter,
+    dropped_queue: Counter,
+    dropped_send: Counter,
+    messages: Counter,
+    bytes: Counter,
+    send_errors: Counter,
+    gso_segment: Counter,
+}
+
+/// The counter names of destination `i` (the `N` of `destination{N}.records`).
+const DESTINATION_COUNTERS: [&str; 7] = [
+    "records",
+    "dropped_queue",
+    "dropped_send",
+    "messages",
+    "bytes",
+    "send_errors",
+    "gso_segment",
+];
+
+impl DestinationCounters {
+    fn new(ctx: &mut Ctx<'_>, i: usize) -> DestinationCounters {
+        let mut c = |name: &str| ctx.counter(&format!("destination{i}.{name}"));
+        DestinationCounters {
+            records: c(DESTINATION_COUNTERS[0]),
+            dropped_queue: c(DESTINATION_COUNTERS[1]),
+            dropped_send: c(DESTINATION_COUNTERS[2]),
+            messages: c(DESTINATION_COUNTERS[3]),
+            bytes: c(DESTINATION_COUNTERS[4]),
+            send_errors: c(DESTINATION_COUNTERS[5]),
+            gso_segment: c(DESTINATION_COUNTERS[6]),
+        }
+    }
+
+    fn set(&self, r: &ExporterReport) {
+        self.records.set(r.records);
+        self.dropped_queue.set(r.dropped_queue);
+        self.dropped_send.set(r.dropped_send);
+        self.messages.set(r.messages);
+        self.bytes.set(r.bytes);
+        self.send_errors.set(r.send_errors);
+        self.gso_segment.set(r.gso_segment.map_or(0, u64::from));
+    }
+}
+
+/// The report of each destination of a `flow_export` block (in the order of its
+/// `destinations`), read back from its counters and messages: what `trawl flows --export`
+/// prints in its summary. `destinations` are the block's `destinations` setting.
+pub fn export_report(b: &BlockReport, destinations: &[String]) -> Vec<ExporterReport> {
+    destinations
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let name = d
+                .parse::<Destination>()
+                .map_or_else(|_| d.clone(), |d| d.to_string());
+            let c = |n: &str| b.counter(&format!("destination{i}.{n}")).unwrap_or(0);
+            let said = |what: &str| {
+                let prefix = format!("export {name}: ");
+                b.messages.iter().find_map(|m| {
+                    let rest = m.text.strip_prefix(&prefix)?;
+                    rest.split_once(what).map(|(_, e)| e.to_string())
+                })
+            };
+            ExporterReport {
+                records: c("records"),
+                dropped_queue: c("dropped_queue"),
+                dropped_send: c("dropped_send"),
+                messages: c("messages"),
+                bytes: c("bytes"),
+                send_errors: c("send_errors"),
+                last_error: said(LAST_ERROR),
+                gso_segment: u16::try_from(c("gso_segment")).ok().filter(|s| *s > 0),
+                gso_refused: said(GSO_OFF),
+                destination: name,
+            }
+        })
+        .collect()
+}
+
+/// What the block's messages say before a destination's last error and before why UDP
+/// segmentation offload was off (read back by [`export_report`]).
+const LAST_ERROR: &str = "last error: ";
+const GSO_OFF: &str = "UDP segmentation offload off: ";
 
 /// Settings of `flow_export`.
 #[derive(Deserialize)]
@@ -41,6 +139,15 @@ pub struct FlowExportSettings {
     /// Take the observation domain from this interface's kernel index instead (as `trawl run`
     /// does for live capture).
     pub interface: Option<String>,
+    /// Records of several interfaces: those of interface N of this list (named by their
+    /// meter) go with its kernel index as observation domain and, to a multicast feed, to
+    /// the feed's group plus N (as `trawl flows -i A -i B` does).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
+    /// Multicast TTL of `feed:` destinations (default 1: the link only).
+    pub feed_ttl: Option<u32>,
+    /// Send `feed:` destinations from this local IPv4 address (its interface carries them).
+    pub feed_source: Option<Ipv4Addr>,
     /// Private Enterprise Number of trawl's own IPFIX elements (default 32473).
     pub pen: Option<u32>,
     /// Wait for room when an exporter's queue is full instead of dropping (counted). Capture
@@ -65,8 +172,14 @@ impl FlowExportSettings {
         self.destinations
             .iter()
             .map(|d| {
-                d.parse::<Destination>()
-                    .map_err(|e| format!("destination {d:?}: {e}"))
+                let mut d = d
+                    .parse::<Destination>()
+                    .map_err(|e| format!("destination {d:?}: {e}"))?;
+                if let Destination::Feed(f) = &mut d {
+                    f.ttl = self.feed_ttl.unwrap_or(f.ttl);
+                    f.source = self.feed_source.or(f.source);
+                }
+                Ok(d)
             })
             .collect()
     }
@@ -93,7 +206,7 @@ impl FlowExportSettings {
 }
 
 /// The kernel's index of an interface: the observation domain of its records.
-fn ifindex(name: &str) -> Option<u32> {
+pub(crate) fn ifindex(name: &str) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -118,8 +231,13 @@ impl Block for FlowExport {
             return Err("`destinations` is empty".into());
         }
         s.destinations()?;
-        if s.domain.is_some() && s.interface.is_some() {
-            return Err("give `domain` or `interface`, not both".into());
+        let ways = [
+            s.domain.is_some(),
+            s.interface.is_some(),
+            !s.interfaces.is_empty(),
+        ];
+        if ways.iter().filter(|w| **w).count() > 1 {
+            return Err("give one of `domain`, `interface` and `interfaces`".into());
         }
         if s.udp_max_message
             .is_some_and(|m| !(512..=65_507).contains(&m))
@@ -144,11 +262,26 @@ impl Block for FlowExport {
             }
             None => s.domain.unwrap_or(1),
         };
+        let mut handles = Vec::new();
+        for (slot, name) in s.interfaces.iter().enumerate() {
+            let domain = ifindex(name)
+                .ok_or_else(|| format!("no interface named {name:?} (`interfaces`)"))?;
+            let slot = u16::try_from(slot).map_err(|_| "too many `interfaces`".to_string())?;
+            handles.push((name.clone(), slot, domain));
+        }
         let hub = ExportHub::start(&s.destinations()?, &s.config()).map_err(|e| e.to_string())?;
         let handle = hub.handle(domain, 0, FLUSH);
+        let handles = handles
+            .into_iter()
+            .map(|(name, slot, domain)| {
+                let h = hub.handle(domain, slot, FLUSH).with_iface(&name);
+                (name, h)
+            })
+            .collect();
         Ok(FlowExport {
             hub: Some(hub),
             handle: Some(handle),
+            handles,
             counters: None,
         })
     }
@@ -161,16 +294,32 @@ impl Block for FlowExport {
             messages: ctx.counter("messages"),
             bytes: ctx.counter("bytes"),
             send_errors: ctx.counter("send_errors"),
+            each: (0..self.hub.as_ref().map_or(0, |h| h.snapshot().len()))
+                .map(|i| DestinationCounters::new(ctx, i))
+                .collect(),
         });
         ctx.every(FLUSH / 2);
         Ok(())
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, _ctx: &mut Ctx<'_>) {
-        let (Some(b), Some(h)) = (msg.get::<FlowBatch>(), self.handle.as_mut()) else {
+        let Some(b) = msg.get::<FlowBatch>() else {
             return;
         };
-        h.set_iface(b.iface.as_deref());
+        let own = b
+            .iface
+            .as_deref()
+            .and_then(|i| self.handles.iter().position(|(name, _)| name == i));
+        let h = match own {
+            Some(i) => &mut self.handles[i].1,
+            None => match self.handle.as_mut() {
+                Some(h) => {
+                    h.set_iface(b.iface.as_deref());
+                    h
+                }
+                None => return,
+            },
+        };
         for r in &b.records {
             h.push(r);
         }
@@ -181,6 +330,9 @@ impl Block for FlowExport {
 
     fn timer(&mut self, _timer: TimerId, _ctx: &mut Ctx<'_>) {
         if let Some(h) = self.handle.as_mut() {
+            h.tick();
+        }
+        for (_, h) in self.handles.iter_mut() {
             h.tick();
         }
         if let (Some(c), Some(hub)) = (&self.counters, &self.hub) {
@@ -197,6 +349,9 @@ impl Block for FlowExport {
         if let Some(mut h) = self.handle.take() {
             h.flush();
         }
+        for (_, mut h) in self.handles.drain(..) {
+            h.flush();
+        }
         let Some(hub) = self.hub.take() else {
             return;
         };
@@ -211,13 +366,19 @@ impl Block for FlowExport {
             c.bytes.set(reports.iter().map(|r| r.bytes).sum());
             c.send_errors
                 .set(reports.iter().map(|r| r.send_errors).sum());
+            for (each, r) in c.each.iter().zip(&reports) {
+                each.set(r);
+            }
         }
         for r in reports {
             if let Some(e) = r.last_error {
                 ctx.error(format_args!(
-                    "export {}: {} send errors, last: {e}",
+                    "export {}: {} send errors, {LAST_ERROR}{e}",
                     r.destination, r.send_errors
                 ));
+            }
+            if let Some(e) = r.gso_refused {
+                ctx.note(format_args!("export {}: {GSO_OFF}{e}", r.destination));
             }
         }
     }

@@ -7,6 +7,7 @@ pub mod count;
 pub mod detect;
 pub mod dumper;
 pub mod export;
+pub mod feed;
 pub mod filter;
 pub mod ipfix;
 pub mod live;
@@ -41,6 +42,7 @@ pub fn registry() -> Registry {
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
         .register::<export::FlowExport>()
+        .register::<feed::SeriesFeedBlock>()
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()

@@ -25,6 +25,8 @@ pub struct AfPacketSource {
     /// run in user space on the restored frames instead.
     user_filter: Option<FilterSet>,
     dedup: Option<Dedup>,
+    /// The filter runs in the kernel (on the socket), not in user space.
+    kernel_filter: bool,
     stream: u32,
     pool: Pool<PacketBatch>,
     counters: Option<LiveCounters>,
@@ -41,7 +43,21 @@ struct LiveCounters {
     hardware_timestamps: Counter,
     filter_rejected: Counter,
     duplicates: Counter,
+    vlan_restored: Counter,
+    interface_down: Counter,
+    reopened: Counter,
+    /// What the socket handed over (before the user-space filter, dedup and the count):
+    /// [`trawl_capture::SourceStats`].
+    records: Counter,
+    captured_bytes: Counter,
+    wire_bytes: Counter,
+    truncated_records: Counter,
 }
+
+/// The counters of an `afpacket_source` that say how it captures, not what: 1 when its
+/// timestamps come from the NIC (`hardware_clock`), when its filter runs in the kernel
+/// (`kernel_filter`). Commands' summaries read them back.
+pub const HOW_COUNTERS: [&str; 2] = ["hardware_clock", "kernel_filter"];
 
 /// Settings of `afpacket_source`.
 #[derive(Deserialize)]
@@ -212,6 +228,10 @@ impl Block for AfPacketSource {
             interfaces: Arc::from(source.interfaces().to_vec()),
             user_filter: s.user_filter(link)?,
             dedup: s.dedup.map(|window| Dedup::new(window, 16)),
+            kernel_filter: s
+                .filter
+                .as_deref()
+                .is_some_and(|e| !trawl_bpf::needs_user_space_on_live_socket(e)),
             source,
             stream: env.index as u32,
             pool: Pool::new(PacketBatch::default),
@@ -231,7 +251,18 @@ impl Block for AfPacketSource {
             hardware_timestamps: ctx.counter("hardware_timestamps"),
             filter_rejected: ctx.counter("filter_rejected"),
             duplicates: ctx.counter("duplicates"),
+            vlan_restored: ctx.counter("vlan_restored"),
+            interface_down: ctx.counter("interface_down"),
+            reopened: ctx.counter("reopened"),
+            records: ctx.counter("records"),
+            captured_bytes: ctx.counter("captured_bytes"),
+            wire_bytes: ctx.counter("wire_bytes"),
+            truncated_records: ctx.counter("truncated_records"),
         });
+        let hardware = self.source.timestamp_source() == live::TimestampSource::Hardware;
+        ctx.counter(HOW_COUNTERS[0]).set(u64::from(hardware));
+        ctx.counter(HOW_COUNTERS[1])
+            .set(u64::from(self.kernel_filter));
         Ok(())
     }
 
@@ -314,5 +345,13 @@ impl AfPacketSource {
         c.losing_blocks.set(s.losing_blocks);
         c.loopback_outgoing.set(s.loopback_outgoing);
         c.hardware_timestamps.set(s.hardware_timestamps);
+        c.vlan_restored.set(s.vlan_restored);
+        c.interface_down.set(s.interface_down);
+        c.reopened.set(s.reopened);
+        let t = self.source.stats();
+        c.records.set(t.records);
+        c.captured_bytes.set(t.captured_bytes);
+        c.wire_bytes.set(t.wire_bytes);
+        c.truncated_records.set(t.truncated_records);
     }
 }

@@ -146,11 +146,19 @@ impl PacketBatch {
     }
 }
 
-/// Flow records, initiator to responder, with payload bytes left out.
+/// Flow records, initiator to responder. Their payload bytes (when the meter keeps them,
+/// `flow_meter`'s `payload_bytes`) travel beside them: read the records through
+/// [`FlowBatch::record`] to have them.
 #[derive(Default)]
 pub struct FlowBatch {
-    /// The records, in emission order.
+    /// The records, in emission order, with empty payloads.
     pub records: Vec<FlowRecord<'static>>,
+    /// The payload bytes of every record, forward then reverse, back to back (empty when the
+    /// meter keeps none).
+    pub payload: Vec<u8>,
+    /// Per record, the lengths of its forward and reverse payload in [`FlowBatch::payload`];
+    /// empty when the meter keeps none.
+    pub payload_lens: Vec<[u32; 2]>,
     /// Packet time (ns) up to which the meter had processed packets when it sent these: later
     /// records come from packets at or after it (or are late packets' flows), so stores can
     /// close their time blocks behind it with a grace time. 0 claims nothing (the records of
@@ -172,6 +180,55 @@ pub struct FlowBatch {
 impl Payload for FlowBatch {
     fn items(&self) -> usize {
         self.records.len()
+    }
+}
+
+impl FlowBatch {
+    /// Whether the records carry payload bytes.
+    pub fn has_payload(&self) -> bool {
+        !self.payload_lens.is_empty()
+    }
+
+    /// The records with their payload bytes, in emission order.
+    pub fn with_payload(&self) -> impl Iterator<Item = FlowRecord<'_>> + '_ {
+        let mut at = 0usize;
+        self.records
+            .iter()
+            .zip(&self.payload_lens)
+            .map(move |(r, [fwd, rev])| {
+                let (fwd, rev) = (*fwd as usize, *rev as usize);
+                let fwd_payload = &self.payload[at..at + fwd];
+                let rev_payload = &self.payload[at + fwd..at + fwd + rev];
+                at += fwd + rev;
+                FlowRecord {
+                    fwd_payload,
+                    rev_payload,
+                    ..*r
+                }
+            })
+    }
+
+    /// Appends a record, keeping its payload bytes when `payload` is set.
+    #[inline]
+    pub fn push(&mut self, r: &FlowRecord<'_>, payload: bool) {
+        self.records.push(FlowRecord {
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*r
+        });
+        if payload {
+            self.payload.extend_from_slice(r.fwd_payload);
+            self.payload.extend_from_slice(r.rev_payload);
+            self.payload_lens
+                .push([r.fwd_payload.len() as u32, r.rev_payload.len() as u32]);
+        }
+    }
+
+    /// Empties the batch, keeping its buffers' capacity.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.payload.clear();
+        self.payload_lens.clear();
     }
 }
 
@@ -214,5 +271,52 @@ pub struct Event {
 impl Payload for Events {
     fn items(&self) -> usize {
         self.events.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_batches_give_each_record_its_own_payload_bytes() {
+        let r = trawl_export::decode::empty_record();
+        let mut b = FlowBatch::default();
+        let (a_fwd, a_rev, c_rev) = (
+            b"GET /".to_vec(),
+            b"HTTP/1.1".to_vec(),
+            b"\x16\x03".to_vec(),
+        );
+        for (fwd, rev) in [
+            (&a_fwd[..], &a_rev[..]),
+            (&[][..], &[][..]),
+            (&[][..], &c_rev[..]),
+        ] {
+            b.push(
+                &FlowRecord {
+                    fwd_payload: fwd,
+                    rev_payload: rev,
+                    ..r
+                },
+                true,
+            );
+        }
+        assert!(b.has_payload());
+        let got: Vec<(&[u8], &[u8])> = b
+            .with_payload()
+            .map(|r| (r.fwd_payload, r.rev_payload))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (&a_fwd[..], &a_rev[..]),
+                (&[][..], &[][..]),
+                (&[][..], &c_rev[..])
+            ]
+        );
+        assert!(b.records.iter().all(|r| r.fwd_payload.is_empty()));
+        b.clear();
+        b.push(&r, false);
+        assert!(!b.has_payload(), "a meter without payload bytes sends none");
     }
 }

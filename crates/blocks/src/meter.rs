@@ -175,6 +175,9 @@ pub struct FlowMeterSettings {
     /// `outer` (default) or `inner`: which IP header of a tunnel keys the flow.
     #[serde(default)]
     pub tunnel: Tunnel,
+    /// Bytes of transport payload kept of each direction's first packets and sent with the
+    /// records (`trawl flows --payload-bytes`), 0 to 65535 (default 0).
+    pub payload_bytes: Option<usize>,
     /// Seconds the series counter keeps open for late packets (default 4).
     pub series_window: Option<u64>,
     /// Longest a flow record waits in a partly filled batch (default 100ms).
@@ -206,6 +209,7 @@ impl FlowMeterSettings {
             tcp_linger_ns: self.tcp_linger.unwrap_or(d.tcp_linger_ns),
             interval_align_ns: self.interval.unwrap_or(0),
             capacity: self.capacity.unwrap_or(d.capacity),
+            payload_bytes: self.payload_bytes.unwrap_or(0),
             decode: DecodeConfig {
                 tunnel: match self.tunnel {
                     Tunnel::Outer => TunnelMode::Outer,
@@ -263,7 +267,11 @@ impl Block for FlowMeterBlock {
             series,
             scratch: Vec::with_capacity(1024),
             out: FlowOut {
-                pending: Vec::with_capacity(FLOW_BATCH),
+                pending: FlowBatch {
+                    records: Vec::with_capacity(FLOW_BATCH),
+                    ..FlowBatch::default()
+                },
+                payload: s.payload_bytes.unwrap_or(0) > 0,
                 pool: Pool::new(FlowBatch::default),
                 stream: env.index as u32,
                 clock: 0,
@@ -395,7 +403,10 @@ impl FlowMeterBlock {
 /// Records on their way out: a batch is sent as soon as it is full, also in the middle of a
 /// flush or a long expiry, so the block never holds more than one batch.
 struct FlowOut {
-    pending: Vec<FlowRecord<'static>>,
+    /// Records (and their payload bytes) not sent yet.
+    pending: FlowBatch,
+    /// Keep each record's payload bytes (`payload_bytes` > 0).
+    payload: bool,
     pool: Pool<FlowBatch>,
     stream: u32,
     /// The meter's packet clock (ns), sent with every batch.
@@ -441,18 +452,14 @@ impl Naming {
 impl FlowOut {
     #[inline]
     fn push(&mut self, r: &FlowRecord<'_>, ctx: &mut Ctx<'_>) {
-        self.pending.push(FlowRecord {
-            fwd_payload: &[],
-            rev_payload: &[],
-            ..*r
-        });
-        if self.pending.len() >= FLOW_BATCH {
+        self.pending.push(r, self.payload);
+        if self.pending.records.len() >= FLOW_BATCH {
             self.send(ctx);
         }
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        if self.pending.is_empty() {
+        if self.pending.records.is_empty() {
             return;
         }
         if !ctx.is_connected(0) {
@@ -461,8 +468,10 @@ impl FlowOut {
         }
         let mut slot = self.pool.take();
         let out = slot.get_mut();
-        out.records.clear();
-        std::mem::swap(&mut out.records, &mut self.pending);
+        out.clear();
+        std::mem::swap(&mut out.records, &mut self.pending.records);
+        std::mem::swap(&mut out.payload, &mut self.pending.payload);
+        std::mem::swap(&mut out.payload_lens, &mut self.pending.payload_lens);
         out.clock_ns = self.clock;
         out.stream = self.stream;
         out.iface = self.iface.name();

@@ -423,6 +423,11 @@ impl PcapSource {
     fn close_file(&mut self) {
         if let Some(source) = self.source.take() {
             self.done.add(&source.stats());
+            // What the file held after its last batch (blocks without packets, a file with
+            // none at all) is counted too.
+            if let Some(c) = &self.counters {
+                c.source(&self.done);
+            }
         }
     }
 }

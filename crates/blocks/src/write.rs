@@ -43,6 +43,10 @@ pub struct WriterSettings {
     /// the `*_ns` instants of events.
     #[serde(default)]
     pub time_format: TimeFormat,
+    /// Flow records only: write the `fwd_payload` and `rev_payload` columns (hex), the bytes
+    /// a `flow_meter` with `payload_bytes` keeps (default false).
+    #[serde(default)]
+    pub payload: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -66,7 +70,7 @@ impl Block for FlowFileWriter {
         };
         let mut w = FlowFileWriter {
             out: OutputFile::open(&s.path, s.mode)?,
-            writer: RecordWriter::new(format, false),
+            writer: RecordWriter::new(format, s.payload),
             format,
             started: false,
         };
@@ -99,8 +103,14 @@ impl Block for FlowFileWriter {
             return;
         };
         self.name_records(b.iface.as_deref());
-        for r in &b.records {
-            self.writer.write(r, self.out.buf());
+        if b.has_payload() {
+            for r in b.with_payload() {
+                self.writer.write(&r, self.out.buf());
+            }
+        } else {
+            for r in &b.records {
+                self.writer.write(r, self.out.buf());
+            }
         }
         let written = self.out.written();
         self.out.settle(written, ctx);
@@ -183,6 +193,7 @@ impl Block for EventFileWriter {
     fn check(s: &WriterSettings) -> Result<(), String> {
         match s.format {
             Some(TextFormat::Csv) => Err("events are written as JSON lines only".into()),
+            _ if s.payload => Err("`payload` is a setting of flow records only".into()),
             _ => Ok(()),
         }
     }

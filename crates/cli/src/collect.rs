@@ -200,21 +200,18 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
     // closed pipe on standard output is no failure: the writer stops the run cleanly, as the
     // end of the input would.
     let mut line = ProgressLine::new(!a.read.is_empty() && crate::progress::on_terminal());
-    let result = running.supervise_ticking(
-        &stop,
-        |_| {},
-        |r| {
-            if line.due() {
-                draw_composition(&mut line, &r.report(), SOURCE, |_, b, secs| {
-                    let records = b.counter("records").unwrap_or(0);
-                    Some(format!(
-                        "{records} records ({}/s)",
-                        trawl_compose::human_rate(records as f64 / secs)
-                    ))
-                });
-            }
-        },
-    );
+    let mut progress = |r: &Report| {
+        if line.due() {
+            draw_composition(&mut line, r, SOURCE, |_, b, secs| {
+                let records = b.counter("records").unwrap_or(0);
+                Some(format!(
+                    "{records} records ({}/s)",
+                    trawl_compose::human_rate(records as f64 / secs)
+                ))
+            });
+        }
+    };
+    let result = running.supervise_with(&stop, |_| {}, Some(&mut progress));
     line.clear();
     let (failure, report) = match result {
         Ok(r) => (None, r),

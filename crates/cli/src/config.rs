@@ -308,7 +308,7 @@ pub struct RunPlan {
     pub series: Option<(PathBuf, OutputFormat)>,
     pub stats_interval_ns: Option<u64>,
     /// Flow database, None = flow records are not stored.
-    pub store: Option<crate::live::StoreOutput>,
+    pub store: Option<StoreOutput>,
     /// Exporters and feeds: the file's, plus the command line's `--export`; the command
     /// line's feeds and PEN win.
     pub export: crate::export::ExportPlan,
@@ -316,8 +316,6 @@ pub struct RunPlan {
     pub export_to: Vec<String>,
     /// The packet store's settings as given (checked into `dump`), for the composition.
     pub dump_settings: Option<crate::dump::StoreSettings>,
-    /// Multicast feeds were asked for (`--flows-feed`, `--series-feed`, `[feeds]`).
-    pub feeds: bool,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -359,6 +357,15 @@ fn read_file(path: &Path) -> Result<File> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read configuration {}", path.display()))?;
     toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Where `trawl run` stores flow records (`--db`, `[store]`).
+#[derive(Clone, Debug)]
+pub struct StoreOutput {
+    pub db: std::path::PathBuf,
+    pub config: trawl_store::StoreConfig,
+    /// Applied every minute while the run goes, and once at its end.
+    pub retention: trawl_store::Retention,
 }
 
 /// The packet store's settings, checked.
@@ -498,7 +505,6 @@ impl RunPlan {
         Ok(RunPlan {
             export,
             export_to: export_args.export.clone(),
-            feeds: export_args.flows_feed.is_some() || export_args.series_feed.is_some(),
             dump_settings,
             live,
             filter: a
@@ -527,7 +533,7 @@ impl RunPlan {
                         (None, Some(q)) => Some(q.bytes("store.max_size")? as u64),
                         (None, None) => None,
                     };
-                    Some(crate::live::StoreOutput {
+                    Some(StoreOutput {
                         db: db.clone(),
                         config,
                         retention: trawl_store::Retention {

@@ -222,8 +222,7 @@ impl Input {
             return Ok((doc, Input::Files(gate)));
         }
         let live = LiveInput::from_low(live)?;
-        plan::live::runtime(&mut doc, &live, None);
-        let gates = plan::live::add_capture(&mut doc, &live, None, 0, |_, _| {})
+        let gates = plan::live::capture(&mut doc, &live, None, 0)
             .into_iter()
             .map(|c| format!("{}.packets", c.name))
             .collect();
@@ -256,7 +255,7 @@ fn run_detector(
     doc.connect(events, &["events.events"], Policy::Wait);
     match input {
         Input::Files(_) => plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE)),
-        Input::Live(_) => plan::run_supervised(&doc),
+        Input::Live(_) => plan::run_live(&doc, crate::progress::on_terminal()),
     }
 }
 

@@ -1,17 +1,13 @@
 //! Flow export and live feeds for `trawl flows`, `trawl series` and `trawl run`: the
 //! command-line options, the exporters started from them, and their lines in the summary.
 use std::net::Ipv4Addr;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use trawl_export::feed::SeriesFeed;
-use trawl_export::{Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, FeedAddr};
+use trawl_export::{Destination, ExporterReport, FeedAddr};
 
 use crate::flag::{topic, SummaryFormat};
-
-/// Observation domain of records read from files (live records use the interface's index).
-pub const FILE_DOMAIN: u32 = 1;
+use crate::plan::consumers::{ExportOut, SeriesFeedOut};
 
 /// Export options shared by the capture commands.
 #[derive(Args, Debug, Default, Clone)]
@@ -80,41 +76,38 @@ impl ExportPlan {
         !self.destinations.is_empty()
     }
 
-    /// Starts the exporters (None when there are none). `lossless`: capture files wait for
-    /// the exporters; live capture drops (counted) rather than wait.
-    pub fn start(&self, lossless: bool) -> Result<Option<ExportHub>> {
-        if self.destinations.is_empty() {
-            return Ok(None);
-        }
-        let config = ExportConfig {
+    /// The exporters' block of a plan (None without destinations). `lossless`: capture
+    /// files wait for the exporters; live capture drops (counted) rather than wait.
+    pub fn export_out(&self, lossless: bool) -> Option<ExportOut> {
+        let feed = self.destinations.iter().find_map(|d| match d {
+            Destination::Feed(f) => Some(*f),
+            _ => None,
+        });
+        self.exports_flows().then(|| ExportOut {
+            destinations: self.destinations.iter().map(|d| d.to_string()).collect(),
             pen: self.pen,
             lossless,
-            ..ExportConfig::default()
-        };
-        Ok(Some(ExportHub::start(&self.destinations, &config)?))
+            feed_ttl: feed.map_or(1, |f| f.ttl),
+            feed_source: feed.and_then(|f| f.source),
+        })
     }
 
-    /// Opens the series feed (rows of all interfaces together go to the base group with
-    /// observation domain `domain`; with several interfaces each also has its own group).
-    pub fn open_series_feed(&self, domain: u32) -> Result<Option<SeriesFeed>> {
-        self.series_feed
-            .map(|f| SeriesFeed::open(f, domain, self.pen))
-            .transpose()
-            .map_err(Into::into)
+    /// The series feed's block of a plan.
+    pub fn series_feed_out(&self) -> Option<SeriesFeedOut> {
+        self.series_feed.map(|f| SeriesFeedOut {
+            group: f.to_string(),
+            pen: self.pen,
+            ttl: f.ttl,
+            source: f.source,
+        })
     }
 }
 
-/// A producer handle of `hub` for interface slot `slot` with observation domain `domain`.
-pub fn handle(hub: &ExportHub, domain: u32, slot: u16) -> ExportHandle {
-    hub.handle(domain, slot, Duration::from_millis(200))
-}
-
-/// The kernel's index of an interface: the observation domain of its records.
-pub fn ifindex(name: &str) -> u32 {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
+/// What a series feed sent: rows, and rows that could not be sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FeedReport {
+    pub rows: u64,
+    pub send_errors: u64,
 }
 
 /// The exporters' part of the summary: in text, their lines printed now (before the run's
@@ -123,7 +116,7 @@ pub fn ifindex(name: &str) -> u32 {
 pub fn report(
     format: SummaryFormat,
     reports: &[ExporterReport],
-    series_feed: Option<&SeriesFeed>,
+    series_feed: Option<FeedReport>,
 ) -> Vec<(&'static str, serde_json::Value)> {
     let mut sections = Vec::new();
     if reports.is_empty() && series_feed.is_none() {
@@ -209,27 +202,4 @@ pub fn failures(reports: &[ExporterReport]) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// The exporters' trouble so far, for a live run's status line: `None` while every record
-/// went out.
-pub fn status(hub: &ExportHub) -> Option<String> {
-    let parts: Vec<String> = hub
-        .snapshot()
-        .iter()
-        .filter(|r| r.dropped_send + r.dropped_queue + r.send_errors > 0)
-        .map(|r| {
-            format!(
-                "export {}: {} not sent, {} dropped (queue full){}",
-                r.destination,
-                r.dropped_send,
-                r.dropped_queue,
-                r.last_error
-                    .as_ref()
-                    .map(|e| format!(", last error: {e}"))
-                    .unwrap_or_default()
-            )
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join("; "))
 }

@@ -2,9 +2,8 @@
 //! commands take (`--summary`, `--progress`, `--format`). A leaf: it imports nothing from the
 //! commands, which import it (ripgrep's flags; issue 19's import circle through `args.rs`).
 //! Durations are parsed by [`trawl_time::parse_duration_ns`].
-use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::ValueEnum;
 use trawl_flow::FlowConfig;
 
@@ -107,17 +106,6 @@ pub fn flag_error(e: trawl_time::OutOfRange) -> anyhow::Error {
 /// `flow_meter` block), naming the flag of the one out of range.
 pub fn check_flow_flags(flow: &FlowConfig) -> Result<()> {
     flow.check().map_err(flag_error)
-}
-
-/// Opens the output a flag names: a file, or standard output for `-`.
-pub fn open_output(path: &Path) -> Result<Box<dyn std::io::Write>> {
-    if path.as_os_str() == "-" {
-        Ok(Box::new(std::io::stdout().lock()))
-    } else {
-        let f = std::fs::File::create(path)
-            .with_context(|| format!("cannot create output file {}", path.display()))?;
-        Ok(Box::new(f))
-    }
 }
 
 #[cfg(test)]

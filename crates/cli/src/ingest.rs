@@ -10,7 +10,7 @@ use trawl_flow::FlowConfig;
 use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
-use crate::plan::consumers::{Consumers, StoreOut};
+use crate::plan::consumers::{Consumers, PacketGate, StoreOut};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self};
 use crate::run::check_filter;
@@ -106,8 +106,9 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             keep_days: None,
             max_size: None,
         }),
+        ..Consumers::default()
     };
-    let added = consumers.add(&mut doc, &[gate]);
+    let added = consumers.add(&mut doc, &[PacketGate::files(gate)]);
     let finished = plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))?;
     let report = plan::input_report(&finished, SOURCE);
     let (meter, table, _) = plan::meters(&finished, &added.meters);

@@ -13,7 +13,6 @@ mod flag;
 mod flows;
 mod generate;
 mod ingest;
-mod live;
 mod log;
 mod plan;
 mod progress;
@@ -24,19 +23,14 @@ mod subscribe;
 mod summary;
 mod voip;
 
-use std::cell::Cell;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser};
-use trawl_flow::format::{RecordFormat, RecordWriter};
-use trawl_flow::{FlowMeter, FlowRecord};
-use trawl_series::{SeriesConfig, SeriesCounter, SeriesFormat, SeriesRow, SeriesWriter};
 
 use args::{Command, LowArgs};
-use flag::OutputFormat;
-use flows::{HiInput, LiveInput};
-use run::{check_filter, drive, exit_code, Output, RunReport};
+use flows::HiInput;
+use run::{check_filter, exit_code, RunReport};
 
 /// mimalloc rather than glibc's allocator: `trawl query` decodes every block into fresh
 /// buffers of a few hundred KB, which glibc serves from `mmap` and returns at each free, so
@@ -63,173 +57,11 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Packets(a) => dump::packets(&a),
         Command::Flows(a) => {
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
-            if let Some(f) = &input.filter {
-                check_filter(f)?;
-            }
-            let format = match a.out.format {
-                OutputFormat::Json => RecordFormat::Json,
-                OutputFormat::Csv => RecordFormat::Csv,
-            };
-            let mut writer = RecordWriter::new(format, a.payload_bytes > 0);
-            writer.set_rfc3339_times(a.out.time_format == flag::TimeFormat::Rfc3339);
-            if input.live.is_some() {
-                // Live records carry their interface (each worker sets its own name; the
-                // header only needs the column).
-                writer.set_iface("");
-            }
-            let plan = export::ExportPlan::from_args(&a.export)?;
-            let composed = input.live.is_none() && !plan.exports_flows() && a.payload_bytes == 0;
-            refuse_print_composition(&input, composed)?;
-            if composed {
-                return files_command("flows", &input, &a.out, false);
-            }
-            // With exporters, standard output carries records only when asked (-o FILE).
-            let main_output = !plan.exports_flows() || a.out.output.as_os_str() != "-";
-            let mut out = Output::new(flag::open_output(&a.out.output)?);
-            writer.write_header(out.buf());
-            let hub = plan.start(input.live.is_none())?;
-            if let Some(live) = &input.live {
-                let outputs = live::Outputs {
-                    flows: main_output.then_some((&mut out, writer)),
-                    series: None,
-                    export: hub.as_ref(),
-                    series_feed: None,
-                    store: None,
-                };
-                let (report, outcome) = run_live(&input, live, outputs)?;
-                out.finish()?;
-                let reports = hub.map(|h| h.finish()).unwrap_or_default();
-                summary::print_with(
-                    "flows",
-                    input.summary,
-                    &report,
-                    &outcome.meter,
-                    outcome.table,
-                    None,
-                    export::report(input.summary, &reports, None),
-                );
-                return Ok(exit_code(&report));
-            }
-            let mut meter = FlowMeter::new(input.flow.clone());
-            // The sink owns the output while the run goes; a closed pipe ends the run early.
-            let broken = Cell::new(false);
-            let mut handle = hub
-                .as_ref()
-                .map(|h| export::handle(h, export::FILE_DOMAIN, 0));
-            let mut sink = |r: &FlowRecord<'_>| {
-                if main_output {
-                    writer.write(r, out.buf());
-                    out.maybe_flush();
-                    broken.set(out.failed());
-                }
-                if let Some(h) = handle.as_mut() {
-                    h.push(r);
-                }
-            };
-            let report = drive(&input, &mut meter, &mut sink, |_, _| {}, &|| broken.get());
-            drop(handle);
-            out.finish()?;
-            let reports = hub.map(|h| h.finish()).unwrap_or_default();
-            summary::print_with(
-                "flows",
-                input.summary,
-                &report,
-                meter.stats(),
-                meter.table_size(),
-                None,
-                export::report(input.summary, &reports, None),
-            );
-            Ok(file_exit_code(&report, &reports, input.summary))
+            meter_command("flows", &input, &a.out, &a.export, false)
         }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
-            if let Some(f) = &input.filter {
-                check_filter(f)?;
-            }
-            let format = match a.out.format {
-                OutputFormat::Json => SeriesFormat::Json,
-                OutputFormat::Csv => SeriesFormat::Csv,
-            };
-            let writer = SeriesWriter::new(format)
-                .with_rfc3339_times(a.out.time_format == flag::TimeFormat::Rfc3339);
-            let plan = export::ExportPlan::from_args(&a.export)?;
-            let composed =
-                input.live.is_none() && !plan.exports_flows() && plan.series_feed.is_none();
-            refuse_print_composition(&input, composed)?;
-            if composed {
-                return files_command("series", &input, &a.out, true);
-            }
-            let hub = plan.start(input.live.is_none())?;
-            let mut out = Output::new(flag::open_output(&a.out.output)?);
-            writer.write_header(out.buf());
-            if let Some(live) = &input.live {
-                // The merged series of all interfaces: domain and group of the first one.
-                let domain = export::ifindex(&live.interfaces[0]);
-                let mut feed = plan.open_series_feed(domain)?;
-                let outputs = live::Outputs {
-                    flows: None,
-                    series: Some((&mut out, writer)),
-                    export: hub.as_ref(),
-                    series_feed: feed.as_mut(),
-                    store: None,
-                };
-                let (report, outcome) = run_live(&input, live, outputs)?;
-                out.finish()?;
-                let reports = hub.map(|h| h.finish()).unwrap_or_default();
-                summary::print_with(
-                    "series",
-                    input.summary,
-                    &report,
-                    &outcome.meter,
-                    outcome.table,
-                    Some(outcome.series),
-                    export::report(input.summary, &reports, feed.as_ref()),
-                );
-                return Ok(exit_code(&report));
-            }
-            let mut meter = FlowMeter::new(input.flow.clone());
-            let mut series = SeriesCounter::new(SeriesConfig::default());
-            let broken = Cell::new(false);
-            let mut feed = plan.open_series_feed(export::FILE_DOMAIN)?;
-            let mut emit = |r: &SeriesRow| {
-                writer.write(r, out.buf());
-                out.maybe_flush();
-                broken.set(out.failed());
-                if let Some(f) = feed.as_mut() {
-                    f.send(r);
-                }
-            };
-            let mut handle = hub
-                .as_ref()
-                .map(|h| export::handle(h, export::FILE_DOMAIN, 0));
-            let mut discard = |r: &FlowRecord<'_>| {
-                if let Some(h) = handle.as_mut() {
-                    h.push(r);
-                }
-            };
-            let report = drive(
-                &input,
-                &mut meter,
-                &mut discard,
-                |pkt, outcome| {
-                    series.observe(pkt.ts_ns, pkt.wire_len, pkt.direction, outcome, &mut emit)
-                },
-                &|| broken.get(),
-            );
-            series.finish(&mut emit);
-            drop(handle);
-            out.finish()?;
-            let reports = hub.map(|h| h.finish()).unwrap_or_default();
-            summary::print_with(
-                "series",
-                input.summary,
-                &report,
-                meter.stats(),
-                meter.table_size(),
-                Some(series.stats()),
-                export::report(input.summary, &reports, feed.as_ref()),
-            );
-            Ok(file_exit_code(&report, &reports, input.summary))
+            meter_command("series", &input, &a.out, &a.export, true)
         }
         Command::Run(a) => daemon::run(&a),
         Command::ConvertConfig(a) => daemon::convert_config(&a),
@@ -247,81 +79,122 @@ fn run(low: LowArgs) -> Result<ExitCode> {
     }
 }
 
-/// `--print-composition` prints what runs on the block runtime; live capture, exporters and
-/// `--payload-bytes` do not run there yet: refused rather than ignored.
-fn refuse_print_composition(input: &HiInput, composed: bool) -> Result<()> {
-    if input.print_composition && !composed {
-        anyhow::bail!(
-            "--print-composition: only capture files (-r) without --export, feeds or \
-             --payload-bytes run as a composition so far"
-        );
-    }
-    Ok(())
-}
-
-/// `trawl flows -r` and `trawl series -r` as a composition: the files' `pcap_source`, a flow
-/// meter, and the writer of its records (or of its per-second rows).
-fn files_command(
+/// `trawl flows` and `trawl series` as a composition: the source part (the files'
+/// `pcap_source`, or an `afpacket_source` per interface and worker), a flow meter per source,
+/// and the writer of its records (or of its per-second rows), the exporters and the feeds.
+/// Files and live capture differ only in the source part.
+fn meter_command(
     command: &str,
     input: &HiInput,
     out: &flows::OutputArgs,
+    export: &export::ExportArgs,
     series: bool,
 ) -> Result<ExitCode> {
+    if let Some(f) = &input.filter {
+        check_filter(f)?;
+    }
+    let exports = export::ExportPlan::from_args(export)?;
     let mut doc = trawl_compose::Document::new();
-    let files = plan::files::FileInput {
-        files: input.files.clone(),
-        filter: input.filter.clone(),
-        format: input.forced_format,
+    let (gates, sources) = match &input.live {
+        None => {
+            let files = plan::files::FileInput {
+                files: input.files.clone(),
+                filter: input.filter.clone(),
+                format: input.forced_format,
+            };
+            let gate = plan::consumers::PacketGate::files(files.add(&mut doc));
+            (vec![gate], vec![plan::files::SOURCE.to_string()])
+        }
+        Some(live) => {
+            let workers = plan::live::capture(&mut doc, live, input.filter.as_deref(), 0);
+            let gates = workers
+                .iter()
+                .map(|w| plan::consumers::PacketGate {
+                    gate: format!("{}.packets", w.name),
+                    iface: w.iface,
+                    thread: Some(w.thread),
+                })
+                .collect();
+            (gates, workers.into_iter().map(|w| w.name).collect())
+        }
     };
-    let gate = files.add(&mut doc);
     let text = plan::consumers::TextOut {
         path: out.output.to_string_lossy().into_owned(),
         format: out.format,
         time_format: out.time_format,
         append: false,
     };
+    // With exporters, standard output carries records only when asked (-o FILE).
+    let main_output = !exports.exports_flows() || out.output.as_os_str() != "-";
     let consumers = plan::consumers::Consumers {
         flow: input.flow.clone(),
-        flows: (!series).then(|| text.clone()),
+        flows: (!series && main_output).then(|| text.clone()),
         series: series.then_some(text),
         store: None,
+        export: exports.export_out(input.live.is_none()),
+        series_feed: exports.series_feed_out(),
+        interfaces: input
+            .live
+            .as_ref()
+            .map(|l| l.interfaces.clone())
+            .unwrap_or_default(),
     };
-    let added = consumers.add(&mut doc, &[gate]);
+    let added = consumers.add(&mut doc, &gates);
     if input.print_composition {
         print!("{}", doc.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
-    let source = plan::files::SOURCE;
-    let finished = plan::run(&doc, input.progress.then_some(source))?;
-    let report = plan::input_report(&finished, source);
-    let (meter, table, series) = plan::meters(&finished, &added.meters);
-    summary::print(command, input.summary, &report, &meter, table, series);
-    Ok(exit_code(&report))
-}
-
-/// Captures live until SIGINT/SIGTERM, `--duration` or `--count`, then flushes every flow and
-/// lets the caller close the outputs whole.
-fn run_live(
-    input: &HiInput,
-    live: &LiveInput,
-    outputs: live::Outputs<'_>,
-) -> Result<(RunReport, live::LiveOutcome)> {
-    let (workers, kernel_filter) = live::open_workers(live, input.filter.as_deref())?;
-    live::drop_privileges(live)?;
-    let n = workers.len();
-    let timestamp_sources = live::timestamp_sources(&workers);
-    let stop = signals::install_stop_signals()?;
-    let outcome = live::run(
-        live,
-        &input.flow,
-        workers,
-        outputs,
-        stop,
-        input.progress,
-        None,
+    let (finished, report) = match &input.live {
+        None => {
+            let source = plan::files::SOURCE;
+            let finished = plan::run(&doc, input.progress.then_some(source))?;
+            let report = plan::input_report(&finished, source);
+            (finished, report)
+        }
+        Some(live) => {
+            let finished = plan::run_live(&doc, input.progress)?;
+            let report = plan::live_report(&finished, live, &sources);
+            (finished, report)
+        }
+    };
+    let (meter, table, mut series_stats) = plan::meters(&finished, &added.meters);
+    if let (Some(s), Some(b)) = (series_stats.as_mut(), finished.report.block("series")) {
+        // The rows written: several workers' rows are summed into one per second.
+        s.rows = b.items_in;
+    }
+    let exporters = added
+        .export
+        .as_ref()
+        .and_then(|(name, d)| {
+            let b = finished.report.block(name)?;
+            Some(trawl_blocks::export::export_report(b, d))
+        })
+        .unwrap_or_default();
+    let feed = (!added.series_feeds.is_empty()).then(|| {
+        let mut f = export::FeedReport::default();
+        for b in added
+            .series_feeds
+            .iter()
+            .filter_map(|n| finished.report.block(n))
+        {
+            f.rows += b.counter("rows").unwrap_or(0);
+            f.send_errors += b.counter("send_errors").unwrap_or(0);
+        }
+        f
+    });
+    summary::print_with(
+        command,
+        input.summary,
+        &report,
+        &meter,
+        table,
+        series_stats,
+        export::report(input.summary, &exporters, feed),
     );
-    let report = outcome.report(live, n, kernel_filter, timestamp_sources);
-    Ok((report, outcome))
+    Ok(match input.live {
+        None => file_exit_code(&report, &exporters, input.summary),
+        Some(_) => exit_code(&report),
+    })
 }
 
 /// The exit code of a run over capture files with exporters: 1 also when an exporter failed

@@ -594,16 +594,16 @@ impl Running {
         stop: &AtomicBool,
         status: impl FnMut(&Report),
     ) -> Result<Report, (String, Report)> {
-        self.supervise_ticking(stop, status, |_| {})
+        self.supervise_with(stop, status, None)
     }
 
-    /// [`Running::supervise`], calling `tick` every 20 ms besides (a progress display reads
-    /// the counters it needs through it).
-    pub fn supervise_ticking(
+    /// [`Running::supervise`], also calling `progress` (when given) with the counters about
+    /// every 20 ms while the run goes (a command's progress line).
+    pub fn supervise_with(
         self,
         stop: &AtomicBool,
         mut status: impl FnMut(&Report),
-        mut tick: impl FnMut(&Running),
+        mut progress: Option<&mut dyn FnMut(&Report)>,
     ) -> Result<Report, (String, Report)> {
         if let Some(user) = &self.run_control.user {
             if let Err(e) = trawl_capture::live::drop_privileges(user) {
@@ -634,7 +634,9 @@ impl Running {
                     next_status = Some(at + every);
                 }
             }
-            tick(&self);
+            if let Some(p) = progress.as_mut() {
+                p(&self.report());
+            }
         }
         self.wait()
     }

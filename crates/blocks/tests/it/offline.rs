@@ -640,3 +640,54 @@ fn pcap_source_counts_unreadable_files_and_warns_per_file_of_a_filter_that_canno
     );
     assert_eq!(c("filter_rejected"), total - want);
 }
+
+/// A pcapng block of `btype` with `body` (little-endian).
+fn pcapng_block(btype: u32, body: &[u8]) -> Vec<u8> {
+    let len = (12 + body.len()) as u32;
+    let mut b = btype.to_le_bytes().to_vec();
+    b.extend_from_slice(&len.to_le_bytes());
+    b.extend_from_slice(body);
+    b.extend_from_slice(&len.to_le_bytes());
+    b
+}
+
+/// Blocks of a pcapng file that hold no packet (here: a file with none at all) are counted
+/// in `skipped_blocks` even when no batch of packets follows them, as the CLI's own reader
+/// counted them (`trawl flows -r ... --payload-bytes` moved onto `pcap_source`, issue 19,
+/// said 0 where it had said 1).
+#[test]
+fn pcap_source_counts_skipped_blocks_of_a_file_without_packets() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("no-packets.pcapng");
+    let mut shb = 0x1A2B_3C4Du32.to_le_bytes().to_vec();
+    shb.extend_from_slice(&1u16.to_le_bytes());
+    shb.extend_from_slice(&0u16.to_le_bytes());
+    shb.extend_from_slice(&(-1i64).to_le_bytes());
+    let mut idb = 1u16.to_le_bytes().to_vec();
+    idb.extend_from_slice(&0u16.to_le_bytes());
+    idb.extend_from_slice(&65_535u32.to_le_bytes());
+    let mut file = pcapng_block(0x0A0D_0D0A, &shb);
+    file.extend(pcapng_block(1, &idb));
+    // An unknown block type, skipped.
+    file.extend(pcapng_block(0x0000_0BAD, &[0; 4]));
+    std::fs::write(&path, &file).unwrap();
+    let text = format!(
+        r#"
+        [[block]]
+        name = "src"
+        type = "pcap_source"
+        files = ["{}"]
+        [[block]]
+        name = "skipped_blocks_sink"
+        type = "collect"
+        [[connection]]
+        from = "src.packets"
+        to = "skipped_blocks_sink.in"
+        "#,
+        path.display()
+    );
+    let report = run(&text);
+    let src = report.block("src").unwrap();
+    assert_eq!(src.counter("records"), Some(0));
+    assert_eq!(src.counter("skipped_blocks"), Some(1));
+}

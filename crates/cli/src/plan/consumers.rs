@@ -28,9 +28,10 @@ pub struct TextOut {
 }
 
 /// What consumes the packets: the meter's settings and where its records and rows go.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Consumers {
-    /// The flow meter's settings (`--idle`, `--active`, `--capacity`, `--tunnel`, ...).
+    /// The flow meter's settings (`--idle`, `--active`, `--capacity`, `--tunnel`,
+    /// `--payload-bytes`, ...).
     pub flow: FlowConfig,
     /// Flow records to this output.
     pub flows: Option<TextOut>,
@@ -39,6 +40,59 @@ pub struct Consumers {
     /// Flow records into this flow database (the meter must then cut records at its 5-minute
     /// blocks: `flow.interval_align_ns` = `trawl_store::BLOCK_NS`).
     pub store: Option<StoreOut>,
+    /// Flow records to exporters and the flow feed (`flow_export`).
+    pub export: Option<ExportOut>,
+    /// Per-second rows to a multicast feed (`series_feed`).
+    pub series_feed: Option<SeriesFeedOut>,
+    /// Live capture on these interfaces (a gate's `iface` indexes them): records name their
+    /// interface, exporters use its kernel index, feeds its group; meters run on the thread
+    /// of their gate's source (pool `capture`), the rest on the pool `outputs`.
+    pub interfaces: Vec<String>,
+}
+
+/// A gate that emits packets, and where its source runs.
+#[derive(Clone, Debug)]
+pub struct PacketGate {
+    /// `block.gate`.
+    pub gate: String,
+    /// Its interface: an index into [`Consumers::interfaces`] (0 for files).
+    pub iface: usize,
+    /// Its source's thread in the pool `capture` (live), where its meter runs too.
+    pub thread: Option<usize>,
+}
+
+impl PacketGate {
+    /// The one gate of capture files.
+    pub fn files(gate: String) -> PacketGate {
+        PacketGate {
+            gate,
+            iface: 0,
+            thread: None,
+        }
+    }
+}
+
+/// Exporters of flow records (`--export`, `--flows-feed`): one `flow_export` block.
+#[derive(Clone, Debug)]
+pub struct ExportOut {
+    /// As `--export` takes them; the flow feed as `feed:GROUP:PORT`.
+    pub destinations: Vec<String>,
+    pub pen: u32,
+    /// Wait for slow exporters (files) instead of dropping records (live).
+    pub lossless: bool,
+    /// Multicast TTL and source address of the flow feed.
+    pub feed_ttl: u32,
+    pub feed_source: Option<std::net::Ipv4Addr>,
+}
+
+/// The series feed (`--series-feed`).
+#[derive(Clone, Debug)]
+pub struct SeriesFeedOut {
+    /// `GROUP:PORT` of the first interface (the others: GROUP+n).
+    pub group: String,
+    pub pen: u32,
+    pub ttl: u32,
+    pub source: Option<std::net::Ipv4Addr>,
 }
 
 /// A flow database the records go into (`flow_store`).
@@ -61,63 +115,209 @@ pub struct StoreOut {
 pub struct Added {
     /// One `flow_meter` per packet gate, in the order of the gates.
     pub meters: Vec<String>,
+    /// The `flow_export` block, with its destinations.
+    pub export: Option<(String, Vec<String>)>,
+    /// The `series_feed` blocks.
+    pub series_feeds: Vec<String>,
 }
 
+/// The name of the exporters' block.
+pub const EXPORT: &str = "export";
+
 impl Consumers {
-    /// Adds a `flow_meter` for each gate of `packet_gates` (`block.gate`) and the writers the
-    /// outputs ask for.
-    pub fn add(&self, doc: &mut Document, packet_gates: &[String]) -> Added {
+    /// Adds a `flow_meter` for each gate of `packet_gates` and the writers, exporters and
+    /// feeds the outputs ask for.
+    pub fn add(&self, doc: &mut Document, packet_gates: &[PacketGate]) -> Added {
+        let live = !self.interfaces.is_empty();
         let meters: Vec<String> = match packet_gates {
             [_] => vec!["meter".to_string()],
             many => (0..many.len()).map(|i| format!("meter{i}")).collect(),
         };
         for (gate, meter) in packet_gates.iter().zip(&meters) {
-            flow_meter(doc, meter, &self.flow);
-            doc.connect(gate, &[&format!("{meter}.packets")], Policy::Wait);
+            flow_meter(doc, meter, &self.flow, gate.thread);
+            doc.connect(&gate.gate, &[&format!("{meter}.packets")], Policy::Wait);
         }
+        let outputs = self.flows.is_some()
+            || self.series.is_some()
+            || self.store.is_some()
+            || self.export.is_some()
+            || self.series_feed.is_some();
+        // Live, the outputs have their own thread: capture threads only capture and meter.
+        let pool = (live && outputs).then(|| {
+            doc.pool_of_threads(OUTPUTS, 1);
+            OUTPUTS
+        });
+        let mut flow_inputs: Vec<String> = Vec::new();
         if let Some(out) = &self.flows {
-            writer(doc, "flows", "flow_writer", out);
-            for m in &meters {
-                doc.connect(&format!("{m}.flows"), &["flows.flows"], Policy::Wait);
-            }
+            writer(doc, "flows", "flow_writer", out, pool)
+                .set_some("payload", (self.flow.payload_bytes > 0).then_some(true));
+            flow_inputs.push("flows.flows".into());
         }
         if let Some(s) = &self.store {
-            doc.block("store", "flow_store")
+            on(doc.block("store", "flow_store"), pool)
                 .set("dir", s.dir.as_str())
                 .set("iface", s.iface.as_str())
                 .set("codec", s.codec.as_str())
                 .set("grace", span(s.grace_ns))
                 .set_some("keep_days", s.keep_days.map(i64::from))
                 .set_some("max_size", s.max_size.map(|b| b as i64));
+            flow_inputs.push("store.flows".into());
+        }
+        let mut added = Added::default();
+        if let Some(e) = &self.export {
+            self.exporters(doc, e, pool);
+            flow_inputs.push(format!("{EXPORT}.flows"));
+            added.export = Some((EXPORT.to_string(), e.destinations.clone()));
+        }
+        if !flow_inputs.is_empty() {
+            let to: Vec<&str> = flow_inputs.iter().map(String::as_str).collect();
             for m in &meters {
-                doc.connect(&format!("{m}.flows"), &["store.flows"], Policy::Wait);
+                doc.connect(&format!("{m}.flows"), &to, Policy::Wait);
             }
         }
+        let mut series_inputs: Vec<String> = Vec::new();
         if let Some(out) = &self.series {
-            writer(doc, "series", "series_writer", out);
-            if let [m] = &meters[..] {
-                doc.connect(&format!("{m}.series"), &["series.series"], Policy::Wait);
-            } else {
-                doc.block("series_sum", "series_merge");
-                for m in &meters {
-                    doc.connect(&format!("{m}.series"), &["series_sum.series"], Policy::Wait);
-                }
-                doc.connect("series_sum.series", &["series.series"], Policy::Wait);
-            }
+            writer(doc, "series", "series_writer", out, pool);
+            series_inputs.push("series.series".into());
         }
-        Added { meters }
+        match &self.series_feed {
+            // Several interfaces: each interface's rows to its own group (the rows of all
+            // of them only to the writer).
+            Some(f) if self.interfaces.len() > 1 => {
+                for (i, iface) in self.interfaces.iter().enumerate() {
+                    let name = format!("series_feed{i}");
+                    self.series_feed_block(doc, &name, f, i, pool);
+                    let mine: Vec<&String> = packet_gates
+                        .iter()
+                        .zip(&meters)
+                        .filter(|(g, _)| g.iface == i)
+                        .map(|(_, m)| m)
+                        .collect();
+                    let sum = format!("series_sum_{}", super::live::ident(iface));
+                    rows_into(doc, &mine, &sum, &format!("{name}.series"), pool);
+                    added.series_feeds.push(name);
+                }
+            }
+            Some(f) => {
+                self.series_feed_block(doc, "series_feed", f, 0, pool);
+                series_inputs.push("series_feed.series".into());
+                added.series_feeds.push("series_feed".into());
+            }
+            None => {}
+        }
+        if !series_inputs.is_empty() {
+            let all: Vec<&String> = meters.iter().collect();
+            let to: Vec<&str> = series_inputs.iter().map(String::as_str).collect();
+            rows_into_all(doc, &all, "series_sum", &to, pool);
+        }
+        added.meters = meters;
+        added
+    }
+
+    /// The `flow_export` block of `e`.
+    fn exporters(&self, doc: &mut Document, e: &ExportOut, pool: Option<&str>) {
+        let destinations: Vec<toml::Value> = e
+            .destinations
+            .iter()
+            .map(|d| toml::Value::from(d.as_str()))
+            .collect();
+        let interfaces: Vec<toml::Value> = self
+            .interfaces
+            .iter()
+            .map(|i| toml::Value::from(i.as_str()))
+            .collect();
+        let feed = e.destinations.iter().any(|d| d.starts_with("feed:"));
+        on(doc.block(EXPORT, "flow_export"), pool)
+            .set("destinations", toml::Value::Array(destinations))
+            .set_some(
+                "interfaces",
+                (!interfaces.is_empty()).then_some(toml::Value::Array(interfaces)),
+            )
+            .set("pen", i64::from(e.pen))
+            .set_some("lossless", e.lossless.then_some(true))
+            .set_some(
+                "feed_ttl",
+                (feed && e.feed_ttl != 1).then_some(i64::from(e.feed_ttl)),
+            )
+            .set_some(
+                "feed_source",
+                e.feed_source.filter(|_| feed).map(|a| a.to_string()),
+            );
+    }
+
+    /// A `series_feed` block for interface `slot` (files: slot 0, observation domain 1).
+    fn series_feed_block(
+        &self,
+        doc: &mut Document,
+        name: &str,
+        f: &SeriesFeedOut,
+        slot: usize,
+        pool: Option<&str>,
+    ) {
+        on(doc.block(name, "series_feed"), pool)
+            .set("group", f.group.as_str())
+            .set_some("slot", (slot > 0).then_some(slot as i64))
+            .set_some("interface", self.interfaces.get(slot).map(String::as_str))
+            .set_some("ttl", (f.ttl != 1).then_some(i64::from(f.ttl)))
+            .set_some("source", f.source.map(|a| a.to_string()))
+            .set("pen", i64::from(f.pen));
     }
 }
 
-/// A `flow_meter` block named `name` with the settings of `flow` (only those it has:
-/// payload bytes are not carried by flow batches).
-pub fn flow_meter(doc: &mut Document, name: &str, flow: &FlowConfig) {
+/// The pool of the outputs of a live plan.
+pub const OUTPUTS: &str = "outputs";
+
+/// Places a block on `pool`'s thread, when there is one.
+fn on<'a>(
+    b: trawl_compose::BlockBuilder<'a>,
+    pool: Option<&str>,
+) -> trawl_compose::BlockBuilder<'a> {
+    match pool {
+        Some(p) => b.on(p, Some(0)),
+        None => b,
+    }
+}
+
+/// The rows of `meters` into `to`: straight from one meter, through a `series_merge` named
+/// `sum` from several.
+fn rows_into(doc: &mut Document, meters: &[&String], sum: &str, to: &str, pool: Option<&str>) {
+    rows_into_all(doc, meters, sum, &[to], pool);
+}
+
+fn rows_into_all(
+    doc: &mut Document,
+    meters: &[&String],
+    sum: &str,
+    to: &[&str],
+    pool: Option<&str>,
+) {
+    if let [m] = meters {
+        doc.connect(&format!("{m}.series"), to, Policy::Wait);
+        return;
+    }
+    on(doc.block(sum, "series_merge"), pool);
+    for m in meters {
+        doc.connect(
+            &format!("{m}.series"),
+            &[&format!("{sum}.series")],
+            Policy::Wait,
+        );
+    }
+    doc.connect(&format!("{sum}.series"), to, Policy::Wait);
+}
+
+/// A `flow_meter` block named `name` with the settings of `flow`, on capture thread `thread`
+/// when live.
+pub fn flow_meter(doc: &mut Document, name: &str, flow: &FlowConfig, thread: Option<usize>) {
     let tunnel = match flow.decode.tunnel {
         TunnelMode::Outer => "outer",
         TunnelMode::Inner => "inner",
     };
-    doc.block(name, "flow_meter")
-        .set("idle", span(flow.idle_timeout_ns))
+    let mut b = doc.block(name, "flow_meter");
+    if thread.is_some() {
+        b = b.on("capture", thread);
+    }
+    b.set("idle", span(flow.idle_timeout_ns))
         .set("active", span(flow.active_timeout_ns))
         .set("tcp_linger", span(flow.tcp_linger_ns))
         .set_some(
@@ -125,12 +325,22 @@ pub fn flow_meter(doc: &mut Document, name: &str, flow: &FlowConfig) {
             (flow.interval_align_ns > 0).then(|| span(flow.interval_align_ns)),
         )
         .set("capacity", flow.capacity as i64)
-        .set("tunnel", tunnel);
+        .set("tunnel", tunnel)
+        .set_some(
+            "payload_bytes",
+            (flow.payload_bytes > 0).then_some(flow.payload_bytes as i64),
+        );
 }
 
 /// A writer block (`flow_writer`, `series_writer`) for `out`.
-fn writer(doc: &mut Document, name: &str, type_name: &str, out: &TextOut) {
-    doc.block(name, type_name)
+fn writer<'a>(
+    doc: &'a mut Document,
+    name: &str,
+    type_name: &str,
+    out: &TextOut,
+    pool: Option<&str>,
+) -> trawl_compose::BlockBuilder<'a> {
+    on(doc.block(name, type_name), pool)
         .set("path", out.path.as_str())
         .set("format", out.format.name())
         .set("mode", if out.append { "append" } else { "truncate" })
@@ -138,5 +348,5 @@ fn writer(doc: &mut Document, name: &str, type_name: &str, out: &TextOut) {
         .set_some(
             "time_format",
             (out.time_format != TimeFormat::Ns).then_some(out.time_format.name()),
-        );
+        )
 }

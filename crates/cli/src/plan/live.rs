@@ -8,7 +8,7 @@
 //! `outputs` pool, fed through queues: the flow and series writers, the flow database (one
 //! `flow_store` per interface), the exporters (one `flow_export` per interface, its index the
 //! IPFIX observation domain) and the packet store (`dumper`, lossless).
-use anyhow::{bail, Result};
+use anyhow::Result;
 use trawl_capture::live::FanoutMode;
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
@@ -18,7 +18,7 @@ use crate::flag::OutputFormat;
 use crate::flows::LiveInput;
 
 /// A block name from an interface name: letters, digits, `_` and `-` only.
-fn ident(iface: &str) -> String {
+pub(crate) fn ident(iface: &str) -> String {
     iface
         .chars()
         .map(|c| {
@@ -85,47 +85,37 @@ fn fanout_group(i: usize) -> i64 {
     i64::from(g.max(1))
 }
 
-/// One `afpacket_source` of [`add_capture`]: which interface and worker, its block name and
-/// its thread of the `capture` pool.
-pub struct Capture {
+/// A capture worker of a live plan: its interface (an index into the `-i` list), its worker
+/// number on it, its `afpacket_source` block and that block's thread in the pool `capture`.
+#[derive(Clone, Debug)]
+pub struct CaptureWorker {
     pub iface: usize,
     pub worker: usize,
     pub name: String,
     pub thread: usize,
 }
 
-/// The `[runtime]` settings of live capture: `count`, `duration`, the status line every
-/// `stats_interval_ns`, and the `user` to switch to once every socket is open.
-pub fn runtime(doc: &mut Document, live: &LiveInput, stats_interval_ns: Option<u64>) {
+/// The capture part of every live plan (`trawl run -i`, `flows -i`, `series -i`): the run's
+/// `--count`, `--duration` and `--user`, the pool `capture` (one thread per worker, pinned
+/// with `--cpus`), and per interface and worker an `afpacket_source` (a fanout group per
+/// interface when there are several workers).
+pub fn capture(
+    doc: &mut Document,
+    live: &LiveInput,
+    filter: Option<&str>,
+    dedup_ns: u64,
+) -> Vec<CaptureWorker> {
+    let workers = live.workers;
+    let total = live.interfaces.len() * workers;
     if let Some(count) = live.count {
         doc.runtime("count", count as i64);
     }
     if let Some(ns) = live.duration_ns {
         doc.runtime("duration", span(ns));
     }
-    if let Some(ns) = stats_interval_ns {
-        doc.runtime("stats_interval", span(ns));
-    }
     if let Some(user) = &live.user {
         doc.runtime("user", user.as_str());
     }
-}
-
-/// Adds live capture as `live` says (with [`runtime`] for its `[runtime]` settings): the
-/// `capture` pool (a thread per worker, pinned to `--cpus`), and per interface and worker an
-/// `afpacket_source` (`cap_IFACE_W`) with the socket settings, `filter` and `dedup_ns` (a
-/// fanout group per interface when there are several workers). Its packets leave on
-/// `NAME.packets`. `beside` adds what goes with each source right after it (its meter, on
-/// its thread), so the composition reads source by source.
-pub fn add_capture(
-    doc: &mut Document,
-    live: &LiveInput,
-    filter: Option<&str>,
-    dedup_ns: u64,
-    mut beside: impl FnMut(&mut Document, &Capture),
-) -> Vec<Capture> {
-    let workers = live.workers;
-    let total = live.interfaces.len() * workers;
     let cores: Vec<usize> = live.cpus.iter().copied().take(total).collect();
     if cores.is_empty() {
         doc.pool_of_threads("capture", total);
@@ -133,10 +123,10 @@ pub fn add_capture(
         doc.pool_on_cores("capture", &cores);
     }
     let capture_threads = if cores.is_empty() { total } else { cores.len() };
-    let mut captures = Vec::new();
+    let mut added = Vec::new();
     for (i, iface) in live.interfaces.iter().enumerate() {
         for w in 0..workers {
-            let thread = captures.len() % capture_threads;
+            let thread = added.len() % capture_threads;
             let name = format!("cap_{}_{w}", ident(iface));
             let s = &live.socket;
             let mut b = doc
@@ -162,89 +152,83 @@ pub fn add_capture(
                 );
             }
             let _ = b;
-            let capture = Capture {
+            added.push(CaptureWorker {
                 iface: i,
                 worker: w,
                 name,
                 thread,
-            };
-            beside(doc, &capture);
-            captures.push(capture);
+            });
         }
     }
-    captures
+    added
 }
 
 /// The monitor `plan` describes, as a composition.
 pub fn monitor(plan: &RunPlan) -> Result<Document> {
-    if plan.feeds {
-        bail!(
-            "the multicast feeds (--flows-feed, --series-feed, [feeds]) have no block yet: \
-             `trawl run` cannot publish them; use `trawl flows -i`/`trawl series -i` with the \
-             feed, or export the records (--export)"
-        );
-    }
     let live = &plan.live;
+    // The flow feed is one more destination of the exporters (`feed:GROUP:PORT`).
+    let feed = plan.export.destinations.iter().find_map(|d| match d {
+        trawl_export::Destination::Feed(f) => Some(*f),
+        _ => None,
+    });
+    let mut export_to = plan.export_to.clone();
+    if let Some(f) = feed {
+        export_to.push(format!("feed:{f}"));
+    }
+    let series_feed = plan.export.series_feed;
     let meters = plan.flows.is_some()
         || plan.series.is_some()
         || plan.store.is_some()
-        || !plan.export_to.is_empty();
-    let outputs_needed = plan.flows.is_some()
-        || plan.series.is_some()
-        || plan.store.is_some()
-        || !plan.export_to.is_empty()
-        || plan.dump_settings.is_some();
+        || !export_to.is_empty()
+        || series_feed.is_some();
+    let outputs_needed = meters || plan.dump_settings.is_some();
 
     let mut doc = Document::new();
-    runtime(&mut doc, live, plan.stats_interval_ns);
-    let mut meter_names: Vec<(usize, String)> = Vec::new();
-    let captures = add_capture(
-        &mut doc,
-        live,
-        plan.filter.as_deref(),
-        plan.dedup_ns,
-        |doc, c| {
-            let (i, w, thread) = (c.iface, c.worker, c.thread);
-            let iface = &live.interfaces[i];
-            if meters {
-                let meter = format!("meter_{}_{w}", ident(iface));
-                let f = &plan.flow;
-                doc.block(&meter, "flow_meter")
-                    .on("capture", Some(thread))
-                    .set("idle", span(f.idle_timeout_ns))
-                    .set("active", span(f.active_timeout_ns))
-                    .set("tcp_linger", span(f.tcp_linger_ns))
-                    .set("capacity", f.capacity as i64)
-                    .set_some(
-                        "tunnel",
-                        (f.decode.tunnel == TunnelMode::Inner).then_some("inner"),
-                    )
-                    // The flow database needs records cut at its 5-minute blocks; the other
-                    // outputs then get the same cut records (as the capture loop did).
-                    .set_some("interval", plan.store.is_some().then_some("5m"));
-                meter_names.push((i, meter));
-            }
-            if let Some((prefix, ring_size)) = &plan.ring {
-                doc.block(&format!("ring_{}_{w}", ident(iface)), "ring")
-                    .on("capture", Some(thread))
-                    .set("ring", format!("{prefix}-{iface}-{w}"))
-                    .set("capacity", size(*ring_size as u64));
-            }
-            if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
-                // Nothing consumes the packets: a capture that counts them (the summary's
-                // `packets`), as `trawl run` without outputs always did.
-                doc.block(&format!("count_{}_{w}", ident(iface)), "count")
-                    .on("capture", Some(thread));
-            }
-        },
-    );
+    let workers_added = capture(&mut doc, live, plan.filter.as_deref(), plan.dedup_ns);
+    if let Some(ns) = plan.stats_interval_ns {
+        doc.runtime("stats_interval", span(ns));
+    }
     if outputs_needed {
         doc.pool_of_threads("outputs", 1);
     }
-    let sources: Vec<(usize, usize, String)> = captures
-        .into_iter()
-        .map(|c| (c.iface, c.worker, c.name))
-        .collect();
+
+    let mut sources = Vec::new();
+    let mut meter_names: Vec<(usize, String)> = Vec::new();
+    for cw in workers_added {
+        let (i, w, thread, name) = (cw.iface, cw.worker, cw.thread, cw.name);
+        let iface = &live.interfaces[i];
+        if meters {
+            let meter = format!("meter_{}_{w}", ident(iface));
+            let f = &plan.flow;
+            doc.block(&meter, "flow_meter")
+                .on("capture", Some(thread))
+                .set("idle", span(f.idle_timeout_ns))
+                .set("active", span(f.active_timeout_ns))
+                .set("tcp_linger", span(f.tcp_linger_ns))
+                .set("capacity", f.capacity as i64)
+                .set_some(
+                    "tunnel",
+                    (f.decode.tunnel == TunnelMode::Inner).then_some("inner"),
+                )
+                // The flow database needs records cut at its 5-minute blocks; the other
+                // outputs then get the same cut records (as the capture loop did).
+                .set_some("interval", plan.store.is_some().then_some("5m"));
+            meter_names.push((i, meter));
+        }
+        if let Some((prefix, ring_size)) = &plan.ring {
+            doc.block(&format!("ring_{}_{w}", ident(iface)), "ring")
+                .on("capture", Some(thread))
+                .set("ring", format!("{prefix}-{iface}-{w}"))
+                .set("capacity", size(*ring_size as u64));
+        }
+        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
+            // Nothing consumes the packets: a capture that counts them (the summary's
+            // `packets`), as `trawl run` without outputs always did.
+            doc.block(&format!("count_{}_{w}", ident(iface)), "count")
+                .on("capture", Some(thread));
+        }
+        sources.push((i, w, name));
+    }
     if let Some(d) = &plan.dump_settings {
         crate::dump::add_dumper(&mut doc, "dump", Some("outputs"), d);
     }
@@ -254,8 +238,12 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .set("path", path.display().to_string())
             .set("format", format_name(*format));
     }
-    if let Some((path, format)) = &plan.series {
+    let series_merge =
+        plan.series.is_some() || (series_feed.is_some() && live.interfaces.len() == 1);
+    if series_merge {
         doc.block("series", "series_merge").on("outputs", Some(0));
+    }
+    if let Some((path, format)) = &plan.series {
         doc.block("series_out", "series_writer")
             .on("outputs", Some(0))
             .set("path", path.display().to_string())
@@ -275,17 +263,69 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             }
             let _ = b;
         }
-        if !plan.export_to.is_empty() {
-            let destinations: Vec<toml::Value> = plan
-                .export_to
+        if !export_to.is_empty() {
+            let destinations: Vec<toml::Value> = export_to
                 .iter()
                 .map(|d| toml::Value::from(d.as_str()))
                 .collect();
-            doc.block(&format!("export_{}", ident(iface)), "flow_export")
+            let b = doc
+                .block(&format!("export_{}", ident(iface)), "flow_export")
                 .on("outputs", Some(0))
-                .set("destinations", destinations)
+                .set("destinations", destinations);
+            // With the flow feed, the records of interface n go to the feed's group + n.
+            let b = match feed {
+                None => b.set("interface", iface.as_str()),
+                Some(f) => b
+                    .set(
+                        "interfaces",
+                        toml::Value::Array(
+                            live.interfaces
+                                .iter()
+                                .map(|i| toml::Value::from(i.as_str()))
+                                .collect(),
+                        ),
+                    )
+                    .set_some("feed_ttl", (f.ttl != 1).then_some(i64::from(f.ttl)))
+                    .set_some("feed_source", f.source.map(|a| a.to_string())),
+            };
+            b.set("pen", i64::from(plan.export.pen));
+        }
+    }
+    if let Some(f) = series_feed {
+        // One interface: the rows of all its workers; several: each interface's rows to its
+        // own group (as `trawl series -i` sends them).
+        for (i, iface) in live.interfaces.iter().enumerate() {
+            let name = if live.interfaces.len() == 1 {
+                "series_feed".to_string()
+            } else {
+                format!("series_feed_{}", ident(iface))
+            };
+            doc.block(&name, "series_feed")
+                .on("outputs", Some(0))
+                .set("group", f.to_string())
+                .set_some("slot", (i > 0).then_some(i as i64))
                 .set("interface", iface.as_str())
+                .set_some("ttl", (f.ttl != 1).then_some(i64::from(f.ttl)))
+                .set_some("source", f.source.map(|a| a.to_string()))
                 .set("pen", i64::from(plan.export.pen));
+            if live.interfaces.len() == 1 {
+                doc.connect("series.series", &[&format!("{name}.series")], Policy::Wait);
+            } else {
+                let sum = format!("series_{}", ident(iface));
+                doc.block(&sum, "series_merge").on("outputs", Some(0));
+                for (_, meter) in meter_names.iter().filter(|(m, _)| *m == i) {
+                    doc.connect(
+                        &format!("{meter}.series"),
+                        &[&format!("{sum}.series")],
+                        Policy::Wait,
+                    );
+                }
+                doc.connect(
+                    &format!("{sum}.series"),
+                    &[&format!("{name}.series")],
+                    Policy::Wait,
+                );
+            }
         }
     }
 
@@ -327,14 +367,14 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         if plan.store.is_some() {
             to.push(format!("store_{iface}.flows"));
         }
-        if !plan.export_to.is_empty() {
+        if !export_to.is_empty() {
             to.push(format!("export_{iface}.flows"));
         }
         if !to.is_empty() {
             let to: Vec<&str> = to.iter().map(String::as_str).collect();
             doc.connect(&format!("{meter}.flows"), &to, Policy::Wait);
         }
-        if plan.series.is_some() {
+        if series_merge {
             doc.connect(&format!("{meter}.series"), &["series.series"], Policy::Wait);
         }
     }

@@ -13,10 +13,11 @@ use trawl_compose::{BlockReport, Document, MessageKind, Report};
 use trawl_flow::{MeterStats, TableSize};
 use trawl_series::SeriesStats;
 
-use crate::progress::{draw_composition, ProgressLine};
 use trawl_compose::human_rate;
 
-use crate::run::RunReport;
+use crate::flows::LiveInput;
+use crate::progress::{draw_composition, ProgressLine};
+use crate::run::{LiveReport, RunReport};
 
 pub mod consumers;
 pub mod files;
@@ -58,10 +59,11 @@ pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
     })
 }
 
-/// Like [`run`], for a composition that runs until stopped (live capture): the first
-/// SIGINT/SIGTERM stops it cleanly (the second exits), as do the runtime's `duration` and
-/// `count`; privileges drop to its `user` once every socket is open.
-pub fn run_supervised(doc: &Document) -> Result<Finished> {
+/// Runs a live plan: like [`run`], until SIGINT/SIGTERM (a second one ends the process at
+/// once), the plan's `--duration` or `--count`; switches to `--user` once every socket is
+/// open, and prints the runtime's status line every `stats_interval`. `progress` draws the
+/// packets captured so far on standard error (a terminal's).
+pub fn run_live(doc: &Document, progress: bool) -> Result<Finished> {
     let registry = trawl_blocks::registry();
     let cpus = trawl_capture::live::allowed_cpus();
     let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
@@ -70,13 +72,82 @@ pub fn run_supervised(doc: &Document) -> Result<Finished> {
     let stop = crate::signals::install_stop_signals()?;
     let started = Instant::now();
     let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    let mut line = ProgressLine::new(progress);
+    let mut draw = |r: &Report| {
+        if line.due() {
+            let text = live_text(r, line.elapsed_s());
+            line.draw(0, 0, &text);
+        }
+    };
     let report = running
-        .supervise(&stop, |_| {})
+        .supervise_with(
+            &stop,
+            |r| eprintln!("{}", r.status_line()),
+            progress.then_some(&mut draw as &mut dyn FnMut(&Report)),
+        )
         .map_err(|(e, _)| anyhow!(e))?;
+    line.clear();
     Ok(Finished {
         report,
         elapsed: started.elapsed(),
     })
+}
+
+/// The progress text of a live run: packets captured so far by every source and their rate,
+/// the number of capture sources.
+fn live_text(report: &Report, secs: f64) -> String {
+    let sources = report.blocks.iter().filter(|b| b.source);
+    let packets: u64 = sources.clone().filter_map(|b| b.counter("packets")).sum();
+    format!(
+        "{packets} packets ({}/s) on {} worker(s)",
+        human_rate(packets as f64 / secs),
+        sources.count()
+    )
+}
+
+/// The input part of a live run's summary from its `afpacket_source` blocks (`sources`):
+/// what the sockets delivered, the kernel's counters, the filter's rejections, each
+/// worker's errors.
+pub fn live_report(f: &Finished, live: &LiveInput, sources: &[String]) -> RunReport {
+    let mut r = RunReport {
+        elapsed: f.elapsed,
+        ..RunReport::default()
+    };
+    let mut l = LiveReport {
+        interfaces: live.interfaces.clone(),
+        workers: sources.len(),
+        user: live.user.clone(),
+        ..LiveReport::default()
+    };
+    for b in sources.iter().filter_map(|n| f.report.block(n)) {
+        let c = |name: &str| b.counter(name).unwrap_or(0);
+        r.source.records += c("records");
+        r.source.captured_bytes += c("captured_bytes");
+        r.source.wire_bytes += c("wire_bytes");
+        r.source.truncated_records += c("truncated_records");
+        r.filter_rejected += c("filter_rejected");
+        l.duplicates += c("duplicates");
+        let s = &mut l.stats;
+        s.kernel_packets += c("kernel_packets");
+        s.kernel_drops += c("kernel_drops");
+        s.kernel_freezes += c("kernel_freezes");
+        s.losing_blocks += c("losing_blocks");
+        s.loopback_outgoing += c("loopback_outgoing");
+        s.hardware_timestamps += c("hardware_timestamps");
+        s.vlan_restored += c("vlan_restored");
+        s.interface_down += c("interface_down");
+        s.reopened += c("reopened");
+        let [hardware, kernel] = trawl_blocks::live::HOW_COUNTERS;
+        l.timestamp_sources.push(if c(hardware) == 1 {
+            "hardware"
+        } else {
+            "software"
+        });
+        l.kernel_filter |= c(kernel) == 1;
+        r.input_errors.extend(b.error_messages.iter().cloned());
+    }
+    r.live = Some(l);
+    r
 }
 
 /// Formats nanoseconds as a span the blocks' settings read (`30s`, `2m`, `1500ms`): the

@@ -530,3 +530,66 @@ fn paths_in_a_composition_file_are_relative_to_its_directory() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("lab/capture.pcap"), "{err}");
 }
+
+/// `trawl flows -r` with payload bytes and exporters, and `trawl series -r` with an exporter,
+/// print their compositions too (refused before issue 19 moved them onto the runtime), and
+/// `trawl run -c` runs them to the same records, payload columns and exported files.
+#[test]
+fn issue_19_flows_with_payload_and_exporters_print_a_composition_that_runs_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = testdata("oracle/443-chrome.pcap");
+    for command in ["flows", "series"] {
+        let run = |print: bool, tag: &str| -> (Vec<u8>, String) {
+            let json = dir.path().join(format!("{command}-{tag}.json"));
+            let export = format!("json:{}", json.display());
+            let mut args = vec![command, "-r", &file, "--export", &export];
+            if command == "flows" {
+                // With exporters, records go to standard output only when -o names a file.
+                args.extend(["--payload-bytes", "16", "-o", "/dev/stdout"]);
+            }
+            let out = if print {
+                let printed = trawl(&[&args[..], &["--print-composition"]].concat());
+                assert!(
+                    printed.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&printed.stderr)
+                );
+                let comp = dir.path().join(format!("{command}.toml"));
+                std::fs::write(&comp, &printed.stdout).unwrap();
+                let checked = trawl(&["check", "-c", comp.to_str().unwrap()]);
+                assert!(checked.status.success());
+                trawl(&["run", "-c", comp.to_str().unwrap(), "--summary", "none"])
+            } else {
+                trawl(&[&args[..], &["--summary", "none"]].concat())
+            };
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (out.stdout, std::fs::read_to_string(&json).unwrap())
+        };
+        let (flags_out, flags_export) = run(false, "flags");
+        let (comp_out, comp_export) = run(true, "composed");
+        assert!(
+            !flags_out.is_empty() && !flags_export.is_empty(),
+            "{command}"
+        );
+        if command == "flows" {
+            let with_payload = String::from_utf8_lossy(&flags_out)
+                .lines()
+                .filter(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    v["fwd_payload"].as_str().unwrap().len() == 32
+                        || v["rev_payload"].as_str().unwrap().len() == 32
+                })
+                .count();
+            assert!(with_payload > 0, "payload bytes written");
+        }
+        assert!(flags_out == comp_out, "{command}: other records or rows");
+        assert_eq!(
+            flags_export, comp_export,
+            "{command}: other exported records"
+        );
+    }
+}

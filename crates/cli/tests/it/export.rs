@@ -1059,7 +1059,7 @@ fn stored_series_go_through_the_same_callback_as_live_ones() {
 
 /// Receives IPFIX on `socket` until `done` says the exporter ended and 500 ms passed quietly;
 /// returns every record as trawl's JSON line, and the observation domains seen.
-fn collect_ipfix(
+pub(crate) fn collect_ipfix(
     socket: UdpSocket,
     done: std::sync::mpsc::Receiver<()>,
 ) -> (Vec<String>, Vec<u32>) {

@@ -945,7 +945,8 @@ fn workers_are_pinned_to_the_cpus_given() {
         let dir = task.unwrap().path();
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-        if let Some(n) = name.trim().strip_prefix("capture-") {
+        // The runtime's threads of the pool `capture` (one per worker).
+        if let Some(n) = name.trim().strip_prefix("trawl-capture-") {
             let cpus = status
                 .lines()
                 .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
@@ -1150,4 +1151,348 @@ fn issue_19_run_prints_status_lines_with_packets_and_kernel_drops() {
         lines.last().unwrap().contains(": 500 packets ("),
         "{stderr}"
     );
+}
+
+// ---- `trawl flows -i` / `series -i` with every option run on the block runtime (issue 19) ---
+
+/// A JSON record without the fields a collector cannot have (the interface, which IPFIX
+/// carries as the observation domain, and the payload bytes, which it does not export), as a
+/// comparable string.
+fn without_iface_and_payload(line: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(line).expect("JSON record");
+    let m = v.as_object_mut().unwrap();
+    for k in ["iface", "fwd_payload", "rev_payload"] {
+        m.remove(k);
+    }
+    v.to_string()
+}
+
+/// Per direction of a conversation (`proto src dst vlan`), the payload bytes of its first
+/// record.
+fn first_payloads(jsonl: &str) -> BTreeMap<String, (String, String)> {
+    let mut first = BTreeMap::<String, (u64, String, String)>::new();
+    for line in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("JSON record");
+        let key = format!(
+            "{} {}:{} {}:{} vlan {}",
+            v["proto"], v["src_ip"], v["src_port"], v["dst_ip"], v["dst_port"], v["vlan"]
+        );
+        let start = v["first_ns"].as_u64().unwrap();
+        let payload = |k: &str| {
+            v[k].as_str()
+                .unwrap_or_else(|| panic!("record without {k}: {line}"))
+                .to_string()
+        };
+        let e = first
+            .entry(key)
+            .or_insert((u64::MAX, String::new(), String::new()));
+        if start < e.0 {
+            *e = (start, payload("fwd_payload"), payload("rev_payload"));
+        }
+    }
+    first
+        .into_iter()
+        .map(|(k, (_, f, r))| (k, (f, r)))
+        .collect()
+}
+
+/// `trawl flows -i A -i B` with payload bytes, an IPFIX exporter and the multicast flow feed,
+/// all at once: the records name their interface and hold what the captures replayed into
+/// each hold (conversations and first payload bytes as `trawl flows -r` finds them); the
+/// collector gets every record under each interface's index; the feed sends each interface's
+/// records to its own group (`trawl subscribe --slot`).
+#[test]
+fn issue_19_flows_of_two_interfaces_with_payload_export_and_feed_are_those_of_the_files() {
+    let (a, b, c) = (lab(), lab(), lab());
+    // The feed leaves through a third link that nobody captures on.
+    let n = std::process::id() % 200 + 20;
+    let addr = format!("10.{n}.79.1");
+    let ip = Command::new("ip")
+        .args(["addr", "add", &format!("{addr}/24"), "dev", &c.host])
+        .status()
+        .unwrap();
+    assert!(ip.success());
+    let index = |iface: &str| -> u32 {
+        std::fs::read_to_string(format!("/sys/class/net/{iface}/ifindex"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = collector.local_addr().unwrap().port();
+    let (done, rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || crate::export::collect_ipfix(collector, rx));
+    let feed_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let feed = format!("239.255.79.1:{feed_port}");
+    let subscriber = |slot: &str| {
+        Command::new(env!("CARGO_BIN_EXE_trawl"))
+            .args(["subscribe", "flows", "--feed", &feed, "--slot", slot])
+            .args(["--interface-address", &addr, "--duration", "9s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (sub0, sub1) = (subscriber("0"), subscriber("1"));
+    // With exporters, records go to standard output only when -o names a file.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("records.jsonl");
+    let child = trawl_live(&[
+        "flows",
+        "-i",
+        &a.host,
+        "-i",
+        &b.host,
+        "--workers",
+        "2",
+        "--payload-bytes",
+        "16",
+        "--duration",
+        "4s",
+        "--summary",
+        "json",
+        "--export",
+        &format!("ipfix+udp://127.0.0.1:{port}"),
+        "--flows-feed",
+        &feed,
+        "--feed-source",
+        &addr,
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    a.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    b.replay_into_host(&pcap("aerospike.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(child);
+    let stdout = std::fs::read_to_string(&json).unwrap();
+    done.send(()).unwrap();
+    let (collected, domains) = receiver.join().unwrap();
+
+    // The records: conversations and payload bytes of the files, per interface.
+    let offline = |name: &str| {
+        trawl_file(&[
+            "flows",
+            "-r",
+            pcap(name).to_str().unwrap(),
+            "--payload-bytes",
+            "16",
+        ])
+    };
+    let (file_a, file_b) = (offline("android.pcap"), offline("aerospike.pcap"));
+    let want: BTreeMap<String, _> = [
+        (a.host.clone(), conversations(&file_a)),
+        (b.host.clone(), conversations(&file_b)),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(conversations_by_iface(&stdout), want);
+    let of = |iface: &str| -> String {
+        stdout
+            .lines()
+            .filter(|l| l.contains(&format!("\"iface\":\"{iface}\"")))
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    let (live_a, live_b) = (of(&a.host), of(&b.host));
+    assert_eq!(first_payloads(&live_a), first_payloads(&file_a));
+    assert_eq!(first_payloads(&live_b), first_payloads(&file_b));
+    assert!(
+        first_payloads(&file_a)
+            .values()
+            .any(|(f, r)| !f.is_empty() || !r.is_empty()),
+        "the capture has payload bytes for the test to mean anything"
+    );
+
+    // The collector: every record, under both interfaces' indexes.
+    let mut sent: Vec<String> = stdout.lines().map(without_iface_and_payload).collect();
+    let mut got: Vec<String> = collected
+        .iter()
+        .map(|l| without_iface_and_payload(l))
+        .collect();
+    sent.sort();
+    got.sort();
+    assert_eq!(got, sent);
+    let mut domains = domains;
+    domains.sort();
+    let mut want_domains = vec![index(&a.host), index(&b.host)];
+    want_domains.sort();
+    assert_eq!(domains, want_domains);
+    let e = &summary["exporters"][0];
+    assert_eq!(e["records"].as_u64(), Some(sent.len() as u64), "{summary}");
+
+    // The feed: each interface's records in its own group.
+    for (sub, records) in [(sub0, &live_a), (sub1, &live_b)] {
+        let out = sub.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(without_iface_and_payload)
+            .collect();
+        let mut want: Vec<String> = records.lines().map(without_iface_and_payload).collect();
+        got.sort();
+        want.sort();
+        assert!(!want.is_empty());
+        assert_eq!(got, want);
+    }
+}
+
+/// `trawl series -i` with an exporter to a UDP collector: its meters export the records
+/// `trawl flows -r` finds in the capture replayed, and its rows count every packet.
+#[test]
+fn issue_19_live_series_exports_the_records_of_its_meters() {
+    let lab = lab();
+    let collector = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = collector.local_addr().unwrap().port();
+    let (done, rx) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || crate::export::collect_ipfix(collector, rx));
+    let child = trawl_live(&[
+        "series",
+        "-i",
+        &lab.host,
+        "--workers",
+        "2",
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "--export",
+        &format!("ipfix+udp://127.0.0.1:{port}"),
+    ]);
+    let (stdout, summary) = replay_and_wait(&lab, child, "android.pcap", false);
+    done.send(()).unwrap();
+    let (collected, _) = receiver.join().unwrap();
+    let rows: u64 = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["packets"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    let exported: String = collected.iter().map(|l| format!("{l}\n")).collect();
+    let from_file = trawl_file(&["flows", "-r", pcap("android.pcap").to_str().unwrap()]);
+    assert_eq!(conversations(&exported), conversations(&from_file));
+    assert_eq!(rows, 500);
+    assert_eq!(
+        summary["exporters"][0]["records"].as_u64(),
+        Some(collected.len() as u64)
+    );
+    assert_eq!(
+        summary["series_rows"].as_u64(),
+        Some(stdout.lines().count() as u64)
+    );
+}
+
+/// `trawl run` publishes the multicast feeds (refused before the feed blocks): each
+/// interface's flow records and per-second rows in its own group, as the records and rows it
+/// writes.
+#[test]
+fn issue_19_run_publishes_the_flow_and_series_feeds_of_each_interface() {
+    let (a, b, c) = (lab(), lab(), lab());
+    let n = std::process::id() % 200 + 20;
+    let addr = format!("10.{n}.80.1");
+    let ip = Command::new("ip")
+        .args(["addr", "add", &format!("{addr}/24"), "dev", &c.host])
+        .status()
+        .unwrap();
+    assert!(ip.success());
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (flows_feed, series_feed) = (
+        format!("239.255.80.1:{port}"),
+        format!("239.255.80.11:{port}"),
+    );
+    let subscriber = |kind: &str, feed: &str, slot: &str| {
+        Command::new(env!("CARGO_BIN_EXE_trawl"))
+            .args(["subscribe", kind, "--feed", feed, "--slot", slot])
+            .args(["--interface-address", &addr, "--duration", "9s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let subs = [
+        subscriber("flows", &flows_feed, "0"),
+        subscriber("flows", &flows_feed, "1"),
+        subscriber("series", &series_feed, "0"),
+        subscriber("series", &series_feed, "1"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let flows = dir.path().join("flows.jsonl");
+    let child = trawl_live(&[
+        "run",
+        "-i",
+        &a.host,
+        "-i",
+        &b.host,
+        "--no-ring",
+        "--flows",
+        flows.to_str().unwrap(),
+        "--flows-feed",
+        &flows_feed,
+        "--series-feed",
+        &series_feed,
+        "--feed-source",
+        &addr,
+        "--duration",
+        "4s",
+        "--summary",
+        "json",
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    let sent_a = a
+        .replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let sent_b = b
+        .replay_into_host(&pcap("aerospike.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, summary) = wait_json(child);
+    let written = std::fs::read_to_string(&flows).unwrap();
+    let [f0, f1, s0, s1] = subs.map(|s| {
+        let out = s.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    });
+    for (iface, got) in [(&a.host, f0), (&b.host, f1)] {
+        let mut want: Vec<String> = written
+            .lines()
+            .filter(|l| l.contains(&format!("\"iface\":\"{iface}\"")))
+            .map(without_iface_and_payload)
+            .collect();
+        let mut got: Vec<String> = got.lines().map(without_iface_and_payload).collect();
+        want.sort();
+        got.sort();
+        assert!(!want.is_empty(), "{summary}");
+        assert_eq!(got, want, "flow feed of {iface}");
+    }
+    let inbound = |rows: &str| -> u64 {
+        rows.lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["in_packets"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum()
+    };
+    assert_eq!(inbound(&s0), sent_a, "series feed of interface 0");
+    assert_eq!(inbound(&s1), sent_b, "series feed of interface 1");
+    assert_ne!(sent_a, sent_b);
 }
