@@ -1,0 +1,24 @@
+//! The application layer as a library: what trawl reads above TCP and UDP.
+//!
+//! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`].
+//!
+//! ```
+//! use trawl_app::{CommunityId, FlowTuple};
+//! let flow = FlowTuple {
+//!     proto: 6,
+//!     src_ip: "1.2.3.4".parse().unwrap(),
+//!     dst_ip: "5.6.7.8".parse().unwrap(),
+//!     src_port: 1122,
+//!     dst_port: 3344,
+//! };
+//! assert_eq!(CommunityId::default().compute(&flow).unwrap(), "1:wCb3OG7yAFWelaUydu0D+125CLM=");
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod community_id;
+mod error;
+mod sha1;
+
+pub use community_id::{CommunityId, FlowTuple};
+pub use error::Error;

@@ -1,0 +1,2 @@
+//! Integration tests of trawl-app.
+mod community_id;
