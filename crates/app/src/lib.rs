@@ -1,6 +1,8 @@
 //! The application layer as a library: what trawl reads above TCP and UDP.
 //!
 //! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`].
+//! - [`dns`] parses DNS messages (UDP, or TCP through [`dns::TcpFramer`]) and joins requests to
+//!   responses ([`dns::Joiner`]).
 //!
 //! ```
 //! use trawl_app::{CommunityId, FlowTuple};
@@ -17,8 +19,9 @@
 #![deny(missing_docs)]
 
 pub mod community_id;
+pub mod dns;
 mod error;
 mod sha1;
 
 pub use community_id::{CommunityId, FlowTuple};
-pub use error::Error;
+pub use error::{DnsErrorKind, Error};

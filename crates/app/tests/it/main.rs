@@ -1,2 +1,4 @@
 //! Integration tests of trawl-app.
 mod community_id;
+mod dns;
+mod pcap;
