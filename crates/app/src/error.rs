@@ -19,6 +19,33 @@ pub enum Error {
         /// What is wrong.
         kind: DnsErrorKind,
     },
+    /// A TLS hello could not be read: `offset` is in the direction's stream for record-level
+    /// faults, in the hello body for the hello's own fields.
+    #[error("tls: {kind} at offset {offset} ({field})")]
+    Tls {
+        /// Byte offset of the fault.
+        offset: usize,
+        /// The field being read (`record.type`, `cipher_suites`, `server_name.host_name`, ...).
+        field: &'static str,
+        /// What is wrong.
+        kind: TlsErrorKind,
+    },
+}
+
+/// What is wrong in a TLS hello.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum TlsErrorKind {
+    /// A field runs past the end of its enclosing length.
+    #[error("truncated")]
+    Truncated = 0,
+    /// The stream does not start with a TLS handshake record holding a hello (another
+    /// protocol, an SSLv2 hello, a record version other than 3.x).
+    #[error("not a TLS handshake")]
+    NotHandshake = 1,
+    /// A record or the hello is longer than the bounds (16 KiB + 2 KiB, 64 KiB).
+    #[error("too large")]
+    TooLarge = 2,
 }
 
 /// What is wrong in a DNS message; the discriminant indexes [`crate::dns::DnsStats::faults`].

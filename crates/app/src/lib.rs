@@ -3,6 +3,8 @@
 //! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`].
 //! - [`dns`] parses DNS messages (UDP, or TCP through [`dns::TcpFramer`]) and joins requests to
 //!   responses ([`dns::Joiner`]).
+//! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
+//!   and computes JA4 and JA4S.
 //!
 //! ```
 //! use trawl_app::{CommunityId, FlowTuple};
@@ -22,6 +24,8 @@ pub mod community_id;
 pub mod dns;
 mod error;
 mod sha1;
+mod sha256;
+pub mod tls;
 
 pub use community_id::{CommunityId, FlowTuple};
-pub use error::{DnsErrorKind, Error};
+pub use error::{DnsErrorKind, Error, TlsErrorKind};

@@ -2,3 +2,4 @@
 mod community_id;
 mod dns;
 mod pcap;
+mod tls;

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use trawl_capture::{FileSource, PacketSource};
-use trawl_flow::decode::{decode, DecodeConfig, Decoded};
+use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
 
 /// One packet's transport payload (cut at the captured length).
 pub struct Payload {
@@ -50,7 +50,10 @@ pub fn captures(dir: &Path) -> Vec<PathBuf> {
 /// of the file or the first record that cannot be read.
 pub fn payloads(path: &Path) -> Vec<Payload> {
     let mut src = FileSource::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let config = DecodeConfig::default();
+    // Tunnels (GRE, VXLAN, IP-in-IP) descended: the application data is inside.
+    let config = DecodeConfig {
+        tunnel: TunnelMode::Inner,
+    };
     let mut d = Decoded::default();
     let mut out = Vec::new();
     let mut frame = 0;
