@@ -30,6 +30,32 @@ pub enum Error {
         /// What is wrong.
         kind: TlsErrorKind,
     },
+    /// An HTTP/1.x stream could not be read further: `offset` is in the direction's stream.
+    #[error("http: {kind} at offset {offset} ({field})")]
+    Http {
+        /// Byte offset of the fault in the stream.
+        offset: usize,
+        /// The field being read (`request_line`, `status_line`, `header`, `content-length`,
+        /// `chunk_size`, `head`).
+        field: &'static str,
+        /// What is wrong.
+        kind: HttpErrorKind,
+    },
+}
+
+/// What is wrong in an HTTP/1.x stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum HttpErrorKind {
+    /// The bytes do not start an HTTP/1.x request or response.
+    #[error("not HTTP/1.x")]
+    NotHttp = 0,
+    /// A Content-Length that is not a number, a chunk size that is not hexadecimal.
+    #[error("malformed")]
+    Malformed = 1,
+    /// A head longer than 64 KiB or a chunk-size line longer than 1 KiB.
+    #[error("too large")]
+    TooLarge = 2,
 }
 
 /// What is wrong in a TLS hello.

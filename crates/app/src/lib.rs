@@ -5,6 +5,8 @@
 //!   responses ([`dns::Joiner`]).
 //! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
 //!   and computes JA4 and JA4S.
+//! - [`http`] finds HTTP/1.x request and response heads in a direction's bytes
+//!   ([`http::HttpStream`]), skipping bodies by length, chunks or connection end.
 //!
 //! ```
 //! use trawl_app::{CommunityId, FlowTuple};
@@ -23,9 +25,10 @@
 pub mod community_id;
 pub mod dns;
 mod error;
+pub mod http;
 mod sha1;
 mod sha256;
 pub mod tls;
 
 pub use community_id::{CommunityId, FlowTuple};
-pub use error::{DnsErrorKind, Error, TlsErrorKind};
+pub use error::{DnsErrorKind, Error, HttpErrorKind, TlsErrorKind};
