@@ -57,7 +57,7 @@ impl Flags {
 /// One entry of the question section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Question {
-    /// Name asked for, dotted (see [`Name`] rendering); `<Root>` for the root.
+    /// Name asked for, dotted as [`read_name`] renders it; `<Root>` for the root.
     pub name: String,
     /// QTYPE.
     pub qtype: u16,
