@@ -190,7 +190,12 @@ fn header(head: &mut Head, name: &[u8], value: String, offset: usize) -> Result<
 
 /// Offset just past the empty line that ends a head (CRLF CRLF, or bare LF LF).
 fn find_head_end(buf: &[u8]) -> Option<usize> {
-    let mut i = 0;
+    find_head_end_from(buf, 0)
+}
+
+/// [`find_head_end`] looking for line ends from `from` on.
+fn find_head_end_from(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from.min(buf.len());
     while let Some(p) = buf[i..].iter().position(|&b| b == b'\n') {
         let nl = i + p;
         let rest = &buf[nl + 1..];
@@ -406,6 +411,14 @@ impl HttpStream {
             },
             other => other,
         };
+        // Only the new bytes (and the 2 before, for a CR LF CR LF across pushes) can end the
+        // head: a head fed a byte at a time is scanned once, not once per byte.
+        if self.buf.len() <= MAX_HEAD_LEN
+            && find_head_end_from(&self.buf, before.saturating_sub(2)).is_none()
+        {
+            check_start(self.dir, &self.buf).map_err(at)?;
+            return Ok(take);
+        }
         let Some(head) = parse_head(self.dir, &self.buf).map_err(at)? else {
             return Ok(take);
         };

@@ -382,7 +382,8 @@ impl<'a> Cursor<'a> {
 
 /// Reads the first hello of one direction of a TCP connection from its in-order bytes: TLS
 /// records of type handshake are unwrapped and their payloads joined until the first handshake
-/// message is whole. Holds at most [`MAX_HELLO_LEN`] plus one record.
+/// message is whole. Between pushes it holds at most [`MAX_HELLO_LEN`] plus one record (during
+/// a push, also the pushed bytes).
 #[derive(Debug, Default)]
 pub struct HelloReader {
     /// Stream bytes not yet unwrapped (at most one record).
@@ -425,42 +426,52 @@ impl HelloReader {
         result
     }
 
+    /// Unwraps the whole records in `raw`. Consumed records are dropped once at the end, so a
+    /// large push of many small records costs linear time (no shift per record).
     fn advance(&mut self) -> Option<Result<Hello, Error>> {
-        while self.raw.len() >= 5 {
-            if self.raw[0] != 22 {
-                let field = if self.offset == 0 && self.raw[0] & 0x80 != 0 {
+        let mut pos = 0;
+        let result = loop {
+            let rec = &self.raw[pos..];
+            if rec.len() < 5 {
+                break None;
+            }
+            let at = self.offset + pos;
+            if rec[0] != 22 {
+                let sslv2 = at == 0 && rec[0] & 0x80 != 0;
+                let field = if sslv2 {
                     "record.type (SSLv2 hello)"
                 } else {
                     "record.type"
                 };
-                return Some(Err(tls_err(self.offset, field, TlsErrorKind::NotHandshake)));
+                break Some(Err(tls_err(at, field, TlsErrorKind::NotHandshake)));
             }
-            if self.raw[1] != 3 {
-                return Some(Err(tls_err(
-                    self.offset + 1,
+            if rec[1] != 3 {
+                break Some(Err(tls_err(
+                    at + 1,
                     "record.version",
                     TlsErrorKind::NotHandshake,
                 )));
             }
-            let len = usize::from(u16::from_be_bytes([self.raw[3], self.raw[4]]));
+            let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
             if len > MAX_RECORD_LEN {
-                return Some(Err(tls_err(
-                    self.offset + 3,
+                break Some(Err(tls_err(
+                    at + 3,
                     "record.length",
                     TlsErrorKind::TooLarge,
                 )));
             }
-            if self.raw.len() < 5 + len {
-                break;
+            if rec.len() < 5 + len {
+                break None;
             }
-            self.handshake.extend_from_slice(&self.raw[5..5 + len]);
-            self.raw.drain(..5 + len);
-            self.offset += 5 + len;
+            self.handshake.extend_from_slice(&rec[5..5 + len]);
+            pos += 5 + len;
             if let Some(done) = self.hello() {
-                return Some(done);
+                break Some(done);
             }
-        }
-        None
+        };
+        self.raw.drain(..pos);
+        self.offset += pos;
+        result
     }
 
     /// The hello once the joined handshake payload holds all of it.

@@ -436,3 +436,27 @@ fn http_faults_named_with_stream_offsets() {
         })
     );
 }
+
+/// A 60 KiB head fed one byte at a time (a hostile or very slow peer) is found once complete;
+/// the stream scans only the new bytes for its end. It used to rescan the whole head per byte:
+/// 15 s for this input in a debug build, against 0.05 s now; asserted under 3 s.
+#[test]
+fn http_large_head_in_one_byte_pushes() {
+    let mut head = b"GET /big HTTP/1.1\r\nHost: h\r\n".to_vec();
+    while head.len() < 60 * 1024 {
+        head.extend_from_slice(b"X-Filler: 0123456789abcdef0123456789abcdef\r\n");
+    }
+    head.extend_from_slice(b"\r\nGET /next HTTP/1.1\r\n\r\n");
+    let parts: Vec<&[u8]> = head.chunks(1).collect();
+    let t = std::time::Instant::now();
+    let (heads, _) = collect(Direction::Request, &parts);
+    assert!(t.elapsed().as_secs() < 3, "{:?}", t.elapsed());
+    let uris: Vec<_> = heads.iter().map(|h| h.uri.as_deref()).collect();
+    assert_eq!(uris, vec![Some("/big"), Some("/next")]);
+    // CR LF CR LF split across pushes at every point.
+    let msg = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n";
+    for cut in 0..msg.len() {
+        let (heads, _) = collect(Direction::Request, &[&msg[..cut], &msg[cut..]]);
+        assert_eq!(heads.len(), 1, "cut {cut}");
+    }
+}
