@@ -18,6 +18,11 @@
 # sip_message (any bytes as a SIP datagram through the parser, its SDP and a small call table),
 # sdp_body (any bytes as an SDP body), rtp_stream (any bytes cut into RTP/RTCP datagrams at
 # times that jump or go back, through a small call table's stream statistics).
+# dns_message (any bytes as a DNS message over UDP and as a TCP stream through the framer and
+# a small joiner: no panic, sections within their counts, names within their bound), tls_hello
+# (any bytes as the start of a TCP direction, whole and in segments, and as a hello body: no
+# panic, one answer, the same hello either way, fingerprints computable), http_stream (any
+# bytes as a request and a response direction, whole and in segments: no panic, the same heads).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -29,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

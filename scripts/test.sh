@@ -42,6 +42,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace
+# JA4S is behind a feature its licence asks for (crates/app/Cargo.toml): checked here too.
+cargo clippy -p trawl-app --features ja4s --all-targets -- -D warnings
+cargo test -p trawl-app --features ja4s
 # The fuzz targets live outside the workspace (fuzzing needs nightly): build them on stable and
 # replay their regression inputs (fuzz/regressions/). The timed fuzz runs are scripts/fuzz.sh.
 scripts/fuzz.sh --replay

@@ -7,7 +7,6 @@ use clap::Args;
 use trawl_export::{Destination, ExporterReport, FeedAddr};
 
 use crate::flag::{topic, SummaryFormat};
-use crate::plan::consumers::{ExportOut, SeriesFeedOut};
 
 /// Export options shared by the capture commands.
 #[derive(Args, Debug, Default, Clone)]
@@ -74,32 +73,6 @@ impl ExportPlan {
     /// Whether flow records go anywhere besides the main output.
     pub fn exports_flows(&self) -> bool {
         !self.destinations.is_empty()
-    }
-
-    /// The exporters' block of a plan (None without destinations). `lossless`: capture
-    /// files wait for the exporters; live capture drops (counted) rather than wait.
-    pub fn export_out(&self, lossless: bool) -> Option<ExportOut> {
-        let feed = self.destinations.iter().find_map(|d| match d {
-            Destination::Feed(f) => Some(*f),
-            _ => None,
-        });
-        self.exports_flows().then(|| ExportOut {
-            destinations: self.destinations.iter().map(|d| d.to_string()).collect(),
-            pen: self.pen,
-            lossless,
-            feed_ttl: feed.map_or(1, |f| f.ttl),
-            feed_source: feed.and_then(|f| f.source),
-        })
-    }
-
-    /// The series feed's block of a plan.
-    pub fn series_feed_out(&self) -> Option<SeriesFeedOut> {
-        self.series_feed.map(|f| SeriesFeedOut {
-            group: f.to_string(),
-            pen: self.pen,
-            ttl: f.ttl,
-            source: f.source,
-        })
     }
 }
 

@@ -131,8 +131,8 @@ fn meter_command(
         flows: (!series && main_output).then(|| text.clone()),
         series: series.then_some(text),
         store: None,
-        export: exports.export_out(input.live.is_none()),
-        series_feed: exports.series_feed_out(),
+        export: plan::consumers::ExportOut::of(&exports, input.live.is_none()),
+        series_feed: plan::consumers::SeriesFeedOut::of(&exports),
         interfaces: input
             .live
             .as_ref()

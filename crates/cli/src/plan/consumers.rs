@@ -14,6 +14,7 @@ use trawl_flow::decode::TunnelMode;
 use trawl_flow::FlowConfig;
 
 use super::span;
+use crate::export::ExportPlan;
 
 /// A text output of a command: `-o PATH` (`-` is standard output) in `--format`.
 #[derive(Clone, Debug)]
@@ -93,6 +94,36 @@ pub struct SeriesFeedOut {
     pub pen: u32,
     pub ttl: u32,
     pub source: Option<std::net::Ipv4Addr>,
+}
+
+impl ExportOut {
+    /// The exporters' block of `plan` (None without destinations). `lossless`: capture files
+    /// wait for the exporters; live capture drops (counted) rather than wait.
+    pub fn of(plan: &ExportPlan, lossless: bool) -> Option<ExportOut> {
+        let feed = plan.destinations.iter().find_map(|d| match d {
+            trawl_export::Destination::Feed(f) => Some(*f),
+            _ => None,
+        });
+        plan.exports_flows().then(|| ExportOut {
+            destinations: plan.destinations.iter().map(|d| d.to_string()).collect(),
+            pen: plan.pen,
+            lossless,
+            feed_ttl: feed.map_or(1, |f| f.ttl),
+            feed_source: feed.and_then(|f| f.source),
+        })
+    }
+}
+
+impl SeriesFeedOut {
+    /// The series feed's block of `plan`.
+    pub fn of(plan: &ExportPlan) -> Option<SeriesFeedOut> {
+        plan.series_feed.map(|f| SeriesFeedOut {
+            group: f.to_string(),
+            pen: plan.pen,
+            ttl: f.ttl,
+            source: f.source,
+        })
+    }
 }
 
 /// A flow database the records go into (`flow_store`).

@@ -1,0 +1,557 @@
+//! TLS ClientHello and ServerHello, read from the first handshake records of one direction of a
+//! TCP connection ([`HelloReader`]: a hello split over several records or segments, given in
+//! order, is put back together), with JA4 and JA4S fingerprints.
+//!
+//! JA4 (TLS client fingerprint, BSD-3-Clause) and JA4S (server, FoxIO License 1.1: free for
+//! internal use, not for monetization; patent pending — see docs/specs/logs.md; only with the
+//! `ja4s` feature, off by default) follow FoxIO's
+//! published specification (<https://github.com/FoxIO-LLC/ja4>, technical_details/JA4.md) as
+//! their reference implementation computes it: the test oracle is that implementation's
+//! published outputs for its test captures.
+
+use crate::sha256;
+use crate::{Error, TlsErrorKind};
+
+/// Largest hello accepted (handshake message body); real ones are a few KiB, post-quantum key
+/// shares included.
+pub const MAX_HELLO_LEN: usize = 64 * 1024;
+/// Largest TLS record (2^14 plus the expansion RFC 8446 allows).
+const MAX_RECORD_LEN: usize = 16_384 + 2_048;
+
+const EXT_SERVER_NAME: u16 = 0;
+const EXT_SIGNATURE_ALGORITHMS: u16 = 13;
+const EXT_ALPN: u16 = 16;
+const EXT_SUPPORTED_VERSIONS: u16 = 43;
+const EXT_QUIC_TRANSPORT_PARAMETERS: u16 = 57;
+
+/// True for the 16 GREASE values (RFC 8701): 0x0a0a, 0x1a1a, ... 0xfafa.
+pub fn is_grease(v: u16) -> bool {
+    v & 0x0f0f == 0x0a0a && v >> 8 == v & 0xff
+}
+
+/// Which hello.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelloKind {
+    /// ClientHello (handshake type 1).
+    Client,
+    /// ServerHello (handshake type 2; a HelloRetryRequest is one too).
+    Server,
+}
+
+/// What a hello says. Lists keep wire order and GREASE values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// Client or server.
+    pub kind: HelloKind,
+    /// The hello's `legacy_version` field (0x0303 for TLS 1.3).
+    pub legacy_version: u16,
+    /// Cipher suites offered (client) or the one chosen (server).
+    pub ciphers: Vec<u16>,
+    /// Extension types in order.
+    pub extensions: Vec<u16>,
+    /// The first `host_name` of the server_name extension (client), bytes as sent, lossily
+    /// decoded as UTF-8.
+    pub sni: Option<String>,
+    /// ALPN protocol names (client: offered, in order; server: the chosen one).
+    pub alpn: Vec<Vec<u8>>,
+    /// supported_versions (client: offered; server: the one selected).
+    pub supported_versions: Vec<u16>,
+    /// signature_algorithms (client), in order.
+    pub signature_algorithms: Vec<u16>,
+}
+
+impl Hello {
+    /// The version the hello stands for: the highest non-GREASE supported_versions entry when
+    /// the extension is there, else `legacy_version`.
+    pub fn version(&self) -> u16 {
+        let supported = self
+            .supported_versions
+            .iter()
+            .copied()
+            .filter(|&v| !is_grease(v))
+            .max();
+        match supported {
+            Some(v) if self.extensions.contains(&EXT_SUPPORTED_VERSIONS) => v,
+            _ => self.legacy_version,
+        }
+    }
+
+    /// The JA4 fingerprint of a ClientHello: `t` (or `q` when it carries QUIC transport
+    /// parameters), version, `d`/`i` for SNI, cipher and extension counts, ALPN first/last
+    /// characters, then the truncated SHA-256 of the sorted ciphers and of the sorted extensions
+    /// (without SNI and ALPN) followed by the signature algorithms. GREASE is ignored.
+    pub fn ja4(&self) -> String {
+        let (a, ciphers, exts) = self.ja4_parts();
+        format!("{a}_{}_{}", hash12(&ciphers), hash12(&exts))
+    }
+
+    /// JA4 with the hashed parts shown in full (FoxIO's `ja4_r`).
+    pub fn ja4_r(&self) -> String {
+        let (a, ciphers, exts) = self.ja4_parts();
+        format!("{a}_{ciphers}_{exts}")
+    }
+
+    fn ja4_parts(&self) -> (String, String, String) {
+        let exts: Vec<u16> = self
+            .extensions
+            .iter()
+            .copied()
+            .filter(|&e| !is_grease(e))
+            .collect();
+        let mut ciphers: Vec<u16> = self
+            .ciphers
+            .iter()
+            .copied()
+            .filter(|&c| !is_grease(c))
+            .collect();
+        let proto = if exts.contains(&EXT_QUIC_TRANSPORT_PARAMETERS) {
+            'q'
+        } else {
+            't'
+        };
+        let sni = if exts.contains(&EXT_SERVER_NAME) {
+            'd'
+        } else {
+            'i'
+        };
+        let a = format!(
+            "{proto}{}{sni}{:02}{:02}{}",
+            version_code(self.version()),
+            ciphers.len().min(99),
+            exts.len().min(99),
+            alpn_code(&self.alpn)
+        );
+        ciphers.sort_unstable();
+        let mut sorted: Vec<u16> = exts
+            .into_iter()
+            .filter(|&e| e != EXT_SERVER_NAME && e != EXT_ALPN)
+            .collect();
+        sorted.sort_unstable();
+        let mut ext_part = hex_list(&sorted);
+        if !self.signature_algorithms.is_empty() {
+            ext_part.push('_');
+            ext_part.push_str(&hex_list(&self.signature_algorithms));
+        }
+        (a, hex_list(&ciphers), ext_part)
+    }
+
+    #[cfg(feature = "ja4s")]
+    /// The JA4S fingerprint of a ServerHello: `t`, version, extension count, ALPN first/last
+    /// characters, the chosen cipher, and the truncated SHA-256 of the extensions in order
+    /// (GREASE included, as FoxIO's implementation does).
+    pub fn ja4s(&self) -> String {
+        let (a, exts) = self.ja4s_parts();
+        format!("{a}_{}", hash12(&exts))
+    }
+
+    #[cfg(feature = "ja4s")]
+    /// JA4S with the extension list in full (FoxIO's `ja4s_r`).
+    pub fn ja4s_r(&self) -> String {
+        let (a, exts) = self.ja4s_parts();
+        format!("{a}_{exts}")
+    }
+
+    #[cfg(feature = "ja4s")]
+    fn ja4s_parts(&self) -> (String, String) {
+        let cipher = self
+            .ciphers
+            .first()
+            .map_or(String::new(), |c| format!("{c:04x}"));
+        let a = format!(
+            "t{}{:02}{}_{cipher}",
+            version_code(self.version()),
+            self.extensions.len().min(99),
+            alpn_code(&self.alpn)
+        );
+        (a, hex_list(&self.extensions))
+    }
+}
+
+fn version_code(v: u16) -> &'static str {
+    match v {
+        0x0304 => "13",
+        0x0303 => "12",
+        0x0302 => "11",
+        0x0301 => "10",
+        0x0300 => "s3",
+        0x0002 => "s2",
+        _ => "00",
+    }
+}
+
+/// First and last character of the first ALPN name, as FoxIO's implementation takes them from
+/// tshark's rendering: a non-ASCII byte counts as `9`, a one-character name gives that
+/// character and `0`, no or an empty name `00`.
+fn alpn_code(alpn: &[Vec<u8>]) -> String {
+    let Some(first) = alpn.first().filter(|a| !a.is_empty()) else {
+        return "00".to_string();
+    };
+    let text = String::from_utf8_lossy(first);
+    let mut chars = text.chars().map(|ch| if ch.is_ascii() { ch } else { '9' });
+    let head = chars.next().unwrap_or('0');
+    let tail = chars.next_back().unwrap_or('0');
+    format!("{head}{tail}")
+}
+
+fn hex_list(v: &[u16]) -> String {
+    let mut s = String::with_capacity(v.len() * 5);
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!("{x:04x}"));
+    }
+    s
+}
+
+/// The first 12 hex digits of the SHA-256 of `s`; twelve zeros for an empty string.
+fn hash12(s: &str) -> String {
+    if s.is_empty() {
+        return "000000000000".to_string();
+    }
+    sha256::digest(s.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn tls_err(offset: usize, field: &'static str, kind: TlsErrorKind) -> Error {
+    Error::Tls {
+        offset,
+        field,
+        kind,
+    }
+}
+
+/// Parses a hello handshake message body (`msg_type` 1 or 2, without the 4-byte handshake
+/// header). Offsets in errors count from the start of the body.
+///
+/// # Errors
+/// [`Error::Tls`] when a field runs past the body or a length is inconsistent.
+pub fn parse_hello(kind: HelloKind, body: &[u8]) -> Result<Hello, Error> {
+    let mut c = Cursor { buf: body, pos: 0 };
+    let legacy_version = c.u16("legacy_version")?;
+    c.take(32, "random")?;
+    // TLS 1.3 drafts before 22 (0x7f00-0x7f15) had no session id or compression in the
+    // ServerHello (arkime--tls13.pcap: draft 18).
+    let draft_server = kind == HelloKind::Server && (0x7f00..=0x7f15).contains(&legacy_version);
+    if !draft_server {
+        let sid = c.u8("session_id.length")?;
+        c.take(usize::from(sid), "session_id")?;
+    }
+    let mut hello = Hello {
+        kind,
+        legacy_version,
+        ciphers: Vec::new(),
+        extensions: Vec::new(),
+        sni: None,
+        alpn: Vec::new(),
+        supported_versions: Vec::new(),
+        signature_algorithms: Vec::new(),
+    };
+    match kind {
+        HelloKind::Client => {
+            let n = c.u16("cipher_suites.length")?;
+            let list = c.take(usize::from(n), "cipher_suites")?;
+            hello.ciphers = u16_list(list);
+            let n = c.u8("compression_methods.length")?;
+            c.take(usize::from(n), "compression_methods")?;
+        }
+        HelloKind::Server => {
+            hello.ciphers.push(c.u16("cipher_suite")?);
+            if !draft_server {
+                c.u8("compression_method")?;
+            }
+        }
+    }
+    // Extensions are optional (a hello may end after compression).
+    if c.pos == body.len() {
+        return Ok(hello);
+    }
+    let n = usize::from(c.u16("extensions.length")?);
+    let end = c.pos + n;
+    if end > body.len() {
+        return Err(tls_err(
+            c.pos - 2,
+            "extensions.length",
+            TlsErrorKind::Truncated,
+        ));
+    }
+    while c.pos < end {
+        let ty = c.u16("extension.type")?;
+        let len = usize::from(c.u16("extension.length")?);
+        if c.pos + len > end {
+            return Err(tls_err(
+                c.pos - 2,
+                "extension.length",
+                TlsErrorKind::Truncated,
+            ));
+        }
+        let start = c.pos;
+        let data = c.take(len, "extension.data")?;
+        hello.extensions.push(ty);
+        extension(&mut hello, ty, data, start)?;
+    }
+    Ok(hello)
+}
+
+/// Reads the extensions the logs and fingerprints use.
+fn extension(hello: &mut Hello, ty: u16, data: &[u8], start: usize) -> Result<(), Error> {
+    let mut c = Cursor { buf: data, pos: 0 };
+    let at = |e: Error| match e {
+        Error::Tls {
+            offset,
+            field,
+            kind,
+        } => Error::Tls {
+            offset: offset + start,
+            field,
+            kind,
+        },
+        other => other,
+    };
+    match ty {
+        EXT_SERVER_NAME if hello.kind == HelloKind::Client && !data.is_empty() => {
+            let n = usize::from(c.u16("server_name.list_length").map_err(at)?);
+            let list = c.take(n, "server_name.list").map_err(at)?;
+            let mut l = Cursor { buf: list, pos: 0 };
+            while l.pos < list.len() {
+                let name_type = l.u8("server_name.type").map_err(at)?;
+                let len = usize::from(l.u16("server_name.length").map_err(at)?);
+                let name = l.take(len, "server_name.host_name").map_err(at)?;
+                if name_type == 0 && hello.sni.is_none() {
+                    hello.sni = Some(String::from_utf8_lossy(name).into_owned());
+                }
+            }
+        }
+        EXT_ALPN => {
+            let n = usize::from(c.u16("alpn.list_length").map_err(at)?);
+            let list = c.take(n, "alpn.list").map_err(at)?;
+            let mut l = Cursor { buf: list, pos: 0 };
+            while l.pos < list.len() {
+                let len = usize::from(l.u8("alpn.name_length").map_err(at)?);
+                hello
+                    .alpn
+                    .push(l.take(len, "alpn.name").map_err(at)?.to_vec());
+            }
+        }
+        EXT_SUPPORTED_VERSIONS => match hello.kind {
+            HelloKind::Client => {
+                let n = usize::from(c.u8("supported_versions.length").map_err(at)?);
+                hello.supported_versions = u16_list(c.take(n, "supported_versions").map_err(at)?);
+            }
+            HelloKind::Server => hello
+                .supported_versions
+                .push(c.u16("supported_versions.selected").map_err(at)?),
+        },
+        EXT_SIGNATURE_ALGORITHMS if hello.kind == HelloKind::Client => {
+            let n = usize::from(c.u16("signature_algorithms.length").map_err(at)?);
+            hello.signature_algorithms = u16_list(c.take(n, "signature_algorithms").map_err(at)?);
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Big-endian u16s of `b` (a trailing odd byte ignored).
+fn u16_list(b: &[u8]) -> Vec<u16> {
+    b.chunks_exact(2)
+        .map(|p| u16::from_be_bytes([p[0], p[1]]))
+        .collect()
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], Error> {
+        let Some(b) = self.buf.get(self.pos..self.pos + n) else {
+            return Err(tls_err(self.pos, field, TlsErrorKind::Truncated));
+        };
+        self.pos += n;
+        Ok(b)
+    }
+
+    fn u8(&mut self, field: &'static str) -> Result<u8, Error> {
+        Ok(self.take(1, field)?[0])
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, Error> {
+        let b = self.take(2, field)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+}
+
+/// Reads the first hello of one direction of a TCP connection from its in-order bytes: TLS
+/// records of type handshake are unwrapped and their payloads joined until the first handshake
+/// message is whole. Between pushes it holds at most [`MAX_HELLO_LEN`] plus one record (during
+/// a push, also the pushed bytes).
+#[derive(Debug, Default)]
+pub struct HelloReader {
+    /// Stream bytes not yet unwrapped (at most one record).
+    raw: Vec<u8>,
+    /// Handshake payload joined so far.
+    handshake: Vec<u8>,
+    /// Stream offset of `raw[0]`.
+    offset: usize,
+    finished: bool,
+}
+
+impl HelloReader {
+    /// A reader at the start of a direction.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// True once a hello was returned or reading failed: later bytes are ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Takes the next bytes of the direction. `None` while the hello is incomplete (or after
+    /// the reader finished); the hello, or why there is none, once.
+    ///
+    /// Errors: [`TlsErrorKind::NotHandshake`] when the bytes are not a TLS handshake record
+    /// holding a hello (offset in the stream), [`TlsErrorKind::TooLarge`] past the bounds,
+    /// [`TlsErrorKind::Truncated`] from the hello's own fields (offset in the hello body).
+    pub fn push(&mut self, bytes: &[u8]) -> Option<Result<Hello, Error>> {
+        if self.finished {
+            return None;
+        }
+        self.raw.extend_from_slice(bytes);
+        let result = self.advance();
+        if result.is_some() {
+            self.finished = true;
+            self.raw = Vec::new();
+            self.handshake = Vec::new();
+        }
+        result
+    }
+
+    /// Unwraps the whole records in `raw`. Consumed records are dropped once at the end, so a
+    /// large push of many small records costs linear time (no shift per record).
+    fn advance(&mut self) -> Option<Result<Hello, Error>> {
+        let mut pos = 0;
+        let result = loop {
+            let rec = &self.raw[pos..];
+            if rec.len() < 5 {
+                break None;
+            }
+            let at = self.offset + pos;
+            if rec[0] != 22 {
+                let sslv2 = at == 0 && rec[0] & 0x80 != 0;
+                let field = if sslv2 {
+                    "record.type (SSLv2 hello)"
+                } else {
+                    "record.type"
+                };
+                break Some(Err(tls_err(at, field, TlsErrorKind::NotHandshake)));
+            }
+            if rec[1] != 3 {
+                break Some(Err(tls_err(
+                    at + 1,
+                    "record.version",
+                    TlsErrorKind::NotHandshake,
+                )));
+            }
+            let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
+            if len > MAX_RECORD_LEN {
+                break Some(Err(tls_err(
+                    at + 3,
+                    "record.length",
+                    TlsErrorKind::TooLarge,
+                )));
+            }
+            if rec.len() < 5 + len {
+                break None;
+            }
+            self.handshake.extend_from_slice(&rec[5..5 + len]);
+            pos += 5 + len;
+            if let Some(done) = self.hello() {
+                break Some(done);
+            }
+        };
+        self.raw.drain(..pos);
+        self.offset += pos;
+        result
+    }
+
+    /// The hello once the joined handshake payload holds all of it.
+    fn hello(&self) -> Option<Result<Hello, Error>> {
+        let hs = &self.handshake;
+        let kind = match *hs.first()? {
+            1 => HelloKind::Client,
+            2 => HelloKind::Server,
+            _ => {
+                return Some(Err(tls_err(
+                    0,
+                    "handshake.type",
+                    TlsErrorKind::NotHandshake,
+                )))
+            }
+        };
+        if hs.len() < 4 {
+            return None;
+        }
+        let len = (usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]);
+        if len > MAX_HELLO_LEN {
+            return Some(Err(tls_err(1, "handshake.length", TlsErrorKind::TooLarge)));
+        }
+        if hs.len() < 4 + len {
+            return None;
+        }
+        Some(parse_hello(kind, &hs[4..4 + len]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grease_values() {
+        let grease: Vec<u16> = (0..=u16::MAX).filter(|&v| is_grease(v)).collect();
+        assert_eq!(grease.len(), 16);
+        assert_eq!((grease[0], grease[15]), (0x0a0a, 0xfafa));
+    }
+
+    /// The example of FoxIO's JA4.md (and of their implementation's unit test).
+    #[test]
+    fn ja4_spec_example() {
+        let hello = Hello {
+            kind: HelloKind::Client,
+            legacy_version: 0x0303,
+            ciphers: vec![
+                0x1301, 0x1302, 0x1303, 0xc02b, 0xc02f, 0xc02c, 0xc030, 0xcca9, 0xcca8, 0xc013,
+                0xc014, 0x009c, 0x009d, 0x002f, 0x0035,
+            ],
+            extensions: vec![
+                0x001b, 0x0000, 0x0033, 0x0010, 0x4469, 0x0017, 0x002d, 0x000d, 0x0005, 0x0023,
+                0x0012, 0x002b, 0xff01, 0x000b, 0x000a, 0x0015,
+            ],
+            sni: Some("example.com".into()),
+            alpn: vec![b"h2".to_vec()],
+            supported_versions: vec![0x0304],
+            signature_algorithms: vec![
+                0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601,
+            ],
+        };
+        assert_eq!(hello.ja4(), "t13d1516h2_8daaf6152771_e5627efa2ab1");
+        assert_eq!(
+            hello.ja4_r(),
+            "t13d1516h2_002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9_0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01_0403,0804,0401,0503,0805,0501,0806,0601"
+        );
+    }
+
+    #[test]
+    fn alpn_codes() {
+        assert_eq!(alpn_code(&[]), "00");
+        assert_eq!(alpn_code(&[Vec::new()]), "00");
+        assert_eq!(alpn_code(&[b"http/1.1".to_vec()]), "h1");
+        assert_eq!(alpn_code(&[b"a".to_vec()]), "a0");
+        assert_eq!(alpn_code(&[vec![0xab, 0xcd]]), "99");
+        assert_eq!(alpn_code(&[vec![b'x', 0xcd]]), "x9");
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests of trawl-app.
+mod community_id;
+mod dns;
+mod http;
+mod pcap;
+mod tls;
