@@ -14,8 +14,10 @@ use trawl_ring::dedup::Dedup;
 use crate::messages::{PacketBatch, PACKETS};
 
 /// How long a poll waits for the kernel to hand over a block before returning empty-handed:
-/// short, so the block's thread keeps serving its timers and other blocks.
-const POLL_TIMEOUT: Duration = Duration::from_millis(20);
+/// short enough that the block's thread serves its timers and other blocks (a meter's flush,
+/// the stop request) within a tenth of a second, as the CLI's capture loop did; shorter made an
+/// idle monitor wake a hundred times a second per worker.
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Captures packets on an interface through a memory-mapped AF_PACKET ring and sends them.
 pub struct AfPacketSource {
