@@ -148,7 +148,7 @@ impl PacketBatch {
 
 /// Flow records, initiator to responder. Their payload bytes (when the meter keeps them,
 /// `flow_meter`'s `payload_bytes`) travel beside them: read the records through
-/// [`FlowBatch::record`] to have them.
+/// [`FlowBatch::with_payload`] to have them.
 #[derive(Default)]
 pub struct FlowBatch {
     /// The records, in emission order, with empty payloads.
