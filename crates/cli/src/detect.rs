@@ -61,8 +61,9 @@ pub enum DetectApp {
     HeavyHitters(HeavyArgs),
 }
 
+/// Where a detector's packets come from: capture files, or live capture (`-i`).
 #[derive(Args, Debug)]
-pub struct SynfloodArgs {
+pub struct DetectInput {
     /// Capture files, merged by packet time into one stream.
     #[arg(
         help_heading = topic::INPUT,
@@ -74,6 +75,12 @@ pub struct SynfloodArgs {
     pub read: Vec<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SynfloodArgs {
+    #[command(flatten)]
+    pub input: DetectInput,
     /// Interval length (e.g. 1s, 500ms).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration_ns)]
     pub interval: u64,
@@ -97,17 +104,8 @@ pub struct SynfloodArgs {
 
 #[derive(Args, Debug)]
 pub struct HeavyArgs {
-    /// Capture files, merged by packet time into one stream.
-    #[arg(
-        help_heading = topic::INPUT,
-        short = 'r',
-        long = "read",
-        value_name = "FILE",
-        required_unless_present = "interface"
-    )]
-    pub read: Vec<PathBuf>,
     #[command(flatten)]
-    pub live: LiveArgs,
+    pub input: DetectInput,
     /// Report interval, in packet time (e.g. 10s, 1m).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration_ns)]
     pub interval: u64,
@@ -139,7 +137,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let (mut doc, input) = Input::new(&a.read, &a.live)?;
+            let (mut doc, input) = Input::new(&a.input.read, &a.input.live)?;
             doc.block("detector", "synflood")
                 .set("interval", span(a.interval))
                 .set("threshold", a.threshold)
@@ -180,7 +178,7 @@ pub fn run(args: &DetectArgs) -> Result<ExitCode> {
             }
             .config()
             .map_err(anyhow::Error::msg)?;
-            let (mut doc, input) = Input::new(&a.read, &a.live)?;
+            let (mut doc, input) = Input::new(&a.input.read, &a.input.live)?;
             doc.block("detector", "heavy_hitters")
                 .set("interval", span(a.interval))
                 .set("k", a.k as i64)
