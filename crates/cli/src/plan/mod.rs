@@ -29,19 +29,25 @@ pub struct Finished {
     pub elapsed: Duration,
 }
 
+/// Plans `doc` as `trawl check -c` would the printed TOML and starts it, the blocks' messages
+/// kept for the command's summary instead of printed as they happen.
+fn start(doc: &Document) -> Result<trawl_compose::Running> {
+    let registry = trawl_blocks::registry();
+    let cpus = trawl_capture::live::allowed_cpus();
+    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
+        .map_err(anyhow::Error::from)?;
+    plan.print_messages = false;
+    trawl_compose::start(plan).map_err(|e| anyhow!(e))
+}
+
 /// Plans `doc` (as `trawl check -c` would the printed TOML), runs it to its end, and returns
 /// its counters. The blocks' errors and warnings are not printed as they happen: the command
 /// prints them in its summary. `progress` draws a progress line on standard error from the
 /// counters of the source block named `source` while it runs. A composition that fails (an
 /// output that cannot be written) is an error; a reader that went away (EPIPE) is not.
 pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
-    let registry = trawl_blocks::registry();
-    let cpus = trawl_capture::live::allowed_cpus();
-    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
-        .map_err(anyhow::Error::from)?;
-    plan.print_messages = false;
     let started = Instant::now();
-    let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    let running = start(doc)?;
     if let Some(source) = progress {
         let mut line = ProgressLine::new(true);
         while !running.is_finished() {
@@ -64,14 +70,9 @@ pub fn run(doc: &Document, progress: Option<&str>) -> Result<Finished> {
 /// open, and prints the runtime's status line every `stats_interval`. `progress` draws the
 /// packets captured so far on standard error (a terminal's).
 pub fn run_live(doc: &Document, progress: bool) -> Result<Finished> {
-    let registry = trawl_blocks::registry();
-    let cpus = trawl_capture::live::allowed_cpus();
-    let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
-        .map_err(anyhow::Error::from)?;
-    plan.print_messages = false;
     let stop = crate::signals::install_stop_signals()?;
     let started = Instant::now();
-    let running = trawl_compose::start(plan).map_err(|e| anyhow!(e))?;
+    let running = start(doc)?;
     let mut line = ProgressLine::new(progress);
     let mut draw = |r: &Report| {
         if line.due() {
