@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use trawl_app::dns::{self, Message, RData, TcpFramer};
 use trawl_app::DnsErrorKind;
 
-use crate::pcap::{captures, golden, payloads, testdata};
+use crate::pcap::{captures, compare_fields, golden, payloads, testdata};
 
 const PORTS: [u16; 3] = [53, 5353, 5355];
 
@@ -167,16 +167,7 @@ fn dns_fields_equal_tshark() {
                 diffs.insert((name.clone(), *frame, "*".to_string()));
                 continue;
             };
-            for (i, field) in FIELDS.iter().enumerate() {
-                let t = theirs.get(i).map(String::as_str).unwrap_or("");
-                if mine[i] != t {
-                    println!(
-                        "{name} frame {frame} {field}: tshark {t:?}, trawl {:?}",
-                        mine[i]
-                    );
-                    diffs.insert((name.clone(), *frame, field.to_string()));
-                }
-            }
+            compare_fields(&name, *frame, &FIELDS, &mine, theirs, &mut diffs);
         }
         for frame in want.keys().filter(|f| !got.contains_key(f)) {
             println!("{name} frame {frame}: no DNS message for trawl");

@@ -8,7 +8,7 @@ use std::path::Path;
 use trawl_app::http::{self, Direction, Head, HttpStream};
 use trawl_app::{Error, HttpErrorKind};
 
-use crate::pcap::{captures, golden, payloads, testdata};
+use crate::pcap::{captures, compare_fields, golden, payloads, testdata};
 
 type Endpoint = (IpAddr, u16);
 
@@ -283,16 +283,7 @@ fn http_heads_equal_tshark() {
                 diffs.insert((name.clone(), *frame, "*".to_string()));
                 continue;
             };
-            for (i, field) in FIELDS.iter().enumerate() {
-                let t = theirs.get(i).map(String::as_str).unwrap_or("");
-                if mine[i] != t {
-                    println!(
-                        "{name} frame {frame} {field}: tshark {t:?}, trawl {:?}",
-                        mine[i]
-                    );
-                    diffs.insert((name.clone(), *frame, field.to_string()));
-                }
-            }
+            compare_fields(&name, *frame, &FIELDS, &mine, theirs, &mut diffs);
         }
         for frame in want.keys().filter(|f| !got.contains_key(f)) {
             println!("{name} frame {frame}: no head for trawl");

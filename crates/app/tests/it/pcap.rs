@@ -97,3 +97,25 @@ pub fn golden(path: &Path) -> HashMap<usize, Vec<String>> {
         })
         .collect()
 }
+
+/// Compares trawl's row of a frame with tshark's field by field: each field that differs is
+/// printed and recorded in `diffs` as (capture, frame, field).
+pub fn compare_fields(
+    name: &str,
+    frame: usize,
+    fields: &[&str],
+    mine: &[String],
+    theirs: &[String],
+    diffs: &mut std::collections::BTreeSet<(String, usize, String)>,
+) {
+    for (i, field) in fields.iter().enumerate() {
+        let t = theirs.get(i).map(String::as_str).unwrap_or("");
+        if mine[i] != t {
+            println!(
+                "{name} frame {frame} {field}: tshark {t:?}, trawl {:?}",
+                mine[i]
+            );
+            diffs.insert((name.to_string(), frame, field.to_string()));
+        }
+    }
+}
