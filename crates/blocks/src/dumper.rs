@@ -256,6 +256,12 @@ impl Block for DumperBlock {
                 ));
             }
         }
+        // A stream's segments left open by a killed writer are repaired when its interface's
+        // first packet comes: counted (`segments_repaired`, `repaired_bytes_cut`) and, one by
+        // one, left in the run's warnings for the command's summary.
+        for r in dumper.repairs.drain(..) {
+            ctx.warn(repair_text(&r));
+        }
         if packets.live {
             dumper.touch(trawl_time::now_ns());
         }
@@ -310,9 +316,6 @@ impl DumperBlock {
         };
         let d = Dumper::new(config, self.retention.as_ref().map(Retention::handle))
             .map_err(|e| format!("packet store {}: {e}", self.config.dir.display()))?;
-        for r in &d.repairs {
-            eprintln!("trawl: packet store: repaired {r:?}");
-        }
         self.dumpers.push((stream, d));
         Ok(self.dumpers.len() - 1)
     }
@@ -338,6 +341,27 @@ impl DumperBlock {
             set_retention_counters(c, &r.stats());
         }
     }
+}
+
+/// What repair did to a segment, in a sentence: the segment, what was kept and cut, and why
+/// its readable part ended.
+fn repair_text(r: &trawl_packets::RepairReport) -> String {
+    let what = if r.removed {
+        "removed (not even its file header was whole)".to_string()
+    } else {
+        format!(
+            "repaired: {} packets kept, {} bytes cut",
+            r.packets, r.cut_bytes
+        )
+    };
+    let why = match r.stopped {
+        Some((offset, reason)) => format!(" (at offset {offset}: {reason})"),
+        None => String::new(),
+    };
+    format!(
+        "segment {} left open by a stopped writer {what}{why}",
+        r.path.display()
+    )
 }
 
 fn set_retention_counters(c: &DumpCounters, r: &trawl_packets::RetentionStats) {

@@ -15,7 +15,9 @@ pub mod messages;
 pub mod meter;
 pub mod output;
 pub mod pcap;
+pub mod printer;
 pub mod ring;
+pub mod ring_source;
 pub mod series;
 pub mod store;
 mod util;
@@ -35,10 +37,12 @@ pub fn registry() -> Registry {
         .register::<write::FlowFileWriter>()
         .register::<write::EventFileWriter>()
         .register::<write::PcapFileWriter>()
+        .register::<printer::PacketPrinter>()
         .register::<detect::SynFlood>()
         .register::<detect::HeavyHittersBlock>()
         .register::<live::AfPacketSource>()
         .register::<ring::RingBlock>()
+        .register::<ring_source::RingSource>()
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
         .register::<export::FlowExport>()

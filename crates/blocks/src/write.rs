@@ -269,7 +269,7 @@ pub struct PcapFileWriter {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcapWriterSettings {
-    /// The pcap file to create.
+    /// The pcap file to create; `-` is standard output.
     pub path: String,
 }
 
@@ -289,8 +289,10 @@ impl Block for PcapFileWriter {
 
     fn build(s: PcapWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         // Created now (before privileges are dropped); the header needs the first packet's
-        // link type, so it is written then.
-        File::create(&s.path).map_err(|e| format!("cannot create {}: {e}", s.path))?;
+        // link type, so it is written then. `-` is standard output, nothing to create.
+        if s.path != "-" {
+            File::create(&s.path).map_err(|e| format!("cannot create {}: {e}", s.path))?;
+        }
         Ok(PcapFileWriter {
             path: s.path,
             writer: None,
@@ -341,7 +343,7 @@ impl Block for PcapFileWriter {
             }
             if let Some(w) = self.writer.as_mut() {
                 if let Err(e) = w.write(p.ts_ns, p.wire_len, p.data) {
-                    return ctx.fail(format!("cannot write {}: {e}", self.path));
+                    return self.write_failed(e, ctx);
                 }
             }
         }
@@ -350,8 +352,21 @@ impl Block for PcapFileWriter {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         if let Some(w) = self.writer.take() {
             if let Err(e) = w.finish().and_then(OutputFile::finish) {
-                ctx.fail(format!("cannot write {}: {e}", self.path));
+                self.write_failed(e, ctx);
             }
+        }
+    }
+}
+
+impl PcapFileWriter {
+    /// A reader that went away (`-` into `tshark -c 10 -r -`) ends the run cleanly: there is
+    /// no one left to write for, and that is no failure (exit 0, as tcpdump). Any other
+    /// error fails the run.
+    fn write_failed(&self, e: std::io::Error, ctx: &mut Ctx<'_>) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            ctx.stop();
+        } else {
+            ctx.fail(format!("cannot write {}: {e}", self.path));
         }
     }
 }

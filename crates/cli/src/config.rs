@@ -312,8 +312,6 @@ pub struct RunPlan {
     /// Exporters and feeds: the file's, plus the command line's `--export`; the command
     /// line's feeds and PEN win.
     pub export: crate::export::ExportPlan,
-    /// The export destinations as given (`--export`, `[[export]]`), for the composition.
-    pub export_to: Vec<String>,
     /// The packet store's settings as given (checked into `dump`), for the composition.
     pub dump_settings: Option<crate::dump::StoreSettings>,
 }
@@ -504,7 +502,6 @@ impl RunPlan {
         }
         Ok(RunPlan {
             export,
-            export_to: export_args.export.clone(),
             dump_settings,
             live,
             filter: a

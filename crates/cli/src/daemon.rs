@@ -1,14 +1,10 @@
 //! `trawl run` (a composition, or the monitor its flags build), `trawl convert-config` and
-//! `trawl listen` (a client of another trawl's shared ring).
-use std::io::Write;
+//! `trawl listen` (a client of another trawl's shared ring: a `ring_source` composition).
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use trawl_blocks::output::OutputFile;
-use trawl_capture::{Direction, PcapWriter};
-use trawl_ring::{Mode, Recv, SharedRing};
+use anyhow::Result;
+use trawl_compose::{Document, Policy};
 
 use crate::config::RunArgs;
 use crate::flag::{parse_duration_ns, topic, SummaryFormat};
@@ -99,132 +95,68 @@ pub struct ListenArgs {
     /// Print packet times in the local zone (`TZ`) with its offset instead of UTC.
     #[arg(help_heading = topic::OUTPUT, long)]
     pub local: bool,
+    /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
+    /// `trawl run -c`) instead of running it.
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
+    pub print_composition: bool,
+}
+
+/// The name of the `ring_source` block in `trawl listen`'s plan.
+const RING: &str = "ring";
+/// The name of its output block (`pcap_writer` with `-w`, else `packet_printer`).
+const OUT: &str = "out";
+
+/// `trawl listen` as a composition: a `ring_source` into a `pcap_writer` (`-w`) or a
+/// `packet_printer` (a line per packet), with `--count` and `--duration` as the run's own.
+fn listen_plan(a: &ListenArgs) -> Document {
+    let mut doc = Document::new();
+    if let Some(count) = a.count {
+        doc.runtime("count", count as i64);
+    }
+    if let Some(ns) = a.duration {
+        doc.runtime("duration", crate::plan::span(ns));
+    }
+    let _ = doc
+        .block(RING, "ring_source")
+        .set("ring", a.ring.as_str())
+        .set_some("mode", a.lossless.then_some("lossless"));
+    let _ = match &a.write {
+        Some(path) => doc
+            .block(OUT, "pcap_writer")
+            .set("path", path.display().to_string()),
+        None => doc
+            .block(OUT, "packet_printer")
+            .set_some("local", a.local.then_some(true)),
+    };
+    doc.connect(
+        &format!("{RING}.packets"),
+        &[&format!("{OUT}.packets")],
+        Policy::Wait,
+    );
+    doc
 }
 
 /// `trawl listen`.
 pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
-    let mode = if a.lossless {
-        Mode::Lossless
-    } else {
-        Mode::Lossy
-    };
-    let mut listener = if a.ring.contains('/') {
-        SharedRing::open_at(std::path::Path::new(&a.ring))
-            .and_then(|r| r.listen(mode))
-            .with_context(|| format!("cannot attach to ring file {}", a.ring))?
-    } else {
-        SharedRing::attach(&a.ring, mode).with_context(|| {
-            format!(
-                "cannot attach to ring '{}' (is `trawl run` running with that ring?)",
-                a.ring
-            )
-        })?
-    };
-    let stop = crate::signals::install_stop_signals()?;
-    // A `ring` block adds its sources' interfaces when their first packets come: a pcap file
-    // needs the link type, so wait for them (the packets wait in the ring meanwhile).
-    let waited = Instant::now();
-    while a.write.is_some()
-        && listener.interfaces().is_empty()
-        && waited.elapsed() < Duration::from_secs(3600)
-        && !stop.load(std::sync::atomic::Ordering::Relaxed)
-        && a.duration
-            .is_none_or(|d| waited.elapsed() < Duration::from_nanos(d))
-    {
-        std::thread::sleep(Duration::from_millis(10));
+    let doc = listen_plan(a);
+    if a.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
     }
-    let interfaces = listener.interfaces();
-    let mut pcap = match &a.write {
-        Some(path) => {
-            let Some(first) = interfaces.first() else {
-                bail!("ring '{}' names no interface yet", a.ring);
-            };
-            if interfaces.iter().any(|i| i.link_type != first.link_type) {
-                bail!(
-                    "ring '{}' carries several link types; a pcap file holds one",
-                    a.ring
-                );
-            }
-            let sink = OutputFile::create(path)
-                .with_context(|| format!("cannot create output file {}", path.display()))?;
-            Some(PcapWriter::new(
-                sink,
-                first.link_type,
-                first.snaplen.max(65_535),
-            )?)
-        }
-        None => None,
-    };
-    let mut text = OutputFile::create(std::path::Path::new("-"))?;
-    let zone = if a.local {
-        trawl_time::Zone::Local
-    } else {
-        trawl_time::Zone::Utc
-    };
-    let started = Instant::now();
-    let deadline = a.duration.map(|d| started + Duration::from_nanos(d));
-    let limit = a.count.unwrap_or(u64::MAX);
-    let mut packets = 0u64;
-    let mut closed = false;
-    while packets < limit && !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        match listener.wait(Duration::from_millis(100))? {
-            Recv::Ready(p) => {
-                packets += 1;
-                match pcap.as_mut() {
-                    Some(w) => match w.write(p.ts_ns, p.wire_len, p.data) {
-                        Ok(()) => {}
-                        // The reader went away (`-w - | tshark -c 10 -r -`): done, no error.
-                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => break,
-                        Err(e) => return Err(e).context("cannot write the capture"),
-                    },
-                    None => {
-                        let dir = match p.direction {
-                            Direction::Inbound => "in",
-                            Direction::Outbound => "out",
-                            Direction::Unknown => "-",
-                        };
-                        let name = interfaces
-                            .get(usize::from(p.iface))
-                            .and_then(|i| i.name.as_deref())
-                            .unwrap_or("?");
-                        let r = writeln!(
-                            text,
-                            "{} {name} {dir} {} bytes (captured {})",
-                            trawl_time::rfc3339(p.ts_ns, zone, true),
-                            p.wire_len,
-                            p.data.len()
-                        );
-                        if r.is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-            Recv::Empty => {}
-            Recv::Closed => {
-                closed = true;
-                break;
-            }
-        }
+    let finished = crate::plan::run_live(&doc, false)?;
+    let ring = finished.report.block(RING);
+    let c = |name: &str| ring.and_then(|b| b.counter(name)).unwrap_or(0);
+    // A packet the output could not take (a second link type into one pcap file).
+    let errors: Vec<&String> = finished
+        .report
+        .blocks
+        .iter()
+        .flat_map(|b| &b.error_messages)
+        .collect();
+    for e in &errors {
+        eprintln!("trawl: {e}");
     }
-    listener.release();
-    text.finish().context("cannot write output")?;
-    if let Some(w) = pcap {
-        let finished = match w.finish() {
-            Ok(out) => out.finish(),
-            Err(e) => Err(e),
-        };
-        match finished {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                return Err(e).context("cannot write the capture")
-            }
-            _ => {}
-        }
-    }
-    let st = listener.stats();
+    let (packets, closed) = (c("packets"), c("ring_closed") == 1);
     match a.summary {
         SummaryFormat::None => {}
         SummaryFormat::Json => eprintln!(
@@ -234,18 +166,18 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
                 "ring": a.ring,
                 "mode": if a.lossless { "lossless" } else { "lossy" },
                 "packets": packets,
-                "records_read": st.records_read,
-                "bytes_read": st.bytes_read,
-                "records_missed": st.records_missed,
-                "bytes_missed": st.bytes_missed,
+                "records_read": c("records_read"),
+                "bytes_read": c("bytes_read"),
+                "records_missed": c("records_missed"),
+                "bytes_missed": c("bytes_missed"),
                 "ring_closed": closed,
-                "elapsed_s": started.elapsed().as_secs_f64(),
+                "elapsed_s": finished.elapsed.as_secs_f64(),
             })
         ),
         SummaryFormat::Text => eprintln!(
             "trawl listen: {packets} packets from ring '{}' ({} missed){}",
             a.ring,
-            st.records_missed,
+            c("records_missed"),
             if closed {
                 "; the producer closed the ring"
             } else {
@@ -253,5 +185,9 @@ pub fn listen(a: &ListenArgs) -> Result<ExitCode> {
             }
         ),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_blocks::output::OutputFile;
 use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
-use trawl_compose::{BlockReport, Document, Policy};
+use trawl_compose::{BlockReport, Document, MessageKind, Policy};
 use trawl_packets::{
     set_io_priority, Budget, CutoffStats, DumperConfig, DumperStats, IoPriority, PacketStore,
     RetentionStats, Selection,
@@ -258,6 +258,13 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
     let (stats, retention) = store_report(store, retention);
     let mut errors = input.input_errors.clone();
     errors.extend(store.iter().flat_map(|b| b.error_messages.iter().cloned()));
+    // Segments a killed writer left open, repaired when their stream started again.
+    let store_warnings: Vec<String> = store
+        .iter()
+        .flat_map(|b| &b.messages)
+        .filter(|m| m.kind == MessageKind::Warning)
+        .map(|m| m.text.clone())
+        .collect();
     for e in &errors {
         eprintln!("trawl: {e}");
     }
@@ -276,11 +283,14 @@ pub fn dump(a: &DumpArgs) -> Result<ExitCode> {
             if !input.filter_warnings.is_empty() {
                 json["filter_warnings"] = serde_json::json!(input.filter_warnings);
             }
+            if !store_warnings.is_empty() {
+                json["store_warnings"] = serde_json::json!(store_warnings);
+            }
             eprintln!("{json}");
         }
         SummaryFormat::Text => {
             print_dump_text(&stats, r, filtered, secs, &errors);
-            for w in &input.filter_warnings {
+            for w in input.filter_warnings.iter().chain(&store_warnings) {
                 eprintln!("  warning: {w}");
             }
         }

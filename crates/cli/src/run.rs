@@ -10,10 +10,6 @@ use trawl_capture::live::LiveStats;
 use trawl_capture::{LinkType, SourceStats};
 use trawl_ring::ProducerStats;
 
-/// Snap length filters are compiled for: libpcap's maximum, so `greater`/`less` and loads see
-/// whole packets.
-pub(crate) const SNAPLEN: u32 = trawl_capture::MAX_SNAPLEN;
-
 /// What happened during a run, for the summary.
 #[derive(Debug, Default)]
 pub struct RunReport {
@@ -47,9 +43,10 @@ pub struct LiveReport {
 }
 
 /// Checks the filter expression before any input is read, so a typo fails fast with
-/// libpcap's message.
+/// libpcap's message. Compiled for the largest snap length, so `greater`/`less` and loads
+/// see whole packets.
 pub fn check_filter(expr: &str) -> Result<FilterSet> {
-    let mut set = FilterSet::new(expr, SNAPLEN);
+    let mut set = FilterSet::new(expr, trawl_capture::MAX_SNAPLEN);
     set.prepare(LinkType::ETHERNET)
         .map_err(|e| anyhow::anyhow!("{e}"))
         .context("invalid filter expression")?;

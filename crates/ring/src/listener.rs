@@ -347,6 +347,22 @@ impl Listener {
         crate::read_interfaces(self.seg.header())
     }
 
+    /// How many entries the ring's interface table has (a cheap check of whether
+    /// [`Listener::interfaces`] changed: the producer only adds entries, each before the
+    /// first record that names it).
+    pub fn interface_count(&self) -> usize {
+        (self.seg.header().iface_count.load(Ordering::Acquire) as usize).min(IFACES)
+    }
+
+    /// Sleeps until something is published past the listener's position or the ring closes,
+    /// at most `timeout`, without reading anything: for a reader that then takes what came
+    /// with [`Listener::block`]. Returns whether anything came (or the ring closed); gives up
+    /// the lease first, as the blocking reads do.
+    pub fn wait_ready(&mut self, timeout: Duration) -> Result<bool, Error> {
+        self.release();
+        self.sleep_until(Instant::now() + timeout)
+    }
+
     /// Whether the producer closed the ring (records may remain to be read).
     pub fn is_closed(&self) -> bool {
         self.seg.header().flags.load(Ordering::Acquire) & FLAG_CLOSED != 0

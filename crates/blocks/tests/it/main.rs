@@ -1,13 +1,14 @@
 //! trawl's blocks in real compositions: over the committed captures (checked against the same
 //! work done by the library without the runtime, and against libpcap), live capture on veth
 //! pairs in network namespaces (with tcpreplay putting capture files on the wire), the shared
-//! ring, the packet store, the flow database, exporters to a real UDP socket, and the
+//! ring (published and read by `ring_source`), the packet store, the flow database, exporters to a real UDP socket, and the
 //! composition files shipped in `compositions/`.
 mod compositions;
 mod docs;
 mod ipfix;
 mod live;
 mod offline;
+mod ring_source;
 mod storage;
 
 use std::collections::{BTreeMap, HashMap};

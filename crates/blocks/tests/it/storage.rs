@@ -77,6 +77,72 @@ fn dumper_stores_the_packets_byte_for_byte() {
     assert!(got == want, "stored packets differ from the file's");
 }
 
+/// Every `.pcap` segment under `dir`, sorted by path.
+fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.is_dir() {
+            out.extend(segments(&path));
+        } else if path.extension().is_some_and(|x| x == "pcap") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn dumper_reports_a_repaired_segment_as_a_warning_and_counts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("packets");
+    let text = format!(
+        r#"
+        [[block]]
+        name = "src"
+        type = "pcap_source"
+        files = ["{}"]
+        [[block]]
+        name = "dump"
+        type = "dumper"
+        dir = "{}"
+        [[connection]]
+        from = "src.packets"
+        to = "dump.packets"
+        "#,
+        pcap("android.pcap").display(),
+        store.display()
+    );
+    run(&text);
+    // A writer killed mid-record: the segment has no index and a torn last record.
+    let seg = segments(&store).pop().expect("a segment");
+    std::fs::remove_file(format!("{}.idx", seg.display())).unwrap();
+    let len = std::fs::metadata(&seg).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(len - 7).unwrap();
+    drop(f);
+    // The same stream starts again: its segment is repaired, counted, and said in a warning
+    // of the block's report (the command prints it), not written to standard error.
+    let report = run(&text);
+    let dump = report.block("dump").unwrap();
+    assert_eq!(dump.counter("segments_repaired"), Some(1));
+    assert!(dump.counter("repaired_bytes_cut").unwrap() > 0);
+    let warnings: Vec<&str> = dump
+        .messages
+        .iter()
+        .filter(|m| m.kind == trawl_compose::MessageKind::Warning)
+        .map(|m| m.text.as_str())
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let name = seg.display().to_string();
+    assert!(
+        warnings[0].contains(&name) && warnings[0].contains("bytes cut"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(dump.errors, 0, "a repair is no error");
+}
+
 /// Runs pcap_source → flow_meter → (flow_store, collect) over `file`.
 fn store_run(file: &Path, db: &Path, interval: &str, sink: &str) -> trawl_compose::Report {
     run(&format!(

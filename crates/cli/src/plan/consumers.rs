@@ -224,7 +224,7 @@ impl Consumers {
                         .filter(|(g, _)| g.iface == i)
                         .map(|(_, m)| m)
                         .collect();
-                    let sum = format!("series_sum_{}", super::live::ident(iface));
+                    let sum = format!("series_sum_{}", super::ident(iface));
                     rows_into(doc, &mine, &sum, &format!("{name}.series"), pool);
                     added.series_feeds.push(name);
                 }

@@ -13,23 +13,11 @@ use trawl_capture::live::FanoutMode;
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
 
+use super::consumers::{ExportOut, SeriesFeedOut};
+use super::ident;
 use crate::config::RunPlan;
 use crate::flag::OutputFormat;
 use crate::flows::LiveInput;
-
-/// A block name from an interface name: letters, digits, `_` and `-` only.
-pub(crate) fn ident(iface: &str) -> String {
-    iface
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
 
 /// A duration as compositions write it, in the largest unit that says it exactly.
 fn span(ns: u64) -> String {
@@ -166,20 +154,17 @@ pub fn capture(
 /// The monitor `plan` describes, as a composition.
 pub fn monitor(plan: &RunPlan) -> Result<Document> {
     let live = &plan.live;
-    // The flow feed is one more destination of the exporters (`feed:GROUP:PORT`).
-    let feed = plan.export.destinations.iter().find_map(|d| match d {
-        trawl_export::Destination::Feed(f) => Some(*f),
-        _ => None,
-    });
-    let mut export_to = plan.export_to.clone();
-    if let Some(f) = feed {
-        export_to.push(format!("feed:{f}"));
-    }
-    let series_feed = plan.export.series_feed;
+    // Live capture drops records (counted) rather than wait for a slow exporter; the flow
+    // feed is one more destination of the exporters (`feed:GROUP:PORT`).
+    let export = ExportOut::of(&plan.export, false);
+    let feed = export
+        .as_ref()
+        .filter(|e| e.destinations.iter().any(|d| d.starts_with("feed:")));
+    let series_feed = SeriesFeedOut::of(&plan.export);
     let meters = plan.flows.is_some()
         || plan.series.is_some()
         || plan.store.is_some()
-        || !export_to.is_empty()
+        || export.is_some()
         || series_feed.is_some();
     let outputs_needed = meters || plan.dump_settings.is_some();
 
@@ -263,8 +248,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             }
             let _ = b;
         }
-        if !export_to.is_empty() {
-            let destinations: Vec<toml::Value> = export_to
+        if let Some(e) = &export {
+            let destinations: Vec<toml::Value> = e
+                .destinations
                 .iter()
                 .map(|d| toml::Value::from(d.as_str()))
                 .collect();
@@ -285,13 +271,16 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                                 .collect(),
                         ),
                     )
-                    .set_some("feed_ttl", (f.ttl != 1).then_some(i64::from(f.ttl)))
-                    .set_some("feed_source", f.source.map(|a| a.to_string())),
+                    .set_some(
+                        "feed_ttl",
+                        (f.feed_ttl != 1).then_some(i64::from(f.feed_ttl)),
+                    )
+                    .set_some("feed_source", f.feed_source.map(|a| a.to_string())),
             };
-            b.set("pen", i64::from(plan.export.pen));
+            b.set("pen", i64::from(e.pen));
         }
     }
-    if let Some(f) = series_feed {
+    if let Some(f) = &series_feed {
         // One interface: the rows of all its workers; several: each interface's rows to its
         // own group (as `trawl series -i` sends them).
         for (i, iface) in live.interfaces.iter().enumerate() {
@@ -302,12 +291,12 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             };
             doc.block(&name, "series_feed")
                 .on("outputs", Some(0))
-                .set("group", f.to_string())
+                .set("group", f.group.as_str())
                 .set_some("slot", (i > 0).then_some(i as i64))
                 .set("interface", iface.as_str())
                 .set_some("ttl", (f.ttl != 1).then_some(i64::from(f.ttl)))
                 .set_some("source", f.source.map(|a| a.to_string()))
-                .set("pen", i64::from(plan.export.pen));
+                .set("pen", i64::from(f.pen));
             if live.interfaces.len() == 1 {
                 doc.connect("series.series", &[&format!("{name}.series")], Policy::Wait);
             } else {
@@ -367,7 +356,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         if plan.store.is_some() {
             to.push(format!("store_{iface}.flows"));
         }
-        if !export_to.is_empty() {
+        if export.is_some() {
             to.push(format!("export_{iface}.flows"));
         }
         if !to.is_empty() {

@@ -151,6 +151,20 @@ pub fn live_report(f: &Finished, live: &LiveInput, sources: &[String]) -> RunRep
     r
 }
 
+/// A block name from an interface name: letters, digits, `_` and `-` only.
+pub(crate) fn ident(iface: &str) -> String {
+    iface
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Formats nanoseconds as a span the blocks' settings read (`30s`, `2m`, `1500ms`): the
 /// largest unit that says it exactly.
 pub fn span(ns: u64) -> String {

@@ -795,6 +795,91 @@ fn run_publishes_a_ring_that_other_processes_read_whole() {
 }
 
 #[test]
+fn a_ring_source_composition_gets_what_trawl_listen_gets() {
+    // `trawl listen` is a composition: the one it prints, run by `trawl run -c` (its pcap on
+    // standard output) beside `trawl listen` itself, on the same ring of a real capture.
+    let lab = lab();
+    let dir = std::env::temp_dir().join(format!("trawl-ring-source-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ring_prefix = format!("c{}", std::process::id());
+    let ring = format!("{ring_prefix}-{}-0", lab.host);
+    let run = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--duration",
+        "4s",
+        "--ring",
+        &ring_prefix,
+        "--summary",
+        "json",
+    ]);
+    wait_for_ring(&ring);
+    let printed = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["listen", "--ring", &ring, "--lossless", "-w", "-"])
+        .arg("--print-composition")
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let composition = dir.join("listen.toml");
+    std::fs::write(&composition, &printed.stdout).unwrap();
+    let text = String::from_utf8_lossy(&printed.stdout);
+    assert!(
+        text.contains("ring_source") && text.contains("pcap_writer"),
+        "{text}"
+    );
+    let listened = dir.join("listened.pcap");
+    let listen = listen_child(&ring, &["--lossless", "-w", listened.to_str().unwrap()]);
+    let composed = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args([
+            "run",
+            "-c",
+            composition.to_str().unwrap(),
+            "--summary",
+            "json",
+        ])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = file_packets(&pcap("android.pcap"));
+    lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
+        .expect("replay");
+    let (_, run_summary) = wait_json(run);
+    assert_eq!(counter_sum(&run_summary, "ring", "published"), 500);
+    let (_, listen_summary) = wait_json(listen);
+    let out = composed.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let composed_summary: serde_json::Value =
+        serde_json::from_str(stderr.lines().last().unwrap()).expect("summary");
+    // Both read every packet and wrote the same file, byte for byte.
+    assert_eq!(file_packets(&listened), sent);
+    assert_eq!(
+        std::fs::read(&listened).unwrap(),
+        out.stdout,
+        "the composition's pcap on standard output is trawl listen's file"
+    );
+    assert_eq!(listen_summary["records_read"], 500);
+    assert_eq!(listen_summary["ring_closed"], true);
+    assert_eq!(
+        counter_sum(&composed_summary, "ring_source", "records_read"),
+        500
+    );
+    assert_eq!(
+        counter_sum(&composed_summary, "ring_source", "ring_closed"),
+        1
+    );
+    assert!(
+        !dir.join("-").exists(),
+        "`-` is standard output, no file of that name"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn a_listener_writing_into_a_closed_pipe_ends_cleanly() {
     // `trawl listen -w - | tshark -c 10 -r -`: the reader goes away; the listener's output (the
     // one buffered output of trawl) takes the closed pipe as the end, not as a failure.

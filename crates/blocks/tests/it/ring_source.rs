@@ -1,0 +1,181 @@
+//! `ring_source` reading a shared ring that the test publishes into with a `trawl_ring`
+//! producer, as another process's `trawl run --ring` would.
+use std::path::Path;
+
+use trawl_capture::{Direction, Interface, LinkType, PacketRecord};
+use trawl_ring::{Producer, RingConfig};
+
+use crate::{collected, file_packets, pcap, start, Pkt};
+
+/// A shared ring named after the test (and process), with one Ethernet interface `tap-a`.
+fn producer(test: &str) -> (Producer, String) {
+    let name = format!("rs-{test}-{}", std::process::id());
+    let mut p = Producer::create_shared(&name, &RingConfig::with_capacity(4 << 20))
+        .unwrap_or_else(|e| panic!("cannot create ring {name}: {e}"));
+    p.add_interface(&Interface {
+        link_type: LinkType::ETHERNET,
+        snaplen: 262_144,
+        name: Some("tap-a".into()),
+    })
+    .unwrap();
+    (p, name)
+}
+
+/// Publishes `packets` as interface `iface`'s, inbound.
+fn publish(p: &mut Producer, packets: &[(u64, Pkt)], iface: u16) {
+    for (ts_ns, pkt) in packets {
+        p.push_record(&PacketRecord {
+            ts_ns: *ts_ns,
+            wire_len: pkt.wire_len,
+            iface,
+            direction: Direction::Inbound,
+            link_type: LinkType::ETHERNET,
+            data: &pkt.data,
+        })
+        .unwrap();
+    }
+    p.publish();
+}
+
+/// `ring_source` named `source` on ring `ring` (lossless) into `collect` block `sink` and a
+/// `packet_printer` writing to `lines`, with `runtime` (a `[runtime]` table or nothing).
+fn listening(ring: &str, sink: &str, lines: &Path, runtime: &str) -> String {
+    format!(
+        r#"
+        {runtime}
+        [[block]]
+        name = "source"
+        type = "ring_source"
+        ring = "{ring}"
+        mode = "lossless"
+        [[block]]
+        name = "{sink}"
+        type = "collect"
+        [[block]]
+        name = "lines"
+        type = "packet_printer"
+        path = "{}"
+        mode = "truncate"
+        [[connection]]
+        from = "source.packets"
+        to = ["{sink}.in", "lines.packets"]
+        "#,
+        lines.display()
+    )
+}
+
+#[test]
+fn ring_source_reads_every_record_with_the_rings_interfaces_until_the_ring_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("lines.txt");
+    let (mut p, ring) = producer("all");
+    // The listener attaches when the composition is built: everything published after.
+    let running = start(&listening(&ring, "rs_all", &lines, ""));
+    assert!(p.has_listeners(), "ring_source attached when it was built");
+    let want = file_packets(&pcap("android.pcap"));
+    publish(&mut p, &want, 0);
+    // An interface the producer adds later is in the batches' table with its first record.
+    let b = p
+        .add_interface(&Interface {
+            link_type: LinkType::ETHERNET,
+            snaplen: 262_144,
+            name: Some("tap-b".into()),
+        })
+        .unwrap();
+    publish(&mut p, &want[..1], b);
+    p.close();
+    // The producer closed the ring: the source reads it to its end and the run ends.
+    let report = running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    let got = collected("rs_all").packets;
+    let mut all: Vec<Pkt> = want.iter().map(|(_, p)| p.clone()).collect();
+    all.push(want[0].1.clone());
+    assert!(
+        got == all,
+        "{} packets, not the {} published",
+        got.len(),
+        all.len()
+    );
+    let src = report.block("source").unwrap();
+    let n = all.len() as u64;
+    assert_eq!(src.counter("packets"), Some(n));
+    assert_eq!(src.counter("records_read"), Some(n));
+    assert_eq!(src.counter("records_missed"), Some(0));
+    assert_eq!(src.counter("unknown_interface"), Some(0));
+    assert_eq!(src.counter("ring_closed"), Some(1));
+    let captured: u64 = all.iter().map(|p| p.data.len() as u64).sum();
+    assert_eq!(src.counter("bytes_read"), Some(captured));
+    // One line per packet, named after the ring's interface, with its direction.
+    let text = std::fs::read_to_string(&lines).unwrap();
+    let l: Vec<&str> = text.lines().collect();
+    assert_eq!(l.len(), all.len());
+    let first = &all[0];
+    assert_eq!(
+        l[0],
+        format!(
+            "{} tap-a in {} bytes (captured {})",
+            trawl_time::rfc3339(want[0].0, trawl_time::Zone::Utc, true),
+            first.wire_len,
+            first.data.len()
+        )
+    );
+    assert!(l[l.len() - 1].contains(" tap-b in "), "{}", l[l.len() - 1]);
+}
+
+#[test]
+fn ring_source_takes_exactly_the_runs_count_and_leaves_the_rest_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = dir.path().join("lines.txt");
+    let (mut p, ring) = producer("count");
+    let running = start(&listening(
+        &ring,
+        "rs_count",
+        &lines,
+        "[runtime]\ncount = 100",
+    ));
+    let want = file_packets(&pcap("android.pcap"));
+    assert!(want.len() > 100);
+    publish(&mut p, &want, 0);
+    let report = running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    let got = collected("rs_count").packets;
+    let first: Vec<Pkt> = want[..100].iter().map(|(_, p)| p.clone()).collect();
+    assert!(got == first, "{} packets, not the first 100", got.len());
+    let src = report.block("source").unwrap();
+    assert_eq!(src.counter("packets"), Some(100));
+    assert_eq!(
+        src.counter("records_read"),
+        Some(100),
+        "records past the count stay unread in the ring"
+    );
+    assert_eq!(src.counter("ring_closed"), Some(0));
+    p.close();
+}
+
+#[test]
+fn ring_source_names_the_ring_it_cannot_attach_to() {
+    let text = r#"
+        [[block]]
+        name = "source"
+        type = "ring_source"
+        ring = "no-such-ring-for-blocks"
+        [[block]]
+        name = "sink"
+        type = "collect"
+        [[connection]]
+        from = "source.packets"
+        to = "sink.in"
+    "#;
+    let plan = trawl_compose::plan(text, "test", &crate::registry(), &crate::cpus())
+        .expect("valid: the ring need not exist when the composition is checked");
+    let e = trawl_compose::start(plan).err().expect("no such ring");
+    assert!(
+        e.to_string()
+            .contains("cannot attach to ring 'no-such-ring-for-blocks'"),
+        "{e}"
+    );
+    let bad = text.replace("no-such-ring-for-blocks", "bad name!");
+    assert!(trawl_compose::plan(&bad, "test", &crate::registry(), &crate::cpus()).is_err());
+}
