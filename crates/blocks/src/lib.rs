@@ -18,6 +18,7 @@ pub mod pcap;
 pub mod ring;
 pub mod series;
 pub mod store;
+pub mod stored;
 mod util;
 pub mod voip;
 pub mod write;
@@ -41,6 +42,9 @@ pub fn registry() -> Registry {
         .register::<ring::RingBlock>()
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
+        .register::<stored::SeriesStore>()
+        .register::<stored::AlarmStore>()
+        .register::<detect::SeriesChange>()
         .register::<export::FlowExport>()
         .register::<feed::SeriesFeedBlock>()
         .register::<count::Count>()
