@@ -61,6 +61,10 @@ pub struct IngestArgs {
     /// stored in the database, `trawl alarms`). The series themselves are always stored.
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
     pub no_series_change: bool,
+    /// Store neither the series nor their alarms, only the flow records (for measuring what
+    /// they cost: bench/RESULTS.md).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-series-store", hide = true)]
+    pub no_series_store: bool,
     /// Summary on standard error.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -109,6 +113,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             // Applied once, after the ingest, below (and said in the summary).
             keep_days: None,
             max_size: None,
+            series: !a.no_series_store,
             change: !a.no_series_change,
         }),
         ..Consumers::default()

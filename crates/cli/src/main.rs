@@ -62,7 +62,12 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         }
         Command::Series(a) if a.stored.db.is_some() => {
             let db = a.stored.db.as_deref().unwrap_or(std::path::Path::new(""));
-            stored::series(&a.stored, db, &a.input.live.interface, &a.out)
+            let out = stored::SeriesOut {
+                path: &a.out.output,
+                format: a.out.format,
+                time_format: a.out.time_format,
+            };
+            stored::series(&a.stored, db, &a.input.live.interface, &out)
         }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;

@@ -1,6 +1,6 @@
 //! Reading back what the monitors store beside the flow database: `trawl series -d DB`
 //! (per-second rows and their rollups) and `trawl alarms -d DB` (the detectors' alarms).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -68,12 +68,19 @@ fn range(from: Option<u64>, to: Option<u64>) -> Result<(u64, u64)> {
     Ok((from, to))
 }
 
+/// Where and how `trawl series -d` writes its rows (`trawl series`' output flags).
+pub struct SeriesOut<'a> {
+    pub path: &'a Path,
+    pub format: OutputFormat,
+    pub time_format: TimeFormat,
+}
+
 /// `trawl series -d DB`: stored rows of `ifaces` (none: all summed; one at most).
 pub fn series(
     a: &StoredSeriesArgs,
-    db: &std::path::Path,
+    db: &Path,
     ifaces: &[String],
-    out: &crate::flows::OutputArgs,
+    out: &SeriesOut<'_>,
 ) -> Result<ExitCode> {
     let iface = match ifaces {
         [] => None,
@@ -92,7 +99,7 @@ pub fn series(
     };
     let writer =
         SeriesWriter::new(format).with_rfc3339_times(out.time_format == TimeFormat::Rfc3339);
-    let mut file = OutputFile::create(&out.output).context("cannot write output")?;
+    let mut file = OutputFile::create(out.path).context("cannot write output")?;
     writer.write_header(file.buf());
     for r in &rows {
         writer.write(r, file.buf());

@@ -10,8 +10,10 @@
 //!   over the periods judged normal: an anomaly does not teach it that it is normal) and
 //!   `floor` the metric's smallest baseline worth watching (a quiet link going from 2 to 20
 //!   packets per second is not an alarm);
-//! - `y_n = min(ceiling, max(0, y_{n−1} + z_n − drift))`; alarm when `y > threshold`, cleared
-//!   when `y` falls back to 0 (at most `ceiling / drift` periods after the change ends).
+//! - `y_n = min(ceiling, max(0, y_{n−1} + min(z_n, cap) − drift))`; alarm when
+//!   `y > threshold`, cleared when `y` falls back to 0 (at most `ceiling / drift` periods
+//!   after the change ends). The `cap` makes an alarm need a change that lasts several
+//!   periods, not one extreme second.
 //!
 //! The **short** term observes every second (a flood, a scan: fires within seconds); the
 //! **long** term observes every minute's total (a level shift too slow or too small for the
@@ -87,6 +89,10 @@ pub struct TermConfig {
     pub threshold: f64,
     /// Upper clamp of the accumulated excess (bounds how late the end is reported).
     pub ceiling: f64,
+    /// The largest relative excess one period adds: an alarm needs a change that lasts
+    /// (at least `threshold / (cap − drift)` periods), not one extreme period (a burst of
+    /// connections in one second).
+    pub cap: f64,
     /// EWMA weight of a normal period in the baseline.
     pub alpha: f64,
     /// Periods at the start that only learn the baseline.
@@ -96,13 +102,14 @@ pub struct TermConfig {
 /// Settings of a [`ChangeDetector`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ChangeConfig {
-    /// The short term (defaults: 1 s periods, drift 1, threshold 10, ceiling 20, alpha 0.01,
-    /// warm-up 120 s): a rate tripled over the baseline fires in 10 s, an elevenfold one in
-    /// one second; bursts that come and go within seconds (the normal texture of traffic)
-    /// do not accumulate.
+    /// The short term (defaults: 1 s periods, drift 1, threshold 10, ceiling 20, cap 3,
+    /// alpha 0.01, warm-up 120 s): a rate tripled over the baseline fires in 10 s, four times
+    /// or more in 5 s; bursts that come and go within seconds (the normal texture of traffic,
+    /// a client opening a hundred connections at once) do not accumulate enough.
     pub short: TermConfig,
-    /// The long term (defaults: 60 s periods, drift 0.25, threshold 3, ceiling 6, alpha 0.05,
-    /// warm-up 15 min): a level 75 % over the baseline fires in 6 minutes.
+    /// The long term (defaults: 60 s periods, drift 0.25, threshold 3, ceiling 6, cap 2,
+    /// alpha 0.05, warm-up 15 min): a level 75 % over the baseline fires in 6 minutes, three
+    /// times the baseline in 2.
     pub long: TermConfig,
     /// Smallest baseline per second of packets, bytes and new flows (defaults 100, 100 kB,
     /// 10): changes relative to less are measured against this.
@@ -117,6 +124,7 @@ impl Default for ChangeConfig {
                 drift: 1.0,
                 threshold: 10.0,
                 ceiling: 20.0,
+                cap: 3.0,
                 alpha: 0.01,
                 warmup: 120,
             },
@@ -125,6 +133,7 @@ impl Default for ChangeConfig {
                 drift: 0.25,
                 threshold: 3.0,
                 ceiling: 6.0,
+                cap: 2.0,
                 alpha: 0.05,
                 warmup: 15,
             },
@@ -137,9 +146,10 @@ impl ChangeConfig {
     /// Why these settings cannot work, if they cannot.
     pub fn check(&self) -> Result<(), String> {
         for (name, t) in [("short", &self.short), ("long", &self.long)] {
-            if !(t.drift > 0.0 && t.threshold > 0.0 && t.ceiling >= t.threshold) {
+            if !(t.drift > 0.0 && t.threshold > 0.0 && t.ceiling >= t.threshold && t.cap > t.drift)
+            {
                 return Err(format!(
-                    "{name} term: need drift > 0, threshold > 0 and ceiling >= threshold"
+                    "{name} term: need drift > 0, threshold > 0, ceiling >= threshold and cap > drift"
                 ));
             }
             if !(t.alpha > 0.0 && t.alpha <= 1.0) || t.period == 0 {
@@ -233,6 +243,25 @@ impl Horizon {
         }
     }
 
+    /// Forgets everything after a gap: alarms end at `end` (s), the baselines learn anew.
+    fn reset(&mut self, end: u64, out: &mut Vec<ChangeEvent>) {
+        for (i, ch) in self.channels.iter().enumerate() {
+            if ch.alarm {
+                out.push(ChangeEvent::End {
+                    metric: METRICS[i],
+                    term: self.term,
+                    onset_ns: ch.onset * NS,
+                    end_ns: end * NS,
+                    peak_rate: ch.peak / self.config.period as f64,
+                    baseline: ch.mean / self.config.period as f64,
+                });
+            }
+        }
+        self.channels = [Channel::default(); 3];
+        self.open = None;
+        self.sums = [0; 3];
+    }
+
     fn close(&mut self, start: u64, floor: &[f64; 3], out: &mut Vec<ChangeEvent>) {
         let c = self.config;
         let per_second = c.period as f64;
@@ -247,7 +276,8 @@ impl Horizon {
             }
             let scale = ch.mean.max(floor[i] * per_second);
             let prev = ch.y;
-            ch.y = (prev + (x - ch.mean) / scale - c.drift).clamp(0.0, c.ceiling);
+            let z = ((x - ch.mean) / scale).min(c.cap);
+            ch.y = (prev + z - c.drift).clamp(0.0, c.ceiling);
             if prev == 0.0 && ch.y > 0.0 {
                 ch.onset = start;
                 ch.peak = 0.0;
@@ -285,6 +315,8 @@ impl Horizon {
 /// Watches per-second packets, bytes and new flows for short- and long-term changes.
 pub struct ChangeDetector {
     floor: [f64; 3],
+    /// The last second observed.
+    last: Option<u64>,
     short: Horizon,
     long: Horizon,
 }
@@ -300,15 +332,24 @@ impl ChangeDetector {
         }
         ChangeDetector {
             floor: config.floor,
+            last: None,
             short: Horizon::new(config.short, Term::Short),
             long: Horizon::new(config.long, Term::Long),
         }
     }
 
-    /// Takes second `second`'s packets, bytes and new flows (seconds in increasing order;
-    /// seconds not given count as nothing observed, not as zero traffic). Events of the
-    /// periods this closes go to `out`.
+    /// Takes second `second`'s packets, bytes and new flows (seconds in increasing order).
+    /// Events of the periods this closes go to `out`. A second missing between two given
+    /// ones is a gap in the series (the series skips runs of more than 300 empty seconds: a
+    /// capture file with a pause, files of different days): what comes after is other
+    /// traffic, so alarms end at the gap and the baselines learn anew.
     pub fn observe(&mut self, second: u64, xs: [u64; 3], out: &mut Vec<ChangeEvent>) {
+        if let Some(last) = self.last.filter(|&l| second > l + 1) {
+            self.finish(out);
+            self.short.reset(last + 1, out);
+            self.long.reset(last + 1, out);
+        }
+        self.last = Some(second);
         self.short.observe(second, xs, &self.floor, out);
         self.long.observe(second, xs, &self.floor, out);
     }
@@ -394,6 +435,31 @@ mod tests {
             .filter(|e| matches!(e, ChangeEvent::End { .. }))
             .count();
         assert_eq!(ends, starts.len());
+    }
+
+    #[test]
+    fn a_gap_ends_alarms_and_the_baseline_learns_anew() {
+        let mut d = ChangeDetector::new(ChangeConfig::default());
+        let mut out = Vec::new();
+        let mut feed = |d: &mut ChangeDetector, range: std::ops::Range<u64>, p: u64| {
+            for s in range {
+                d.observe(s, [p, p * 500, 0], &mut out);
+            }
+        };
+        feed(&mut d, 0..200, 1_000);
+        feed(&mut d, 200..230, 10_000);
+        // Other traffic an hour later, ten times busier: learned, not an alarm.
+        feed(&mut d, 3_830..4_200, 100_000);
+        let ends: Vec<u64> = out
+            .iter()
+            .filter_map(|e| match *e {
+                ChangeEvent::End { end_ns, .. } => Some(end_ns / NS),
+                _ => None,
+            })
+            .collect();
+        let starts = out.len() - ends.len();
+        assert_eq!(starts, 2, "packets and bytes: {out:?}");
+        assert_eq!(ends, vec![230, 230]);
     }
 
     #[test]

@@ -316,7 +316,7 @@ impl SeriesIngest {
 
     /// Rewrites the hour file of `day` from its minute files (and the seconds beyond them).
     fn roll_day(&mut self, day: u64) -> Result<()> {
-        let minutes = read_iface(&self.db, &self.iface, day, day + DAY, Step::Minute)?;
+        let minutes = read_range(&self.db, &self.iface, day, day + DAY, Step::Minute)?;
         // The hour file covers what its minutes do: up to the last minute file's coverage.
         let covers = (day..day + DAY)
             .step_by(HOUR as usize)
@@ -623,8 +623,53 @@ fn read_rollup(
     }
 }
 
-/// Rows of `step` of one interface whose start lies in `[from, to)` (s), by start.
+/// Rows of `step` of one interface whose start lies in `[from, to)` (s), by start: only the
+/// days that have a directory are looked at, so an open range costs what the data does.
 fn read_iface(
+    db: &Path,
+    iface: &str,
+    from: u64,
+    to: u64,
+    step: Step,
+) -> Result<BTreeMap<u64, SeriesRow>> {
+    let mut out = BTreeMap::new();
+    for day in days_present(db, iface)? {
+        if day + DAY <= from || day >= to {
+            continue;
+        }
+        out.append(&mut read_range(
+            db,
+            iface,
+            from.max(day),
+            to.min(day + DAY),
+            step,
+        )?);
+    }
+    Ok(out)
+}
+
+/// The days (start, s) with a directory of any step for `iface`.
+fn days_present(db: &Path, iface: &str) -> Result<BTreeSet<u64>> {
+    let mut days = BTreeSet::new();
+    let root = db.join(SERIES_DIR).join(format!("iface={iface}"));
+    for step in subdirs(&root, "step=")? {
+        for day in subdirs(&step, "date=")? {
+            let start = day
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("date="))
+                .and_then(Date::parse)
+                .and_then(Date::start_ns);
+            if let Some(ns) = start {
+                days.insert(ns / NS);
+            }
+        }
+    }
+    Ok(days)
+}
+
+/// Rows of `step` whose start lies in `[from, to)` (s), a range within one day.
+fn read_range(
     db: &Path,
     iface: &str,
     from: u64,
@@ -647,7 +692,7 @@ fn read_iface(
         rows.retain(|r| r.second < covers);
         // Beyond the rollup's coverage: derived from the finer level.
         if covers < file + span {
-            let finer_rows = read_iface(db, iface, covers, file + span, finer)?;
+            let finer_rows = read_range(db, iface, covers, file + span, finer)?;
             let derived = rollup(finer_rows.values(), step.seconds());
             for d in derived {
                 match rows.last_mut() {

@@ -141,6 +141,8 @@ pub struct StoreOut {
     /// Retention the block applies every minute and at its end.
     pub keep_days: Option<u32>,
     pub max_size: Option<u64>,
+    /// Store the per-second rows beside the records (`series_store`).
+    pub series: bool,
     /// Watch the per-second rows for changes (`series_change`) and store its alarms.
     pub change: bool,
 }
@@ -211,7 +213,7 @@ impl Consumers {
             }
         }
         let mut series_inputs: Vec<String> = Vec::new();
-        if let Some(s) = &self.store {
+        if let Some(s) = self.store.as_ref().filter(|s| s.series) {
             stored_series(doc, s, pool, &mut series_inputs);
         }
         if let Some(out) = &self.series {
