@@ -49,7 +49,7 @@ import duckdb
 trawl, db, threads, runs, gen, frm, to, from_ns, to_ns = sys.argv[1:]
 threads, runs = int(threads), int(runs)
 gen = json.loads(gen)
-src = f"read_parquet('{db}/**/*.parquet', hive_partitioning=true)"
+src = f"read_parquet('{db}/iface=*/*/*.parquet', hive_partitioning=true)"
 M = "sum(fwd_packets), sum(rev_packets), sum(fwd_bytes), sum(rev_bytes), count(*)"
 order = "ORDER BY sum(fwd_bytes)+sum(rev_bytes) DESC, sum(fwd_packets)+sum(rev_packets) DESC"
 queries = [

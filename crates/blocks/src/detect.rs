@@ -1,17 +1,19 @@
-//! `synflood` and `heavy_hitters`: the monitoring applications of trawl-detect as blocks.
-//! Both run on packet time, so a capture file replayed gives the events the live run gave.
+//! `synflood`, `heavy_hitters` and `series_change`: the monitoring applications of
+//! trawl-detect as blocks. All run on packet time, so a capture file replayed gives the
+//! events the live run gave.
 use std::net::IpAddr;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
+use trawl_detect::change::{ChangeConfig, ChangeDetector, ChangeEvent, TermConfig};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::heavy::{HeavyConfig, HeavyHitters, HeavyReport, Selection, Summary};
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector, SynFloodEvent};
 use trawl_flow::key::Side;
 use trawl_flow::{FlowKey, ProtoName};
 
-use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+use crate::messages::{Event, Events, PacketBatch, SeriesBatch, EVENTS, PACKETS, SERIES};
 use crate::util::span;
 
 /// Report interval of the detectors (`trawl detect --interval` and the blocks' `interval`):
@@ -376,4 +378,175 @@ pub fn heavy_json(r: &HeavyReport) -> Value {
         "hosts_by_bytes": summary_json(&r.host_bytes, |a| json!(addr(*a))),
         "hosts_by_packets": summary_json(&r.host_packets, |a| json!(addr(*a))),
     })
+}
+
+/// A series change event as one JSON object (`detector` names it: stored alarms tell it
+/// from the other detectors' by it).
+pub fn change_json(e: &ChangeEvent) -> Value {
+    match *e {
+        ChangeEvent::Start {
+            metric,
+            term,
+            onset_ns,
+            detected_ns,
+            rate,
+            baseline,
+        } => json!({
+            "detector": "series_change", "event": "start", "metric": metric.name(),
+            "term": term.name(), "onset_ns": onset_ns, "detected_ns": detected_ns,
+            "rate": rate, "baseline": baseline,
+        }),
+        ChangeEvent::End {
+            metric,
+            term,
+            onset_ns,
+            end_ns,
+            peak_rate,
+            baseline,
+        } => json!({
+            "detector": "series_change", "event": "end", "metric": metric.name(),
+            "term": term.name(), "onset_ns": onset_ns, "end_ns": end_ns,
+            "peak_rate": peak_rate, "baseline": baseline,
+        }),
+    }
+}
+
+fn change_time(e: &ChangeEvent) -> u64 {
+    match *e {
+        ChangeEvent::Start { detected_ns, .. } => detected_ns,
+        ChangeEvent::End { end_ns, .. } => end_ns,
+    }
+}
+
+/// Short- and long-term change detection on the per-second series (docs/detect.md).
+pub struct SeriesChange {
+    detector: ChangeDetector,
+    found: Vec<ChangeEvent>,
+    pool: Pool<Events>,
+    alarms: Option<Counter>,
+}
+
+/// Settings of `series_change` (docs/detect.md explains them; the defaults are
+/// conservative: a monitor raises alarms for changes an operator would call one).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeriesChangeSettings {
+    /// Short term (per second): relative excess over the baseline tolerated (default 1.0).
+    pub short_drift: Option<f64>,
+    /// Short term: accumulated relative excess that raises an alarm (default 10).
+    pub short_threshold: Option<f64>,
+    /// Long term (per minute): relative excess tolerated (default 0.25).
+    pub long_drift: Option<f64>,
+    /// Long term: accumulated relative excess that raises an alarm (default 3).
+    pub long_threshold: Option<f64>,
+    /// Smallest baseline of packets per second watched (default 100).
+    pub floor_packets: Option<f64>,
+    /// Smallest baseline of bytes per second (default 100000).
+    pub floor_bytes: Option<f64>,
+    /// Smallest baseline of new flows per second (default 10).
+    pub floor_flows: Option<f64>,
+}
+
+impl SeriesChangeSettings {
+    /// The detector's configuration, or why these settings are invalid.
+    pub fn config(&self) -> Result<ChangeConfig, String> {
+        let d = ChangeConfig::default();
+        let term = |t: TermConfig, drift: Option<f64>, threshold: Option<f64>| {
+            let threshold = threshold.unwrap_or(t.threshold);
+            TermConfig {
+                drift: drift.unwrap_or(t.drift),
+                threshold,
+                ceiling: 2.0 * threshold,
+                ..t
+            }
+        };
+        let c = ChangeConfig {
+            short: term(d.short, self.short_drift, self.short_threshold),
+            long: term(d.long, self.long_drift, self.long_threshold),
+            floor: [
+                self.floor_packets.unwrap_or(d.floor[0]),
+                self.floor_bytes.unwrap_or(d.floor[1]),
+                self.floor_flows.unwrap_or(d.floor[2]),
+            ],
+        };
+        c.check()?;
+        Ok(c)
+    }
+}
+
+impl Block for SeriesChange {
+    const TYPE: &'static str = "series_change";
+    const SUMMARY: &'static str =
+        "detects short- and long-term changes of packets, bytes and new flows per second (relative CUSUMs)";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "series",
+        ty: SERIES,
+        required: true,
+        doc: "per-second rows of one interface (from one counter or a series_merge)",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "alarms",
+        ty: EVENTS,
+        required: false,
+        doc: "start and end of each change: metric, term, onset, rate, baseline",
+    }];
+    type Settings = SeriesChangeSettings;
+
+    fn check(s: &SeriesChangeSettings) -> Result<(), String> {
+        s.config().map(|_| ())
+    }
+
+    fn build(s: SeriesChangeSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(SeriesChange {
+            detector: ChangeDetector::new(s.config()?),
+            found: Vec::new(),
+            pool: Pool::new(Events::default),
+            alarms: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.alarms = Some(ctx.counter("alarms"));
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(b) = msg.get::<SeriesBatch>() else {
+            return;
+        };
+        for r in &b.rows {
+            self.detector
+                .observe(r.second, [r.packets, r.bytes, r.new_flows], &mut self.found);
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        self.detector.finish(&mut self.found);
+        self.send(ctx);
+    }
+}
+
+impl SeriesChange {
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        if self.found.is_empty() {
+            return;
+        }
+        if let Some(c) = &self.alarms {
+            c.add(
+                self.found
+                    .iter()
+                    .filter(|e| matches!(e, ChangeEvent::Start { .. }))
+                    .count() as u64,
+            );
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.events.clear();
+        out.events.extend(self.found.drain(..).map(|e| Event {
+            ts_ns: change_time(&e),
+            json: change_json(&e),
+        }));
+        ctx.emit(0, slot.into_msg());
+    }
 }

@@ -20,6 +20,7 @@ pub mod ring;
 pub mod ring_source;
 pub mod series;
 pub mod store;
+pub mod stored;
 mod util;
 pub mod voip;
 pub mod write;
@@ -45,6 +46,9 @@ pub fn registry() -> Registry {
         .register::<ring_source::RingSource>()
         .register::<dumper::DumperBlock>()
         .register::<store::FlowStore>()
+        .register::<stored::SeriesStore>()
+        .register::<stored::AlarmStore>()
+        .register::<detect::SeriesChange>()
         .register::<export::FlowExport>()
         .register::<feed::SeriesFeedBlock>()
         .register::<count::Count>()

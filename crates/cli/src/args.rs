@@ -30,7 +30,8 @@ pub enum Command {
     /// Meter bidirectional flows from capture files and write one record per flow.
     #[command(after_help = EXIT_CODES)]
     Flows(crate::flows::FlowsArgs),
-    /// Write per-second rows (packets, bytes, active and new flows) from capture files.
+    /// Write per-second rows (packets, bytes, active and new flows) from capture files, or
+    /// read those stored in a flow database (`-d DB`, with `--step 1s|1m|1h`).
     #[command(after_help = EXIT_CODES)]
     Series(crate::flows::SeriesArgs),
     /// Run the monitor: capture on interfaces into shared packet rings, meter flows and
@@ -64,6 +65,10 @@ pub enum Command {
     /// Query the flow database: group by attributes, filter by a condition and a time range.
     #[command(after_help = crate::query::QUERY_HELP)]
     Query(crate::query::QueryArgs),
+    /// Print the alarms stored in the flow database (`trawl run --db`, `trawl ingest`: the
+    /// series change detector's, and any detector an `alarm_store` block keeps).
+    #[command(after_help = EXIT_CODES)]
+    Alarms(crate::stored::AlarmsArgs),
     /// Run a detection application (SYN floods) over capture files; events as JSON lines.
     Detect(crate::detect::DetectArgs),
     /// Check a composition file (blocks, connections, pools) or a `trawl run` configuration

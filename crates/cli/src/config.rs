@@ -88,6 +88,10 @@ pub struct RunArgs {
     /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
     #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", value_name = "SIZE", value_parser = parse_size)]
     pub db_max_size: Option<usize>,
+    /// With --db: do not watch the per-second series for changes (`series_change`, whose
+    /// alarms go into the database, `trawl alarms`). The series themselves are always stored.
+    #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
+    pub no_series_change: bool,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.
@@ -364,6 +368,8 @@ pub struct StoreOutput {
     pub config: trawl_store::StoreConfig,
     /// Applied every minute while the run goes, and once at its end.
     pub retention: trawl_store::Retention,
+    /// Watch each interface's series for changes and store the alarms (`series_change`).
+    pub change: bool,
 }
 
 /// The packet store's settings, checked.
@@ -537,6 +543,7 @@ impl RunPlan {
                             max_age_days: a.db_keep_days.or(file.store.keep_days),
                             max_bytes,
                         },
+                        change: !a.no_series_change,
                     })
                 }
                 None => None,

@@ -160,6 +160,8 @@ pub struct SeriesArgs {
     pub out: OutputArgs,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,
+    #[command(flatten)]
+    pub stored: crate::stored::StoredSeriesArgs,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

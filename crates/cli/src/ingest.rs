@@ -1,5 +1,5 @@
 //! `trawl ingest`: capture files → flow meter (records split at 5-minute boundaries) → the
-//! flow database.
+//! flow database, with the per-second series and the change detector's alarms beside it.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -57,6 +57,14 @@ pub struct IngestArgs {
     /// much disk (e.g. 50GiB).
     #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", alias = "max-size", value_name = "SIZE", value_parser = parse_size)]
     pub max_size: Option<usize>,
+    /// Do not watch the per-second series for changes (`series_change`; its alarms are
+    /// stored in the database, `trawl alarms`). The series themselves are always stored.
+    #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
+    pub no_series_change: bool,
+    /// Store neither the series nor their alarms, only the flow records (for measuring what
+    /// they cost: bench/RESULTS.md).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-series-store", hide = true)]
+    pub no_series_store: bool,
     /// Summary on standard error.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -105,6 +113,8 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             // Applied once, after the ingest, below (and said in the summary).
             keep_days: None,
             max_size: None,
+            series: !a.no_series_store,
+            change: !a.no_series_change,
         }),
         ..Consumers::default()
     };

@@ -19,6 +19,7 @@ mod progress;
 mod query;
 mod run;
 mod signals;
+mod stored;
 mod subscribe;
 mod summary;
 mod voip;
@@ -59,6 +60,15 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
             meter_command("flows", &input, &a.out, &a.export, false)
         }
+        Command::Series(a) if a.stored.db.is_some() => {
+            let db = a.stored.db.as_deref().unwrap_or(std::path::Path::new(""));
+            let out = stored::SeriesOut {
+                path: &a.out.output,
+                format: a.out.format,
+                time_format: a.out.time_format,
+            };
+            stored::series(&a.stored, db, &a.input.live.interface, &out)
+        }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
             meter_command("series", &input, &a.out, &a.export, true)
@@ -70,6 +80,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Subscribe(a) => subscribe::run(&a),
         Command::Ingest(a) => ingest::run(&a),
         Command::Query(a) => query::run(&a),
+        Command::Alarms(a) => stored::alarms(&a),
         Command::Detect(a) => detect::run(&a),
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),

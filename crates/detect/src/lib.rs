@@ -4,6 +4,8 @@
 //! - [`sketch`]: [`CountMin`](sketch::CountMin) and [`SpaceSaving`](sketch::SpaceSaving), with
 //!   stated error bounds and no allocation per update.
 //! - [`cusum`]: a multi-channel non-parametric CUSUM change detector.
+//! - [`change`]: [`ChangeDetector`](change::ChangeDetector), short- and long-term changes of
+//!   per-second packets, bytes and new flows (relative CUSUMs over learned baselines).
 //! - [`synflood`]: [`SynFloodDetector`](synflood::SynFloodDetector), a count-min sketch of SYNs
 //!   per destination per interval watched by a CUSUM per cell, naming victims.
 //! - [`heavy`]: [`HeavyHitters`](heavy::HeavyHitters), per-flow and per-host bytes and packets
@@ -21,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod change;
 pub mod cusum;
 pub mod heavy;
 pub mod sketch;

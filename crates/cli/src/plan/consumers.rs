@@ -7,7 +7,9 @@
 //!                                └─ meter.series ─▶ series.series  (series_writer)
 //! ```
 //! With several gates each has its own meter (`meter0`, `meter1`, ...); their records all go
-//! to the one writer (and store), their rows through a `series_merge`.
+//! to the one writer (and store), their rows through a `series_merge`. A flow database also
+//! gets the rows (`series_store`) and, unless turned off, the change detector's alarms
+//! (`series_change` → `alarm_store`).
 use trawl_blocks::output::{TextFormat, TimeFormat};
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
@@ -139,6 +141,10 @@ pub struct StoreOut {
     /// Retention the block applies every minute and at its end.
     pub keep_days: Option<u32>,
     pub max_size: Option<u64>,
+    /// Store the per-second rows beside the records (`series_store`).
+    pub series: bool,
+    /// Watch the per-second rows for changes (`series_change`) and store its alarms.
+    pub change: bool,
 }
 
 /// The names of what [`Consumers::add`] put into the document, for reading the report back.
@@ -207,6 +213,9 @@ impl Consumers {
             }
         }
         let mut series_inputs: Vec<String> = Vec::new();
+        if let Some(s) = self.store.as_ref().filter(|s| s.series) {
+            stored_series(doc, s, pool, &mut series_inputs);
+        }
         if let Some(out) = &self.series {
             writer(doc, "series", "series_writer", out, pool);
             series_inputs.push("series.series".into());
@@ -294,6 +303,32 @@ impl Consumers {
             .set("pen", i64::from(f.pen));
     }
 }
+
+/// The rows into the database beside the records (`series_store`), and, when asked, through
+/// the change detector into its alarms (`series_change` → `alarm_store`).
+fn stored_series(doc: &mut Document, s: &StoreOut, pool: Option<&str>, inputs: &mut Vec<String>) {
+    on(doc.block(SERIES_DB, "series_store"), pool)
+        .set("dir", s.dir.as_str())
+        .set("iface", s.iface.as_str());
+    inputs.push(format!("{SERIES_DB}.series"));
+    if s.change {
+        on(doc.block(CHANGE, "series_change"), pool);
+        on(doc.block(ALARMS, "alarm_store"), pool)
+            .set("dir", s.dir.as_str())
+            .set("iface", s.iface.as_str());
+        doc.connect(
+            &format!("{CHANGE}.alarms"),
+            &[&format!("{ALARMS}.events")],
+            Policy::Wait,
+        );
+        inputs.push(format!("{CHANGE}.series"));
+    }
+}
+
+/// The names of the stored series' blocks.
+pub const SERIES_DB: &str = "series_db";
+pub const CHANGE: &str = "change";
+pub const ALARMS: &str = "alarms";
 
 /// The pool of the outputs of a live plan.
 pub const OUTPUTS: &str = "outputs";

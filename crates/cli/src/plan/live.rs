@@ -15,7 +15,7 @@ use trawl_flow::decode::TunnelMode;
 
 use super::consumers::{ExportOut, SeriesFeedOut};
 use super::ident;
-use crate::config::RunPlan;
+use crate::config::{RunPlan, StoreOutput};
 use crate::flag::OutputFormat;
 use crate::flows::LiveInput;
 
@@ -151,6 +151,52 @@ pub fn capture(
     added
 }
 
+/// An interface's rows into the database (`series_store`), and through the change detector
+/// into its alarms (`series_change` → `alarm_store`): its workers' rows summed first.
+fn stored_series(
+    doc: &mut Document,
+    st: &StoreOutput,
+    iface: &str,
+    meter_names: &[(usize, String)],
+    live: &LiveInput,
+) {
+    let id = ident(iface);
+    let dir = st.db.display().to_string();
+    let sum = format!("series_db_sum_{id}");
+    let series = format!("series_db_{id}");
+    doc.block(&sum, "series_merge").on("outputs", Some(0));
+    doc.block(&series, "series_store")
+        .on("outputs", Some(0))
+        .set("dir", dir.as_str())
+        .set("iface", iface);
+    let mut to = vec![format!("{series}.series")];
+    if st.change {
+        let change = format!("change_{id}");
+        let alarms = format!("alarms_{id}");
+        doc.block(&change, "series_change").on("outputs", Some(0));
+        doc.block(&alarms, "alarm_store")
+            .on("outputs", Some(0))
+            .set("dir", dir.as_str())
+            .set("iface", iface);
+        doc.connect(
+            &format!("{change}.alarms"),
+            &[&format!("{alarms}.events")],
+            Policy::Wait,
+        );
+        to.push(format!("{change}.series"));
+    }
+    let to: Vec<&str> = to.iter().map(String::as_str).collect();
+    doc.connect(&format!("{sum}.series"), &to, Policy::Wait);
+    let mine = live.interfaces.iter().position(|i| i == iface);
+    for (_, meter) in meter_names.iter().filter(|(i, _)| Some(*i) == mine) {
+        doc.connect(
+            &format!("{meter}.series"),
+            &[&format!("{sum}.series")],
+            Policy::Wait,
+        );
+    }
+}
+
 /// The monitor `plan` describes, as a composition.
 pub fn monitor(plan: &RunPlan) -> Result<Document> {
     let live = &plan.live;
@@ -247,6 +293,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 b = b.set("max_size", size(max));
             }
             let _ = b;
+        }
+        if let Some(st) = &plan.store {
+            stored_series(&mut doc, st, iface, &meter_names, live);
         }
         if let Some(e) = &export {
             let destinations: Vec<toml::Value> = e

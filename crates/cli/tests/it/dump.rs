@@ -599,6 +599,32 @@ fn run_stores_live_flow_records_in_the_flow_database() {
         counter_sum(&summary, "flow_meter", "records"),
         "{t} {summary}"
     );
+    // Issue 20: the interface's per-second series are stored beside the records, every
+    // metered packet in one stored second.
+    let series = trawl(&["series", "-d", s(&db), "-i", &lab.host]);
+    assert!(
+        series.status.success(),
+        "{}",
+        String::from_utf8_lossy(&series.stderr)
+    );
+    let stored: u64 = String::from_utf8(series.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["packets"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(
+        stored,
+        counter_sum(&summary, "flow_meter", "packets"),
+        "{summary}"
+    );
+    assert!(
+        counter_sum(&summary, "series_store", "files") >= 1,
+        "{summary}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

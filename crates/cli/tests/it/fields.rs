@@ -188,6 +188,33 @@ fn produced(dir: &Path) -> BTreeMap<String, (Vec<String>, bool)> {
         false,
     );
 
+    // Stored alarms: the change detector's, from a capture with a rate step.
+    let (step, _) = crate::stored::step_capture(dir);
+    let step = step.to_str().unwrap();
+    stdout(trawl(&[
+        "ingest",
+        "-r",
+        step,
+        "--db",
+        &d("steps"),
+        "--summary",
+        "none",
+    ]));
+    let alarms = |format: &str| stdout(trawl(&["alarms", "-d", &d("steps"), "--format", format]));
+    let stored: Vec<Value> = alarms("json")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    put("alarms.json", keys(&stored[0]), false);
+    put("alarms.csv", csv_header(&alarms("csv")), true);
+    put("alarms.table", table_header(&alarms("table")), true);
+    let end = stored
+        .iter()
+        .find(|a| a["event"]["event"] == "end")
+        .unwrap();
+    put("series_change.start", keys(&stored[0]["event"]), false);
+    put("series_change.end", keys(&end["event"]), false);
+
     stdout(trawl(&["voip", "-r", &sip, "-o", &d("voip")]));
     let jsonl = |f: &str| first_json(&std::fs::read_to_string(d(f)).unwrap());
     put("voip.calls", keys(&jsonl("voip/calls.jsonl")), false);

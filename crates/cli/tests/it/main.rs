@@ -569,6 +569,7 @@ mod modules;
 mod outputs;
 mod progress;
 mod store;
+mod stored;
 mod times;
 mod voip;
 mod voip_sipp;
