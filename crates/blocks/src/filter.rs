@@ -74,6 +74,9 @@ impl Block for PacketFilter {
         };
         let expr = &self.expr;
         let set = self.sets[i].get_or_insert_with(|| FilterSet::new_for(expr, SNAPLEN, order));
+        // Spent batches still share their sources' buffers (a live source's ring blocks go
+        // back to the kernel only when nobody holds them): let go of those first.
+        self.pool.for_each_unheld(|b| b.shared = None);
         let mut slot = self.pool.take();
         let out = slot.get_mut();
         out.interfaces.clone_from(&input.interfaces);

@@ -48,6 +48,10 @@ struct LiveCounters {
     vlan_restored: Counter,
     interface_down: Counter,
     reopened: Counter,
+    /// Ring blocks whose batch shared them (no copy) and blocks whose packets were copied
+    /// because too much of the ring was held by batches in flight.
+    blocks_lent: Counter,
+    blocks_copied: Counter,
     /// What the socket handed over (before the user-space filter, dedup and the count):
     /// [`trawl_capture::SourceStats`].
     records: Counter,
@@ -256,6 +260,8 @@ impl Block for AfPacketSource {
             vlan_restored: ctx.counter("vlan_restored"),
             interface_down: ctx.counter("interface_down"),
             reopened: ctx.counter("reopened"),
+            blocks_lent: ctx.counter("blocks_lent"),
+            blocks_copied: ctx.counter("blocks_copied"),
             records: ctx.counter("records"),
             captured_bytes: ctx.counter("captured_bytes"),
             wire_bytes: ctx.counter("wire_bytes"),
@@ -275,10 +281,12 @@ impl Block for AfPacketSource {
             self.update_live_counters();
             return Poll::Done;
         }
-        let batch = match self.source.next_batch() {
-            Ok(Some(batch)) => batch,
-            // Live sources do not end; a `None` would mean the socket is gone.
-            Ok(None) => return Poll::Done,
+        // Spent batches still hold leases of ring blocks: end them, so that the source gives
+        // those blocks back to the kernel now. With receivers on this thread (direct calls)
+        // that is every batch sent so far.
+        self.pool.for_each_unheld(|b| b.shared = None);
+        let (batch, lease) = match self.source.next_lent_batch() {
+            Ok(read) => read,
             Err(e) => {
                 ctx.error(e);
                 return Poll::Idle;
@@ -296,9 +304,8 @@ impl Block for AfPacketSource {
         out.stream = self.stream;
         let (mut rejected, mut duplicates) = (0u64, 0u64);
         let (filter, dedup) = (&mut self.user_filter, &mut self.dedup);
-        // One copy of the kernel block's records; the block goes back to the kernel at the
-        // next poll.
-        out.fill(&batch, |p| {
+        let selective = filter.is_some() || dedup.is_some();
+        let mut keep = |p: &trawl_capture::PacketRecord<'_>| {
             if let Some(f) = filter.as_mut() {
                 if !f.matches(p.link_type, p.data, p.wire_len).unwrap_or(false) {
                     rejected += 1;
@@ -312,7 +319,21 @@ impl Block for AfPacketSource {
                 }
             }
             true
-        });
+        };
+        match lease {
+            // The batch shares the ring block (no copy); the kernel gets it back once every
+            // receiver is done with the batch.
+            Some(lease) => {
+                out.fill_shared(&batch, lease);
+                if selective {
+                    out.retain(&mut keep);
+                }
+            }
+            // Too much of the ring is held by batches still in flight (receivers on other
+            // threads behind): one copy of the block's records; the block goes back to the
+            // kernel after the lent ones before it.
+            None => out.fill(&batch, &mut keep),
+        }
         // `[runtime] count`: the packets of the run's budget, exact across workers.
         let kept = out.metas.len() as u64;
         if kept > 0 {
@@ -350,6 +371,8 @@ impl AfPacketSource {
         c.vlan_restored.set(s.vlan_restored);
         c.interface_down.set(s.interface_down);
         c.reopened.set(s.reopened);
+        c.blocks_lent.set(s.blocks_lent);
+        c.blocks_copied.set(s.blocks_copied);
         let t = self.source.stats();
         c.records.set(t.records);
         c.captured_bytes.set(t.captured_bytes);

@@ -1,6 +1,7 @@
 //! The message types trawl's blocks exchange, and the gate types that name them.
 use std::sync::Arc;
 
+use trawl_capture::live::BlockLease;
 use trawl_capture::{Batch, Interface, PacketRecord, RecordMeta};
 use trawl_compose::{MsgType, Payload};
 use trawl_flow::FlowRecord;
@@ -22,8 +23,8 @@ pub struct PacketBatch {
     /// Captured bytes of every record, back to back (when the batch owns its bytes).
     pub bytes: Vec<u8>,
     /// The source's own buffer the records point into, when the batch shares it instead of
-    /// owning a copy (file sources: see [`PacketBatch::fill_shared`]).
-    pub shared: Option<Arc<Vec<u8>>>,
+    /// owning a copy (see [`PacketBatch::fill_shared`]).
+    pub shared: Option<Shared>,
     /// One entry per record; offsets index `bytes`.
     pub metas: Vec<RecordMeta>,
     /// The source's interfaces (shared, replaced only when the table changes).
@@ -44,19 +45,54 @@ impl Payload for PacketBatch {
     }
 }
 
+/// A source's buffer that batches share instead of copying the records' bytes out of it.
+#[derive(Clone, Debug)]
+pub enum Shared {
+    /// A file source's read buffer (`FileSource::next_shared_batch`).
+    File(Arc<Vec<u8>>),
+    /// A live capture's ring block, lent (`LiveSource::next_lent_batch`): the kernel gets it
+    /// back only after every batch sharing it is dropped, so a block that keeps batches (a
+    /// pool) lets go of spent ones' leases (`Pool::for_each_unheld`) before its next poll.
+    Ring(BlockLease),
+}
+
+impl Shared {
+    /// The bytes the records' offsets index.
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Shared::File(b) => b,
+            Shared::Ring(lease) => lease.bytes(),
+        }
+    }
+}
+
+impl From<Arc<Vec<u8>>> for Shared {
+    fn from(b: Arc<Vec<u8>>) -> Shared {
+        Shared::File(b)
+    }
+}
+
+impl From<BlockLease> for Shared {
+    fn from(lease: BlockLease) -> Shared {
+        Shared::Ring(lease)
+    }
+}
+
 impl PacketBatch {
     /// The records as a capture [`Batch`] (what the flow meter, filters and writers read).
     #[inline]
     pub fn batch(&self) -> Batch<'_> {
-        let bytes = self.shared.as_deref().map_or(&self.bytes[..], |b| &b[..]);
+        let bytes = self.shared.as_ref().map_or(&self.bytes[..], Shared::bytes);
         Batch::new(&self.metas, bytes, &self.interfaces)
     }
 
     /// Replaces the contents with the records of `batch` without copying their bytes:
     /// `buffer` is the source buffer they point into, shared for as long as this batch holds
-    /// it (`FileSource::next_shared_batch`). [`PacketBatch::retain`] filters them after.
-    pub fn fill_shared(&mut self, batch: &Batch<'_>, buffer: Arc<Vec<u8>>) {
-        debug_assert!(batch.bytes().len() <= buffer.len());
+    /// it. [`PacketBatch::retain`] filters them after.
+    pub fn fill_shared(&mut self, batch: &Batch<'_>, buffer: impl Into<Shared>) {
+        let buffer = buffer.into();
+        debug_assert!(batch.bytes().len() <= buffer.bytes().len());
         self.metas.clear();
         self.metas.extend_from_slice(batch.metas());
         self.bytes.clear();
@@ -89,7 +125,7 @@ impl PacketBatch {
 
     /// Keeps only the records `keep` says yes to, in order.
     pub fn retain(&mut self, mut keep: impl FnMut(&PacketRecord<'_>) -> bool) {
-        let bytes = self.shared.as_deref().map_or(&self.bytes[..], |b| &b[..]);
+        let bytes = self.shared.as_ref().map_or(&self.bytes[..], Shared::bytes);
         let interfaces = &self.interfaces;
         self.metas.retain(|m| {
             keep(&PacketRecord {

@@ -11,7 +11,7 @@ mod offline;
 mod ring_source;
 mod storage;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -52,14 +52,21 @@ pub fn collected(name: &str) -> Collected {
         .unwrap_or_default()
 }
 
-/// A test sink keeping every packet and flow record it receives, by block name.
+/// A test sink keeping every packet and flow record it receives, by block name; with `hold`,
+/// it also keeps the last `hold` messages themselves (a receiver that holds on to batches, as
+/// `rtp_calls` does while it waits for their SIP).
 pub struct Collect {
     name: String,
+    hold: usize,
+    held: VecDeque<Msg>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CollectSettings {}
+pub struct CollectSettings {
+    #[serde(default)]
+    hold: usize,
+}
 
 impl Block for Collect {
     const TYPE: &'static str = "collect";
@@ -73,13 +80,15 @@ impl Block for Collect {
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = CollectSettings;
 
-    fn build(_s: CollectSettings, env: &BuildEnv) -> Result<Self, String> {
+    fn build(s: CollectSettings, env: &BuildEnv) -> Result<Self, String> {
         collected_map()
             .lock()
             .unwrap()
             .insert(env.name.clone(), Collected::default());
         Ok(Collect {
             name: env.name.clone(),
+            hold: s.hold,
+            held: VecDeque::new(),
         })
     }
 
@@ -94,6 +103,12 @@ impl Block for Collect {
         }
         if let Some(f) = msg.get::<FlowBatch>() {
             c.flows.extend(f.records.iter().copied());
+        }
+        if self.hold > 0 {
+            if self.held.len() == self.hold {
+                self.held.pop_front();
+            }
+            self.held.push_back(msg.clone());
         }
     }
 }

@@ -6,6 +6,14 @@
 //! the block back to the kernel at the next call. One `poll` per block at most, no system call
 //! and no copy per packet.
 //!
+//! [`LiveSource::next_lent_batch`] also *lends* the block: a [`BlockLease`] that can travel
+//! with the packets (to another thread, into a message) keeps the block out of the kernel's
+//! reach until it is dropped. Blocks go back to the kernel in ring order (the order the kernel
+//! fills them in), each once its leases have ended. A block is lent only while at most half of
+//! the ring is held, so the kernel always has half of the ring ahead of a new lease; past that
+//! the caller copies the packets (as it would without leases), so a holder slower than the
+//! traffic freezes the kernel only if it keeps one lease while the kernel fills half a ring.
+//!
 //! Several [`LiveSource`]s on one interface join a PACKET_FANOUT group; with
 //! [`FanoutMode::Symmetric`] the kernel stripes traffic by an XOR of the addresses so both
 //! directions of a conversation reach the same source (see [`fanout`]).
@@ -18,7 +26,7 @@ use crate::{Batch, Direction, Interface, LinkType, PacketSource, RecordMeta, Sou
 pub mod fanout;
 mod sys;
 
-pub use sys::SockFilter;
+pub use sys::{BlockLease, SockFilter};
 
 /// Where the timestamps come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -198,6 +206,11 @@ pub struct LiveStats {
     /// Outgoing copies skipped on a loopback interface (each packet comes back as incoming;
     /// libpcap skips them too). [`LiveStats::kernel_packets`] counts both copies.
     pub loopback_outgoing: u64,
+    /// Blocks [`LiveSource::next_lent_batch`] lent.
+    pub blocks_lent: u64,
+    /// Blocks [`LiveSource::next_lent_batch`] did not lend because more than half of the ring
+    /// was held (leases not yet ended, and the blocks behind them): their packets are copied.
+    pub blocks_copied: u64,
 }
 
 impl LiveStats {
@@ -212,6 +225,8 @@ impl LiveStats {
         self.reopened += other.reopened;
         self.losing_blocks += other.losing_blocks;
         self.loopback_outgoing += other.loopback_outgoing;
+        self.blocks_lent += other.blocks_lent;
+        self.blocks_copied += other.blocks_copied;
     }
 }
 
@@ -232,8 +247,6 @@ pub struct LiveSource {
     out: Collector,
     last_kernel_poll: Instant,
     down: bool,
-    /// The kernel block the last batch points into, given back at the next call.
-    held: Option<usize>,
 }
 
 /// The batch being assembled and the counters, apart from the socket so that a block borrowed
@@ -251,11 +264,11 @@ struct Collector {
 }
 
 struct Socket {
-    // Field order matters: the mapping goes before the socket that owns the ring.
-    ring: sys::MappedRing,
+    // The mapping may outlive the descriptor (leases of its blocks keep it): a mapping keeps
+    // the socket it maps open in the kernel, so its memory stays valid either way.
+    ring: sys::RingReader,
     fd: OwnedFd,
     ifindex: i32,
-    next_block: usize,
     timestamp_source: TimestampSource,
 }
 
@@ -361,7 +374,7 @@ impl Socket {
                 c.block_count, c.block_size
             ))
         })?;
-        let ring = sys::MappedRing::map(&fd, c.block_size, c.block_count)
+        let ring = sys::RingReader::map(&fd, c.block_size, c.block_count)
             .map_err(os("mmap of the ring"))?;
         // The filter goes on before bind: the socket was created with protocol 0, so it sees
         // nothing until bind, and nothing unfiltered ever reaches the ring.
@@ -413,7 +426,6 @@ impl Socket {
             ring,
             fd,
             ifindex,
-            next_block: 0,
             timestamp_source,
         })
     }
@@ -441,7 +453,6 @@ impl LiveSource {
             },
             last_kernel_poll: Instant::now(),
             down: false,
-            held: None,
             socket,
             config,
         })
@@ -496,8 +507,8 @@ impl LiveSource {
             Some(_) => {
                 if let Ok(s) = Socket::open(&self.config) {
                     self.refresh_kernel_stats();
+                    // Blocks of the old ring still lent stay mapped until their leases end.
                     self.socket = s;
-                    self.held = None;
                     self.out.live.reopened += 1;
                     self.down = false;
                 }
@@ -623,13 +634,40 @@ impl Collector {
     }
 }
 
-impl PacketSource for LiveSource {
-    fn next_batch(&mut self) -> Result<Option<Batch<'_>>, crate::Error> {
+impl LiveSource {
+    /// The next batch, as [`PacketSource::next_batch`], and a lease of the block its records
+    /// point into when the block may be lent: the batch's bytes stay valid and unchanged for
+    /// as long as the lease lives, after the next call too, on any thread. `None` when more
+    /// than half of the ring is held (earlier leases not ended, and the blocks behind them):
+    /// copy the records before the next call then. An empty batch after the poll timeout.
+    pub fn next_lent_batch(&mut self) -> Result<(Batch<'_>, Option<BlockLease>), crate::Error> {
+        let Some(index) = self.read_block()? else {
+            return Ok((Batch::new(&[], &[], &self.interfaces), None));
+        };
+        let ring = &self.socket.ring;
+        let lease = if ring.held() <= lend_limit(ring.blocks()) {
+            self.out.live.blocks_lent += 1;
+            Some(ring.lend(index))
+        } else {
+            self.out.live.blocks_copied += 1;
+            None
+        };
+        let batch = Batch::new(&self.out.metas, ring.block(index), &self.interfaces);
+        Ok((batch, lease))
+    }
+
+    /// Blocks taken from the kernel and not given back yet: the last batch's, and those lent
+    /// whose leases have not all ended (with the blocks behind them: blocks go back in ring
+    /// order).
+    pub fn blocks_held(&self) -> usize {
+        self.socket.ring.held()
+    }
+
+    /// Gives the blocks whose batches are done back to the kernel, then waits up to the poll
+    /// timeout for a block with records and reads it into `out.metas`: its index, or `None`
+    /// on a timeout.
+    fn read_block(&mut self) -> Result<Option<usize>, crate::Error> {
         self.out.metas.clear();
-        // The previous batch pointed into this block; nobody can hold it any more.
-        if let Some(index) = self.held.take() {
-            self.socket.ring.release_block(index);
-        }
         if self.last_kernel_poll.elapsed() >= Duration::from_millis(100) {
             self.refresh_kernel_stats();
             if self.down {
@@ -639,28 +677,28 @@ impl PacketSource for LiveSource {
         let timeout_ms = self.config.poll_timeout.as_millis().min(i32::MAX as u128) as i32;
         let deadline = Instant::now() + self.config.poll_timeout;
         loop {
-            let index = self.socket.next_block;
-            if let Some(block) = self.socket.ring.user_block_mut(index) {
+            // The previous batch is done (the caller asks for the next one); leases may have
+            // ended meanwhile, on other threads too.
+            self.socket.ring.release_returned();
+            if let Some((index, block)) = self.socket.ring.take_next() {
                 if block_status(block) & sys::TP_STATUS_LOSING != 0 {
                     self.out.live.losing_blocks += 1;
                 }
                 self.out.take_block(block);
-                self.socket.next_block = (index + 1) % self.socket.ring.blocks();
                 if self.out.metas.is_empty() {
-                    self.socket.ring.release_block(index);
                     continue;
                 }
-                self.held = Some(index);
-                let block = self
-                    .socket
-                    .ring
-                    .user_block(index)
-                    .expect("held by user space");
-                return Ok(Some(Batch::new(&self.out.metas, block, &self.interfaces)));
+                return Ok(Some(index));
             }
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                break;
+                return Ok(None);
+            }
+            if self.socket.ring.held() == self.socket.ring.blocks() {
+                // Every block is held by leases (and the blocks behind them): the kernel can
+                // hand over nothing, and poll would return at once. Wait for a lease to end.
+                std::thread::sleep(remaining.min(Duration::from_millis(1)));
+                continue;
             }
             let wait = (remaining.as_millis() as i32).clamp(1, timeout_ms.max(1));
             let revents = sys::poll_readable(&self.socket.fd, wait).map_err(|e| crate::Error {
@@ -681,7 +719,24 @@ impl PacketSource for LiveSource {
                 std::thread::sleep(remaining.min(Duration::from_millis(20)));
             }
         }
-        Ok(Some(Batch::new(&[], &[], &self.interfaces)))
+    }
+}
+
+/// Most blocks held (the one just read included) for a block to be lent: half of the ring, so
+/// leases never keep more than half of it from the kernel; at least the one just read.
+fn lend_limit(blocks: usize) -> usize {
+    (blocks / 2).max(1)
+}
+
+impl PacketSource for LiveSource {
+    fn next_batch(&mut self) -> Result<Option<Batch<'_>>, crate::Error> {
+        // The block stays held until the next call, which gives it back (the batch borrows
+        // the source, so nobody can read it by then).
+        let bytes = match self.read_block()? {
+            Some(index) => self.socket.ring.block(index),
+            None => &[],
+        };
+        Ok(Some(Batch::new(&self.out.metas, bytes, &self.interfaces)))
     }
 
     fn interfaces(&self) -> &[Interface] {

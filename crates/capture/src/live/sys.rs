@@ -10,7 +10,8 @@ use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 pub const ETH_P_ALL: u16 = 0x0003;
 pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
@@ -330,51 +331,31 @@ pub fn poll_readable(fd: &OwnedFd, timeout_ms: i32) -> io::Result<i16> {
     Ok(if rc == 0 { 0 } else { pfd.revents })
 }
 
-/// The memory-mapped RX ring shared with the kernel: `block_nr` blocks of `block_size` bytes.
-pub struct MappedRing {
+/// The memory-mapped RX ring shared with the kernel: `block_nr` blocks of `block_size` bytes,
+/// and per block the number of [`BlockLease`]s alive. Owned jointly (`Arc`) by the
+/// [`RingReader`] and every lease, so the mapping outlives them all (a reopened socket's old
+/// ring stays mapped until its last lease ends; the mapping keeps the socket itself open).
+struct MappedRing {
     base: NonNull<u8>,
     len: usize,
     block_size: usize,
     block_nr: usize,
+    /// Leases alive per block: a block goes back to the kernel only when its count is 0.
+    leases: Box<[AtomicUsize]>,
 }
 
-// SAFETY: the mapping is owned by this value; the kernel writes only blocks it owns (status
-// TP_STATUS_KERNEL), and user space reads a block only after observing TP_STATUS_USER with
-// acquire ordering, so moving the owner to another thread is sound.
+// SAFETY: a pointer to a mapping this value owns, and atomics. Every access to the blocks'
+// bytes goes through `RingReader` and `BlockLease`, whose rules make each block, at any time,
+// either the kernel's (TP_STATUS_KERNEL: user space does not touch its bytes), written by the
+// reader alone (through `take_next`'s exclusive borrow, before any lease of it exists), or
+// only read (by the reader and the leases, until the last lease ends and the reader gives it
+// back). Those rules hold whichever threads the reader and the leases are on.
 unsafe impl Send for MappedRing {}
+// SAFETY: as for Send: shared access only reads block bytes user space holds, and the status
+// words and lease counts are atomics.
+unsafe impl Sync for MappedRing {}
 
 impl MappedRing {
-    /// Maps the ring the kernel allocated for `fd` after PACKET_RX_RING.
-    pub fn map(fd: &OwnedFd, block_size: usize, block_nr: usize) -> io::Result<MappedRing> {
-        let len = block_size * block_nr;
-        // SAFETY: mapping the packet socket's ring as documented in packet_mmap.rst; the
-        // result is checked, and unmapped in Drop.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(MappedRing {
-            base: NonNull::new(ptr.cast()).expect("mmap returned a non-null pointer"),
-            len,
-            block_size,
-            block_nr,
-        })
-    }
-
-    /// Number of blocks.
-    pub fn blocks(&self) -> usize {
-        self.block_nr
-    }
-
     fn status_word(&self, index: usize) -> &AtomicU32 {
         assert!(index < self.block_nr);
         // SAFETY: the status word is a 4-byte-aligned u32 inside block `index` (blocks are
@@ -389,53 +370,215 @@ impl MappedRing {
         }
     }
 
-    /// The block's bytes if the kernel has handed it to user space, else None.
-    pub fn user_block(&self, index: usize) -> Option<&[u8]> {
-        let status = self.status_word(index).load(Ordering::Acquire);
-        if status & TP_STATUS_USER == 0 {
-            return None;
-        }
-        // SAFETY: after TP_STATUS_USER is observed (acquire), the kernel does not write the
-        // block until user space stores TP_STATUS_KERNEL in `release_block`, which needs
-        // `&mut self` and so cannot happen while this borrow lives.
-        Some(unsafe {
-            std::slice::from_raw_parts(
-                self.base.as_ptr().add(index * self.block_size),
-                self.block_size,
-            )
-        })
-    }
-
-    /// The block's bytes, writable, if the kernel has handed it to user space (trawl re-inserts
-    /// VLAN tags in place, in the headroom PACKET_RESERVE leaves before each frame).
-    pub fn user_block_mut(&mut self, index: usize) -> Option<&mut [u8]> {
-        let status = self.status_word(index).load(Ordering::Acquire);
-        if status & TP_STATUS_USER == 0 {
-            return None;
-        }
-        // SAFETY: as in `user_block`: the kernel leaves a TP_STATUS_USER block alone until it is
-        // released, which needs `&mut self`, so this exclusive borrow is the only access.
-        Some(unsafe {
-            std::slice::from_raw_parts_mut(
-                self.base.as_ptr().add(index * self.block_size),
-                self.block_size,
-            )
-        })
-    }
-
-    /// Hands the block back to the kernel.
-    pub fn release_block(&mut self, index: usize) {
-        self.status_word(index)
-            .store(TP_STATUS_KERNEL, Ordering::Release);
+    /// The start of block `index` (a pointer inside the mapping; reading through it is up to
+    /// the callers' rules).
+    fn block_ptr(&self, index: usize) -> *mut u8 {
+        assert!(index < self.block_nr);
+        // SAFETY: `index * block_size` is inside the mapping of `block_nr * block_size` bytes.
+        unsafe { self.base.as_ptr().add(index * self.block_size) }
     }
 }
 
 impl Drop for MappedRing {
     fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in `map`; no borrow of it outlives self.
+        // SAFETY: unmapping exactly the mapping made in `RingReader::map`; nothing refers to
+        // it any more (the reader and every lease held this value through its `Arc`).
         unsafe {
             libc::munmap(self.base.as_ptr().cast(), self.len);
         }
+    }
+}
+
+/// User space's side of the RX ring: takes the blocks the kernel hands over (in ring order,
+/// as the kernel fills them), lends them out, and gives them back to the kernel in ring order,
+/// each once nobody holds a lease of it.
+///
+/// Blocks taken and not given back are *held*: the `held` blocks before `next`. A held block
+/// stays TP_STATUS_USER, so the kernel does not write it; the reader never takes a block it
+/// still holds (when it holds the whole ring, it waits).
+pub struct RingReader {
+    ring: Arc<MappedRing>,
+    /// The next block the kernel hands over.
+    next: usize,
+    /// Blocks held, ending just before `next`.
+    held: usize,
+}
+
+impl RingReader {
+    /// Maps the ring the kernel allocated for `fd` after PACKET_RX_RING.
+    pub fn map(fd: &OwnedFd, block_size: usize, block_nr: usize) -> io::Result<RingReader> {
+        let len = block_size * block_nr;
+        // SAFETY: mapping the packet socket's ring as documented in packet_mmap.rst; the
+        // result is checked, and unmapped when the last owner of the `MappedRing` drops it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ring = MappedRing {
+            base: NonNull::new(ptr.cast()).expect("mmap returned a non-null pointer"),
+            len,
+            block_size,
+            block_nr,
+            leases: (0..block_nr).map(|_| AtomicUsize::new(0)).collect(),
+        };
+        Ok(RingReader {
+            ring: Arc::new(ring),
+            next: 0,
+            held: 0,
+        })
+    }
+
+    /// Number of blocks.
+    pub fn blocks(&self) -> usize {
+        self.ring.block_nr
+    }
+
+    /// Blocks taken from the kernel and not given back yet.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    fn is_held(&self, index: usize) -> bool {
+        let n = self.ring.block_nr;
+        index < n && (self.next + n - 1 - index) % n < self.held
+    }
+
+    /// Gives held blocks back to the kernel, oldest first, up to the first one still lent:
+    /// the kernel fills blocks in ring order, so a block given back behind a lent one would
+    /// not be filled any sooner. Returns how many went back.
+    pub fn release_returned(&mut self) -> usize {
+        let n = self.ring.block_nr;
+        let mut released = 0;
+        while self.held > 0 {
+            let oldest = (self.next + n - self.held) % n;
+            // Acquire: pairs with the release decrement of the last lease's drop, so every
+            // read through a lease happens before the kernel may write the block again.
+            if self.ring.leases[oldest].load(Ordering::Acquire) != 0 {
+                break;
+            }
+            self.ring
+                .status_word(oldest)
+                .store(TP_STATUS_KERNEL, Ordering::Release);
+            self.held -= 1;
+            released += 1;
+        }
+        released
+    }
+
+    /// Takes the next block if the kernel has handed it over: its index and its bytes,
+    /// writable (trawl re-inserts VLAN tags in place, in the headroom PACKET_RESERVE leaves
+    /// before each frame) until the borrow ends. None while the kernel fills it, and while
+    /// every block is held (the next one is then the oldest held block, not a new one).
+    pub fn take_next(&mut self) -> Option<(usize, &mut [u8])> {
+        if self.held == self.ring.block_nr {
+            return None;
+        }
+        let index = self.next;
+        let status = self.ring.status_word(index).load(Ordering::Acquire);
+        if status & TP_STATUS_USER == 0 {
+            return None;
+        }
+        debug_assert_eq!(self.ring.leases[index].load(Ordering::Relaxed), 0);
+        self.next = (index + 1) % self.ring.block_nr;
+        self.held += 1;
+        // SAFETY: the kernel handed the block over (TP_STATUS_USER, observed with acquire
+        // ordering) and leaves it alone until `release_returned` stores TP_STATUS_KERNEL. It
+        // was not held before this call (fewer than all blocks were held, and the held ones
+        // end just before `next`), so no lease of it exists: leases are made only of held
+        // blocks, and every lease of its previous turn ended before it was given back. The
+        // returned borrow of `self` excludes `block` and `lend` while it lives, so it is the
+        // only access to these bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(self.ring.block_ptr(index), self.ring.block_size)
+        };
+        Some((index, bytes))
+    }
+
+    /// The bytes of held block `index`, read-only.
+    ///
+    /// # Panics
+    /// Panics if the block is not held (a bug in the caller).
+    pub fn block(&self, index: usize) -> &[u8] {
+        assert!(self.is_held(index), "block {index} is not held");
+        // SAFETY: a held block is user space's (TP_STATUS_USER) until `release_returned`,
+        // which needs `&mut self` and so cannot run while this borrow lives; the only
+        // writable borrow of it (`take_next`'s) ended before `&self` could be borrowed.
+        unsafe { std::slice::from_raw_parts(self.ring.block_ptr(index), self.ring.block_size) }
+    }
+
+    /// Lends held block `index`: the block stays user space's, and out of the kernel's
+    /// reach, until the lease and every clone of it are dropped (on any thread).
+    ///
+    /// # Panics
+    /// Panics if the block is not held (a bug in the caller).
+    pub fn lend(&self, index: usize) -> BlockLease {
+        assert!(self.is_held(index), "block {index} is not held");
+        // Relaxed, as `Arc::clone`: the count is read (acquire) only by `release_returned`,
+        // on this reader's thread, after this.
+        self.ring.leases[index].fetch_add(1, Ordering::Relaxed);
+        BlockLease {
+            ring: self.ring.clone(),
+            index,
+        }
+    }
+}
+
+/// A ring block lent by its [`RingReader`]: read-only access to the block's bytes for as long
+/// as the lease (or a clone) lives, on any thread. The block goes back to the kernel only
+/// after the last one is dropped, so the bytes cannot change or vanish under a holder.
+pub struct BlockLease {
+    ring: Arc<MappedRing>,
+    index: usize,
+}
+
+impl BlockLease {
+    /// The block's bytes (the whole block; records' offsets index it).
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the block was held when the lease was made, and is not given back to the
+        // kernel while any lease of it lives: `release_returned` reads the count with acquire
+        // ordering and this lease's drop decrements it with release ordering after its last
+        // read. The reader wrote it only through `take_next`'s borrow, which ended before
+        // `lend` could be called; nobody writes it after. `ring` keeps the mapping alive.
+        unsafe { std::slice::from_raw_parts(self.ring.block_ptr(self.index), self.ring.block_size) }
+    }
+}
+
+impl Clone for BlockLease {
+    fn clone(&self) -> BlockLease {
+        let before = self.ring.leases[self.index].fetch_add(1, Ordering::Relaxed);
+        // As `Arc`: a count that could wrap to 0 would let the block go back to the kernel
+        // under its holders; no program makes that many clones, so this is a leak in a loop.
+        if before > isize::MAX as usize {
+            std::process::abort();
+        }
+        BlockLease {
+            ring: self.ring.clone(),
+            index: self.index,
+        }
+    }
+}
+
+impl Drop for BlockLease {
+    fn drop(&mut self) {
+        // Release: this holder's reads of the block happen before the reader sees the count
+        // drop (see `RingReader::release_returned`).
+        self.ring.leases[self.index].fetch_sub(1, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for BlockLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BlockLease(block {})", self.index)
     }
 }
 

@@ -1,8 +1,11 @@
 //! Integration tests of the capture-file reader: tshark golden views of real captures, broken
-//! files, HPCAP raw round trips, and a sweep over the whole corpus when it is present.
+//! files, HPCAP raw round trips, and a sweep over the whole corpus when it is present; and the
+//! leases of live capture's ring blocks on a real veth pair.
 mod broken;
 mod golden;
 mod hpcap;
+#[cfg(target_os = "linux")]
+mod live;
 mod sweep;
 
 use std::path::{Path, PathBuf};
