@@ -30,13 +30,16 @@
 #![deny(missing_docs)]
 
 mod anonymizer;
+mod checksum;
 mod cryptopan;
 mod key;
+pub mod packet;
 mod prefix;
 
 pub use anonymizer::Anonymizer;
 pub use cryptopan::CryptoPan;
 pub use key::{Key, KEY_LEN};
+pub use packet::{PacketRewriter, RewriteOutcome};
 pub use prefix::Prefix;
 
 use std::path::PathBuf;

@@ -123,3 +123,34 @@ mod tests {
         assert!(parse_size("4 parsecs").is_err());
     }
 }
+
+/// `--anonymize KEYFILE` (`--key` for `trawl anonymize`) and `--keep PREFIX`: Crypto-PAn
+/// for every address an output carries. One struct, flattened into every command that
+/// writes addresses.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AnonymizeKey {
+    /// Anonymize every IP address written (prefix-preserving Crypto-PAn, the same mapping
+    /// for every output and trace with the same key): the key file holds 32 random bytes, raw
+    /// or as 64 hex digits (`head -c 32 /dev/urandom > KEY`). See docs/specs/anonymization.md.
+    #[arg(help_heading = topic::OUTPUT, long = "anonymize", visible_alias = "key", value_name = "KEYFILE")]
+    pub key: Option<std::path::PathBuf>,
+    /// With --anonymize: leave addresses inside this prefix unchanged (e.g. `10.0.0.0/8`;
+    /// repeat for several). Weaker: it shows the kept network as it is, and an anonymized
+    /// outside address may equal a kept one.
+    #[arg(help_heading = topic::OUTPUT, long = "keep", value_name = "PREFIX", requires = "key")]
+    pub keep: Vec<trawl_anon::Prefix>,
+}
+
+impl AnonymizeKey {
+    /// The anonymizer, when a key was given (the key file read now, so errors come first).
+    pub fn anonymizer(&self) -> Result<Option<trawl_anon::Anonymizer>> {
+        let Some(path) = &self.key else {
+            return Ok(None);
+        };
+        let key = trawl_anon::Key::from_file(path)?;
+        Ok(Some(trawl_anon::Anonymizer::new(
+            trawl_anon::CryptoPan::new(&key),
+            self.keep.clone(),
+        )))
+    }
+}

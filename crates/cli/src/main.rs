@@ -1,4 +1,5 @@
 //! The `trawl` command-line tool.
+mod anonymize;
 mod args;
 #[cfg(test)]
 mod cli_doc;
@@ -53,6 +54,7 @@ fn main() -> ExitCode {
 
 fn run(low: LowArgs) -> Result<ExitCode> {
     match low.command {
+        Command::Anonymize(a) => anonymize::run(&a),
         Command::Dump(a) => dump::dump(&a),
         Command::Packets(a) => dump::packets(&a),
         Command::Flows(a) => {
