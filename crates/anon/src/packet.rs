@@ -40,6 +40,9 @@ mod link {
     pub const LINUX_SLL2: u16 = 276;
 }
 
+/// GRE protocol type of Cisco MetaData (Security Group Tags).
+const CISCO_METADATA: u16 = 0x8909;
+
 /// What became of one frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -229,8 +232,13 @@ impl Walk<'_, '_> {
                     u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
                     u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
                 ];
-                // Host byte order of the capturing machine is unknown: IP by the version nibble.
-                match family.iter().any(|f| matches!(f, 2 | 24 | 28 | 30)) {
+                // Host byte order of the capturing machine is unknown: IP by the version
+                // nibble. Some capturers put an Ethertype in the low half instead (as the
+                // flow decoder reads them).
+                let ethertype = u16::from_be_bytes([b[2], b[3]]);
+                match family.iter().any(|f| matches!(f, 2 | 24 | 28 | 30))
+                    || matches!(ethertype, ethertype::IPV4 | ethertype::IPV6)
+                {
                     true => Ok((Net::ByVersion, 4)),
                     false => Err(Stop::NotIp),
                 }
@@ -515,6 +523,18 @@ impl Walk<'_, '_> {
         let result = match (version, routing, ty) {
             (0, false, ethertype::IPV4) => self.network(Net::Ipv4, inner, end, depth + 1, false),
             (0, false, ethertype::IPV6) => self.network(Net::Ipv6, inner, end, depth + 1, false),
+            // Cisco's GRE keepalives carry the IPv4 packet the peer sends back, with protocol
+            // type 0 (as Wireshark reads them).
+            (0, false, 0x0000) if self.edits.buf.get(inner).is_some_and(|b| b >> 4 == 4) => {
+                self.network(Net::Ipv4, inner, end, depth + 1, false)
+            }
+            // Cisco MetaData (an SGT tag): 8 bytes, in GRE the Ethertype of what follows first.
+            (0, false, CISCO_METADATA) => {
+                match self.u16_at(inner).map(|ty| self.ethertypes(inner + 8, ty)) {
+                    Some(Ok((net, off))) => self.network(net, off, end, depth + 1, false),
+                    _ => Ok((inner + 8).min(end)),
+                }
+            }
             (0, false, ethertype::TRANSPARENT_ETHERNET_BRIDGING) => match self.ethernet(inner) {
                 Ok((net, off)) => self.network(net, off, end, depth + 1, false),
                 Err(_) => Ok(inner.min(end)),
