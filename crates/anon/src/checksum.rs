@@ -101,7 +101,7 @@ impl<'a> Edits<'a> {
                 for (i, (&o, &n)) in old.iter().zip(new).enumerate() {
                     let p = pos + i;
                     if p >= start && p < end {
-                        let shift = if (p - base) % 2 == 0 { 8 } else { 0 };
+                        let shift = if (p - base).is_multiple_of(2) { 8 } else { 0 };
                         scope.delta +=
                             u64::from(!(u16::from(o) << shift)) + (u64::from(n) << shift);
                     }

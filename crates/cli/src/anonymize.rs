@@ -15,7 +15,7 @@ use trawl_blocks::output::OutputFile;
 use trawl_capture::{FileFormat, FileSource, PacketSource};
 
 use crate::dump::CaptureOut;
-use crate::flag::{topic, AnonymizeKey, SummaryFormat};
+use crate::flag::{topic, SummaryFormat};
 
 #[derive(Args, Debug)]
 pub struct AnonymizeArgs {
@@ -26,8 +26,15 @@ pub struct AnonymizeArgs {
     /// the name ends in `.pcapng`, else pcap.
     #[arg(help_heading = topic::OUTPUT, short = 'w', long = "write", value_name = "PATH")]
     pub write: PathBuf,
-    #[command(flatten)]
-    pub key: AnonymizeKey,
+    /// The key file: 32 random bytes, raw or as 64 hex digits (`head -c 32 /dev/urandom >
+    /// KEY`); the same key maps addresses the same way in every trace and output.
+    #[arg(help_heading = topic::INPUT, long, value_name = "KEYFILE")]
+    pub key: PathBuf,
+    /// Leave addresses inside this prefix unchanged (e.g. `10.0.0.0/8`; repeat for several).
+    /// Weaker: it shows the kept network as it is, and an anonymized outside address may
+    /// equal a kept one.
+    #[arg(help_heading = topic::OUTPUT, long = "keep", value_name = "PREFIX")]
+    pub keep: Vec<trawl_anon::Prefix>,
     /// Cut every packet after its innermost transport header (after an ICMP error's quoted
     /// headers): payloads (DNS answers, HTTP hosts, ...) carry addresses and names Crypto-PAn
     /// does not rewrite. The original length is kept as the wire length.
@@ -53,7 +60,7 @@ struct Report {
 
 pub fn run(a: &AnonymizeArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let anon = a.key.anonymizer()?.context("--key is required")?;
+    let anon = crate::flag::anonymizer(&a.key, &a.keep)?;
     let mut rewriter = PacketRewriter::new(anon, a.truncate_payload);
     let mut src = FileSource::open(&a.read)?;
     let pcapng =

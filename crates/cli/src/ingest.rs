@@ -60,6 +60,8 @@ pub struct IngestArgs {
     /// Summary on standard error.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
@@ -106,6 +108,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             keep_days: None,
             max_size: None,
         }),
+        anonymize: a.anonymize.clone(),
         ..Consumers::default()
     };
     let added = consumers.add(&mut doc, &[PacketGate::files(gate)]);

@@ -58,6 +58,10 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Dump(a) => dump::dump(&a),
         Command::Packets(a) => dump::packets(&a),
         Command::Flows(a) => {
+            if a.payload_bytes > 0 && a.out.anonymize.key.is_some() {
+                // Payloads hold addresses and names that anonymization does not reach.
+                anyhow::bail!("--payload-bytes cannot be combined with --anonymize");
+            }
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
             meter_command("flows", &input, &a.out, &a.export, false)
         }
@@ -135,6 +139,7 @@ fn meter_command(
         store: None,
         export: plan::consumers::ExportOut::of(&exports, input.live.is_none()),
         series_feed: plan::consumers::SeriesFeedOut::of(&exports),
+        anonymize: out.anonymize.clone(),
         interfaces: input
             .live
             .as_ref()

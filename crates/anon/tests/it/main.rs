@@ -16,7 +16,7 @@ impl Rng {
         Rng(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -25,11 +25,11 @@ impl Rng {
     }
 
     pub fn v4(&mut self) -> Ipv4Addr {
-        Ipv4Addr::from(self.next() as u32)
+        Ipv4Addr::from(self.next_u64() as u32)
     }
 
     pub fn v6(&mut self) -> Ipv6Addr {
-        Ipv6Addr::from(u128::from(self.next()) << 64 | u128::from(self.next()))
+        Ipv6Addr::from(u128::from(self.next_u64()) << 64 | u128::from(self.next_u64()))
     }
 }
 

@@ -14,18 +14,18 @@ fn with_common_prefix(bits: u128, len: u32, width: u32, rng: &mut Rng) -> u128 {
     }
     let flip = 1u128 << (width - 1 - len);
     let low_mask = flip - 1;
-    let random_low = (u128::from(rng.next()) << 64 | u128::from(rng.next())) & low_mask;
+    let random_low = (u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64())) & low_mask;
     ((bits ^ flip) & !low_mask) | random_low
 }
 
 #[test]
 fn anonymization_preserves_common_prefix_length() {
     let mut rng = Rng::new(0x5eed_0001);
-    let key: Vec<u8> = (0..32).map(|_| rng.next() as u8).collect();
+    let key: Vec<u8> = (0..32).map(|_| rng.next_u64() as u8).collect();
     let mut anon = Anonymizer::new(CryptoPan::new(&Key::from_bytes(&key).unwrap()), Vec::new());
     for _ in 0..200 {
         for len in 0..=32 {
-            let a = rng.next() as u32;
+            let a = rng.next_u64() as u32;
             let b = with_common_prefix(u128::from(a), len, 32, &mut rng) as u32;
             let (a, b) = (IpAddr::from(a.to_be_bytes()), IpAddr::from(b.to_be_bytes()));
             assert_eq!(common_prefix(a, b), len);

@@ -44,7 +44,7 @@ fn spawn_oracle(key_hex: &str, addrs: Vec<IpAddr>) -> std::thread::JoinHandle<Ve
 #[test]
 fn agrees_with_yacryptopan_on_100k_random_v4_and_v6() {
     let mut rng = Rng::new(0x2025_cafe);
-    let key: Vec<u8> = (0..32).map(|_| rng.next() as u8).collect();
+    let key: Vec<u8> = (0..32).map(|_| rng.next_u64() as u8).collect();
     let key_hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
     let v4: Vec<IpAddr> = (0..COUNT).map(|_| IpAddr::V4(rng.v4())).collect();
     let v6: Vec<IpAddr> = (0..COUNT).map(|_| IpAddr::V6(rng.v6())).collect();
