@@ -560,3 +560,92 @@ impl Walk<'_, '_> {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checksum::internet_checksum;
+    use crate::{CryptoPan, Key};
+
+    fn rewriter(truncate: bool) -> PacketRewriter {
+        let key = Key::from_bytes(&[1; 32]).unwrap();
+        PacketRewriter::new(Anonymizer::new(CryptoPan::new(&key), Vec::new()), truncate)
+    }
+
+    /// Raw IPv4 (10.0.0.1 → 10.0.0.2) / UDP 1000 → 2000 with 4 payload bytes, checksums right.
+    fn udp4() -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0, 0, 32, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, //
+            0x03, 0xe8, 0x07, 0xd0, 0, 12, 0, 0, b'a', b'b', b'c', b'd',
+        ];
+        let c = internet_checksum(&p[..20]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+        let c = udp_checksum(&p);
+        p[26..28].copy_from_slice(&c.to_be_bytes());
+        p
+    }
+
+    fn udp_checksum(p: &[u8]) -> u16 {
+        let mut pseudo = p[12..20].to_vec();
+        pseudo.extend_from_slice(&[0, 17, 0, 12]);
+        let mut seg = p[20..].to_vec();
+        seg[6..8].fill(0);
+        pseudo.extend_from_slice(&seg);
+        internet_checksum(&pseudo)
+    }
+
+    #[test]
+    fn emit_udp4_addresses_mapped_checksums_recomputed() {
+        let input = udp4();
+        let mut r = rewriter(false);
+        let (outcome, out) = r.rewrite(link::RAW, &input);
+        let out = out.to_vec();
+        assert_eq!(outcome, RewriteOutcome::Rewritten);
+        let mut anon = Anonymizer::new(
+            CryptoPan::new(&Key::from_bytes(&[1; 32]).unwrap()),
+            Vec::new(),
+        );
+        assert_eq!(out[12..16], anon.v4([10, 0, 0, 1].into()).octets());
+        assert_eq!(out[16..20], anon.v4([10, 0, 0, 2].into()).octets());
+        let mut header = out[..20].to_vec();
+        header[10..12].fill(0);
+        assert_eq!(out[10..12], internet_checksum(&header).to_be_bytes());
+        assert_eq!(out[26..28], udp_checksum(&out).to_be_bytes());
+        assert_eq!(out[20..26], input[20..26]);
+    }
+
+    #[test]
+    fn truncated_payload_cut_after_the_udp_header() {
+        let input = udp4();
+        let mut r = rewriter(true);
+        let (_, out) = r.rewrite(link::RAW, &input);
+        assert_eq!(out.len(), 28);
+    }
+
+    #[test]
+    fn truncated_ip_header_copied_unchanged() {
+        let input = udp4();
+        let mut r = rewriter(false);
+        let (outcome, out) = r.rewrite(link::RAW, &input[..18]);
+        assert_eq!((outcome, out), (RewriteOutcome::Malformed, &input[..18]));
+        assert_eq!(r.counters()[RewriteOutcome::Malformed as usize], 1);
+    }
+
+    #[test]
+    fn nested_ip_in_ip_beyond_the_depth_bound_is_partial() {
+        // Twenty IPv4-in-IPv4 headers: the first MAX_DEPTH are rewritten, the rest are not.
+        let mut frame = Vec::new();
+        for i in 0..20u8 {
+            frame.extend_from_slice(&[
+                0x45, 0, 0, 0, 0, 0, 0, 0, 64, 4, 0, 0, 10, 0, 0, i, 10, 1, 0, i,
+            ]);
+        }
+        let mut r = rewriter(false);
+        let (outcome, out) = r.rewrite(link::RAW, &frame);
+        assert_eq!(outcome, RewriteOutcome::Partial);
+        let changed = (0..20)
+            .filter(|i| out[i * 20 + 12..i * 20 + 20] != frame[i * 20 + 12..i * 20 + 20])
+            .count();
+        assert_eq!(changed, usize::from(MAX_DEPTH));
+    }
+}
