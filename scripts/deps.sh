@@ -9,7 +9,8 @@
 #     tshark's cflow dissector and nfdump's nfcapd collector, and trawl's collector against
 #     softflowd's export (independent implementations, run live in the tests).
 #   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
-#     package (installed with pip below), as users of the Parquet files will.
+#     package (installed with pip below), as users of the Parquet files will; the
+#     anonymization tests compare trawl-anon with PyPI's yacryptopan (also pip, below).
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
@@ -48,4 +49,11 @@ if ! python3 -c 'import duckdb' 2>/dev/null; then
     python3 -m pip install --quiet duckdb 2>/dev/null \
         || python3 -m pip install --quiet --break-system-packages duckdb \
         || echo "deps: WARNING: could not install duckdb; the DuckDB test will say SKIPPED"
+fi
+
+if ! python3 -c 'import yacryptopan' 2>/dev/null; then
+    echo "deps: installing the yacryptopan Python package (pip)"
+    python3 -m pip install --quiet yacryptopan 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages yacryptopan \
+        || echo "deps: WARNING: could not install yacryptopan; trawl-anon's oracle test will fail"
 fi

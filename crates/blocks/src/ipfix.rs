@@ -42,6 +42,8 @@ pub struct IpfixSource {
     /// Whether errors are written out as they come (else only kept for the report).
     log_errors: bool,
     counters: Option<Counters>,
+    /// `anonymize`: applied to every record and exporter address as it goes out.
+    anon: Option<trawl_anon::Anonymizer>,
 }
 
 /// Settings of `ipfix_source`.
@@ -74,6 +76,12 @@ pub struct IpfixSettings {
     /// command that lists them in its own summary).
     #[serde(default = "yes")]
     pub log_errors: bool,
+    /// Key file (32 bytes raw or 64 hex digits): records leave the block with their
+    /// addresses anonymized (Crypto-PAn), and so does the exporter address in their origin.
+    pub anonymize: Option<PathBuf>,
+    /// With `anonymize`: prefixes whose addresses stay as they are (`10.0.0.0/8`).
+    #[serde(default)]
+    pub keep: Vec<String>,
 }
 
 fn default_pen() -> u32 {
@@ -220,6 +228,7 @@ impl Block for IpfixSource {
     const PATHS: &'static [PathSetting] = &[PathSetting::path("files")];
 
     fn check(s: &IpfixSettings) -> Result<(), String> {
+        crate::anon::check(s.anonymize.as_deref(), &s.keep)?;
         match (s.listen.is_empty(), s.files.is_empty()) {
             (true, true) => return Err("give `listen` addresses or `files` to read".into()),
             (false, false) => return Err("`listen` and `files` exclude each other".into()),
@@ -281,6 +290,7 @@ impl Block for IpfixSource {
             stream: env.index as u32,
             log_errors: s.log_errors,
             counters: None,
+            anon: crate::anon::anonymizer(s.anonymize.as_deref(), &s.keep)?,
         })
     }
 
@@ -346,6 +356,7 @@ impl IpfixSource {
             names,
             spent,
             clock,
+            anon,
             ..
         } = self;
         let mut records = 0u64;
@@ -360,7 +371,7 @@ impl IpfixSource {
             *clock = (*clock).max(r.last_ns);
             let name = match origin {
                 Some(n) => n.clone(),
-                None => exporter_name(names, o),
+                None => exporter_name(names, o, anon.as_mut()),
             };
             // Records of one origin go together; another origin starts a new batch.
             if pending_origin.as_ref() != Some(&name) {
@@ -402,6 +413,11 @@ impl IpfixSource {
     fn emit(&mut self, ctx: &mut Ctx<'_>, origin: Arc<str>, mut records: Vec<FlowRecord<'static>>) {
         if !ctx.is_connected(0) {
             return;
+        }
+        if let Some(anon) = &mut self.anon {
+            records
+                .iter_mut()
+                .for_each(|r| crate::anon::record(anon, r));
         }
         let mut slot = self.pool.take();
         let out = slot.get_mut();
@@ -574,12 +590,15 @@ impl IpfixSource {
 fn exporter_name(
     names: &mut Vec<((std::net::IpAddr, u32), Arc<str>)>,
     o: &trawl_export::Origin,
+    anon: Option<&mut trawl_anon::Anonymizer>,
 ) -> Arc<str> {
     let key = (o.exporter.ip(), o.domain);
     if let Some((_, n)) = names.iter().find(|(k, _)| *k == key) {
         return n.clone();
     }
-    let name: Arc<str> = Arc::from(format!("exp-{}-{}", key.0, key.1).replace(':', "_"));
+    // The name is stored (a flow database's interface): anonymized with the records.
+    let shown = anon.map_or(key.0, |a| a.ip(key.0));
+    let name: Arc<str> = Arc::from(format!("exp-{}-{}", shown, key.1).replace(':', "_"));
     names.push((key, name.clone()));
     name
 }

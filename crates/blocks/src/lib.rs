@@ -3,6 +3,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod anon;
 pub mod count;
 pub mod detect;
 pub mod dumper;

@@ -183,6 +183,12 @@ pub struct FlowMeterSettings {
     /// Longest a flow record waits in a partly filled batch (default 100ms).
     #[serde(default = "default_flush", deserialize_with = "span")]
     pub flush: u64,
+    /// Key file (32 bytes raw or 64 hex digits): records leave the meter with their
+    /// addresses anonymized (Crypto-PAn). Not with `payload_bytes`, which are not.
+    pub anonymize: Option<std::path::PathBuf>,
+    /// With `anonymize`: prefixes whose addresses stay as they are (`10.0.0.0/8`).
+    #[serde(default)]
+    pub keep: Vec<String>,
 }
 
 /// Tunnel keying.
@@ -250,7 +256,13 @@ impl Block for FlowMeterBlock {
 
     fn check(s: &FlowMeterSettings) -> Result<(), String> {
         // The meter's own limits: the same rule as `--idle`, `--active`, `--capacity`.
-        s.config().check().map_err(|e| e.to_string())
+        s.config().check().map_err(|e| e.to_string())?;
+        crate::anon::check(s.anonymize.as_deref(), &s.keep)?;
+        if s.anonymize.is_some() && s.payload_bytes.unwrap_or(0) > 0 {
+            // Payload bytes hold addresses and names anonymization cannot reach.
+            return Err("`payload_bytes` cannot be combined with `anonymize`".into());
+        }
+        Ok(())
     }
 
     fn build(s: FlowMeterSettings, env: &BuildEnv) -> Result<Self, String> {
@@ -276,6 +288,7 @@ impl Block for FlowMeterBlock {
                 stream: env.index as u32,
                 clock: 0,
                 iface: Naming::Unknown,
+                anon: crate::anon::anonymizer(s.anonymize.as_deref(), &s.keep)?,
             },
             rows: Vec::new(),
             series_pool: Pool::new(SeriesBatch::default),
@@ -413,6 +426,8 @@ struct FlowOut {
     clock: u64,
     /// The interface the meter's packets come from, sent with every batch.
     iface: Naming,
+    /// `anonymize`: applied to every record as it is queued.
+    anon: Option<trawl_anon::Anonymizer>,
 }
 
 /// Which interface a meter's records belong to, learnt from its live packet batches.
@@ -453,6 +468,9 @@ impl FlowOut {
     #[inline]
     fn push(&mut self, r: &FlowRecord<'_>, ctx: &mut Ctx<'_>) {
         self.pending.push(r, self.payload);
+        if let (Some(anon), Some(queued)) = (&mut self.anon, self.pending.records.last_mut()) {
+            crate::anon::record(anon, queued);
+        }
         if self.pending.records.len() >= FLOW_BATCH {
             self.send(ctx);
         }

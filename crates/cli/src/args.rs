@@ -84,6 +84,10 @@ pub enum Command {
     /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
     #[command(after_help = crate::voip::VOIP_HELP)]
     Voip(crate::voip::VoipArgs),
+    /// Anonymize a capture file: every IP address in IP, ARP, ICMP-quoted and tunnel headers
+    /// rewritten with prefix-preserving Crypto-PAn, checksums updated; optionally payloads cut.
+    #[command(after_help = EXIT_CODES)]
+    Anonymize(crate::anonymize::AnonymizeArgs),
     /// Print a shell completion script (bash, zsh, fish, ...), e.g.
     /// `trawl completions bash > /etc/bash_completion.d/trawl`.
     Completions(crate::generate::CompletionsArgs),

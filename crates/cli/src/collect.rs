@@ -93,6 +93,8 @@ pub struct CollectArgs {
     /// Print the composition these flags build (TOML, for `trawl run -c`) and exit.
     #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
     pub print_composition: bool,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 /// `--max-templates`: 0 would decode nothing.
@@ -129,6 +131,7 @@ pub fn composition(a: &CollectArgs) -> Document {
         .set("pen", i64::from(a.pen))
         .set("max_templates", a.max_templates as i64)
         .set("log_errors", false);
+    source = a.anonymize.set_on(source);
     source = if a.read.is_empty() {
         source
             .set("listen", a.listen.clone())

@@ -99,6 +99,8 @@ pub struct RunArgs {
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 /// `trawl run`'s flags alone, for reading a line of them without the whole command line.
@@ -136,6 +138,7 @@ impl RunArgs {
                 "--ring",
             ),
             (self.flows.is_some(), "--flows"),
+            (self.anonymize.key.is_some(), "--anonymize"),
             (self.print_composition, "--print-composition"),
             (self.series.is_some(), "--series"),
             (self.dump.is_some(), "--dump"),
@@ -318,6 +321,8 @@ pub struct RunPlan {
     pub export: crate::export::ExportPlan,
     /// The packet store's settings as given (checked into `dump`), for the composition.
     pub dump_settings: Option<crate::dump::StoreSettings>,
+    /// `--anonymize`/`--keep`, set on every `flow_meter`.
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -506,7 +511,15 @@ impl RunPlan {
             // Checked here, with the file's and the flags' names, before any block is built.
             dump_plan(s)?;
         }
+        if a.anonymize.key.is_some() && (dump_settings.is_some() || ring.is_some()) {
+            // Packets are kept as captured; `trawl anonymize` rewrites extracted ones.
+            tracing::warn!(
+                "--anonymize applies to flow records only: the packet store and the shared \
+                 rings hold packets as captured (anonymize extracted packets with trawl anonymize)"
+            );
+        }
         Ok(RunPlan {
+            anonymize: a.anonymize.clone(),
             export,
             dump_settings,
             live,

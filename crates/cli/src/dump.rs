@@ -685,14 +685,14 @@ pub enum CaptureFormat {
 
 /// A pcap file opened at the first packet (its link type goes into the header), or a pcapng
 /// file with an interface block per (interface name, link type) met.
-enum CaptureOut<W: std::io::Write> {
+pub(crate) enum CaptureOut<W: std::io::Write> {
     PcapPending(Option<W>),
     Pcap(PcapWriter<W>, LinkType),
     Pcapng(PcapngWriter<W>, Vec<(String, LinkType)>),
 }
 
 impl<W: std::io::Write> CaptureOut<W> {
-    fn new(sink: W, pcapng: bool) -> Result<Self> {
+    pub(crate) fn new(sink: W, pcapng: bool) -> Result<Self> {
         Ok(if pcapng {
             CaptureOut::Pcapng(PcapngWriter::new(sink)?, Vec::new())
         } else {
@@ -701,39 +701,49 @@ impl<W: std::io::Write> CaptureOut<W> {
     }
 
     fn write(&mut self, p: &trawl_packets::StoredPacket<'_>) -> Result<()> {
+        self.write_record(p.iface, p.link_type, p.ts_ns, p.wire_len, p.data)
+    }
+
+    /// Writes one packet of interface `iface` (a pcapng interface block per name and link
+    /// type).
+    pub(crate) fn write_record(
+        &mut self,
+        iface: &str,
+        link_type: LinkType,
+        ts_ns: u64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<()> {
         if let CaptureOut::PcapPending(sink) = self {
             let sink = sink.take().expect("replaced below");
-            *self = CaptureOut::Pcap(
-                PcapWriter::new(sink, p.link_type, MAX_SNAPLEN)?,
-                p.link_type,
-            );
+            *self = CaptureOut::Pcap(PcapWriter::new(sink, link_type, MAX_SNAPLEN)?, link_type);
         }
         match self {
             CaptureOut::Pcap(w, link) => {
-                if *link != p.link_type {
+                if *link != link_type {
                     bail!(
                         "the selection mixes link types ({} and {}, interface {}): a pcap file \
                          holds one; write pcapng (--format pcapng or a .pcapng file) or select \
                          interfaces with -i",
                         link.0,
-                        p.link_type.0,
-                        p.iface
+                        link_type.0,
+                        iface
                     );
                 }
-                w.write(p.ts_ns, p.wire_len, p.data)?;
+                w.write(ts_ns, wire_len, data)?;
             }
             CaptureOut::Pcapng(w, ifaces) => {
                 let id = match ifaces
                     .iter()
-                    .position(|(n, l)| n == p.iface && *l == p.link_type)
+                    .position(|(n, l)| n == iface && *l == link_type)
                 {
                     Some(i) => i as u32,
                     None => {
-                        ifaces.push((p.iface.to_string(), p.link_type));
-                        w.add_interface(p.link_type, MAX_SNAPLEN, Some(p.iface))?
+                        ifaces.push((iface.to_string(), link_type));
+                        w.add_interface(link_type, MAX_SNAPLEN, Some(iface))?
                     }
                 };
-                w.write(id, p.ts_ns, p.wire_len, p.data)?;
+                w.write(id, ts_ns, wire_len, data)?;
             }
             CaptureOut::PcapPending(_) => unreachable!("opened above"),
         }
@@ -742,7 +752,7 @@ impl<W: std::io::Write> CaptureOut<W> {
 
     /// Flushes; a selection with no packet still makes a valid (empty) capture file. A reader
     /// that went away (`-w -` into `head`) is not an error.
-    fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         let r = match self {
             CaptureOut::PcapPending(Some(sink)) => {
                 PcapWriter::new(sink, LinkType::ETHERNET, MAX_SNAPLEN)

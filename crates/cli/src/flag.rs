@@ -123,3 +123,63 @@ mod tests {
         assert!(parse_size("4 parsecs").is_err());
     }
 }
+
+/// `--anonymize KEYFILE` (`--key` for `trawl anonymize`) and `--keep PREFIX`: Crypto-PAn
+/// for every address an output carries. One struct, flattened into every command that
+/// writes addresses.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AnonymizeKey {
+    /// Anonymize every IP address written (prefix-preserving Crypto-PAn, the same mapping
+    /// for every output and trace with the same key): the key file holds 32 random bytes, raw
+    /// or as 64 hex digits (`head -c 32 /dev/urandom > KEY`). See docs/specs/anonymization.md.
+    #[arg(help_heading = topic::OUTPUT, long = "anonymize", value_name = "KEYFILE")]
+    pub key: Option<std::path::PathBuf>,
+    /// With --anonymize: leave addresses inside this prefix unchanged (e.g. `10.0.0.0/8`;
+    /// repeat for several). Weaker: it shows the kept network as it is, and an anonymized
+    /// outside address may equal a kept one.
+    #[arg(help_heading = topic::OUTPUT, long = "keep", value_name = "PREFIX", requires = "key")]
+    pub keep: Vec<trawl_anon::Prefix>,
+}
+
+impl AnonymizeKey {
+    /// Sets the `anonymize` and `keep` settings of a block that emits flow records
+    /// (`flow_meter`, `ipfix_source`; `trawl_blocks::anon`).
+    pub fn set_on<'a>(
+        &self,
+        b: trawl_compose::BlockBuilder<'a>,
+    ) -> trawl_compose::BlockBuilder<'a> {
+        let keep: Vec<toml::Value> = self
+            .keep
+            .iter()
+            .map(|p| toml::Value::from(format!("{}/{}", p.addr, p.len)))
+            .collect();
+        b.set_some(
+            "anonymize",
+            self.key.as_ref().map(|k| k.to_string_lossy().into_owned()),
+        )
+        .set_some(
+            "keep",
+            (!keep.is_empty()).then_some(toml::Value::Array(keep)),
+        )
+    }
+
+    /// The anonymizer, when a key was given (the key file read now, so errors come first).
+    pub fn anonymizer(&self) -> Result<Option<trawl_anon::Anonymizer>> {
+        self.key
+            .as_deref()
+            .map(|k| anonymizer(k, &self.keep))
+            .transpose()
+    }
+}
+
+/// Crypto-PAn with the key in `key_file`, keeping `keep` as they are.
+pub fn anonymizer(
+    key_file: &std::path::Path,
+    keep: &[trawl_anon::Prefix],
+) -> Result<trawl_anon::Anonymizer> {
+    let key = trawl_anon::Key::from_file(key_file)?;
+    Ok(trawl_anon::Anonymizer::new(
+        trawl_anon::CryptoPan::new(&key),
+        keep.to_vec(),
+    ))
+}

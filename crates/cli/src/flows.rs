@@ -136,6 +136,8 @@ pub struct OutputArgs {
     /// seconds for rows) or RFC 3339 text in UTC, under the same names.
     #[arg(help_heading = topic::OUTPUT, long = "time-format", value_enum, default_value_t = TimeFormat::Ns)]
     pub time_format: TimeFormat,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 #[derive(Args, Debug)]

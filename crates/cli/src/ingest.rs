@@ -68,6 +68,8 @@ pub struct IngestArgs {
     /// Summary on standard error.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
@@ -116,6 +118,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             series: !a.no_series_store,
             change: !a.no_series_change,
         }),
+        anonymize: a.anonymize.clone(),
         ..Consumers::default()
     };
     let added = consumers.add(&mut doc, &[PacketGate::files(gate)]);

@@ -1,4 +1,5 @@
 //! The `trawl` command-line tool.
+mod anonymize;
 mod args;
 #[cfg(test)]
 mod cli_doc;
@@ -54,9 +55,14 @@ fn main() -> ExitCode {
 
 fn run(low: LowArgs) -> Result<ExitCode> {
     match low.command {
+        Command::Anonymize(a) => anonymize::run(&a),
         Command::Dump(a) => dump::dump(&a),
         Command::Packets(a) => dump::packets(&a),
         Command::Flows(a) => {
+            if a.payload_bytes > 0 && a.out.anonymize.key.is_some() {
+                // Payloads hold addresses and names that anonymization does not reach.
+                anyhow::bail!("--payload-bytes cannot be combined with --anonymize");
+            }
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
             meter_command("flows", &input, &a.out, &a.export, false)
         }
@@ -144,6 +150,7 @@ fn meter_command(
         store: None,
         export: plan::consumers::ExportOut::of(&exports, input.live.is_none()),
         series_feed: plan::consumers::SeriesFeedOut::of(&exports),
+        anonymize: out.anonymize.clone(),
         interfaces: input
             .live
             .as_ref()

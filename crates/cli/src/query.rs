@@ -102,9 +102,16 @@ pub struct QueryArgs {
     /// trawl's own pages directly: same result, slower; for comparisons.
     #[arg(help_heading = topic::QUERY, long = "general-reader", hide = true)]
     pub general_reader: bool,
+    #[command(flatten)]
+    pub anonymize: crate::flag::AnonymizeKey,
 }
 
 pub fn run(a: &QueryArgs) -> Result<ExitCode> {
+    // Partial aggregates keep their keys packed: they would need decoding to be anonymized.
+    if a.partial && a.anonymize.key.is_some() {
+        bail!("--partial cannot be combined with --anonymize");
+    }
+    let mut anon = a.anonymize.anonymizer()?;
     let attributes = parse_attributes(&a.attributes).map_err(|e| anyhow!(e))?;
     let sort = SortBy::parse(&a.sort)
         .with_context(|| format!("invalid --sort {:?} (bytes, packets, flows, time)", a.sort))?;
@@ -165,6 +172,13 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     } else {
         let mut result = partial.finish(sort, (a.limit > 0).then_some(a.limit));
         result.elapsed = started.elapsed();
+        if let Some(anon) = &mut anon {
+            // The rows shown: the database itself is as it was ingested.
+            for (key, _) in &mut result.rows {
+                key.sip = key.sip.map(|ip| anon.ip(ip));
+                key.dip = key.dip.map(|ip| anon.ip(ip));
+            }
+        }
         let zone = if a.local { Zone::Local } else { Zone::Utc };
         output::write(&result, format, zone, &mut out)
     };

@@ -47,6 +47,9 @@ pub struct Consumers {
     pub export: Option<ExportOut>,
     /// Per-second rows to a multicast feed (`series_feed`).
     pub series_feed: Option<SeriesFeedOut>,
+    /// `--anonymize` and `--keep`: the meters anonymize their records, so every output gets
+    /// them anonymized.
+    pub anonymize: crate::flag::AnonymizeKey,
     /// Live capture on these interfaces (a gate's `iface` indexes them): records name their
     /// interface, exporters use its kernel index, feeds its group; meters run on the thread
     /// of their gate's source (pool `capture`), the rest on the pool `outputs`.
@@ -171,7 +174,7 @@ impl Consumers {
             many => (0..many.len()).map(|i| format!("meter{i}")).collect(),
         };
         for (gate, meter) in packet_gates.iter().zip(&meters) {
-            flow_meter(doc, meter, &self.flow, gate.thread);
+            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize);
             doc.connect(&gate.gate, &[&format!("{meter}.packets")], Policy::Wait);
         }
         let outputs = self.flows.is_some()
@@ -374,7 +377,13 @@ fn rows_into_all(
 
 /// A `flow_meter` block named `name` with the settings of `flow`, on capture thread `thread`
 /// when live.
-pub fn flow_meter(doc: &mut Document, name: &str, flow: &FlowConfig, thread: Option<usize>) {
+pub fn flow_meter(
+    doc: &mut Document,
+    name: &str,
+    flow: &FlowConfig,
+    thread: Option<usize>,
+    anonymize: &crate::flag::AnonymizeKey,
+) {
     let tunnel = match flow.decode.tunnel {
         TunnelMode::Outer => "outer",
         TunnelMode::Inner => "inner",
@@ -383,6 +392,7 @@ pub fn flow_meter(doc: &mut Document, name: &str, flow: &FlowConfig, thread: Opt
     if thread.is_some() {
         b = b.on("capture", thread);
     }
+    b = anonymize.set_on(b);
     b.set("idle", span(flow.idle_timeout_ns))
         .set("active", span(flow.active_timeout_ns))
         .set("tcp_linger", span(flow.tcp_linger_ns))

@@ -231,7 +231,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         if meters {
             let meter = format!("meter_{}_{w}", ident(iface));
             let f = &plan.flow;
-            doc.block(&meter, "flow_meter")
+            let b = doc.block(&meter, "flow_meter");
+            plan.anonymize
+                .set_on(b)
                 .on("capture", Some(thread))
                 .set("idle", span(f.idle_timeout_ns))
                 .set("active", span(f.active_timeout_ns))
