@@ -564,6 +564,7 @@ mod detect;
 mod dump;
 mod export;
 mod fields;
+mod kafka;
 mod live;
 mod modules;
 mod outputs;
