@@ -76,6 +76,10 @@ pub struct KafkaTarget {
     /// A message not acknowledged after this long goes to the spool (`timeout=` in ms,
     /// default 5000).
     pub timeout_ms: u32,
+    /// The parameters as given (what follows `?`): the destination's text form keeps them,
+    /// so that it parses back to the same target (the CLI hands destinations to the
+    /// `flow_export` block as text).
+    pub params: String,
 }
 
 /// Default largest spool: 256 MiB.
@@ -135,6 +139,7 @@ impl KafkaTarget {
             spool: None,
             spool_size: DEFAULT_SPOOL_SIZE,
             timeout_ms: 5000,
+            params: query.to_string(),
         };
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
             let (k, v) = kv
@@ -305,7 +310,10 @@ impl fmt::Display for Destination {
             Destination::JsonStdout => write!(f, "json:-"),
             Destination::JsonTcp(a) => write!(f, "json+tcp://{a}"),
             Destination::Feed(a) => write!(f, "feed:{a}"),
-            Destination::Kafka(k) => write!(f, "kafka://{}/{}", k.brokers, k.topic),
+            Destination::Kafka(k) if k.params.is_empty() => {
+                write!(f, "kafka://{}/{}", k.brokers, k.topic)
+            }
+            Destination::Kafka(k) => write!(f, "kafka://{}/{}?{}", k.brokers, k.topic, k.params),
         }
     }
 }
