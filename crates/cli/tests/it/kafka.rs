@@ -53,7 +53,7 @@ mod with_brokers {
     }
 
     #[test]
-    fn kafka_topic_holds_what_flows_prints_as_json_and_protobuf() {
+    fn kafka_topic_holds_what_flows_and_collect_print_as_json_and_protobuf() {
         let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
         let b = &cluster.bootstrap;
 
@@ -86,6 +86,60 @@ mod with_brokers {
             c.unexpected.first()
         );
         assert_eq!(c.duplicates, 0);
+
+        // `trawl collect --export`: the records of an IPFIX file, as `trawl collect` prints
+        // them.
+        let tmp = tempfile::tempdir().unwrap();
+        let ipfix = tmp.path().join("x.ipfix");
+        let out = trawl(&[
+            "flows",
+            "-r",
+            &capture,
+            "--export",
+            &format!("ipfix:{}", ipfix.display()),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ipfix = ipfix.display().to_string();
+        let out = trawl(&["collect", "-r", &ipfix, "--summary", "none"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let out = trawl(&[
+            "collect",
+            "-r",
+            &ipfix,
+            "--no-output",
+            "--export",
+            &format!("kafka://{b}/cli-collect"),
+            "--summary",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let e = &summary(&out)["exporters"][0];
+        assert_eq!(e["messages"].as_u64(), Some(want.len() as u64), "{e}");
+        let got = cluster.consume_lines("cli-collect", want.len(), Duration::from_secs(30));
+        let c = coverage(&want, &got);
+        assert!(c.missing.is_empty(), "missing: {:?}", c.missing.first());
+        assert!(
+            c.unexpected.is_empty(),
+            "unexpected: {:?}",
+            c.unexpected.first()
+        );
 
         // Protobuf keyed by flow: each message decodes with the .proto alone, and names the
         // flow of a record `trawl flows` printed.
