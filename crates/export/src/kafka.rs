@@ -317,16 +317,20 @@ impl KafkaWorker {
         }
     }
 
-    /// Sends the oldest spool segment when none is being sent and the brokers answer (or,
-    /// not knowing, once per timeout as a probe).
+    /// Sends the oldest spool segment when none is being sent and the brokers answer; not
+    /// knowing, once per timeout as a probe, and only while librdkafka holds no other message
+    /// (with records flowing, their acknowledgements tell; and a probe segment, being sent,
+    /// cannot be dropped, so probing while fresh messages still fail into a full spool would
+    /// drop newer segments instead of the oldest).
     fn send_spool(&mut self) {
         let timeout = Duration::from_millis(u64::from(self.target.timeout_ms));
+        let quiet = self.producer.in_flight_count() == 0;
         let taken = {
             let mut st = self.producer.context().state();
             if !st.sending.is_empty() {
                 return;
             }
-            if !st.healthy && self.probed_at.is_some_and(|t| t.elapsed() < timeout) {
+            if !st.healthy && (!quiet || self.probed_at.is_some_and(|t| t.elapsed() < timeout)) {
                 return;
             }
             let Some(spool) = st.spool.as_mut() else {
