@@ -121,18 +121,27 @@ impl Cluster {
         }
     }
 
-    /// The node that leads partition 0 of `topic` (it must exist).
+    /// The node that leads partition 0 of `topic`, waiting up to 30 s for the topic to exist
+    /// and have a leader (a topic the producer just created may have none yet).
     pub fn leader(&self, topic: &str) -> u32 {
-        let out = Command::new("kcat")
-            .args(["-L", "-b", &self.bootstrap, "-t", topic])
-            .output()
-            .expect("run kcat (apt install kcat)");
-        let text = String::from_utf8_lossy(&out.stdout);
-        text.split("leader ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no leader of {topic} in kcat -L: {text}"))
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = Command::new("kcat")
+                .args(["-L", "-b", &self.bootstrap, "-t", topic])
+                .output()
+                .expect("run kcat (apt install kcat)");
+            let text = String::from_utf8_lossy(&out.stdout);
+            let leader = text
+                .split("leader ")
+                .nth(1)
+                .and_then(|rest| rest.split(',').next())
+                .and_then(|n| n.trim().parse().ok());
+            match leader {
+                Some(n) => return n,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(500)),
+                None => panic!("no leader of {topic} in kcat -L after 30 s: {text}"),
+            }
+        }
     }
 
     /// The value of message `offset` of partition 0 of `topic`, as bytes.
