@@ -12,10 +12,13 @@
 #     package (installed with pip below), as users of the Parquet files will; the
 #     anonymization tests compare trawl-anon with PyPI's yacryptopan (also pip, below).
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
+#   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0007).
+#   kcat, protobuf-compiler: the Kafka tests consume trawl's topic with kcat and decode its
+#     Protobuf messages with protoc, without trawl (the brokers: scripts/services.sh).
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -45,6 +45,11 @@ cargo test --workspace
 # JA4S is behind a feature its licence asks for (crates/app/Cargo.toml): checked here too.
 cargo clippy -p trawl-app --features ja4s --all-targets -- -D warnings
 cargo test -p trawl-app --features ja4s
+# Kafka export is behind a feature (librdkafka built from source, docs/adr/0007): its exporter
+# and the CLI with it, tested against real brokers that the tests start (scripts/services.sh).
+cargo clippy -p trawl-export -p trawl-cli --features trawl-export/kafka,trawl-cli/kafka --all-targets -- -D warnings
+cargo test -p trawl-export --features kafka
+cargo test -p trawl-cli --features kafka --test it kafka
 # The fuzz targets live outside the workspace (fuzzing needs nightly): build them on stable and
 # replay their regression inputs (fuzz/regressions/). The timed fuzz runs are scripts/fuzz.sh.
 scripts/fuzz.sh --replay

@@ -1,5 +1,5 @@
-//! `flow_export`: flow records to IPFIX, NetFlow v9/v5 and JSON destinations, through the
-//! exporters of `trawl_export` (one thread per destination behind a bounded queue).
+//! `flow_export`: flow records to IPFIX, NetFlow v9/v5, JSON and Kafka destinations, through
+//! the exporters of `trawl_export` (one thread per destination behind a bounded queue).
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -48,10 +48,15 @@ struct DestinationCounters {
     bytes: Counter,
     send_errors: Counter,
     gso_segment: Counter,
+    spooled: Counter,
+    spool_dropped: Counter,
+    spool_resent: Counter,
+    spool_pending: Counter,
 }
 
-/// The counter names of destination `i` (the `N` of `destination{N}.records`).
-const DESTINATION_COUNTERS: [&str; 7] = [
+/// The counter names of destination `i` (the `N` of `destination{N}.records`); the `spool_`
+/// ones and `spooled` are Kafka's.
+const DESTINATION_COUNTERS: [&str; 11] = [
     "records",
     "dropped_queue",
     "dropped_send",
@@ -59,6 +64,10 @@ const DESTINATION_COUNTERS: [&str; 7] = [
     "bytes",
     "send_errors",
     "gso_segment",
+    "spooled",
+    "spool_dropped",
+    "spool_resent",
+    "spool_pending",
 ];
 
 impl DestinationCounters {
@@ -72,6 +81,10 @@ impl DestinationCounters {
             bytes: c(DESTINATION_COUNTERS[4]),
             send_errors: c(DESTINATION_COUNTERS[5]),
             gso_segment: c(DESTINATION_COUNTERS[6]),
+            spooled: c(DESTINATION_COUNTERS[7]),
+            spool_dropped: c(DESTINATION_COUNTERS[8]),
+            spool_resent: c(DESTINATION_COUNTERS[9]),
+            spool_pending: c(DESTINATION_COUNTERS[10]),
         }
     }
 
@@ -83,6 +96,10 @@ impl DestinationCounters {
         self.bytes.set(r.bytes);
         self.send_errors.set(r.send_errors);
         self.gso_segment.set(r.gso_segment.map_or(0, u64::from));
+        self.spooled.set(r.spooled);
+        self.spool_dropped.set(r.spool_dropped);
+        self.spool_resent.set(r.spool_resent);
+        self.spool_pending.set(r.spool_pending);
     }
 }
 
@@ -115,6 +132,10 @@ pub fn export_report(b: &BlockReport, destinations: &[String]) -> Vec<ExporterRe
                 last_error: said(LAST_ERROR),
                 gso_segment: u16::try_from(c("gso_segment")).ok().filter(|s| *s > 0),
                 gso_refused: said(GSO_OFF),
+                spooled: c("spooled"),
+                spool_dropped: c("spool_dropped"),
+                spool_resent: c("spool_resent"),
+                spool_pending: c("spool_pending"),
                 destination: name,
             }
         })
@@ -132,7 +153,9 @@ const GSO_OFF: &str = "UDP segmentation offload off: ";
 pub struct FlowExportSettings {
     /// Where to send, as `trawl run --export` takes them: `ipfix+udp://HOST:PORT`,
     /// `ipfix+tcp://HOST:PORT`, `ipfix:/path/file.ipfix`, `netflow9+udp://HOST:PORT`,
-    /// `netflow5+udp://HOST:PORT`, `json:/path`, `json:-`, `json+tcp://HOST:PORT`.
+    /// `netflow5+udp://HOST:PORT`, `json:/path`, `json:-`, `json+tcp://HOST:PORT`,
+    /// `kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&spool=DIR&...]`
+    /// (builds with the `kafka` feature; `docs/specs/kafka.md`).
     pub destinations: Vec<String>,
     /// IPFIX observation domain of the records (default 1, as `trawl` uses for files).
     pub domain: Option<u32>,
@@ -215,7 +238,7 @@ pub(crate) fn ifindex(name: &str) -> Option<u32> {
 impl Block for FlowExport {
     const TYPE: &'static str = "flow_export";
     const SUMMARY: &'static str =
-        "exports flow records to IPFIX, NetFlow v9/v5 and JSON destinations (UDP, TCP, files)";
+        "exports flow records to IPFIX, NetFlow v9/v5, JSON (UDP, TCP, files) and Kafka destinations";
     const INPUTS: &'static [GateDef] = &[GateDef {
         name: "flows",
         ty: FLOWS,

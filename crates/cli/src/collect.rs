@@ -95,6 +95,11 @@ pub struct CollectArgs {
     pub print_composition: bool,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
+    /// Export the collected flow records (repeat for several), as `trawl flows --export`:
+    /// ipfix+udp://HOST:PORT, json:/path, json+tcp://HOST:PORT,
+    /// kafka://BROKER[,BROKER...]/TOPIC[?...] (builds with the `kafka` feature), ...
+    #[arg(help_heading = topic::EXPORT, long = "export", value_name = "DEST")]
+    pub export: Vec<String>,
 }
 
 /// `--max-templates`: 0 would decode nothing.
@@ -105,6 +110,7 @@ const MAX_TEMPLATES: trawl_time::Limit =
 const SOURCE: &str = "collect";
 const WRITER: &str = "out";
 const STORE: &str = "store";
+const EXPORT: &str = "export";
 
 /// The composition the flags describe: the source and the writer on one thread (the writer is
 /// a direct call per batch, as the collector's own loop was), the flow database on its own
@@ -168,6 +174,14 @@ pub fn composition(a: &CollectArgs) -> Document {
             .set_some("keep_days", a.db_keep_days.map(i64::from))
             .set_some("max_size", a.db_max_size.map(|b| b as i64));
         to.push(format!("{STORE}.flows"));
+    }
+    if !a.export.is_empty() {
+        // Files can wait for the exporters; a listening collector drops (counted) instead.
+        doc.block(EXPORT, "flow_export")
+            .on("main", None)
+            .set("destinations", a.export.clone())
+            .set("lossless", !a.read.is_empty());
+        to.push(format!("{EXPORT}.flows"));
     }
     if !to.is_empty() {
         let to: Vec<&str> = to.iter().map(String::as_str).collect();
@@ -256,7 +270,17 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
             );
         }
     }
-    print_summary(a, &report, source, store, &errors);
+    let exporters = report
+        .block(EXPORT)
+        .map(|b| trawl_blocks::export::export_report(b, &a.export))
+        .unwrap_or_default();
+    if !a.read.is_empty() {
+        // The run waited for its exporters: records they lost fail it.
+        let lost = crate::export::failures(&exporters);
+        failed |= !lost.is_empty();
+        errors.extend(lost);
+    }
+    print_summary(a, &report, source, store, &errors, &exporters);
     let decode_errors: u64 = DecodeErrorKind::ALL
         .iter()
         .map(|k| n(source, &trawl_blocks::ipfix::error_counter(*k)))
@@ -279,7 +303,10 @@ fn print_summary(
     s: &BlockReport,
     store: Option<&BlockReport>,
     errors: &[String],
+    exporters: &[trawl_export::ExporterReport],
 ) {
+    // Text: the exporters' lines are printed now; JSON: their sections join the summary.
+    let sections = crate::export::report(a.summary, exporters, None);
     let kinds: serde_json::Map<String, serde_json::Value> = DecodeErrorKind::ALL
         .iter()
         .map(|k| {
@@ -299,7 +326,7 @@ fn print_summary(
                     "errors": retention_errors,
                 })
             };
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "command": "collect",
                 "messages_ipfix": n(s, "messages_ipfix"),
                 "messages_v9": n(s, "messages_v9"),
@@ -329,6 +356,9 @@ fn print_summary(
                     "retention": retention(st),
                 })),
             });
+            for (name, section) in sections {
+                v[name] = section;
+            }
             eprintln!("{v}");
         }
         SummaryFormat::Text => {

@@ -13,6 +13,11 @@
 //!                                                sends FILE's datagrams at RATE datagrams/s;
 //!                                                `gso`: full-size ones in trains (UDP_SEGMENT)
 //! export_throughput decode FILE                  decodes FILE's datagrams in process
+//! export_throughput to RECORDS DESTINATION       records exported per CPU second of the
+//!                                                whole process to any `--export` destination
+//!                                                (`json:/dev/null`, `kafka://...`: librdkafka's
+//!                                                threads counted), waiting for every
+//!                                                acknowledgement
 //! ```
 //! Records are synthetic but shaped like real ones (IPv4, TCP/UDP mix, varied addresses,
 //! ports, counters and first-packet arrays), deterministic (a fixed LCG).
@@ -152,6 +157,38 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gs
     );
 }
 
+/// Records per CPU second of the process (all its threads: the exporter's, and a Kafka
+/// client's) to `destination`, from the first record pushed to the last one acknowledged.
+fn to_destination(n: usize, destination: &str) {
+    let recs = records(n.min(1 << 20));
+    let d: Destination = destination.parse().unwrap();
+    let config = ExportConfig {
+        lossless: true,
+        ..ExportConfig::default()
+    };
+    let hub = ExportHub::start(&[d], &config).unwrap();
+    let mut handle = hub.handle(1, 0, Duration::from_millis(200));
+    let cpu0 = cpu_seconds();
+    let wall0 = Instant::now();
+    for r in recs.iter().cycle().take(n) {
+        handle.push(r);
+    }
+    drop(handle);
+    let reports = hub.finish();
+    let cpu = cpu_seconds() - cpu0;
+    let wall = wall0.elapsed().as_secs_f64();
+    let r = &reports[0];
+    println!(
+        "to: destination={destination} records={} messages={} bytes={} dropped={} spooled={} cpu_s={cpu:.2} wall_s={wall:.2} records_per_cpu_s={:.0}",
+        r.records,
+        r.messages,
+        r.bytes,
+        r.dropped_queue + r.dropped_send,
+        r.spooled,
+        r.records as f64 / cpu,
+    );
+}
+
 fn stream(n: usize, path: &str, fill: bool) {
     let recs = records(n);
     let mut enc = MessageEncoder::flows(
@@ -268,6 +305,7 @@ fn main() {
             args.get(3).is_some_and(|f| f == "fill"),
         ),
         Some("decode") => decode(&args[1]),
+        Some("to") => to_destination(args[1].parse().unwrap(), &args[2]),
         Some("replay") => replay(
             &args[1],
             &args[2],

@@ -27,6 +27,163 @@ pub enum Destination {
     JsonTcp(SocketAddr),
     /// A multicast live feed of flow records (IPFIX, templates in every message).
     Feed(FeedAddr),
+    /// `kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&...]`
+    Kafka(KafkaTarget),
+}
+
+/// How Kafka messages are keyed (and so partitioned).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KafkaKey {
+    /// The probe's name: all of a probe's records in one partition, in order.
+    Probe,
+    /// The flow key (`SRC_IP|SRC_PORT|DST_IP|DST_PORT|PROTO`): a flow's records in one
+    /// partition, a probe's spread over all.
+    Flow,
+}
+
+/// The encoding of a Kafka message's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KafkaFormat {
+    /// One JSON object, the same as a line of trawl's JSON lines (without the newline).
+    Json,
+    /// One `trawl.FlowRecord` message of `docs/specs/trawl.proto` (no length prefix:
+    /// ClickHouse's `ProtobufSingle`, `protoc --decode`).
+    Protobuf,
+}
+
+/// A Kafka destination: brokers, topics and delivery settings (`docs/specs/kafka.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KafkaTarget {
+    /// Bootstrap brokers, `HOST:PORT` separated by commas.
+    pub brokers: String,
+    /// Topic of flow records.
+    pub topic: String,
+    /// Topic of per-second series rows (`series_topic=`, default `TOPIC-series`).
+    pub series_topic: String,
+    /// Topic of alarms (`alarms_topic=`, default `TOPIC-alarms`).
+    pub alarms_topic: String,
+    /// Message key (`key=`, default probe).
+    pub key: KafkaKey,
+    /// Message encoding (`format=`, default json).
+    pub format: KafkaFormat,
+    /// The probe's name (`probe=`, default the host name).
+    pub probe: String,
+    /// Directory of the spool of undelivered messages (`spool=`; none: they are dropped and
+    /// counted).
+    pub spool: Option<PathBuf>,
+    /// Largest size of the spool in bytes (`spool_size=`, suffixes k, M, G; default 256M).
+    pub spool_size: u64,
+    /// A message not acknowledged after this long goes to the spool (`timeout=` in ms,
+    /// default 5000).
+    pub timeout_ms: u32,
+    /// The parameters as given (what follows `?`): the destination's text form keeps them,
+    /// so that it parses back to the same target (the CLI hands destinations to the
+    /// `flow_export` block as text).
+    pub params: String,
+}
+
+/// Default largest spool: 256 MiB.
+pub const DEFAULT_SPOOL_SIZE: u64 = 256 << 20;
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "trawl".into())
+}
+
+fn parse_size(v: &str) -> Option<u64> {
+    let (num, mult) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1u64 << 10),
+        (i, 'm' | 'M') => (&v[..i], 1 << 20),
+        (i, 'g' | 'G') => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+impl KafkaTarget {
+    /// Parses what follows `kafka://`: `BROKERS/TOPIC[?PARAMS]`.
+    pub fn parse(text: &str, rest: &str) -> Result<KafkaTarget, Error> {
+        let bad = |why: String| Error::BadDestination {
+            text: text.to_string(),
+            why,
+        };
+        let (addr, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (brokers, topic) = addr
+            .split_once('/')
+            .ok_or_else(|| bad("expected kafka://BROKER[,BROKER...]/TOPIC".into()))?;
+        if brokers.is_empty() || brokers.split(',').any(|b| !b.contains(':')) {
+            return Err(bad("each broker is HOST:PORT".into()));
+        }
+        let valid_topic = |t: &str| {
+            !t.is_empty()
+                && t.len() <= 249
+                && t.bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || b"._-".contains(&c))
+        };
+        if !valid_topic(topic) {
+            return Err(bad(format!(
+                "topic {topic:?}: 1 to 249 of a-z A-Z 0-9 . _ -"
+            )));
+        }
+        let mut t = KafkaTarget {
+            brokers: brokers.to_string(),
+            topic: topic.to_string(),
+            series_topic: format!("{topic}-series"),
+            alarms_topic: format!("{topic}-alarms"),
+            key: KafkaKey::Probe,
+            format: KafkaFormat::Json,
+            probe: String::new(),
+            spool: None,
+            spool_size: DEFAULT_SPOOL_SIZE,
+            timeout_ms: 5000,
+            params: query.to_string(),
+        };
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| bad(format!("parameter {kv:?}: expected NAME=VALUE")))?;
+            let invalid = || bad(format!("parameter {k}: invalid value {v:?}"));
+            match k {
+                "key" => {
+                    t.key = match v {
+                        "probe" => KafkaKey::Probe,
+                        "flow" => KafkaKey::Flow,
+                        _ => return Err(invalid()),
+                    }
+                }
+                "format" => {
+                    t.format = match v {
+                        "json" => KafkaFormat::Json,
+                        "protobuf" => KafkaFormat::Protobuf,
+                        _ => return Err(invalid()),
+                    }
+                }
+                "probe" if !v.is_empty() => t.probe = v.to_string(),
+                "spool" if !v.is_empty() => t.spool = Some(PathBuf::from(v)),
+                "spool_size" => {
+                    t.spool_size = parse_size(v).filter(|s| *s > 0).ok_or_else(invalid)?
+                }
+                "timeout" => {
+                    t.timeout_ms = v.parse().ok().filter(|t| *t > 0).ok_or_else(invalid)?
+                }
+                "series_topic" if valid_topic(v) => t.series_topic = v.to_string(),
+                "alarms_topic" if valid_topic(v) => t.alarms_topic = v.to_string(),
+                "probe" | "spool" | "series_topic" | "alarms_topic" => return Err(invalid()),
+                other => {
+                    return Err(bad(format!(
+                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, series_topic, alarms_topic)"
+                    )))
+                }
+            }
+        }
+        if t.probe.is_empty() {
+            t.probe = host_name();
+        }
+        Ok(t)
+    }
 }
 
 /// A multicast feed: the group of the first interface, the UDP port, the TTL, and which local
@@ -104,7 +261,7 @@ impl FromStr for Destination {
             why: why.to_string(),
         };
         let (scheme, rest) = s.split_once(':').ok_or_else(|| {
-            bad("expected SCHEME:TARGET (ipfix+udp://, ipfix+tcp://, ipfix:PATH, netflow9+udp://, netflow5+udp://, json:PATH, json:-, json+tcp://)")
+            bad("expected SCHEME:TARGET (ipfix+udp://, ipfix+tcp://, ipfix:PATH, netflow9+udp://, netflow5+udp://, json:PATH, json:-, json+tcp://, kafka://)")
         })?;
         let net = |rest: &str| -> Result<SocketAddr, Error> {
             let hp = rest
@@ -128,6 +285,11 @@ impl FromStr for Destination {
             "json" if rest == "-" => Destination::JsonStdout,
             "json" => Destination::JsonFile(path(rest)?),
             "json+tcp" => Destination::JsonTcp(net(rest)?),
+            "kafka" => Destination::Kafka(KafkaTarget::parse(
+                s,
+                rest.strip_prefix("//")
+                    .ok_or_else(|| bad("expected kafka://BROKER[,BROKER...]/TOPIC"))?,
+            )?),
             "feed" | "multicast" => {
                 Destination::Feed(FeedAddr::parse(rest.strip_prefix("//").unwrap_or(rest))?)
             }
@@ -148,6 +310,10 @@ impl fmt::Display for Destination {
             Destination::JsonStdout => write!(f, "json:-"),
             Destination::JsonTcp(a) => write!(f, "json+tcp://{a}"),
             Destination::Feed(a) => write!(f, "feed:{a}"),
+            Destination::Kafka(k) if k.params.is_empty() => {
+                write!(f, "kafka://{}/{}", k.brokers, k.topic)
+            }
+            Destination::Kafka(k) => write!(f, "kafka://{}/{}?{}", k.brokers, k.topic, k.params),
         }
     }
 }
@@ -180,6 +346,29 @@ mod tests {
         assert!(e.to_string().contains("//HOST:PORT"), "{e}");
         let e = FeedAddr::parse("10.0.0.1:5").unwrap_err();
         assert!(e.to_string().contains("multicast"), "{e}");
+        let Destination::Kafka(k) =
+            "kafka://127.0.0.1:9092,127.0.0.1:9093/flows?key=flow&format=protobuf&spool=/tmp/s&spool_size=2M&probe=p1"
+                .parse()
+                .unwrap()
+        else {
+            panic!("not kafka")
+        };
+        assert_eq!(k.brokers, "127.0.0.1:9092,127.0.0.1:9093");
+        assert_eq!(
+            (k.topic.as_str(), k.series_topic.as_str()),
+            ("flows", "flows-series")
+        );
+        assert_eq!((k.key, k.format), (KafkaKey::Flow, KafkaFormat::Protobuf));
+        assert_eq!((k.spool_size, k.probe.as_str()), (2 << 20, "p1"));
+        let e = "kafka://h:1/t?colour=red"
+            .parse::<Destination>()
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("unknown parameter \"colour\""),
+            "{e}"
+        );
+        let e = "kafka://h/t".parse::<Destination>().unwrap_err();
+        assert!(e.to_string().contains("HOST:PORT"), "{e}");
         assert_eq!(
             FeedAddr::parse("239.1.1.1:5500").unwrap().group_for(2),
             Ipv4Addr::new(239, 1, 1, 3)

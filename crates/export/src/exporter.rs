@@ -107,29 +107,37 @@ pub struct ExporterReport {
     pub gso_segment: Option<u16>,
     /// Why segmentation offload was off or switched off, when it was asked for.
     pub gso_refused: Option<String>,
+    /// Kafka: messages written to the spool (brokers down or slow to acknowledge).
+    pub spooled: u64,
+    /// Kafka: spooled messages dropped because the spool was full (also in `dropped_send`).
+    pub spool_dropped: u64,
+    /// Kafka: spooled messages sent and acknowledged (also in `messages`).
+    pub spool_resent: u64,
+    /// Kafka: messages left in the spool at the end, sent by the next run.
+    pub spool_pending: u64,
 }
 
 #[derive(Default)]
-struct Counters {
+pub(crate) struct Counters {
     records: AtomicU64,
     dropped_queue: AtomicU64,
     /// The exporter thread's own counters, published as they change so that a live run can
     /// report a collector that refuses or fails while it goes ([`ExportHub::snapshot`]).
-    dropped_send: AtomicU64,
-    send_errors: AtomicU64,
-    last_error: Mutex<Option<String>>,
+    pub(crate) dropped_send: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) last_error: Mutex<Option<String>>,
 }
 
 /// A batch of records of one observation domain.
-struct Batch {
+pub(crate) struct Batch {
     domain: u32,
     slot: u16,
     /// The interface the records were metered on, when live (JSON names it per record).
-    iface: Option<Arc<str>>,
-    records: Vec<FlowRecord<'static>>,
+    pub(crate) iface: Option<Arc<str>>,
+    pub(crate) records: Vec<FlowRecord<'static>>,
 }
 
-type Pool = Arc<Mutex<Vec<Vec<FlowRecord<'static>>>>>;
+pub(crate) type Pool = Arc<Mutex<Vec<Vec<FlowRecord<'static>>>>>;
 
 #[derive(Clone)]
 struct Lane {
@@ -175,15 +183,14 @@ impl ExportHub {
             batch_records: config.batch_records.max(1),
         };
         for d in destinations {
-            let sink = Sink::open(d, config)?;
             let (tx, rx) = mpsc::sync_channel::<Batch>(config.queue_batches.max(1));
             let pool: Pool = Arc::new(Mutex::new(Vec::new()));
             let counters = Arc::new(Counters::default());
-            let worker = Worker::new(d, sink, config.clone(), pool.clone(), counters.clone());
+            let run = start_worker(d, config, pool.clone(), counters.clone())?;
             let name = d.to_string();
             let thread = std::thread::Builder::new()
                 .name("export".into())
-                .spawn(move || worker.run(rx))
+                .spawn(move || run(rx))
                 .map_err(|e| Error::Io {
                     what: "cannot start an exporter thread".into(),
                     source: e,
@@ -268,6 +275,32 @@ impl ExportHub {
             })
             .collect()
     }
+}
+
+/// The body of a destination's exporter thread, its sink opened.
+type WorkerRun = Box<dyn FnOnce(mpsc::Receiver<Batch>) -> ExporterReport + Send>;
+
+fn start_worker(
+    d: &Destination,
+    config: &ExportConfig,
+    pool: Pool,
+    counters: Arc<Counters>,
+) -> Result<WorkerRun, Error> {
+    if let Destination::Kafka(k) = d {
+        #[cfg(feature = "kafka")]
+        {
+            let w = crate::kafka::KafkaWorker::open(k, config, pool, counters)?;
+            return Ok(Box::new(move |rx| w.run(rx)));
+        }
+        #[cfg(not(feature = "kafka"))]
+        return Err(Error::BadDestination {
+            text: format!("kafka://{}/{}", k.brokers, k.topic),
+            why: "this trawl was built without Kafka support (cargo feature `kafka`)".into(),
+        });
+    }
+    let sink = Sink::open(d, config)?;
+    let worker = Worker::new(d, sink, config.clone(), pool, counters);
+    Ok(Box::new(move |rx| worker.run(rx)))
 }
 
 impl ExportHandle {
@@ -424,6 +457,7 @@ impl Sink {
                 Sink::File(io::BufWriter::with_capacity(1 << 20, f))
             }
             Destination::JsonStdout => Sink::Stdout(io::stdout()),
+            Destination::Kafka(_) => unreachable!("Kafka has its own exporter (start_worker)"),
         })
     }
 
@@ -598,12 +632,13 @@ impl Worker {
                 encoders: Vec::new(),
             },
             Destination::Netflow5Udp(_) => Encoding::V5(Vec::new()),
-            Destination::JsonFile(_) | Destination::JsonStdout | Destination::JsonTcp(_) => {
-                Encoding::Json {
-                    writer: RecordWriter::new(RecordFormat::Json, false),
-                    buf: Vec::with_capacity(1 << 17),
-                }
-            }
+            Destination::JsonFile(_)
+            | Destination::JsonStdout
+            | Destination::JsonTcp(_)
+            | Destination::Kafka(_) => Encoding::Json {
+                writer: RecordWriter::new(RecordFormat::Json, false),
+                buf: Vec::with_capacity(1 << 17),
+            },
         };
         Worker {
             sink,

@@ -4,7 +4,9 @@
 //!   messages from [`FlowRecord`](trawl_flow::FlowRecord)s with the templates of
 //!   [`template`]; [`V5Encoder`] builds NetFlow v5 packets.
 //! - [`ExportHub`] runs one thread per [`Destination`] (UDP, TCP, files, JSON lines,
-//!   multicast feeds) behind bounded queues; producers push through an [`ExportHandle`].
+//!   multicast feeds, Kafka with the `kafka` feature) behind bounded queues; producers push
+//!   through an [`ExportHandle`]. Kafka messages the brokers do not take wait in a bounded
+//!   on-disk [`spool`] (`docs/specs/kafka.md`).
 //! - [`Decoder`] turns IPFIX, NetFlow v9 and v5 messages back into flow records (the
 //!   collector), with a bounded template cache and counted errors.
 //! - [`feed`]: multicast live feeds of flows and series, and the subscriber API with one
@@ -52,7 +54,11 @@ pub mod encode;
 mod exporter;
 pub mod feed;
 pub mod ie;
+#[cfg(feature = "kafka")]
+mod kafka;
+pub mod pb;
 pub mod socket;
+pub mod spool;
 mod sys;
 pub mod template;
 pub mod v5;
@@ -62,7 +68,9 @@ use std::path::PathBuf;
 pub use decode::{
     DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item, Origin,
 };
-pub use destination::{Destination, FeedAddr};
+pub use destination::{
+    Destination, FeedAddr, KafkaFormat, KafkaKey, KafkaTarget, DEFAULT_SPOOL_SIZE,
+};
 pub use encode::{MessageEncoder, Protocol, TemplateRefresh};
 pub use exporter::{
     ExportConfig, ExportHandle, ExportHub, ExporterReport, UDP_MAX_MESSAGE_V4, UDP_MAX_MESSAGE_V6,

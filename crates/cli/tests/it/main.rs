@@ -565,6 +565,7 @@ mod detect;
 mod dump;
 mod export;
 mod fields;
+mod kafka;
 mod live;
 mod modules;
 mod outputs;

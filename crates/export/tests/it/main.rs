@@ -2,6 +2,8 @@
 //! malformed and hostile input, sequence numbers and template refresh, bounded queues.
 mod decoder;
 mod exporter;
+#[cfg(feature = "kafka")]
+mod kafka;
 
 use std::path::Path;
 

@@ -1,0 +1,430 @@
+//! The Kafka exporter: flow records as Kafka messages (JSON or Protobuf, keyed by probe or
+//! flow) through librdkafka's idempotent producer (`acks=all`), at least once. A message
+//! the brokers did not acknowledge within the target's timeout, or that found librdkafka's
+//! queue full, goes to the [`Spool`] when there is one (else it is dropped and counted); the
+//! spool is sent, oldest segment first, once the brokers acknowledge again. Nothing here
+//! waits on the brokers except a capture-file run (`lossless`), whose reading can wait.
+//!
+//! librdkafka's threads do the network work; this exporter's thread encodes, produces and
+//! polls for delivery reports, which run [`Delivery`]'s callback on the same thread.
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{
+    BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext, PurgeConfig,
+};
+use rdkafka::ClientContext;
+use trawl_flow::format::{RecordFormat, RecordWriter};
+use trawl_flow::FlowRecord;
+
+use crate::destination::{KafkaFormat, KafkaKey, KafkaTarget};
+use crate::exporter::{Batch, Counters, ExportConfig, ExporterReport, Pool};
+use crate::spool::Spool;
+use crate::Error;
+
+/// The delivery opaque of a message produced from the records handed in (not the spool).
+const FRESH: usize = 0;
+
+/// What the delivery callback updates: counters, the spool, and which spool segments are
+/// being sent.
+#[derive(Default)]
+struct State {
+    spool: Option<Spool>,
+    /// Messages acknowledged, and their value bytes.
+    acked: u64,
+    acked_bytes: u64,
+    /// Of those, messages sent from the spool.
+    resent: u64,
+    /// Messages lost: no spool, or the spool could not be written.
+    dropped: u64,
+    send_errors: u64,
+    last_error: Option<String>,
+    /// The last delivery report was an acknowledgement.
+    healthy: bool,
+    /// Spool segments being sent: their messages not yet reported, and whether one failed.
+    sending: Vec<Sending>,
+}
+
+/// A spool segment being sent.
+struct Sending {
+    seq: u64,
+    left: u64,
+    failed: bool,
+}
+
+impl State {
+    fn busy(&self) -> Vec<u64> {
+        self.sending.iter().map(|s| s.seq).collect()
+    }
+
+    fn error(&mut self, e: impl ToString) {
+        self.send_errors += 1;
+        self.last_error = Some(e.to_string());
+    }
+
+    /// A message the brokers did not take. A fresh one goes to the spool (else it is counted
+    /// as dropped); one sent from the spool stays there, in its segment, which is kept.
+    fn undelivered(&mut self, topic: &str, key: &[u8], value: &[u8], from: usize) {
+        if from != FRESH {
+            if let Some(s) = self.sending.iter_mut().find(|s| s.seq == from as u64) {
+                s.failed = true;
+            }
+            self.reported(from);
+            return;
+        }
+        let busy = self.busy();
+        match self.spool.as_mut() {
+            Some(s) => {
+                if let Err(e) = s.append(topic, key, value, &busy) {
+                    let what = format!("spool {}: {e}", s.dir().display());
+                    self.dropped += 1;
+                    self.error(what);
+                }
+            }
+            None => self.dropped += 1,
+        }
+    }
+
+    /// One more message of spool segment `from` was reported. Once all were, the segment is
+    /// deleted if every one was acknowledged; else it stays, at its place in the spool, to be
+    /// sent again whole (its acknowledged messages then arrive twice: at least once).
+    fn reported(&mut self, from: usize) {
+        if from == FRESH {
+            return;
+        }
+        let seq = from as u64;
+        let Some(i) = self.sending.iter().position(|s| s.seq == seq) else {
+            return;
+        };
+        self.sending[i].left -= 1;
+        if self.sending[i].left > 0 {
+            return;
+        }
+        let done = self.sending.remove(i);
+        if done.failed {
+            return;
+        }
+        if let Some(s) = self.spool.as_mut() {
+            if let Err(e) = s.remove(seq) {
+                let what = format!("spool {}: {e}", s.dir().display());
+                self.error(what);
+            }
+        }
+    }
+}
+
+/// The producer's context: delivery reports and client errors land in [`State`].
+struct Delivery(Mutex<State>);
+
+impl Delivery {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves counters, which are still worth reading.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl ClientContext for Delivery {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.state().last_error = Some(format!("{error}: {reason}"));
+    }
+
+    // librdkafka's own log lines (broker connection attempts) would flood the log while the
+    // brokers are down; what matters is counted and reported.
+    fn log(&self, _level: rdkafka::config::RDKafkaLogLevel, _fac: &str, _log_message: &str) {}
+}
+
+impl ProducerContext for Delivery {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, from: usize) {
+        let mut st = self.state();
+        match result {
+            Ok(m) => {
+                st.acked += 1;
+                st.acked_bytes += m.payload_len() as u64;
+                st.healthy = true;
+                if from != FRESH {
+                    st.resent += 1;
+                }
+                st.reported(from);
+            }
+            Err((e, m)) => {
+                st.healthy = false;
+                st.error(e);
+                let topic = m.topic().to_string();
+                st.undelivered(
+                    &topic,
+                    m.key().unwrap_or_default(),
+                    m.payload().unwrap_or_default(),
+                    from,
+                );
+            }
+        }
+    }
+}
+
+/// One Kafka destination's thread.
+pub(crate) struct KafkaWorker {
+    target: KafkaTarget,
+    producer: BaseProducer<Delivery>,
+    config: ExportConfig,
+    pool: Pool,
+    shared: Arc<Counters>,
+    json: RecordWriter,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    /// When a spool segment was last sent while the brokers were not known to be up: at most
+    /// one such probe per timeout.
+    probed_at: Option<Instant>,
+}
+
+impl KafkaWorker {
+    /// Creates the producer (it connects in the background) and opens the spool.
+    pub(crate) fn open(
+        target: &KafkaTarget,
+        config: &ExportConfig,
+        pool: Pool,
+        shared: Arc<Counters>,
+    ) -> Result<KafkaWorker, Error> {
+        let spool = match &target.spool {
+            Some(dir) => Some(Spool::open(dir, target.spool_size).map_err(|e| Error::Io {
+                what: format!("cannot open the Kafka spool {}", dir.display()),
+                source: e,
+            })?),
+            None => None,
+        };
+        let state = State {
+            spool,
+            ..State::default()
+        };
+        let producer: BaseProducer<Delivery> = ClientConfig::new()
+            .set("bootstrap.servers", &target.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("linger.ms", "20")
+            .set("batch.num.messages", "10000")
+            .set("batch.size", "1000000")
+            .set("queue.buffering.max.messages", "1000000")
+            .set("message.timeout.ms", target.timeout_ms.to_string())
+            .set("client.id", format!("trawl-{}", target.probe))
+            .create_with_context(Delivery(Mutex::new(state)))
+            .map_err(|e| Error::BadDestination {
+                text: format!("kafka://{}/{}", target.brokers, target.topic),
+                why: format!("cannot create a Kafka producer: {e}"),
+            })?;
+        Ok(KafkaWorker {
+            target: target.clone(),
+            producer,
+            config: config.clone(),
+            pool,
+            shared,
+            json: RecordWriter::new(RecordFormat::Json, false),
+            key: Vec::with_capacity(64),
+            value: Vec::with_capacity(4096),
+            probed_at: None,
+        })
+    }
+
+    pub(crate) fn run(mut self, rx: Receiver<Batch>) -> ExporterReport {
+        loop {
+            match rx.recv_timeout(self.config.flush_interval) {
+                Ok(mut batch) => {
+                    self.produce_batch(&batch);
+                    batch.records.clear();
+                    if let Ok(mut p) = self.pool.lock() {
+                        p.push(batch.records);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.producer.poll(Duration::ZERO);
+            self.send_spool();
+            self.publish();
+        }
+        self.finish()
+    }
+
+    fn produce_batch(&mut self, batch: &Batch) {
+        self.json.name_iface(batch.iface.as_deref());
+        // Taken out for the loop (`produce` borrows `self`), put back after: no copy per record.
+        let topic = std::mem::take(&mut self.target.topic);
+        for r in &batch.records {
+            self.encode(r, batch.iface.as_deref());
+            let (key, value) = (
+                std::mem::take(&mut self.key),
+                std::mem::take(&mut self.value),
+            );
+            self.produce(&topic, &key, &value, FRESH);
+            (self.key, self.value) = (key, value);
+        }
+        self.target.topic = topic;
+    }
+
+    fn encode(&mut self, r: &FlowRecord<'_>, iface: Option<&str>) {
+        self.key.clear();
+        self.value.clear();
+        match self.target.key {
+            KafkaKey::Probe => self.key.extend_from_slice(self.target.probe.as_bytes()),
+            KafkaKey::Flow => {
+                use std::io::Write;
+                let _ = write!(
+                    self.key,
+                    "{}|{}|{}|{}|{}",
+                    r.src_ip, r.src_port, r.dst_ip, r.dst_port, r.proto
+                );
+            }
+        }
+        match self.target.format {
+            KafkaFormat::Json => {
+                self.json.write(r, &mut self.value);
+                // A message is one record: the line without its newline.
+                self.value.pop();
+            }
+            KafkaFormat::Protobuf => {
+                crate::pb::encode_flow(r, iface, &self.target.probe, &mut self.value)
+            }
+        }
+    }
+
+    /// Hands a message to librdkafka; when its queue is full, a file run waits for room and
+    /// a live run spools the message (never waits).
+    fn produce(&mut self, topic: &str, key: &[u8], value: &[u8], from: usize) {
+        loop {
+            let record = BaseRecord::with_opaque_to(topic, from)
+                .key(key)
+                .payload(value);
+            match self.producer.send(record) {
+                Ok(()) => return,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _))
+                    if self.config.lossless =>
+                {
+                    // Room comes as messages are acknowledged or time out into the spool.
+                    self.producer.poll(Duration::from_millis(10));
+                }
+                Err((e, _)) => {
+                    let mut st = self.producer.context().state();
+                    st.error(e);
+                    st.undelivered(topic, key, value, from);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends the oldest spool segment when none is being sent and the brokers answer; not
+    /// knowing, once per timeout as a probe, and only while librdkafka holds no other message
+    /// (with records flowing, their acknowledgements tell; and a probe segment, being sent,
+    /// cannot be dropped, so probing while fresh messages still fail into a full spool would
+    /// drop newer segments instead of the oldest).
+    fn send_spool(&mut self) {
+        let timeout = Duration::from_millis(u64::from(self.target.timeout_ms));
+        let quiet = self.producer.in_flight_count() == 0;
+        let taken = {
+            let mut st = self.producer.context().state();
+            if !st.sending.is_empty() {
+                return;
+            }
+            if !st.healthy && (!quiet || self.probed_at.is_some_and(|t| t.elapsed() < timeout)) {
+                return;
+            }
+            let Some(spool) = st.spool.as_mut() else {
+                return;
+            };
+            if spool.pending() == 0 {
+                return;
+            }
+            match spool.take_oldest(&[]) {
+                Ok(Some((seq, entries))) if entries.is_empty() => {
+                    let _ = spool.remove(seq);
+                    return;
+                }
+                Ok(Some((seq, entries))) => {
+                    st.sending.push(Sending {
+                        seq,
+                        left: entries.len() as u64,
+                        failed: false,
+                    });
+                    (seq, entries)
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    let what = format!("spool {}: {e}", spool.dir().display());
+                    st.error(what);
+                    return;
+                }
+            }
+        };
+        if !self.producer.context().state().healthy {
+            self.probed_at = Some(Instant::now());
+        }
+        let (seq, entries) = taken;
+        for e in entries {
+            self.produce(&e.topic, &e.key, &e.value, seq as usize);
+        }
+    }
+
+    /// Publishes the counters a live run shows while it goes.
+    fn publish(&self) {
+        let st = self.producer.context().state();
+        let dropped = st.dropped + st.spool.as_ref().map_or(0, |s| s.stats().dropped);
+        self.shared.dropped_send.store(dropped, Ordering::Relaxed);
+        if self.shared.send_errors.load(Ordering::Relaxed) != st.send_errors {
+            self.shared
+                .send_errors
+                .store(st.send_errors, Ordering::Relaxed);
+            if let Ok(mut e) = self.shared.last_error.lock() {
+                e.clone_from(&st.last_error);
+            }
+        }
+    }
+
+    /// Waits for what is in flight (bounded by the timeout: what is not acknowledged by then
+    /// is spooled), sends the spool while the brokers answer, and reports.
+    fn finish(mut self) -> ExporterReport {
+        let timeout = Duration::from_millis(u64::from(self.target.timeout_ms));
+        // A message times out after `timeout`; a spool being sent may need a few of those.
+        let deadline = Instant::now() + timeout * 3 + Duration::from_secs(1);
+        loop {
+            self.producer.poll(Duration::from_millis(50));
+            self.send_spool();
+            let st = self.producer.context().state();
+            let pending = st.spool.as_ref().map_or(0, Spool::pending);
+            let idle = self.producer.in_flight_count() == 0 && st.sending.is_empty();
+            if idle && (pending == 0 || !st.healthy) || Instant::now() >= deadline {
+                break;
+            }
+        }
+        // What is still queued goes to the spool (its delivery reports say "purged").
+        self.producer
+            .purge(PurgeConfig::default().queue().inflight());
+        self.producer.poll(Duration::from_millis(100));
+        self.publish();
+        let mut st = self.producer.context().state();
+        if let Some(s) = st.spool.as_mut() {
+            if let Err(e) = s.close() {
+                let what = format!("spool {}: {e}", s.dir().display());
+                st.error(what);
+            }
+        }
+        let spool = st.spool.as_ref().map(|s| (s.stats(), s.pending()));
+        let (stats, pending) = spool.unwrap_or_default();
+        ExporterReport {
+            messages: st.acked,
+            bytes: st.acked_bytes,
+            dropped_send: st.dropped + stats.dropped,
+            send_errors: st.send_errors,
+            last_error: st.last_error.clone(),
+            spooled: stats.spooled,
+            spool_dropped: stats.dropped,
+            spool_resent: st.resent,
+            spool_pending: pending,
+            ..ExporterReport::default()
+        }
+    }
+}
