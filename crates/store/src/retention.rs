@@ -79,6 +79,10 @@ pub fn enforce(db: &Path, rules: &Retention, now_ns: u64) -> Result<RetentionOut
         let _ = fs::remove_dir(&iface);
     }
     out.temporaries_deleted += tidy_days(&db.join(crate::alarms::ALARMS_DIR))?;
+    // Emptied: the database is then an empty directory again, as `trawl query` expects of
+    // one whose every block was deleted.
+    let _ = fs::remove_dir(db.join(crate::series::SERIES_DIR));
+    let _ = fs::remove_dir(db.join(crate::alarms::ALARMS_DIR));
     Ok(out)
 }
 
