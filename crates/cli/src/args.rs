@@ -64,6 +64,10 @@ pub enum Command {
     /// Query the flow database: group by attributes, filter by a condition and a time range.
     #[command(after_help = crate::query::QUERY_HELP)]
     Query(crate::query::QueryArgs),
+    /// Serve the HTTP API (queries, packets, status, metrics; docs/specs/api.md) over a flow
+    /// database and a packet store, without capturing, until SIGINT/SIGTERM.
+    #[command(after_help = EXIT_CODES)]
+    Serve(crate::serve::ServeArgs),
     /// Run a detection application (SYN floods) over capture files; events as JSON lines.
     Detect(crate::detect::DetectArgs),
     /// Check a composition file (blocks, connections, pools) or a `trawl run` configuration

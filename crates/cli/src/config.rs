@@ -95,6 +95,8 @@ pub struct RunArgs {
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,
+    #[command(flatten)]
+    pub api: crate::serve::ApiArgs,
 }
 
 /// `trawl run`'s flags alone, for reading a line of them without the whole command line.
@@ -145,6 +147,7 @@ impl RunArgs {
                     || self.export.series_feed.is_some(),
                 "--export/--flows-feed/--series-feed",
             ),
+            (self.api.any(), "--api (the http_api block)"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -316,6 +319,8 @@ pub struct RunPlan {
     pub export_to: Vec<String>,
     /// The packet store's settings as given (checked into `dump`), for the composition.
     pub dump_settings: Option<crate::dump::StoreSettings>,
+    /// The HTTP API (`--api`): its address, token and TLS; the plan adds what it serves.
+    pub api: Option<trawl_api::ApiConfig>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -503,6 +508,7 @@ impl RunPlan {
             dump_plan(s)?;
         }
         Ok(RunPlan {
+            api: a.api.config(None)?,
             export,
             export_to: export_args.export.clone(),
             dump_settings,

@@ -18,6 +18,7 @@ mod plan;
 mod progress;
 mod query;
 mod run;
+mod serve;
 mod signals;
 mod subscribe;
 mod summary;
@@ -70,6 +71,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Subscribe(a) => subscribe::run(&a),
         Command::Ingest(a) => ingest::run(&a),
         Command::Query(a) => query::run(&a),
+        Command::Serve(a) => serve::serve(&a),
         Command::Detect(a) => detect::run(&a),
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
