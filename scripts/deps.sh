@@ -9,12 +9,14 @@
 #     tshark's cflow dissector and nfdump's nfcapd collector, and trawl's collector against
 #     softflowd's export (independent implementations, run live in the tests).
 #   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
-#     package (installed with pip below), as users of the Parquet files will.
+#     package (installed with pip below), as users of the Parquet files will; the API tests
+#     parse /metrics with the Prometheus project's own parser (prometheus_client, pip).
+#   openssl: the API's TLS test makes a self-signed certificate.
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester openssl)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -48,4 +50,11 @@ if ! python3 -c 'import duckdb' 2>/dev/null; then
     python3 -m pip install --quiet duckdb 2>/dev/null \
         || python3 -m pip install --quiet --break-system-packages duckdb \
         || echo "deps: WARNING: could not install duckdb; the DuckDB test will say SKIPPED"
+fi
+
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+    echo "deps: installing the prometheus_client Python package (pip)"
+    python3 -m pip install --quiet prometheus_client 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages prometheus_client \
+        || echo "deps: WARNING: could not install prometheus_client; the API metrics test will fail"
 fi

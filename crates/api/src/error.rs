@@ -18,14 +18,15 @@ pub enum Error {
         message: String,
     },
     /// The listening socket could not be made (address in use, not allowed).
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         /// The address.
         addr: String,
         /// The system's error.
+        #[source]
         source: std::io::Error,
     },
     /// The runtime's threads could not start.
-    #[error("cannot start the API's threads: {0}")]
-    Runtime(std::io::Error),
+    #[error("cannot start the API's threads")]
+    Runtime(#[source] std::io::Error),
 }

@@ -557,6 +557,7 @@ fn series_of_files_out_of_time_order_are_one_increasing_stream() {
     assert!(rows.windows(2).all(|w| w[1][0] > w[0][0]));
 }
 
+mod api;
 mod cli;
 mod compose;
 mod depth;
