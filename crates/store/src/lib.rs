@@ -11,6 +11,8 @@
 //!   `trawl-query`, reads only the columns it needs), [`read_block_direct`] with [`pages`],
 //!   the direct page decoder the query engine uses for trawl's own column chunks.
 //! - [`retention::enforce`] deletes by age and disk budget, oldest first.
+//! - [`series`] stores per-second series with minute and hour rollups beside the blocks,
+//!   [`alarms`] the events of detection blocks; both are read back by time range.
 //!
 //! ```
 //! use std::net::IpAddr;
@@ -38,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod alarms;
 mod error;
 pub mod hash;
 pub mod layout;
@@ -46,6 +49,7 @@ mod reader;
 pub mod retention;
 pub mod scan;
 pub mod schema;
+pub mod series;
 mod writer;
 
 pub use error::{Error, Result};

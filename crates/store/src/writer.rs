@@ -686,7 +686,7 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
 }
 
 /// Distinguishes the temporary files of concurrent writes in one process.
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Writes `rows` as a block of interface `iface` starting at `start_ns` and publishes it
 /// atomically: the file is written under a temporary dot-name in the day directory, synced,
@@ -789,7 +789,7 @@ fn write_tmp(
 
 /// Creates a day directory and the directories above it, durably: the new directory entries
 /// must survive a crash like the block file will.
-fn make_day_dir(dir: &Path) -> Result<()> {
+pub(crate) fn make_day_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     for d in [dir.parent(), dir.parent().and_then(Path::parent)]
         .into_iter()
@@ -803,7 +803,7 @@ fn make_day_dir(dir: &Path) -> Result<()> {
 /// Creates the temporary file of a block. A retention pass removes the day directories it
 /// finds empty, so one can vanish between its creation and the file's (seen when retention
 /// runs beside a writer): it is then made again.
-fn create_in_day_dir(tmp: &Path) -> Result<File> {
+pub(crate) fn create_in_day_dir(tmp: &Path) -> Result<File> {
     let mut tries = 0;
     loop {
         match File::create(tmp) {
@@ -834,7 +834,7 @@ fn publish(tmp: &Path, dir: &Path, start_ns: u64) -> Result<(PathBuf, u32)> {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<()> {
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))

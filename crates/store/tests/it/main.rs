@@ -13,6 +13,7 @@ use trawl_store::{
 
 #[path = "../rows.rs"]
 mod rows;
+mod series;
 use rows::{row, DAY0};
 
 const DAY: u64 = 86_400 * 1_000_000_000;
