@@ -36,6 +36,8 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/v1/query", get(query))
         .route("/api/v1/packets", get(packets))
         .route("/api/v1/series", get(series))
+        .route("/api/v1/alarms", get(alarms))
+        .route("/api/v1/alarms/stream", get(alarm_stream))
         .fallback(not_found)
         // Outermost: an unknown path without the token is a 401 too (paths tell nothing).
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
@@ -574,47 +576,241 @@ struct SeriesAnswer {
     rows: Vec<SeriesAnswerRow>,
 }
 
+/// What `/api/v1/series` was asked.
+struct SeriesPlan {
+    from_ns: u64,
+    to_ns: u64,
+    step: trawl_store::series::Step,
+    ifaces: Vec<String>,
+}
+
+fn series_plan(p: &Params) -> Result<SeriesPlan, BadParam> {
+    let from_ns = p.time("from")?.unwrap_or(0);
+    let to_ns = p.time("to")?.unwrap_or(u64::MAX);
+    if to_ns <= from_ns {
+        return Err(BadParam::new("to", "to must be after from"));
+    }
+    let step_text = p.get("step").unwrap_or("1s");
+    let step = trawl_store::series::Step::parse(step_text)
+        .ok_or_else(|| BadParam::new("step", format!("invalid step {step_text:?} (1s, 1m, 1h)")))?;
+    Ok(SeriesPlan {
+        from_ns,
+        to_ns,
+        step,
+        ifaces: p.ifaces("iface")?,
+    })
+}
+
+/// The stored rows of `plan`, per interface (every interface with stored series when the
+/// plan names none), tagged `stored`.
+fn stored_series(db: &Path, plan: &SeriesPlan) -> Result<Vec<SeriesAnswerRow>, String> {
+    use trawl_store::series;
+    let ifaces = if plan.ifaces.is_empty() {
+        series::list_ifaces(db).map_err(|e| e.to_string())?
+    } else {
+        plan.ifaces.clone()
+    };
+    let mut rows = Vec::new();
+    for iface in &ifaces {
+        // The reader walks its files' spans from `from` to `to`: only over the days stored,
+        // not from 1970 to the end of time when the request leaves the window open.
+        let Some((first, end)) = stored_days(db, iface) else {
+            continue;
+        };
+        let (from_ns, to_ns) = (plan.from_ns.max(first), plan.to_ns.min(end));
+        if from_ns >= to_ns {
+            continue;
+        }
+        let stored =
+            series::read(db, Some(iface), from_ns, to_ns, plan.step).map_err(|e| e.to_string())?;
+        rows.extend(
+            stored
+                .iter()
+                .map(|r| SeriesAnswerRow::of(iface, "stored", r)),
+        );
+    }
+    Ok(rows)
+}
+
+/// The start of the first and the end of the last day with stored seconds of `iface` (the
+/// rollups are made from them), from the directory names alone.
+fn stored_days(db: &Path, iface: &str) -> Option<(u64, u64)> {
+    const DAY_NS: u64 = 86_400 * 1_000_000_000;
+    let dir = db
+        .join(trawl_store::series::SERIES_DIR)
+        .join(format!("iface={iface}"))
+        .join(format!("step={}", trawl_store::series::Step::Second.name()));
+    let days: Vec<u64> = std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            trawl_store::layout::Date::parse(name.strip_prefix("date=")?)?.start_ns()
+        })
+        .collect();
+    Some((*days.iter().min()?, days.iter().max()? + DAY_NS))
+}
+
 async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
-    let p = match Params::parse(raw, SERIES_PARAMS) {
+    let plan = match Params::parse(raw, SERIES_PARAMS).and_then(|p| series_plan(&p)) {
         Ok(p) => p,
         Err(e) => return bad(e),
     };
-    let range = (|| -> Result<(u64, u64, Vec<String>), BadParam> {
-        let from = p.time("from")?.unwrap_or(0);
-        let to = p.time("to")?.unwrap_or(u64::MAX);
-        if to <= from {
-            return Err(BadParam::new("to", "to must be after from"));
-        }
-        match p.get("step") {
-            None | Some("1s") => {}
-            Some(other) => {
-                return Err(BadParam::new(
-                    "step",
-                    format!("invalid step {other:?} (live rows: 1s)"),
-                ))
-            }
-        }
-        Ok((
-            from / 1_000_000_000,
-            to.div_ceil(1_000_000_000),
-            p.ifaces("iface")?,
-        ))
-    })();
-    let (from_s, to_s, ifaces) = match range {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    let mut rows = Vec::new();
-    if ifaces.is_empty() || ifaces.contains(&s.cfg.iface) {
-        let live = s
-            .live
+    let step = plan.step;
+    let live_iface = s.cfg.iface.clone();
+    let with_live = step == trawl_store::series::Step::Second
+        && s.reporter.get().is_some()
+        && (plan.ifaces.is_empty() || plan.ifaces.contains(&live_iface));
+    let live = if with_live {
+        let (from_s, to_s) = (
+            plan.from_ns / 1_000_000_000,
+            plan.to_ns.div_ceil(1_000_000_000),
+        );
+        s.live
             .lock()
             .map(|l| l.between(from_s, to_s))
-            .unwrap_or_default();
-        rows.extend(
-            live.iter()
-                .map(|r| SeriesAnswerRow::of(&s.cfg.iface, "live", r)),
-        );
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut rows = match s.cfg.db.clone() {
+        None => Vec::new(),
+        Some(db) => match tokio::task::spawn_blocking(move || stored_series(&db, &plan)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e, None),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+        },
+    };
+    // Live rows for the seconds the store does not have yet (the newest: a monitor stores a
+    // second once its 5-minute file is complete).
+    let stored_until = rows
+        .iter()
+        .filter(|r| r.iface == live_iface)
+        .map(|r| r.second + 1)
+        .max()
+        .unwrap_or(0);
+    rows.extend(
+        live.iter()
+            .filter(|r| r.second >= stored_until)
+            .map(|r| SeriesAnswerRow::of(&live_iface, "live", r)),
+    );
+    rows.sort_by(|a, b| (a.second, &a.iface).cmp(&(b.second, &b.iface)));
+    json(
+        serde_json::to_vec(&SeriesAnswer {
+            step: step.name(),
+            rows,
+        })
+        .unwrap_or_default(),
+    )
+}
+
+// ---- /api/v1/alarms ----
+
+const ALARMS_PARAMS: &[&str] = &["from", "to", "iface"];
+
+/// How often the alarm stream looks for new alarms in the store.
+const ALARM_POLL: Duration = Duration::from_secs(1);
+
+#[derive(Serialize)]
+struct AlarmsAnswer {
+    alarms: Vec<trawl_store::alarms::Alarm>,
+}
+
+/// The stored alarms of `[from, to)`, of `ifaces` when given.
+fn read_alarms(
+    db: &Path,
+    from_ns: u64,
+    to_ns: u64,
+    ifaces: &[String],
+) -> Result<Vec<trawl_store::alarms::Alarm>, String> {
+    let mut alarms = trawl_store::alarms::read(db, from_ns, to_ns).map_err(|e| e.to_string())?;
+    if !ifaces.is_empty() {
+        alarms.retain(|a| a.iface.as_ref().is_some_and(|i| ifaces.contains(i)));
     }
-    json(serde_json::to_vec(&SeriesAnswer { step: "1s", rows }).unwrap_or_default())
+    Ok(alarms)
+}
+
+fn alarms_window(p: &Params, default_from: u64) -> Result<(u64, u64, Vec<String>), BadParam> {
+    let from = p.time("from")?.unwrap_or(default_from);
+    let to = p.time("to")?.unwrap_or(u64::MAX);
+    if to <= from {
+        return Err(BadParam::new("to", "to must be after from"));
+    }
+    Ok((from, to, p.ifaces("iface")?))
+}
+
+async fn alarms(State(s): State<Shared>, Query(raw): Raw) -> Response {
+    let window = Params::parse(raw, ALARMS_PARAMS).and_then(|p| alarms_window(&p, 0));
+    let (from, to, ifaces) = match window {
+        Ok(w) => w,
+        Err(e) => return bad(e),
+    };
+    let Some(db) = s.cfg.db.clone() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no database is served (--db DIR)",
+            None,
+        );
+    };
+    match tokio::task::spawn_blocking(move || read_alarms(&db, from, to, &ifaces)).await {
+        Ok(Ok(alarms)) => json(serde_json::to_vec(&AlarmsAnswer { alarms }).unwrap_or_default()),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e, None),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+    }
+}
+
+/// `/api/v1/alarms/stream`: Server-Sent Events, one `alarm` event per alarm stored from
+/// `from` on (default: now, so only new ones), as the store gets them (looked for every
+/// second), until the client goes.
+async fn alarm_stream(State(s): State<Shared>, Query(raw): Raw) -> Response {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let window =
+        Params::parse(raw, ALARMS_PARAMS).and_then(|p| alarms_window(&p, trawl_time::now_ns()));
+    let (from, to, ifaces) = match window {
+        Ok(w) => w,
+        Err(e) => return bad(e),
+    };
+    let Some(db) = s.cfg.db.clone() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no database is served (--db DIR)",
+            None,
+        );
+    };
+    // State: alarms sent so far of the window (they are read back oldest first) and those
+    // read but not sent yet.
+    let state = (db, 0usize, std::collections::VecDeque::new(), true);
+    let events =
+        futures_util::stream::unfold(state, move |(db, mut sent, mut pending, mut first)| {
+            let ifaces = ifaces.clone();
+            async move {
+                loop {
+                    if let Some(a) = pending.pop_front() {
+                        let data = serde_json::to_string(&a).unwrap_or_default();
+                        let event = Event::default().event("alarm").data(data);
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(event),
+                            (db, sent, pending, first),
+                        ));
+                    }
+                    if !first {
+                        tokio::time::sleep(ALARM_POLL).await;
+                    }
+                    first = false;
+                    let path = db.clone();
+                    let f = ifaces.clone();
+                    let read =
+                        tokio::task::spawn_blocking(move || read_alarms(&path, from, to, &f)).await;
+                    if let Ok(Ok(all)) = read {
+                        if all.len() > sent {
+                            pending.extend(all.into_iter().skip(sent));
+                            sent += pending.len();
+                        }
+                    }
+                }
+            }
+        });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }

@@ -449,6 +449,8 @@ fn api_bad_parameters_are_400_naming_them_and_unknown_paths_404() {
     // The OpenAPI document lists every endpoint this test used.
     let doc = get_json(&served.url("/api/v1/openapi.json"));
     for p in [
+        "/api/v1/alarms",
+        "/api/v1/alarms/stream",
         "/api/v1/query",
         "/api/v1/packets",
         "/api/v1/series",
@@ -801,4 +803,124 @@ fn api_of_a_run_serves_its_counters_metrics_and_live_series() {
         assert_eq!(o.remove("source").unwrap(), "live");
         assert!(written.contains(&r), "{r} not in the series file:\n{file}");
     }
+}
+
+/// Stores the per-second rows of `trawl series -r capture` as interface `iface`'s stored
+/// series (with their rollups) in `db`; returns the whole days (ns) they lie in.
+fn store_series(db: &str, capture: &str, iface: &str) -> (u64, u64) {
+    let text =
+        String::from_utf8(trawl_ok(&["series", "-r", capture, "--summary", "none"])).unwrap();
+    let mut ingest = trawl_store::series::SeriesIngest::open(db, iface).unwrap();
+    let (mut first, mut last) = (u64::MAX, 0);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let f = |k: &str| v[k].as_u64().unwrap();
+        ingest.push(&trawl_series::SeriesRow {
+            second: f("second"),
+            packets: f("packets"),
+            bytes: f("bytes"),
+            active_flows: f("active_flows"),
+            new_flows: f("new_flows"),
+            in_packets: f("in_packets"),
+            in_bytes: f("in_bytes"),
+            out_packets: f("out_packets"),
+            out_bytes: f("out_bytes"),
+        });
+        first = first.min(f("second"));
+        last = last.max(f("second"));
+    }
+    ingest.finish().unwrap();
+    assert!(last > first + 10, "{capture}: too few seconds to compare");
+    const DAY: u64 = 86_400;
+    let ns = 1_000_000_000;
+    ((first - first % DAY) * ns, (last - last % DAY + DAY) * ns)
+}
+
+fn alarm(iface: &str, ts_s: u64, victim: &str) -> trawl_store::alarms::Alarm {
+    trawl_store::alarms::Alarm {
+        detector: "synflood".into(),
+        iface: Some(iface.into()),
+        ts_ns: ts_s * 1_000_000_000,
+        start_ns: (ts_s - 2) * 1_000_000_000,
+        end_ns: None,
+        rate: Some(1234.0),
+        event: serde_json::json!({ "victim": victim }),
+    }
+}
+
+#[test]
+fn api_series_and_alarms_are_the_stored_ones() {
+    let stores = Stores::new();
+    let db = stores.db();
+    let lan = store_series(&db, &testdata("oracle/many-protocols.pcap.gz"), "lan");
+    let wlan = store_series(&db, &testdata("pcaps/android.pcap"), "wlan");
+    let mut w = trawl_store::alarms::AlarmWriter::new(&db);
+    w.append(&[
+        alarm("lan", 1_600_000_000, "10.0.0.1"),
+        alarm("wlan", 1_700_000_000, "10.0.0.2"),
+    ])
+    .unwrap();
+    let served = stores.serve(&[]);
+    for step in ["1s", "1m", "1h"] {
+        let st = trawl_store::series::Step::parse(step).unwrap();
+        let answer = get_json(&served.url(&format!("/api/v1/series?step={step}")));
+        assert_eq!(answer["step"], step);
+        let rows = answer["rows"].as_array().unwrap();
+        for (iface, (from, to)) in [("lan", lan), ("wlan", wlan)] {
+            // The stored days: the reader walks its files from `from` to `to`.
+            let stored =
+                trawl_store::series::read(Path::new(&db), Some(iface), from, to, st).unwrap();
+            let mine: Vec<&serde_json::Value> =
+                rows.iter().filter(|r| r["iface"] == iface).collect();
+            assert_eq!(mine.len(), stored.len(), "{step} {iface}");
+            assert!(!stored.is_empty());
+            for (a, s) in mine.iter().zip(&stored) {
+                assert_eq!(a["source"], "stored");
+                assert_eq!(a["second"], s.second, "{step} {iface}");
+                assert_eq!(a["packets"], s.packets, "{step} {iface}");
+                assert_eq!(a["bytes"], s.bytes, "{step} {iface}");
+                assert_eq!(a["new_flows"], s.new_flows, "{step} {iface}");
+                assert_eq!(a["active_flows"], s.active_flows, "{step} {iface}");
+            }
+        }
+    }
+    // One interface, and the seconds' packets add up to the capture's.
+    let one = get_json(&served.url("/api/v1/series?iface=wlan"));
+    let packets: u64 = one["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["packets"].as_u64().unwrap())
+        .sum();
+    assert_eq!(packets, 500);
+    let all = get_json(&served.url("/api/v1/alarms"));
+    let stored = trawl_store::alarms::read(Path::new(&db), 0, u64::MAX).unwrap();
+    assert_eq!(all["alarms"], serde_json::to_value(&stored).unwrap());
+    assert_eq!(all["alarms"].as_array().unwrap().len(), 2);
+    let wlan_only = get_json(&served.url("/api/v1/alarms?iface=wlan&from=1650000000"));
+    assert_eq!(wlan_only["alarms"].as_array().unwrap().len(), 1);
+    assert_eq!(wlan_only["alarms"][0]["event"]["victim"], "10.0.0.2");
+
+    // The stream: the stored alarms of its window, then each new one as it is stored.
+    let mut curl = Command::new("curl")
+        .args(["-sSN", "--max-time", "20"])
+        .arg(served.url("/api/v1/alarms/stream?from=1650000000"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(curl.stdout.take().unwrap()).lines();
+    let mut next_alarm = || loop {
+        let line = lines.next().expect("stream ended").unwrap();
+        if let Some(data) = line.strip_prefix("data: ") {
+            break serde_json::from_str::<serde_json::Value>(data).unwrap();
+        }
+    };
+    assert_eq!(next_alarm()["event"]["victim"], "10.0.0.2");
+    w.append(&[alarm("lan", 1_700_000_100, "10.0.0.3")])
+        .unwrap();
+    let new = next_alarm();
+    assert_eq!(new["event"]["victim"], "10.0.0.3");
+    assert_eq!(new["iface"], "lan");
+    let _ = curl.kill();
+    let _ = curl.wait();
 }
