@@ -67,3 +67,21 @@ impl Block for HttpApi {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_blocks_md_documents_the_block_and_its_gate() {
+        let doc = include_str!("../../../docs/blocks.md");
+        let start = doc
+            .find("\n## `http_api`")
+            .expect("docs/blocks.md has an http_api section");
+        let section = &doc[start + 1..];
+        let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+        for g in HttpApi::INPUTS {
+            assert!(section.contains(&format!("`{}`", g.name)) && section.contains(g.ty.name));
+        }
+    }
+}

@@ -103,3 +103,44 @@ impl ApiConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listening(listen: &str) -> ApiConfig {
+        ApiConfig {
+            listen: listen.into(),
+            ..ApiConfig::default()
+        }
+    }
+
+    #[test]
+    fn only_loopback_goes_without_a_token() {
+        for ok in ["127.0.0.1:8080", "127.0.0.2:0", "[::1]:8080"] {
+            assert!(listening(ok).check().is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:8080", "192.0.2.1:80", "[::]:8080"] {
+            let e = listening(refused).check().unwrap_err().to_string();
+            assert!(e.contains("token"), "{refused}: {e}");
+        }
+        let with_token = ApiConfig {
+            token_file: Some("/t".into()),
+            ..listening("0.0.0.0:8080")
+        };
+        assert!(with_token.check().is_ok());
+        assert!(
+            listening("localhost:8080").check().is_err(),
+            "names are not addresses"
+        );
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        let half = ApiConfig {
+            tls_cert: Some("/c".into()),
+            ..ApiConfig::default()
+        };
+        assert!(half.check().unwrap_err().to_string().contains("both"));
+    }
+}
