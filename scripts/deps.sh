@@ -10,15 +10,17 @@
 #     softflowd's export (independent implementations, run live in the tests).
 #   python3, python3-pip: the flow-store tests read a trawl database with DuckDB's Python
 #     package (installed with pip below), as users of the Parquet files will; the
-#     anonymization tests compare trawl-anon with PyPI's yacryptopan (also pip, below).
+#     anonymization tests compare trawl-anon with PyPI's yacryptopan, and the API tests
+#     parse /metrics with the Prometheus project's own parser (prometheus_client; both pip).
+#   openssl: the API's TLS test makes a self-signed certificate.
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
-#   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0007).
+#   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0009-kafka-client.md).
 #   kcat, protobuf-compiler: the Kafka tests consume trawl's topic with kcat and decode its
 #     Protobuf messages with protoc, without trawl (the brokers: scripts/services.sh).
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler openssl)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -59,4 +61,11 @@ if ! python3 -c 'import yacryptopan' 2>/dev/null; then
     python3 -m pip install --quiet yacryptopan 2>/dev/null \
         || python3 -m pip install --quiet --break-system-packages yacryptopan \
         || echo "deps: WARNING: could not install yacryptopan; trawl-anon's oracle test will fail"
+fi
+
+if ! python3 -c 'import prometheus_client' 2>/dev/null; then
+    echo "deps: installing the prometheus_client Python package (pip)"
+    python3 -m pip install --quiet prometheus_client 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages prometheus_client \
+        || echo "deps: WARNING: could not install prometheus_client; the API metrics test will fail"
 fi

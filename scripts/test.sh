@@ -45,7 +45,7 @@ cargo test --workspace
 # JA4S is behind a feature its licence asks for (crates/app/Cargo.toml): checked here too.
 cargo clippy -p trawl-app --features ja4s --all-targets -- -D warnings
 cargo test -p trawl-app --features ja4s
-# Kafka export is behind a feature (librdkafka built from source, docs/adr/0007): its exporter
+# Kafka export is behind a feature (librdkafka built from source, docs/adr/0009-kafka-client.md): its exporter
 # and the CLI with it, tested against real brokers that the tests start (scripts/services.sh).
 cargo clippy -p trawl-export -p trawl-cli --features trawl-export/kafka,trawl-cli/kafka --all-targets -- -D warnings
 cargo test -p trawl-export --features kafka

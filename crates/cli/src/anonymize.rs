@@ -13,8 +13,8 @@ use serde::Serialize;
 use trawl_anon::{PacketRewriter, RewriteOutcome};
 use trawl_blocks::output::OutputFile;
 use trawl_capture::{FileFormat, FileSource, PacketSource};
+use trawl_packets::{CaptureWriter, StoredPacket};
 
-use crate::dump::CaptureOut;
 use crate::flag::{topic, SummaryFormat};
 
 #[derive(Args, Debug)]
@@ -67,7 +67,7 @@ pub fn run(a: &AnonymizeArgs) -> Result<ExitCode> {
         src.format() == FileFormat::Pcapng || a.write.extension().is_some_and(|e| e == "pcapng");
     let sink = OutputFile::create(&a.write)
         .with_context(|| format!("cannot create output file {}", a.write.display()))?;
-    let mut out = CaptureOut::new(sink, pcapng)?;
+    let mut out = CaptureWriter::new(sink, pcapng)?;
     let mut report = Report::default();
     loop {
         let batch = match src.next_batch() {
@@ -82,7 +82,14 @@ pub fn run(a: &AnonymizeArgs) -> Result<ExitCode> {
             let iface = &batch.interfaces()[usize::from(p.iface)];
             let name = iface.name.clone().unwrap_or_else(|| p.iface.to_string());
             let (_, data) = rewriter.rewrite(p.link_type.0, p.data);
-            out.write_record(&name, p.link_type, p.ts_ns, p.wire_len, data)?;
+            out.write(&StoredPacket {
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len,
+                link_type: p.link_type,
+                data,
+                iface: &name,
+                worker: 0,
+            })?;
             report.packets += 1;
         }
     }

@@ -69,6 +69,10 @@ pub enum Command {
     /// series change detector's, and any detector an `alarm_store` block keeps).
     #[command(after_help = EXIT_CODES)]
     Alarms(crate::stored::AlarmsArgs),
+    /// Serve the HTTP API (queries, packets, status, metrics; docs/specs/api.md) over a flow
+    /// database and a packet store, without capturing, until SIGINT/SIGTERM.
+    #[command(after_help = EXIT_CODES)]
+    Serve(crate::serve::ServeArgs),
     /// Run a detection application (SYN floods) over capture files; events as JSON lines.
     Detect(crate::detect::DetectArgs),
     /// Check a composition file (blocks, connections, pools) or a `trawl run` configuration

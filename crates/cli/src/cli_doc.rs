@@ -331,6 +331,7 @@ fn every_flag_has_a_help_topic() {
         crate::flag::topic::TIME,
         crate::flag::topic::DETECTOR,
         crate::flag::topic::QUERY,
+        crate::flag::topic::API,
         crate::flag::topic::RUN,
     ];
     let mut missing = Vec::new();

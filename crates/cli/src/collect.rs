@@ -209,7 +209,7 @@ pub fn run(a: &CollectArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cpus = trawl_capture::live::allowed_cpus();
-    let plan = trawl_compose::plan(&text, "collect", &trawl_blocks::registry(), &cpus)
+    let plan = trawl_compose::plan(&text, "collect", &trawl_api::registry(), &cpus)
         .map_err(anyhow::Error::from)?;
     let stop = crate::signals::install_stop_signals()?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;

@@ -98,7 +98,7 @@ fn refuse_old_configuration(text: &str, origin: &str) -> Result<()> {
 fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
     let (text, origin) = (c.text.as_str(), c.origin.as_str());
     refuse_old_configuration(text, origin)?;
-    let registry = trawl_blocks::registry();
+    let registry = trawl_api::registry();
     let cpus = trawl_capture::live::allowed_cpus();
     if sets.is_empty() {
         // The text as it is: syntax errors name its own lines.
@@ -136,7 +136,7 @@ pub fn check(a: &CheckArgs) -> Result<ExitCode> {
 
 /// `trawl blocks`.
 pub fn blocks(a: &BlocksArgs) -> Result<ExitCode> {
-    let registry = trawl_blocks::registry();
+    let registry = trawl_api::registry();
     match a.format {
         BlocksFormat::Text => {
             for b in registry.iter() {

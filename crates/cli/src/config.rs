@@ -101,6 +101,8 @@ pub struct RunArgs {
     pub export: crate::export::ExportArgs,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
+    #[command(flatten)]
+    pub api: crate::serve::ApiArgs,
 }
 
 /// `trawl run`'s flags alone, for reading a line of them without the whole command line.
@@ -152,6 +154,7 @@ impl RunArgs {
                     || self.export.series_feed.is_some(),
                 "--export/--flows-feed/--series-feed",
             ),
+            (self.api.any(), "--api (the http_api block)"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -323,6 +326,8 @@ pub struct RunPlan {
     pub dump_settings: Option<crate::dump::StoreSettings>,
     /// `--anonymize`/`--keep`, set on every `flow_meter`.
     pub anonymize: crate::flag::AnonymizeKey,
+    /// The HTTP API (`--api`): its address, token and TLS; the plan adds what it serves.
+    pub api: Option<trawl_api::ApiConfig>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -520,6 +525,7 @@ impl RunPlan {
         }
         Ok(RunPlan {
             anonymize: a.anonymize.clone(),
+            api: a.api.config(None)?,
             export,
             dump_settings,
             live,

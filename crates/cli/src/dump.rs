@@ -10,11 +10,11 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use serde::Deserialize;
 use trawl_blocks::output::OutputFile;
-use trawl_capture::{LinkType, PcapWriter, PcapngWriter, MAX_SNAPLEN};
+use trawl_capture::LinkType;
 use trawl_compose::{BlockReport, Document, MessageKind, Policy};
 use trawl_packets::{
-    set_io_priority, Budget, CutoffStats, DumperConfig, DumperStats, IoPriority, PacketStore,
-    RetentionStats, Selection,
+    set_io_priority, Budget, CaptureWriter, CutoffStats, DumperConfig, DumperStats, IoPriority,
+    PacketStore, RetentionStats, Selection,
 };
 
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
@@ -520,7 +520,7 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
     let pcapng = choose_pcapng(a, &store.link_types(&sel)?)?;
     let sink = OutputFile::create(&a.write)
         .with_context(|| format!("cannot create output file {}", a.write.display()))?;
-    let mut writer = CaptureOut::new(sink, pcapng)?;
+    let mut writer = CaptureWriter::new(sink, pcapng)?;
     let mut failure: Option<anyhow::Error> = None;
     let mut written = 0u64;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -546,14 +546,9 @@ pub fn packets(a: &PacketsArgs) -> Result<ExitCode> {
                 written += 1;
                 ControlFlow::Continue(())
             }
-            Err(e)
-                if e.downcast_ref::<std::io::Error>()
-                    .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
-            {
-                ControlFlow::Break(())
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ControlFlow::Break(()),
             Err(e) => {
-                failure = Some(e);
+                failure = Some(e.into());
                 ControlFlow::Break(())
             }
         }
@@ -642,36 +637,21 @@ fn empty_window_note(store: &PacketStore, a: &PacketsArgs) -> Result<String> {
 /// when the selection's segments mix link types and pcap was not forced; `--format pcap` over
 /// mixed link types is refused before the file is created.
 fn choose_pcapng(a: &PacketsArgs, links: &[(String, LinkType)]) -> Result<bool> {
-    let mut distinct: Vec<u16> = links.iter().map(|(_, l)| l.0).collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let mixed = distinct.len() > 1;
-    let list = || {
-        links
-            .iter()
-            .map(|(i, l)| format!("{i}: {}", l.0))
-            .collect::<Vec<_>>()
-            .join(", ")
+    let asked = match a.format {
+        Some(f) => Some(f == CaptureFormat::Pcapng),
+        None if a.write.extension().is_some_and(|e| e == "pcapng") => Some(true),
+        None => None,
     };
-    Ok(match a.format {
-        Some(CaptureFormat::Pcapng) => true,
-        Some(CaptureFormat::Pcap) if mixed => bail!(
-            "the selection mixes link types ({}): a pcap file holds one; write pcapng \
-             (--format pcapng) or select interfaces with -i",
-            list()
-        ),
-        Some(CaptureFormat::Pcap) => false,
-        None if a.write.extension().is_some_and(|e| e == "pcapng") => true,
-        None if mixed => {
-            eprintln!(
-                "trawl: note: the selection mixes link types ({}): writing pcapng to {}",
-                list(),
-                a.write.display()
-            );
-            true
-        }
-        None => false,
-    })
+    let pcapng = trawl_packets::choose_pcapng(asked, links)
+        .map_err(|e| anyhow::anyhow!("{e} (--format pcapng, a .pcapng file, or -i)"))?;
+    if pcapng && asked.is_none() {
+        eprintln!(
+            "trawl: note: the selection mixes link types ({}): writing pcapng to {}",
+            trawl_packets::mixed_list(links),
+            a.write.display()
+        );
+    }
+    Ok(pcapng)
 }
 
 /// The capture file `trawl packets` writes.
@@ -681,90 +661,4 @@ pub enum CaptureFormat {
     Pcap,
     /// pcapng: one interface block per stored interface (names kept), link types may mix.
     Pcapng,
-}
-
-/// A pcap file opened at the first packet (its link type goes into the header), or a pcapng
-/// file with an interface block per (interface name, link type) met.
-pub(crate) enum CaptureOut<W: std::io::Write> {
-    PcapPending(Option<W>),
-    Pcap(PcapWriter<W>, LinkType),
-    Pcapng(PcapngWriter<W>, Vec<(String, LinkType)>),
-}
-
-impl<W: std::io::Write> CaptureOut<W> {
-    pub(crate) fn new(sink: W, pcapng: bool) -> Result<Self> {
-        Ok(if pcapng {
-            CaptureOut::Pcapng(PcapngWriter::new(sink)?, Vec::new())
-        } else {
-            CaptureOut::PcapPending(Some(sink))
-        })
-    }
-
-    fn write(&mut self, p: &trawl_packets::StoredPacket<'_>) -> Result<()> {
-        self.write_record(p.iface, p.link_type, p.ts_ns, p.wire_len, p.data)
-    }
-
-    /// Writes one packet of interface `iface` (a pcapng interface block per name and link
-    /// type).
-    pub(crate) fn write_record(
-        &mut self,
-        iface: &str,
-        link_type: LinkType,
-        ts_ns: u64,
-        wire_len: u32,
-        data: &[u8],
-    ) -> Result<()> {
-        if let CaptureOut::PcapPending(sink) = self {
-            let sink = sink.take().expect("replaced below");
-            *self = CaptureOut::Pcap(PcapWriter::new(sink, link_type, MAX_SNAPLEN)?, link_type);
-        }
-        match self {
-            CaptureOut::Pcap(w, link) => {
-                if *link != link_type {
-                    bail!(
-                        "the selection mixes link types ({} and {}, interface {}): a pcap file \
-                         holds one; write pcapng (--format pcapng or a .pcapng file) or select \
-                         interfaces with -i",
-                        link.0,
-                        link_type.0,
-                        iface
-                    );
-                }
-                w.write(ts_ns, wire_len, data)?;
-            }
-            CaptureOut::Pcapng(w, ifaces) => {
-                let id = match ifaces
-                    .iter()
-                    .position(|(n, l)| n == iface && *l == link_type)
-                {
-                    Some(i) => i as u32,
-                    None => {
-                        ifaces.push((iface.to_string(), link_type));
-                        w.add_interface(link_type, MAX_SNAPLEN, Some(iface))?
-                    }
-                };
-                w.write(id, ts_ns, wire_len, data)?;
-            }
-            CaptureOut::PcapPending(_) => unreachable!("opened above"),
-        }
-        Ok(())
-    }
-
-    /// Flushes; a selection with no packet still makes a valid (empty) capture file. A reader
-    /// that went away (`-w -` into `head`) is not an error.
-    pub(crate) fn finish(self) -> Result<()> {
-        let r = match self {
-            CaptureOut::PcapPending(Some(sink)) => {
-                PcapWriter::new(sink, LinkType::ETHERNET, MAX_SNAPLEN)
-                    .and_then(|w| w.finish().map(drop))
-            }
-            CaptureOut::PcapPending(None) => Ok(()),
-            CaptureOut::Pcap(w, _) => w.finish().map(drop),
-            CaptureOut::Pcapng(w, _) => w.finish().map(drop),
-        };
-        match r {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-            _ => Ok(()),
-        }
-    }
 }

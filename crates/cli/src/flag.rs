@@ -48,6 +48,8 @@ pub mod topic {
     pub const DETECTOR: &str = "Detector";
     /// How a query runs.
     pub const QUERY: &str = "Query execution";
+    /// The HTTP API: address, token, TLS.
+    pub const API: &str = "HTTP API";
     /// When a run stops, its status and its user (in `trawl run`, also with a composition
     /// file).
     pub const RUN: &str = "Run control";

@@ -19,6 +19,7 @@ mod plan;
 mod progress;
 mod query;
 mod run;
+mod serve;
 mod signals;
 mod stored;
 mod subscribe;
@@ -87,6 +88,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Ingest(a) => ingest::run(&a),
         Command::Query(a) => query::run(&a),
         Command::Alarms(a) => stored::alarms(&a),
+        Command::Serve(a) => serve::serve(&a),
         Command::Detect(a) => detect::run(&a),
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),

@@ -92,7 +92,7 @@ pub fn run(a: &VoipArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create output directory {}", a.out.display()))?;
     let cpus = trawl_capture::live::allowed_cpus();
-    let plan = trawl_compose::plan(&text, "trawl voip", &trawl_blocks::registry(), &cpus)?;
+    let plan = trawl_compose::plan(&text, "trawl voip", &trawl_api::registry(), &cpus)?;
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     let (failure, report) = match running.wait() {
         Ok(r) => (None, r),

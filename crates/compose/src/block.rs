@@ -163,6 +163,7 @@ pub(crate) trait Host {
     fn stopping(&self) -> bool;
     fn name(&self, block: usize) -> &str;
     fn take(&mut self, want: u64) -> u64;
+    fn reporter(&self) -> Option<crate::Reporter>;
 }
 
 /// The block's handle on the runtime during a call: emit messages, create timers and counters,
@@ -264,6 +265,12 @@ impl Ctx<'_> {
     /// The block's name in the composition.
     pub fn name(&self) -> &str {
         self.host.name(self.block)
+    }
+
+    /// Reads every block's and queue's counters of this composition, from any thread (a
+    /// block that serves them, as the HTTP API does). Available from [`Block::start`] on.
+    pub fn reporter(&self) -> Option<crate::Reporter> {
+        self.host.reporter()
     }
 
     /// Takes up to `want` packets from the run's packet budget (`[runtime] count`, shared by

@@ -36,6 +36,6 @@ pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
 pub use paths::{PathForm, PathSetting};
 pub use registry::{BlockInfo, Registry};
 pub use runtime::{
-    human_rate, start, BlockReport, ConnectionReport, Message, MessageKind, Report, Running,
-    ERRORS_KEPT,
+    human_rate, start, BlockReport, ConnectionReport, Message, MessageKind, Report, Reporter,
+    Running, ERRORS_KEPT,
 };

@@ -108,6 +108,9 @@ struct Control {
     budget: Option<AtomicU64>,
     /// [`Plan::print_messages`].
     print_messages: bool,
+    /// Every counter, for blocks that report on the composition; set before any block
+    /// thread starts.
+    reporter: std::sync::OnceLock<Reporter>,
 }
 
 impl Control {
@@ -179,11 +182,30 @@ struct Worker {
 pub struct Running {
     control: Arc<Control>,
     threads: Vec<JoinHandle<()>>,
+    reporter: Reporter,
+    started: Instant,
+    run_control: crate::composition::RunControl,
+}
+
+/// Reads every counter of a running composition, from any thread, at any time: what
+/// [`Running::report`] answers, for a block that reports on its own composition (the HTTP
+/// API's status and metrics; [`Ctx::reporter`]). Cheap to clone.
+#[derive(Clone)]
+pub struct Reporter(Arc<ReporterInner>);
+
+struct ReporterInner {
     blocks: Vec<(String, &'static str, String, Arc<BlockShared>, bool)>,
     queues: Vec<(String, String, usize, Arc<QueueShared>)>,
     direct: Vec<(String, String)>,
     started: Instant,
-    run_control: crate::composition::RunControl,
+}
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporter")
+            .field("blocks", &self.0.blocks.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Counters of one block.
@@ -417,6 +439,7 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         failure: Mutex::new(None),
         budget: run_control.count.map(AtomicU64::new),
         print_messages,
+        reporter: std::sync::OnceLock::new(),
     });
     let wakers: Vec<Arc<Waker>> = threads
         .iter()
@@ -548,6 +571,13 @@ pub fn start(plan: Plan) -> Result<Running, String> {
             )
         })
         .collect();
+    let reporter = Reporter(Arc::new(ReporterInner {
+        blocks: block_list,
+        queues,
+        direct,
+        started: Instant::now(),
+    }));
+    let _ = control.reporter.set(reporter.clone());
     let mut handles = Vec::new();
     for (t, (locals, routes)) in locals.into_iter().zip(routes).enumerate() {
         let worker = Worker {
@@ -577,10 +607,8 @@ pub fn start(plan: Plan) -> Result<Running, String> {
     Ok(Running {
         control,
         threads: handles,
-        blocks: block_list,
-        queues,
-        direct,
-        started: Instant::now(),
+        started: reporter.0.started,
+        reporter,
         run_control,
     })
 }
@@ -658,7 +686,36 @@ impl Running {
 
     /// Every counter now.
     pub fn report(&self) -> Report {
-        let blocks = self
+        self.reporter.report()
+    }
+
+    /// A handle that reads the counters from another thread.
+    pub fn reporter(&self) -> Reporter {
+        self.reporter.clone()
+    }
+
+    /// Waits for every block to finish. Returns the final counters, or the first failure
+    /// (a block's [`Ctx::fail`], a panic, a core that cannot be pinned) with them.
+    pub fn wait(mut self) -> Result<Report, (String, Report)> {
+        let mut panicked = false;
+        for t in std::mem::take(&mut self.threads) {
+            panicked |= t.join().is_err();
+        }
+        let report = self.report();
+        let failure = self.control.failure.lock().ok().and_then(|f| f.clone());
+        match (failure, panicked) {
+            (Some(f), _) => Err((f, report)),
+            (None, true) => Err(("a block thread panicked".into(), report)),
+            (None, false) => Ok(report),
+        }
+    }
+}
+
+impl Reporter {
+    /// Every counter now.
+    pub fn report(&self) -> Report {
+        let inner = &*self.0;
+        let blocks = inner
             .blocks
             .iter()
             .map(|(name, type_name, thread, s, source)| BlockReport {
@@ -684,7 +741,7 @@ impl Running {
             })
             .map(BlockReport::with_error_messages)
             .collect();
-        let mut connections: Vec<ConnectionReport> = self
+        let mut connections: Vec<ConnectionReport> = inner
             .queues
             .iter()
             .map(|(from, to, capacity, q)| {
@@ -702,7 +759,7 @@ impl Running {
                 }
             })
             .collect();
-        connections.extend(self.direct.iter().map(|(from, to)| ConnectionReport {
+        connections.extend(inner.direct.iter().map(|(from, to)| ConnectionReport {
             from: from.clone(),
             to: to.clone(),
             queued: false,
@@ -714,25 +771,9 @@ impl Running {
             waits: 0,
         }));
         Report {
-            elapsed_s: self.started.elapsed().as_secs_f64(),
+            elapsed_s: inner.started.elapsed().as_secs_f64(),
             blocks,
             connections,
-        }
-    }
-
-    /// Waits for every block to finish. Returns the final counters, or the first failure
-    /// (a block's [`Ctx::fail`], a panic, a core that cannot be pinned) with them.
-    pub fn wait(mut self) -> Result<Report, (String, Report)> {
-        let mut panicked = false;
-        for t in std::mem::take(&mut self.threads) {
-            panicked |= t.join().is_err();
-        }
-        let report = self.report();
-        let failure = self.control.failure.lock().ok().and_then(|f| f.clone());
-        match (failure, panicked) {
-            (Some(f), _) => Err((f, report)),
-            (None, true) => Err(("a block thread panicked".into(), report)),
-            (None, false) => Ok(report),
         }
     }
 }
@@ -982,6 +1023,10 @@ impl Worker {
 }
 
 impl Host for Worker {
+    fn reporter(&self) -> Option<Reporter> {
+        self.control.reporter.get().cloned()
+    }
+
     #[inline]
     fn emit(&mut self, block: usize, output: usize, msg: Msg) {
         let shared = &self.locals[block].shared;

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 
 mod block;
+mod capture_out;
 mod cutoff;
 mod dumper;
 mod error;
@@ -33,6 +34,7 @@ mod retention;
 mod sys;
 mod terms;
 
+pub use capture_out::{choose_pcapng, mixed_list, CaptureWriter};
 pub use cutoff::CutoffStats;
 pub use dumper::{Dumper, DumperConfig, DumperStats, StreamId, MAX_PCAP_TS};
 pub use error::Error;

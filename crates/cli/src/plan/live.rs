@@ -208,6 +208,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         .filter(|e| e.destinations.iter().any(|d| d.starts_with("feed:")));
     let series_feed = SeriesFeedOut::of(&plan.export);
     let meters = plan.flows.is_some()
+        || plan.api.is_some()
         || plan.series.is_some()
         || plan.store.is_some()
         || export.is_some()
@@ -271,8 +272,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .set("path", path.display().to_string())
             .set("format", format_name(*format));
     }
-    let series_merge =
-        plan.series.is_some() || (series_feed.is_some() && live.interfaces.len() == 1);
+    let series_merge = plan.series.is_some()
+        || plan.api.is_some()
+        || (series_feed.is_some() && live.interfaces.len() == 1);
     if series_merge {
         doc.block("series", "series_merge").on("outputs", Some(0));
     }
@@ -421,5 +423,64 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
     if plan.series.is_some() {
         doc.connect("series.series", &["series_out.series"], Policy::Wait);
     }
+    if let Some(api) = &plan.api {
+        add_api(&mut doc, plan, api, &sources, &meter_names);
+        doc.connect("series.series", &[&format!("{API}.series")], Policy::Wait);
+    }
     Ok(doc)
+}
+
+/// The name of the `http_api` block of `trawl run --api`.
+pub const API: &str = "api";
+
+/// The `http_api` block of `trawl run --api` on the outputs thread: it serves the run's flow
+/// database and packet store, the rows of `series` (every interface's, summed: one interface
+/// names them), and names each capture source's and meter's interface in `/metrics`.
+fn add_api(
+    doc: &mut Document,
+    plan: &RunPlan,
+    api: &trawl_api::ApiConfig,
+    sources: &[(usize, usize, String)],
+    meters: &[(usize, String)],
+) {
+    let interfaces = &plan.live.interfaces;
+    let mut labels = toml::Table::new();
+    for (i, w, source) in sources {
+        let iface = &interfaces[*i];
+        labels.insert(source.clone(), iface.as_str().into());
+        if plan.ring.is_some() {
+            labels.insert(format!("ring_{}_{w}", ident(iface)), iface.as_str().into());
+        }
+    }
+    for (i, meter) in meters {
+        labels.insert(meter.clone(), interfaces[*i].as_str().into());
+    }
+    for iface in interfaces {
+        for kind in ["store", "export"] {
+            labels.insert(format!("{kind}_{}", ident(iface)), iface.as_str().into());
+        }
+    }
+    let path = |p: &std::path::Path| p.display().to_string();
+    doc.block(API, "http_api")
+        .on("outputs", Some(0))
+        .set("listen", api.listen.as_str())
+        .set_some("token_file", api.token_file.as_deref().map(path))
+        .set_some("tls_cert", api.tls_cert.as_deref().map(path))
+        .set_some("tls_key", api.tls_key.as_deref().map(path))
+        .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
+        .set_some(
+            "packets",
+            plan.dump_settings
+                .as_ref()
+                .and_then(|d| d.dir.as_deref())
+                .map(path),
+        )
+        .set(
+            "iface",
+            match interfaces.as_slice() {
+                [one] => one.as_str(),
+                _ => "all",
+            },
+        )
+        .set("block_interfaces", toml::Value::Table(labels));
 }

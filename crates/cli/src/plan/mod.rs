@@ -32,7 +32,7 @@ pub struct Finished {
 /// Plans `doc` as `trawl check -c` would the printed TOML and starts it, the blocks' messages
 /// kept for the command's summary instead of printed as they happen.
 fn start(doc: &Document) -> Result<trawl_compose::Running> {
-    let registry = trawl_blocks::registry();
+    let registry = trawl_api::registry();
     let cpus = trawl_capture::live::allowed_cpus();
     let mut plan = trawl_compose::plan(&doc.to_toml(), "<command line>", &registry, &cpus)
         .map_err(anyhow::Error::from)?;

@@ -87,7 +87,7 @@ fn unknown_types_settings_and_keys_are_named() {
         "#,
     );
     assert_eq!(p.len(), 5, "{p:#?}");
-    assert!(p[0].starts_with("block `a`: unknown block type `numbrs` (known types: complainer, numbers, scale, sink, talker, ticker, where)"), "{}", p[0]);
+    assert!(p[0].starts_with("block `a`: unknown block type `numbrs` (known types: complainer, numbers, observer, scale, sink, talker, ticker, where)"), "{}", p[0]);
     assert!(
         p[1].starts_with("block `b` (numbers): unknown field `cuont`"),
         "{}",

@@ -430,11 +430,64 @@ pub fn registry() -> Registry {
         .register::<Talker>()
         .register::<Complainer>()
         .register::<Ticker>()
-        .register::<Where>();
+        .register::<Where>()
+        .register::<Observer>();
     r
 }
 
 /// Every CPU this test may pin to.
 pub fn cpus() -> Vec<usize> {
     trawl_capture::live::allowed_cpus()
+}
+
+/// Reads the whole composition's counters through [`Ctx::reporter`] (as the HTTP API does):
+/// at its finish it records how many items the block named in `watch` has sent.
+pub struct Observer {
+    name: String,
+    watch: String,
+    reporter: Option<trawl_compose::Reporter>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObserverSettings {
+    watch: String,
+}
+
+impl Block for Observer {
+    const TYPE: &'static str = "observer";
+    const SUMMARY: &'static str = "reports another block's counters";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "in",
+        ty: MsgType::ANY,
+        required: true,
+        doc: "anything; the block finishes after it",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[];
+    type Settings = ObserverSettings;
+
+    fn build(s: ObserverSettings, env: &BuildEnv) -> Result<Self, String> {
+        seen().lock().unwrap().remove(&env.name);
+        Ok(Observer {
+            name: env.name.clone(),
+            watch: s.watch,
+            reporter: None,
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.reporter = ctx.reporter();
+        Ok(())
+    }
+
+    fn finish(&mut self, _ctx: &mut Ctx<'_>) {
+        let sent = self
+            .reporter
+            .as_ref()
+            .and_then(|r| r.report().block(&self.watch).map(|b| b.items_out));
+        let mut all = seen().lock().unwrap();
+        let s = all.entry(self.name.clone()).or_default();
+        s.numbers = sent.into_iter().collect();
+        s.finished = true;
+    }
 }

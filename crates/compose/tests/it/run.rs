@@ -514,3 +514,30 @@ fn a_blocks_error_messages_are_the_first_errors_of_its_messages() {
     assert_eq!(errors.len(), 500);
     assert_eq!(b.error_messages, errors[..trawl_compose::ERRORS_KEPT]);
 }
+
+#[test]
+fn a_block_reads_the_counters_of_the_whole_composition_through_its_reporter() {
+    run(r#"
+        [[pool]]
+        name = "a"
+        threads = 2
+        [[block]]
+        name = "src"
+        type = "numbers"
+        count = 1000
+        batch = 10
+        pool = "a"
+        thread = 0
+        [[block]]
+        name = "obs"
+        type = "observer"
+        watch = "src"
+        pool = "a"
+        thread = 1
+        [[connection]]
+        from = "src.out"
+        to = "obs.in"
+    "#);
+    // The observer (another thread) saw the source's counters at its finish: every item.
+    assert_eq!(seen_by("obs").numbers, [1000]);
+}
