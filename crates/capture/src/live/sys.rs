@@ -532,7 +532,7 @@ impl RingReader {
     }
 }
 
-/// A ring block lent by its [`RingReader`]: read-only access to the block's bytes for as long
+/// A ring block lent by the capture's ring reader: read-only access to the block's bytes for as long
 /// as the lease (or a clone) lives, on any thread. The block goes back to the kernel only
 /// after the last one is dropped, so the bytes cannot change or vanish under a holder.
 pub struct BlockLease {
