@@ -805,31 +805,19 @@ fn api_of_a_run_serves_its_counters_metrics_and_live_series() {
     }
 }
 
-/// Stores the per-second rows of `trawl series -r capture` as interface `iface`'s stored
-/// series (with their rollups) in `db`; returns the whole days (ns) they lie in.
-fn store_series(db: &str, capture: &str, iface: &str) -> (u64, u64) {
+/// The whole days (ns) the per-second rows of `trawl series -r capture` lie in: `trawl
+/// ingest` (in [`Stores::new`]) stored those rows, with their rollups, as its interface's
+/// series.
+fn series_days(capture: &str) -> (u64, u64) {
     let text =
         String::from_utf8(trawl_ok(&["series", "-r", capture, "--summary", "none"])).unwrap();
-    let mut ingest = trawl_store::series::SeriesIngest::open(db, iface).unwrap();
     let (mut first, mut last) = (u64::MAX, 0);
     for line in text.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let f = |k: &str| v[k].as_u64().unwrap();
-        ingest.push(&trawl_series::SeriesRow {
-            second: f("second"),
-            packets: f("packets"),
-            bytes: f("bytes"),
-            active_flows: f("active_flows"),
-            new_flows: f("new_flows"),
-            in_packets: f("in_packets"),
-            in_bytes: f("in_bytes"),
-            out_packets: f("out_packets"),
-            out_bytes: f("out_bytes"),
-        });
-        first = first.min(f("second"));
-        last = last.max(f("second"));
+        let second = v["second"].as_u64().unwrap();
+        first = first.min(second);
+        last = last.max(second);
     }
-    ingest.finish().unwrap();
     assert!(last > first + 10, "{capture}: too few seconds to compare");
     const DAY: u64 = 86_400;
     let ns = 1_000_000_000;
@@ -852,8 +840,9 @@ fn alarm(iface: &str, ts_s: u64, victim: &str) -> trawl_store::alarms::Alarm {
 fn api_series_and_alarms_are_the_stored_ones() {
     let stores = Stores::new();
     let db = stores.db();
-    let lan = store_series(&db, &testdata("oracle/many-protocols.pcap.gz"), "lan");
-    let wlan = store_series(&db, &testdata("pcaps/android.pcap"), "wlan");
+    // The series `trawl ingest` stored beside the flows (Stores::new).
+    let lan = series_days(&testdata("oracle/many-protocols.pcap.gz"));
+    let wlan = series_days(&testdata("pcaps/android.pcap"));
     let mut w = trawl_store::alarms::AlarmWriter::new(&db);
     w.append(&[
         alarm("lan", 1_600_000_000, "10.0.0.1"),
