@@ -198,25 +198,17 @@ impl SynFlood {
                 c.set(v);
             }
         }
-        if self.found.is_empty() {
-            return;
-        }
-        if let Some(c) = &self.alarms {
-            c.add(
-                self.found
-                    .iter()
-                    .filter(|e| matches!(e, SynFloodEvent::Start { .. }))
-                    .count() as u64,
-            );
-        }
-        let mut slot = self.pool.take();
-        let out = slot.get_mut();
-        out.events.clear();
-        out.events.extend(self.found.drain(..).map(|e| Event {
-            ts_ns: synflood_time(&e),
-            json: synflood_json(&e),
-        }));
-        ctx.emit(0, slot.into_msg());
+        send_alarms(
+            &mut self.found,
+            self.alarms.as_ref(),
+            &mut self.pool,
+            ctx,
+            |e| matches!(e, SynFloodEvent::Start { .. }),
+            |e| Event {
+                ts_ns: synflood_time(e),
+                json: synflood_json(e),
+            },
+        );
     }
 }
 
@@ -529,24 +521,39 @@ impl Block for SeriesChange {
 
 impl SeriesChange {
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        if self.found.is_empty() {
-            return;
-        }
-        if let Some(c) = &self.alarms {
-            c.add(
-                self.found
-                    .iter()
-                    .filter(|e| matches!(e, ChangeEvent::Start { .. }))
-                    .count() as u64,
-            );
-        }
-        let mut slot = self.pool.take();
-        let out = slot.get_mut();
-        out.events.clear();
-        out.events.extend(self.found.drain(..).map(|e| Event {
-            ts_ns: change_time(&e),
-            json: change_json(&e),
-        }));
-        ctx.emit(0, slot.into_msg());
+        send_alarms(
+            &mut self.found,
+            self.alarms.as_ref(),
+            &mut self.pool,
+            ctx,
+            |e| matches!(e, ChangeEvent::Start { .. }),
+            |e| Event {
+                ts_ns: change_time(e),
+                json: change_json(e),
+            },
+        );
     }
+}
+
+/// Sends a detector's events found since the last call (none: nothing sent) as one pooled
+/// message, counting those that start an alarm (`is_start`) on `alarms`.
+fn send_alarms<E>(
+    found: &mut Vec<E>,
+    alarms: Option<&Counter>,
+    pool: &mut Pool<Events>,
+    ctx: &mut Ctx<'_>,
+    is_start: impl Fn(&E) -> bool,
+    event: impl Fn(&E) -> Event,
+) {
+    if found.is_empty() {
+        return;
+    }
+    if let Some(c) = alarms {
+        c.add(found.iter().filter(|e| is_start(e)).count() as u64);
+    }
+    let mut slot = pool.take();
+    let out = slot.get_mut();
+    out.events.clear();
+    out.events.extend(found.drain(..).map(|e| event(&e)));
+    ctx.emit(0, slot.into_msg());
 }
