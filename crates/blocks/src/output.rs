@@ -308,6 +308,13 @@ impl OutputFile {
         }
     }
 
+    /// A writer block's timer: [`OutputFile::flush_if_stale`], its error settled as
+    /// [`OutputFile::settle`] says.
+    pub fn flush_stale(&mut self, ctx: &mut trawl_compose::Ctx<'_>) {
+        let flushed = self.flush_if_stale();
+        self.settle(flushed, ctx);
+    }
+
     /// Writes out what has waited in the buffer for [`FLUSH_AFTER`] or longer: a writer
     /// calls it from its timer, so a reader of the file (`tail -f` on a collector's output)
     /// sees records within a second while few arrive, as it would with every write flushed.

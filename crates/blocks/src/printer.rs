@@ -68,8 +68,7 @@ impl Block for PacketPrinter {
         if let Err(e) = self.out.reopen_if_asked() {
             return ctx.fail(e);
         }
-        let flushed = self.out.flush_if_stale();
-        self.out.settle(flushed, ctx);
+        self.out.flush_stale(ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {

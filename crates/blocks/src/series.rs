@@ -207,8 +207,7 @@ impl Block for SeriesFileWriter {
             Ok(false) => {}
             Err(e) => return ctx.fail(e),
         }
-        let flushed = self.out.flush_if_stale();
-        self.out.settle(flushed, ctx);
+        self.out.flush_stale(ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {

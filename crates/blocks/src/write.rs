@@ -94,8 +94,7 @@ impl Block for FlowFileWriter {
             Ok(_) => {}
             Err(e) => return ctx.fail(e),
         }
-        let flushed = self.out.flush_if_stale();
-        self.out.settle(flushed, ctx);
+        self.out.flush_stale(ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -214,8 +213,7 @@ impl Block for EventFileWriter {
         if let Err(e) = self.out.reopen_if_asked() {
             return ctx.fail(e);
         }
-        let flushed = self.out.flush_if_stale();
-        self.out.settle(flushed, ctx);
+        self.out.flush_stale(ctx);
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -309,9 +307,7 @@ impl Block for PcapFileWriter {
     /// capture's file sees them).
     fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
         if let Some(w) = self.writer.as_mut() {
-            let out = w.get_mut();
-            let flushed = out.flush_if_stale();
-            out.settle(flushed, ctx);
+            w.get_mut().flush_stale(ctx);
         }
     }
 
