@@ -33,6 +33,7 @@ pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register::<pcap::PcapSource>()
         .register::<filter::PacketFilter>()
+        .register::<anon::PacketAnonymizer>()
         .register::<meter::FlowMeterBlock>()
         .register::<series::SeriesMerge>()
         .register::<series::SeriesFileWriter>()

@@ -111,16 +111,23 @@ impl PacketBatch {
         self.bytes
             .reserve(records.iter().map(|r| r.data.len()).sum::<usize>());
         for r in records {
-            self.metas.push(RecordMeta {
-                ts_ns: r.ts_ns,
-                offset: self.bytes.len(),
-                caplen: r.data.len() as u32,
-                wire_len: r.wire_len,
-                iface: r.iface,
-                direction: r.direction,
-            });
-            self.bytes.extend_from_slice(r.data);
+            self.push(r);
         }
+    }
+
+    /// Appends a copy of `r` to a batch that owns its bytes (filled by [`Self::fill_records`]
+    /// or by pushes after `clear`).
+    pub fn push(&mut self, r: &PacketRecord<'_>) {
+        debug_assert!(self.shared.is_none(), "push into a batch sharing a buffer");
+        self.metas.push(RecordMeta {
+            ts_ns: r.ts_ns,
+            offset: self.bytes.len(),
+            caplen: r.data.len() as u32,
+            wire_len: r.wire_len,
+            iface: r.iface,
+            direction: r.direction,
+        });
+        self.bytes.extend_from_slice(r.data);
     }
 
     /// Keeps only the records `keep` says yes to, in order.

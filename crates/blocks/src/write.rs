@@ -3,9 +3,12 @@ use std::fs::File;
 use std::time::Duration;
 
 use serde::Deserialize;
-use trawl_capture::{LinkType, PcapWriter};
+use std::sync::Arc;
+
+use trawl_capture::Interface;
 use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, TimerId};
 use trawl_flow::format::{RecordFormat, RecordWriter};
+use trawl_packets::{CaptureWriter, StoredPacket};
 
 use crate::messages::{Events, FlowBatch, PacketBatch, EVENTS, FLOWS, PACKETS};
 use crate::output::{check_header, FileMode, OutputFile, TimeFormat};
@@ -256,25 +259,44 @@ fn rfc3339_instants(event: &serde_json::Value) -> serde_json::Value {
     e
 }
 
-/// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`).
+/// Writes packets to a pcap file with nanosecond timestamps (like `tcpdump -w`), or to a
+/// pcapng file that keeps every interface's name and link type.
 pub struct PcapFileWriter {
     path: String,
-    writer: Option<PcapWriter<OutputFile>>,
-    link_type: Option<LinkType>,
+    pcapng: bool,
+    writer: Option<CaptureWriter<OutputFile>>,
+    /// The names of the interfaces of `names_of` (the last batch's table): a file's unnamed
+    /// interfaces are named by their index, as `trawl packets` names them.
+    names: Vec<String>,
+    names_of: Option<Arc<[Interface]>>,
+}
+
+/// The file format of `pcap_writer`.
+#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CaptureFormat {
+    /// pcap: one link type per file (packets of another are skipped and reported).
+    #[default]
+    Pcap,
+    /// pcapng: interfaces declared as they come, with their names.
+    Pcapng,
 }
 
 /// Settings of `pcap_writer`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PcapWriterSettings {
-    /// The pcap file to create; `-` is standard output.
+    /// The capture file to create; `-` is standard output.
     pub path: String,
+    /// `pcap` (default) or `pcapng`.
+    #[serde(default)]
+    pub format: CaptureFormat,
 }
 
 impl Block for PcapFileWriter {
     const TYPE: &'static str = "pcap_writer";
-    const SUMMARY: &'static str =
-        "writes packets to a pcap file with nanosecond timestamps (one link type per file)";
+    const SUMMARY: &'static str = "writes packets to a capture file with nanosecond timestamps: \
+        pcap (one link type per file) or pcapng (interface names kept)";
     const INPUTS: &'static [GateDef] = &[GateDef {
         name: "packets",
         ty: PACKETS,
@@ -286,15 +308,17 @@ impl Block for PcapFileWriter {
     const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
 
     fn build(s: PcapWriterSettings, _env: &BuildEnv) -> Result<Self, String> {
-        // Created now (before privileges are dropped); the header needs the first packet's
-        // link type, so it is written then. `-` is standard output, nothing to create.
+        // Created now (before privileges are dropped); written from the first packet on, or
+        // as an empty capture file at the end. `-` is standard output, nothing to create.
         if s.path != "-" {
             File::create(&s.path).map_err(|e| format!("cannot create {}: {e}", s.path))?;
         }
         Ok(PcapFileWriter {
             path: s.path,
+            pcapng: s.format == CaptureFormat::Pcapng,
             writer: None,
-            link_type: None,
+            names: Vec::new(),
+            names_of: None,
         })
     }
 
@@ -306,8 +330,8 @@ impl Block for PcapFileWriter {
     /// Packets that waited a second in the buffer go to the file (a reader of a live
     /// capture's file sees them).
     fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
-        if let Some(w) = self.writer.as_mut() {
-            w.get_mut().flush_stale(ctx);
+        if let Some(out) = self.writer.as_mut().and_then(CaptureWriter::get_mut) {
+            out.flush_stale(ctx);
         }
     }
 
@@ -315,55 +339,77 @@ impl Block for PcapFileWriter {
         let Some(b) = msg.get::<PacketBatch>() else {
             return;
         };
+        if self.writer.is_none() {
+            match self.open() {
+                Ok(w) => self.writer = Some(w),
+                Err(e) => return ctx.fail(e),
+            }
+        }
+        if !self
+            .names_of
+            .as_ref()
+            .is_some_and(|t| Arc::ptr_eq(t, &b.interfaces))
+        {
+            self.names = b
+                .interfaces
+                .iter()
+                .enumerate()
+                .map(|(i, f)| f.name.clone().unwrap_or_else(|| i.to_string()))
+                .collect();
+            self.names_of = Some(b.interfaces.clone());
+        }
+        let w = self.writer.as_mut().expect("opened above");
         for p in b.batch().iter() {
-            if self.writer.is_none() {
-                match OutputFile::create(std::path::Path::new(&self.path)) {
-                    Ok(f) => match PcapWriter::new(f, p.link_type, trawl_capture::MAX_SNAPLEN) {
-                        Ok(w) => {
-                            self.writer = Some(w);
-                            self.link_type = Some(p.link_type);
-                        }
-                        Err(e) => return ctx.fail(format!("cannot write {}: {e}", self.path)),
-                    },
-                    Err(e) => return ctx.fail(format!("cannot open {}: {e}", self.path)),
+            let stored = StoredPacket {
+                ts_ns: p.ts_ns,
+                wire_len: p.wire_len,
+                link_type: p.link_type,
+                data: p.data,
+                iface: &self.names[usize::from(p.iface)],
+                worker: 0,
+            };
+            match w.write(&stored) {
+                Ok(()) => {}
+                // A second link type into a pcap file: that packet is skipped.
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                    ctx.error(format!("{}: a packet skipped: {e}", self.path));
                 }
-            }
-            if self.link_type != Some(p.link_type) {
-                ctx.error(format!(
-                    "{}: a packet of link type {} skipped (the file holds {})",
-                    self.path,
-                    p.link_type.0,
-                    self.link_type.map_or(0, |l| l.0)
-                ));
-                continue;
-            }
-            if let Some(w) = self.writer.as_mut() {
-                if let Err(e) = w.write(p.ts_ns, p.wire_len, p.data) {
-                    return self.write_failed(e, ctx);
-                }
+                Err(e) => return write_failed(&self.path, e, ctx),
             }
         }
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        if let Some(w) = self.writer.take() {
-            if let Err(e) = w.finish().and_then(OutputFile::finish) {
-                self.write_failed(e, ctx);
-            }
+        // Without packets the file is still a valid (empty) capture file, as tcpdump's.
+        let writer = match self.writer.take() {
+            Some(w) => w,
+            None => match self.open() {
+                Ok(w) => w,
+                Err(e) => return ctx.fail(e),
+            },
+        };
+        if let Err(e) = writer.into_sink().and_then(OutputFile::finish) {
+            write_failed(&self.path, e, ctx);
         }
     }
 }
 
 impl PcapFileWriter {
-    /// A reader that went away (`-` into `tshark -c 10 -r -`) ends the run cleanly: there is
-    /// no one left to write for, and that is no failure (exit 0, as tcpdump). Any other
-    /// error fails the run.
-    fn write_failed(&self, e: std::io::Error, ctx: &mut Ctx<'_>) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            ctx.stop();
-        } else {
-            ctx.fail(format!("cannot write {}: {e}", self.path));
-        }
+    fn open(&self) -> Result<CaptureWriter<OutputFile>, String> {
+        let f = OutputFile::create(std::path::Path::new(&self.path))
+            .map_err(|e| format!("cannot open {}: {e}", self.path))?;
+        CaptureWriter::new(f, self.pcapng).map_err(|e| format!("cannot write {}: {e}", self.path))
+    }
+}
+
+/// A reader that went away (`-` into `tshark -c 10 -r -`) ends the run cleanly: there is no
+/// one left to write for, and that is no failure (exit 0, as tcpdump). Any other error fails
+/// the run.
+fn write_failed(path: &str, e: std::io::Error, ctx: &mut Ctx<'_>) {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        ctx.stop();
+    } else {
+        ctx.fail(format!("cannot write {path}: {e}"));
     }
 }
 

@@ -146,6 +146,11 @@ impl<W: Write> PcapngWriter<W> {
         Ok(())
     }
 
+    /// The sink (see [`PcapWriter::get_mut`]).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Records written.
     pub fn records(&self) -> u64 {
         self.records

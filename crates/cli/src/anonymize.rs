@@ -1,21 +1,20 @@
 //! `trawl anonymize`: a capture file with every IP address it carries anonymized
 //! (Crypto-PAn, `trawl_anon::PacketRewriter`), checksums updated, optionally cut after the
-//! transport headers. A file-to-file transform: it meters nothing, so it reads the file
-//! straight from a `FileSource` instead of planning a composition.
+//! transport headers. A composition, as every command: `pcap_source` → `packet_anonymizer`
+//! → `pcap_writer` (`--print-composition` shows it).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
-use trawl_anon::{PacketRewriter, RewriteOutcome};
-use trawl_blocks::output::OutputFile;
-use trawl_capture::{FileFormat, FileSource, PacketSource};
-use trawl_packets::{CaptureWriter, StoredPacket};
+use trawl_anon::RewriteOutcome;
+use trawl_capture::{FileFormat, FileSource};
+use trawl_compose::{Document, Policy};
 
 use crate::flag::{topic, SummaryFormat};
+use crate::plan::files::FileInput;
 
 #[derive(Args, Debug)]
 pub struct AnonymizeArgs {
@@ -43,6 +42,10 @@ pub struct AnonymizeArgs {
     /// Summary on standard error at the end.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
+    /// Print the composition of blocks these flags build (TOML, for `trawl check -c` and
+    /// `trawl run -c`) instead of running it.
+    #[arg(help_heading = topic::OUTPUT, long = "print-composition")]
+    pub print_composition: bool,
 }
 
 /// What `--summary json` prints: packets per outcome of the rewriter.
@@ -58,50 +61,67 @@ struct Report {
     elapsed_s: f64,
 }
 
+/// The name of the rewriting block in `trawl anonymize`'s plan.
+const ANON: &str = "anonymizer";
+/// The name of its writer.
+const OUT: &str = "out";
+
+/// `trawl anonymize` as a composition; `pcapng` picks the output format.
+fn plan(a: &AnonymizeArgs, pcapng: bool) -> Document {
+    let mut doc = Document::new();
+    let input = FileInput {
+        files: vec![a.read.clone()],
+        filter: None,
+        format: None,
+    };
+    let packets = input.add(&mut doc);
+    let _ = doc
+        .block(ANON, "packet_anonymizer")
+        .set("key", a.key.to_string_lossy().into_owned())
+        .set_some("keep", crate::flag::keep_setting(&a.keep))
+        .set_some("truncate_payload", a.truncate_payload.then_some(true));
+    let _ = doc
+        .block(OUT, "pcap_writer")
+        .set("path", a.write.to_string_lossy().into_owned())
+        .set_some("format", pcapng.then_some("pcapng"));
+    let rewritten = format!("{ANON}.packets");
+    doc.connect(&packets, &[&rewritten], Policy::Wait);
+    doc.connect(&rewritten, &[&format!("{OUT}.packets")], Policy::Wait);
+    doc
+}
+
 pub fn run(a: &AnonymizeArgs) -> Result<ExitCode> {
-    let started = Instant::now();
-    let anon = crate::flag::anonymizer(&a.key, &a.keep)?;
-    let mut rewriter = PacketRewriter::new(anon, a.truncate_payload);
-    let mut src = FileSource::open(&a.read)?;
-    let pcapng =
-        src.format() == FileFormat::Pcapng || a.write.extension().is_some_and(|e| e == "pcapng");
-    let sink = OutputFile::create(&a.write)
-        .with_context(|| format!("cannot create output file {}", a.write.display()))?;
-    let mut out = CaptureWriter::new(sink, pcapng)?;
-    let mut report = Report::default();
-    loop {
-        let batch = match src.next_batch() {
-            Ok(Some(batch)) => batch,
-            Ok(None) => break,
-            Err(e) => {
-                report.input_errors.push(e.to_string());
-                break;
-            }
-        };
-        for p in batch.iter() {
-            let iface = &batch.interfaces()[usize::from(p.iface)];
-            let name = iface.name.clone().unwrap_or_else(|| p.iface.to_string());
-            let (_, data) = rewriter.rewrite(p.link_type.0, p.data);
-            out.write(&StoredPacket {
-                ts_ns: p.ts_ns,
-                wire_len: p.wire_len,
-                link_type: p.link_type,
-                data,
-                iface: &name,
-                worker: 0,
-            })?;
-            report.packets += 1;
-        }
+    // The key first: a missing or malformed key is the error, before any file is touched.
+    crate::flag::anonymizer(&a.key, &a.keep)?;
+    // pcapng in, pcapng out (its interface names and link types kept).
+    let input = FileSource::open(&a.read)?.format();
+    let pcapng = input == FileFormat::Pcapng || a.write.extension().is_some_and(|e| e == "pcapng");
+    let doc = plan(a, pcapng);
+    if a.print_composition {
+        print!("{}", doc.to_toml());
+        return Ok(ExitCode::SUCCESS);
     }
-    out.finish()?;
-    let counts = rewriter.counters();
-    let count = |o: RewriteOutcome| counts[o as usize];
-    report.rewritten = count(RewriteOutcome::Rewritten);
-    report.partial = count(RewriteOutcome::Partial);
-    report.no_addresses = count(RewriteOutcome::NoAddresses);
-    report.malformed = count(RewriteOutcome::Malformed);
-    report.unsupported_link_type = count(RewriteOutcome::UnsupportedLinkType);
-    report.elapsed_s = started.elapsed().as_secs_f64();
+    let finished = crate::plan::run(&doc, None)?;
+    let anon = finished.report.block(ANON);
+    let count = |o: RewriteOutcome| anon.and_then(|b| b.counter(o.name())).unwrap_or(0);
+    let mut report = Report {
+        packets: RewriteOutcome::ALL.iter().map(|&o| count(o)).sum(),
+        rewritten: count(RewriteOutcome::Rewritten),
+        partial: count(RewriteOutcome::Partial),
+        no_addresses: count(RewriteOutcome::NoAddresses),
+        malformed: count(RewriteOutcome::Malformed),
+        unsupported_link_type: count(RewriteOutcome::UnsupportedLinkType),
+        input_errors: Vec::new(),
+        elapsed_s: finished.elapsed.as_secs_f64(),
+    };
+    // What a block could not read or write (a truncated input, a second link type into a
+    // pcap file), each named by the block's message.
+    report.input_errors = finished
+        .report
+        .blocks
+        .iter()
+        .flat_map(|b| b.error_messages.iter().cloned())
+        .collect();
     for e in &report.input_errors {
         eprintln!("trawl: {e}");
     }

@@ -150,19 +150,11 @@ impl AnonymizeKey {
         &self,
         b: trawl_compose::BlockBuilder<'a>,
     ) -> trawl_compose::BlockBuilder<'a> {
-        let keep: Vec<toml::Value> = self
-            .keep
-            .iter()
-            .map(|p| toml::Value::from(format!("{}/{}", p.addr, p.len)))
-            .collect();
         b.set_some(
             "anonymize",
             self.key.as_ref().map(|k| k.to_string_lossy().into_owned()),
         )
-        .set_some(
-            "keep",
-            (!keep.is_empty()).then_some(toml::Value::Array(keep)),
-        )
+        .set_some("keep", keep_setting(&self.keep))
     }
 
     /// The anonymizer, when a key was given (the key file read now, so errors come first).
@@ -172,6 +164,15 @@ impl AnonymizeKey {
             .map(|k| anonymizer(k, &self.keep))
             .transpose()
     }
+}
+
+/// The `keep` setting of the blocks that anonymize: the prefixes as text, none when empty.
+pub fn keep_setting(keep: &[trawl_anon::Prefix]) -> Option<toml::Value> {
+    let keep: Vec<toml::Value> = keep
+        .iter()
+        .map(|p| toml::Value::from(format!("{}/{}", p.addr, p.len)))
+        .collect();
+    (!keep.is_empty()).then_some(toml::Value::Array(keep))
 }
 
 /// Crypto-PAn with the key in `key_file`, keeping `keep` as they are.

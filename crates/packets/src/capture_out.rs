@@ -72,21 +72,35 @@ impl<W: Write> CaptureWriter<W> {
         Ok(())
     }
 
+    /// The sink, for what it does besides taking bytes (a buffered output flushing on a
+    /// timer); `None` before a pcap file's first packet (nothing written yet).
+    pub fn get_mut(&mut self) -> Option<&mut W> {
+        match &mut self.0 {
+            State::PcapPending(_) => None,
+            State::Pcap(w, _) => Some(w.get_mut()),
+            State::Pcapng(w, _) => Some(w.get_mut()),
+        }
+    }
+
     /// Flushes; a selection with no packet still makes a valid (empty) capture file. A reader
     /// that went away (`BrokenPipe`) is not an error.
     pub fn finish(self) -> io::Result<()> {
-        let r = match self.0 {
-            State::PcapPending(Some(sink)) => {
-                PcapWriter::new(sink, LinkType::ETHERNET, MAX_SNAPLEN)
-                    .and_then(|w| w.finish().map(drop))
-            }
-            State::PcapPending(None) => Ok(()),
-            State::Pcap(w, _) => w.finish().map(drop),
-            State::Pcapng(w, _) => w.finish().map(drop),
-        };
-        match r {
+        match self.into_sink() {
             Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e),
             _ => Ok(()),
+        }
+    }
+
+    /// Flushes, and returns the sink (for what it has to say about the writes it took).
+    pub fn into_sink(self) -> io::Result<W> {
+        match self.0 {
+            State::PcapPending(Some(sink)) => {
+                PcapWriter::new(sink, LinkType::ETHERNET, MAX_SNAPLEN)?.finish()
+            }
+            // Only while `write` replaces the state: never seen from outside.
+            State::PcapPending(None) => unreachable!("pending writer without its sink"),
+            State::Pcap(w, _) => w.finish(),
+            State::Pcapng(w, _) => w.finish(),
         }
     }
 }

@@ -739,3 +739,86 @@ fn run_anonymize_sets_the_key_on_every_meter() {
         );
     }
 }
+
+/// `trawl anonymize` is a composition (`pcap_source` → `packet_anonymizer` → `pcap_writer`,
+/// pcapng kept for pcapng input), and an input damaged part way is reported naming the file,
+/// exits 1, and the packets read before the damage are all written, anonymized.
+#[test]
+fn anonymize_is_a_composition_and_keeps_what_a_damaged_input_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path());
+    let pcapng = testdata("pcaps/many_interfaces-1.pcapng");
+    let out = ok(trawl(&[
+        "anonymize",
+        "-r",
+        &pcapng,
+        "-w",
+        "x.pcapng",
+        "--key",
+        s(&key),
+        "--print-composition",
+    ]));
+    let plan = String::from_utf8(out.stdout).unwrap();
+    for line in [
+        "type = \"pcap_source\"",
+        "type = \"packet_anonymizer\"",
+        "type = \"pcap_writer\"",
+        "format = \"pcapng\"",
+    ] {
+        assert!(plan.contains(line), "{line} missing from:\n{plan}");
+    }
+
+    // A pcap cut in the middle of a packet: tshark reads the complete ones before the cut.
+    let whole = std::fs::read(testdata("oracle/v6-http.pcap")).unwrap();
+    let damaged = dir.path().join("damaged.pcap");
+    std::fs::write(&damaged, &whole[..whole.len() * 2 / 3]).unwrap();
+    // tshark reads what precedes the cut and then fails ("cut short"): its status is not
+    // the point here, its rows are.
+    let rows = Command::new("tshark")
+        .args([
+            "-n",
+            "-r",
+            s(&damaged),
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+        ])
+        .args(["-e", "ipv6.src", "-e", "ipv6.dst"])
+        .stderr(Stdio::null())
+        .output()
+        .expect("tshark runs (scripts/deps.sh)");
+    let readable: Vec<Vec<String>> = String::from_utf8(rows.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect();
+    assert!(
+        readable.len() > 3,
+        "{} packets before the cut",
+        readable.len()
+    );
+    let output = dir.path().join("out.pcap");
+    let run = trawl(&[
+        "anonymize",
+        "-r",
+        s(&damaged),
+        "-w",
+        s(&output),
+        "--key",
+        s(&key),
+        "--summary",
+        "json",
+    ]);
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("damaged.pcap"), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["packets"], readable.len() as u64, "{summary}");
+    let mut anon = mapping(Vec::new());
+    let mapped: Vec<Vec<String>> = readable
+        .iter()
+        .map(|row| row.iter().map(|f| map_field(&mut anon, f)).collect())
+        .collect();
+    assert_eq!(tshark(&output, &["ipv6.src", "ipv6.dst"]), mapped);
+}
