@@ -246,6 +246,9 @@ async function loadAlarms() {
   }
 }
 
+/// Room a flag takes on the chart (px).
+const FLAG_W = 40;
+
 /// The chart's right edge: now on a monitor, the newest stored second otherwise.
 const rightEdge = () => (S.mode === "run" ? Math.max(S.newest + 1, Math.floor(S.serverNow)) : S.newest + stepSeconds());
 
@@ -263,7 +266,10 @@ function drawAlarms(u) {
   }
   const [min, max] = [u.scales.x.min, u.scales.x.max];
   const shown = new Set();
-  for (const inc of S.alarms.values()) {
+  // Flags that would overlap go one row lower: each row's right-most flag edge so far.
+  const rows = [];
+  const incs = [...S.alarms.values()].sort((a, b) => a.start_ns - b.start_ns);
+  for (const inc of incs) {
     if (endOf(inc) / NS < min || inc.start_ns / NS > max) continue;
     shown.add(inc.key);
     let band = [...layer.children].find((b) => b.dataset.alarm === inc.key);
@@ -283,7 +289,13 @@ function drawAlarms(u) {
     const right = u.valToPos(Math.min(endOf(inc) / NS, max), "x");
     band.className = "alarm" + (inc.key === S.selected ? " selected" : "");
     // A flag near the right edge hangs to the left of its band's end, inside the chart.
-    band.firstChild.classList.toggle("end", left + 40 > u.over.clientWidth);
+    const end = left + FLAG_W > u.over.clientWidth;
+    band.firstChild.classList.toggle("end", end);
+    const x = end ? right - FLAG_W : left;
+    let row = rows.findIndex((edge) => edge <= x);
+    if (row < 0) row = rows.push(0) - 1;
+    rows[row] = x + FLAG_W;
+    band.firstChild.style.top = row * 18 + "px";
     band.style.left = left + "px";
     band.style.width = Math.max(right - left, 2) + "px";
     band.firstChild.title = describe(inc);
@@ -406,17 +418,19 @@ async function runQuery() {
 }
 
 /// No rows: either there are none, or the window's last 5-minute block is not stored yet (the
-/// flow database writes a block when it ends, plus the grace for flows still open).
+/// flow database writes a block when it ends, plus the grace for flows still open, on the
+/// monitor's clock: the time of its packets).
 function pendingOrEmpty(msg) {
   const toS = Date.parse(S.window.to) / 1000;
   const stored = Math.ceil(toS / BLOCK_S) * BLOCK_S + GRACE_S;
   if (stored > S.serverNow) {
     msg.dataset.state = "pending";
     msg.textContent = `No flows stored for this window yet: its 5-minute block is stored at ` +
-      `${clock(stored * NS)} UTC. Query again then.`;
+      `${clock(stored * NS)} UTC (once packets after that time have come). Query again then.`;
   } else {
     msg.dataset.state = "empty";
-    msg.textContent = "No flows in this window.";
+    msg.textContent = "No flows stored for this window (its block is stored once the link " +
+      "has carried packets after " + clock(stored * NS) + " UTC).";
   }
 }
 
