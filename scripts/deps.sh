@@ -17,10 +17,12 @@
 #   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0009-kafka-client.md).
 #   kcat, protobuf-compiler: the Kafka tests consume trawl's topic with kcat and decode its
 #     Protobuf messages with protoc, without trawl (the brokers: scripts/services.sh).
+#   chromium, chromium-driver: the console's end-to-end test drives a headless Chromium over
+#     WebDriver (chromedriver) through the operator's workflow (crates/cli/tests/it/console.rs).
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler openssl)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler openssl chromium chromium-driver)
 
 missing=()
 for p in "${packages[@]}"; do

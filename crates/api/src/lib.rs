@@ -12,7 +12,7 @@
 //!   [`trawl_compose::Reporter`]. `trawl serve` starts a [`Server`] without a composition.
 //!
 //! The endpoints are specified in docs/specs/api.md; the OpenAPI document is served at
-//! `/api/v1/openapi.json`.
+//! `/api/v1/openapi.json`, the web console (`console`: embedded static files) at `/`.
 //!
 //! ```no_run
 //! let config = trawl_api::ApiConfig {
@@ -31,6 +31,7 @@
 mod auth;
 mod block;
 mod config;
+mod console;
 mod error;
 mod live;
 mod metrics;

@@ -42,6 +42,8 @@ pub(crate) fn router(state: Shared) -> Router {
         // Outermost: an unknown path without the token is a 401 too (paths tell nothing).
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
+        // After the token check: the console's files hold no data (crate::console).
+        .merge(crate::console::router())
 }
 
 /// An error answer.

@@ -92,6 +92,14 @@ pub struct RunArgs {
     /// alarms go into the database, `trawl alarms`). The series themselves are always stored.
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
     pub no_series_change: bool,
+    /// With --db: do not watch for SYN floods (`synflood` per interface, whose alarms name
+    /// the victim and go into the database, `trawl alarms`).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-synflood")]
+    pub no_synflood: bool,
+    /// With --db: do not store each minute's heaviest flows and hosts (`heavy_hitters` per
+    /// interface; its reports, naming the top sources, go into the database as alarms).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-heavy-hitters")]
+    pub no_heavy_hitters: bool,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.
@@ -145,7 +153,12 @@ impl RunArgs {
             (self.series.is_some(), "--series"),
             (self.dump.is_some(), "--dump"),
             (
-                self.db.is_some() || self.db_keep_days.is_some() || self.db_max_size.is_some(),
+                self.db.is_some()
+                    || self.db_keep_days.is_some()
+                    || self.db_max_size.is_some()
+                    || self.no_series_change
+                    || self.no_synflood
+                    || self.no_heavy_hitters,
                 "--db",
             ),
             (
@@ -380,6 +393,10 @@ pub struct StoreOutput {
     pub retention: trawl_store::Retention,
     /// Watch each interface's series for changes and store the alarms (`series_change`).
     pub change: bool,
+    /// Watch each interface's packets for SYN floods and store the alarms (`synflood`).
+    pub synflood: bool,
+    /// Store each interface's heavy hitters every minute as alarms (`heavy_hitters`).
+    pub heavy_hitters: bool,
 }
 
 /// The packet store's settings, checked.
@@ -563,6 +580,8 @@ impl RunPlan {
                             max_bytes,
                         },
                         change: !a.no_series_change,
+                        synflood: !a.no_synflood,
+                        heavy_hitters: !a.no_heavy_hitters,
                     })
                 }
                 None => None,

@@ -172,17 +172,9 @@ fn stored_series(
     let mut to = vec![format!("{series}.series")];
     if st.change {
         let change = format!("change_{id}");
-        let alarms = format!("alarms_{id}");
         doc.block(&change, "series_change").on("outputs", Some(0));
-        doc.block(&alarms, "alarm_store")
-            .on("outputs", Some(0))
-            .set("dir", dir.as_str())
-            .set("iface", iface);
-        doc.connect(
-            &format!("{change}.alarms"),
-            &[&format!("{alarms}.events")],
-            Policy::Wait,
-        );
+        let store = alarm_store(doc, st, iface);
+        doc.connect(&format!("{change}.alarms"), &[&store], Policy::Wait);
         to.push(format!("{change}.series"));
     }
     let to: Vec<&str> = to.iter().map(String::as_str).collect();
@@ -194,6 +186,57 @@ fn stored_series(
             &[&format!("{sum}.series")],
             Policy::Wait,
         );
+    }
+}
+
+/// The `alarm_store` of an interface (made by the first detector that needs it): its input.
+fn alarm_store(doc: &mut Document, st: &StoreOutput, iface: &str) -> String {
+    let alarms = format!("alarms_{}", ident(iface));
+    if doc.block_table(&alarms).is_none() {
+        doc.block(&alarms, "alarm_store")
+            .on("outputs", Some(0))
+            .set("dir", st.db.display().to_string())
+            .set("iface", iface);
+    }
+    format!("{alarms}.events")
+}
+
+/// Heavy hitters are stored as alarms once a minute: every 10 s (the block's default) would
+/// be 8,640 reports a day in the alarm list an operator reads.
+const HEAVY_INTERVAL: &str = "1m";
+
+/// The packet detectors of an interface (`synflood`, `heavy_hitters`, each unless turned off)
+/// on the outputs thread, fed by every worker of the interface (`sources`), their events into
+/// the interface's `alarm_store`. Their queues drop (counted) rather than hold capture back:
+/// detection is best effort, the packet store is the lossless record.
+fn packet_detectors(doc: &mut Document, st: &StoreOutput, iface: &str, sources: &[&str]) {
+    let id = ident(iface);
+    let detectors = [
+        (st.synflood, format!("synflood_{id}"), "synflood", "alarms"),
+        (
+            st.heavy_hitters,
+            format!("heavy_{id}"),
+            "heavy_hitters",
+            "reports",
+        ),
+    ];
+    for (on, name, type_name, out) in detectors {
+        if !on {
+            continue;
+        }
+        doc.block(&name, type_name).on("outputs", Some(0)).set_some(
+            "interval",
+            (type_name == "heavy_hitters").then_some(HEAVY_INTERVAL),
+        );
+        let store = alarm_store(doc, st, iface);
+        doc.connect(&format!("{name}.{out}"), &[&store], Policy::Wait);
+        for source in sources {
+            doc.connect(
+                &format!("{source}.packets"),
+                &[&format!("{name}.packets")],
+                Policy::Drop,
+            );
+        }
     }
 }
 
@@ -300,6 +343,12 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         }
         if let Some(st) = &plan.store {
             stored_series(&mut doc, st, iface, &meter_names, live);
+            let mine: Vec<&str> = sources
+                .iter()
+                .filter(|(i, _, _)| live.interfaces[*i] == *iface)
+                .map(|(_, _, name)| name.as_str())
+                .collect();
+            packet_detectors(&mut doc, st, iface, &mine);
         }
         if let Some(e) = &export {
             let destinations: Vec<toml::Value> = e

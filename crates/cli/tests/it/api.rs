@@ -27,7 +27,7 @@ fn testdata(rel: &str) -> String {
 }
 
 /// A trawl process serving the API, its standard error collected as it comes.
-struct Served {
+pub(crate) struct Served {
     child: Child,
     base: String,
     stderr: Arc<Mutex<String>>,
@@ -45,7 +45,7 @@ impl Served {
         )
     }
 
-    fn start_with(cmd: &mut Command, marker: &str, scheme: &str) -> Served {
+    pub(crate) fn start_with(cmd: &mut Command, marker: &str, scheme: &str) -> Served {
         let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -84,12 +84,12 @@ impl Served {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
     /// SIGINT, then the exit status and standard error.
-    fn stop(mut self) -> (std::process::ExitStatus, String) {
+    pub(crate) fn stop(mut self) -> (std::process::ExitStatus, String) {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-INT", &pid]).status();
         let status = self.child.wait().unwrap();
@@ -411,8 +411,9 @@ fn api_bad_parameters_are_400_naming_them_and_unknown_paths_404() {
             .contains("at character 10:\ndport == x\n"),
         "{e}"
     );
+    // (`/` is the console since issue 20: api_serves_the_console_and_keeps_the_data_...)
     for path in [
-        "/",
+        "/console/x",
         "/api/v1",
         "/api/v2/query",
         "/api/v1/query/../../etc/passwd",
@@ -912,4 +913,76 @@ fn api_series_and_alarms_are_the_stored_ones() {
     assert_eq!(new["iface"], "lan");
     let _ = curl.kill();
     let _ = curl.wait();
+}
+
+/// Issue 20: the web console is served at `/` and under `/console/` (the page, its script and
+/// style, the vendored chart library and its licence) with their types and a strict content
+/// policy; with a token its files need none (a browser opening the page cannot send one, and
+/// they hold no data) while every endpoint, unknown `/console/` paths included, still does.
+/// Before, `/` was a 404 (401 with a token): there was no console.
+#[test]
+fn api_serves_the_console_and_keeps_the_data_behind_the_token() {
+    let stores = Stores::new();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let token = "console-t0ken-of-32-characters-x";
+    std::fs::write(&token_file, token).unwrap();
+    let headers = |url: &str| -> String {
+        let out = Command::new("curl")
+            .args(["-sS", "-D", "-", "-o", "/dev/null", url])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+    };
+    for extra in [
+        &[][..],
+        &["--api-token-file", token_file.to_str().unwrap()][..],
+    ] {
+        let served = stores.serve(extra);
+        let (code, page) = get(&served.url("/"), &[]);
+        assert_eq!(code, 200);
+        let page = String::from_utf8(page).unwrap();
+        assert!(
+            page.contains("<script src=\"/console/console.js\">"),
+            "{page}"
+        );
+        assert_eq!(get(&served.url("/console/"), &[]).1, page.as_bytes());
+        for (path, ty, needle) in [
+            ("/console/console.js", "text/javascript", "/api/v1/query?"),
+            ("/console/console.css", "text/css", "#chart"),
+            (
+                "/console/uPlot.iife.min.js",
+                "text/javascript",
+                "uPlot (v1.6.32)",
+            ),
+            ("/console/uPlot.min.css", "text/css", ".uplot"),
+            ("/console/uPlot.LICENSE.txt", "text/plain", "MIT License"),
+        ] {
+            let (code, body) = get(&served.url(path), &[]);
+            assert_eq!(code, 200, "{path}");
+            assert!(String::from_utf8_lossy(&body).contains(needle), "{path}");
+            let h = headers(&served.url(path));
+            assert!(h.contains(&format!("content-type: {ty}")), "{path}: {h}");
+            assert!(h.contains("x-content-type-options: nosniff"), "{h}");
+            assert!(
+                h.contains("content-security-policy: default-src 'none'"),
+                "{h}"
+            );
+        }
+        let data = get(&served.url("/api/v1/status"), &[]).0;
+        let unknown = get(&served.url("/console/nope.js"), &[]).0;
+        if extra.is_empty() {
+            assert_eq!((data, unknown), (200, 404));
+        } else {
+            assert_eq!(
+                (data, unknown),
+                (401, 401),
+                "the data stays behind the token"
+            );
+            let bearer = format!("Authorization: Bearer {token}");
+            assert_eq!(get(&served.url("/api/v1/status"), &["-H", &bearer]).0, 200);
+        }
+        let (status, _) = served.stop();
+        assert!(status.success());
+    }
 }

@@ -168,7 +168,13 @@ fn heavy_hitters_count_every_keyed_packet_once_per_flow_and_twice_per_host() {
 
 /// A pseudo-random SYN flood of `rate` SYN/s for `secs` s from `start_s` s into android.pcap
 /// (to `victim`:80), written to `out`.
-fn with_flood(out: &std::path::Path, victim: [u8; 4], rate: u64, start_s: u64, secs: u64) {
+pub(crate) fn with_flood(
+    out: &std::path::Path,
+    victim: [u8; 4],
+    rate: u64,
+    start_s: u64,
+    secs: u64,
+) {
     let mut source = FileSource::open(testdata("pcaps/android.pcap")).expect("open");
     let mut packets = Vec::new();
     while let Some(batch) = source.next_batch().expect("read") {

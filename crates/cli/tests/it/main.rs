@@ -561,6 +561,7 @@ mod anonymize;
 mod api;
 mod cli;
 mod compose;
+mod console;
 mod depth;
 mod detect;
 mod dump;
