@@ -31,10 +31,12 @@
 mod auth;
 mod block;
 mod config;
+mod coordinator;
 mod error;
 mod live;
 mod metrics;
 mod params;
+mod partial;
 mod routes;
 mod server;
 
