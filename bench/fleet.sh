@@ -10,7 +10,9 @@
 #
 #   bench/fleet.sh [PROBES] [ROWS]      (default 50 probes of 20000 rows)
 #
-# Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_RUNS (default 5; medians).
+# Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_RUNS (default 5; medians),
+# TRAWL_BENCH_PROFILE (release, or debug to use the test build's binaries: a fan-out's waiting
+# is I/O, but every probe's own time is then a debug build's; the merge is always release).
 set -euo pipefail
 export LC_ALL=C
 PROBES=${1:-50}
@@ -22,8 +24,13 @@ runs=${TRAWL_BENCH_RUNS:-5}
 work=$here/work/fleet-$PROBES-$ROWS
 mkdir -p "$work"
 
-(cd "$repo" && cargo build --release -q -p trawl-cli -p trawl-flowgen)
-trawl=$target/release/trawl
+profile=${TRAWL_BENCH_PROFILE:-release}
+if [ "$profile" = release ]; then
+    (cd "$repo" && cargo build --release -q -p trawl-cli -p trawl-flowgen)
+else
+    (cd "$repo" && cargo build -q -p trawl-cli -p trawl-flowgen)
+fi
+trawl=$target/$profile/trawl
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -33,7 +40,7 @@ for i in $(seq 1 "$PROBES"); do
     db=$work/db$i
     if [ ! -f "$db/.complete" ]; then
         rm -rf "$db"
-        "$target/release/flowgen" --db "$db" --rows "$ROWS" --days 1 --threads 1 --seed "$i" > /dev/null
+        "$target/$profile/flowgen" --db "$db" --rows "$ROWS" --days 1 --threads 1 --seed "$i" > /dev/null
         touch "$db/.complete"
     fi
     log=$work/serve$i.log
