@@ -11,8 +11,10 @@
 #   bench/fleet.sh [PROBES] [ROWS]      (default 50 probes of 20000 rows)
 #
 # Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_RUNS (default 5; medians),
-# TRAWL_BENCH_PROFILE (release, or debug to use the test build's binaries: a fan-out's waiting
-# is I/O, but every probe's own time is then a debug build's; the merge is always release).
+# TRAWL_BENCH_PROFILE (release, or debug to use the test build's binaries as they are, unbuilt:
+# a fan-out's waiting is I/O, but every probe's own time is then a debug build's; the merge is
+# always release), TRAWL_BENCH_MERGE (default 1; 0 skips the merge bench). Without a flowgen
+# binary the probes' databases are testdata captures ingested (one of five per probe).
 set -euo pipefail
 export LC_ALL=C
 PROBES=${1:-50}
@@ -27,8 +29,6 @@ mkdir -p "$work"
 profile=${TRAWL_BENCH_PROFILE:-release}
 if [ "$profile" = release ]; then
     (cd "$repo" && cargo build --release -q -p trawl-cli -p trawl-flowgen)
-else
-    (cd "$repo" && cargo build -q -p trawl-cli -p trawl-flowgen)
 fi
 trawl=$target/$profile/trawl
 
@@ -40,7 +40,12 @@ for i in $(seq 1 "$PROBES"); do
     db=$work/db$i
     if [ ! -f "$db/.complete" ]; then
         rm -rf "$db"
-        "$target/$profile/flowgen" --db "$db" --rows "$ROWS" --days 1 --threads 1 --seed "$i" > /dev/null
+        if [ -x "$target/$profile/flowgen" ]; then
+            "$target/$profile/flowgen" --db "$db" --rows "$ROWS" --days 1 --threads 1 --seed "$i" > /dev/null
+        else
+            caps=(oracle/many-protocols.pcap.gz pcaps/android.pcap oracle/sip.pcap oracle/v6-http.pcap oracle/wireshark-retrans.pcap)
+            "$trawl" ingest -r "$repo/testdata/${caps[$((i % 5))]}" --db "$db" -i "p$i" --summary none
+        fi
         touch "$db/.complete"
     fi
     log=$work/serve$i.log
@@ -94,4 +99,6 @@ for name, flags, qs in queries:
                       "one_probe_local_trawl_query_ms": round(m(own_cli), 1)}))
 PY
 
-(cd "$repo" && cargo bench -q -p trawl-fleet --bench merge -- 50 100000)
+if [ "${TRAWL_BENCH_MERGE:-1}" != 0 ]; then
+    (cd "$repo" && cargo bench -q -p trawl-fleet --bench merge -- 50 100000)
+fi
