@@ -19,8 +19,9 @@
 //!     ..trawl_query::Query::default()
 //! };
 //! let answer = trawl_fleet::run(&fleet, &query).unwrap();
+//! let incomplete = answer.incomplete();
 //! let result = answer.partial.finish(trawl_query::SortBy::Bytes, Some(10));
-//! println!("{} rows, incomplete: {}", result.rows.len(), answer.incomplete());
+//! println!("{} rows, incomplete: {incomplete}", result.rows.len());
 //! ```
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
