@@ -39,17 +39,16 @@ case ${TRAWL_CORPUS:-} in
     *) echo "test.sh: corpus: $TRAWL_CORPUS" ;;
 esac
 cargo fmt --all -- --check
+# Optional features the suite checks too: Kafka export (librdkafka built from source,
+# docs/adr/0009-kafka-client.md), tested against real brokers that the tests start
+# (scripts/services.sh); JA4S, behind a feature its licence asks for (crates/app/Cargo.toml).
+# The tests build once, with them on: a second build of the CLI without them would double the
+# suite's build time. Lints run on both: the default build is what `cargo install` gives users.
+FEATURES=trawl-cli/kafka,trawl-app/ja4s
 cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-cargo test --workspace
-# JA4S is behind a feature its licence asks for (crates/app/Cargo.toml): checked here too.
-cargo clippy -p trawl-app --features ja4s --all-targets -- -D warnings
-cargo test -p trawl-app --features ja4s
-# Kafka export is behind a feature (librdkafka built from source, docs/adr/0009-kafka-client.md): its exporter
-# and the CLI with it, tested against real brokers that the tests start (scripts/services.sh).
-cargo clippy -p trawl-export -p trawl-cli --features trawl-export/kafka,trawl-cli/kafka --all-targets -- -D warnings
-cargo test -p trawl-export --features kafka
-cargo test -p trawl-cli --features kafka --test it kafka
+cargo test --workspace --features "$FEATURES"
 # The fuzz targets live outside the workspace (fuzzing needs nightly): build them on stable and
 # replay their regression inputs (fuzz/regressions/). The timed fuzz runs are scripts/fuzz.sh.
 scripts/fuzz.sh --replay

@@ -35,6 +35,10 @@ pub struct ApiConfig {
     pub threads: usize,
     /// Interface label per block name in `/metrics` (`{ cap_eth0_0 = "eth0" }`).
     pub block_interfaces: std::collections::BTreeMap<String, String>,
+    /// The probes of a coordinator (`trawl serve --probes FILE`): `/api/v1/query`,
+    /// `/api/v1/series` and `/api/v1/packets?probe=` answer for them (docs/specs/distributed.md).
+    #[serde(skip)]
+    pub fleet: Option<std::sync::Arc<trawl_fleet::Fleet>>,
 }
 
 impl Default for ApiConfig {
@@ -51,6 +55,7 @@ impl Default for ApiConfig {
             query_timeout_s: 30,
             threads: 2,
             block_interfaces: Default::default(),
+            fleet: None,
         }
     }
 }

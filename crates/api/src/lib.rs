@@ -32,10 +32,12 @@ mod auth;
 mod block;
 mod config;
 mod console;
+mod coordinator;
 mod error;
 mod live;
 mod metrics;
 mod params;
+mod partial;
 mod routes;
 mod server;
 

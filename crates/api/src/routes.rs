@@ -21,21 +21,33 @@ use tokio::sync::mpsc;
 use crate::params::{BadParam, Params};
 use crate::server::AppState;
 
-type Shared = Arc<AppState>;
+pub(crate) type Shared = Arc<AppState>;
 type Raw = Query<Vec<(String, String)>>;
 
 /// The OpenAPI document, served as is.
 pub(crate) const OPENAPI: &str = include_str!("openapi.json");
 
 pub(crate) fn router(state: Shared) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/api/v1/openapi.json", get(openapi))
         .route("/api/v1/status", get(status))
-        .route("/api/v1/query", get(query))
-        .route("/api/v1/packets", get(packets))
-        .route("/api/v1/series", get(series))
+        .route("/api/v1/partial", get(crate::partial::partial));
+    // A coordinator answers for its probes (crate::coordinator), a probe for its stores.
+    let routes = if state.cfg.fleet.is_some() {
+        use crate::coordinator as fleet;
+        routes
+            .route("/api/v1/query", get(fleet::query))
+            .route("/api/v1/packets", get(fleet::packets))
+            .route("/api/v1/series", get(fleet::series))
+    } else {
+        routes
+            .route("/api/v1/query", get(query))
+            .route("/api/v1/packets", get(packets))
+            .route("/api/v1/series", get(series))
+    };
+    routes
         .route("/api/v1/alarms", get(alarms))
         .route("/api/v1/alarms/stream", get(alarm_stream))
         .fallback(not_found)
@@ -54,7 +66,7 @@ struct ErrorBody<'a> {
     parameter: Option<&'a str>,
 }
 
-fn error(status: StatusCode, message: &str, parameter: Option<&str>) -> Response {
+pub(crate) fn error(status: StatusCode, message: &str, parameter: Option<&str>) -> Response {
     let body = serde_json::to_vec(&ErrorBody {
         error: message,
         parameter,
@@ -63,7 +75,7 @@ fn error(status: StatusCode, message: &str, parameter: Option<&str>) -> Response
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn bad(p: BadParam) -> Response {
+pub(crate) fn bad(p: BadParam) -> Response {
     error(StatusCode::BAD_REQUEST, &p.message, Some(&p.parameter))
 }
 
@@ -189,7 +201,7 @@ async fn status(State(s): State<Shared>, Query(raw): Raw) -> Response {
 
 // ---- /api/v1/query ----
 
-const QUERY_PARAMS: &[&str] = &[
+pub(crate) const QUERY_PARAMS: &[&str] = &[
     "attrs",
     "condition",
     "from",
@@ -202,13 +214,13 @@ const QUERY_PARAMS: &[&str] = &[
 ];
 
 /// A query as `trawl query` builds it from its flags, with the answer's sort and limit.
-struct QueryPlan {
-    query: trawl_query::Query,
-    sort: trawl_query::SortBy,
-    limit: Option<usize>,
+pub(crate) struct QueryPlan {
+    pub(crate) query: trawl_query::Query,
+    pub(crate) sort: trawl_query::SortBy,
+    pub(crate) limit: Option<usize>,
 }
 
-fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
+pub(crate) fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
     use trawl_store::BLOCK_NS;
     let attrs = p.get("attrs").unwrap_or("talk_conv");
     let attributes = trawl_query::parse_attributes(attrs)

@@ -332,6 +332,7 @@ fn every_flag_has_a_help_topic() {
         crate::flag::topic::DETECTOR,
         crate::flag::topic::QUERY,
         crate::flag::topic::API,
+        crate::flag::topic::FLEET,
         crate::flag::topic::RUN,
     ];
     let mut missing = Vec::new();

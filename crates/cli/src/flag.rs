@@ -50,6 +50,8 @@ pub mod topic {
     pub const QUERY: &str = "Query execution";
     /// The HTTP API: address, token, TLS.
     pub const API: &str = "HTTP API";
+    /// Fleet queries: the probes asked and how.
+    pub const FLEET: &str = "Fleet (many probes)";
     /// When a run stops, its status and its user (in `trawl run`, also with a composition
     /// file).
     pub const RUN: &str = "Run control";

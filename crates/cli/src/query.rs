@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use trawl_blocks::output::OutputFile;
+use trawl_fleet::{ProbeReport, Status};
 use trawl_query::output::{self, Format};
 use trawl_query::{parse_attributes, scan, syntax, Query, SortBy};
 use trawl_store::BLOCK_NS;
@@ -25,10 +26,18 @@ times in UTC (--local: in TZ's zone); JSON and CSV in UTC.
 Condition (--condition): comparisons joined by and/or/not and parentheses, e.g.
   'sip = 10.0.0.0/8 and (dport = 443 or dport = 8000-8100) and not proto = udp'
   fields: sip dip host snet dnet sport dport port proto vlan iface; operators = != < > <= >=
+  fleet queries (--probes, --probe) also: probe site role (= and != only)
+
+Fleet queries (docs/specs/distributed.md): --probes FILE or --probe [NAME=]URL asks every
+probe's API (/api/v1/partial) concurrently and merges the answers; `probe` is an attribute
+(talk_conv,probe). The output adds each probe's status (ok, timeout, refused, error,
+skipped), groups, blocks scanned and time: a `probes` array in JSON, lines after the table,
+standard error with CSV. A probe that did not answer makes the answer incomplete (exit 1).
 
 Exit codes:
   0  success
-  1  some blocks could not be read (the others were; the errors are listed)
+  1  some blocks could not be read (the others were; the errors are listed), or some probes
+     did not answer (the answer is the merge of the others)
   2  usage error: bad option, condition, attribute or time";
 
 #[derive(Args, Debug)]
@@ -102,6 +111,18 @@ pub struct QueryArgs {
     /// trawl's own pages directly: same result, slower; for comparisons.
     #[arg(help_heading = topic::QUERY, long = "general-reader", hide = true)]
     pub general_reader: bool,
+    /// Ask the probes of this file (probes.toml: names, URLs, token files, tags) instead of a
+    /// local database.
+    #[arg(help_heading = topic::FLEET, long = "probes", value_name = "FILE", conflicts_with = "partial")]
+    pub probes: Option<PathBuf>,
+    /// Ask this probe's API (repeatable; NAME= optional, default the URL's HOST:PORT), with
+    /// or instead of --probes.
+    #[arg(help_heading = topic::FLEET, long = "probe", value_name = "[NAME=]URL", conflicts_with = "partial")]
+    pub probe: Vec<String>,
+    /// Longest time a probe may take to answer (fleet queries; default: the file's
+    /// `timeout`, else 10s).
+    #[arg(help_heading = topic::FLEET, long = "probe-timeout", value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub probe_timeout: Option<u64>,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
 }
@@ -146,7 +167,10 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     if to_ns.is_some_and(|t| t <= from_ns) {
         bail!("the time range is empty (--to is not after --from)");
     }
-    check_database(&a.db)?;
+    let fleet = fleet(a)?;
+    if fleet.is_none() {
+        check_database(&a.db)?;
+    }
     let query = Query {
         attributes,
         condition,
@@ -159,10 +183,17 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
         direct_decoding: !a.general_reader,
     };
     let started = Instant::now();
-    let partial = scan(&a.db, &query)?;
-    let failed = partial.stats.blocks_failed > 0;
+    let (partial, probes) = match &fleet {
+        Some(f) => {
+            let answer = trawl_fleet::run(f, &query)?;
+            (answer.partial, Some(answer.probes))
+        }
+        None => (scan(&a.db, &query)?, None),
+    };
+    let incomplete = probes.as_deref().is_some_and(trawl_fleet::incomplete);
+    let failed = partial.stats.blocks_failed > 0 || incomplete;
     warn_ignored(&partial.stats.ignored_files);
-    if partial.stats.blocks == 0 {
+    if partial.stats.blocks == 0 && probes.is_none() {
         tracing::info!("{}", empty_range_note(&a.db, &a.iface)?);
     }
     let mut out = OutputFile::create(Path::new("-")).context("cannot write output")?;
@@ -180,7 +211,10 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
             }
         }
         let zone = if a.local { Zone::Local } else { Zone::Utc };
-        output::write(&result, format, zone, &mut out)
+        match &probes {
+            None => output::write(&result, format, zone, &mut out),
+            Some(p) => write_fleet(&result, p, format, zone, &mut out),
+        }
     };
     out.finish().context("cannot write output")?;
     Ok(if failed {
@@ -188,6 +222,98 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The fleet of `--probes` and `--probe`, when given.
+fn fleet(a: &QueryArgs) -> Result<Option<trawl_fleet::Fleet>> {
+    if a.probes.is_none() && a.probe.is_empty() {
+        return Ok(None);
+    }
+    let mut fleet = match &a.probes {
+        Some(f) => trawl_fleet::Fleet::load(f)?,
+        None => trawl_fleet::Fleet::default(),
+    };
+    for url in &a.probe {
+        fleet.add_url(url)?;
+    }
+    if let Some(t) = a.probe_timeout {
+        fleet.timeout = std::time::Duration::from_nanos(t);
+    }
+    Ok(Some(fleet))
+}
+
+/// A fleet query's answer: the local query's output plus each probe's report (in the JSON
+/// document; after the table; on standard error with CSV, whose rows stay one table).
+fn write_fleet(
+    result: &trawl_query::QueryResult,
+    probes: &[ProbeReport],
+    format: Format,
+    zone: Zone,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    let incomplete = trawl_fleet::incomplete(probes);
+    match format {
+        Format::Json => {
+            serde_json::to_writer(&mut *out, &trawl_fleet::to_json(result, probes))?;
+            writeln!(out)
+        }
+        Format::Table => {
+            output::write(result, format, zone, out)?;
+            writeln!(out)?;
+            for line in probe_lines(probes, incomplete) {
+                writeln!(out, "{line}")?;
+            }
+            Ok(())
+        }
+        Format::Csv => {
+            output::write(result, format, zone, out)?;
+            for line in probe_lines(probes, incomplete) {
+                eprintln!("{line}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One line per probe, then what the answer misses.
+fn probe_lines(probes: &[ProbeReport], incomplete: bool) -> Vec<String> {
+    let width = probes
+        .iter()
+        .map(|p| p.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let mut lines = vec![format!(
+        "{:width$}  {:8}  {:>9}  {:>8}  {:>9}  message",
+        "probe", "status", "groups", "blocks", "time_ms"
+    )];
+    for p in probes {
+        let status = serde_json::to_value(p.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        lines.push(format!(
+            "{:width$}  {:8}  {:>9}  {:>8}  {:>9.1}  {}",
+            p.name,
+            status,
+            p.groups,
+            p.blocks_scanned,
+            p.time_ms,
+            p.message.as_deref().unwrap_or("")
+        ));
+    }
+    if incomplete {
+        let missing: Vec<&str> = probes
+            .iter()
+            .filter(|p| !matches!(p.status, Status::Ok | Status::Skipped))
+            .map(|p| p.name.as_str())
+            .collect();
+        lines.push(format!(
+            "INCOMPLETE: no data from {} (the rows are the merge of the other probes)",
+            missing.join(", ")
+        ));
+    }
+    lines
 }
 
 /// A directory without a single `iface=NAME` directory is not a flow database: querying it

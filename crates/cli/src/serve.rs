@@ -71,15 +71,20 @@ pub struct ServeArgs {
     /// The packet store `/api/v1/packets` reads.
     #[arg(help_heading = topic::INPUT, long = "packets", value_name = "DIR")]
     pub packets: Option<PathBuf>,
+    /// Serve as the coordinator of these probes (probes.toml): `/api/v1/query` and
+    /// `/api/v1/series` answer for the fleet, `/api/v1/packets?probe=NAME` passes that probe's
+    /// packets through (docs/specs/distributed.md).
+    #[arg(help_heading = topic::FLEET, long = "probes", value_name = "FILE", conflicts_with_all = ["db", "packets"])]
+    pub probes: Option<PathBuf>,
     #[command(flatten)]
     pub api: ApiArgs,
 }
 
 /// `trawl serve`: until SIGINT/SIGTERM.
 pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
-    if a.db.is_none() && a.packets.is_none() {
+    if a.db.is_none() && a.packets.is_none() && a.probes.is_none() {
         bail!(
-            "nothing to serve: give --db DIR (flow database) and/or --packets DIR (packet store)"
+            "nothing to serve: give --db DIR (flow database) and/or --packets DIR (packet store), or --probes FILE (a fleet)"
         );
     }
     for dir in a.db.iter().chain(&a.packets) {
@@ -93,6 +98,12 @@ pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
         .expect("a default address");
     config.db = a.db.clone();
     config.packets = a.packets.clone();
+    config.fleet = a
+        .probes
+        .as_deref()
+        .map(trawl_fleet::Fleet::load)
+        .transpose()?
+        .map(std::sync::Arc::new);
     let stop = crate::signals::install_stop_signals()?;
     let server = trawl_api::Server::start(&config)?;
     let scheme = if config.tls_cert.is_some() {

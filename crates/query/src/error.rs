@@ -19,6 +19,10 @@ pub enum Error {
     /// A serialised partial aggregate could not be read or merged.
     #[error("partial aggregate: {0}")]
     Partial(String),
+    /// The `probe` attribute, or a `probe`/`site`/`role` condition, in a query over one
+    /// database (they name the probes of a fleet query).
+    #[error("the probe attribute and probe, site and role conditions need a fleet query (trawl query --probes FILE or --probe URL)")]
+    FleetOnly,
     /// A bug, please report.
     #[error("internal error, please report: {0}")]
     Internal(String),

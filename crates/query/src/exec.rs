@@ -50,6 +50,15 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
 
 /// Runs `query` over the given blocks (the time and interface selection already made).
 pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregate, Error> {
+    // A database knows no probe: the coordinator of a fleet query answers these itself.
+    if query.attributes.contains(&Attribute::Probe)
+        || query
+            .condition
+            .as_ref()
+            .is_some_and(|c| c.has_fleet_fields())
+    {
+        return Err(Error::FleetOnly);
+    }
     let program = Program::compile(query.condition.as_ref());
     let named = |n: &str| Col::of(n).ok_or_else(|| Error::Internal(format!("column {n}")));
     let mut columns: Vec<Col> = Vec::new();
@@ -158,6 +167,7 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
         ips: interner.addrs,
         ip_ids: interner.ids,
         ifaces: ctx.ifaces,
+        probes: Vec::new(),
     });
     // The workers' tables of each context are merged all at once: their staged rows are
     // aggregated together, a partition at a time (`AggTable::merge_all`).
@@ -736,7 +746,7 @@ impl<'a> Worker<'a> {
             .contains(&Attribute::Time)
             .then(|| b.start_ns - b.start_ns % self.ctx.resolution);
         let n = self.maps.len();
-        let i = *self.outer.entry(context(iface, time)).or_insert(n);
+        let i = *self.outer.entry(context(iface, None, time)).or_insert(n);
         if i == n {
             self.maps.push(Inner::default());
         }

@@ -1,6 +1,9 @@
 //! The partial aggregate: what one scan (one worker, one probe) produces, merged by addition.
-//! Its serialised form (`PartialAggregate::to_json`, documented in `docs/query.md`) is what a
-//! probe will return to a central coordinator when queries are distributed.
+//! Its serialised form (`PartialAggregate::to_json`, documented in `docs/query.md`) is what
+//! `trawl query --partial` prints; [`PartialAggregate::to_bytes`] is the same document
+//! behind a magic and schema version, zstd-compressed: what a probe's `/api/v1/partial`
+//! returns to the coordinator of a fleet query (`docs/specs/distributed.md`).
+use std::io::Read;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,6 +15,12 @@ use crate::plan::Attribute;
 
 /// Version of the serialised partial aggregate.
 pub const PARTIAL_VERSION: u32 = 1;
+
+/// The first bytes of the binary form ([`PartialAggregate::to_bytes`]).
+pub const PARTIAL_MAGIC: &[u8; 4] = b"TRPA";
+
+/// Bytes of the binary form's header: magic, then the schema version (u32, little-endian).
+const HEADER_LEN: usize = 8;
 
 /// The summed metrics of a group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +84,9 @@ pub struct GroupKey {
     /// VLAN id.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub vlan: Option<u16>,
+    /// The probe that answered (fleet queries only).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub probe: Option<String>,
 }
 
 /// Counters of a scan.
@@ -135,6 +147,8 @@ pub(crate) struct Tables {
     pub ips: Vec<IpAddr>,
     pub ip_ids: FxHashMap<IpAddr, u32>,
     pub ifaces: Vec<String>,
+    /// Probe names by id (fleet queries).
+    pub probes: Vec<String>,
 }
 
 /// Tag bit of an address code: set for IPv4 (the low 32 bits are the address itself, no
@@ -169,12 +183,20 @@ impl Tables {
         }
     }
     fn iface_id(&mut self, name: &str) -> u32 {
-        match self.ifaces.iter().position(|i| i == name) {
-            Some(i) => i as u32,
-            None => {
-                self.ifaces.push(name.to_string());
-                self.ifaces.len() as u32 - 1
-            }
+        intern(&mut self.ifaces, name)
+    }
+    fn probe_id(&mut self, name: &str) -> u32 {
+        intern(&mut self.probes, name)
+    }
+}
+
+/// The index of `name` in `names`, added when missing.
+fn intern(names: &mut Vec<String>, name: &str) -> u32 {
+    match names.iter().position(|i| i == name) {
+        Some(i) => i as u32,
+        None => {
+            names.push(name.to_string());
+            names.len() as u32 - 1
         }
     }
 }
@@ -189,14 +211,23 @@ pub(crate) fn shift(a: Attribute) -> u32 {
         Attribute::Sport => 40,
         Attribute::Dport => 24,
         Attribute::Proto => 16,
-        Attribute::Vlan | Attribute::Iface | Attribute::Time => 0,
+        Attribute::Vlan | Attribute::Iface | Attribute::Time | Attribute::Probe => 0,
     }
 }
 
-/// Context key of a block: interface id in the top 16 bits, time bucket (in 5-minute units)
-/// below; 0 for attributes not grouped by.
-pub(crate) fn context(iface: Option<u32>, time_ns: Option<u64>) -> u64 {
-    (u64::from(iface.unwrap_or(0)) << 48) | time_ns.map_or(0, |t| t / trawl_store::BLOCK_NS)
+/// Bits of a context key below the interface id.
+const IFACE_SHIFT: u32 = 48;
+/// Bits of a context key below the probe id.
+const PROBE_SHIFT: u32 = 32;
+/// The time bucket's bits of a context key (5-minute units: 32 bits reach 40,000 years).
+pub(crate) const TIME_MASK: u64 = (1 << PROBE_SHIFT) - 1;
+
+/// Context key of a block: interface id in the top 16 bits, probe id in the next 16, time
+/// bucket (in 5-minute units) below; 0 for attributes not grouped by.
+pub(crate) fn context(iface: Option<u32>, probe: Option<u32>, time_ns: Option<u64>) -> u64 {
+    (u64::from(iface.unwrap_or(0)) << IFACE_SHIFT)
+        | (u64::from(probe.unwrap_or(0) & 0xffff) << PROBE_SHIFT)
+        | time_ns.map_or(0, |t| (t / trawl_store::BLOCK_NS) & TIME_MASK)
 }
 
 /// Groups of one context: packed row key → metrics.
@@ -258,11 +289,10 @@ impl PartialAggregate {
             |a: Attribute, bits: u32| -> u64 { ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64 };
         let t = &self.tables;
         GroupKey {
-            time_ns: has(Attribute::Time)
-                .then_some((ctx & ((1 << 48) - 1)) * trawl_store::BLOCK_NS),
+            time_ns: has(Attribute::Time).then_some((ctx & TIME_MASK) * trawl_store::BLOCK_NS),
             iface: has(Attribute::Iface).then(|| {
                 t.ifaces
-                    .get((ctx >> 48) as usize)
+                    .get((ctx >> IFACE_SHIFT) as usize)
                     .cloned()
                     .unwrap_or_default()
             }),
@@ -272,12 +302,19 @@ impl PartialAggregate {
             dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
             proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
             vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
+            probe: has(Attribute::Probe).then(|| {
+                t.probes
+                    .get(((ctx >> PROBE_SHIFT) & 0xffff) as usize)
+                    .cloned()
+                    .unwrap_or_default()
+            }),
         }
     }
 
     fn encode(tables: &mut Tables, key: &GroupKey) -> (u64, u128) {
         let ctx = context(
             key.iface.as_deref().map(|i| tables.iface_id(i)),
+            key.probe.as_deref().map(|p| tables.probe_id(p)),
             key.time_ns,
         );
         let mut k = 0u128;
@@ -312,7 +349,11 @@ impl PartialAggregate {
         }
         self.stats.merge(&other.stats);
         if !Arc::ptr_eq(&self.tables, &other.tables) && !other.is_empty() {
-            if self.is_empty() && self.tables.ips.is_empty() && self.tables.ifaces.is_empty() {
+            if self.is_empty()
+                && self.tables.ips.is_empty()
+                && self.tables.ifaces.is_empty()
+                && self.tables.probes.is_empty()
+            {
                 self.tables = other.tables.clone();
             } else {
                 // Another probe's ids: re-encode its groups with this aggregate's tables.
@@ -357,6 +398,92 @@ impl PartialAggregate {
         serde_json::to_string(&w).unwrap_or_default()
     }
 
+    /// The binary form a probe sends: [`PARTIAL_MAGIC`], the schema version
+    /// ([`PARTIAL_VERSION`], u32 little-endian), then the JSON document of
+    /// [`PartialAggregate::to_json`] as one zstd frame.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(HEADER_LEN + 1024);
+        out.extend_from_slice(PARTIAL_MAGIC);
+        out.extend_from_slice(&PARTIAL_VERSION.to_le_bytes());
+        // Level 1: the document is mostly repeated keys, and a probe answers many queries.
+        // The frame's checksum makes a corrupted answer an error, not different numbers.
+        let compress = |out: Vec<u8>| -> std::io::Result<Vec<u8>> {
+            let mut z = zstd::stream::Encoder::new(out, 1)?;
+            z.include_checksum(true)?;
+            std::io::Write::write_all(&mut z, self.to_json().as_bytes())?;
+            z.finish()
+        };
+        // Writing to memory fails only when memory does (no partial answer is better).
+        compress(out).unwrap_or_default()
+    }
+
+    /// Reads the binary form back. Every flaw is an [`Error::Partial`] naming it: a wrong
+    /// magic or schema version, a corrupt or truncated zstd frame, a document over the size
+    /// `max_groups` allows (so a hostile probe cannot make the coordinator inflate without
+    /// bound), a document that does not parse.
+    pub fn from_bytes(data: &[u8], max_groups: usize) -> Result<PartialAggregate, Error> {
+        if data.len() < HEADER_LEN || &data[..4] != PARTIAL_MAGIC {
+            return Err(Error::Partial(format!(
+                "not a trawl partial aggregate ({} bytes, no {:?} magic)",
+                data.len(),
+                String::from_utf8_lossy(PARTIAL_MAGIC)
+            )));
+        }
+        let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+        if version != PARTIAL_VERSION {
+            return Err(Error::Partial(format!(
+                "partial aggregate schema version {version} (this trawl reads {PARTIAL_VERSION})"
+            )));
+        }
+        // A group's JSON is about 150 bytes; 1 KiB each is generous.
+        let limit = (max_groups as u64)
+            .saturating_mul(1024)
+            .saturating_add(1 << 20);
+        let mut text = Vec::new();
+        zstd::stream::read::Decoder::new(&data[HEADER_LEN..])
+            .and_then(|d| d.take(limit + 1).read_to_end(&mut text))
+            .map_err(|e| {
+                Error::Partial(format!(
+                    "corrupt or truncated zstd data after byte {HEADER_LEN}: {e}"
+                ))
+            })?;
+        if text.len() as u64 > limit {
+            return Err(Error::TooManyGroups(max_groups));
+        }
+        let text = std::str::from_utf8(&text)
+            .map_err(|e| Error::Partial(format!("the document is not UTF-8: {e}")))?;
+        Self::from_json(text, max_groups)
+    }
+
+    /// The aggregate of the probe `name` as part of a fleet query grouped by `attributes`:
+    /// its groups (grouped by `attributes` without [`Attribute::Probe`]) keyed by the probe too
+    /// when `attributes` holds it. Fails when the probe grouped by other attributes.
+    pub fn for_probe(
+        mut self,
+        name: &str,
+        attributes: &[Attribute],
+    ) -> Result<PartialAggregate, Error> {
+        let local: Vec<Attribute> = attributes
+            .iter()
+            .copied()
+            .filter(|&a| a != Attribute::Probe)
+            .collect();
+        if self.attributes != local {
+            return Err(Error::Partial(format!(
+                "the probe grouped by {:?}, not the {:?} asked",
+                self.attributes, local
+            )));
+        }
+        if local.len() != attributes.len() {
+            // The probe's id is 0 in its own tables, and a context key holds probe id 0
+            // already: only the table and the attribute list change.
+            let tables = Arc::make_mut(&mut self.tables);
+            tables.probes = vec![name.to_string()];
+        }
+        self.attributes = attributes.to_vec();
+        Ok(self)
+    }
+
     /// Reads the serialised form back.
     pub fn from_json(s: &str, max_groups: usize) -> Result<PartialAggregate, Error> {
         let w: Wire = serde_json::from_str(s).map_err(|e| Error::Partial(e.to_string()))?;
@@ -377,7 +504,9 @@ impl PartialAggregate {
         let mut tables = Tables::default();
         let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
         for g in w.groups {
-            let (c, k) = Self::encode(&mut tables, &g.key);
+            // Values of attributes not grouped by would make keys that decode alike.
+            let key = only(g.key, &attributes);
+            let (c, k) = Self::encode(&mut tables, &key);
             maps.entry(c).or_default().add(k, &g.metrics);
         }
         let p = PartialAggregate {
@@ -391,6 +520,22 @@ impl PartialAggregate {
             return Err(Error::TooManyGroups(max_groups));
         }
         Ok(p)
+    }
+}
+
+/// `key` without the values of attributes not in `attributes`.
+fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
+    let has = |a| attributes.contains(&a);
+    GroupKey {
+        time_ns: key.time_ns.filter(|_| has(Attribute::Time)),
+        iface: key.iface.filter(|_| has(Attribute::Iface)),
+        sip: key.sip.filter(|_| has(Attribute::Sip)),
+        dip: key.dip.filter(|_| has(Attribute::Dip)),
+        sport: key.sport.filter(|_| has(Attribute::Sport)),
+        dport: key.dport.filter(|_| has(Attribute::Dport)),
+        proto: key.proto.filter(|_| has(Attribute::Proto)),
+        vlan: key.vlan.filter(|_| has(Attribute::Vlan)),
+        probe: key.probe.filter(|_| has(Attribute::Probe)),
     }
 }
 
@@ -449,5 +594,61 @@ mod tests {
         ));
         let err = a.merge(partial(&[(1, 1), (2, 2)])).unwrap_err();
         assert!(matches!(err, Error::TooManyGroups(3)));
+    }
+
+    #[test]
+    fn binary_form_round_trips_and_names_its_flaws() {
+        let a = partial(&[(80, 10), (443, 5)]);
+        let bytes = a.to_bytes();
+        assert_eq!(&bytes[..8], b"TRPA\x01\0\0\0");
+        let back = PartialAggregate::from_bytes(&bytes, 3).unwrap();
+        assert_eq!(back.to_json(), a.to_json());
+        let msg = |r: Result<PartialAggregate, Error>| r.unwrap_err().to_string();
+        let truncated = msg(PartialAggregate::from_bytes(&bytes[..bytes.len() - 3], 3));
+        assert!(
+            truncated.contains("corrupt or truncated zstd"),
+            "{truncated}"
+        );
+        let mut v2 = bytes.clone();
+        v2[4] = 2;
+        let version = msg(PartialAggregate::from_bytes(&v2, 3));
+        assert!(
+            version.contains("schema version 2 (this trawl reads 1)"),
+            "{version}"
+        );
+        let magic = msg(PartialAggregate::from_bytes(b"{\"version\":1}", 3));
+        assert!(magic.contains("no \"TRPA\" magic"), "{magic}");
+        let mut corrupt = bytes.clone();
+        let mid = corrupt.len() / 2;
+        corrupt[mid] ^= 0xff;
+        assert!(PartialAggregate::from_bytes(&corrupt, 3).is_err());
+    }
+
+    #[test]
+    fn for_probe_keys_groups_by_probe_and_merges_probes_apart() {
+        let attrs = vec![Attribute::Dport, Attribute::Probe];
+        let mut a = partial(&[(80, 10), (443, 5)])
+            .for_probe("fra1", &attrs)
+            .unwrap();
+        a.max_groups = 10;
+        a.merge(partial(&[(443, 7)]).for_probe("ams1", &attrs).unwrap())
+            .unwrap();
+        let mut g: Vec<(Option<String>, Option<u16>, u64)> = a
+            .groups()
+            .into_iter()
+            .map(|(k, m)| (k.probe, k.dport, m.fwd_bytes))
+            .collect();
+        g.sort();
+        let p = |s: &str| Some(s.to_string());
+        assert_eq!(
+            g,
+            vec![
+                (p("ams1"), Some(443), 7),
+                (p("fra1"), Some(80), 10),
+                (p("fra1"), Some(443), 5)
+            ]
+        );
+        let wrong = partial(&[(1, 1)]).for_probe("x", &[Attribute::Sip]);
+        assert!(wrong.unwrap_err().to_string().contains("grouped by"));
     }
 }

@@ -26,6 +26,9 @@ pub enum Attribute {
     Vlan,
     /// Block start rounded down to the query's time resolution.
     Time,
+    /// The probe that answered (a fleet query, `trawl query --probes`; a local scan refuses
+    /// it).
+    Probe,
 }
 
 impl Attribute {
@@ -40,6 +43,7 @@ impl Attribute {
             Attribute::Iface => "iface",
             Attribute::Vlan => "vlan",
             Attribute::Time => "time",
+            Attribute::Probe => "probe",
         }
     }
 
@@ -68,6 +72,7 @@ impl Attribute {
             "iface" => Attribute::Iface,
             "vlan" => Attribute::Vlan,
             "time" => Attribute::Time,
+            "probe" => Attribute::Probe,
             _ => return None,
         })
     }
@@ -81,13 +86,13 @@ impl Attribute {
             Attribute::Dport => Some(col::DST_PORT),
             Attribute::Proto => Some(col::PROTO),
             Attribute::Vlan => Some(col::VLAN),
-            Attribute::Iface | Attribute::Time => None,
+            Attribute::Iface | Attribute::Time | Attribute::Probe => None,
         }
     }
 }
 
 /// Parses a comma-separated attribute list; `talk_conv` is `sip,dip`, `talk_src` is `sip`,
-/// `talk_dst` is `dip`, `apps` is `dport,proto`. Duplicates are dropped, order is kept.
+/// `talk_dst` is `dip`, `apps` is `dport,proto`, `none` is no attribute. Duplicates are dropped, order is kept.
 pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
     let mut out: Vec<Attribute> = Vec::new();
     for word in s.split(',').map(str::trim) {
@@ -96,9 +101,11 @@ pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
             "talk_src" => vec![Attribute::Sip],
             "talk_dst" => vec![Attribute::Dip],
             "apps" => vec![Attribute::Dport, Attribute::Proto],
+            // No attribute: one row, the totals (how a fleet query asks a probe for them).
+            "none" => vec![],
             w => vec![Attribute::parse(w).ok_or_else(|| {
                 format!(
-                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, talk_conv, talk_src, talk_dst or apps)"
+                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, probe, talk_conv, talk_src, talk_dst, apps or none)"
                 )
             })?],
         };
@@ -322,6 +329,9 @@ impl Program {
                 Value::Name(n) => self.leaf(Leaf::Iface(n.clone())),
                 _ => Node::Const(false),
             },
+            // Fleet fields: the coordinator resolves them before a probe sees the condition,
+            // and a local scan refuses them (`exec::scan`).
+            Field::Probe | Field::Site | Field::Role => Node::Const(false),
         }
     }
 

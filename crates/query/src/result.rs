@@ -58,7 +58,7 @@ fn order(sort: SortBy, a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)) -> Or
         SortBy::Packets => desc(ma.packets(), mb.packets()).then(desc(ma.bytes(), mb.bytes())),
         SortBy::Flows => desc(ma.flows, mb.flows).then(desc(ma.bytes(), mb.bytes())),
         SortBy::Time => {
-            let t = |c: u64| c & ((1 << 48) - 1);
+            let t = |c: u64| c & crate::partial::TIME_MASK;
             t(a.0).cmp(&t(b.0)).then(desc(ma.bytes(), mb.bytes()))
         }
     }

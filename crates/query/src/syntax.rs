@@ -61,6 +61,12 @@ pub enum Field {
     Vlan,
     /// Interface name.
     Iface,
+    /// The probe's name (fleet queries: resolved by the coordinator, never sent to a probe).
+    Probe,
+    /// The probe's `site` tag (fleet queries).
+    Site,
+    /// The probe's `role` tag (fleet queries).
+    Role,
 }
 
 impl Field {
@@ -75,6 +81,9 @@ impl Field {
             "proto" => Field::Proto,
             "vlan" => Field::Vlan,
             "iface" => Field::Iface,
+            "probe" => Field::Probe,
+            "site" => Field::Site,
+            "role" => Field::Role,
             _ => return None,
         })
     }
@@ -91,6 +100,9 @@ impl Field {
             Field::Proto => "proto",
             Field::Vlan => "vlan",
             Field::Iface => "iface",
+            Field::Probe => "probe",
+            Field::Site => "site",
+            Field::Role => "role",
         }
     }
 }
@@ -170,7 +182,7 @@ pub enum Value {
     Range(u64, u64),
     /// A protocol (by name or number).
     Proto(u8),
-    /// A name (interface).
+    /// A name (interface, probe, tag).
     Name(String),
 }
 
@@ -218,6 +230,14 @@ impl Expr {
             Expr::And(..) => 1,
             Expr::Not(_) | Expr::Cmp(_) => 2,
         }
+    }
+
+    /// Whether a comparison reads a fleet field (`probe`, `site`, `role`), which only a fleet
+    /// query resolves.
+    pub fn has_fleet_fields(&self) -> bool {
+        self.comparisons()
+            .iter()
+            .any(|c| matches!(c.field, Field::Probe | Field::Site | Field::Role))
     }
 
     /// Every comparison, left to right.
@@ -487,7 +507,7 @@ impl Parser {
                 let field = Field::parse(&w.to_ascii_lowercase()).ok_or_else(|| ParseError {
                     pos,
                     message: format!(
-                        "unknown field {w:?} (expected sip, dip, host, snet, dnet, sport, dport, port, proto, vlan or iface)"
+                        "unknown field {w:?} (expected sip, dip, host, snet, dnet, sport, dport, port, proto, vlan, iface, probe, site or role)"
                     ),
                 })?;
                 let (t, opos) = self.bump();
@@ -606,9 +626,13 @@ fn value(field: Field, op: Op, v: &str, fname: &str) -> Result<Value, String> {
                     format!("{v:?} is not a protocol name (tcp, udp, icmp, ...) or number 0-255")
                 })
         }
-        Field::Iface => {
+        Field::Iface | Field::Probe | Field::Site | Field::Role => {
             if ordered {
-                return Err(format!("iface takes = or !=, not {}", op.as_str()));
+                return Err(format!(
+                    "{} takes = or !=, not {}",
+                    field.name(),
+                    op.as_str()
+                ));
             }
             Ok(Value::Name(v.to_string()))
         }

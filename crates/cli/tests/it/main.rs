@@ -567,6 +567,7 @@ mod detect;
 mod dump;
 mod export;
 mod fields;
+mod fleet;
 mod kafka;
 mod live;
 mod modules;

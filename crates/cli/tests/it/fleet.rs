@@ -1,0 +1,669 @@
+//! Fleet queries (issue 21, docs/specs/distributed.md): five `trawl serve` processes on
+//! loopback, each over a database of other testdata captures, asked by `trawl query --probes`;
+//! the merged answer must equal `trawl query` over one database holding all five probes' data
+//! (each probe's data under an interface named after the probe, so `iface` there is `probe`
+//! here). Probes that are down, slow, refuse the token or send garbage are marked and left
+//! out; the rest is still merged.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The probes: name, `site` tag, capture.
+const PROBES: [(&str, &str, &str); 5] = [
+    ("fra1", "fra", "oracle/many-protocols.pcap.gz"),
+    ("fra2", "fra", "oracle/1kxun.pcap.gz"),
+    ("ams1", "ams", "pcaps/android.pcap"),
+    ("ams2", "ams", "oracle/sip.pcap"),
+    ("nyc1", "nyc", "oracle/v6-http.pcap"),
+];
+
+const TOKEN: &str = "fleet-test-token-0123456789abcdef";
+
+fn trawl(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(args)
+        .output()
+        .expect("run trawl")
+}
+
+fn trawl_ok(args: &[&str]) -> Vec<u8> {
+    let out = trawl(args);
+    assert!(
+        out.status.success(),
+        "trawl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn testdata(rel: &str) -> String {
+    trawl_testkit::testdata(rel).to_string_lossy().into_owned()
+}
+
+/// A `trawl serve` process.
+struct Probe {
+    child: Child,
+    url: String,
+}
+
+impl Probe {
+    /// `trawl serve ARGS --api 127.0.0.1:0` until dropped.
+    fn start(args: &[&str]) -> Probe {
+        let child = Command::new(env!("CARGO_BIN_EXE_trawl"))
+            .args(["serve", "--api", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run trawl serve");
+        // Owned at once, so a panic below still kills and reaps it (Drop).
+        let mut probe = Probe {
+            child,
+            url: String::new(),
+        };
+        let mut lines = BufReader::new(probe.child.stderr.take().unwrap()).lines();
+        let marker = "serving on ";
+        let mut seen = String::new();
+        for line in lines.by_ref().map_while(Result::ok) {
+            if let Some(at) = line.find(marker) {
+                probe.url = line[at + marker.len()..].trim().to_string();
+                break;
+            }
+            seen.push_str(&line);
+        }
+        assert!(
+            !probe.url.is_empty(),
+            "trawl serve ended before serving: {seen}"
+        );
+        // Standard error keeps draining, so the probe never blocks on it.
+        std::thread::spawn(move || lines.for_each(drop));
+        probe
+    }
+
+    /// A probe serving `db` (and the packet store `pk`) with the test's token.
+    fn serve(db: &Path, pk: Option<&Path>, token_file: &Path) -> Probe {
+        let (db, token) = (db.to_str().unwrap(), token_file.to_str().unwrap());
+        let mut args = vec!["--db", db, "--api-token-file", token];
+        if let Some(pk) = pk {
+            args.extend(["--packets", pk.to_str().unwrap()]);
+        }
+        Probe::start(&args)
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The five probes' databases, the database of all of them, the token file.
+struct Fleet {
+    dir: tempfile::TempDir,
+    probes: Vec<Probe>,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+        let all = dir.path().join("all");
+        let mut probes = Vec::new();
+        for (name, _, capture) in PROBES {
+            let own = dir.path().join(name);
+            let pk = dir.path().join(format!("{name}-packets"));
+            trawl_ok(&[
+                "dump",
+                "-r",
+                &testdata(capture),
+                "-w",
+                pk.to_str().unwrap(),
+                "-i",
+                name,
+                "--summary",
+                "none",
+            ]);
+            for db in [&own, &all] {
+                trawl_ok(&[
+                    "ingest",
+                    "-r",
+                    &testdata(capture),
+                    "--db",
+                    db.to_str().unwrap(),
+                    "-i",
+                    name,
+                    "--summary",
+                    "none",
+                ]);
+            }
+            probes.push(Probe::serve(&own, Some(&pk), &token_file));
+        }
+        Fleet { dir, probes }
+    }
+
+    fn all(&self) -> String {
+        self.dir.path().join("all").to_string_lossy().into_owned()
+    }
+
+    /// A probes file of the five probes and `extra` (TOML of more `[[probe]]`s).
+    fn probes_file(&self, extra: &str) -> String {
+        let mut text = String::new();
+        for ((name, site, _), p) in PROBES.iter().zip(&self.probes) {
+            text.push_str(&format!(
+                "[[probe]]\nname = \"{name}\"\nurl = \"{}\"\ntoken_file = \"token\"\nsite = \"{site}\"\n\n",
+                p.url
+            ));
+        }
+        text.push_str(extra);
+        let path = self.dir.path().join("probes.toml");
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    }
+}
+
+fn json_of(out: &[u8]) -> Value {
+    serde_json::from_slice(out)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(out)))
+}
+
+/// Rows of an answer, with `iface` (the one database) read as `probe` (the fleet).
+fn rows(v: &Value) -> Vec<Value> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(i) = r.as_object_mut().unwrap().remove("iface") {
+                r["probe"] = i;
+            }
+            r
+        })
+        .collect()
+}
+
+/// (fleet query flags, the same query's flags over the one database)
+type Case<'a> = (&'a [&'a str], &'a [&'a str]);
+
+#[test]
+fn fleet_query_equals_one_database_of_all_probes() {
+    let fleet = Fleet::new();
+    let file = fleet.probes_file("");
+    let all = fleet.all();
+    let cases: &[Case] = &[
+        // Top talkers.
+        (&["talk_conv"], &["talk_conv"]),
+        // Ports, all rows, by packets.
+        (
+            &["dport,proto", "-n", "0", "-s", "packets"],
+            &["dport,proto", "-n", "0", "-s", "packets"],
+        ),
+        // CIDR conditions, IPv4 and IPv6.
+        (
+            &[
+                "sip",
+                "-n",
+                "0",
+                "--condition",
+                "sip = 10.0.0.0/8 or dip = 192.168.0.0/16 or host = 2001::/16",
+            ],
+            &[
+                "sip",
+                "-n",
+                "0",
+                "--condition",
+                "sip = 10.0.0.0/8 or dip = 192.168.0.0/16 or host = 2001::/16",
+            ],
+        ),
+        // Time buckets over a time range.
+        (
+            &[
+                "time",
+                "--resolution",
+                "1h",
+                "-s",
+                "time",
+                "-n",
+                "0",
+                "--from",
+                "2000-01-01T00:00:00Z",
+                "--to",
+                "2100-01-01T00:00:00Z",
+            ],
+            &[
+                "time",
+                "--resolution",
+                "1h",
+                "-s",
+                "time",
+                "-n",
+                "0",
+                "--from",
+                "2000-01-01T00:00:00Z",
+                "--to",
+                "2100-01-01T00:00:00Z",
+            ],
+        ),
+        // The probe attribute.
+        (
+            &["talk_conv,probe", "-n", "0"],
+            &["talk_conv,iface", "-n", "0"],
+        ),
+        (
+            &["probe,dport", "-n", "20", "-s", "flows"],
+            &["iface,dport", "-n", "20", "-s", "flows"],
+        ),
+        // Probe and tag conditions.
+        (
+            &[
+                "dport",
+                "-n",
+                "0",
+                "--condition",
+                "probe = fra1 and dport = 443",
+            ],
+            &[
+                "dport",
+                "-n",
+                "0",
+                "--condition",
+                "iface = fra1 and dport = 443",
+            ],
+        ),
+        (
+            &[
+                "probe,proto",
+                "-n",
+                "0",
+                "--condition",
+                "site = fra or (site = nyc and proto = tcp)",
+            ],
+            &[
+                "iface,proto",
+                "-n",
+                "0",
+                "--condition",
+                "iface = fra1 or iface = fra2 or (iface = nyc1 and proto = tcp)",
+            ],
+        ),
+    ];
+    for (fleet_flags, local_flags) in cases {
+        let mut args = vec!["query", "--probes", &file, "--format", "json"];
+        args.extend_from_slice(fleet_flags);
+        let got = json_of(&trawl_ok(&args));
+        let mut args = vec!["query", "-d", &all, "--format", "json"];
+        args.extend_from_slice(local_flags);
+        let want = json_of(&trawl_ok(&args));
+        let (mut g, mut w) = (rows(&got), rows(&want));
+        assert!(!w.is_empty(), "{fleet_flags:?}: no rows, nothing compared");
+        if fleet_flags[0].contains("probe") {
+            // Equal rows may tie-break on the grouped-by key in another order: `iface` and
+            // `probe` are different fields of it.
+            let key = |r: &Value| r.to_string();
+            g.sort_by_key(key);
+            w.sort_by_key(key);
+        }
+        assert_eq!(g, w, "{fleet_flags:?}");
+        assert_eq!(got["totals"], want["totals"], "{fleet_flags:?}");
+        assert_eq!(
+            got["stats"]["rows_matched"], want["stats"]["rows_matched"],
+            "{fleet_flags:?}"
+        );
+        assert_eq!(got["incomplete"], false, "{got}");
+        let asked = got["probes"].as_array().unwrap();
+        assert_eq!(asked.len(), 5);
+        let condition = fleet_flags
+            .iter()
+            .any(|f| f.contains("site") || f.contains("probe ="));
+        for p in asked {
+            let expected = if p["status"] == "skipped" && condition {
+                "skipped"
+            } else {
+                "ok"
+            };
+            assert_eq!(p["status"], expected, "{p}");
+        }
+    }
+    // The table names every probe's status after the rows.
+    let table = String::from_utf8(trawl_ok(&[
+        "query",
+        "--probes",
+        &file,
+        "talk_conv",
+        "--condition",
+        "site = ams",
+    ]))
+    .unwrap();
+    let status_of = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_else(|| panic!("no line for {name}: {table}"))
+            .to_string()
+    };
+    assert_eq!(status_of("ams1"), "ok", "{table}");
+    assert_eq!(status_of("fra1"), "skipped", "{table}");
+    // A local query knows no probe.
+    let out = trawl(&["query", "-d", &all, "probe"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fleet query"));
+}
+
+/// A listener that accepts and never answers; its connections are held until the test ends.
+fn silent_listener() -> (String, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().take(4).flatten() {
+            held.push(s);
+        }
+        std::thread::sleep(Duration::from_secs(30));
+    });
+    (format!("http://{addr}"), h)
+}
+
+/// A fake probe: reads one request, then writes `answer` and closes (as many times as asked).
+fn fake_probe(answer: Vec<u8>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(&answer);
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn http_200(body: &[u8], claimed_len: usize) -> Vec<u8> {
+    let mut a = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/vnd.trawl.partial\r\ncontent-length: {claimed_len}\r\nconnection: close\r\n\r\n"
+    )
+    .into_bytes();
+    a.extend_from_slice(body);
+    a
+}
+
+/// A real probe's binary answer to `attrs`.
+fn partial_bytes(url: &str, attrs: &str) -> Vec<u8> {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "-H",
+            &format!("Authorization: Bearer {TOKEN}"),
+        ])
+        .arg(format!("{url}/api/v1/partial?attrs={attrs}"))
+        .output()
+        .expect("curl (scripts/deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&out.stdout[..4], b"TRPA");
+    out.stdout
+}
+
+#[test]
+fn fleet_query_marks_dead_slow_refusing_and_garbage_probes_and_merges_the_rest() {
+    let mut fleet = Fleet::new();
+    let all = fleet.all();
+    // A sixth probe, killed before the query (its port refuses connections).
+    let token_file = fleet.dir.path().join("token");
+    let killed = Probe::serve(Path::new(&all), None, &token_file);
+    let killed_url = killed.url.clone();
+    drop(killed);
+    let (silent, _held) = silent_listener();
+    let real = partial_bytes(&fleet.probes[0].url, "sip,dip");
+    let cut_mid_answer = fake_probe(http_200(&real[..real.len() / 2], real.len()));
+    let truncated = fake_probe(http_200(&real[..real.len() - 10], real.len() - 10));
+    let mut v9 = real.clone();
+    v9[4] = 9;
+    let wrong_version = fake_probe(http_200(&v9, v9.len()));
+    let mut flipped = real.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x5a;
+    let corrupt = fake_probe(http_200(&flipped, flipped.len()));
+    let extra = format!(
+        "[[probe]]\nname = \"killed\"\nurl = \"{killed_url}\"\ntoken_file = \"token\"\n\n\
+         [[probe]]\nname = \"slow\"\nurl = \"{silent}\"\n\n\
+         [[probe]]\nname = \"cut\"\nurl = \"{cut_mid_answer}\"\n\n\
+         [[probe]]\nname = \"truncated\"\nurl = \"{truncated}\"\n\n\
+         [[probe]]\nname = \"v9\"\nurl = \"{wrong_version}\"\n\n\
+         [[probe]]\nname = \"corrupt\"\nurl = \"{corrupt}\"\n",
+    );
+    std::fs::write(
+        fleet.dir.path().join("other-token"),
+        "not-the-token-0123456789abcdef\n",
+    )
+    .unwrap();
+    // fra2 is asked with the wrong token: its data must be missing from the answer.
+    let file = fleet.probes_file(&extra);
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        &format!(
+            "name = \"fra2\"\nurl = \"{}\"\ntoken_file = \"token\"",
+            fleet.probes[1].url
+        ),
+        &format!(
+            "name = \"fra2\"\nurl = \"{}\"\ntoken_file = \"other-token\"",
+            fleet.probes[1].url
+        ),
+    );
+    assert!(text.contains("other-token"));
+    std::fs::write(&file, text).unwrap();
+    let others: Vec<&str> = PROBES
+        .iter()
+        .map(|p| p.0)
+        .filter(|&n| n != "fra2")
+        .collect();
+    let timeout = 3.0;
+    let started = Instant::now();
+    let out = trawl(&[
+        "query",
+        "--probes",
+        &file,
+        "sip,dip",
+        "-n",
+        "0",
+        "--format",
+        "json",
+        "--probe-timeout",
+        "3s",
+    ]);
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "incomplete: exit 1; {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Within the timeout (plus process start and the merge on a loaded machine).
+    assert!(took < timeout + 2.0, "the answer took {took:.1} s");
+    let got = json_of(&out.stdout);
+    assert_eq!(got["incomplete"], true);
+    let status: std::collections::BTreeMap<String, (String, String)> = got["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_string(),
+                (
+                    p["status"].as_str().unwrap().to_string(),
+                    p["message"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect();
+    let is = |name: &str, want: &str, says: &str| {
+        let (s, m) = &status[name];
+        assert_eq!(s, want, "{name}: {m}");
+        assert!(m.contains(says), "{name}: {m:?} does not say {says:?}");
+    };
+    is("killed", "refused", "connection refused");
+    is("slow", "timeout", "no answer within");
+    is("fra2", "refused", "HTTP 401");
+    is("cut", "error", "cut");
+    is("truncated", "error", "corrupt or truncated zstd");
+    is("v9", "error", "schema version 9");
+    is("corrupt", "error", "");
+    for name in others.iter() {
+        is(name, "ok", "");
+    }
+    // The rows are those of the probes that answered.
+    let want = json_of(&trawl_ok(&[
+        "query",
+        "-d",
+        &all,
+        "sip,dip",
+        "-n",
+        "0",
+        "--format",
+        "json",
+        "-i",
+        &others.join(","),
+    ]));
+    assert!(!rows(&want).is_empty());
+    assert_eq!(rows(&got), rows(&want));
+    assert_eq!(got["totals"], want["totals"]);
+    fleet.probes.clear();
+}
+
+/// A GET with curl: the status and the body.
+fn curl(url: &str) -> (u16, Vec<u8>) {
+    let body = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-o"])
+        .arg(body.path())
+        .args(["-w", "%{http_code}"])
+        .arg(url)
+        .output()
+        .expect("curl (scripts/deps.sh installs it)");
+    let code = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(
+        code != 0,
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (code, std::fs::read(body.path()).unwrap())
+}
+
+#[test]
+fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
+    let fleet = Fleet::new();
+    let file = fleet.probes_file("");
+    let coordinator = Probe::start(&["--probes", &file]);
+    // The query: what `trawl query --probes` answers.
+    let (code, body) = curl(&format!(
+        "{}/api/v1/query?attrs=talk_conv,probe&limit=0&condition=site%20%21%3D%20ams",
+        coordinator.url
+    ));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let api = json_of(&body);
+    let cli = json_of(&trawl_ok(&[
+        "query",
+        "--probes",
+        &file,
+        "talk_conv,probe",
+        "-n",
+        "0",
+        "--format",
+        "json",
+        "--condition",
+        "site != ams",
+    ]));
+    assert!(!rows(&cli).is_empty());
+    assert_eq!(rows(&api), rows(&cli));
+    assert_eq!(api["totals"], cli["totals"]);
+    assert_eq!(api["incomplete"], false);
+    // The series: every probe's rows, tagged with the probe.
+    let (code, body) = curl(&format!("{}/api/v1/series?step=1m", coordinator.url));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let series = json_of(&body);
+    let mut want = 0;
+    for ((name, _, _), p) in PROBES.iter().zip(&fleet.probes) {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--fail",
+                "-H",
+                &format!("Authorization: Bearer {TOKEN}"),
+            ])
+            .arg(format!("{}/api/v1/series?step=1m", p.url))
+            .output()
+            .unwrap();
+        let own = json_of(&out.stdout);
+        let n = own["rows"].as_array().unwrap().len();
+        let tagged = series["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["probe"] == *name)
+            .count();
+        assert_eq!(tagged, n, "{name}");
+        want += n;
+    }
+    assert!(want > 0, "no stored series: nothing compared");
+    assert_eq!(series["rows"].as_array().unwrap().len(), want);
+    // Packets: byte for byte what `trawl packets` writes on the probe.
+    let dir = tempfile::tempdir().unwrap();
+    for (name, query, flags) in [
+        ("ams1", "", &[][..]),
+        (
+            "fra1",
+            "&filter=tcp%20port%2080&format=pcapng",
+            &["-f", "tcp port 80", "--format", "pcapng"][..],
+        ),
+    ] {
+        let (code, api) = curl(&format!(
+            "{}/api/v1/packets?probe={name}{query}",
+            coordinator.url
+        ));
+        assert_eq!(code, 200, "{name}: {}", String::from_utf8_lossy(&api));
+        let out = dir.path().join(format!("{name}.cap"));
+        let pk = fleet.dir.path().join(format!("{name}-packets"));
+        let mut args = vec![
+            "packets",
+            "-r",
+            pk.to_str().unwrap(),
+            "-w",
+            out.to_str().unwrap(),
+            "--summary",
+            "none",
+        ];
+        args.extend_from_slice(flags);
+        trawl_ok(&args);
+        let cli = std::fs::read(&out).unwrap();
+        assert!(
+            cli.len() > 100,
+            "{name}: no packet written, nothing compared"
+        );
+        assert!(
+            api == cli,
+            "{name}: {} bytes through the coordinator, {} from trawl packets",
+            api.len(),
+            cli.len()
+        );
+    }
+    let (code, body) = curl(&format!("{}/api/v1/packets?probe=nowhere", coordinator.url));
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+}

@@ -1,0 +1,63 @@
+//! Merging the partial aggregates of many probes, as the coordinator does: `PROBES` partials of
+//! `GROUPS` conversations each (half of them seen by every probe, half by that probe alone),
+//! in their binary form; reports the decode and merge times and the merged groups.
+//!
+//!     cargo bench -p trawl-fleet --bench merge -- [PROBES] [GROUPS]   (default 50 100000)
+use std::time::Instant;
+
+use trawl_query::{parse_attributes, PartialAggregate};
+
+/// The binary answer of probe `p`: `groups` conversations.
+fn probe_answer(p: u32, groups: u32) -> Vec<u8> {
+    let mut doc = String::from(r#"{"version":1,"attributes":["sip","dip"],"groups":["#);
+    for i in 0..groups {
+        // Even groups are common to all probes; odd ones are the probe's own.
+        let owner = if i % 2 == 0 { 0 } else { p + 1 };
+        let (a, b) = (i >> 8, i & 0xff);
+        if i > 0 {
+            doc.push(',');
+        }
+        doc.push_str(&format!(
+            r#"{{"key":{{"sip":"10.{}.{a_hi}.{a_lo}","dip":"172.16.{owner_hi}.{b}"}},"fwd_packets":{i},"rev_packets":1,"fwd_bytes":{},"rev_bytes":64,"flows":1}}"#,
+            owner & 0xff,
+            u64::from(i) * 100,
+            a_hi = (a >> 8) & 0xff,
+            a_lo = a & 0xff,
+            owner_hi = (owner >> 8) & 0xff,
+        ));
+    }
+    doc.push_str(r#"],"stats":{"blocks":1,"blocks_scanned":1,"blocks_pruned":0,"blocks_failed":0,"row_groups":1,"row_groups_pruned":0,"rows_scanned":1,"rows_matched":1,"bytes_scanned":1,"errors":[]}}"#);
+    let p = PartialAggregate::from_json(&doc, usize::MAX).expect("generated document");
+    p.to_bytes()
+}
+
+fn main() {
+    let args: Vec<u32> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let probes = args.first().copied().unwrap_or(50);
+    let groups = args.get(1).copied().unwrap_or(100_000);
+    let answers: Vec<Vec<u8>> = (0..probes).map(|p| probe_answer(p, groups)).collect();
+    let bytes: usize = answers.iter().map(Vec::len).sum();
+    let attrs = parse_attributes("talk_conv").unwrap();
+    let max_groups = 10_000_000;
+    let started = Instant::now();
+    let decoded: Vec<PartialAggregate> = answers
+        .iter()
+        .map(|a| PartialAggregate::from_bytes(a, max_groups).expect("decodes"))
+        .collect();
+    let decode = started.elapsed();
+    let started = Instant::now();
+    let mut merged = PartialAggregate::new(attrs, max_groups);
+    for d in decoded {
+        merged.merge(d).expect("merges");
+    }
+    let merge = started.elapsed();
+    println!(
+        "{{\"probes\":{probes},\"groups_per_probe\":{groups},\"answer_bytes_total\":{bytes},\"decode_s\":{:.3},\"merge_s\":{:.3},\"merged_groups\":{}}}",
+        decode.as_secs_f64(),
+        merge.as_secs_f64(),
+        merged.len()
+    );
+}

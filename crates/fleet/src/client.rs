@@ -1,0 +1,181 @@
+//! One probe asked over HTTP/1.1 (hyper's connection-level client: one connection per probe
+//! and query, so nothing is pooled or shared between probes), optionally over TLS. Connecting
+//! is retried with doubling back-off; anything after the connection is not (a probe that
+//! answered badly would answer badly again, and a retried scan costs the probe twice).
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::config::Probe;
+use crate::Error;
+
+/// First pause before a connection is tried again; doubled each time.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+
+/// Why a probe gave no answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// It did not answer in time.
+    Timeout,
+    /// The connection was refused, or the probe refused the token (401/403).
+    Refused(String),
+    /// Anything else: reset, a cut answer, an error status, an unreadable body.
+    Error(String),
+}
+
+/// The rustls settings trusting the CA certificates of `ca` (PEM).
+pub fn tls_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let err = |message: String| Error::Config {
+        path: ca.to_path_buf(),
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(ca).map_err(|e| err(format!("CA file: {e}")))?;
+    for c in certs {
+        let c = c.map_err(|e| err(format!("CA file: {e}")))?;
+        roots
+            .add(c)
+            .map_err(|e| err(format!("CA certificate: {e}")))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// GETs `path` (with its query string) from `probe` before `deadline`: the body of a 200
+/// answer of at most `max_body` bytes.
+pub async fn get(
+    probe: &Probe,
+    path: &str,
+    deadline: Instant,
+    retries: u32,
+    max_body: usize,
+) -> Result<Bytes, Failure> {
+    let exchange = async {
+        let resp = open(probe, path, retries).await?;
+        let status = resp.status();
+        let body = Limited::new(resp.into_body(), max_body)
+            .collect()
+            .await
+            .map_err(|e| Failure::Error(format!("the answer was cut: {e}")))?
+            .to_bytes();
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(refusal(status, &body))
+        }
+    };
+    match tokio::time::timeout_at(deadline, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(Failure::Timeout),
+    }
+}
+
+/// The failure of a non-2xx answer: the API's error message (`{"error": ...}`) with the
+/// status; 401 and 403 are a refused token.
+pub fn refusal(status: hyper::StatusCode, body: &[u8]) -> Failure {
+    let message = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned());
+    let text = format!("HTTP {}: {message}", status.as_u16());
+    if status == hyper::StatusCode::UNAUTHORIZED || status == hyper::StatusCode::FORBIDDEN {
+        Failure::Refused(text)
+    } else {
+        Failure::Error(text)
+    }
+}
+
+/// Sends `GET path` to `probe` and returns its answer as soon as its head has arrived, the
+/// body still streaming (what a proxy passes on). No deadline: the caller sets one.
+pub async fn open(
+    probe: &Probe,
+    path: &str,
+    retries: u32,
+) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+    let tcp = connect(&probe.endpoint.authority, retries).await?;
+    let _ = tcp.set_nodelay(true);
+    match &probe.tls {
+        None => request(tcp, probe, path).await,
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::try_from(probe.endpoint.host.clone())
+                .map_err(|e| Failure::Error(format!("TLS server name: {e}")))?;
+            let tls = tokio_rustls::TlsConnector::from(config.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| Failure::Error(format!("TLS handshake: {e}")))?;
+            request(tls, probe, path).await
+        }
+    }
+}
+
+/// Connects, trying again after connect errors (`retries` times, back-off doubling).
+async fn connect(authority: &str, retries: u32) -> Result<TcpStream, Failure> {
+    let mut pause = FIRST_BACKOFF;
+    let mut attempt = 0;
+    loop {
+        match TcpStream::connect(authority).await {
+            Ok(s) => return Ok(s),
+            Err(e) if attempt < retries => {
+                tracing::debug!(message = "Probe connection failed, retrying.", authority, %e);
+                attempt += 1;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(Failure::Refused(format!(
+                    "connection refused ({authority})"
+                )))
+            }
+            Err(e) => {
+                return Err(Failure::Error(format!(
+                    "cannot connect to {authority}: {e}"
+                )))
+            }
+        }
+    }
+}
+
+async fn request<S>(
+    io: S,
+    probe: &Probe,
+    path: &str,
+) -> Result<hyper::Response<hyper::body::Incoming>, Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let failed = |what: &str, e: &dyn std::fmt::Display| Failure::Error(format!("{what}: {e}"));
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| failed("HTTP handshake", &e))?;
+    // The connection task ends with the answer (or when the request is dropped).
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let mut req = hyper::Request::get(format!("{}{path}", probe.endpoint.prefix))
+        .header(header::HOST, &probe.endpoint.authority);
+    if let Some(t) = &probe.token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| failed("request", &e))?;
+    sender
+        .send_request(req)
+        .await
+        .map_err(|e| failed("no answer", &e))
+}

@@ -1,0 +1,286 @@
+//! A fleet query: every probe the condition does not exclude is asked concurrently (at most
+//! [`Fleet::concurrency`] at once, each within [`Fleet::timeout`]); partial aggregates are
+//! decoded on the runtime's blocking threads and merged on the caller's thread in the order
+//! they arrive; a probe that fails is reported, never merged, and never fails the query.
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+use trawl_query::{Attribute, PartialAggregate, Query};
+
+use crate::client::{self, Failure};
+use crate::condition::{for_probe, ForProbe};
+use crate::config::{Fleet, Probe};
+use crate::Error;
+
+/// What became of a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Answered; its groups are merged.
+    Ok,
+    /// No answer within the timeout.
+    Timeout,
+    /// Connection refused, or the token refused.
+    Refused,
+    /// Any other failure (see the message).
+    Error,
+    /// Not asked: the condition excludes it (`probe`, `site`, `role`).
+    Skipped,
+}
+
+/// One probe's part of an answer.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProbeReport {
+    /// The probe's name.
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+    /// What became of it.
+    pub status: Status,
+    /// Why it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Groups it returned.
+    pub groups: u64,
+    /// Blocks it read.
+    pub blocks_scanned: u64,
+    /// Rows it read.
+    pub rows_scanned: u64,
+    /// Time from asking it to its decoded answer, ms.
+    pub time_ms: f64,
+}
+
+impl ProbeReport {
+    /// The report of `probe` before it is asked (`skipped` until it answers or fails).
+    pub fn of(probe: &Probe) -> ProbeReport {
+        ProbeReport {
+            name: probe.name.clone(),
+            url: probe.url.clone(),
+            status: Status::Skipped,
+            message: None,
+            groups: 0,
+            blocks_scanned: 0,
+            rows_scanned: 0,
+            time_ms: 0.0,
+        }
+    }
+
+    /// Marks it failed (`timeout`: the limit it did not meet, for the message).
+    pub fn fail(&mut self, f: Failure, timeout: std::time::Duration) {
+        let (status, message) = match f {
+            Failure::Timeout => (Status::Timeout, format!("no answer within {timeout:?}")),
+            Failure::Refused(m) => (Status::Refused, m),
+            Failure::Error(m) => (Status::Error, m),
+        };
+        tracing::warn!(message = "Probe failed.", probe = %self.name, ?status, reason = %message);
+        self.status = status;
+        self.message = Some(message);
+    }
+}
+
+/// Whether a report misses a probe's data.
+pub fn incomplete(probes: &[ProbeReport]) -> bool {
+    probes
+        .iter()
+        .any(|p| !matches!(p.status, Status::Ok | Status::Skipped))
+}
+
+/// The JSON document of a fleet query: the local query's (`trawl_query::output::to_json`) with
+/// `incomplete` and the `probes` reports added.
+pub fn to_json(result: &trawl_query::QueryResult, probes: &[ProbeReport]) -> serde_json::Value {
+    let mut doc = trawl_query::output::to_json(result);
+    doc["incomplete"] = serde_json::json!(incomplete(probes));
+    doc["probes"] = serde_json::to_value(probes).unwrap_or_default();
+    doc
+}
+
+/// A fleet query's answer: the merged partial aggregate and every probe's report (in the
+/// probes file's order).
+#[derive(Debug)]
+pub struct FleetAnswer {
+    /// The merge of the probes that answered.
+    pub partial: PartialAggregate,
+    /// One per probe.
+    pub probes: Vec<ProbeReport>,
+}
+
+impl FleetAnswer {
+    /// Whether a probe that should have answered did not: the answer misses its data.
+    pub fn incomplete(&self) -> bool {
+        incomplete(&self.probes)
+    }
+}
+
+/// The request path of `query` for a probe whose condition is `cond` (fleet fields removed).
+fn partial_path(query: &Query, cond: Option<&trawl_query::syntax::Expr>) -> String {
+    let attrs: Vec<&str> = query
+        .attributes
+        .iter()
+        .filter(|&&a| a != Attribute::Probe)
+        .map(|a| a.name())
+        .collect();
+    let attrs = if attrs.is_empty() {
+        "none".to_string()
+    } else {
+        attrs.join(",")
+    };
+    let mut params = vec![("attrs", attrs)];
+    if let Some(c) = cond {
+        params.push(("condition", c.to_string()));
+    }
+    if query.from_ns > 0 {
+        params.push((
+            "from",
+            trawl_time::rfc3339(query.from_ns, trawl_time::Zone::Utc, false),
+        ));
+    }
+    if let Some(t) = query.to_ns {
+        params.push(("to", trawl_time::rfc3339(t, trawl_time::Zone::Utc, false)));
+    }
+    if !query.ifaces.is_empty() {
+        params.push(("iface", query.ifaces.join(",")));
+    }
+    let res = query.time_resolution_ns / 1_000_000_000;
+    params.push(("resolution", format!("{res}s")));
+    let qs: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", encode(v)))
+        .collect();
+    format!("/api/v1/partial?{}", qs.join("&"))
+}
+
+/// `%`-encodes a query-string value.
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Most bytes a probe's answer may have: the decoder's bound on the inflated document
+/// (compressed answers are smaller).
+fn max_body(max_groups: usize) -> usize {
+    max_groups.saturating_mul(1024).saturating_add(1 << 20)
+}
+
+/// A probe's outcome as it reaches the merging thread.
+type Arrival = (usize, Result<PartialAggregate, Failure>, f64);
+
+/// Asks one probe and decodes its answer.
+async fn ask(
+    probe: Probe,
+    path: String,
+    fleet: (std::time::Duration, u32),
+    query: Arc<Query>,
+) -> (Result<PartialAggregate, Failure>, f64) {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + fleet.0;
+    let max_groups = query.max_groups;
+    let outcome = match client::get(&probe, &path, deadline, fleet.1, max_body(max_groups)).await {
+        Err(f) => Err(f),
+        Ok(body) => {
+            let name = probe.name.clone();
+            let decode = tokio::task::spawn_blocking(move || {
+                PartialAggregate::from_bytes(&body, max_groups)
+                    .and_then(|p| p.for_probe(&name, &query.attributes))
+                    .map_err(|e| Failure::Error(e.to_string()))
+            });
+            match tokio::time::timeout_at(deadline, decode).await {
+                Err(_) => Err(Failure::Timeout),
+                Ok(Err(e)) => Err(Failure::Error(format!("decoding failed: {e}"))),
+                Ok(Ok(r)) => r,
+            }
+        }
+    };
+    (outcome, started.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Runs `query` over `fleet`. The query's attributes and condition may name `probe`, `site`
+/// and `role`; its `max_groups` bounds each probe's answer and the merge. Fails only when the
+/// merge would pass `max_groups` (or the runtime cannot start): a probe's failure is in its
+/// report.
+pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("trawl-fleet")
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let mut reports: Vec<ProbeReport> = fleet.probes.iter().map(ProbeReport::of).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<Arrival>();
+    let permits = Arc::new(Semaphore::new(fleet.concurrency.max(1)));
+    let shared = Arc::new(query.clone());
+    let mut asked = 0;
+    for (i, probe) in fleet.probes.iter().enumerate() {
+        let cond = match for_probe(query.condition.as_ref(), probe) {
+            ForProbe::Excluded => continue,
+            ForProbe::All => None,
+            ForProbe::Where(e) => Some(e),
+        };
+        let path = partial_path(query, cond.as_ref());
+        let (probe, tx, permits, q) = (probe.clone(), tx.clone(), permits.clone(), shared.clone());
+        let settings = (fleet.timeout, fleet.retries);
+        asked += 1;
+        runtime.spawn(async move {
+            let Ok(_permit) = permits.acquire_owned().await else {
+                return;
+            };
+            let (outcome, ms) = ask(probe, path, settings, q).await;
+            let _ = tx.send((i, outcome, ms));
+        });
+    }
+    drop(tx);
+    let mut merged = PartialAggregate::new(query.attributes.clone(), query.max_groups);
+    for (i, outcome, ms) in rx.iter().take(asked) {
+        let r = &mut reports[i];
+        r.time_ms = ms;
+        match outcome {
+            Ok(p) => {
+                r.status = Status::Ok;
+                r.groups = p.len() as u64;
+                r.blocks_scanned = p.stats.blocks_scanned;
+                r.rows_scanned = p.stats.rows_scanned;
+                merged.merge(p)?;
+            }
+            Err(f) => r.fail(f, fleet.timeout),
+        }
+    }
+    // Probes still connecting or answering past their timeout are abandoned, not awaited.
+    runtime.shutdown_background();
+    Ok(FleetAnswer {
+        partial: merged,
+        probes: reports,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_leaves_out_the_probe_attribute() {
+        let q = Query {
+            attributes: trawl_query::parse_attributes("probe,dport").unwrap(),
+            condition: Some(trawl_query::syntax::parse("dport = 443").unwrap()),
+            ..Query::default()
+        };
+        let c = q.condition.clone();
+        assert_eq!(
+            partial_path(&q, c.as_ref()),
+            "/api/v1/partial?attrs=dport&condition=dport%20%3D%20443&resolution=300s"
+        );
+        let q = Query {
+            attributes: trawl_query::parse_attributes("probe").unwrap(),
+            ..Query::default()
+        };
+        assert!(partial_path(&q, None).starts_with("/api/v1/partial?attrs=none&"));
+    }
+}
