@@ -302,7 +302,7 @@ impl<'a> Wire<'a> {
     }
 }
 
-fn text<'a>(field: u32, b: &'a [u8]) -> Result<&'a str, Error> {
+fn text(field: u32, b: &[u8]) -> Result<&str, Error> {
     std::str::from_utf8(b).map_err(|_| bad(format!("Protobuf: field {field} is not UTF-8")))
 }
 

@@ -153,8 +153,11 @@ impl Default for SchemaOptions {
     }
 }
 
+/// A table's columns, in order.
+type Columns = &'static [(&'static str, ColType)];
+
 /// The three tables: name, columns, sorting key.
-const TABLES: [(&str, &[(&str, ColType)], &str); 3] = [
+const TABLES: [(&str, Columns, &str); 3] = [
     (
         "flows",
         FLOW_COLUMNS,
