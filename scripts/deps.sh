@@ -65,6 +65,13 @@ if ! python3 -c 'import yacryptopan' 2>/dev/null; then
         || echo "deps: WARNING: could not install yacryptopan; trawl-anon's oracle test will fail"
 fi
 
+if ! python3 -c 'import chdb' 2>/dev/null; then
+    echo "deps: installing the chdb Python package (pip): a current ClickHouse engine"
+    python3 -m pip install --quiet chdb 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages chdb \
+        || echo "deps: WARNING: could not install chdb; the ClickHouse SQL test will fail"
+fi
+
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
     echo "deps: installing the prometheus_client Python package (pip)"
     python3 -m pip install --quiet prometheus_client 2>/dev/null \

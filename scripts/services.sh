@@ -246,6 +246,9 @@ start_clickhouse() {
   <mark_cache_size>67108864</mark_cache_size>
   <remote_servers><trawl>$shards</trawl></remote_servers>
   <macros><shard>$i</shard><replica>1</replica></macros>
+  <!-- librdkafka settings of Kafka-engine tables: a new consumer group reads a topic from its
+       start, as trawl's consumers do (librdkafka's default is the end). -->
+  <kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>
 </yandex>
 EOF
         cat >"$node/users.xml" <<'EOF'

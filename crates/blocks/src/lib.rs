@@ -4,6 +4,8 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+#[cfg(feature = "kafka")]
+pub mod clickhouse_sink;
 pub mod count;
 pub mod detect;
 pub mod dumper;
@@ -11,6 +13,8 @@ pub mod export;
 pub mod feed;
 pub mod filter;
 pub mod ipfix;
+#[cfg(feature = "kafka")]
+pub mod kafka_source;
 pub mod live;
 pub mod messages;
 pub mod meter;
@@ -57,5 +61,8 @@ pub fn registry() -> Registry {
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
         .register::<ipfix::IpfixSource>();
+    #[cfg(feature = "kafka")]
+    r.register::<kafka_source::KafkaSourceBlock>()
+        .register::<clickhouse_sink::ClickHouseSink>();
     r
 }

@@ -65,6 +65,10 @@ pub enum Command {
     /// Query the flow database: group by attributes, filter by a condition and a time range.
     #[command(after_help = crate::query::QUERY_HELP)]
     Query(crate::query::QueryArgs),
+    /// ClickHouse as the central store: the tables' DDL (`schema`), and loading a Kafka
+    /// topic of flow records into them (`load`); `trawl query --clickhouse` queries them.
+    #[command(after_help = EXIT_CODES)]
+    Clickhouse(crate::central::ClickhouseArgs),
     /// Print the alarms stored in the flow database (`trawl run --db`, `trawl ingest`: the
     /// series change detector's, and any detector an `alarm_store` block keeps).
     #[command(after_help = EXIT_CODES)]

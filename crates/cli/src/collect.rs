@@ -22,7 +22,7 @@ use crate::progress::{draw_composition, ProgressLine};
 pub struct CollectArgs {
     /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port) or
     /// tcp://HOST:PORT (IPFIX over TCP); repeat for several.
-    #[arg(help_heading = topic::INPUT, long, value_name = "URL", required_unless_present = "read")]
+    #[arg(help_heading = topic::INPUT, long, value_name = "URL", required_unless_present_any = ["read", "kafka"])]
     pub listen: Vec<String>,
     /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
     /// writes) instead of listening; repeat for several (read one after the other).
@@ -34,6 +34,30 @@ pub struct CollectArgs {
         conflicts_with = "listen"
     )]
     pub read: Vec<PathBuf>,
+    /// Consume trawl's flow records (JSON or Protobuf messages of a `kafka://` export) from
+    /// this Kafka topic, BROKER[,BROKER...]/TOPIC, into the flow database (--db): offsets are
+    /// committed only once the blocks holding their records are on disk (builds with the
+    /// `kafka` feature).
+    #[arg(
+        help_heading = topic::INPUT,
+        long,
+        value_name = "BROKERS/TOPIC",
+        conflicts_with_all = ["listen", "read", "export", "count"],
+        requires = "db"
+    )]
+    pub kafka: Option<String>,
+    /// With --kafka: the consumer group whose offsets are committed.
+    #[arg(help_heading = topic::INPUT, long = "kafka-group", value_name = "NAME", default_value = "trawl-collect")]
+    pub kafka_group: String,
+    /// With --kafka: stop once every partition is read to its end (a backlog loaded), instead
+    /// of waiting for more.
+    #[arg(help_heading = topic::RUN, long = "kafka-end", requires = "kafka")]
+    pub kafka_end: bool,
+    /// With --kafka: once the topic has been quiet this long, the blocks still open are
+    /// written (later records of their intervals go to further parts) and their offsets
+    /// committed.
+    #[arg(help_heading = topic::FLOW_DB, long = "kafka-idle", value_name = "DURATION", value_parser = parse_duration_ns, default_value = "5s")]
+    pub kafka_idle: u64,
     /// Output file (`-` for standard output).
     #[arg(help_heading = topic::OUTPUT, short = 'o', long = "output", value_name = "PATH", default_value = "-")]
     pub output: PathBuf,

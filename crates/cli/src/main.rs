@@ -1,6 +1,7 @@
 //! The `trawl` command-line tool.
 mod anonymize;
 mod args;
+mod central;
 #[cfg(test)]
 mod cli_doc;
 mod collect;
@@ -83,10 +84,13 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Run(a) => daemon::run(&a),
         Command::ConvertConfig(a) => daemon::convert_config(&a),
         Command::Listen(a) => daemon::listen(&a),
+        Command::Collect(a) if a.kafka.is_some() => central::collect(&a),
         Command::Collect(a) => collect::run(&a),
         Command::Subscribe(a) => subscribe::run(&a),
         Command::Ingest(a) => ingest::run(&a),
+        Command::Query(a) if a.clickhouse.is_some() => central::query(&a),
         Command::Query(a) => query::run(&a),
+        Command::Clickhouse(a) => central::clickhouse(&a),
         Command::Alarms(a) => stored::alarms(&a),
         Command::Serve(a) => serve::serve(&a),
         Command::Detect(a) => detect::run(&a),

@@ -125,14 +125,29 @@ pub struct QueryArgs {
     pub probe_timeout: Option<u64>,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
+    /// Query ClickHouse's flow table (`trawl clickhouse load`) at this HTTP URL
+    /// (http://HOST:PORT) instead of a flow database: the condition and attributes as SQL,
+    /// the same output.
+    #[arg(help_heading = topic::INPUT, long, value_name = "URL", conflicts_with_all = ["partial", "general_reader", "probes", "probe"])]
+    pub clickhouse: Option<String>,
+    /// With --clickhouse: the flow table.
+    #[arg(help_heading = topic::INPUT, long = "clickhouse-table", value_name = "DB.TABLE", default_value = "trawl.flows")]
+    pub clickhouse_table: String,
+    /// With --clickhouse: print the SQL statements instead of running them.
+    #[arg(help_heading = topic::QUERY, long = "print-sql", requires = "clickhouse")]
+    pub print_sql: bool,
 }
 
-pub fn run(a: &QueryArgs) -> Result<ExitCode> {
-    // Partial aggregates keep their keys packed: they would need decoding to be anonymized.
-    if a.partial && a.anonymize.key.is_some() {
-        bail!("--partial cannot be combined with --anonymize");
-    }
-    let mut anon = a.anonymize.anonymizer()?;
+/// A query's flags, checked: what to run and how to print it.
+pub struct Planned {
+    pub query: Query,
+    pub sort: SortBy,
+    pub format: Format,
+    pub zone: Zone,
+}
+
+/// Checks the flags and builds the query (the database is not looked at).
+pub fn plan(a: &QueryArgs) -> Result<Planned> {
     let attributes = parse_attributes(&a.attributes).map_err(|e| anyhow!(e))?;
     let sort = SortBy::parse(&a.sort)
         .with_context(|| format!("invalid --sort {:?} (bytes, packets, flows, time)", a.sort))?;
@@ -167,10 +182,6 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
     if to_ns.is_some_and(|t| t <= from_ns) {
         bail!("the time range is empty (--to is not after --from)");
     }
-    let fleet = fleet(a)?;
-    if fleet.is_none() {
-        check_database(&a.db)?;
-    }
     let query = Query {
         attributes,
         condition,
@@ -182,6 +193,31 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
         max_groups: a.max_groups.max(1),
         direct_decoding: !a.general_reader,
     };
+    let zone = if a.local { Zone::Local } else { Zone::Utc };
+    Ok(Planned {
+        query,
+        sort,
+        format,
+        zone,
+    })
+}
+
+pub fn run(a: &QueryArgs) -> Result<ExitCode> {
+    // Partial aggregates keep their keys packed: they would need decoding to be anonymized.
+    if a.partial && a.anonymize.key.is_some() {
+        bail!("--partial cannot be combined with --anonymize");
+    }
+    let mut anon = a.anonymize.anonymizer()?;
+    let Planned {
+        query,
+        sort,
+        format,
+        zone,
+    } = plan(a)?;
+    let fleet = fleet(a)?;
+    if fleet.is_none() {
+        check_database(&a.db)?;
+    }
     let started = Instant::now();
     let (partial, probes) = match &fleet {
         Some(f) => {
@@ -210,7 +246,6 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
                 key.dip = key.dip.map(|ip| anon.ip(ip));
             }
         }
-        let zone = if a.local { Zone::Local } else { Zone::Utc };
         match &probes {
             None => output::write(&result, format, zone, &mut out),
             Some(p) => write_fleet(&result, p, format, zone, &mut out),

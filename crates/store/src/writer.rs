@@ -184,6 +184,13 @@ impl Ingest {
         Ok(IfaceId(self.ifaces.len() as u32 - 1))
     }
 
+    /// The blocks held in memory, not yet written: (interval start, interface). A block not
+    /// listed any more was written (fsynced and published), so whatever fed it is durable:
+    /// the Kafka consumer commits its offsets only then.
+    pub fn open_blocks(&self) -> impl Iterator<Item = (u64, IfaceId)> + '_ {
+        self.open.keys().copied()
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> &IngestStats {
         &self.stats

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::repo_root;
@@ -15,7 +16,12 @@ pub struct Cluster {
     port: u16,
     /// The bootstrap list, `127.0.0.1:P1,127.0.0.1:P2,...`.
     pub bootstrap: String,
+    /// One cluster per test process at a time: its directory and ports are the process's.
+    _one: MutexGuard<'static, ()>,
 }
+
+/// Held by the cluster of this process (tests of one binary run on threads of one process).
+static ONE_CLUSTER: Mutex<()> = Mutex::new(());
 
 fn services(dir: &Path, port: u16, args: &[&str]) -> String {
     let out = Command::new(repo_root().join("scripts/services.sh"))
@@ -38,13 +44,15 @@ fn services(dir: &Path, port: u16, args: &[&str]) -> String {
 
 impl Cluster {
     /// Starts `brokers` nodes in a new directory under `base` (the test binary's
-    /// `CARGO_TARGET_TMPDIR`). Kafka's jars are fetched once into `base/kafka-jars` and shared
+    /// `CARGO_TARGET_TMPDIR`), once the process's previous cluster (another test's) is gone. Kafka's jars are fetched once into `base/kafka-jars` and shared
     /// by later runs.
     ///
     /// # Panics
     /// Panics when `java`/`mvn` cannot be installed or a broker does not answer: a Kafka test
     /// cannot pass without brokers.
     pub fn start(base: &Path, brokers: u32) -> Cluster {
+        // A test that panicked with a cluster let go of it when unwinding dropped it.
+        let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let jars = base.join("kafka-jars");
         std::fs::create_dir_all(&jars).expect("create the jar directory");
         let dir = base.join(format!("kafka-run-{}", std::process::id()));
@@ -63,6 +71,7 @@ impl Cluster {
             dir,
             port,
             bootstrap,
+            _one: one,
         }
     }
 

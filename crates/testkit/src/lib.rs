@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod clickhouse;
 pub mod kafka;
 pub mod needs;
 pub mod netns;

@@ -1,0 +1,477 @@
+//! trawl's flow records read back from Kafka messages: the value of a `kafka://` export
+//! message (`docs/specs/kafka.md`), either a JSON object (a line of `trawl flows -o json`
+//! without its newline) or a `trawl.FlowRecord` Protobuf message (`docs/specs/trawl.proto`).
+//! The format is told from the first byte: `{` opens JSON, a Protobuf record opens with field
+//! 1 (`src_ip`, tag byte 0x0a).
+use std::borrow::Cow;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
+
+use crate::Error;
+
+/// A record read from a message, with the fields a flow record has no room for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// The flow record (no payload bytes).
+    pub record: FlowRecord<'static>,
+    /// The interface the record was metered on (`iface`), when the message names one.
+    pub iface: Option<String>,
+    /// The probe that sent it (Protobuf `probe`), when the message names one.
+    pub probe: Option<String>,
+}
+
+impl Parsed {
+    /// The interface name the record is stored under, in a flow database and in ClickHouse's
+    /// `iface` column alike (so `trawl query` over either groups the same way): the record's
+    /// `iface`, else its probe's name, else `default`.
+    pub fn store_iface<'a>(&'a self, default: &'a str) -> &'a str {
+        self.iface
+            .as_deref()
+            .or(self.probe.as_deref())
+            .filter(|s| !s.is_empty())
+            .unwrap_or(default)
+    }
+}
+
+/// Reads one message value (JSON or Protobuf, told by its first byte).
+pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
+    match value.first() {
+        Some(b'{') => parse_json(value),
+        Some(_) => parse_protobuf(value),
+        None => Err(Error::BadMessage("an empty message".into())),
+    }
+}
+
+/// Declares the JSON object's fields (`docs/specs/flow-record.md`) with the per-direction
+/// statistics of both directions (`fwd_len_min`, `rev_len_min`, ...), each defaulting to zero.
+/// Fields trawl does not know are ignored, so records of a newer trawl still load.
+macro_rules! json_record {
+    ($($f:ident $r:ident: $t:ty => $field:ident),* $(,)?) => {
+        #[derive(Deserialize)]
+        struct JsonRecord<'a> {
+            #[serde(borrow)]
+            src_ip: Cow<'a, str>,
+            #[serde(borrow)]
+            dst_ip: Cow<'a, str>,
+            #[serde(default)]
+            src_port: u16,
+            #[serde(default)]
+            dst_port: u16,
+            #[serde(borrow)]
+            proto: Cow<'a, str>,
+            #[serde(default)]
+            vlan: u16,
+            #[serde(default, borrow)]
+            iface: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            probe: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            src_mac: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            dst_mac: Option<Cow<'a, str>>,
+            first_ns: u64,
+            last_ns: u64,
+            #[serde(default)]
+            fwd_packets: u64,
+            #[serde(default)]
+            rev_packets: u64,
+            #[serde(default)]
+            fwd_bytes: u64,
+            #[serde(default)]
+            rev_bytes: u64,
+            #[serde(default)]
+            fwd_ip_bytes: u64,
+            #[serde(default)]
+            rev_ip_bytes: u64,
+            $(#[serde(default)] $f: $t, #[serde(default)] $r: $t,)*
+            #[serde(default)]
+            first_lengths: Vec<i64>,
+            #[serde(default)]
+            first_iats_ns: Vec<i64>,
+            #[serde(default, borrow)]
+            end_reason: Option<Cow<'a, str>>,
+        }
+
+        impl JsonRecord<'_> {
+            fn fill(&self, fwd: &mut DirectionRecord, rev: &mut DirectionRecord) {
+                $(fwd.$field = self.$f as _; rev.$field = self.$r as _;)*
+            }
+        }
+    };
+}
+
+json_record! {
+    fwd_len_min rev_len_min: u32 => len_min,
+    fwd_len_max rev_len_max: u32 => len_max,
+    fwd_len_mean rev_len_mean: f64 => len_mean,
+    fwd_len_std rev_len_std: f64 => len_std,
+    fwd_iat_min_ns rev_iat_min_ns: u64 => iat_min_ns,
+    fwd_iat_max_ns rev_iat_max_ns: u64 => iat_max_ns,
+    fwd_iat_mean_ns rev_iat_mean_ns: f64 => iat_mean_ns,
+    fwd_iat_std_ns rev_iat_std_ns: f64 => iat_std_ns,
+    fwd_syn rev_syn: u32 => syn,
+    fwd_syn_ack rev_syn_ack: u32 => syn_ack,
+    fwd_fin rev_fin: u32 => fin,
+    fwd_rst rev_rst: u32 => rst,
+    fwd_psh rev_psh: u32 => psh,
+    fwd_urg rev_urg: u32 => urg,
+    fwd_ece rev_ece: u32 => ece,
+    fwd_cwr rev_cwr: u32 => cwr,
+    fwd_tcp_flags rev_tcp_flags: u8 => tcp_flags,
+    fwd_zero_window rev_zero_window: u32 => zero_window,
+    fwd_retrans rev_retrans: u32 => retransmissions,
+}
+
+fn bad(what: impl Into<String>) -> Error {
+    Error::BadMessage(what.into())
+}
+
+fn ip(field: &str, s: &str) -> Result<IpAddr, Error> {
+    s.parse()
+        .map_err(|_| bad(format!("`{field}` {s:?} is not an IP address")))
+}
+
+fn mac(field: &str, s: &str) -> Result<[u8; 6], Error> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut out {
+        let p = parts.next().unwrap_or("");
+        *b = u8::from_str_radix(p, 16)
+            .map_err(|_| bad(format!("`{field}` {s:?} is not a MAC address")))?;
+    }
+    if parts.next().is_some() {
+        return Err(bad(format!("`{field}` {s:?} is not a MAC address")));
+    }
+    Ok(out)
+}
+
+/// A protocol as the JSON lines write it: a name trawl knows, or the number.
+pub fn proto_number(s: &str) -> Option<u8> {
+    if let Ok(n) = s.parse() {
+        return Some(n);
+    }
+    (0..=255u8).find(|p| trawl_flow::ProtoName(*p).name() == Some(s))
+}
+
+/// An end reason by its name.
+pub fn end_reason(s: &str) -> Option<EndReason> {
+    EndReason::ALL.into_iter().find(|r| r.name() == s)
+}
+
+fn early(field: &str, v: &[i64]) -> Result<[i64; EARLY_PACKETS], Error> {
+    if v.len() > EARLY_PACKETS {
+        return Err(bad(format!(
+            "`{field}` has {} entries, at most {EARLY_PACKETS}",
+            v.len()
+        )));
+    }
+    let mut out = [0; EARLY_PACKETS];
+    out[..v.len()].copy_from_slice(v);
+    Ok(out)
+}
+
+fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
+    let j: JsonRecord<'_> =
+        serde_json::from_slice(value).map_err(|e| bad(format!("JSON record: {e}")))?;
+    let proto = proto_number(&j.proto)
+        .ok_or_else(|| bad(format!("`proto` {:?} is no protocol", j.proto)))?;
+    let mut fwd = DirectionRecord {
+        packets: j.fwd_packets,
+        bytes: j.fwd_bytes,
+        ip_bytes: j.fwd_ip_bytes,
+        ..DirectionRecord::default()
+    };
+    let mut rev = DirectionRecord {
+        packets: j.rev_packets,
+        bytes: j.rev_bytes,
+        ip_bytes: j.rev_ip_bytes,
+        ..DirectionRecord::default()
+    };
+    j.fill(&mut fwd, &mut rev);
+    if j.first_lengths.len() != j.first_iats_ns.len() {
+        return Err(bad("`first_lengths` and `first_iats_ns` differ in length"));
+    }
+    let record = FlowRecord {
+        src_ip: ip("src_ip", &j.src_ip)?,
+        dst_ip: ip("dst_ip", &j.dst_ip)?,
+        src_port: j.src_port,
+        dst_port: j.dst_port,
+        proto,
+        vlan: j.vlan,
+        src_mac: j.src_mac.map_or(Ok([0; 6]), |m| mac("src_mac", &m))?,
+        dst_mac: j.dst_mac.map_or(Ok([0; 6]), |m| mac("dst_mac", &m))?,
+        first_ns: j.first_ns,
+        last_ns: j.last_ns,
+        fwd,
+        rev,
+        first_lengths: early("first_lengths", &j.first_lengths)?,
+        first_iats_ns: early("first_iats_ns", &j.first_iats_ns)?,
+        first_count: j.first_lengths.len(),
+        fwd_payload: &[],
+        rev_payload: &[],
+        end_reason: match j.end_reason.as_deref() {
+            None => EndReason::End,
+            Some(s) => end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?,
+        },
+    };
+    Ok(Parsed {
+        record,
+        iface: j.iface.map(Cow::into_owned),
+        probe: j.probe.map(Cow::into_owned),
+    })
+}
+
+/// Reads Protobuf wire format: varints, fixed64, length-delimited; fixed32 skipped.
+struct Wire<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+enum Item<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Bytes(&'a [u8]),
+    Skip,
+}
+
+impl<'a> Wire<'a> {
+    fn varint(&mut self) -> Result<u64, Error> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let Some(&byte) = self.b.get(self.at) else {
+                return Err(bad(format!(
+                    "Protobuf: a varint cut short at byte {}",
+                    self.at
+                )));
+            };
+            self.at += 1;
+            v |= u64::from(byte & 0x7f) << shift;
+            if byte < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(bad(format!(
+            "Protobuf: a varint too long at byte {}",
+            self.at
+        )))
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len());
+        let Some(end) = end else {
+            return Err(bad(format!(
+                "Protobuf: a field of {n} bytes at byte {} runs past the end ({})",
+                self.at,
+                self.b.len()
+            )));
+        };
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+
+    fn next(&mut self) -> Result<Option<(u32, Item<'a>)>, Error> {
+        if self.at >= self.b.len() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let field = (key >> 3) as u32;
+        let item = match key & 7 {
+            0 => Item::Varint(self.varint()?),
+            1 => Item::Fixed64(u64::from_le_bytes(
+                self.take(8)?.try_into().unwrap_or([0; 8]),
+            )),
+            2 => {
+                let n = self.varint()? as usize;
+                Item::Bytes(self.take(n)?)
+            }
+            5 => {
+                self.take(4)?;
+                Item::Skip
+            }
+            w => {
+                return Err(bad(format!(
+                    "Protobuf: wire type {w} of field {field} at byte {}",
+                    self.at
+                )))
+            }
+        };
+        Ok(Some((field, item)))
+    }
+}
+
+fn text(field: u32, b: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(b).map_err(|_| bad(format!("Protobuf: field {field} is not UTF-8")))
+}
+
+/// Packed sint64 values into `out`; returns how many.
+fn zigzag_list(field: u32, b: &[u8], out: &mut [i64; EARLY_PACKETS]) -> Result<usize, Error> {
+    let mut w = Wire { b, at: 0 };
+    let mut n = 0;
+    while w.at < b.len() {
+        let v = w.varint()?;
+        let slot = out.get_mut(n).ok_or_else(|| {
+            bad(format!(
+                "Protobuf: field {field} has more than {EARLY_PACKETS} entries"
+            ))
+        })?;
+        *slot = (v >> 1) as i64 ^ -((v & 1) as i64);
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// One direction's field (fields 18-36 forward, 37-55 reverse, in `pb.rs`'s order).
+fn direction_field(d: &mut DirectionRecord, i: u32, item: &Item<'_>) {
+    let v = match item {
+        Item::Varint(v) => *v,
+        Item::Fixed64(bits) => {
+            let f = f64::from_bits(*bits);
+            match i {
+                2 => d.len_mean = f,
+                3 => d.len_std = f,
+                6 => d.iat_mean_ns = f,
+                7 => d.iat_std_ns = f,
+                _ => {}
+            }
+            return;
+        }
+        _ => return,
+    };
+    let n = v as u32;
+    match i {
+        0 => d.len_min = n,
+        1 => d.len_max = n,
+        4 => d.iat_min_ns = v,
+        5 => d.iat_max_ns = v,
+        8 => d.syn = n,
+        9 => d.syn_ack = n,
+        10 => d.fin = n,
+        11 => d.rst = n,
+        12 => d.psh = n,
+        13 => d.urg = n,
+        14 => d.ece = n,
+        15 => d.cwr = n,
+        16 => d.tcp_flags = v as u8,
+        17 => d.zero_window = n,
+        18 => d.retransmissions = n,
+        _ => {}
+    }
+}
+
+fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
+    let mut r = FlowRecord {
+        src_ip: IpAddr::from([0u8; 4]),
+        dst_ip: IpAddr::from([0u8; 4]),
+        src_port: 0,
+        dst_port: 0,
+        proto: 0,
+        vlan: 0,
+        src_mac: [0; 6],
+        dst_mac: [0; 6],
+        first_ns: 0,
+        last_ns: 0,
+        fwd: DirectionRecord::default(),
+        rev: DirectionRecord::default(),
+        first_lengths: [0; EARLY_PACKETS],
+        first_iats_ns: [0; EARLY_PACKETS],
+        first_count: 0,
+        fwd_payload: &[],
+        rev_payload: &[],
+        end_reason: EndReason::End,
+    };
+    let (mut iface, mut probe) = (None, None);
+    let (mut lengths, mut iats) = (0, 0);
+    let mut w = Wire { b: value, at: 0 };
+    let mut seen_src = false;
+    while let Some((field, item)) = w.next()? {
+        match (field, &item) {
+            (1, Item::Bytes(b)) => {
+                r.src_ip = ip("src_ip", text(1, b)?)?;
+                seen_src = true;
+            }
+            (2, Item::Bytes(b)) => r.dst_ip = ip("dst_ip", text(2, b)?)?,
+            (3, Item::Varint(v)) => r.src_port = *v as u16,
+            (4, Item::Varint(v)) => r.dst_port = *v as u16,
+            (5, Item::Varint(v)) => r.proto = *v as u8,
+            (6, Item::Varint(v)) => r.vlan = *v as u16,
+            (7, Item::Bytes(b)) => iface = Some(text(7, b)?.to_string()),
+            (8, Item::Bytes(b)) => r.src_mac = mac("src_mac", text(8, b)?)?,
+            (9, Item::Bytes(b)) => r.dst_mac = mac("dst_mac", text(9, b)?)?,
+            (10, Item::Varint(v)) => r.first_ns = *v,
+            (11, Item::Varint(v)) => r.last_ns = *v,
+            (12, Item::Varint(v)) => r.fwd.packets = *v,
+            (13, Item::Varint(v)) => r.rev.packets = *v,
+            (14, Item::Varint(v)) => r.fwd.bytes = *v,
+            (15, Item::Varint(v)) => r.rev.bytes = *v,
+            (16, Item::Varint(v)) => r.fwd.ip_bytes = *v,
+            (17, Item::Varint(v)) => r.rev.ip_bytes = *v,
+            (18..=36, _) => direction_field(&mut r.fwd, field - 18, &item),
+            (37..=55, _) => direction_field(&mut r.rev, field - 37, &item),
+            (56, Item::Bytes(b)) => lengths = zigzag_list(56, b, &mut r.first_lengths)?,
+            (57, Item::Bytes(b)) => iats = zigzag_list(57, b, &mut r.first_iats_ns)?,
+            (58, Item::Bytes(b)) => {
+                let s = text(58, b)?;
+                r.end_reason = end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?;
+            }
+            (59, Item::Bytes(b)) => probe = Some(text(59, b)?.to_string()),
+            // Fields of a newer trawl.proto.
+            _ => {}
+        }
+    }
+    if !seen_src {
+        // proto3 leaves out empty strings, but a record always has an address: whatever
+        // this is, it is not a trawl.FlowRecord.
+        return Err(bad(
+            "Protobuf: no `src_ip` (field 1): not a trawl.FlowRecord",
+        ));
+    }
+    if lengths != iats {
+        return Err(bad("`first_lengths` and `first_iats_ns` differ in length"));
+    }
+    r.first_count = lengths;
+    Ok(Parsed {
+        record: r,
+        iface,
+        probe,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"src_ip":"10.0.0.1","dst_ip":"2001:db8::2","src_port":1234,"dst_port":53,"proto":"udp","vlan":7,"iface":"eth0","src_mac":"00:11:22:33:44:55","dst_mac":"66:77:88:99:aa:bb","first_ns":1700000000000000001,"last_ns":1700000000500000000,"fwd_packets":2,"rev_packets":1,"fwd_bytes":200,"rev_bytes":90,"fwd_ip_bytes":172,"rev_ip_bytes":76,"fwd_len_min":90,"fwd_len_max":110,"fwd_len_mean":100.5,"fwd_len_std":10,"fwd_iat_min_ns":5,"fwd_iat_max_ns":5,"fwd_iat_mean_ns":5,"fwd_iat_std_ns":0,"fwd_syn":0,"fwd_syn_ack":0,"fwd_fin":0,"fwd_rst":0,"fwd_psh":0,"fwd_urg":0,"fwd_ece":0,"fwd_cwr":0,"fwd_tcp_flags":0,"fwd_zero_window":0,"fwd_retrans":3,"rev_len_min":90,"first_lengths":[90,-90,110],"first_iats_ns":[0,-2,3],"end_reason":"idle"}"#;
+
+    #[test]
+    fn parse_json_line() {
+        let p = parse(LINE.as_bytes()).unwrap();
+        let r = &p.record;
+        assert_eq!(r.src_ip.to_string(), "10.0.0.1");
+        assert_eq!(r.dst_ip.to_string(), "2001:db8::2");
+        assert_eq!((r.src_port, r.dst_port, r.proto, r.vlan), (1234, 53, 17, 7));
+        assert_eq!(r.src_mac, [0, 0x11, 0x22, 0x33, 0x44, 0x55]);
+        assert_eq!(r.fwd.len_mean, 100.5);
+        assert_eq!(r.fwd.retransmissions, 3);
+        assert_eq!(r.rev.len_min, 90);
+        assert_eq!(&r.first_lengths[..r.first_count], &[90, -90, 110]);
+        assert_eq!(r.end_reason, EndReason::Idle);
+        assert_eq!(p.iface.as_deref(), Some("eth0"));
+        assert_eq!(p.store_iface("dflt"), "eth0");
+    }
+
+    #[test]
+    fn truncated_and_garbage_are_errors_naming_the_field() {
+        assert!(parse(b"").is_err());
+        let e =
+            parse(br#"{"src_ip":"x","dst_ip":"1.1.1.1","proto":"tcp","first_ns":1,"last_ns":1}"#)
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("src_ip"), "{e}");
+        let e = parse(b"\x0a\x20short").unwrap_err().to_string();
+        assert!(e.contains("runs past the end"), "{e}");
+        assert!(parse(b"\x08\x01").is_err(), "no src_ip");
+    }
+}

@@ -1,0 +1,352 @@
+//! ClickHouse tables of flows, series and alarms (`trawl clickhouse schema`;
+//! `docs/specs/clickhouse.md`). One variant per server generation where they differ: 18.16
+//! (Debian's package) has no `TTL` and no `LowCardinality` by default; current servers get
+//! both.
+use std::fmt::Write;
+
+/// The server generation the DDL is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerVersion {
+    /// ClickHouse 18.16 (Debian 12's `clickhouse-server`): no column TTL, no
+    /// `LowCardinality`.
+    V18,
+    /// ClickHouse 22.8 and later (and chDB).
+    Current,
+}
+
+impl ServerVersion {
+    /// Parses `18.16` or `current`.
+    pub fn parse(s: &str) -> Option<ServerVersion> {
+        match s {
+            "18" | "18.16" => Some(ServerVersion::V18),
+            "current" => Some(ServerVersion::Current),
+            _ => None,
+        }
+    }
+
+    /// The variant for a server reporting `version()` as `text` (`18.16.1`, `24.3.2.23`).
+    pub fn of_server(text: &str) -> ServerVersion {
+        let major: u32 = text
+            .trim()
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(0);
+        if major < 19 {
+            ServerVersion::V18
+        } else {
+            ServerVersion::Current
+        }
+    }
+}
+
+/// A column's type: plain, or a text column of few values (`LowCardinality` on current
+/// servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColType {
+    /// The type, the same everywhere.
+    Plain(&'static str),
+    /// `String`, `LowCardinality(String)` where the server has it.
+    Label,
+}
+
+impl ColType {
+    fn sql(self, v: ServerVersion) -> &'static str {
+        match (self, v) {
+            (ColType::Plain(t), _) => t,
+            (ColType::Label, ServerVersion::V18) => "String",
+            (ColType::Label, ServerVersion::Current) => "LowCardinality(String)",
+        }
+    }
+}
+
+/// The end reasons as an `Enum8` (their discriminants are `EndReason`'s).
+pub const END_REASON_TYPE: &str =
+    "Enum8('idle' = 0, 'active' = 1, 'fin' = 2, 'rst' = 3, 'pressure' = 4, 'end' = 5)";
+
+/// The flow table's columns, in table (and RowBinary) order. Addresses are 16 bytes: IPv6,
+/// or IPv4 mapped into `::ffff:0:0/96` (what `IPv4ToIPv6` gives), so one column holds both
+/// and address ranges are byte ranges.
+pub const FLOW_COLUMNS: &[(&str, ColType)] = &[
+    ("date", ColType::Plain("Date")),
+    ("time", ColType::Plain("DateTime")),
+    ("probe", ColType::Label),
+    ("iface", ColType::Label),
+    ("src_ip", ColType::Plain("FixedString(16)")),
+    ("dst_ip", ColType::Plain("FixedString(16)")),
+    ("src_port", ColType::Plain("UInt16")),
+    ("dst_port", ColType::Plain("UInt16")),
+    ("proto", ColType::Plain("UInt8")),
+    ("vlan", ColType::Plain("UInt16")),
+    ("first_ns", ColType::Plain("UInt64")),
+    ("last_ns", ColType::Plain("UInt64")),
+    ("fwd_packets", ColType::Plain("UInt64")),
+    ("rev_packets", ColType::Plain("UInt64")),
+    ("fwd_bytes", ColType::Plain("UInt64")),
+    ("rev_bytes", ColType::Plain("UInt64")),
+    ("fwd_ip_bytes", ColType::Plain("UInt64")),
+    ("rev_ip_bytes", ColType::Plain("UInt64")),
+    ("fwd_tcp_flags", ColType::Plain("UInt8")),
+    ("rev_tcp_flags", ColType::Plain("UInt8")),
+    ("fwd_retrans", ColType::Plain("UInt32")),
+    ("rev_retrans", ColType::Plain("UInt32")),
+    ("end_reason", ColType::Plain(END_REASON_TYPE)),
+];
+
+/// Per-second series rows (the fields of `trawl series -o json`).
+pub const SERIES_COLUMNS: &[(&str, ColType)] = &[
+    ("date", ColType::Plain("Date")),
+    ("time", ColType::Plain("DateTime")),
+    ("probe", ColType::Label),
+    ("iface", ColType::Label),
+    ("packets", ColType::Plain("UInt64")),
+    ("bytes", ColType::Plain("UInt64")),
+    ("active_flows", ColType::Plain("UInt64")),
+    ("new_flows", ColType::Plain("UInt64")),
+    ("in_packets", ColType::Plain("UInt64")),
+    ("in_bytes", ColType::Plain("UInt64")),
+    ("out_packets", ColType::Plain("UInt64")),
+    ("out_bytes", ColType::Plain("UInt64")),
+];
+
+/// Alarms (`trawl alarms -o json`): `end_ns` 0 while open, the detector's event as JSON text.
+pub const ALARM_COLUMNS: &[(&str, ColType)] = &[
+    ("date", ColType::Plain("Date")),
+    ("time", ColType::Plain("DateTime")),
+    ("probe", ColType::Label),
+    ("iface", ColType::Label),
+    ("detector", ColType::Label),
+    ("ts_ns", ColType::Plain("UInt64")),
+    ("start_ns", ColType::Plain("UInt64")),
+    ("end_ns", ColType::Plain("UInt64")),
+    ("rate", ColType::Plain("Float64")),
+    ("event", ColType::Plain("String")),
+];
+
+/// What `trawl clickhouse schema` prints.
+#[derive(Clone, Debug)]
+pub struct SchemaOptions {
+    /// Database name.
+    pub database: String,
+    /// Server generation.
+    pub version: ServerVersion,
+    /// Cluster name: per-shard `*_local` tables (replicated when `replicated`) behind
+    /// `Distributed` tables of the plain names.
+    pub cluster: Option<String>,
+    /// With a cluster: `ReplicatedMergeTree` and `ON CLUSTER` (both need ZooKeeper or
+    /// ClickHouse Keeper); off: `MergeTree` per shard, the script run on every server.
+    pub replicated: bool,
+    /// Rows older than this many days are deleted by the server (current servers; on 18.16
+    /// drop old partitions with `ALTER TABLE ... DROP PARTITION` instead).
+    pub ttl_days: Option<u32>,
+}
+
+impl Default for SchemaOptions {
+    fn default() -> Self {
+        SchemaOptions {
+            database: "trawl".into(),
+            version: ServerVersion::Current,
+            cluster: None,
+            replicated: true,
+            ttl_days: None,
+        }
+    }
+}
+
+/// A table's columns, in order.
+type Columns = &'static [(&'static str, ColType)];
+
+/// The three tables: name, columns, sorting key.
+const TABLES: [(&str, Columns, &str); 3] = [
+    (
+        "flows",
+        FLOW_COLUMNS,
+        "time, probe, iface, src_ip, dst_ip, src_port, dst_port, proto",
+    ),
+    ("series", SERIES_COLUMNS, "time, probe, iface"),
+    ("alarms", ALARM_COLUMNS, "time, probe, iface, detector"),
+];
+
+fn columns(cols: &[(&str, ColType)], v: ServerVersion) -> String {
+    let mut s = String::new();
+    for (i, (name, ty)) in cols.iter().enumerate() {
+        let sep = if i + 1 < cols.len() { "," } else { "" };
+        let _ = writeln!(s, "    {name} {}{sep}", ty.sql(v));
+    }
+    s
+}
+
+/// The DDL statements, in the order to run them (each without a trailing `;`).
+pub fn ddl(o: &SchemaOptions) -> Vec<String> {
+    let db = &o.database;
+    // Distributed DDL needs ZooKeeper/Keeper, as replication does: without replication the
+    // script is run on every server instead.
+    let on = o
+        .cluster
+        .as_ref()
+        .filter(|_| o.replicated)
+        .map(|c| format!(" ON CLUSTER {c}"))
+        .unwrap_or_default();
+    let mut out = vec![format!("CREATE DATABASE IF NOT EXISTS {db}{on}")];
+    for (name, cols, order) in TABLES {
+        let local = if o.cluster.is_some() {
+            format!("{name}_local")
+        } else {
+            name.to_string()
+        };
+        let engine = match (&o.cluster, o.replicated) {
+            (Some(_), true) => format!(
+                "ReplicatedMergeTree('/clickhouse/tables/{{shard}}/{db}/{local}', '{{replica}}')"
+            ),
+            _ => "MergeTree()".to_string(),
+        };
+        let ttl = match (o.version, o.ttl_days) {
+            (ServerVersion::Current, Some(days)) => {
+                format!("\nTTL date + INTERVAL {days} DAY")
+            }
+            _ => String::new(),
+        };
+        out.push(format!(
+            "CREATE TABLE IF NOT EXISTS {db}.{local}{on}\n(\n{})\nENGINE = {engine}\n\
+             PARTITION BY date\nORDER BY ({order}){ttl}\nSETTINGS index_granularity = 8192",
+            columns(cols, o.version)
+        ));
+        if let Some(cluster) = &o.cluster {
+            out.push(format!(
+                "CREATE TABLE IF NOT EXISTS {db}.{name}{on} AS {db}.{local}\n\
+                 ENGINE = Distributed({cluster}, {db}, {local}, rand())"
+            ));
+        }
+    }
+    out
+}
+
+/// The statements as a script: `;` after each, a blank line between.
+pub fn script(statements: &[String]) -> String {
+    let mut s = String::new();
+    for st in statements {
+        s.push_str(st);
+        s.push_str(";\n\n");
+    }
+    s
+}
+
+/// The Kafka-engine alternative: ClickHouse reads the JSON topic itself (a `Kafka` table
+/// with the record's fields), and a materialized view converts each row into the flow
+/// table. For operators who prefer no consumer process; `trawl clickhouse load` is the
+/// other way. JSON only: 18.16 reads no Protobuf.
+pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str) -> Vec<String> {
+    let db = database;
+    // Every field of the JSON record (its writer names them), so that 18.16, which has no
+    // setting to skip unknown fields in the engine, reads the whole object.
+    let names =
+        trawl_flow::format::RecordWriter::new(trawl_flow::format::RecordFormat::Json, false)
+            .with_iface("x")
+            .field_names();
+    let mut queue = String::new();
+    for (i, n) in names.iter().enumerate() {
+        let t = match n.as_str() {
+            "src_ip" | "dst_ip" | "proto" | "iface" | "src_mac" | "dst_mac" | "end_reason" => {
+                "String"
+            }
+            "first_lengths" | "first_iats_ns" => "Array(Int64)",
+            n if n.ends_with("_mean")
+                || n.ends_with("_std")
+                || n.ends_with("_mean_ns")
+                || n.ends_with("_std_ns") =>
+            {
+                "Float64"
+            }
+            _ => "UInt64",
+        };
+        let sep = if i + 1 < names.len() { "," } else { "" };
+        let _ = writeln!(queue, "    {n} {t}{sep}");
+    }
+    let ip = |c: &str| {
+        format!(
+            "if(position({c}, ':') > 0, IPv6StringToNum({c}), IPv4ToIPv6(IPv4StringToNum({c}))) AS {c}"
+        )
+    };
+    let names: Vec<String> = (0..=255u8)
+        .filter_map(|p| trawl_flow::ProtoName(p).name().map(|n| format!("'{n}'")))
+        .collect();
+    let numbers: Vec<String> = (0..=255u8)
+        .filter(|p| trawl_flow::ProtoName(*p).name().is_some())
+        .map(|p| p.to_string())
+        .collect();
+    vec![
+        format!("CREATE DATABASE IF NOT EXISTS {db}"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {db}.flows_queue\n(\n{queue})\n\
+             ENGINE = Kafka('{brokers}', '{topic}', '{group}', 'JSONEachRow')"
+        ),
+        format!(
+            "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.flows_mv TO {db}.flows AS\nSELECT\n    \
+             toDate(toDateTime(intDiv(first_ns, 1000000000))) AS date,\n    \
+             toDateTime(intDiv(first_ns, 1000000000)) AS time,\n    \
+             '' AS probe,\n    \
+             if(iface = '', '{topic}', iface) AS iface,\n    {},\n    {},\n    \
+             toUInt16(src_port) AS src_port, toUInt16(dst_port) AS dst_port,\n    \
+             toUInt8(transform(proto, [{}], [{}], toUInt64(toUInt8OrZero(proto)))) AS proto,\n    \
+             toUInt16(vlan) AS vlan, first_ns, last_ns, fwd_packets, rev_packets, fwd_bytes, rev_bytes,\n    \
+             fwd_ip_bytes, rev_ip_bytes, toUInt8(fwd_tcp_flags) AS fwd_tcp_flags,\n    \
+             toUInt8(rev_tcp_flags) AS rev_tcp_flags, toUInt32(fwd_retrans) AS fwd_retrans,\n    \
+             toUInt32(rev_retrans) AS rev_retrans,\n    \
+             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason\n\
+             FROM {db}.flows_queue",
+            ip("src_ip"),
+            ip("dst_ip"),
+            names.join(", "),
+            numbers.join(", "),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_server_tables_have_no_cluster_words() {
+        let s = script(&ddl(&SchemaOptions {
+            version: ServerVersion::V18,
+            ttl_days: Some(30),
+            ..SchemaOptions::default()
+        }));
+        assert!(s.contains("CREATE TABLE IF NOT EXISTS trawl.flows\n"));
+        assert!(s.contains("ENGINE = MergeTree()"));
+        assert!(!s.contains("TTL"), "18.16 has no TTL");
+        assert!(!s.contains("LowCardinality"));
+        assert!(!s.contains("Distributed"));
+        let s = script(&ddl(&SchemaOptions {
+            ttl_days: Some(30),
+            ..SchemaOptions::default()
+        }));
+        assert!(s.contains("TTL date + INTERVAL 30 DAY"));
+        assert!(s.contains("probe LowCardinality(String)"));
+    }
+
+    #[test]
+    fn cluster_tables_are_local_and_distributed() {
+        let st = ddl(&SchemaOptions {
+            cluster: Some("trawl".into()),
+            ..SchemaOptions::default()
+        });
+        // Database, then local + distributed per table.
+        assert_eq!(st.len(), 7);
+        assert!(st[1].contains("trawl.flows_local ON CLUSTER trawl"));
+        assert!(st[1].contains(
+            "ReplicatedMergeTree('/clickhouse/tables/{shard}/trawl/flows_local', '{replica}')"
+        ));
+        assert!(st[2].contains("Distributed(trawl, trawl, flows_local, rand())"));
+    }
+
+    #[test]
+    fn server_versions() {
+        assert_eq!(ServerVersion::of_server("18.16.1"), ServerVersion::V18);
+        assert_eq!(
+            ServerVersion::of_server("24.3.2.23"),
+            ServerVersion::Current
+        );
+    }
+}
