@@ -42,6 +42,9 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace
+# The Python package (python/: pyo3 + maturin): its wheel built once, its pytest suite against
+# the CLI built above (tables equal to the CLI's JSON, pandas/Polars, no copy, Ctrl-C).
+scripts/python-test.sh
 # JA4S is behind a feature its licence asks for (crates/app/Cargo.toml): checked here too.
 cargo clippy -p trawl-app --features ja4s --all-targets -- -D warnings
 cargo test -p trawl-app --features ja4s
