@@ -27,5 +27,8 @@ bin=$target/debug/trawl
 if [ ! -x "$bin" ]; then
     cargo build -p trawl-cli
 fi
-cd python
-TRAWL_BIN=$bin "$py" -m pytest -q tests "$@"
+# From outside python/: its source tree (trawl/ without the extension) would shadow the
+# installed package.
+tests=$PWD/python/tests
+cd "$target"
+TRAWL_BIN=$bin "$py" -m pytest -q -p no:cacheprovider "$tests" "$@"
