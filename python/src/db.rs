@@ -102,6 +102,9 @@ fn check_database(db: &std::path::Path) -> PyResult<()> {
     Ok(())
 }
 
+/// Reads one metric of a group.
+type MetricOf = fn(&trawl_query::Metrics) -> u64;
+
 /// A query result as one batch: the attributes under their field names (`src_ip`, `dst_port`,
 /// `time` as `timestamp[ns, UTC]`), then the metrics, as `trawl query --format json`'s rows.
 fn result_batch(r: &QueryResult) -> RecordBatch {
@@ -145,7 +148,7 @@ fn result_batch(r: &QueryResult) -> RecordBatch {
         fields.push(Field::new(a.field(), ty, true));
         cols.push(col);
     }
-    let metrics: [(&str, fn(&trawl_query::Metrics) -> u64); 5] = [
+    let metrics: [(&str, MetricOf); 5] = [
         ("fwd_packets", |m| m.fwd_packets),
         ("rev_packets", |m| m.rev_packets),
         ("fwd_bytes", |m| m.fwd_bytes),
