@@ -49,6 +49,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 cargo test --workspace --features "$FEATURES"
+# The Python package (python/: pyo3 + maturin): its wheel built once, its pytest suite against
+# the CLI built above (tables equal to the CLI's JSON, pandas/Polars, no copy, Ctrl-C).
+scripts/python-test.sh
 # The fuzz targets live outside the workspace (fuzzing needs nightly): build them on stable and
 # replay their regression inputs (fuzz/regressions/). The timed fuzz runs are scripts/fuzz.sh.
 scripts/fuzz.sh --replay

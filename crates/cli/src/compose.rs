@@ -198,11 +198,41 @@ pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Res
     control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
     control.user = a.user.clone().or(control.user.take());
     let stop = crate::signals::install_stop_signals()?;
+    // Under systemd (Type=notify): readiness, status lines, watchdog pings, stopping.
+    let mut notifier = crate::notify::Notifier::from_env();
+    let mut steal = crate::steal::StealMeter::default();
+    steal.sample();
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     for line in announce {
         eprintln!("trawl: {line}");
     }
-    let outcome = running.supervise(&stop, |report| eprintln!("{}", report.status_line()));
+    let outcome = match notifier.as_mut() {
+        None => running.supervise(&stop, |report| {
+            eprintln!("{}", status_line(report, &mut steal))
+        }),
+        Some(n) => {
+            n.ready();
+            let n = std::cell::RefCell::new(n);
+            let status = |report: &Report| {
+                let line = status_line(report, &mut steal);
+                eprintln!("{line}");
+                n.borrow().status(&line);
+            };
+            // The supervisor's loop (every 50 ms) pings the watchdog: a monitor whose main
+            // thread is stuck stops pinging.
+            let mut tick = |_: &Report| {
+                let mut n = n.borrow_mut();
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n.stopping();
+                }
+                n.tick();
+            };
+            running.supervise_with(&stop, status, Some(&mut tick))
+        }
+    };
+    if let Some(n) = notifier.as_mut() {
+        n.stopping();
+    }
     let (failure, report) = match outcome {
         Ok(r) => (None, r),
         Err((f, r)) => (Some(f), r),
@@ -217,6 +247,16 @@ pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Res
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The run's status line, with the vCPU time stolen since the last one when there was any.
+fn status_line(report: &Report, steal: &mut crate::steal::StealMeter) -> String {
+    let mut line = report.status_line();
+    if let Some(stolen) = steal.sample() {
+        line.push_str("; ");
+        line.push_str(&stolen);
+    }
+    line
 }
 
 fn print_summary(format: SummaryFormat, report: &Report, failure: Option<&str>) {

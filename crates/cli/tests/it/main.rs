@@ -574,6 +574,7 @@ mod live;
 mod modules;
 mod outputs;
 mod progress;
+mod service;
 mod store;
 mod stored;
 mod times;
