@@ -1,5 +1,6 @@
 //! `flow_export`: flow records to IPFIX, NetFlow v9/v5, JSON and Kafka destinations, through
-//! the exporters of `trawl_export` (one thread per destination behind a bounded queue).
+//! the exporters of `trawl_export` (one thread per destination behind a bounded queue); and
+//! per-second rows and alarms to the Kafka destinations that name topics for them.
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -8,10 +9,10 @@ use trawl_compose::{
     Block, BlockReport, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, TimerId,
 };
 use trawl_export::{
-    Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, TemplateRefresh,
+    Alarm, Destination, ExportConfig, ExportHandle, ExportHub, ExporterReport, TemplateRefresh,
 };
 
-use crate::messages::{FlowBatch, FLOWS};
+use crate::messages::{Events, FlowBatch, SeriesBatch, EVENTS, FLOWS, SERIES};
 use crate::util::opt_span;
 
 /// How long a partly filled batch of records waits before it goes to the exporters.
@@ -52,11 +53,15 @@ struct DestinationCounters {
     spool_dropped: Counter,
     spool_resent: Counter,
     spool_pending: Counter,
+    rejected: Counter,
+    series_rows: Counter,
+    alarms: Counter,
+    dropped_extra: Counter,
 }
 
 /// The counter names of destination `i` (the `N` of `destination{N}.records`); the `spool_`
-/// ones and `spooled` are Kafka's.
-const DESTINATION_COUNTERS: [&str; 11] = [
+/// ones, `spooled`, `rejected`, `series_rows`, `alarms` and `dropped_extra` are Kafka's.
+const DESTINATION_COUNTERS: [&str; 15] = [
     "records",
     "dropped_queue",
     "dropped_send",
@@ -68,6 +73,10 @@ const DESTINATION_COUNTERS: [&str; 11] = [
     "spool_dropped",
     "spool_resent",
     "spool_pending",
+    "rejected",
+    "series_rows",
+    "alarms",
+    "dropped_extra",
 ];
 
 impl DestinationCounters {
@@ -85,6 +94,10 @@ impl DestinationCounters {
             spool_dropped: c(DESTINATION_COUNTERS[8]),
             spool_resent: c(DESTINATION_COUNTERS[9]),
             spool_pending: c(DESTINATION_COUNTERS[10]),
+            rejected: c(DESTINATION_COUNTERS[11]),
+            series_rows: c(DESTINATION_COUNTERS[12]),
+            alarms: c(DESTINATION_COUNTERS[13]),
+            dropped_extra: c(DESTINATION_COUNTERS[14]),
         }
     }
 
@@ -100,6 +113,10 @@ impl DestinationCounters {
         self.spool_dropped.set(r.spool_dropped);
         self.spool_resent.set(r.spool_resent);
         self.spool_pending.set(r.spool_pending);
+        self.rejected.set(r.rejected);
+        self.series_rows.set(r.series_rows);
+        self.alarms.set(r.alarms);
+        self.dropped_extra.set(r.dropped_extra);
     }
 }
 
@@ -136,16 +153,36 @@ pub fn export_report(b: &BlockReport, destinations: &[String]) -> Vec<ExporterRe
                 spool_dropped: c("spool_dropped"),
                 spool_resent: c("spool_resent"),
                 spool_pending: c("spool_pending"),
+                rejected: c("rejected"),
+                rejected_reasons: rejected_reasons(b, &name),
+                series_rows: c("series_rows"),
+                alarms: c("alarms"),
+                dropped_extra: c("dropped_extra"),
                 destination: name,
             }
         })
         .collect()
 }
 
-/// What the block's messages say before a destination's last error and before why UDP
-/// segmentation offload was off (read back by [`export_report`]).
+/// What the block's messages say before a destination's last error, before why UDP
+/// segmentation offload was off, and before the count of messages a Kafka destination
+/// refused for one reason (read back by [`export_report`]).
 const LAST_ERROR: &str = "last error: ";
 const GSO_OFF: &str = "UDP segmentation offload off: ";
+const REJECTED: &str = "rejected ";
+
+/// The reasons of destination `name`'s rejected messages, from the block's messages
+/// `export NAME: rejected N: REASON`.
+fn rejected_reasons(b: &BlockReport, name: &str) -> Vec<(String, u64)> {
+    let prefix = format!("export {name}: {REJECTED}");
+    b.messages
+        .iter()
+        .filter_map(|m| {
+            let (n, reason) = m.text.strip_prefix(&prefix)?.split_once(": ")?;
+            Some((reason.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
 
 /// Settings of `flow_export`.
 #[derive(Deserialize)]
@@ -228,6 +265,29 @@ impl FlowExportSettings {
     }
 }
 
+impl FlowExport {
+    fn series(&mut self, msg: &Msg) {
+        if let (Some(b), Some(hub)) = (msg.get::<SeriesBatch>(), &self.hub) {
+            hub.push_series(&b.rows);
+        }
+    }
+
+    fn alarms(&mut self, msg: &Msg) {
+        let (Some(b), Some(hub)) = (msg.get::<Events>(), &self.hub) else {
+            return;
+        };
+        let alarms: Vec<Alarm> = b
+            .events
+            .iter()
+            .map(|e| Alarm {
+                ts_ns: e.ts_ns,
+                json: e.json.clone(),
+            })
+            .collect();
+        hub.push_alarms(&alarms);
+    }
+}
+
 /// The kernel's index of an interface: the observation domain of its records.
 pub(crate) fn ifindex(name: &str) -> Option<u32> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex"))
@@ -239,12 +299,26 @@ impl Block for FlowExport {
     const TYPE: &'static str = "flow_export";
     const SUMMARY: &'static str =
         "exports flow records to IPFIX, NetFlow v9/v5, JSON (UDP, TCP, files) and Kafka destinations";
-    const INPUTS: &'static [GateDef] = &[GateDef {
-        name: "flows",
-        ty: FLOWS,
-        required: true,
-        doc: "records to export (from any number of meters)",
-    }];
+    const INPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "flows",
+            ty: FLOWS,
+            required: true,
+            doc: "records to export (from any number of meters)",
+        },
+        GateDef {
+            name: "series",
+            ty: SERIES,
+            required: false,
+            doc: "per-second rows, for Kafka destinations with `series=TOPIC`",
+        },
+        GateDef {
+            name: "alarms",
+            ty: EVENTS,
+            required: false,
+            doc: "alarms, for Kafka destinations with `alarms=TOPIC`",
+        },
+    ];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = FlowExportSettings;
     const PATHS: &'static [PathSetting] = &[PathSetting::destination("destinations")];
@@ -325,7 +399,12 @@ impl Block for FlowExport {
         Ok(())
     }
 
-    fn receive(&mut self, _input: usize, msg: &Msg, _ctx: &mut Ctx<'_>) {
+    fn receive(&mut self, input: usize, msg: &Msg, _ctx: &mut Ctx<'_>) {
+        match input {
+            1 => return self.series(msg),
+            2 => return self.alarms(msg),
+            _ => {}
+        }
         let Some(b) = msg.get::<FlowBatch>() else {
             return;
         };
@@ -402,6 +481,12 @@ impl Block for FlowExport {
             }
             if let Some(e) = r.gso_refused {
                 ctx.note(format_args!("export {}: {GSO_OFF}{e}", r.destination));
+            }
+            for (reason, n) in &r.rejected_reasons {
+                ctx.note(format_args!(
+                    "export {}: {REJECTED}{n}: {reason}",
+                    r.destination
+                ));
             }
         }
     }

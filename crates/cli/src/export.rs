@@ -12,9 +12,10 @@ use crate::flag::{topic, SummaryFormat};
 #[derive(Args, Debug, Default, Clone)]
 pub struct ExportArgs {
     /// Export flow records (repeat for several): ipfix+udp://HOST:PORT, ipfix+tcp://HOST:PORT,
-    /// ipfix:/path/file.ipfix, netflow9+udp://HOST:PORT, netflow5+udp://HOST:PORT, json:/path,
-    /// json:- (standard output), json+tcp://HOST:PORT,
-    /// kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&spool=DIR&spool_size=SIZE]
+    /// ipfix:/path/file.ipfix (IPFIX ones take ?biflow=off: each biflow as two one-way
+    /// records), netflow9+udp://HOST:PORT, netflow5+udp://HOST:PORT, json:/path, json:-
+    /// (standard output), json+tcp://HOST:PORT,
+    /// kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&spool=DIR&spool_size=SIZE&series=TOPIC&alarms=TOPIC]
     /// (builds with the `kafka` feature; docs/specs/kafka.md). With --export, records go to
     /// standard output only if -o names a file or json:- is given.
     #[arg(help_heading = topic::EXPORT, long = "export", value_name = "DEST")]
@@ -118,6 +119,15 @@ pub fn report(
                         "spool_dropped": r.spool_dropped,
                         "spool_resent": r.spool_resent,
                         "spool_pending": r.spool_pending,
+                        "rejected": r.rejected,
+                        "rejected_reasons": r
+                            .rejected_reasons
+                            .iter()
+                            .map(|(reason, n)| (reason.clone(), serde_json::Value::from(*n)))
+                            .collect::<serde_json::Map<_, _>>(),
+                        "series_rows": r.series_rows,
+                        "alarms": r.alarms,
+                        "dropped_extra": r.dropped_extra,
                     })
                 })
                 .collect();
@@ -135,7 +145,7 @@ pub fn report(
         SummaryFormat::Text => {
             for r in reports {
                 eprintln!(
-                    "export {}: {} records, {} messages, {} bytes; dropped {} (queue full), {} (not sent){}{}{}",
+                    "export {}: {} records, {} messages, {} bytes; dropped {} (queue full), {} (not sent){}{}{}{}",
                     r.destination,
                     r.records,
                     r.messages,
@@ -143,6 +153,7 @@ pub fn report(
                     r.dropped_queue,
                     r.dropped_send,
                     spool_text(r),
+                    rejected_text(r),
                     r.last_error
                         .as_ref()
                         .map(|e| format!("; {} send errors, last: {e}", r.send_errors))
@@ -173,6 +184,20 @@ fn spool_text(r: &ExporterReport) -> String {
         "; spool: {} in, {} sent, {} dropped (full), {} left for the next run",
         r.spooled, r.spool_resent, r.spool_dropped, r.spool_pending
     )
+}
+
+/// Messages a Kafka exporter's brokers refused for good, by reason:
+/// `; rejected N (REASON: N, ...)`.
+fn rejected_text(r: &ExporterReport) -> String {
+    if r.rejected == 0 {
+        return String::new();
+    }
+    let each: Vec<String> = r
+        .rejected_reasons
+        .iter()
+        .map(|(reason, n)| format!("{reason}: {n}"))
+        .collect();
+    format!("; rejected {} ({})", r.rejected, each.join(", "))
 }
 
 /// One line per exporter that lost records or failed to send (destination, records not

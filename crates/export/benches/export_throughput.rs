@@ -108,7 +108,7 @@ fn encode(n: usize, max_message: usize, target: Option<std::net::SocketAddr>, gs
         udp_gso: gso,
         ..ExportConfig::default()
     };
-    let hub = ExportHub::start(&[Destination::IpfixUdp(to)], &config).unwrap();
+    let hub = ExportHub::start(&[Destination::IpfixUdp(to, Default::default())], &config).unwrap();
     let mut handle = hub.handle(1, 0, Duration::from_millis(200));
     // Warm up: the batch pool fills, the encoder's buffer reaches its size.
     // Enough records that the queue fills (the producer outpaces the exporter), so every

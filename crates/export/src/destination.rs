@@ -9,12 +9,12 @@ use crate::Error;
 /// One export destination.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Destination {
-    /// `ipfix+udp://HOST:PORT`
-    IpfixUdp(SocketAddr),
-    /// `ipfix+tcp://HOST:PORT` (IPFIX message framing, RFC 7011 10.4)
-    IpfixTcp(SocketAddr),
-    /// `ipfix:/path/file.ipfix` (RFC 5655 file: messages back to back)
-    IpfixFile(PathBuf),
+    /// `ipfix+udp://HOST:PORT[?biflow=off]`
+    IpfixUdp(SocketAddr, Biflow),
+    /// `ipfix+tcp://HOST:PORT[?biflow=off]` (IPFIX message framing, RFC 7011 10.4)
+    IpfixTcp(SocketAddr, Biflow),
+    /// `ipfix:/path/file.ipfix[?biflow=off]` (RFC 5655 file: messages back to back)
+    IpfixFile(PathBuf, Biflow),
     /// `netflow9+udp://HOST:PORT`
     Netflow9Udp(SocketAddr),
     /// `netflow5+udp://HOST:PORT`
@@ -27,8 +27,47 @@ pub enum Destination {
     JsonTcp(SocketAddr),
     /// A multicast live feed of flow records (IPFIX, templates in every message).
     Feed(FeedAddr),
-    /// `kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&...]`
+    /// `kafka://BROKER[,BROKER...]/TOPIC[?key=probe|flow&format=json|protobuf&series=TOPIC&alarms=TOPIC&...]`
     Kafka(KafkaTarget),
+}
+
+/// How an IPFIX destination sends a bidirectional flow record (`?biflow=on|off`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Biflow {
+    /// One record with RFC 5103's reverse elements (the default).
+    #[default]
+    On,
+    /// Two one-way records, each direction's sender as the source (`biflow=off`), for
+    /// collectors that ignore the reverse elements.
+    Off,
+}
+
+impl Biflow {
+    /// `?biflow=off` in a destination's text, nothing for the default.
+    fn suffix(self) -> &'static str {
+        match self {
+            Biflow::On => "",
+            Biflow::Off => "?biflow=off",
+        }
+    }
+}
+
+/// The IPFIX parameters after `?` (`biflow=on|off`).
+fn parse_ipfix_params(text: &str, query: Option<&str>) -> Result<Biflow, Error> {
+    let mut biflow = Biflow::On;
+    for kv in query.unwrap_or("").split('&').filter(|kv| !kv.is_empty()) {
+        biflow = match kv {
+            "biflow=on" => Biflow::On,
+            "biflow=off" => Biflow::Off,
+            other => {
+                return Err(Error::BadDestination {
+                    text: text.to_string(),
+                    why: format!("parameter {other:?}: IPFIX takes biflow=on or biflow=off"),
+                })
+            }
+        };
+    }
+    Ok(biflow)
 }
 
 /// How Kafka messages are keyed (and so partitioned).
@@ -58,10 +97,10 @@ pub struct KafkaTarget {
     pub brokers: String,
     /// Topic of flow records.
     pub topic: String,
-    /// Topic of per-second series rows (`series_topic=`, default `TOPIC-series`).
-    pub series_topic: String,
-    /// Topic of alarms (`alarms_topic=`, default `TOPIC-alarms`).
-    pub alarms_topic: String,
+    /// Topic of per-second series rows (`series=TOPIC`); none: rows are not sent.
+    pub series_topic: Option<String>,
+    /// Topic of alarms (`alarms=TOPIC`); none: alarms are not sent.
+    pub alarms_topic: Option<String>,
     /// Message key (`key=`, default probe).
     pub key: KafkaKey,
     /// Message encoding (`format=`, default json).
@@ -131,8 +170,8 @@ impl KafkaTarget {
         let mut t = KafkaTarget {
             brokers: brokers.to_string(),
             topic: topic.to_string(),
-            series_topic: format!("{topic}-series"),
-            alarms_topic: format!("{topic}-alarms"),
+            series_topic: None,
+            alarms_topic: None,
             key: KafkaKey::Probe,
             format: KafkaFormat::Json,
             probe: String::new(),
@@ -169,12 +208,19 @@ impl KafkaTarget {
                 "timeout" => {
                     t.timeout_ms = v.parse().ok().filter(|t| *t > 0).ok_or_else(invalid)?
                 }
-                "series_topic" if valid_topic(v) => t.series_topic = v.to_string(),
-                "alarms_topic" if valid_topic(v) => t.alarms_topic = v.to_string(),
-                "probe" | "spool" | "series_topic" | "alarms_topic" => return Err(invalid()),
+                // `series_topic`/`alarms_topic`: their first, reserved spelling.
+                "series" | "series_topic" if valid_topic(v) => {
+                    t.series_topic = Some(v.to_string())
+                }
+                "alarms" | "alarms_topic" if valid_topic(v) => {
+                    t.alarms_topic = Some(v.to_string())
+                }
+                "probe" | "spool" | "series" | "series_topic" | "alarms" | "alarms_topic" => {
+                    return Err(invalid())
+                }
                 other => {
                     return Err(bad(format!(
-                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, series_topic, alarms_topic)"
+                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, series, alarms)"
                     )))
                 }
             }
@@ -276,10 +322,16 @@ impl FromStr for Destination {
             }
             Ok(PathBuf::from(p))
         };
+        // IPFIX takes `?biflow=...`; the others' text is all address or path.
+        let ipfix = matches!(scheme, "ipfix+udp" | "ipfix+tcp" | "ipfix" | "ipfix+file");
+        let (rest, biflow) = match rest.split_once('?') {
+            Some((r, q)) if ipfix => (r, parse_ipfix_params(s, Some(q))?),
+            _ => (rest, Biflow::On),
+        };
         Ok(match scheme {
-            "ipfix+udp" => Destination::IpfixUdp(net(rest)?),
-            "ipfix+tcp" => Destination::IpfixTcp(net(rest)?),
-            "ipfix" | "ipfix+file" => Destination::IpfixFile(path(rest)?),
+            "ipfix+udp" => Destination::IpfixUdp(net(rest)?, biflow),
+            "ipfix+tcp" => Destination::IpfixTcp(net(rest)?, biflow),
+            "ipfix" | "ipfix+file" => Destination::IpfixFile(path(rest)?, biflow),
             "netflow9+udp" | "netflow9" => Destination::Netflow9Udp(net(rest)?),
             "netflow5+udp" | "netflow5" => Destination::Netflow5Udp(net(rest)?),
             "json" if rest == "-" => Destination::JsonStdout,
@@ -301,9 +353,9 @@ impl FromStr for Destination {
 impl fmt::Display for Destination {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Destination::IpfixUdp(a) => write!(f, "ipfix+udp://{a}"),
-            Destination::IpfixTcp(a) => write!(f, "ipfix+tcp://{a}"),
-            Destination::IpfixFile(p) => write!(f, "ipfix:{}", p.display()),
+            Destination::IpfixUdp(a, b) => write!(f, "ipfix+udp://{a}{}", b.suffix()),
+            Destination::IpfixTcp(a, b) => write!(f, "ipfix+tcp://{a}{}", b.suffix()),
+            Destination::IpfixFile(p, b) => write!(f, "ipfix:{}{}", p.display(), b.suffix()),
             Destination::Netflow9Udp(a) => write!(f, "netflow9+udp://{a}"),
             Destination::Netflow5Udp(a) => write!(f, "netflow5+udp://{a}"),
             Destination::JsonFile(p) => write!(f, "json:{}", p.display()),
@@ -325,9 +377,23 @@ mod tests {
     #[test]
     fn parse_every_scheme() {
         let d: Destination = "ipfix+udp://127.0.0.1:4739".parse().unwrap();
-        assert_eq!(d, Destination::IpfixUdp("127.0.0.1:4739".parse().unwrap()));
+        assert_eq!(
+            d,
+            Destination::IpfixUdp("127.0.0.1:4739".parse().unwrap(), Biflow::On)
+        );
         let d: Destination = "ipfix:/tmp/x.ipfix".parse().unwrap();
-        assert_eq!(d, Destination::IpfixFile("/tmp/x.ipfix".into()));
+        assert_eq!(d, Destination::IpfixFile("/tmp/x.ipfix".into(), Biflow::On));
+        // biflow=off, and back to the same text.
+        let d: Destination = "ipfix+udp://127.0.0.1:4739?biflow=off".parse().unwrap();
+        assert_eq!(
+            d,
+            Destination::IpfixUdp("127.0.0.1:4739".parse().unwrap(), Biflow::Off)
+        );
+        assert_eq!(d.to_string(), "ipfix+udp://127.0.0.1:4739?biflow=off");
+        let e = "ipfix+tcp://127.0.0.1:1?biflow=maybe"
+            .parse::<Destination>()
+            .unwrap_err();
+        assert!(e.to_string().contains("biflow=on or biflow=off"), "{e}");
         assert_eq!(
             "json:-".parse::<Destination>().unwrap(),
             Destination::JsonStdout
@@ -347,7 +413,7 @@ mod tests {
         let e = FeedAddr::parse("10.0.0.1:5").unwrap_err();
         assert!(e.to_string().contains("multicast"), "{e}");
         let Destination::Kafka(k) =
-            "kafka://127.0.0.1:9092,127.0.0.1:9093/flows?key=flow&format=protobuf&spool=/tmp/s&spool_size=2M&probe=p1"
+            "kafka://127.0.0.1:9092,127.0.0.1:9093/flows?key=flow&format=protobuf&spool=/tmp/s&spool_size=2M&probe=p1&series=flows-s"
                 .parse()
                 .unwrap()
         else {
@@ -355,8 +421,12 @@ mod tests {
         };
         assert_eq!(k.brokers, "127.0.0.1:9092,127.0.0.1:9093");
         assert_eq!(
-            (k.topic.as_str(), k.series_topic.as_str()),
-            ("flows", "flows-series")
+            (
+                k.topic.as_str(),
+                k.series_topic.as_deref(),
+                k.alarms_topic.as_deref()
+            ),
+            ("flows", Some("flows-s"), None)
         );
         assert_eq!((k.key, k.format), (KafkaKey::Flow, KafkaFormat::Protobuf));
         assert_eq!((k.spool_size, k.probe.as_str()), (2 << 20, "p1"));

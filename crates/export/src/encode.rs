@@ -12,8 +12,8 @@ use trawl_series::SeriesRow;
 
 use crate::ie::{Dir, Field, VARLEN};
 use crate::template::{
-    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES, PADDING_ID,
-    PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
+    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6,
+    IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
 };
 
 /// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
@@ -85,6 +85,8 @@ pub struct MessageEncoder {
     refresh: TemplateRefresh,
     templates: [TemplateDef; 2],
     series: bool,
+    /// Each biflow as two one-way records ([`MessageEncoder::one_way_flows`]).
+    one_way: bool,
     buf: Vec<u8>,
     /// Start of the open set and its template id (0: none open).
     set_start: usize,
@@ -135,6 +137,29 @@ impl MessageEncoder {
         )
     }
 
+    /// An IPFIX flow record encoder that sends each biflow as two one-way records (templates
+    /// [`IPFIX_ONE_WAY_V4`]/[`IPFIX_ONE_WAY_V6`]): initiator → responder, then responder →
+    /// initiator when the responder sent packets, for collectors that ignore RFC 5103's
+    /// reverse elements. Both carry the biflow's start and end times.
+    pub fn one_way_flows(
+        domain: u32,
+        pen: u32,
+        max_message: usize,
+        refresh: TemplateRefresh,
+    ) -> Self {
+        let mut e = Self::with_templates(
+            Protocol::Ipfix,
+            domain,
+            pen,
+            max_message,
+            refresh,
+            [IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6],
+            false,
+        );
+        e.one_way = true;
+        e
+    }
+
     /// A series row encoder (IPFIX only; multicast feeds).
     pub fn series(domain: u32, pen: u32, max_message: usize, refresh: TemplateRefresh) -> Self {
         Self::with_templates(
@@ -166,6 +191,7 @@ impl MessageEncoder {
             refresh,
             templates,
             series,
+            one_way: false,
             buf: Vec::with_capacity(max_message + 4096),
             set_start: 0,
             set_id: 0,
@@ -430,6 +456,23 @@ impl MessageEncoder {
         self.add(t, export_time_s, emit, &mut |enc, out| {
             enc.put_flow(t, r, out)
         });
+        if self.one_way && r.rev.packets > 0 {
+            // The responder's direction, its sender as the source.
+            let back = FlowRecord {
+                src_ip: r.dst_ip,
+                dst_ip: r.src_ip,
+                src_port: r.dst_port,
+                dst_port: r.src_port,
+                src_mac: r.dst_mac,
+                dst_mac: r.src_mac,
+                fwd: r.rev,
+                rev: r.fwd,
+                ..*r
+            };
+            self.add(t, export_time_s, emit, &mut |enc, out| {
+                enc.put_flow(t, &back, out)
+            });
+        }
     }
 
     /// Appends a series row.
@@ -501,8 +544,8 @@ impl MessageEncoder {
             buf: &mut out[start..],
             pos: 0,
         };
-        if self.protocol == Protocol::Ipfix && !self.series {
-            // trawl's own IPFIX templates: straight-line code (the field-by-field dispatch
+        if self.protocol == Protocol::Ipfix && !self.series && !self.one_way {
+            // trawl's own IPFIX biflow templates: straight-line code (the field-by-field dispatch
             // of `put_fields` was most of the exporter's CPU time).
             put_ipfix_flow(r, &mut c);
         } else {

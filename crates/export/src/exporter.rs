@@ -16,8 +16,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::FlowRecord;
+use trawl_series::SeriesRow;
 
-use crate::destination::{Destination, FeedAddr};
+use crate::destination::{Biflow, Destination, FeedAddr};
 use crate::encode::{MessageEncoder, Protocol, TemplateRefresh};
 use crate::v5::V5Encoder;
 use crate::Error;
@@ -115,12 +116,37 @@ pub struct ExporterReport {
     pub spool_resent: u64,
     /// Kafka: messages left in the spool at the end, sent by the next run.
     pub spool_pending: u64,
+    /// Kafka: messages refused for good (too large, unknown topic, not authorised...):
+    /// dropped, not spooled (also in `dropped_send`).
+    pub rejected: u64,
+    /// Kafka: of `rejected`, how many for each reason (librdkafka's error), in the order
+    /// first seen.
+    pub rejected_reasons: Vec<(String, u64)>,
+    /// Kafka: per-second series rows handed to this exporter (`series=`).
+    pub series_rows: u64,
+    /// Kafka: alarms handed to this exporter (`alarms=`).
+    pub alarms: u64,
+    /// Kafka: series rows and alarms dropped because its queue was full.
+    pub dropped_extra: u64,
+}
+
+/// An alarm for exporters that send alarms: the packet time it refers to and the event as
+/// one JSON object (what `trawl`'s writers print).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alarm {
+    /// Packet time of the event (ns).
+    pub ts_ns: u64,
+    /// The event.
+    pub json: serde_json::Value,
 }
 
 #[derive(Default)]
 pub(crate) struct Counters {
     records: AtomicU64,
     dropped_queue: AtomicU64,
+    series_rows: AtomicU64,
+    alarms: AtomicU64,
+    dropped_extra: AtomicU64,
     /// The exporter thread's own counters, published as they change so that a live run can
     /// report a collector that refuses or fails while it goes ([`ExportHub::snapshot`]).
     pub(crate) dropped_send: AtomicU64,
@@ -137,12 +163,25 @@ pub(crate) struct Batch {
     pub(crate) records: Vec<FlowRecord<'static>>,
 }
 
+/// What an exporter's thread receives: flow records, and for the exporters that send them
+/// (Kafka's `series=` and `alarms=`), per-second rows and alarms.
+// Without the `kafka` feature no exporter reads the rows and alarms (none is handed them).
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+pub(crate) enum Work {
+    Flows(Batch),
+    Series(Vec<SeriesRow>),
+    Alarms(Vec<Alarm>),
+}
+
 pub(crate) type Pool = Arc<Mutex<Vec<Vec<FlowRecord<'static>>>>>;
 
 #[derive(Clone)]
 struct Lane {
     lossless: bool,
-    tx: SyncSender<Batch>,
+    /// The destination sends per-second rows, alarms.
+    series: bool,
+    alarms: bool,
+    tx: SyncSender<Work>,
     pool: Pool,
     counters: Arc<Counters>,
 }
@@ -183,7 +222,7 @@ impl ExportHub {
             batch_records: config.batch_records.max(1),
         };
         for d in destinations {
-            let (tx, rx) = mpsc::sync_channel::<Batch>(config.queue_batches.max(1));
+            let (tx, rx) = mpsc::sync_channel::<Work>(config.queue_batches.max(1));
             let pool: Pool = Arc::new(Mutex::new(Vec::new()));
             let counters = Arc::new(Counters::default());
             let run = start_worker(d, config, pool.clone(), counters.clone())?;
@@ -195,8 +234,14 @@ impl ExportHub {
                     what: "cannot start an exporter thread".into(),
                     source: e,
                 })?;
+            let (series, alarms) = match d {
+                Destination::Kafka(k) => (k.series_topic.is_some(), k.alarms_topic.is_some()),
+                _ => (false, false),
+            };
             hub.lanes.push(Lane {
                 lossless: config.lossless,
+                series,
+                alarms,
                 tx,
                 pool,
                 counters: counters.clone(),
@@ -227,6 +272,35 @@ impl ExportHub {
             batch_records: self.batch_records,
             last_flush: Instant::now(),
             flush_interval,
+        }
+    }
+
+    /// Whether any exporter sends per-second rows ([`ExportHub::push_series`]).
+    pub fn takes_series(&self) -> bool {
+        self.lanes.iter().any(|l| l.series)
+    }
+
+    /// Whether any exporter sends alarms ([`ExportHub::push_alarms`]).
+    pub fn takes_alarms(&self) -> bool {
+        self.lanes.iter().any(|l| l.alarms)
+    }
+
+    /// Hands per-second rows to every exporter that sends them (waiting for room when
+    /// lossless, else dropped and counted when its queue is full).
+    pub fn push_series(&self, rows: &[SeriesRow]) {
+        for lane in self.lanes.iter().filter(|l| l.series && !rows.is_empty()) {
+            let n = rows.len() as u64;
+            lane.counters.series_rows.fetch_add(n, Ordering::Relaxed);
+            lane.offer(Work::Series(rows.to_vec()), n);
+        }
+    }
+
+    /// Hands alarms to every exporter that sends them (as [`ExportHub::push_series`]).
+    pub fn push_alarms(&self, alarms: &[Alarm]) {
+        for lane in self.lanes.iter().filter(|l| l.alarms && !alarms.is_empty()) {
+            let n = alarms.len() as u64;
+            lane.counters.alarms.fetch_add(n, Ordering::Relaxed);
+            lane.offer(Work::Alarms(alarms.to_vec()), n);
         }
     }
 
@@ -271,6 +345,9 @@ impl ExportHub {
                 r.destination = name;
                 r.records = c.records.load(Ordering::Relaxed);
                 r.dropped_queue = c.dropped_queue.load(Ordering::Relaxed);
+                r.series_rows = c.series_rows.load(Ordering::Relaxed);
+                r.alarms = c.alarms.load(Ordering::Relaxed);
+                r.dropped_extra = c.dropped_extra.load(Ordering::Relaxed);
                 r
             })
             .collect()
@@ -278,7 +355,21 @@ impl ExportHub {
 }
 
 /// The body of a destination's exporter thread, its sink opened.
-type WorkerRun = Box<dyn FnOnce(mpsc::Receiver<Batch>) -> ExporterReport + Send>;
+type WorkerRun = Box<dyn FnOnce(mpsc::Receiver<Work>) -> ExporterReport + Send>;
+
+impl Lane {
+    /// Series rows or alarms (`n` of them) into the queue; counted when dropped.
+    fn offer(&self, work: Work, n: u64) {
+        let sent = if self.lossless {
+            self.tx.send(work).is_ok()
+        } else {
+            self.tx.try_send(work).is_ok()
+        };
+        if !sent {
+            self.counters.dropped_extra.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
 
 fn start_worker(
     d: &Destination,
@@ -370,17 +461,21 @@ impl ExportHandle {
                 records,
             };
             let sent = if lane.lossless {
-                lane.tx.send(b).map_err(|e| TrySendError::Disconnected(e.0))
+                lane.tx
+                    .send(Work::Flows(b))
+                    .map_err(|e| TrySendError::Disconnected(e.0))
             } else {
-                lane.tx.try_send(b)
+                lane.tx.try_send(Work::Flows(b))
             };
             match sent {
                 Ok(()) => {}
-                Err(TrySendError::Full(mut b)) | Err(TrySendError::Disconnected(mut b)) => {
+                Err(TrySendError::Full(w) | TrySendError::Disconnected(w)) => {
                     lane.counters.dropped_queue.fetch_add(n, Ordering::Relaxed);
                     // Keep the allocation for the next batch.
-                    b.records.clear();
-                    *batch = b.records;
+                    if let Work::Flows(mut b) = w {
+                        b.records.clear();
+                        *batch = b.records;
+                    }
                 }
             }
         }
@@ -418,7 +513,7 @@ impl Sink {
     fn open(d: &Destination, config: &ExportConfig) -> Result<Sink, Error> {
         let io_err = |what: String| move |e| Error::Io { what, source: e };
         Ok(match d {
-            Destination::IpfixUdp(to)
+            Destination::IpfixUdp(to, _)
             | Destination::Netflow9Udp(to)
             | Destination::Netflow5Udp(to) => {
                 let bind: SocketAddr = if to.is_ipv4() {
@@ -434,7 +529,7 @@ impl Sink {
                     .connect(to)
                     .map_err(io_err(format!("cannot open a UDP socket for {d}")))?;
                 let batch = match (d, u16::try_from(config.udp_max_message_to(to))) {
-                    (Destination::IpfixUdp(_), Ok(seg)) if config.udp_gso => {
+                    (Destination::IpfixUdp(..), Ok(seg)) if config.udp_gso => {
                         crate::socket::SendBatch::with_gso(&socket, seg)
                     }
                     _ => crate::socket::SendBatch::default(),
@@ -445,13 +540,13 @@ impl Sink {
                 socket: crate::feed::sender_socket(feed)?,
                 feed: *feed,
             },
-            Destination::IpfixTcp(to) | Destination::JsonTcp(to) => Sink::Tcp {
+            Destination::IpfixTcp(to, _) | Destination::JsonTcp(to) => Sink::Tcp {
                 to: *to,
                 stream: None,
                 retry_at: Instant::now(),
                 fresh: false,
             },
-            Destination::IpfixFile(p) | Destination::JsonFile(p) => {
+            Destination::IpfixFile(p, _) | Destination::JsonFile(p) => {
                 let f = std::fs::File::create(p)
                     .map_err(io_err(format!("cannot create {}", p.display())))?;
                 Sink::File(io::BufWriter::with_capacity(1 << 20, f))
@@ -556,6 +651,8 @@ enum Encoding {
         protocol: Protocol,
         max_message: usize,
         refresh: TemplateRefresh,
+        /// IPFIX `biflow=off`: each biflow as two one-way records.
+        one_way: bool,
         encoders: Vec<(u32, u16, MessageEncoder)>,
     },
     V5(Vec<(u32, u16, V5Encoder)>),
@@ -606,16 +703,18 @@ impl Worker {
         shared: Arc<Counters>,
     ) -> Worker {
         let encoding = match d {
-            Destination::IpfixUdp(to) => Encoding::Messages {
+            Destination::IpfixUdp(to, biflow) => Encoding::Messages {
                 protocol: Protocol::Ipfix,
                 max_message: config.udp_max_message_to(to),
                 refresh: config.udp_refresh,
+                one_way: *biflow == Biflow::Off,
                 encoders: Vec::new(),
             },
             Destination::Netflow9Udp(to) => Encoding::Messages {
                 protocol: Protocol::NetflowV9,
                 max_message: config.udp_max_message_to(to),
                 refresh: config.udp_refresh,
+                one_way: false,
                 encoders: Vec::new(),
             },
             // Feeds are IPv4 multicast.
@@ -623,14 +722,18 @@ impl Worker {
                 protocol: Protocol::Ipfix,
                 max_message: config.udp_max_message.unwrap_or(UDP_MAX_MESSAGE_V4),
                 refresh: TemplateRefresh::FEED,
+                one_way: false,
                 encoders: Vec::new(),
             },
-            Destination::IpfixTcp(_) | Destination::IpfixFile(_) => Encoding::Messages {
-                protocol: Protocol::Ipfix,
-                max_message: 65_535,
-                refresh: TemplateRefresh::Once,
-                encoders: Vec::new(),
-            },
+            Destination::IpfixTcp(_, biflow) | Destination::IpfixFile(_, biflow) => {
+                Encoding::Messages {
+                    protocol: Protocol::Ipfix,
+                    max_message: 65_535,
+                    refresh: TemplateRefresh::Once,
+                    one_way: *biflow == Biflow::Off,
+                    encoders: Vec::new(),
+                }
+            }
             Destination::Netflow5Udp(_) => Encoding::V5(Vec::new()),
             Destination::JsonFile(_)
             | Destination::JsonStdout
@@ -667,10 +770,12 @@ impl Worker {
         }
     }
 
-    fn run(mut self, rx: mpsc::Receiver<Batch>) -> ExporterReport {
+    fn run(mut self, rx: mpsc::Receiver<Work>) -> ExporterReport {
         loop {
             match rx.recv_timeout(self.config.flush_interval) {
-                Ok(mut batch) => {
+                // Only Kafka destinations are handed series rows and alarms.
+                Ok(Work::Series(_) | Work::Alarms(_)) => {}
+                Ok(Work::Flows(mut batch)) => {
                     self.encode(&batch);
                     batch.records.clear();
                     if let Ok(mut p) = self.pool.lock() {
@@ -730,6 +835,7 @@ impl Worker {
                 protocol,
                 max_message,
                 refresh,
+                one_way,
                 encoders,
             } => {
                 if fresh {
@@ -746,13 +852,22 @@ impl Worker {
                         encoders.push((
                             batch.domain,
                             batch.slot,
-                            MessageEncoder::flows(
-                                *protocol,
-                                batch.domain,
-                                pen,
-                                *max_message,
-                                *refresh,
-                            ),
+                            if *one_way {
+                                MessageEncoder::one_way_flows(
+                                    batch.domain,
+                                    pen,
+                                    *max_message,
+                                    *refresh,
+                                )
+                            } else {
+                                MessageEncoder::flows(
+                                    *protocol,
+                                    batch.domain,
+                                    pen,
+                                    *max_message,
+                                    *refresh,
+                                )
+                            },
                         ));
                         encoders.len() - 1
                     }

@@ -5,9 +5,16 @@
 //! spool is sent, oldest segment first, once the brokers acknowledge again. Nothing here
 //! waits on the brokers except a capture-file run (`lossless`), whose reading can wait.
 //!
+//! A message refused for good — too large for the brokers, a topic that does not exist or is
+//! not ours to write — is dropped and counted by reason ([`permanent`]): sending it again,
+//! from the spool or otherwise, cannot succeed. Every other error is a broker or network that
+//! may come back, and the message is spooled.
+//!
 //! librdkafka's threads do the network work; this exporter's thread encodes, produces and
-//! polls for delivery reports, which run [`Delivery`]'s callback on the same thread.
-use std::sync::atomic::Ordering;
+//! polls for delivery reports, which run [`Delivery`]'s callback on the same thread. The
+//! acknowledgement of a fresh message (nearly all of them) costs two relaxed atomic adds;
+//! the lock on [`State`] is taken only for errors and messages of the spool.
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -21,31 +28,60 @@ use rdkafka::producer::{
 use rdkafka::ClientContext;
 use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::FlowRecord;
+use trawl_series::{SeriesFormat, SeriesRow, SeriesWriter};
 
 use crate::destination::{KafkaFormat, KafkaKey, KafkaTarget};
-use crate::exporter::{Batch, Counters, ExportConfig, ExporterReport, Pool};
+use crate::exporter::{Alarm, Batch, Counters, ExportConfig, ExporterReport, Pool, Work};
 use crate::spool::Spool;
 use crate::Error;
 
 /// The delivery opaque of a message produced from the records handed in (not the spool).
 const FRESH: usize = 0;
 
-/// What the delivery callback updates: counters, the spool, and which spool segments are
-/// being sent.
+/// Whether librdkafka's error `code` refuses the message itself, for good: it is too large,
+/// malformed, or its topic does not exist (librdkafka reports that only after its own
+/// retries and metadata refreshes) or may not be written. Sending it again cannot succeed,
+/// so it is dropped and counted instead of spooled. Everything else (timeouts, brokers down,
+/// no leader, purged at the end) says nothing against the message: it is spooled.
+pub(crate) fn permanent(code: RDKafkaErrorCode) -> bool {
+    use RDKafkaErrorCode as C;
+    matches!(
+        code,
+        C::BadMessage
+            | C::BadCompression
+            | C::InvalidArgument
+            | C::UnknownTopic
+            | C::UnknownPartition
+            | C::InvalidMessage
+            | C::UnknownTopicOrPartition
+            | C::InvalidMessageSize
+            | C::MessageSizeTooLarge
+            | C::InvalidTopic
+            | C::MessageBatchTooLarge
+            | C::InvalidRequiredAcks
+            | C::TopicAuthorizationFailed
+            | C::ClusterAuthorizationFailed
+            | C::InvalidTimestamp
+            | C::UnsupportedForMessageFormat
+            | C::PolicyViolation
+            | C::InvalidRecord
+            | C::UnsupportedCompressionType
+    )
+}
+
+/// What the delivery callback updates under the lock: counters of the rare cases, the
+/// spool, and which spool segments are being sent.
 #[derive(Default)]
 struct State {
     spool: Option<Spool>,
-    /// Messages acknowledged, and their value bytes.
-    acked: u64,
-    acked_bytes: u64,
-    /// Of those, messages sent from the spool.
+    /// Of the messages acknowledged, those sent from the spool.
     resent: u64,
     /// Messages lost: no spool, or the spool could not be written.
     dropped: u64,
+    /// Messages refused for good ([`permanent`]), by reason, in the order first seen.
+    rejected: Vec<(String, u64)>,
     send_errors: u64,
     last_error: Option<String>,
-    /// The last delivery report was an acknowledgement.
-    healthy: bool,
     /// Spool segments being sent: their messages not yet reported, and whether one failed.
     sending: Vec<Sending>,
 }
@@ -65,6 +101,20 @@ impl State {
     fn error(&mut self, e: impl ToString) {
         self.send_errors += 1;
         self.last_error = Some(e.to_string());
+    }
+
+    /// A message refused for good: counted under `reason` and dropped; one of a spool
+    /// segment counts as reported (its segment is not kept for it).
+    fn rejected(&mut self, reason: String, from: usize) {
+        match self.rejected.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => self.rejected.push((reason, 1)),
+        }
+        self.reported(from);
+    }
+
+    fn rejected_total(&self) -> u64 {
+        self.rejected.iter().map(|(_, n)| n).sum()
     }
 
     /// A message the brokers did not take. A fresh one goes to the spool (else it is counted
@@ -118,14 +168,31 @@ impl State {
     }
 }
 
-/// The producer's context: delivery reports and client errors land in [`State`].
-struct Delivery(Mutex<State>);
+/// The producer's context: delivery reports and client errors land here.
+struct Delivery {
+    /// Messages acknowledged, and their value bytes: counted without the lock.
+    acked: AtomicU64,
+    acked_bytes: AtomicU64,
+    /// The last delivery report said the brokers answer: an acknowledgement, or a refusal
+    /// for good.
+    healthy: AtomicBool,
+    state: Mutex<State>,
+}
 
 impl Delivery {
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves counters, which are still worth reading.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+}
+
+/// Why librdkafka refused a message, as counted: its error code's text.
+fn reason(code: RDKafkaErrorCode) -> String {
+    format!("{code:?} ({code})")
 }
 
 impl ClientContext for Delivery {
@@ -142,27 +209,39 @@ impl ProducerContext for Delivery {
     type DeliveryOpaque = usize;
 
     fn delivery(&self, result: &DeliveryResult<'_>, from: usize) {
-        let mut st = self.state();
         match result {
             Ok(m) => {
-                st.acked += 1;
-                st.acked_bytes += m.payload_len() as u64;
-                st.healthy = true;
+                self.acked.fetch_add(1, Ordering::Relaxed);
+                self.acked_bytes
+                    .fetch_add(m.payload_len() as u64, Ordering::Relaxed);
+                self.healthy.store(true, Ordering::Relaxed);
                 if from != FRESH {
+                    let mut st = self.state();
                     st.resent += 1;
+                    st.reported(from);
                 }
-                st.reported(from);
             }
             Err((e, m)) => {
-                st.healthy = false;
+                let mut st = self.state();
                 st.error(e);
-                let topic = m.topic().to_string();
-                st.undelivered(
-                    &topic,
-                    m.key().unwrap_or_default(),
-                    m.payload().unwrap_or_default(),
-                    from,
-                );
+                match e.rdkafka_error_code().filter(|c| permanent(*c)) {
+                    // The cluster answered, only not with a yes for this message: it is up,
+                    // and the spool may be sent.
+                    Some(code) => {
+                        self.healthy.store(true, Ordering::Relaxed);
+                        st.rejected(reason(code), from);
+                    }
+                    None => {
+                        self.healthy.store(false, Ordering::Relaxed);
+                        let topic = m.topic().to_string();
+                        st.undelivered(
+                            &topic,
+                            m.key().unwrap_or_default(),
+                            m.payload().unwrap_or_default(),
+                            from,
+                        );
+                    }
+                }
             }
         }
     }
@@ -198,9 +277,14 @@ impl KafkaWorker {
             })?),
             None => None,
         };
-        let state = State {
-            spool,
-            ..State::default()
+        let delivery = Delivery {
+            acked: AtomicU64::new(0),
+            acked_bytes: AtomicU64::new(0),
+            healthy: AtomicBool::new(false),
+            state: Mutex::new(State {
+                spool,
+                ..State::default()
+            }),
         };
         let producer: BaseProducer<Delivery> = ClientConfig::new()
             .set("bootstrap.servers", &target.brokers)
@@ -212,7 +296,7 @@ impl KafkaWorker {
             .set("queue.buffering.max.messages", "1000000")
             .set("message.timeout.ms", target.timeout_ms.to_string())
             .set("client.id", format!("trawl-{}", target.probe))
-            .create_with_context(Delivery(Mutex::new(state)))
+            .create_with_context(delivery)
             .map_err(|e| Error::BadDestination {
                 text: format!("kafka://{}/{}", target.brokers, target.topic),
                 why: format!("cannot create a Kafka producer: {e}"),
@@ -230,10 +314,12 @@ impl KafkaWorker {
         })
     }
 
-    pub(crate) fn run(mut self, rx: Receiver<Batch>) -> ExporterReport {
+    pub(crate) fn run(mut self, rx: Receiver<Work>) -> ExporterReport {
         loop {
             match rx.recv_timeout(self.config.flush_interval) {
-                Ok(mut batch) => {
+                Ok(Work::Series(rows)) => self.produce_series(&rows),
+                Ok(Work::Alarms(alarms)) => self.produce_alarms(&alarms),
+                Ok(Work::Flows(mut batch)) => {
                     self.produce_batch(&batch);
                     batch.records.clear();
                     if let Ok(mut p) = self.pool.lock() {
@@ -264,6 +350,55 @@ impl KafkaWorker {
             (self.key, self.value) = (key, value);
         }
         self.target.topic = topic;
+    }
+
+    /// Per-second rows to the series topic, keyed by probe: the series JSON line without its
+    /// newline, or a `trawl.SeriesRow`.
+    fn produce_series(&mut self, rows: &[SeriesRow]) {
+        let Some(topic) = self.target.series_topic.clone() else {
+            return;
+        };
+        let json = SeriesWriter::new(SeriesFormat::Json);
+        self.produce_each(&topic, rows, |w, r, out| match w.target.format {
+            KafkaFormat::Json => {
+                json.write(r, out);
+                out.pop();
+            }
+            KafkaFormat::Protobuf => crate::pb::encode_series(r, &w.target.probe, out),
+        });
+    }
+
+    /// Alarms to the alarms topic, keyed by probe: the alarm's JSON object, or a
+    /// `trawl.Alarm`.
+    fn produce_alarms(&mut self, alarms: &[Alarm]) {
+        let Some(topic) = self.target.alarms_topic.clone() else {
+            return;
+        };
+        self.produce_each(&topic, alarms, |w, a, out| match w.target.format {
+            KafkaFormat::Json => {
+                // Writing a JSON value into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, &a.json);
+            }
+            KafkaFormat::Protobuf => crate::pb::encode_alarm(a, &w.target.probe, out),
+        });
+    }
+
+    /// Produces one message per item to `topic`, keyed by the probe, its value written by
+    /// `encode`.
+    fn produce_each<T>(
+        &mut self,
+        topic: &str,
+        items: &[T],
+        encode: impl Fn(&KafkaWorker, &T, &mut Vec<u8>),
+    ) {
+        let key = self.target.probe.clone().into_bytes();
+        let mut value = std::mem::take(&mut self.value);
+        for item in items {
+            value.clear();
+            encode(self, item, &mut value);
+            self.produce(topic, &key, &value, FRESH);
+        }
+        self.value = value;
     }
 
     fn encode(&mut self, r: &FlowRecord<'_>, iface: Option<&str>) {
@@ -309,8 +444,11 @@ impl KafkaWorker {
                 }
                 Err((e, _)) => {
                     let mut st = self.producer.context().state();
-                    st.error(e);
-                    st.undelivered(topic, key, value, from);
+                    st.error(&e);
+                    match e.rdkafka_error_code().filter(|c| permanent(*c)) {
+                        Some(code) => st.rejected(reason(code), from),
+                        None => st.undelivered(topic, key, value, from),
+                    }
                     return;
                 }
             }
@@ -325,12 +463,13 @@ impl KafkaWorker {
     fn send_spool(&mut self) {
         let timeout = Duration::from_millis(u64::from(self.target.timeout_ms));
         let quiet = self.producer.in_flight_count() == 0;
+        let healthy = self.producer.context().healthy();
         let taken = {
             let mut st = self.producer.context().state();
             if !st.sending.is_empty() {
                 return;
             }
-            if !st.healthy && (!quiet || self.probed_at.is_some_and(|t| t.elapsed() < timeout)) {
+            if !healthy && (!quiet || self.probed_at.is_some_and(|t| t.elapsed() < timeout)) {
                 return;
             }
             let Some(spool) = st.spool.as_mut() else {
@@ -360,7 +499,7 @@ impl KafkaWorker {
                 }
             }
         };
-        if !self.producer.context().state().healthy {
+        if !self.producer.context().healthy() {
             self.probed_at = Some(Instant::now());
         }
         let (seq, entries) = taken;
@@ -372,7 +511,8 @@ impl KafkaWorker {
     /// Publishes the counters a live run shows while it goes.
     fn publish(&self) {
         let st = self.producer.context().state();
-        let dropped = st.dropped + st.spool.as_ref().map_or(0, |s| s.stats().dropped);
+        let dropped =
+            st.dropped + st.rejected_total() + st.spool.as_ref().map_or(0, |s| s.stats().dropped);
         self.shared.dropped_send.store(dropped, Ordering::Relaxed);
         if self.shared.send_errors.load(Ordering::Relaxed) != st.send_errors {
             self.shared
@@ -396,7 +536,8 @@ impl KafkaWorker {
             let st = self.producer.context().state();
             let pending = st.spool.as_ref().map_or(0, Spool::pending);
             let idle = self.producer.in_flight_count() == 0 && st.sending.is_empty();
-            if idle && (pending == 0 || !st.healthy) || Instant::now() >= deadline {
+            let healthy = self.producer.context().healthy();
+            if idle && (pending == 0 || !healthy) || Instant::now() >= deadline {
                 break;
             }
         }
@@ -414,10 +555,13 @@ impl KafkaWorker {
         }
         let spool = st.spool.as_ref().map(|s| (s.stats(), s.pending()));
         let (stats, pending) = spool.unwrap_or_default();
+        let delivery = self.producer.context();
         ExporterReport {
-            messages: st.acked,
-            bytes: st.acked_bytes,
-            dropped_send: st.dropped + stats.dropped,
+            messages: delivery.acked.load(Ordering::Relaxed),
+            bytes: delivery.acked_bytes.load(Ordering::Relaxed),
+            dropped_send: st.dropped + st.rejected_total() + stats.dropped,
+            rejected: st.rejected_total(),
+            rejected_reasons: std::mem::take(&mut st.rejected),
             send_errors: st.send_errors,
             last_error: st.last_error.clone(),
             spooled: stats.spooled,
@@ -425,6 +569,41 @@ impl KafkaWorker {
             spool_resent: st.resent,
             spool_pending: pending,
             ..ExporterReport::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permanent_errors_are_those_that_blame_the_message_or_its_topic() {
+        use RDKafkaErrorCode as C;
+        for code in [
+            C::MessageSizeTooLarge,
+            C::UnknownTopic,
+            C::UnknownTopicOrPartition,
+            C::TopicAuthorizationFailed,
+            C::InvalidRecord,
+        ] {
+            assert!(permanent(code), "{code:?}");
+        }
+        // Brokers down or slow, a leader moving, the end of a run: the message may still go.
+        for code in [
+            C::MessageTimedOut,
+            C::AllBrokersDown,
+            C::BrokerTransportFailure,
+            C::QueueFull,
+            C::NotLeaderForPartition,
+            C::LeaderNotAvailable,
+            C::NotEnoughReplicas,
+            C::RequestTimedOut,
+            C::PurgeQueue,
+            C::PurgeInflight,
+            C::Fatal,
+        ] {
+            assert!(!permanent(code), "{code:?}");
         }
     }
 }

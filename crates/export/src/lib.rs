@@ -69,11 +69,12 @@ pub use decode::{
     DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item, Origin,
 };
 pub use destination::{
-    Destination, FeedAddr, KafkaFormat, KafkaKey, KafkaTarget, DEFAULT_SPOOL_SIZE,
+    Biflow, Destination, FeedAddr, KafkaFormat, KafkaKey, KafkaTarget, DEFAULT_SPOOL_SIZE,
 };
 pub use encode::{MessageEncoder, Protocol, TemplateRefresh};
 pub use exporter::{
-    ExportConfig, ExportHandle, ExportHub, ExporterReport, UDP_MAX_MESSAGE_V4, UDP_MAX_MESSAGE_V6,
+    Alarm, ExportConfig, ExportHandle, ExportHub, ExporterReport, UDP_MAX_MESSAGE_V4,
+    UDP_MAX_MESSAGE_V6,
 };
 pub use v5::V5Encoder;
 

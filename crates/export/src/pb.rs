@@ -1,10 +1,13 @@
-//! Flow records as Protobuf messages of `docs/specs/trawl.proto` (`trawl.FlowRecord`), for
-//! Kafka. Hand-written (no code generator in the build): proto3 wire format, fields in number
+//! Flow records, per-second series rows and alarms as Protobuf messages of
+//! `docs/specs/trawl.proto` (`trawl.FlowRecord`, `trawl.SeriesRow`, `trawl.Alarm`), for Kafka. Hand-written (no code generator in the build): proto3 wire format, fields in number
 //! order, zero values left out as proto3 does, IP and MAC addresses as the JSON lines' text.
 use std::io::Write;
 use std::net::IpAddr;
 
 use trawl_flow::{DirectionRecord, FlowRecord};
+use trawl_series::SeriesRow;
+
+use crate::exporter::Alarm;
 
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
@@ -151,6 +154,37 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     string(59, probe.as_bytes(), out);
 }
 
+/// Appends `r` as one `trawl.SeriesRow` message to `out`, `probe` naming the probe.
+pub fn encode_series(r: &SeriesRow, probe: &str, out: &mut Vec<u8>) {
+    let values = [
+        r.second,
+        r.packets,
+        r.bytes,
+        r.active_flows,
+        r.new_flows,
+        r.in_packets,
+        r.in_bytes,
+        r.out_packets,
+        r.out_bytes,
+    ];
+    for (i, v) in values.into_iter().enumerate() {
+        uint(i as u32 + 1, v, out);
+    }
+    string(10, probe.as_bytes(), out);
+}
+
+/// Appends `a` as one `trawl.Alarm` message to `out`: its time, the `detector` and `event`
+/// fields of its JSON object (when it has them), the whole object as JSON text, and the
+/// probe.
+pub fn encode_alarm(a: &Alarm, probe: &str, out: &mut Vec<u8>) {
+    let text = |k: &str| a.json.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    uint(1, a.ts_ns, out);
+    string(2, text("detector").as_bytes(), out);
+    string(3, text("event").as_bytes(), out);
+    string(4, a.json.to_string().as_bytes(), out);
+    string(5, probe.as_bytes(), out);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +211,31 @@ mod tests {
         assert!(out.ends_with(&[0xda, 0x03, 1, b'p']));
         assert!(out.windows(2).any(|w| w == [0x60, 1]));
         assert!(out.windows(4).any(|w| w == [0xc2, 0x03, 1, 119]));
+    }
+
+    #[test]
+    fn emit_series_row_and_alarm() {
+        let r = SeriesRow {
+            second: 300,
+            packets: 2,
+            ..SeriesRow::default()
+        };
+        let mut out = Vec::new();
+        encode_series(&r, "p", &mut out);
+        // second = 300 (varint ac 02), packets = 2, probe "p" (field 10).
+        assert_eq!(out, [0x08, 0xac, 0x02, 0x10, 2, 0x52, 1, b'p']);
+        let a = Alarm {
+            ts_ns: 5,
+            json: serde_json::json!({"detector": "d", "event": "start"}),
+        };
+        out.clear();
+        encode_alarm(&a, "p", &mut out);
+        let json = br#"{"detector":"d","event":"start"}"#;
+        let mut want = vec![0x08, 5, 0x12, 1, b'd', 0x1a, 5];
+        want.extend_from_slice(b"start");
+        want.extend_from_slice(&[0x22, json.len() as u8]);
+        want.extend_from_slice(json);
+        want.extend_from_slice(&[0x2a, 1, b'p']);
+        assert_eq!(out, want);
     }
 }

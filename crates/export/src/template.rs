@@ -33,6 +33,10 @@ pub const SERIES_ID: u16 = 258;
 /// IPFIX template id of padding records (one variable-length paddingOctets field): the set
 /// that fills a message to exactly the segment size under UDP segmentation offload.
 pub const PADDING_ID: u16 = 259;
+/// IPFIX template id of one-way flow records, IPv4 (`biflow=off`).
+pub const ONE_WAY_V4_ID: u16 = 260;
+/// IPFIX template id of one-way flow records, IPv6 (`biflow=off`).
+pub const ONE_WAY_V6_ID: u16 = 261;
 /// IANA element paddingOctets (RFC 7011 / IANA IPFIX registry).
 pub const PADDING_OCTETS: u16 = 210;
 
@@ -114,6 +118,67 @@ pub const IPFIX_FLOW_V4: TemplateDef = TemplateDef {
 pub const IPFIX_FLOW_V6: TemplateDef = TemplateDef {
     id: FLOW_V6_ID,
     fields: flow_fields!(Field::SrcIpv6, Field::DstIpv6),
+    family: Family::FlowV6,
+};
+
+/// The fields of a one-way flow record (`biflow=off`): the biflow template without any
+/// reverse element (RFC 5103's, or trawl's `rev_` ones) and without the first packets'
+/// signed lengths and gaps, which only mean something for both directions together. Each
+/// direction of a biflow travels as a record of its own, its sender as the source.
+macro_rules! one_way_fields {
+    ($src:expr, $dst:expr) => {
+        &[
+            $src,
+            $dst,
+            Field::SrcPort,
+            Field::DstPort,
+            Field::Proto,
+            Field::Vlan,
+            Field::SrcMac,
+            Field::DstMac,
+            Field::StartNs,
+            Field::EndNs,
+            Field::StartMs,
+            Field::EndMs,
+            Field::FlowEndReason,
+            Field::TrawlEndReason,
+            Field::Packets(Dir::Fwd),
+            Field::IpBytes(Dir::Fwd),
+            Field::FrameBytes(Dir::Fwd),
+            Field::TcpFlags(Dir::Fwd),
+            Field::Fin(Dir::Fwd),
+            Field::Rst(Dir::Fwd),
+            Field::Psh(Dir::Fwd),
+            Field::Urg(Dir::Fwd),
+            Field::LenMin(Dir::Fwd),
+            Field::LenMax(Dir::Fwd),
+            Field::LenMean(Dir::Fwd),
+            Field::LenStd(Dir::Fwd),
+            Field::IatMin(Dir::Fwd),
+            Field::IatMax(Dir::Fwd),
+            Field::IatMean(Dir::Fwd),
+            Field::IatStd(Dir::Fwd),
+            Field::Syn(Dir::Fwd),
+            Field::SynAck(Dir::Fwd),
+            Field::Ece(Dir::Fwd),
+            Field::Cwr(Dir::Fwd),
+            Field::ZeroWindow(Dir::Fwd),
+            Field::Retrans(Dir::Fwd),
+        ]
+    };
+}
+
+/// IPFIX one-way flow record template, IPv4 (`biflow=off`).
+pub const IPFIX_ONE_WAY_V4: TemplateDef = TemplateDef {
+    id: ONE_WAY_V4_ID,
+    fields: one_way_fields!(Field::SrcIpv4, Field::DstIpv4),
+    family: Family::FlowV4,
+};
+
+/// IPFIX one-way flow record template, IPv6 (`biflow=off`).
+pub const IPFIX_ONE_WAY_V6: TemplateDef = TemplateDef {
+    id: ONE_WAY_V6_ID,
+    fields: one_way_fields!(Field::SrcIpv6, Field::DstIpv6),
     family: Family::FlowV6,
 };
 

@@ -55,13 +55,16 @@ impl Cluster {
         let one = ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
         let jars = base.join("kafka-jars");
         std::fs::create_dir_all(&jars).expect("create the jar directory");
-        let dir = base.join(format!("kafka-run-{}", std::process::id()));
+        // Ports of this process's own (node I: PORT + 2(I-1) and the next, for the controller),
+        // and of this cluster's: a test binary may run up to three at once.
+        static STARTED: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+        let k = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3;
+        let dir = base.join(format!("kafka-run-{}-{k}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create the cluster directory");
         // services.sh keeps the jars in DIR/kafka-VERSION: every run points there.
         std::os::unix::fs::symlink(&jars, dir.join("kafka-4.3.1")).expect("link the jars");
-        // Ports of this process's own (node I: PORT + 2(I-1) and the next, for the controller).
-        let port = 21000 + (std::process::id() % 400) as u16 * 10;
+        let port = 21000 + (std::process::id() % 400) as u16 * 10 + k * 4000;
         let bootstrap = services(
             &dir,
             port,
@@ -73,6 +76,41 @@ impl Cluster {
             bootstrap,
             _one: one,
         }
+    }
+
+    /// Creates `topic` (one partition, replicated on every node) with the topic settings
+    /// `configs` (`NAME=VALUE`, e.g. `max.message.bytes=200`), with Kafka's own tool.
+    ///
+    /// # Panics
+    /// Panics when the tool fails.
+    pub fn create_topic(&self, topic: &str, configs: &[&str]) {
+        let nodes = self.bootstrap.split(',').count().to_string();
+        let mut cmd = Command::new("java");
+        cmd.arg("-cp")
+            .arg(self.dir.join("kafka-4.3.1/libs/*"))
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.dir.join("kafka/log4j2.properties").display()
+            ))
+            .arg(format!(
+                "-Dkafka.logs.dir={}",
+                self.dir.join("kafka").display()
+            ))
+            .args(["org.apache.kafka.tools.TopicCommand", "--create"])
+            .args(["--bootstrap-server", &self.bootstrap, "--topic", topic])
+            .args(["--partitions", "1", "--replication-factor", &nodes]);
+        for c in configs {
+            cmd.args(["--config", c]);
+        }
+        let out = cmd
+            .output()
+            .expect("run java (scripts/services.sh installs it)");
+        assert!(
+            out.status.success(),
+            "creating topic {topic}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Stops node `i` (1-based); its data stays, [`Cluster::start_all`] brings it back.

@@ -9,7 +9,9 @@
 //! With several gates each has its own meter (`meter0`, `meter1`, ...); their records all go
 //! to the one writer (and store), their rows through a `series_merge`. A flow database also
 //! gets the rows (`series_store`) and, unless turned off, the change detector's alarms
-//! (`series_change` → `alarm_store`).
+//! (`series_change` → `alarm_store`). A Kafka destination with `series=` gets the rows too
+//! (`export.series`), and one with `alarms=` the change detector's alarms (`export.alarms`;
+//! the detector is added for it when no database has one).
 use trawl_blocks::output::{TextFormat, TimeFormat};
 use trawl_compose::{Document, Policy};
 use trawl_flow::decode::TunnelMode;
@@ -89,6 +91,9 @@ pub struct ExportOut {
     /// Multicast TTL and source address of the flow feed.
     pub feed_ttl: u32,
     pub feed_source: Option<std::net::Ipv4Addr>,
+    /// A destination sends per-second rows (Kafka's `series=`), alarms (`alarms=`).
+    pub series: bool,
+    pub alarms: bool,
 }
 
 /// The series feed (`--series-feed`).
@@ -109,7 +114,15 @@ impl ExportOut {
             trawl_export::Destination::Feed(f) => Some(*f),
             _ => None,
         });
+        let kafka = || {
+            plan.destinations.iter().filter_map(|d| match d {
+                trawl_export::Destination::Kafka(k) => Some(k),
+                _ => None,
+            })
+        };
         plan.exports_flows().then(|| ExportOut {
+            series: kafka().any(|k| k.series_topic.is_some()),
+            alarms: kafka().any(|k| k.alarms_topic.is_some()),
             destinations: plan.destinations.iter().map(|d| d.to_string()).collect(),
             pen: plan.pen,
             lossless,
@@ -216,8 +229,24 @@ impl Consumers {
             }
         }
         let mut series_inputs: Vec<String> = Vec::new();
+        let export_alarms = self
+            .export
+            .as_ref()
+            .filter(|e| e.alarms)
+            .map(|_| format!("{EXPORT}.alarms"));
+        let mut change_made = false;
         if let Some(s) = self.store.as_ref().filter(|s| s.series) {
-            stored_series(doc, s, pool, &mut series_inputs);
+            stored_series(doc, s, pool, &mut series_inputs, export_alarms.as_deref());
+            change_made = s.change;
+        }
+        if self.export.as_ref().is_some_and(|e| e.series) {
+            series_inputs.push(format!("{EXPORT}.series"));
+        }
+        if let Some(to) = export_alarms.as_deref().filter(|_| !change_made) {
+            // The alarms of the change detector, which no database has made here.
+            on(doc.block(EXPORT_CHANGE, "series_change"), pool);
+            doc.connect(&format!("{EXPORT_CHANGE}.alarms"), &[to], Policy::Wait);
+            series_inputs.push(format!("{EXPORT_CHANGE}.series"));
         }
         if let Some(out) = &self.series {
             writer(doc, "series", "series_writer", out, pool);
@@ -308,8 +337,15 @@ impl Consumers {
 }
 
 /// The rows into the database beside the records (`series_store`), and, when asked, through
-/// the change detector into its alarms (`series_change` → `alarm_store`).
-fn stored_series(doc: &mut Document, s: &StoreOut, pool: Option<&str>, inputs: &mut Vec<String>) {
+/// the change detector into its alarms (`series_change` → `alarm_store`, and `export_alarms`
+/// when an exporter sends them).
+fn stored_series(
+    doc: &mut Document,
+    s: &StoreOut,
+    pool: Option<&str>,
+    inputs: &mut Vec<String>,
+    export_alarms: Option<&str>,
+) {
     on(doc.block(SERIES_DB, "series_store"), pool)
         .set("dir", s.dir.as_str())
         .set("iface", s.iface.as_str());
@@ -319,11 +355,10 @@ fn stored_series(doc: &mut Document, s: &StoreOut, pool: Option<&str>, inputs: &
         on(doc.block(ALARMS, "alarm_store"), pool)
             .set("dir", s.dir.as_str())
             .set("iface", s.iface.as_str());
-        doc.connect(
-            &format!("{CHANGE}.alarms"),
-            &[&format!("{ALARMS}.events")],
-            Policy::Wait,
-        );
+        let store = format!("{ALARMS}.events");
+        let mut to = vec![store.as_str()];
+        to.extend(export_alarms);
+        doc.connect(&format!("{CHANGE}.alarms"), &to, Policy::Wait);
         inputs.push(format!("{CHANGE}.series"));
     }
 }
@@ -332,6 +367,8 @@ fn stored_series(doc: &mut Document, s: &StoreOut, pool: Option<&str>, inputs: &
 pub const SERIES_DB: &str = "series_db";
 pub const CHANGE: &str = "change";
 pub const ALARMS: &str = "alarms";
+/// The change detector whose alarms only exporters take (no database).
+pub const EXPORT_CHANGE: &str = "export_change";
 
 /// The pool of the outputs of a live plan.
 pub const OUTPUTS: &str = "outputs";

@@ -152,13 +152,15 @@ pub fn capture(
 }
 
 /// An interface's rows into the database (`series_store`), and through the change detector
-/// into its alarms (`series_change` → `alarm_store`): its workers' rows summed first.
+/// into its alarms (`series_change` → `alarm_store`, and `export_alarms` when its exporter
+/// sends them): its workers' rows summed first.
 fn stored_series(
     doc: &mut Document,
     st: &StoreOutput,
     iface: &str,
     meter_names: &[(usize, String)],
     live: &LiveInput,
+    export_alarms: Option<&str>,
 ) {
     let id = ident(iface);
     let dir = st.db.display().to_string();
@@ -174,11 +176,25 @@ fn stored_series(
         let change = format!("change_{id}");
         doc.block(&change, "series_change").on("outputs", Some(0));
         let store = alarm_store(doc, st, iface);
-        doc.connect(&format!("{change}.alarms"), &[&store], Policy::Wait);
+        let mut alarms_to = vec![store.as_str()];
+        alarms_to.extend(export_alarms);
+        doc.connect(&format!("{change}.alarms"), &alarms_to, Policy::Wait);
         to.push(format!("{change}.series"));
     }
     let to: Vec<&str> = to.iter().map(String::as_str).collect();
-    doc.connect(&format!("{sum}.series"), &to, Policy::Wait);
+    rows_of_iface(doc, &sum, &to, iface, meter_names, live);
+}
+
+/// The rows of `iface`'s workers summed by a `series_merge` named `sum` into `to`.
+fn rows_of_iface(
+    doc: &mut Document,
+    sum: &str,
+    to: &[&str],
+    iface: &str,
+    meter_names: &[(usize, String)],
+    live: &LiveInput,
+) {
+    doc.connect(&format!("{sum}.series"), to, Policy::Wait);
     let mine = live.interfaces.iter().position(|i| i == iface);
     for (_, meter) in meter_names.iter().filter(|(i, _)| Some(*i) == mine) {
         doc.connect(
@@ -238,6 +254,41 @@ fn packet_detectors(doc: &mut Document, st: &StoreOutput, iface: &str, sources: 
             );
         }
     }
+}
+
+/// An interface's rows (`series=`) and alarms (`alarms=`) to its exporter, when a Kafka
+/// destination sends them: its workers' rows summed, and a change detector of its own unless
+/// the database's (`stored_series`) already sends its alarms there.
+fn exported_series(
+    doc: &mut Document,
+    e: &ExportOut,
+    iface: &str,
+    meter_names: &[(usize, String)],
+    live: &LiveInput,
+    stored_change: bool,
+) {
+    let id = ident(iface);
+    let mut to = Vec::new();
+    if e.series {
+        to.push(format!("export_{id}.series"));
+    }
+    if e.alarms && !stored_change {
+        let change = format!("export_change_{id}");
+        doc.block(&change, "series_change").on("outputs", Some(0));
+        doc.connect(
+            &format!("{change}.alarms"),
+            &[&format!("export_{id}.alarms")],
+            Policy::Wait,
+        );
+        to.push(format!("{change}.series"));
+    }
+    if to.is_empty() {
+        return;
+    }
+    let sum = format!("export_series_sum_{id}");
+    doc.block(&sum, "series_merge").on("outputs", Some(0));
+    let to: Vec<&str> = to.iter().map(String::as_str).collect();
+    rows_of_iface(doc, &sum, &to, iface, meter_names, live);
 }
 
 /// The monitor `plan` describes, as a composition.
@@ -341,8 +392,19 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             }
             let _ = b;
         }
+        let export_alarms = export
+            .as_ref()
+            .filter(|e| e.alarms)
+            .map(|_| format!("export_{}.alarms", ident(iface)));
         if let Some(st) = &plan.store {
-            stored_series(&mut doc, st, iface, &meter_names, live);
+            stored_series(
+                &mut doc,
+                st,
+                iface,
+                &meter_names,
+                live,
+                export_alarms.as_deref(),
+            );
             let mine: Vec<&str> = sources
                 .iter()
                 .filter(|(i, _, _)| live.interfaces[*i] == *iface)
@@ -351,6 +413,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             packet_detectors(&mut doc, st, iface, &mine);
         }
         if let Some(e) = &export {
+            let stored_change = plan.store.as_ref().is_some_and(|st| st.change);
+            exported_series(&mut doc, e, iface, &meter_names, live, stored_change);
             let destinations: Vec<toml::Value> = e
                 .destinations
                 .iter()

@@ -570,6 +570,52 @@ fn netflow_v9_collected_by_nfcapd_matches_the_json_records() {
     nfcapd_matches_json("netflow9+udp");
 }
 
+/// Issue 22: `biflow=off` sends each biflow as two one-way records (the responder's only when
+/// it sent packets, its sender as the source), which nfcapd reads as plain flows without
+/// RFC 5103's reverse elements: nfdump's flows are the JSON records split by direction.
+#[test]
+fn ipfix_biflow_off_collected_by_nfcapd_is_each_direction_on_its_own() {
+    let dir = tempdir("nfcapd-one-way");
+    let port = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let nfcapd = Nfcapd::start(port, &dir);
+    let json = dir.join("flows.jsonl");
+    let status = Command::new(bin())
+        .args(["flows", "-r", &sample(), "--summary", "none", "-o"])
+        .arg(&json)
+        .arg("--export")
+        .arg(format!("ipfix+udp://127.0.0.1:{port}?biflow=off"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let from_nfdump = nfdump_rows(&nfcapd.stop_and_dump());
+    let records = read_jsonl(&json);
+    let mut want = Vec::new();
+    for r in &records {
+        let row = json_row(r, 1_000_000, &[]);
+        if row.rev.0 > 0 {
+            want.push(Row {
+                src: row.dst.clone(),
+                sport: row.dport,
+                dst: row.src.clone(),
+                dport: row.sport,
+                fwd: row.rev,
+                rev: (0, 0),
+                ..row.clone()
+            });
+        }
+        want.push(Row { rev: (0, 0), ..row });
+    }
+    assert!(
+        want.len() > records.len(),
+        "no record has a reverse direction"
+    );
+    assert_same_rows(from_nfdump, want);
+}
+
 /// softflowd's end-of-run statistics: flows exported as how many records, and octets and
 /// packets per protocol.
 struct SoftflowdCounts {

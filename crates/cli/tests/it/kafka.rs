@@ -215,6 +215,129 @@ mod with_brokers {
             Some(first_key.as_str())
         );
     }
+
+    /// `protoc --decode=trawl.MESSAGE` of one message, as text.
+    fn protoc_decode_as(message_type: &str, message: &[u8]) -> String {
+        let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/specs");
+        let mut child = Command::new("protoc")
+            .arg(format!("--proto_path={}", specs.display()))
+            .arg(format!("--decode=trawl.{message_type}"))
+            .arg("trawl.proto")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run protoc (apt install protobuf-compiler)");
+        child.stdin.take().unwrap().write_all(message).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "protoc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn kafka_series_and_alarms_go_to_their_own_topics_as_json_and_protobuf() {
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        let dir = tempfile::tempdir().unwrap();
+        // A rate step the series change detector raises alarms on (stored.rs).
+        let (capture, step) = crate::stored::step_capture(dir.path());
+        let capture = capture.to_str().unwrap();
+        let out = trawl(&["series", "-r", capture, "--summary", "none"]);
+        assert!(out.status.success());
+        let want_rows: Vec<String> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let out = trawl(&[
+            "flows",
+            "-r",
+            capture,
+            "--export",
+            &format!("kafka://{b}/step?series=step-series&alarms=step-alarms&probe=p9"),
+            "--summary",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let e = &summary(&out)["exporters"][0];
+        assert_eq!(
+            e["series_rows"].as_u64(),
+            Some(want_rows.len() as u64),
+            "{e}"
+        );
+
+        // The rows: exactly `trawl series`'s lines, each once.
+        let got = cluster.consume_lines("step-series", want_rows.len(), Duration::from_secs(30));
+        let c = coverage(&want_rows, &got);
+        assert!(c.missing.is_empty(), "missing: {:?}", c.missing.first());
+        assert!(
+            c.unexpected.is_empty(),
+            "unexpected: {:?}",
+            c.unexpected.first()
+        );
+        assert_eq!(c.duplicates, 0);
+
+        // The alarms: the change detector's, as JSON objects (docs/specs/kafka.md).
+        let alarms: Vec<serde_json::Value> = cluster
+            .consume_lines("step-alarms", 2, Duration::from_secs(30))
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(e["alarms"].as_u64(), Some(alarms.len() as u64), "{e}");
+        let start = alarms
+            .iter()
+            .find(|a| a["event"] == "start" && a["metric"] == "packets" && a["term"] == "short")
+            .unwrap_or_else(|| panic!("no short-term packets alarm: {alarms:?}"));
+        assert_eq!(start["detector"], "series_change");
+        assert_eq!(
+            start["detected_ns"].as_u64().unwrap() - step,
+            6_000_000_000,
+            "{start}"
+        );
+        assert!(
+            alarms
+                .iter()
+                .any(|a| a["event"] == "end" && a["metric"] == "packets"),
+            "{alarms:?}"
+        );
+        // The records still go to their topic.
+        assert!(e["messages"].as_u64().unwrap() > (want_rows.len() + alarms.len()) as u64);
+
+        // Protobuf: each decodes with the published .proto alone.
+        let out = trawl(&[
+            "flows",
+            "-r",
+            capture,
+            "--export",
+            &format!(
+                "kafka://{b}/step-pb?format=protobuf&series=step-pb-series&alarms=step-pb-alarms&probe=p9"
+            ),
+        ]);
+        assert!(out.status.success());
+        let first: serde_json::Value = serde_json::from_str(&want_rows[0]).unwrap();
+        let text = protoc_decode_as("SeriesRow", &cluster.consume_one("step-pb-series", 0));
+        for field in ["second", "packets", "bytes", "new_flows"] {
+            let v = first[field].as_u64().unwrap();
+            assert!(
+                text.contains(&format!("{field}: {v}\n")),
+                "{field} {v}: {text}"
+            );
+        }
+        assert!(text.contains("probe: \"p9\""), "{text}");
+        let text = protoc_decode_as("Alarm", &cluster.consume_one("step-pb-alarms", 0));
+        assert!(text.contains("detector: \"series_change\""), "{text}");
+        assert!(text.contains("event: \"start\""), "{text}");
+        assert!(text.contains("json: \"{"), "{text}");
+        assert!(text.contains("probe: \"p9\""), "{text}");
+    }
 }
 
 #[test]

@@ -16,7 +16,8 @@ fn a_collector_that_stops_reading_costs_drops_not_a_stall() {
         queue_batches: 4,
         ..ExportConfig::default()
     };
-    let hub = ExportHub::start(&[Destination::IpfixTcp(addr)], &config).unwrap();
+    let hub =
+        ExportHub::start(&[Destination::IpfixTcp(addr, Default::default())], &config).unwrap();
     let mut handle = hub.handle(1, 0, Duration::from_millis(10));
     let records = sample();
     // Accept, then never read: the kernel buffers fill, the exporter blocks in write.
@@ -61,7 +62,11 @@ fn every_record_reaches_a_udp_collector_that_keeps_up() {
     sink.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let addr = sink.local_addr().unwrap();
-    let hub = ExportHub::start(&[Destination::IpfixUdp(addr)], &ExportConfig::default()).unwrap();
+    let hub = ExportHub::start(
+        &[Destination::IpfixUdp(addr, Default::default())],
+        &ExportConfig::default(),
+    )
+    .unwrap();
     let records = sample();
     let reader = std::thread::spawn(move || {
         let mut dec = trawl_export::Decoder::new(trawl_export::DecoderConfig::default());

@@ -204,3 +204,60 @@ fn kafka_full_spool_drops_the_oldest_and_counts_them() {
     assert!(left.contains(want.last().unwrap()));
     assert!(!left.contains(&want[0]));
 }
+
+#[test]
+fn kafka_permanently_refused_messages_are_dropped_and_counted_not_spooled() {
+    let records = sample();
+    let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+    // Every record batch is larger than the topic takes: the broker refuses each message for
+    // good (MessageSizeTooLarge), which no retry or resend can change.
+    let topic = "too-large";
+    cluster.create_topic(topic, &["max.message.bytes=200"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let spool = tmp.path().join("spool");
+    // A spool segment a previous run left for this topic (each message too large alone):
+    // sent, refused, and then gone rather than sent again by every later run.
+    let mut s = trawl_export::spool::Spool::open(&spool, 1 << 20).unwrap();
+    let left = 20u64;
+    let pad = "x".repeat(300);
+    for i in 0..left {
+        let value = format!("{{\"old\":{i},\"pad\":\"{pad}\"}}");
+        s.append(topic, b"probe", value.as_bytes(), &[]).unwrap();
+    }
+    s.close().unwrap();
+    drop(s);
+
+    let r = export_in_chunks(
+        destination(&cluster.bootstrap, topic, Some(&spool), ""),
+        &records,
+        2,
+        |_| {},
+    );
+    let all = records.len() as u64 + left;
+    assert_eq!(r.rejected, all, "{r:?}");
+    assert_eq!(r.spooled, 0, "refused messages were spooled: {r:?}");
+    assert_eq!(
+        r.spool_pending, 0,
+        "refused messages stay in the spool: {r:?}"
+    );
+    assert_eq!(r.dropped_send, all, "{r:?}");
+    assert_eq!(r.messages, 0, "{r:?}");
+    assert_eq!(r.rejected_reasons.len(), 1, "{r:?}");
+    assert!(
+        r.rejected_reasons[0].0.contains("MessageSizeTooLarge"),
+        "{r:?}"
+    );
+    assert_eq!(r.rejected_reasons[0].1, all, "{r:?}");
+    let s = trawl_export::spool::Spool::open(&spool, 1 << 20).unwrap();
+    assert_eq!(s.pending(), 0);
+
+    // The same brokers take what fits: a normal topic gets every record.
+    let r = export_in_chunks(
+        destination(&cluster.bootstrap, "fits", Some(&spool), ""),
+        &records,
+        1,
+        |_| {},
+    );
+    assert_eq!((r.rejected, r.spooled), (0, 0), "{r:?}");
+    assert_all_arrived(&cluster, "fits", &json_lines(&records));
+}
