@@ -257,12 +257,7 @@ impl FlowMeter {
 
     /// Stage one: decode, resolve fragment ports, key and hash. Depends on no flow state, so it
     /// can run ahead of the updates.
-    ///
-    /// `inline(always)`, as are [`Self::account`] and the table's prefetches: `process_batch`
-    /// is instantiated in every crate that meters (one per sink type), and where the sink is
-    /// large (the `flow_meter` block's) LLVM kept these three out of line, which cost the
-    /// composition 15 % more CPU per packet than the same loop with a small sink.
-    #[inline(always)]
+    #[inline]
     fn prepare(&mut self, pkt: &PacketRecord<'_>, p: &mut Pending) {
         p.parse = decode(pkt.link_type, pkt.data, &self.config.decode, &mut p.decoded);
         if !p.parse.has_key() {
@@ -288,7 +283,7 @@ impl FlowMeter {
     }
 
     /// Stage three: moves time on, finds or creates the flow, counts the packet.
-    #[inline(always)]
+    #[inline]
     fn account<S: FlowSink>(
         &mut self,
         pkt: &PacketRecord<'_>,

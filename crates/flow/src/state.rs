@@ -441,8 +441,8 @@ impl FlowEntry {
         true
     }
 
-    /// Counts one packet. `inline(always)`: see `FlowMeter::prepare`.
-    #[inline(always)]
+    /// Counts one packet.
+    #[inline]
     pub(crate) fn update(
         &mut self,
         d: &Decoded,

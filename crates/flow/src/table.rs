@@ -221,8 +221,8 @@ impl FlowTable {
             + core::mem::size_of::<u32>()
     }
 
-    /// The entry holding `key`, if any. `inline(always)`: see `FlowMeter::prepare`.
-    #[inline(always)]
+    /// The entry holding `key`, if any.
+    #[inline]
     pub(crate) fn find(&self, key: &FlowKey, hash: u64) -> Option<u32> {
         let mut expected = hash_tag(hash);
         let mut pos = home_bits(hash) & self.mask;
@@ -443,7 +443,7 @@ impl FlowTable {
     /// Hints the CPU to fetch the entries a lookup of `hash` may land on (those whose slot tag
     /// matches), reading only index slots: comparing keys here would wait for the very lines
     /// being prefetched.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn prefetch_candidates(&self, hash: u64, side: usize) {
         let mut expected = hash_tag(hash);
         let mut pos = home_bits(hash) & self.mask;
