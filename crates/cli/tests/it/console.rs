@@ -416,7 +416,7 @@ fn console_alarm_to_flows_to_packets_in_a_real_browser() {
 
     start_early_in_a_block(30);
     let sent = lab
-        .replay_into_host(&replayed, &["--multiplier", "20"])
+        .replay_into_host(&replayed, &["--multiplier", "4"])
         .expect("tcpreplay");
     assert!(sent > 5000);
 
