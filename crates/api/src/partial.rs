@@ -2,16 +2,13 @@
 //! parameters as `/api/v1/query`; the answer is the scan's partial aggregate in its binary form
 //! ([`trawl_query::PartialAggregate::to_bytes`]: magic, schema version, zstd-compressed
 //! `--partial` document), sent in chunks as it is compressed out, for the coordinator to merge.
-use std::time::Duration;
-
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 
-use crate::params::Params;
-use crate::routes::{bad, error, query_plan, Shared, QUERY_PARAMS};
+use crate::routes::{planned_scan, Shared};
 
 /// The media type of the binary partial aggregate.
 pub(crate) const PARTIAL_TYPE: &str = "application/vnd.trawl.partial";
@@ -24,40 +21,14 @@ pub(crate) async fn partial(
     State(s): State<Shared>,
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Response {
-    let plan = match Params::parse(raw, QUERY_PARAMS).and_then(|p| query_plan(&p)) {
-        Ok(q) => q,
-        Err(e) => return bad(e),
-    };
-    let Some(db) = s.cfg.db.clone() else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "no flow database is served (--db DIR)",
-            None,
-        );
-    };
-    let limit = Duration::from_secs(s.cfg.query_timeout_s);
-    let task = tokio::task::spawn_blocking(move || {
-        trawl_query::scan(&db, &plan.query)
+    let work = |db: &std::path::Path, plan: crate::routes::QueryPlan| {
+        trawl_query::scan(db, &plan.query)
             .map(|p| p.to_bytes())
             .map_err(|e| e.to_string())
-    });
-    let bytes = match tokio::time::timeout(limit, task).await {
-        Ok(Ok(Ok(b))) => b,
-        Ok(Ok(Err(e))) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e, None),
-        Ok(Err(e)) => {
-            return error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("the query failed: {e}"),
-                None,
-            )
-        }
-        Err(_) => {
-            return error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the query took longer than {} s", limit.as_secs()),
-                None,
-            )
-        }
+    };
+    let bytes = match planned_scan(&s, raw, work).await {
+        Ok(b) => b,
+        Err(r) => return r,
     };
     let bytes = Bytes::from(bytes);
     let chunks: Vec<Result<Bytes, std::io::Error>> = (0..bytes.len())

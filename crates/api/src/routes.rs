@@ -311,35 +311,48 @@ fn run_query(db: &Path, plan: QueryPlan) -> Result<Vec<u8>, String> {
 }
 
 async fn query(State(s): State<Shared>, Query(raw): Raw) -> Response {
-    let plan = match Params::parse(raw, QUERY_PARAMS).and_then(|p| query_plan(&p)) {
-        Ok(q) => q,
-        Err(e) => return bad(e),
-    };
+    match planned_scan(&s, raw, run_query).await {
+        Ok(body) => json(body),
+        Err(r) => r,
+    }
+}
+
+/// The query of `raw` (`/api/v1/query`'s parameters) planned and handed to `work` with the
+/// served database, on a blocking thread within the query timeout: 400 for bad parameters,
+/// 404 without a database, 500 when the work fails, 503 past the timeout.
+pub(crate) async fn planned_scan<T: Send + 'static>(
+    s: &Shared,
+    raw: Vec<(String, String)>,
+    work: impl FnOnce(&Path, QueryPlan) -> Result<T, String> + Send + 'static,
+) -> Result<T, Response> {
+    let plan = Params::parse(raw, QUERY_PARAMS)
+        .and_then(|p| query_plan(&p))
+        .map_err(bad)?;
     let Some(db) = s.cfg.db.clone() else {
-        return error(
+        return Err(error(
             StatusCode::NOT_FOUND,
             "no flow database is served (--db DIR)",
             None,
-        );
+        ));
     };
     let limit = Duration::from_secs(s.cfg.query_timeout_s);
-    let task = tokio::task::spawn_blocking(move || run_query(&db, plan));
+    let task = tokio::task::spawn_blocking(move || work(&db, plan));
     match tokio::time::timeout(limit, task).await {
-        Ok(Ok(Ok(body))) => json(body),
-        Ok(Ok(Err(e))) => error(StatusCode::INTERNAL_SERVER_ERROR, &e, None),
-        Ok(Err(e)) => error(
+        Ok(Ok(Ok(body))) => Ok(body),
+        Ok(Ok(Err(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, &e, None)),
+        Ok(Err(e)) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             &format!("the query failed: {e}"),
             None,
-        ),
-        Err(_) => error(
+        )),
+        Err(_) => Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!(
                 "the query took longer than {} s (narrow the time range or the condition)",
                 limit.as_secs()
             ),
             None,
-        ),
+        )),
     }
 }
 
