@@ -217,6 +217,9 @@ pub struct HeavyHittersBlock {
     heavy: HeavyHitters,
     reports: Vec<HeavyReport>,
     pool: Pool<Events>,
+    /// Time of the latest packet: a report is raised when its interval closes, or at the
+    /// end of the input for the last one, which then has not reached its nominal end.
+    latest_ns: u64,
 }
 
 /// Settings of `heavy_hitters`.
@@ -294,6 +297,7 @@ impl Block for HeavyHittersBlock {
             heavy: HeavyHitters::new(s.config()?),
             reports: Vec::new(),
             pool: Pool::new(Events::default),
+            latest_ns: 0,
         })
     }
 
@@ -302,6 +306,7 @@ impl Block for HeavyHittersBlock {
             return;
         };
         for pkt in packets.batch().iter() {
+            self.latest_ns = self.latest_ns.max(pkt.ts_ns);
             self.heavy.observe_packet(&pkt, &mut self.reports);
         }
         self.send(ctx);
@@ -321,8 +326,12 @@ impl HeavyHittersBlock {
         let mut slot = self.pool.take();
         let out = slot.get_mut();
         out.events.clear();
+        // The event's time is when it was raised: the end of its interval, but for the last
+        // report of a stopped input the last packet, not a minute in the future (where a
+        // query of the alarms up to now would not find it).
+        let latest = self.latest_ns;
         out.events.extend(self.reports.drain(..).map(|r| Event {
-            ts_ns: r.end_ns,
+            ts_ns: r.end_ns.min(latest.max(r.start_ns)),
             json: heavy_json(&r),
         }));
         ctx.emit(0, slot.into_msg());
