@@ -20,8 +20,11 @@ usage: bench/capture.sh [--quick] [--rates LIST] [--capturers LIST] [--profiles 
   --rates LIST      target rates in packets/s, increasing, k/M suffixes allowed, `max` = as
                     fast as blast goes (default: 250k,500k,750k,1M,max)
   --capturers LIST  comma-separated subset of: none,tcpdump,tcpdump-B64M,dumpcap,dumpcap-B64M,
-                    trawl,trawl-w2,trawl-run,trawl-run-L1,trawl-run-L2 (default: all; `none`
-                    runs at `max` only: the sender's own limit with nobody listening)
+                    trawl,trawl-w2,trawl-run,trawl-run-L1,trawl-run-L2,trawl-db,trawl-db-api
+                    (default: all but the last two; `none` runs at `max` only: the sender's
+                    own limit with nobody listening; trawl-db: the monitor storing flows,
+                    series and alarms; trawl-db-api: the same with the HTTP API on and a
+                    client polling series every second and a top-10 query every 5 s)
   --profiles LIST   traffic profiles, subset of: b,a (b: 64-byte frames; a: realistic sizes)
   --packets N       packets per run (default 5000000, --quick 500000)
   --batch N         blast's packets per sendmmsg (default 256)
@@ -169,7 +172,7 @@ HOG_PID=
 
 cleanup() {
     local pid
-    for pid in $CAP_PID $HOG_PID "${LISTENER_PIDS[@]}"; do
+    for pid in $CAP_PID $HOG_PID $POLL_PID "${LISTENER_PIDS[@]}"; do
         if kill -0 "$pid" 2>/dev/null; then
             kill -KILL "$pid" 2>/dev/null || true
             wait "$pid" 2>/dev/null || true
@@ -314,6 +317,52 @@ cap_start_trawl_run_L2() { cap_start_trawl_run "$1"; }
 cap_ready_trawl_run_L2() { start_listeners "$1" 2; }
 cap_parse_trawl_run_L2() { cap_parse_trawl "$1"; }
 
+# The monitor storing what it sees (`trawl run --db`, no ring), without and with the HTTP API
+# and a client polling it as a console does (issue 20: serving must not cost capture). The
+# database is made fresh for each run; the client runs on the sender's CPU, as the listeners
+# do, so what the API costs the capturer is its own threads' CPU (counted: all threads).
+API_PORT=$((20000 + $$ % 20000))
+POLL_PID=
+cap_check_trawl_db() { cap_check_trawl_run; }
+cap_start_trawl_db() {
+    rm -rf "$WORK/capture-db"
+    start_bg "$1" "$TRAWL" run -i "$IF_H" --no-ring --db "$WORK/capture-db" --summary json
+}
+cap_parse_trawl_db() { cap_parse_trawl "$1"; }
+cap_check_trawl_db_api() {
+    cap_check_trawl_run
+    command -v curl >/dev/null || echo "no curl (the polling client)"
+}
+cap_start_trawl_db_api() {
+    rm -rf "$WORK/capture-db"
+    start_bg "$1" "$TRAWL" run -i "$IF_H" --no-ring --db "$WORK/capture-db" --summary json \
+        --api "127.0.0.1:$API_PORT"
+}
+cap_ready_trawl_db_api() { # the polling client, until the capturer is stopped
+    local i=0 base="http://127.0.0.1:$API_PORT/api/v1"
+    until curl -sf "http://127.0.0.1:$API_PORT/healthz" >/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+        [ "$i" -lt 100 ] || { note "the API did not answer on port $API_PORT"; return 1; }
+    done
+    (
+        n=0 ok=0 bad=0
+        trap 'echo "polls ok=$ok failed=$bad" >"$1.poll"; exit 0' TERM
+        while :; do
+            if curl -sf -o /dev/null "$base/series?iface=$IF_H&from=-60s"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+            if [ $((n % 5)) = 0 ]; then
+                if curl -sf -o /dev/null "$base/query?attrs=sip,dip&from=-5m&limit=10"; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+            fi
+            n=$((n + 1))
+            sleep 1 &
+            wait $!
+        done
+    ) &
+    POLL_PID=$!
+    taskset -pc "$SEND_CPU" "$POLL_PID" >/dev/null
+}
+cap_parse_trawl_db_api() { cap_parse_trawl "$1"; }
+
 LISTENER_PIDS=()
 
 start_listeners() { # start_listeners LOG N: N lossy listeners on the ring the producer printed
@@ -445,6 +494,12 @@ measure() {
             lc1=$(listeners_cpu_ns)
             stop_listeners "$dir/log" $((lc1 - lc0))
             remark="${remark:+$remark; }$LISTENER_NOTE"
+        fi
+        if [ -n "$POLL_PID" ]; then
+            kill -TERM "$POLL_PID" 2>/dev/null || true
+            wait "$POLL_PID" 2>/dev/null || true
+            POLL_PID=
+            remark="${remark:+$remark; }API $(cat "$dir/log.poll" 2>/dev/null || echo 'polls: no count')"
         fi
         kill -INT "$CAP_PID" 2>/dev/null || true
         i=0
@@ -610,5 +665,17 @@ if grep -q ',trawl-run-L[12],' "$CSV"; then
             for (l = 1; l <= 2; l++) { x = v[k ",trawl-run-L" l]
                 if (x != "") line = line sprintf("   %d: %s", l, x) (b > 0 ? sprintf(" (%+.0f %%)", 100 * (x - b) / b) : "") }
             print line } }' "$CSV"
+fi
+# The HTTP API with a polling client against the same monitor without it (issue 20: capture
+# CPU per packet moves < 5 %, no packet lost that the run without the API kept).
+if grep -q ',trawl-db-api,' "$CSV"; then
+    echo
+    echo "trawl run --db: CPU per packet and losses with the API polled (vs without the API):"
+    awk -F, 'NR > 1 && $3 ~ /^trawl-db/ && $18 > 0 { v[$1 "," $2 "," $3] = $18; l[$1 "," $2 "," $3] = $13
+            if (!(($1 "," $2) in seen)) { seen[$1 "," $2] = 1; order[++n] = $1 "," $2 } }
+        END { for (i = 1; i <= n; i++) { k = order[i]; split(k, p, ","); b = v[k ",trawl-db"]; x = v[k ",trawl-db-api"]
+            printf "  %-2s %8s  without: %s ns/pkt (lost %s)   with: %s ns/pkt (lost %s)%s\n", p[1],
+                (p[2] == 0 ? "max" : p[2]), (b == "" ? "-" : b), l[k ",trawl-db"], (x == "" ? "-" : x),
+                l[k ",trawl-db-api"], (b > 0 && x > 0 ? sprintf("  ratio %.3f", x / b) : "") } }' "$CSV"
 fi
 echo "raw results: $CSV"

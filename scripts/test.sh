@@ -38,20 +38,26 @@ case ${TRAWL_CORPUS:-} in
     "") echo "test.sh: corpus: ../shared/corpus (TRAWL_CORPUS unset)" ;;
     *) echo "test.sh: corpus: $TRAWL_CORPUS" ;;
 esac
-cargo fmt --all -- --check
+# Each step's wall time, printed as it ends: the suite must stay well inside CI's budget.
+step() {
+    local t0=$SECONDS
+    "$@"
+    echo "test.sh: [$((SECONDS - t0)) s] $*"
+}
+step cargo fmt --all -- --check
 # Optional features the suite checks too: Kafka export (librdkafka built from source,
 # docs/adr/0009-kafka-client.md), tested against real brokers that the tests start
 # (scripts/services.sh); JA4S, behind a feature its licence asks for (crates/app/Cargo.toml).
 # The tests build once, with them on: a second build of the CLI without them would double the
 # suite's build time. Lints run on both: the default build is what `cargo install` gives users.
 FEATURES=trawl-cli/kafka,trawl-app/ja4s
-cargo clippy --workspace --all-targets -- -D warnings
-cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
-cargo test --workspace --features "$FEATURES"
+step cargo clippy --workspace --all-targets -- -D warnings
+step cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
+step env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+step cargo test --workspace --features "$FEATURES"
 # The Python package (python/: pyo3 + maturin): its wheel built once, its pytest suite against
 # the CLI built above (tables equal to the CLI's JSON, pandas/Polars, no copy, Ctrl-C).
-scripts/python-test.sh
+step scripts/python-test.sh
 # The fuzz targets live outside the workspace (fuzzing needs nightly): build them on stable and
 # replay their regression inputs (fuzz/regressions/). The timed fuzz runs are scripts/fuzz.sh.
-scripts/fuzz.sh --replay
+step scripts/fuzz.sh --replay
