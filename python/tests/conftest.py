@@ -1,5 +1,5 @@
 """Shared fixtures: the trawl binary the tables are compared with, the committed captures,
-and a generated capture of a million flows."""
+and a generated capture of 250,000 flows."""
 import os
 import shutil
 import struct
@@ -55,9 +55,14 @@ def write_udp_flows(path: Path, flows: int):
         f.write(chunk)
 
 
+BIG_FLOWS = 250_000
+
+
 @pytest.fixture(scope="session")
-def million_flows(tmp_path_factory):
-    path = tmp_path_factory.mktemp("big") / "million.pcap"
-    write_udp_flows(path, 1_000_000)
+def big_flows(tmp_path_factory):
+    # 250,000 one-packet flows: a table of about 30 MB, large enough that a copy would show
+    # in pyarrow's allocations, small enough for the dev build the suite tests.
+    path = tmp_path_factory.mktemp("big") / "big.pcap"
+    write_udp_flows(path, BIG_FLOWS)
     yield path
     path.unlink()
