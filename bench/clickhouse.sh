@@ -40,7 +40,7 @@ BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --benc
 
 export TRAWL_SERVICES_DIR=$WORK/services TRAWL_KAFKA_PORT=${TRAWL_KAFKA_PORT:-39192} \
     TRAWL_CLICKHOUSE_PORT=${TRAWL_CLICKHOUSE_PORT:-38123}
-trap '"$ROOT"/scripts/services.sh stop kafka >/dev/null 2>&1 || true; "$ROOT"/scripts/services.sh stop clickhouse >/dev/null 2>&1 || true' EXIT
+trap '"$ROOT"/scripts/services.sh stop kafka >/dev/null 2>&1 || true; "$ROOT"/scripts/services.sh stop clickhouse >/dev/null 2>&1 || true; rm -rf "$TRAWL_SERVICES_DIR"' EXIT
 BROKER=$("$ROOT"/scripts/services.sh start kafka --brokers 1 | tail -1)
 URL=$("$ROOT"/scripts/services.sh start clickhouse --shards 1 | tail -1)
 TOPIC=bench-ch-$FORMAT-$$

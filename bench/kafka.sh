@@ -59,7 +59,8 @@ if [ "$COLLECTOR" = 1 ]; then
 fi
 
 export TRAWL_SERVICES_DIR=$WORK/services TRAWL_KAFKA_PORT=${TRAWL_KAFKA_PORT:-39092}
-trap '"$ROOT"/scripts/services.sh stop kafka >/dev/null 2>&1 || true' EXIT
+# The broker's log holds every record of every run (8 GB for the default sizes): removed with it.
+trap '"$ROOT"/scripts/services.sh stop kafka >/dev/null 2>&1 || true; rm -rf "$TRAWL_SERVICES_DIR"' EXIT
 BROKER=$("$ROOT"/scripts/services.sh start kafka --brokers 1 | tail -1)
 
 {
