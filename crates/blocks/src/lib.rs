@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+pub mod applog;
 pub mod count;
 pub mod detect;
 pub mod dumper;
@@ -55,6 +56,7 @@ pub fn registry() -> Registry {
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
-        .register::<ipfix::IpfixSource>();
+        .register::<ipfix::IpfixSource>()
+        .register::<applog::DnsLog>();
     r
 }

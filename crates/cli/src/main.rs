@@ -15,6 +15,7 @@ mod flows;
 mod generate;
 mod ingest;
 mod log;
+mod logs;
 mod plan;
 mod progress;
 mod query;
@@ -93,6 +94,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
         Command::Voip(a) => voip::run(&a),
+        Command::Logs(a) => logs::run(&a),
         Command::Completions(a) => generate::completions(&a, LowArgs::command()),
         Command::Man(a) => generate::man(&a, LowArgs::command()),
     }

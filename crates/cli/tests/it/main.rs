@@ -568,6 +568,7 @@ mod export;
 mod fields;
 mod kafka;
 mod live;
+mod logs;
 mod modules;
 mod outputs;
 mod progress;
