@@ -1,6 +1,7 @@
 //! The application layer as a library: what trawl reads above TCP and UDP.
 //!
-//! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`].
+//! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`] (trawl-flow's, which flow
+//!   records use too, re-exported).
 //! - [`dns`] parses DNS messages (UDP, or TCP through [`dns::TcpFramer`]) and joins requests to
 //!   responses ([`dns::Joiner`]).
 //! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
@@ -22,11 +23,10 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod community_id;
+pub use trawl_flow::community_id;
 pub mod dns;
 mod error;
 pub mod http;
-mod sha1;
 mod sha256;
 pub mod tls;
 

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+pub mod applog;
 #[cfg(feature = "kafka")]
 pub mod clickhouse_sink;
 pub mod count;
@@ -60,7 +61,8 @@ pub fn registry() -> Registry {
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
-        .register::<ipfix::IpfixSource>();
+        .register::<ipfix::IpfixSource>()
+        .register::<applog::DnsLog>();
     #[cfg(feature = "kafka")]
     r.register::<kafka_source::KafkaSourceBlock>()
         .register::<clickhouse_sink::ClickHouseSink>();

@@ -571,6 +571,7 @@ mod fields;
 mod fleet;
 mod kafka;
 mod live;
+mod logs;
 mod modules;
 mod outputs;
 mod progress;
