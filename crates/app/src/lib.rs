@@ -6,6 +6,8 @@
 //!   responses ([`dns::Joiner`]).
 //! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
 //!   and computes JA4 and JA4S.
+//! - [`reassembly`] puts a TCP direction's segments in order ([`reassembly::Stream`]), bounded
+//!   and counted, for the TLS and HTTP readers.
 //! - [`http`] finds HTTP/1.x request and response heads in a direction's bytes
 //!   ([`http::HttpStream`]), skipping bodies by length, chunks or connection end.
 //!
@@ -27,6 +29,7 @@ pub use trawl_flow::community_id;
 pub mod dns;
 mod error;
 pub mod http;
+pub mod reassembly;
 mod sha256;
 pub mod tls;
 
