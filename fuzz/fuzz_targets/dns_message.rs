@@ -1,5 +1,6 @@
 //! Fuzzes the DNS analyser: any bytes as a UDP message, and the same bytes as a TCP stream cut
-//! at a point the first byte chooses, through the framer and a small joiner. It must not panic;
+//! at a point the first byte chooses, through the framer and a small joiner, every record
+//! rendered as a log line shows it. It must not panic;
 //! sections never hold more entries than the header states, and rendered names stay within
 //! the 255-byte wire bound (4 text bytes per wire byte at most, `\DDD`).
 #![no_main]
@@ -19,6 +20,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(m.additional.len() <= usize::from(m.counts[3]));
         let names = m.questions.iter().map(|q| &q.name).chain(m.records().map(|(_, r)| &r.name));
         assert!(names.into_iter().all(|n| n.len() <= 4 * 255));
+        // The log line's rendering of every record (dns_log's `answers`) must not panic.
+        for (_, r) in m.records() {
+            let _ = r.data_text();
+        }
         joiner.push(bytes.first().copied().unwrap_or(0) & 3, ts, m, |_| {});
         assert!(joiner.len() <= 4);
     };

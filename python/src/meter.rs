@@ -382,6 +382,7 @@ struct FlowColumns {
     first_iats_ns: ListBuilder<Int64Builder>,
     payload: Option<[BinaryBuilder; 2]>,
     end_reason: StringBuilder,
+    community_id: StringBuilder,
 }
 
 /// The per-flow totals' names, in the order of [`FlowColumns::totals`].
@@ -429,6 +430,8 @@ impl FlowColumns {
             fields.push(f("rev_payload", DataType::Binary));
         }
         fields.push(f("end_reason", DataType::Utf8));
+        // Last, as in the CLI's JSON (docs/specs/flow-record.md).
+        fields.push(f("community_id", DataType::Utf8));
         FlowColumns {
             schema: Arc::new(Schema::new(fields)),
             rows: 0,
@@ -449,6 +452,7 @@ impl FlowColumns {
             first_iats_ns: ListBuilder::new(Int64Builder::new()),
             payload: with_payload.then(|| [BinaryBuilder::new(), BinaryBuilder::new()]),
             end_reason: StringBuilder::new(),
+            community_id: StringBuilder::new(),
         }
     }
 
@@ -498,6 +502,7 @@ impl FlowColumns {
             rev.append_value(r.rev_payload);
         }
         self.end_reason.append_value(r.end_reason.name());
+        self.community_id.append_value(r.community_id().as_str());
     }
 
     /// The rows so far as one batch; the builders start again empty.
@@ -527,6 +532,7 @@ impl FlowColumns {
             cols.push(Arc::new(rev.finish()));
         }
         cols.push(Arc::new(self.end_reason.finish()));
+        cols.push(Arc::new(self.community_id.finish()));
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }
 }

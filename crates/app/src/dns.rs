@@ -137,6 +137,45 @@ pub struct Record {
     pub data: RData,
 }
 
+impl Record {
+    /// The record's data as the `answers` of a log line show it (docs/specs/logs.md): the
+    /// address for A/AAAA, the name for CNAME/NS/PTR, `PREF EXCHANGE` for MX,
+    /// `PRIO WEIGHT PORT TARGET` for SRV, the seven SOA fields, the TXT strings (lossy UTF-8)
+    /// joined by spaces, else `TYPE<n> <len> bytes`.
+    pub fn data_text(&self) -> String {
+        match &self.data {
+            RData::A(a) => a.to_string(),
+            RData::Aaaa(a) => a.to_string(),
+            RData::Cname(n) | RData::Ns(n) | RData::Ptr(n) => n.clone(),
+            RData::Mx {
+                preference,
+                exchange,
+            } => format!("{preference} {exchange}"),
+            RData::Srv {
+                priority,
+                weight,
+                port,
+                target,
+            } => format!("{priority} {weight} {port} {target}"),
+            RData::Soa {
+                mname,
+                rname,
+                serial,
+                refresh,
+                retry,
+                expire,
+                minimum,
+            } => format!("{mname} {rname} {serial} {refresh} {retry} {expire} {minimum}"),
+            RData::Txt(strings) => strings
+                .iter()
+                .map(|t| String::from_utf8_lossy(t))
+                .collect::<Vec<_>>()
+                .join(" "),
+            RData::Other { len } => format!("TYPE{} {len} bytes", self.rtype),
+        }
+    }
+}
+
 /// Which section a record is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Section {
@@ -664,5 +703,81 @@ impl<K: Hash + Eq + Clone> Joiner<K> {
             out(exchange);
         }
         self.order.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rtype: u16, data: RData) -> Record {
+        Record {
+            name: "example.org".into(),
+            rtype,
+            class: 1,
+            ttl: 60,
+            data,
+        }
+    }
+
+    /// Each record type as the `answers` of a log line show it (docs/specs/logs.md).
+    #[test]
+    fn data_text_renders_each_type_as_the_log_spec_says() {
+        let cases = [
+            (record(1, RData::A([192, 0, 2, 1].into())), "192.0.2.1"),
+            (
+                record(28, RData::Aaaa("2001:db8::1".parse().unwrap())),
+                "2001:db8::1",
+            ),
+            (record(5, RData::Cname("a.example".into())), "a.example"),
+            (
+                record(
+                    15,
+                    RData::Mx {
+                        preference: 10,
+                        exchange: "mx.example".into(),
+                    },
+                ),
+                "10 mx.example",
+            ),
+            (
+                record(
+                    33,
+                    RData::Srv {
+                        priority: 1,
+                        weight: 2,
+                        port: 5060,
+                        target: "sip.example".into(),
+                    },
+                ),
+                "1 2 5060 sip.example",
+            ),
+            (
+                record(
+                    6,
+                    RData::Soa {
+                        mname: "ns.example".into(),
+                        rname: "root.example".into(),
+                        serial: 7,
+                        refresh: 3600,
+                        retry: 600,
+                        expire: 86400,
+                        minimum: 300,
+                    },
+                ),
+                "ns.example root.example 7 3600 600 86400 300",
+            ),
+            (
+                record(
+                    16,
+                    RData::Txt(vec![b"v=spf1".to_vec(), b"-all\xff".to_vec()]),
+                ),
+                "v=spf1 -all\u{fffd}",
+            ),
+            (record(46, RData::Other { len: 12 }), "TYPE46 12 bytes"),
+        ];
+        for (r, want) in cases {
+            assert_eq!(r.data_text(), want, "{r:?}");
+        }
     }
 }

@@ -5,9 +5,6 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A Community ID was asked for two addresses of different families.
-    #[error("community id: source and destination addresses are of different families")]
-    CommunityIdFamily,
     /// A DNS message is malformed at `offset` (from the start of the message, after a TCP
     /// length prefix) while reading `field`.
     #[error("dns: {kind} at offset {offset} ({field})")]

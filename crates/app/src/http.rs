@@ -3,6 +3,8 @@
 //! `Content-Length`, its chunked encoding, or to the end of the connection — counting body bytes,
 //! never keeping them — so that pipelined and keep-alive messages are all found.
 
+use std::collections::VecDeque;
+
 use crate::{Error, HttpErrorKind};
 
 /// Longest head accepted (start line and headers).
@@ -46,6 +48,9 @@ pub struct Head {
     pub head_len: usize,
     /// Header lines without a colon, skipped.
     pub bad_lines: u32,
+    /// Body bytes the stream had counted when this head was complete ([`HttpStats::body_bytes`]):
+    /// a message's body length is the next head's value (or the final count) minus its own.
+    pub body_bytes_before: u64,
 }
 
 fn http_err(offset: usize, field: &'static str, kind: HttpErrorKind) -> Error {
@@ -271,8 +276,10 @@ pub struct HttpStream {
     state: Body,
     /// Bytes of a head or of a chunk-size/trailer line not yet complete.
     buf: Vec<u8>,
-    /// Responses still to come that have no body (the caller saw HEAD requests).
-    bodyless: usize,
+    /// For each final response still to come that the caller announced, in order: whether it
+    /// has no body (it answers a HEAD request). Responses beyond the announced ones have bodies
+    /// as their headers say.
+    expected: VecDeque<bool>,
     /// Offset in the stream of `buf[0]` (for errors).
     offset: usize,
     /// What was counted.
@@ -286,7 +293,7 @@ impl HttpStream {
             dir,
             state: Body::Head,
             buf: Vec::new(),
-            bodyless: 0,
+            expected: VecDeque::new(),
             offset: 0,
             stats: HttpStats::default(),
         }
@@ -295,7 +302,14 @@ impl HttpStream {
     /// Tells a response stream that one more response will answer a HEAD request (no body
     /// whatever its headers say).
     pub fn expect_bodyless_response(&mut self) {
-        self.bodyless += 1;
+        self.expected.push_back(true);
+    }
+
+    /// Tells a response stream about the next request on the connection, in order: its final
+    /// response has no body when the request was a HEAD (`bodyless`). With pipelining, the
+    /// caller announces every request so that each flag meets its own response.
+    pub fn expect_response(&mut self, bodyless: bool) {
+        self.expected.push_back(bodyless);
     }
 
     /// Takes the next bytes; calls `on_head` with each head completed.
@@ -426,16 +440,20 @@ impl HttpStream {
         self.buf.clear();
         self.stats.heads += 1;
         self.state = self.body_of(&head);
+        let mut head = head;
+        head.body_bytes_before = self.stats.body_bytes;
         on_head(head);
         Ok(used)
     }
 
     fn body_of(&mut self, head: &Head) -> Body {
         if let Some(status) = head.status {
-            let bodyless = self.bodyless > 0;
-            if status >= 200 {
-                self.bodyless = self.bodyless.saturating_sub(1);
-            }
+            // Interim (1xx) responses answer no request: the flag waits for the final one.
+            let bodyless = if status >= 200 {
+                self.expected.pop_front().unwrap_or(false)
+            } else {
+                false
+            };
             if bodyless || status < 200 || status == 204 || status == 304 {
                 return Body::Head;
             }

@@ -1,10 +1,13 @@
 //! The application layer as a library: what trawl reads above TCP and UDP.
 //!
-//! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`].
+//! - [`CommunityId`] computes Community ID v1 of a [`FlowTuple`] (trawl-flow's, which flow
+//!   records use too, re-exported).
 //! - [`dns`] parses DNS messages (UDP, or TCP through [`dns::TcpFramer`]) and joins requests to
 //!   responses ([`dns::Joiner`]).
 //! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
 //!   and computes JA4 and JA4S.
+//! - [`reassembly`] puts a TCP direction's segments in order ([`reassembly::Stream`]), bounded
+//!   and counted, for the TLS and HTTP readers.
 //! - [`http`] finds HTTP/1.x request and response heads in a direction's bytes
 //!   ([`http::HttpStream`]), skipping bodies by length, chunks or connection end.
 //!
@@ -22,11 +25,11 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod community_id;
+pub use trawl_flow::community_id;
 pub mod dns;
 mod error;
 pub mod http;
-mod sha1;
+pub mod reassembly;
 mod sha256;
 pub mod tls;
 

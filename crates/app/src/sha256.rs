@@ -1,5 +1,5 @@
 //! SHA-256 (FIPS 180-4), the hash JA4 and JA4S truncate. Written out for the same reason as
-//! [`crate::sha1`]; checked by FIPS vectors and by FoxIO's published fingerprints.
+//! trawl-flow's `sha1`; checked by FIPS vectors and by FoxIO's published fingerprints.
 
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,

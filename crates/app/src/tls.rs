@@ -151,6 +151,15 @@ impl Hello {
         format!("{a}_{exts}")
     }
 
+    /// JA4S when this build has the `ja4s` feature, else `None`: callers (the `tls_log` block)
+    /// need no feature of their own to follow the build's choice.
+    pub fn ja4s_if_built(&self) -> Option<String> {
+        #[cfg(feature = "ja4s")]
+        return Some(self.ja4s());
+        #[cfg(not(feature = "ja4s"))]
+        None
+    }
+
     #[cfg(feature = "ja4s")]
     fn ja4s_parts(&self) -> (String, String) {
         let cipher = self

@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod anon;
+pub mod applog;
 #[cfg(feature = "kafka")]
 pub mod clickhouse_sink;
 pub mod count;
@@ -12,6 +13,7 @@ pub mod dumper;
 pub mod export;
 pub mod feed;
 pub mod filter;
+pub mod http_log;
 pub mod ipfix;
 #[cfg(feature = "kafka")]
 pub mod kafka_source;
@@ -26,6 +28,8 @@ pub mod ring_source;
 pub mod series;
 pub mod store;
 pub mod stored;
+pub mod tcp_conns;
+pub mod tls_log;
 mod util;
 pub mod voip;
 pub mod write;
@@ -60,7 +64,10 @@ pub fn registry() -> Registry {
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
-        .register::<ipfix::IpfixSource>();
+        .register::<ipfix::IpfixSource>()
+        .register::<applog::DnsLog>()
+        .register::<tls_log::TlsLog>()
+        .register::<http_log::HttpLog>();
     #[cfg(feature = "kafka")]
     r.register::<kafka_source::KafkaSourceBlock>()
         .register::<clickhouse_sink::ClickHouseSink>();

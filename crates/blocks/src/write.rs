@@ -454,7 +454,8 @@ mod tests {
             text.lines()
                 .map(|l| l.split(',').count())
                 .collect::<Vec<_>>(),
-            vec![57; 3]
+            // The flow record's 58 fields (community_id the last) without `iface`.
+            vec![58; 3]
         );
         // JSON names each record after its batch.
         let text = written(RecordFormat::Json, &[None, Some("eth0"), None]);

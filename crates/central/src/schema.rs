@@ -246,9 +246,8 @@ pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str)
     let mut queue = String::new();
     for (i, n) in names.iter().enumerate() {
         let t = match n.as_str() {
-            "src_ip" | "dst_ip" | "proto" | "iface" | "src_mac" | "dst_mac" | "end_reason" => {
-                "String"
-            }
+            "src_ip" | "dst_ip" | "proto" | "iface" | "src_mac" | "dst_mac" | "end_reason"
+            | "community_id" => "String",
             "first_lengths" | "first_iats_ns" => "Array(Int64)",
             n if n.ends_with("_mean")
                 || n.ends_with("_std")
@@ -339,6 +338,15 @@ mod tests {
             "ReplicatedMergeTree('/clickhouse/tables/{shard}/trawl/flows_local', '{replica}')"
         ));
         assert!(st[2].contains("Distributed(trawl, trawl, flows_local, rand())"));
+    }
+
+    /// The queue table reads every field of the JSON record with its JSON type: the
+    /// Community ID is text (`1:` and base64), which a `UInt64` column would reject.
+    #[test]
+    fn kafka_queue_reads_the_community_id_as_text() {
+        let st = kafka_engine_ddl("trawl", "b:9092", "t", "g");
+        assert!(st[1].contains("    community_id String\n"), "{}", st[1]);
+        assert!(st[1].contains("    end_reason String,\n"), "{}", st[1]);
     }
 
     #[test]

@@ -92,6 +92,11 @@ pub enum Command {
     /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
     #[command(after_help = crate::voip::VOIP_HELP)]
     Voip(crate::voip::VoipArgs),
+    /// Application-layer logs from capture files: DNS request/response pairs (dns.jsonl), TLS
+    /// hellos (tls.jsonl) and HTTP/1.x request/response pairs (http.jsonl), each line with the
+    /// flow's Community ID.
+    #[command(after_help = crate::logs::LOGS_HELP)]
+    Logs(crate::logs::LogsArgs),
     /// Anonymize a capture file: every IP address in IP, ARP, ICMP-quoted and tunnel headers
     /// rewritten with prefix-preserving Crypto-PAn, checksums updated; optionally payloads cut.
     #[command(after_help = EXIT_CODES)]

@@ -102,6 +102,13 @@ pub struct RunArgs {
     pub no_heavy_hitters: bool,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
+    /// Write application-layer logs into this directory: `dns.jsonl`, `tls.jsonl`,
+    /// `http.jsonl` (appended to; docs/specs/logs.md), from the analysers `--analyze` names.
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
+    pub logs: Option<PathBuf>,
+    /// With --logs: the analysers to run (default all: dns,tls,http).
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "LIST", value_enum, value_delimiter = ',', requires = "logs")]
+    pub analyze: Vec<crate::flag::Analyzer>,
     /// Summary on standard error at the end.
     #[arg(help_heading = topic::RUN, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -168,6 +175,7 @@ impl RunArgs {
                 "--export/--flows-feed/--series-feed",
             ),
             (self.api.any(), "--api (the http_api block)"),
+            (self.logs.is_some(), "--logs"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -341,6 +349,8 @@ pub struct RunPlan {
     pub anonymize: crate::flag::AnonymizeKey,
     /// The HTTP API (`--api`): its address, token and TLS; the plan adds what it serves.
     pub api: Option<trawl_api::ApiConfig>,
+    /// Application-layer logs (`--logs`, `--analyze`).
+    pub logs: Option<crate::plan::logs::LogsOut>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -541,6 +551,13 @@ impl RunPlan {
             );
         }
         Ok(RunPlan {
+            logs: a.logs.as_ref().map(|dir| crate::plan::logs::LogsOut {
+                dir: dir.clone(),
+                analyzers: crate::plan::logs::LogsOut::selection(&a.analyze),
+                append: true,
+                max_pending: None,
+                max_conns: None,
+            }),
             anonymize: a.anonymize.clone(),
             api: a.api.config(None)?,
             export,

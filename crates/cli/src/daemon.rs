@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use trawl_compose::{Document, Policy};
 
 use crate::config::RunArgs;
@@ -20,6 +20,10 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let plan = crate::config::RunPlan::new(a)?;
+    if let Some(logs) = &plan.logs {
+        std::fs::create_dir_all(&logs.dir)
+            .with_context(|| format!("cannot create the logs directory {}", logs.dir.display()))?;
+    }
     let rings: Vec<String> = match &plan.ring {
         Some((prefix, _)) => plan
             .live

@@ -65,6 +65,46 @@ pub enum SummaryFormat {
     None,
 }
 
+/// `--analyze`: an application-layer analyser, its block and its log file
+/// (docs/specs/logs.md).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Analyzer {
+    /// DNS over UDP: `dns_log`, `dns.jsonl`.
+    Dns,
+    /// TLS hellos over TCP: `tls_log`, `tls.jsonl`.
+    Tls,
+    /// HTTP/1.x over TCP: `http_log`, `http.jsonl`.
+    Http,
+}
+
+impl Analyzer {
+    /// Every analyser, in the order their logs are listed.
+    pub const ALL: [Analyzer; 3] = [Analyzer::Dns, Analyzer::Tls, Analyzer::Http];
+
+    /// `dns`, `tls`, `http`: the flag's value, the summary's key, the block's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Analyzer::Dns => "dns",
+            Analyzer::Tls => "tls",
+            Analyzer::Http => "http",
+        }
+    }
+
+    /// The block type.
+    pub fn block_type(self) -> &'static str {
+        match self {
+            Analyzer::Dns => "dns_log",
+            Analyzer::Tls => "tls_log",
+            Analyzer::Http => "http_log",
+        }
+    }
+
+    /// The log file's name in the logs directory.
+    pub fn file(self) -> String {
+        format!("{}.jsonl", self.name())
+    }
+}
+
 /// `--progress` and the like: on, off, or when standard error is a terminal.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {

@@ -16,6 +16,7 @@ mod flows;
 mod generate;
 mod ingest;
 mod log;
+mod logs;
 mod notify;
 mod plan;
 mod progress;
@@ -99,6 +100,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Check(a) => compose::check(&a),
         Command::Blocks(a) => compose::blocks(&a),
         Command::Voip(a) => voip::run(&a),
+        Command::Logs(a) => logs::run(&a),
         Command::Completions(a) => generate::completions(&a, LowArgs::command()),
         Command::Man(a) => generate::man(&a, LowArgs::command()),
     }

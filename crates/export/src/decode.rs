@@ -17,7 +17,7 @@ use trawl_flow::{EndReason, FlowRecord, EARLY_PACKETS};
 use trawl_series::SeriesRow;
 
 use crate::encode::ns_from_ntp;
-use crate::ie::{lookup, Dir, Field, DEFAULT_PEN, VARLEN};
+use crate::ie::{lookup, Dir, Field, COMMUNITY_ID_LEN, DEFAULT_PEN, VARLEN};
 
 /// Settings of a decoder.
 #[derive(Clone, Debug)]
@@ -1086,6 +1086,8 @@ fn read_trawl_flow(b: &[u8], v6: bool, rec: &mut FlowRecord<'static>) -> Option<
     }
     rec.first_iats_ns[ng..].fill(0);
     rec.first_count = nl.max(ng);
+    // communityId: follows from the key, which every consumer of the record hashes again.
+    r.take::<{ COMMUNITY_ID_LEN as usize }>()?;
     Some(r.pos)
 }
 
@@ -1099,6 +1101,7 @@ fn length_fits(f: Field, len: u16) -> bool {
         StartNs | EndNs | StartUs | EndUs => len == 8,
         LenMean(_) | LenStd(_) | IatMean(_) | IatStd(_) => len == 8 || len == 4,
         FirstLengths | FirstGaps => true,
+        CommunityId => len == COMMUNITY_ID_LEN,
         _ => (1..=8).contains(&len),
     }
 }
@@ -1204,6 +1207,8 @@ enum Op {
 fn op(f: Option<Field>) -> Op {
     let Some(f) = f else { return Op::Skip };
     match f {
+        // Recomputed from the key by whoever writes the record.
+        Field::CommunityId => Op::Skip,
         Field::SrcIpv4 => Op::SrcIpv4,
         Field::DstIpv4 => Op::DstIpv4,
         Field::SrcIpv6 => Op::SrcIpv6,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
 use trawl_series::SeriesRow;
 
-use crate::ie::{Dir, Field, VARLEN};
+use crate::ie::{Dir, Field, COMMUNITY_ID_LEN, VARLEN};
 use crate::template::{
     v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6,
     IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
@@ -626,10 +626,12 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>) {
     }
     put_flow_field(Field::FirstLengths, r, c);
     put_flow_field(Field::FirstGaps, r, c);
+    c.bytes(r.community_id().as_bytes());
 }
 
-/// Largest flow record of any template: 60 fields of at most 16 bytes, and the two arrays.
-const MAX_FLOW_RECORD: usize = 60 * 16 + 2 + 10 * 4 + 10 * 8;
+/// Largest flow record of any template: 60 fields of at most 16 bytes, the two arrays and the
+/// Community ID.
+const MAX_FLOW_RECORD: usize = 60 * 16 + 2 + 10 * 4 + 10 * 8 + COMMUNITY_ID_LEN as usize;
 
 /// Writes big-endian values at increasing offsets of a slice sized for the record.
 struct Cursor<'a> {
@@ -761,6 +763,8 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
                 out.bytes(&g.to_be_bytes());
             }
         }
+        // Computed from the key when the record is written, not carried by the meter.
+        Field::CommunityId => out.bytes(r.community_id().as_bytes()),
         // Not in any flow template trawl writes; zeros of the element's length keep the
         // record aligned with its template should one ever list them.
         other => {
@@ -917,6 +921,21 @@ pub(crate) mod tests {
             generic.truncate(len);
             assert_eq!(fast, generic, "record {r:?}");
         }
+    }
+
+    /// The flow record ends with trawl's communityId element: the spec's first vector
+    /// (TCP 1.2.3.4:1122 -> 5.6.7.8:3344) as its 30 bytes of text.
+    #[test]
+    fn ipfix_flow_record_ends_with_the_community_id() {
+        let mut enc = MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::Once);
+        let mut r = varied_records()[0];
+        (r.src_ip, r.dst_ip) = ("1.2.3.4".parse().unwrap(), "5.6.7.8".parse().unwrap());
+        (r.src_port, r.dst_port, r.proto) = (1122, 3344, 6);
+        let mut out = Vec::new();
+        enc.put_flow(IPFIX_FLOW_V4, &r, &mut out);
+        assert!(out.ends_with(b"1:wCb3OG7yAFWelaUydu0D+125CLM="));
+        let last = IPFIX_FLOW_V4.fields.last().unwrap().spec();
+        assert_eq!((last.name, last.id, last.len), ("communityId", 23, 30));
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub const REVERSE_PEN: u32 = 29305;
 pub const DEFAULT_PEN: u32 = 32473;
 /// Bit set on an enterprise element id to name its reverse direction (RFC 5103 section 6.2).
 pub const REVERSE_BIT: u16 = 0x4000;
+/// Length of the communityId element: the text form (`1:` and 28 base64 characters).
+pub const COMMUNITY_ID_LEN: u16 = trawl_flow::community_id::TEXT_LEN as u16;
 /// Length that marks a variable-length field in a template (RFC 7011 section 7).
 pub const VARLEN: u16 = 0xffff;
 
@@ -66,6 +68,7 @@ pub enum Field {
     TrawlEndReason,
     FirstLengths,
     FirstGaps,
+    CommunityId,
     SeriesSecond,
     SeriesPackets,
     SeriesBytes,
@@ -201,6 +204,7 @@ impl Field {
             TrawlEndReason => trawl("trawlEndReason", 20, 1, "unsigned8"),
             FirstLengths => trawl("firstPacketLengths", 21, VARLEN, "octetArray"),
             FirstGaps => trawl("firstPacketGapsNanoseconds", 22, VARLEN, "octetArray"),
+            CommunityId => trawl("communityId", 23, COMMUNITY_ID_LEN, "string"),
             SeriesSecond => iana("observationTimeSeconds", 322, 4, "dateTimeSeconds"),
             SeriesPackets => iana("packetDeltaCount", 2, 8, "unsigned64"),
             SeriesBytes => iana("layer2OctetDeltaCount", 352, 8, "unsigned64"),
@@ -315,6 +319,7 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
         20 if d == Dir::Fwd => TrawlEndReason,
         21 if d == Dir::Fwd => FirstLengths,
         22 if d == Dir::Fwd => FirstGaps,
+        23 if d == Dir::Fwd => CommunityId,
         30 if d == Dir::Fwd => SeriesActiveFlows,
         31 if d == Dir::Fwd => SeriesNewFlows,
         32 if d == Dir::Fwd => SeriesInPackets,

@@ -152,6 +152,7 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     zigzag_list(57, &r.first_iats_ns[..r.first_count], out);
     string(58, r.end_reason.name().as_bytes(), out);
     string(59, probe.as_bytes(), out);
+    string(60, r.community_id().as_bytes(), out);
 }
 
 /// Appends `r` as one `trawl.SeriesRow` message to `out`, `probe` naming the probe.
@@ -207,8 +208,12 @@ mod tests {
         assert_eq!(&out[10..20], b"\x12\x0810.0.0.2");
         assert_eq!(&out[20..23], &[0x18, 0xd2, 0x09]);
         assert_eq!(&out[23..25], &[0x28, 17]);
-        // fwd_packets = 1; first_lengths = [-60] packed zigzag (119); probe "p" at the end.
-        assert!(out.ends_with(&[0xda, 0x03, 1, b'p']));
+        // fwd_packets = 1; first_lengths = [-60] packed zigzag (119); probe "p", then the
+        // Community ID (field 60, 30 bytes) at the end.
+        let (head, id) = out.split_at(out.len() - 33);
+        assert!(head.ends_with(&[0xda, 0x03, 1, b'p']));
+        assert_eq!(&id[..3], &[0xe2, 0x03, 30]);
+        assert_eq!(&id[3..], r.community_id().as_bytes());
         assert!(out.windows(2).any(|w| w == [0x60, 1]));
         assert!(out.windows(4).any(|w| w == [0xc2, 0x03, 1, 119]));
     }

@@ -103,6 +103,7 @@ macro_rules! flow_fields {
             Field::Retrans(Dir::Rev),
             Field::FirstLengths,
             Field::FirstGaps,
+            Field::CommunityId,
         ]
     };
 }

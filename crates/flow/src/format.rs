@@ -208,6 +208,7 @@ impl RecordWriter {
             names.push("rev_payload".into());
         }
         names.push("end_reason".into());
+        names.push("community_id".into());
         names
     }
 
@@ -301,6 +302,11 @@ impl RecordWriter {
         c.key(key!("end_reason"));
         c.quote();
         c.bytes(r.end_reason.name().as_bytes());
+        c.quote();
+        // Last, as fields are only ever added at the end; base64 needs no CSV quoting.
+        c.key(key!("community_id"));
+        c.quote();
+        c.lit(r.community_id().as_bytes());
         c.quote();
         if json {
             c.lit(b"}");
@@ -663,6 +669,41 @@ mod tests {
         assert_eq!(v["fwd_payload"], "474554");
         assert_eq!(v["end_reason"], "fin");
         assert_eq!(v["dst_ip"], "2001:db8::1");
+    }
+
+    /// The spec's first vector (testdata/app/community-id/readme-tables.tsv): TCP
+    /// 1.2.3.4:1122 -> 5.6.7.8:3344, from either side, is the last field in JSON and CSV.
+    #[test]
+    fn community_id_is_the_last_field_and_symmetric() {
+        let mut r = record();
+        (r.src_ip, r.dst_ip) = ("1.2.3.4".parse().unwrap(), "5.6.7.8".parse().unwrap());
+        (r.src_port, r.dst_port) = (1122, 3344);
+        let mut flipped = r;
+        (flipped.src_ip, flipped.dst_ip) = (r.dst_ip, r.src_ip);
+        (flipped.src_port, flipped.dst_port) = (r.dst_port, r.src_port);
+        for rec in [r, flipped] {
+            let mut w = RecordWriter::new(RecordFormat::Json, false);
+            let mut out = Vec::new();
+            w.write(&rec, &mut out);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            assert_eq!(v["community_id"], "1:wCb3OG7yAFWelaUydu0D+125CLM=");
+            let mut w = RecordWriter::new(RecordFormat::Csv, false);
+            let mut out = Vec::new();
+            w.write_header(&mut out);
+            w.write(&rec, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert!(
+                lines[0].ends_with(",end_reason,community_id"),
+                "{}",
+                lines[0]
+            );
+            assert!(
+                lines[1].ends_with(",fin,1:wCb3OG7yAFWelaUydu0D+125CLM="),
+                "{}",
+                lines[1]
+            );
+        }
     }
 
     #[test]

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod community_id;
 mod config;
 pub mod decode;
 pub mod format;
@@ -42,9 +43,11 @@ mod fragments;
 pub mod key;
 mod meter;
 mod record;
+mod sha1;
 mod state;
 mod table;
 
+pub use community_id::{CommunityId, CommunityIdText};
 pub use config::{limits, FlowConfig, SECOND_NS};
 pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};

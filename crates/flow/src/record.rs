@@ -2,6 +2,7 @@
 //! `docs/specs/flow-record.md`.
 use std::net::IpAddr;
 
+use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
 use crate::decode::to_ip;
 use crate::key::Side;
 use crate::state::{rare_index, DirStats, ExactDir, FlowEntry, Wides, EARLY_PACKETS};
@@ -233,6 +234,20 @@ impl<'a> FlowRecord<'a> {
             rev_payload: payload[resp as usize],
             end_reason: reason,
         }
+    }
+
+    /// The record's Community ID v1 with the default seed 0 (docs/specs/flow-record.md):
+    /// computed on each call, from the key alone, so a consumer that writes it pays one SHA-1
+    /// block per record and the meter nothing.
+    pub fn community_id(&self) -> CommunityIdText {
+        let tuple = FlowTuple {
+            proto: self.proto,
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+        };
+        CommunityIdText::from_digest(&CommunityId::default().digest_unchecked(&tuple))
     }
 
     /// Lowercase protocol name (`tcp`, `udp`, `icmp`, `icmpv6`, `sctp`, `gre`, ...) or the

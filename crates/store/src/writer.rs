@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
-    Array, ArrayRef, DictionaryArray, Int32Array, RecordBatch, StringArray, UInt16Array,
-    UInt64Array, UInt8Array,
+    Array, ArrayRef, DictionaryArray, FixedSizeBinaryArray, Int32Array, RecordBatch, StringArray,
+    UInt16Array, UInt64Array, UInt8Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use parquet::arrow::ArrowWriter;
@@ -26,7 +26,7 @@ use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::layout::{block_file_name, block_start, day_dir, valid_iface, BlockRef, Date, BLOCK_NS};
 use crate::schema::{
-    schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, U64_COLUMNS, VERSION_KEY,
+    col, schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, U64_COLUMNS, VERSION_KEY,
 };
 
 /// Compression of block pages.
@@ -324,7 +324,15 @@ fn writer_properties(config: &StoreConfig) -> WriterProperties {
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
             .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
     }
-    b.build()
+    // Hash digests: incompressible and useless as min/max, so plain, raw and without
+    // statistics (20 bytes a row).
+    b.set_column_encoding(ColumnPath::from(col::COMMUNITY_ID), Encoding::PLAIN)
+        .set_column_compression(
+            ColumnPath::from(col::COMMUNITY_ID),
+            Compression::UNCOMPRESSED,
+        )
+        .set_column_statistics_enabled(ColumnPath::from(col::COMMUNITY_ID), EnabledStatistics::None)
+        .build()
 }
 
 /// Interns values of one dictionary column of a block. Rows arrive sorted by addresses, so
@@ -685,11 +693,28 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
                 .map_or("end", |e| e.name());
             out.extend_from_slice(reason.as_bytes());
         }),
+        community_ids(rows)?,
     ];
     RecordBatch::try_new(schema(), columns).map_err(|e| Error::Block {
         path: PathBuf::new(),
         message: format!("internal error, please report: {e}"),
     })
+}
+
+/// The `community_id` column: each row's digest, computed here at block end (one SHA-1 block
+/// per row) rather than carried through the meter.
+fn community_ids(rows: &[StoredFlow]) -> Result<ArrayRef> {
+    let mut bytes = Vec::with_capacity(rows.len() * 20);
+    for r in rows {
+        bytes.extend_from_slice(&r.community_id_digest());
+    }
+    let array = FixedSizeBinaryArray::try_new(20, Buffer::from_vec(bytes), None).map_err(|e| {
+        Error::Block {
+            path: PathBuf::new(),
+            message: format!("internal error, please report: {e}"),
+        }
+    })?;
+    Ok(Arc::new(array))
 }
 
 /// Distinguishes the temporary files of concurrent writes in one process.

@@ -216,6 +216,8 @@ pub struct TestFlow {
     pub retransmissions: u64,
     /// End reason name.
     pub end_reason: &'static str,
+    /// Community ID v1 (text form).
+    pub community_id: String,
 }
 
 impl TestFlow {
@@ -236,6 +238,7 @@ impl TestFlow {
             tcp_counts: [f[0] + v[0], f[1] + v[1], f[2] + v[2], f[3] + v[3]],
             retransmissions: (r.fwd.retransmissions + r.rev.retransmissions) as u64,
             end_reason: r.end_reason.name(),
+            community_id: r.community_id().to_string(),
         }
     }
 }

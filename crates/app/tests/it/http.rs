@@ -368,6 +368,34 @@ fn http_head_response_has_no_body() {
     assert_eq!(heads, vec![Some(200), Some(404)]);
 }
 
+/// Pipelined GET, HEAD, GET: each request announced in order, so the HEAD's flag meets the
+/// second response (the first keeps its body), and an interim 100 takes no flag. Each head
+/// carries the body bytes counted before it: a message's body is the difference to the next.
+#[test]
+fn http_pipelined_head_meets_its_own_response() {
+    let mut s = HttpStream::new(Direction::Response);
+    for head in [false, true, false] {
+        s.expect_response(head);
+    }
+    let stream = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello\
+        HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n\
+        HTTP/1.1 100 Continue\r\n\r\n\
+        HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+    let mut heads = Vec::new();
+    s.push(stream, |h| heads.push((h.status, h.body_bytes_before)))
+        .unwrap();
+    assert_eq!(
+        heads,
+        [
+            (Some(200), 0),
+            (Some(200), 5),
+            (Some(100), 5),
+            (Some(200), 5)
+        ]
+    );
+    assert_eq!(s.stats.body_bytes, 8);
+}
+
 #[test]
 fn http_faults_named_with_stream_offsets() {
     let mut s = HttpStream::new(Direction::Request);

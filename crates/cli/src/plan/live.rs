@@ -307,7 +307,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         || plan.store.is_some()
         || export.is_some()
         || series_feed.is_some();
-    let outputs_needed = meters || plan.dump_settings.is_some();
+    let outputs_needed = meters || plan.dump_settings.is_some() || plan.logs.is_some();
 
     let mut doc = Document::new();
     let workers_added = capture(&mut doc, live, plan.filter.as_deref(), plan.dedup_ns);
@@ -319,6 +319,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
     }
 
     let mut sources = Vec::new();
+    let mut threads = Vec::new();
     let mut meter_names: Vec<(usize, String)> = Vec::new();
     for cw in workers_added {
         let (i, w, thread, name) = (cw.iface, cw.worker, cw.thread, cw.name);
@@ -349,16 +350,26 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 .set("ring", format!("{prefix}-{iface}-{w}"))
                 .set("capacity", size(*ring_size as u64));
         }
-        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
+        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() && plan.logs.is_none() {
             // Nothing consumes the packets: a capture that counts them (the summary's
             // `packets`), as `trawl run` without outputs always did.
             doc.block(&format!("count_{}_{w}", ident(iface)), "count")
                 .on("capture", Some(thread));
         }
         sources.push((i, w, name));
+        threads.push(thread);
     }
     if let Some(d) = &plan.dump_settings {
         crate::dump::add_dumper(&mut doc, "dump", Some("outputs"), d);
+    }
+    if let Some(logs) = &plan.logs {
+        // Each worker's analysers on its capture thread, the writers on `outputs`.
+        let gates: Vec<(String, Option<usize>)> = sources
+            .iter()
+            .zip(&threads)
+            .map(|((_, _, name), t)| (format!("{name}.packets"), Some(*t)))
+            .collect();
+        logs.add(&mut doc, &gates, Some("outputs"));
     }
     if let Some((path, format)) = &plan.flows {
         doc.block("flows_out", "flow_writer")
@@ -501,7 +512,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 Policy::Wait,
             );
         }
-        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() {
+        if !meters && plan.ring.is_none() && plan.dump_settings.is_none() && plan.logs.is_none() {
             doc.connect(
                 &out,
                 &[&format!("count_{}_{w}.in", ident(iface))],

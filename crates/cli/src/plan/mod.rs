@@ -4,6 +4,7 @@
 //!
 //! - [`files`]: the `pcap_source` of `-r FILE...`;
 //! - [`consumers`]: what consumes packets (meters, writers), shared with live capture;
+//! - [`logs`]: the application-layer analysers and their log writers (`--logs`, `trawl logs`);
 //! - here: running a plan ([`run`]), and reading the source's and the meters' counters back
 //!   into the summary's numbers ([`input_report`], [`meters`]).
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use crate::run::{LiveReport, RunReport};
 pub mod consumers;
 pub mod files;
 pub mod live;
+pub mod logs;
 
 /// A finished run: every counter, and how long it took.
 pub struct Finished {

@@ -214,6 +214,11 @@ fn tshark_cflow(pcap: &Path, port: u16) -> Vec<serde_json::Map<String, Value>> {
         .args([
             "-d",
             &format!("udp.port=={port},cflow"),
+            // tshark keeps templates of at most 60 fields by default (its preference
+            // `cflow.max_template_fields`, 0 = no limit); trawl's IPFIX flow templates have 61
+            // with communityId, and a template tshark does not keep leaves its data undecoded.
+            "-o",
+            "cflow.max_template_fields:0",
             "-T",
             "json",
             "--no-duplicate-keys",

@@ -219,6 +219,10 @@ fn produced(dir: &Path) -> BTreeMap<String, (Vec<String>, bool)> {
     let jsonl = |f: &str| first_json(&std::fs::read_to_string(d(f)).unwrap());
     put("voip.calls", keys(&jsonl("voip/calls.jsonl")), false);
     put("voip.rtp", keys(&jsonl("voip/rtp.jsonl")), false);
+
+    let dns = testdata("app/dns/tcpdump--dns_udp.pcap");
+    stdout(trawl(&["logs", "-r", &dns, "-o", &d("logs")]));
+    put("logs.dns", keys(&jsonl("logs/dns.jsonl")), false);
     got
 }
 

@@ -416,3 +416,52 @@ fn damaged_pages_are_errors_naming_where() {
         let _ = read_block_direct(&path);
     }
 }
+
+/// The `community_id` column holds each row's Community ID digest: base64 after `1:` gives
+/// the flow record's text (the spec's first vector for its row), for IPv4 and IPv6 rows.
+#[test]
+fn community_id_column_holds_each_rows_digest() {
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use trawl_flow::CommunityIdText;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ing = Ingest::open(dir.path(), StoreConfig::default()).unwrap();
+    let eth0 = ing.iface("eth0").unwrap();
+    let mut spec = varied_row(1, DAY0);
+    (spec.src_ip, spec.dst_ip) = ("1.2.3.4".parse().unwrap(), "5.6.7.8".parse().unwrap());
+    (spec.src_port, spec.dst_port, spec.proto) = (1122, 3344, 6);
+    ing.push_row(eth0, spec).unwrap();
+    for i in 2..200 {
+        ing.push_row(eth0, varied_row(i, DAY0)).unwrap();
+    }
+    ing.finish().unwrap();
+    let blocks = list_blocks(dir.path(), &BlockFilter::default()).unwrap();
+    let path = &blocks[0].path;
+    let rows = read_block(path).unwrap();
+    let file = std::fs::File::open(path).unwrap();
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut ids = Vec::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let col = batch
+            .column_by_name("community_id")
+            .expect("a community_id column");
+        let col = col
+            .as_any()
+            .downcast_ref::<arrow_array::FixedSizeBinaryArray>()
+            .expect("20-byte binary");
+        for i in 0..col.len() {
+            let digest: [u8; 20] = col.value(i).try_into().unwrap();
+            ids.push(CommunityIdText::from_digest(&digest).to_string());
+        }
+    }
+    assert_eq!(ids.len(), rows.len());
+    for (row, id) in rows.iter().zip(&ids) {
+        assert_eq!(*id, row.to_record().community_id().to_string(), "{row:?}");
+    }
+    let at = rows.iter().position(|r| r.src_port == 1122).unwrap();
+    assert_eq!(ids[at], "1:wCb3OG7yAFWelaUydu0D+125CLM=");
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use trawl_testkit::testdata;
 
-use crate::{ip_pairs, oracle, tcp_analysis};
+use crate::{community_id, ip_pairs, oracle, tcp_analysis};
 
 /// Files beside the tables that are not tables.
 const NOT_TABLES: &[&str] = &["README.md", "generate.sh", "regen.sh"];
@@ -24,6 +24,9 @@ fn compared() -> BTreeSet<String> {
     }
     for name in tcp_analysis::CASES {
         out.insert(format!("golden/tcp-analysis/{name}.tsv"));
+    }
+    for name in community_id::CASES {
+        out.insert(format!("golden/community-id/{name}.tsv"));
     }
     out
 }

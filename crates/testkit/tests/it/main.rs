@@ -1,5 +1,6 @@
 //! Integration tests: trawl's flows against tshark's, and every corpus capture through the
 //! whole pipeline.
+mod community_id;
 mod corpus_sweep;
 mod goldens;
 mod ip_pairs;

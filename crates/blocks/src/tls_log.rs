@@ -1,0 +1,344 @@
+//! `tls_log`: the TLS hellos of each TCP connection as one log line (`tls.jsonl` of
+//! `trawl logs`, docs/specs/logs.md). Both directions are reassembled (`tcp_conns`), the first
+//! hello of each read by `trawl_app::tls::HelloReader`; a connection whose directions both
+//! start with something else is not TLS and writes nothing. The line is written as soon as
+//! both directions have answered (hello or error), else when the connection ends.
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use trawl_app::reassembly::Chunk;
+use trawl_app::tls::{Hello, HelloKind, HelloReader};
+use trawl_capture::PacketRecord;
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
+use trawl_flow::community_id::{CommunityId, FlowTuple};
+use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
+
+use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
+
+/// IP protocol number of TCP.
+const TCP: u8 = 6;
+
+/// Settings of `tls_log` (and of the other stream analysers).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamLogSettings {
+    /// Connections followed at once (default 65536); beyond it the oldest is ended (counted
+    /// `evicted`).
+    #[serde(default = "default_conns")]
+    pub max_conns: usize,
+    /// Out-of-order bytes one direction may hold waiting for earlier ones (default 256 KiB).
+    #[serde(default = "default_stream_bytes")]
+    pub max_stream_bytes: usize,
+    /// Out-of-order bytes all connections together may hold (default 64 MiB).
+    #[serde(default = "default_total_bytes")]
+    pub max_total_bytes: usize,
+}
+
+fn default_conns() -> usize {
+    65536
+}
+
+fn default_stream_bytes() -> usize {
+    256 * 1024
+}
+
+fn default_total_bytes() -> usize {
+    64 * 1024 * 1024
+}
+
+impl StreamLogSettings {
+    /// Checks the settings (the blocks' `check`).
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_conns == 0 {
+            return Err("max_conns must be at least 1".into());
+        }
+        if self.max_stream_bytes > self.max_total_bytes {
+            return Err("max_stream_bytes must not exceed max_total_bytes".into());
+        }
+        Ok(())
+    }
+}
+
+/// The counters of the stream analysers (`tls_log`, `http_log`), in the order
+/// [`crate::tcp_conns::ConnStats::values`] gives them.
+pub const STREAM_COUNTERS: [&str; 11] = [
+    "connections",
+    "evicted",
+    "segments",
+    "retransmitted",
+    "out_of_order",
+    "overlaps",
+    "overlap_conflicts",
+    "gaps",
+    "gap_bytes",
+    "capped",
+    "lines",
+];
+
+/// What one direction's hello reading came to.
+enum Outcome {
+    Hello { hello: Box<Hello>, ts_ns: u64 },
+    Failed(String),
+}
+
+#[derive(Default)]
+struct TlsDir {
+    reader: HelloReader,
+    /// Bytes (and gaps) taken so far: the offset of a gap.
+    offset: u64,
+    outcome: Option<Outcome>,
+}
+
+/// A connection's two hello readers.
+#[derive(Default)]
+pub struct TlsConn {
+    dirs: [TlsDir; 2],
+    written: bool,
+}
+
+impl ConnState for TlsConn {
+    fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
+        let d = &mut self.dirs[dir];
+        if d.outcome.is_some() {
+            return;
+        }
+        d.outcome = match chunk {
+            Chunk::Data(bytes) => {
+                d.offset += bytes.len() as u64;
+                match d.reader.push(bytes) {
+                    Some(Ok(hello)) => Some(Outcome::Hello {
+                        hello: Box::new(hello),
+                        ts_ns,
+                    }),
+                    Some(Err(e)) => {
+                        // The kind, offset and field without the crate's `tls: ` prefix.
+                        let text = e.to_string();
+                        Some(Outcome::Failed(
+                            text.strip_prefix("tls: ").unwrap_or(&text).to_string(),
+                        ))
+                    }
+                    None => None,
+                }
+            }
+            Chunk::Gap(n) => Some(Outcome::Failed(format!(
+                "gap of {n} bytes at offset {} (stream)",
+                d.offset
+            ))),
+        };
+        if d.outcome.is_some() {
+            // The reader's buffers are not needed any more.
+            d.reader = HelloReader::new();
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.dirs.iter().all(|d| d.outcome.is_some())
+    }
+}
+
+/// TLS hellos as log lines.
+pub struct TlsLog {
+    decoded: Decoded,
+    config: DecodeConfig,
+    table: ConnTable<TlsConn>,
+    out: Vec<Event>,
+    lines: u64,
+    pool: Pool<Events>,
+    counters: Vec<Counter>,
+}
+
+impl Block for TlsLog {
+    const TYPE: &'static str = "tls_log";
+    const SUMMARY: &'static str = "TLS over TCP, reassembled: ClientHello and ServerHello of each connection as one log line (tls.jsonl)";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "packets to read TLS from",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[GateDef {
+        name: "events",
+        ty: EVENTS,
+        required: true,
+        doc: "a log line per connection with a TLS hello",
+    }];
+    type Settings = StreamLogSettings;
+
+    fn check(s: &StreamLogSettings) -> Result<(), String> {
+        s.check()
+    }
+
+    fn build(s: StreamLogSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(TlsLog {
+            decoded: Decoded::default(),
+            // Tunnels descended: the application data is inside.
+            config: DecodeConfig {
+                tunnel: TunnelMode::Inner,
+            },
+            table: ConnTable::new(s.max_conns, s.max_stream_bytes, s.max_total_bytes),
+            out: Vec::new(),
+            lines: 0,
+            pool: Pool::new(Events::default),
+            counters: Vec::new(),
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.counters = STREAM_COUNTERS.iter().map(|n| ctx.counter(n)).collect();
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for pkt in packets.batch().iter() {
+            self.packet(&pkt);
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        let out = &mut self.out;
+        self.table.finish(&mut |k, c, _| write_line(k, c, out));
+        self.send(ctx);
+    }
+}
+
+impl TlsLog {
+    fn packet(&mut self, pkt: &PacketRecord<'_>) {
+        let d = &mut self.decoded;
+        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() || d.proto != TCP {
+            return;
+        }
+        let Some(p) = TcpPacket::of(d, pkt.data, pkt.ts_ns) else {
+            return;
+        };
+        let out = &mut self.out;
+        self.table.packet(&p, &mut |k, c, _| write_line(k, c, out));
+    }
+
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.out.is_empty() {
+            self.lines += self.out.len() as u64;
+            let mut slot = self.pool.take();
+            let batch = slot.get_mut();
+            batch.events.clear();
+            batch.events.append(&mut self.out);
+            ctx.emit(0, slot.into_msg());
+        }
+        let values = self.table.stats.values(self.lines);
+        for (c, v) in self.counters.iter().zip(values) {
+            c.set(v);
+        }
+    }
+}
+
+/// Writes the connection's line once, if one of its directions had a hello.
+fn write_line(key: ConnKey, conn: &mut Conn<TlsConn>, out: &mut Vec<Event>) {
+    if conn.state.written {
+        return;
+    }
+    if let Some(e) = line(key, conn) {
+        conn.state.written = true;
+        out.push(e);
+    }
+}
+
+fn hello_of(d: &TlsDir, kind: HelloKind) -> Option<(&Hello, u64)> {
+    match &d.outcome {
+        Some(Outcome::Hello { hello, ts_ns }) if hello.kind == kind => Some((hello, *ts_ns)),
+        _ => None,
+    }
+}
+
+/// `TLS 1.3` ... `SSL 3.0`, other values in hex.
+fn version_name(v: u16) -> String {
+    match v {
+        0x0304 => "TLS 1.3".into(),
+        0x0303 => "TLS 1.2".into(),
+        0x0302 => "TLS 1.1".into(),
+        0x0301 => "TLS 1.0".into(),
+        0x0300 => "SSL 3.0".into(),
+        _ => format!("0x{v:04x}"),
+    }
+}
+
+/// The log line of a connection (fields of docs/specs/logs.md, TLS), `None` without a hello.
+fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
+    let dirs = &conn.state.dirs;
+    let client_dir = (0..2)
+        .find(|&i| hello_of(&dirs[i], HelloKind::Client).is_some())
+        .or_else(|| {
+            (0..2)
+                .find(|&i| hello_of(&dirs[i], HelloKind::Server).is_some())
+                .map(|i| 1 - i)
+        })?;
+    let (client, server) = if client_dir == 0 { key } else { (key.1, key.0) };
+    let ch = hello_of(&dirs[client_dir], HelloKind::Client);
+    let sh = hello_of(&dirs[1 - client_dir], HelloKind::Server);
+    let ts_ns = ch.or(sh).map_or(conn.first_ns, |(_, t)| t);
+    let tuple = FlowTuple {
+        proto: TCP,
+        src_ip: client.ip(),
+        dst_ip: server.ip(),
+        src_port: client.port(),
+        dst_port: server.port(),
+    };
+    let mut j = Map::new();
+    j.insert("ts_ns".into(), json!(ts_ns));
+    if let Some(id) = CommunityId::default().text(&tuple) {
+        j.insert("community_id".into(), json!(id.as_str()));
+    }
+    j.insert("src_ip".into(), json!(client.ip().to_string()));
+    j.insert("src_port".into(), json!(client.port()));
+    j.insert("dst_ip".into(), json!(server.ip().to_string()));
+    j.insert("dst_port".into(), json!(server.port()));
+    j.insert("proto".into(), json!(TCP));
+    j.insert("first_ns".into(), json!(conn.first_ns));
+    if let Some((h, _)) = sh.or(ch) {
+        j.insert("version".into(), json!(version_name(h.version())));
+    }
+    if let Some((h, _)) = ch {
+        if let Some(sni) = &h.sni {
+            j.insert("sni".into(), json!(sni));
+        }
+        j.insert("alpn".into(), json!(alpn_texts(h)));
+        j.insert("supported_versions".into(), json!(h.supported_versions));
+        j.insert("ja4".into(), json!(h.ja4()));
+    }
+    if let Some((h, _)) = sh {
+        if let Some(a) = alpn_texts(h).into_iter().next() {
+            j.insert("alpn_server".into(), json!(a));
+        }
+        if let Some(c) = h.ciphers.first() {
+            j.insert("cipher".into(), json!(c));
+        }
+        if let Some(ja4s) = h.ja4s_if_built() {
+            j.insert("ja4s".into(), json!(ja4s));
+        }
+    }
+    // Why a direction has no hello (the client's first).
+    let error = [client_dir, 1 - client_dir]
+        .into_iter()
+        .find_map(|i| match &dirs[i].outcome {
+            Some(Outcome::Failed(e)) => Some(e.clone()),
+            _ => None,
+        });
+    if let Some(e) = error {
+        j.insert("error".into(), json!(e));
+    }
+    Some(Event {
+        ts_ns,
+        json: Value::Object(j),
+    })
+}
+
+fn alpn_texts(h: &Hello) -> Vec<String> {
+    h.alpn
+        .iter()
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}

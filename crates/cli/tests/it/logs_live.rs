@@ -1,0 +1,87 @@
+//! `trawl run -i IFACE --logs DIR --analyze ...` (issue 23): the analysers of `trawl logs` on
+//! live capture, through the same blocks (`plan::logs`). Captures with TLS and HTTP are replayed
+//! into a veth pair; the live logs equal `trawl logs -r` of the same files but for the times
+//! (live replay stamps packets anew).
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::live::{lab, trawl_live, wait_json};
+use super::{testdata, trawl};
+
+/// The lines of `path` without the packet times, sorted.
+fn timeless(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut v: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut j: Value = serde_json::from_str(l).unwrap();
+            let o = j.as_object_mut().unwrap();
+            for k in ["ts_ns", "first_ns", "rtt_ns"] {
+                o.remove(k);
+            }
+            j.to_string()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn run_logs_equal_the_logs_of_the_replayed_files() {
+    let lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let live_dir = dir.path().join("live");
+    let captures = [
+        testdata("app/tls/arkime--curl-enabled-tls13.pcap"),
+        testdata("app/http/arkime--http-301-get.pcap"),
+    ];
+    let run = trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--no-ring",
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "--logs",
+        live_dir.to_str().unwrap(),
+        "--analyze",
+        "tls,http",
+    ]);
+    // The sockets open before the first poll: a short pause is enough.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    for c in &captures {
+        lab.replay_into_host(Path::new(c), &["--topspeed"])
+            .expect("replay");
+    }
+    wait_json(run);
+
+    let file_dir = dir.path().join("files");
+    let mut args = vec![
+        "logs",
+        "-o",
+        file_dir.to_str().unwrap(),
+        "--analyze",
+        "tls,http",
+    ];
+    for c in &captures {
+        args.extend(["-r", c.as_str()]);
+    }
+    let out = trawl(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    for name in ["tls.jsonl", "http.jsonl"] {
+        let want = timeless(&file_dir.join(name));
+        assert!(!want.is_empty(), "{name}: the files have lines");
+        assert_eq!(timeless(&live_dir.join(name)), want, "{name}");
+    }
+    // Not asked for: not written.
+    assert!(!live_dir.join("dns.jsonl").exists());
+    assert!(!file_dir.join("dns.jsonl").exists());
+}
