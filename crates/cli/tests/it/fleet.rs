@@ -2,7 +2,8 @@
 //! loopback, each over a database of other testdata captures, asked by `trawl query --probes`;
 //! the merged answer must equal `trawl query` over one database holding all five probes' data
 //! (each probe's data under an interface named after the probe, so `iface` there is `probe`
-//! here). Probes that are down, slow, refuse the token or send garbage are marked and left
+//! here). Probes that are down, slow, refuse the token, send garbage or are killed while
+//! answering (a real process on a slowed link in a network namespace) are marked and left
 //! out; the rest is still merged.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -53,9 +54,14 @@ struct Probe {
 impl Probe {
     /// `trawl serve ARGS --api 127.0.0.1:0` until dropped.
     fn start(args: &[&str]) -> Probe {
-        let child = Command::new(env!("CARGO_BIN_EXE_trawl"))
-            .args(["serve", "--api", "127.0.0.1:0"])
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+        cmd.args(["serve", "--api", "127.0.0.1:0"]).args(args);
+        Probe::spawn(cmd)
+    }
+
+    /// `cmd` (a `trawl serve`) until dropped; its URL is the one it says it serves on.
+    fn spawn(mut cmd: Command) -> Probe {
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -519,7 +525,7 @@ fn fleet_query_marks_dead_slow_refusing_and_garbage_probes_and_merges_the_rest()
     is("killed", "refused", "connection refused");
     is("slow", "timeout", "no answer within");
     is("fra2", "refused", "HTTP 401");
-    is("cut", "error", "cut");
+    is("cut", "error", "truncated answer: the connection closed after");
     is("truncated", "error", "corrupt or truncated zstd");
     is("v9", "error", "schema version 9");
     is("corrupt", "error", "");
@@ -666,4 +672,214 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     }
     let (code, body) = curl(&format!("{}/api/v1/packets?probe=nowhere", coordinator.url));
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+}
+
+/// A network namespace for one probe, joined to the test's namespace by a veth pair whose
+/// probe end can be made slow (`slow`: a token bucket at a given rate, a 4 KiB send buffer),
+/// so that a probe's answer takes seconds to stream and the probe can be killed while it is
+/// sending it. Addresses are a /30 of 198.18.0.0/15 (RFC 2544) chosen by process id; the
+/// namespace and both veth ends go on drop.
+struct SlowLink {
+    ns: String,
+    probe_if: String,
+    probe_ip: String,
+}
+
+impl SlowLink {
+    fn new() -> SlowLink {
+        let id = std::process::id() % 16_384;
+        let ns = format!("trawl-fleet{id}");
+        let (host_if, probe_if) = (format!("tfh{id}"), format!("tfp{id}"));
+        let net = format!("198.18.{}.{}", id / 64, (id % 64) * 4);
+        let at = |n: u32| {
+            let (head, last) = net.rsplit_once('.').unwrap();
+            format!("{head}.{}", last.parse::<u32>().unwrap() + n)
+        };
+        let (host_ip, probe_ip) = (at(1), at(2));
+        run_ok("ip", &["netns", "add", &ns]);
+        let link = SlowLink {
+            ns,
+            probe_if,
+            probe_ip,
+        };
+        let ns = link.ns.as_str();
+        run_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                &host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &link.probe_if,
+                "netns",
+                ns,
+            ],
+        );
+        run_ok(
+            "ip",
+            &["addr", "add", &format!("{host_ip}/30"), "dev", &host_if],
+        );
+        run_ok("ip", &["link", "set", &host_if, "up"]);
+        let probe_addr = format!("{}/30", link.probe_ip);
+        run_ok(
+            "ip",
+            &["-n", ns, "addr", "add", &probe_addr, "dev", &link.probe_if],
+        );
+        run_ok("ip", &["-n", ns, "link", "set", &link.probe_if, "up"]);
+        run_ok("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        // Before the probe's listening socket exists: its connections inherit the buffer.
+        let wmem = "net.ipv4.tcp_wmem=4096 4096 4096";
+        run_ok("ip", &["netns", "exec", ns, "sysctl", "-qw", wmem]);
+        link
+    }
+
+    /// `trawl serve ARGS` in the namespace, on the probe's address.
+    fn serve(&self, args: &[&str]) -> Probe {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_trawl")])
+            .args(["serve", "--api", &format!("{}:0", self.probe_ip)])
+            .args(args);
+        Probe::spawn(cmd)
+    }
+
+    /// From now on the probe sends at `kbit` kbit/s (its send buffer is 4 KiB, the queue
+    /// 4.5 kB): whatever it has not handed to the kernel when it dies is never sent.
+    fn slow(&self, kbit: u64) {
+        let ns = self.ns.as_str();
+        run_ok(
+            "tc",
+            &[
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                &self.probe_if,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{kbit}kbit"),
+                "burst",
+                "1600",
+                "limit",
+                "4500",
+            ],
+        );
+    }
+
+    /// Bytes the probe has sent that the other end acknowledged, over its TCP connections.
+    fn bytes_acked(&self) -> u64 {
+        let out = Command::new("ss")
+            .args(["-N", &self.ns, "-tniH", "state", "established"])
+            .output()
+            .expect("ss (iproute2)");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("bytes_acked:"))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for SlowLink {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.ns])
+            .status();
+    }
+}
+
+fn run_ok(program: &str, args: &[&str]) {
+    let s = Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(s.success(), "{program} {args:?}");
+}
+
+/// Issue 21: a probe that is a real process, SIGKILLed while it streams its answer (its link
+/// slowed so the answer takes seconds), is marked with what happened to its answer (truncated
+/// or reset, after how many bytes), the answer comes at once rather than at the timeout, and
+/// its rows are the merge of the probes that answered.
+#[test]
+fn fleet_query_marks_a_probe_killed_while_answering() {
+    const ATTRS: &str = "sip,dip,sport,dport,proto";
+    let fleet = Fleet::new();
+    let link = SlowLink::new();
+    let token_file = fleet.dir.path().join("token");
+    let mut victim = link.serve(&[
+        "--db",
+        &fleet.all(),
+        "--api-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    // The answer's size, asked over the link while it is still fast.
+    let size = partial_bytes(&victim.url, ATTRS).len() as u64;
+    // Less than that would fit whole into the kernel's buffers (send buffer and queue, about
+    // 8 KiB) before the kill, and arrive complete.
+    assert!(size > 24_000, "the killed probe's answer is {size} bytes");
+    // About 6 s for the whole answer: the kill comes in its first tenth.
+    link.slow((size * 8 / 6 / 1000).max(16));
+    let file = fleet.probes_file(&format!(
+        "[[probe]]\nname = \"victim\"\nurl = \"{}\"\ntoken_file = \"token\"\n",
+        victim.url
+    ));
+    let started = Instant::now();
+    let query = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["query", "--probes", &file, ATTRS, "-n", "0"])
+        .args(["--format", "json", "--probe-timeout", "20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The victim has begun its answer (its head and some of the body are through).
+    while link.bytes_acked() < 1000 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the victim never began to answer"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victim.child.kill().unwrap(); // SIGKILL
+    let killed = Instant::now();
+    let out = query.wait_with_output().unwrap();
+    let after_kill = killed.elapsed().as_secs_f64();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "incomplete: exit 1; {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // What the kernel held of the answer drains in about a second; the timeout is 20 s.
+    assert!(after_kill < 5.0, "the answer came {after_kill:.1} s after the kill");
+    let got = json_of(&out.stdout);
+    assert_eq!(got["incomplete"], true);
+    let probes = got["probes"].as_array().unwrap();
+    let victim_report = probes.iter().find(|p| p["name"] == "victim").unwrap();
+    assert_eq!(victim_report["status"], "error", "{victim_report}");
+    let message = victim_report["message"].as_str().unwrap();
+    let received: u64 = ["truncated answer: the connection closed after ", "connection reset after "]
+        .iter()
+        .find_map(|m| message.strip_prefix(m))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the victim's message says neither truncated nor reset: {message:?}"));
+    assert!(
+        received < size,
+        "{received} of {size} bytes came: the answer was not cut ({message})"
+    );
+    for p in probes.iter().filter(|p| p["name"] != "victim") {
+        assert_eq!(p["status"], "ok", "{p}");
+    }
+    // The rows are the five others' (the one database holds exactly them).
+    let want = json_of(&trawl_ok(&[
+        "query", "-d", &fleet.all(), ATTRS, "-n", "0", "--format", "json",
+    ]));
+    assert!(!rows(&want).is_empty());
+    assert_eq!(rows(&got), rows(&want));
+    assert_eq!(got["totals"], want["totals"]);
+    drop(link);
 }
