@@ -34,6 +34,7 @@ mod config;
 mod console;
 mod coordinator;
 mod error;
+mod fleet_series;
 mod live;
 mod metrics;
 mod params;

@@ -4,7 +4,7 @@
 //! (each probe's data under an interface named after the probe, so `iface` there is `probe`
 //! here). Probes that are down, slow, refuse the token, send garbage or are killed while
 //! answering (a real process on a slowed link in a network namespace) are marked and left
-//! out; the rest is still merged.
+//! out; the rest is still merged. The coordinator sums the probes' series.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -601,8 +601,11 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     assert_eq!(rows(&api), rows(&cli));
     assert_eq!(api["totals"], cli["totals"]);
     assert_eq!(api["incomplete"], false);
-    // The series: every probe's rows, tagged with the probe.
-    let (code, body) = curl(&format!("{}/api/v1/series?step=1m", coordinator.url));
+    // The series per probe: every probe's rows, tagged with the probe.
+    let (code, body) = curl(&format!(
+        "{}/api/v1/series?step=1m&per=probe",
+        coordinator.url
+    ));
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let series = json_of(&body);
     let mut want = 0;
@@ -630,6 +633,7 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     }
     assert!(want > 0, "no stored series: nothing compared");
     assert_eq!(series["rows"].as_array().unwrap().len(), want);
+    fleet_series_is_the_sum_of_the_probes_series(&fleet);
     // Packets: byte for byte what `trawl packets` writes on the probe.
     let dir = tempfile::tempdir().unwrap();
     for (name, query, flags) in [
@@ -882,4 +886,119 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
     assert_eq!(rows(&got), rows(&want));
     assert_eq!(got["totals"], want["totals"]);
     drop(link);
+}
+
+/// A probe's own `/api/v1/series?QUERY` rows.
+fn own_series(url: &str, query: &str) -> Vec<Value> {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "-H"])
+        .arg(format!("Authorization: Bearer {TOKEN}"))
+        .arg(format!("{url}/api/v1/series?{query}"))
+        .output()
+        .expect("curl (scripts/deps.sh installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    json_of(&out.stdout)["rows"].as_array().unwrap().clone()
+}
+
+/// The counters a fleet series sums.
+const SERIES_COUNTERS: [&str; 8] = [
+    "packets",
+    "bytes",
+    "active_flows",
+    "new_flows",
+    "in_packets",
+    "in_bytes",
+    "out_packets",
+    "out_bytes",
+];
+
+/// Rows of probes summed by second, as the coordinator must: per second, every counter summed
+/// over the probes' rows (all interfaces) and the number of probes with a row then.
+fn summed_by_second(probes: &[Vec<Value>]) -> Vec<Value> {
+    let mut by_second: std::collections::BTreeMap<u64, (Vec<u64>, usize)> = Default::default();
+    for rows in probes {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in rows {
+            let second = r["second"].as_u64().unwrap();
+            let (sums, n) = by_second
+                .entry(second)
+                .or_insert_with(|| (vec![0; SERIES_COUNTERS.len()], 0));
+            for (sum, c) in sums.iter_mut().zip(SERIES_COUNTERS) {
+                *sum += r[c].as_u64().unwrap();
+            }
+            if seen.insert(second) {
+                *n += 1;
+            }
+        }
+    }
+    by_second
+        .into_iter()
+        .map(|(second, (sums, n))| {
+            let mut row = serde_json::json!({"iface": "all", "second": second, "probes_summed": n});
+            for (sum, c) in sums.into_iter().zip(SERIES_COUNTERS) {
+                row[c] = serde_json::json!(sum);
+            }
+            row
+        })
+        .collect()
+}
+
+/// Issue 21: the coordinator's `/api/v1/series` is by default the probes' series summed by
+/// second (`probe=` narrows it to some probes), and a probe missing from the sum marks it.
+/// A sixth probe serving the one database of all five shares every second with one of them,
+/// so seconds of several probes are summed too.
+fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
+    let token_file = fleet.dir.path().join("token");
+    let twin = Probe::serve(Path::new(&fleet.all()), None, &token_file);
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let file = fleet.probes_file(&format!(
+        "[[probe]]\nname = \"twin\"\nurl = \"{}\"\ntoken_file = \"token\"\n\n\
+         [[probe]]\nname = \"dead\"\nurl = \"http://{dead}\"\n",
+        twin.url
+    ));
+    let coordinator = Probe::start(&["--probes", &file]);
+    let query = "step=1m";
+    let mut own: Vec<(&str, Vec<Value>)> = PROBES
+        .iter()
+        .zip(&fleet.probes)
+        .map(|((name, _, _), p)| (*name, own_series(&p.url, query)))
+        .collect();
+    own.push(("twin", own_series(&twin.url, query)));
+    let get = |extra: &str| {
+        let (code, body) = curl(&format!(
+            "{}/api/v1/series?{query}{extra}",
+            coordinator.url
+        ));
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        json_of(&body)
+    };
+    let all = get("");
+    let want = summed_by_second(&own.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>());
+    assert!(
+        want.iter().any(|r| r["probes_summed"].as_u64() > Some(1)),
+        "no second of two probes: nothing summed"
+    );
+    assert_eq!(all["rows"].as_array().unwrap(), &want);
+    assert_eq!(all["incomplete"], true, "the dead probe is missing");
+    let dead_report = all["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "dead")
+        .unwrap();
+    assert_eq!(dead_report["status"], "refused", "{dead_report}");
+    // Some probes: their sum, complete (the others are not asked).
+    let some = get("&probe=fra1,twin");
+    let chosen: Vec<Vec<Value>> = own
+        .iter()
+        .filter(|(n, _)| ["fra1", "twin"].contains(n))
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(some["rows"].as_array().unwrap(), &summed_by_second(&chosen));
+    assert_eq!(some["incomplete"], false, "{some}");
+    let (code, body) = curl(&format!(
+        "{}/api/v1/series?probe=nowhere",
+        coordinator.url
+    ));
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
 }
