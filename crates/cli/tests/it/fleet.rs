@@ -4,7 +4,8 @@
 //! (each probe's data under an interface named after the probe, so `iface` there is `probe`
 //! here). Probes that are down, slow, refuse the token, send garbage or are killed while
 //! answering (a real process on a slowed link in a network namespace) are marked and left
-//! out; the rest is still merged. The coordinator sums the probes' series.
+//! out; the rest is still merged. Paired probes count once; the coordinator sums the probes'
+//! series.
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -1001,4 +1002,110 @@ fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
         coordinator.url
     ));
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+}
+
+/// `trawl ingest` of `capture` into `db` under interface `iface`.
+fn ingest(capture: &str, db: &Path, iface: &str) {
+    trawl_ok(&[
+        "ingest",
+        "-r",
+        &testdata(capture),
+        "--db",
+        db.to_str().unwrap(),
+        "-i",
+        iface,
+        "--summary",
+        "none",
+    ]);
+}
+
+/// Issue 21: two probes tagged as a pair (the same link) count its flows once: with both
+/// holding the same database the answer is one's; with one of them down it is the other's,
+/// marked incomplete with the missing member named. A probe outside the pair still adds.
+#[test]
+fn fleet_query_counts_a_paired_link_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let (link, other, all) = (
+        dir.path().join("link"),
+        dir.path().join("other"),
+        dir.path().join("all"),
+    );
+    // The pair's name is the `probe` value of its groups: `iface` in the one database.
+    ingest("oracle/many-protocols.pcap.gz", &link, "tap");
+    ingest("oracle/many-protocols.pcap.gz", &all, "tap");
+    ingest("pcaps/android.pcap", &other, "ams1");
+    ingest("pcaps/android.pcap", &all, "ams1");
+    let east = Probe::serve(&link, None, &token_file);
+    let west = Probe::serve(&link, None, &token_file);
+    let ams1 = Probe::serve(&other, None, &token_file);
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let file = |west_url: &str| {
+        let text = format!(
+            "[[probe]]\nname = \"east\"\nurl = \"{}\"\ntoken_file = \"token\"\npair = \"tap\"\n\n\
+             [[probe]]\nname = \"west\"\nurl = \"{west_url}\"\ntoken_file = \"token\"\npair = \"tap\"\n\n\
+             [[probe]]\nname = \"ams1\"\nurl = \"{}\"\ntoken_file = \"token\"\n",
+            east.url, ams1.url
+        );
+        let path = dir.path().join("probes.toml");
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let all = all.to_string_lossy().into_owned();
+    let cases: &[Case] = &[
+        (&["talk_conv", "-n", "0"], &["talk_conv", "-n", "0"]),
+        (
+            &["probe,dport", "-n", "0", "-s", "packets"],
+            &["iface,dport", "-n", "0", "-s", "packets"],
+        ),
+        (
+            &["time,probe", "--resolution", "5m", "-n", "0", "-s", "time"],
+            &["time,iface", "--resolution", "5m", "-n", "0", "-s", "time"],
+        ),
+    ];
+    for (west_url, incomplete) in [(west.url.clone(), false), (format!("http://{dead}"), true)] {
+        let probes = file(&west_url);
+        for (fleet_flags, local_flags) in cases {
+            let mut args = vec!["query", "--probes", &probes, "--format", "json"];
+            args.extend_from_slice(fleet_flags);
+            let out = trawl(&args);
+            assert_eq!(out.status.code(), Some(i32::from(incomplete)), "{fleet_flags:?}");
+            let got = json_of(&out.stdout);
+            let mut args = vec!["query", "-d", &all, "--format", "json"];
+            args.extend_from_slice(local_flags);
+            let want = json_of(&trawl_ok(&args));
+            let (mut g, mut w) = (rows(&got), rows(&want));
+            assert!(!w.is_empty(), "{fleet_flags:?}: no rows, nothing compared");
+            let key = |r: &Value| r.to_string();
+            g.sort_by_key(key);
+            w.sort_by_key(key);
+            assert_eq!(g, w, "{fleet_flags:?}, west at {west_url}");
+            assert_eq!(got["totals"], want["totals"], "{fleet_flags:?}");
+            assert_eq!(got["incomplete"], incomplete, "{got}");
+            let west_report = got["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "west")
+                .unwrap();
+            assert_eq!(west_report["pair"], "tap");
+            let status = if incomplete { "refused" } else { "ok" };
+            assert_eq!(west_report["status"], status, "{west_report}");
+        }
+    }
+    // A pair of one is refused before any probe is asked.
+    let lonely = dir.path().join("lonely.toml");
+    std::fs::write(
+        &lonely,
+        format!("[[probe]]\nname = \"east\"\nurl = \"{}\"\npair = \"tap\"\n", east.url),
+    )
+    .unwrap();
+    let out = trawl(&["query", "--probes", lonely.to_str().unwrap(), "dport"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has one probe"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
