@@ -35,6 +35,7 @@ mod console;
 mod coordinator;
 mod error;
 mod fleet_series;
+mod fleet_stream;
 mod live;
 mod metrics;
 mod params;

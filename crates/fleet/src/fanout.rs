@@ -31,6 +31,8 @@ pub enum Status {
     Error,
     /// Not asked: the condition excludes it (`probe`, `site`, `role`).
     Skipped,
+    /// Asked, not answered yet (only in the reports [`run_with`] shows while it runs).
+    Pending,
 }
 
 /// One probe's part of an answer.
@@ -215,6 +217,17 @@ async fn ask(
 /// merge would pass `max_groups` (or the runtime cannot start): a probe's failure is in its
 /// report.
 pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
+    run_with(fleet, query, |_, _, _| {})
+}
+
+/// [`run`], calling `on_arrival(i, reports, merged)` each time probe `i`'s outcome is in its
+/// report and, when it answered, merged (a pair's members are merged once both are in), in
+/// the order the probes answer: what a stream of partial results shows.
+pub fn run_with(
+    fleet: &Fleet,
+    query: &Query,
+    mut on_arrival: impl FnMut(usize, &[ProbeReport], &PartialAggregate),
+) -> Result<FleetAnswer, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("trawl-fleet")
@@ -237,6 +250,7 @@ pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
         let (probe, tx, permits, q) = (probe.clone(), tx.clone(), permits.clone(), shared.clone());
         let settings = (fleet.timeout, fleet.retries);
         merger.expect(&probe);
+        reports[i].status = Status::Pending;
         asked += 1;
         runtime.spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -264,6 +278,7 @@ pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
             }
         };
         merger.arrive(&fleet.probes[i], answered)?;
+        on_arrival(i, &reports, &merger.merged);
     }
     // Probes still connecting or answering past their timeout are abandoned, not awaited.
     runtime.shutdown_background();

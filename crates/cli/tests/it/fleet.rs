@@ -4,8 +4,8 @@
 //! (each probe's data under an interface named after the probe, so `iface` there is `probe`
 //! here). Probes that are down, slow, refuse the token, send garbage or are killed while
 //! answering (a real process on a slowed link in a network namespace) are marked and left
-//! out; the rest is still merged. Paired probes count once; the coordinator sums the probes'
-//! series.
+//! out; the rest is still merged. Paired probes count once; the coordinator sums series and
+//! streams answers (SSE).
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -1108,4 +1108,112 @@ fn fleet_query_counts_a_paired_link_once() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A fake probe that reads a request, waits `delay`, then writes `answer` (each connection).
+fn late_probe(answer: Vec<u8>, delay: Duration) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                std::thread::sleep(delay);
+                let _ = s.write_all(&answer);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The events of an SSE stream as they come: (name, data, when it came).
+fn sse_events(url: &str) -> Vec<(String, Value, Instant)> {
+    let mut curl = Command::new("curl")
+        .args(["-sSN", "--max-time", "60", url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl (scripts/deps.sh installs it)");
+    let mut events = Vec::new();
+    let mut name = String::new();
+    for line in BufReader::new(curl.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            events.push((name.clone(), json_of(d.as_bytes()), Instant::now()));
+        }
+    }
+    assert!(curl.wait().unwrap().success(), "curl {url}");
+    events
+}
+
+/// Issue 21: the coordinator streams a fleet query (SSE): a `probe` and a `partial` event per
+/// probe in the order they answer (a probe 2.5 s slower than the others comes last, and what
+/// came before it came before it answered), then a `result` equal to `/api/v1/query`'s answer.
+#[test]
+fn coordinator_streams_the_fleet_query_as_probes_answer() {
+    const DELAY: Duration = Duration::from_millis(2500);
+    let fleet = Fleet::new();
+    let real = partial_bytes(&fleet.probes[0].url, "dport");
+    let late = late_probe(http_200(&real, real.len()), DELAY);
+    let file = fleet.probes_file(&format!("[[probe]]\nname = \"late\"\nurl = \"{late}\"\n"));
+    let coordinator = Probe::start(&["--probes", &file]);
+    let query = "attrs=dport&limit=5&sort=packets";
+    let events = sse_events(&format!("{}/api/v1/query/stream?{query}", coordinator.url));
+    let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    let mut want = vec!["probe", "partial"].repeat(6);
+    want.push("result");
+    assert_eq!(names, want);
+    let probes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.0 == "probe")
+        .map(|e| &e.1)
+        .collect();
+    assert_eq!(probes[5]["name"], "late", "the slow probe comes last");
+    assert!(probes.iter().all(|p| p["status"] == "ok"), "{probes:?}");
+    // Streamed, not gathered: the fast probes' events came well before the slow one answered.
+    let (first, result) = (events[0].2, events[12].2);
+    assert!(
+        result.duration_since(first) > DELAY / 2,
+        "the first event came {:?} before the result",
+        result.duration_since(first)
+    );
+    // Each partial answer holds one more probe's outcome; the ones not in yet are pending.
+    for (k, e) in events.iter().filter(|e| e.0 == "partial").enumerate() {
+        let reports = e.1["probes"].as_array().unwrap();
+        let pending = reports.iter().filter(|p| p["status"] == "pending").count();
+        assert_eq!(pending, 5 - k, "{}", e.1);
+        assert_eq!(e.1["incomplete"], k < 5);
+        assert!(e.1["rows"].as_array().unwrap().len() <= 5);
+    }
+    // The last partial and the result are the one-shot answer.
+    let (code, body) = curl(&format!("{}/api/v1/query?{query}", coordinator.url));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let once = json_of(&body);
+    for streamed in [&events[11].1, &events[12].1] {
+        assert!(!rows(&once).is_empty());
+        assert_eq!(rows(streamed), rows(&once));
+        assert_eq!(streamed["totals"], once["totals"]);
+        assert_eq!(streamed["incomplete"], false);
+        let status = |v: &Value| -> Vec<(Value, Value)> {
+            v["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p["name"].clone(), p["status"].clone()))
+                .collect()
+        };
+        assert_eq!(status(streamed), status(&once));
+    }
+    // A bad parameter is a 400 before any event.
+    let (code, _) = curl(&format!("{}/api/v1/query/stream?attrs=nope", coordinator.url));
+    assert_eq!(code, 400);
 }
