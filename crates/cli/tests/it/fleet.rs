@@ -680,14 +680,17 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
 }
 
 /// A network namespace for one probe, joined to the test's namespace by a veth pair whose
-/// probe end can be made slow (`slow`: a token bucket at a given rate, a 4 KiB send buffer),
-/// so that a probe's answer takes seconds to stream and the probe can be killed while it is
-/// sending it. Addresses are a /30 of 198.18.0.0/15 (RFC 2544) chosen by process id; the
+/// probe end can be made slow (`slow`: a token bucket at a given rate), so that a probe's
+/// answer takes seconds to stream and the probe can be killed while it is sending it. The
+/// kernel holds little of an answer there (576-byte packets, one per send, a 4 KiB send
+/// buffer, at most one unsent packet queued, a congestion window of two packets): the rest is
+/// still in the probe when it dies, and is never sent. Addresses are a /30 of 198.18.0.0/15 (RFC 2544) chosen by process id; the
 /// namespace and both veth ends go on drop.
 struct SlowLink {
     ns: String,
     probe_if: String,
     probe_ip: String,
+    host_ip: String,
 }
 
 impl SlowLink {
@@ -706,6 +709,7 @@ impl SlowLink {
             ns,
             probe_if,
             probe_ip,
+            host_ip,
         };
         let ns = link.ns.as_str();
         run_ok(
@@ -725,19 +729,28 @@ impl SlowLink {
         );
         run_ok(
             "ip",
-            &["addr", "add", &format!("{host_ip}/30"), "dev", &host_if],
+            &["addr", "add", &format!("{}/30", link.host_ip), "dev", &host_if],
         );
-        run_ok("ip", &["link", "set", &host_if, "up"]);
+        run_ok("ip", &["link", "set", &host_if, "mtu", "576", "up"]);
         let probe_addr = format!("{}/30", link.probe_ip);
         run_ok(
             "ip",
             &["-n", ns, "addr", "add", &probe_addr, "dev", &link.probe_if],
         );
-        run_ok("ip", &["-n", ns, "link", "set", &link.probe_if, "up"]);
+        let probe_if = link.probe_if.as_str();
+        run_ok(
+            "ip",
+            &["-n", ns, "link", "set", probe_if, "mtu", "576", "gso_max_segs", "1", "up"],
+        );
         run_ok("ip", &["-n", ns, "link", "set", "lo", "up"]);
-        // Before the probe's listening socket exists: its connections inherit the buffer.
-        let wmem = "net.ipv4.tcp_wmem=4096 4096 4096";
-        run_ok("ip", &["netns", "exec", ns, "sysctl", "-qw", wmem]);
+        // Before the probe's listening socket exists: its connections inherit these.
+        for setting in [
+            "net.ipv4.tcp_wmem=4096 4096 4096",
+            "net.ipv4.tcp_notsent_lowat=1",
+            "net.ipv4.tcp_congestion_control=reno",
+        ] {
+            run_ok("ip", &["netns", "exec", ns, "sysctl", "-qw", setting]);
+        }
         link
     }
 
@@ -750,10 +763,12 @@ impl SlowLink {
         Probe::spawn(cmd)
     }
 
-    /// From now on the probe sends at `kbit` kbit/s (its send buffer is 4 KiB, the queue
-    /// 4.5 kB): whatever it has not handed to the kernel when it dies is never sent.
+    /// From now on the probe sends at `kbit` kbit/s, two packets in flight at most.
     fn slow(&self, kbit: u64) {
         let ns = self.ns.as_str();
+        let host = format!("{}/32", self.host_ip);
+        let route = ["-n", ns, "route", "add", &host, "dev", &self.probe_if];
+        run_ok("ip", &[&route[..], &["cwnd", "lock", "2"]].concat());
         run_ok(
             "tc",
             &[
@@ -770,7 +785,7 @@ impl SlowLink {
                 "burst",
                 "1600",
                 "limit",
-                "4500",
+                "1200",
             ],
         );
     }
@@ -823,11 +838,11 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
     ]);
     // The answer's size, asked over the link while it is still fast.
     let size = partial_bytes(&victim.url, ATTRS).len() as u64;
-    // Less than that would fit whole into the kernel's buffers (send buffer and queue, about
-    // 8 KiB) before the kill, and arrive complete.
-    assert!(size > 24_000, "the killed probe's answer is {size} bytes");
-    // About 6 s for the whole answer: the kill comes in its first tenth.
-    link.slow((size * 8 / 6 / 1000).max(16));
+    // The kernel's buffers (send buffer and queue) hold about 5 kB: a smaller answer could be
+    // in them whole before the kill, and arrive complete.
+    assert!(size > 7_000, "the killed probe's answer is {size} bytes");
+    // About 4 s for the whole answer: the kill comes in its first 10%.
+    link.slow((size * 8 / 4 / 1000).max(8));
     let file = fleet.probes_file(&format!(
         "[[probe]]\nname = \"victim\"\nurl = \"{}\"\ntoken_file = \"token\"\n",
         victim.url
@@ -841,7 +856,7 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
         .spawn()
         .unwrap();
     // The victim has begun its answer (its head and some of the body are through).
-    while link.bytes_acked() < 1000 {
+    while link.bytes_acked() < 200 {
         assert!(
             started.elapsed() < Duration::from_secs(15),
             "the victim never began to answer"
@@ -858,7 +873,7 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
         "incomplete: exit 1; {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // What the kernel held of the answer drains in about a second; the timeout is 20 s.
+    // What the kernel held of the answer drains in 1 to 3 s; the timeout is 20 s.
     assert!(after_kill < 5.0, "the answer came {after_kill:.1} s after the kill");
     let got = json_of(&out.stdout);
     assert_eq!(got["incomplete"], true);
