@@ -50,7 +50,7 @@ impl Counters {
 }
 
 /// A probe's series row as summed (its interface and source do not matter).
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct ProbeRow {
     second: u64,
     #[serde(flatten)]
@@ -133,7 +133,9 @@ pub(crate) async fn series(
         Some(other) => {
             return bad(BadParam::new(
                 "per",
-                format!("per={other:?}: per=probe gives each probe's rows; without it they are summed"),
+                format!(
+                    "per={other:?}: per=probe gives each probe's rows; without it they are summed"
+                ),
             ))
         }
     };
@@ -263,7 +265,10 @@ mod tests {
                 "in_packets": packets, "in_bytes": 0, "out_packets": 0, "out_bytes": 0})
         };
         let answers = [
-            ("a", vec![row(10, "eth0", 1), row(10, "eth1", 2), row(11, "eth0", 4)]),
+            (
+                "a",
+                vec![row(10, "eth0", 1), row(10, "eth1", 2), row(11, "eth0", 4)],
+            ),
             ("b", vec![row(11, "eth0", 8)]),
         ];
         let answers: Vec<(String, Vec<ProbeRow>)> = answers
@@ -273,11 +278,21 @@ mod tests {
         let got = sum_by_second(&answers);
         let summed: Vec<(u64, usize, u64, u64)> = got
             .iter()
-            .map(|r| (r.second, r.probes_summed, r.counters.packets, r.counters.active_flows))
+            .map(|r| {
+                (
+                    r.second,
+                    r.probes_summed,
+                    r.counters.packets,
+                    r.counters.active_flows,
+                )
+            })
             .collect();
         assert_eq!(summed, vec![(10, 1, 3, 2), (11, 2, 12, 2)]);
         assert_eq!(got[1].counters.bytes, 1200);
         let no_counters = counted(&[serde_json::json!({"second": 1})]).unwrap_err();
-        assert!(no_counters.contains("without its counters"), "{no_counters}");
+        assert!(
+            no_counters.contains("without its counters"),
+            "{no_counters}"
+        );
     }
 }

@@ -39,7 +39,10 @@ pub(crate) fn router(state: Shared) -> Router {
         use crate::coordinator as fleet;
         routes
             .route("/api/v1/query", get(fleet::query))
-            .route("/api/v1/query/stream", get(crate::fleet_stream::query_stream))
+            .route(
+                "/api/v1/query/stream",
+                get(crate::fleet_stream::query_stream),
+            )
             .route("/api/v1/packets", get(fleet::packets))
             .route("/api/v1/series", get(fleet::series))
     } else {

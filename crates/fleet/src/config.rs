@@ -324,6 +324,9 @@ mod tests {
         fleet.check_pairs().unwrap();
         assert_eq!(fleet.probes[1].key(), "link");
         fleet.add(probe("link", "a1"), Path::new(".")).unwrap();
-        assert!(fleet.check_pairs().unwrap_err().contains("the name of a probe"));
+        assert!(fleet
+            .check_pairs()
+            .unwrap_err()
+            .contains("the name of a probe"));
     }
 }

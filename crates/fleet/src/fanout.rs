@@ -408,16 +408,20 @@ mod tests {
         };
         let mut m = Merger::new(&q);
         fleet.probes.iter().for_each(|p| m.expect(p));
-        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10), (443, 5)]))).unwrap();
+        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10), (443, 5)])))
+            .unwrap();
         assert!(m.merged.is_empty(), "a pair joins when both members are in");
-        m.arrive(&fleet.probes[2], Some(dports(&[(53, 1)]))).unwrap();
-        m.arrive(&fleet.probes[1], Some(dports(&[(80, 10), (443, 7)]))).unwrap();
+        m.arrive(&fleet.probes[2], Some(dports(&[(53, 1)])))
+            .unwrap();
+        m.arrive(&fleet.probes[1], Some(dports(&[(80, 10), (443, 7)])))
+            .unwrap();
         assert_eq!(bytes_by_port(&m.merged), vec![(53, 1), (80, 10), (443, 7)]);
         // One member down: the other's groups.
         let mut m = Merger::new(&q);
         fleet.probes.iter().for_each(|p| m.expect(p));
         m.arrive(&fleet.probes[1], None).unwrap();
-        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10)]))).unwrap();
+        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10)])))
+            .unwrap();
         assert_eq!(bytes_by_port(&m.merged), vec![(80, 10)]);
     }
 }

@@ -648,7 +648,12 @@ mod tests {
         let same = partial(&[(80, 10), (443, 5)]);
         let mut twice = same.clone();
         twice.merge_larger(same.clone()).unwrap();
-        assert_eq!(twice.to_json().replace("\"rows_scanned\":4", "\"rows_scanned\":2"), same.to_json());
+        assert_eq!(
+            twice
+                .to_json()
+                .replace("\"rows_scanned\":4", "\"rows_scanned\":2"),
+            same.to_json()
+        );
     }
 
     #[test]

@@ -526,7 +526,11 @@ fn fleet_query_marks_dead_slow_refusing_and_garbage_probes_and_merges_the_rest()
     is("killed", "refused", "connection refused");
     is("slow", "timeout", "no answer within");
     is("fra2", "refused", "HTTP 401");
-    is("cut", "error", "truncated answer: the connection closed after");
+    is(
+        "cut",
+        "error",
+        "truncated answer: the connection closed after",
+    );
     is("truncated", "error", "corrupt or truncated zstd");
     is("v9", "error", "schema version 9");
     is("corrupt", "error", "");
@@ -729,7 +733,13 @@ impl SlowLink {
         );
         run_ok(
             "ip",
-            &["addr", "add", &format!("{}/30", link.host_ip), "dev", &host_if],
+            &[
+                "addr",
+                "add",
+                &format!("{}/30", link.host_ip),
+                "dev",
+                &host_if,
+            ],
         );
         run_ok("ip", &["link", "set", &host_if, "mtu", "576", "up"]);
         let probe_addr = format!("{}/30", link.probe_ip);
@@ -740,7 +750,18 @@ impl SlowLink {
         let probe_if = link.probe_if.as_str();
         run_ok(
             "ip",
-            &["-n", ns, "link", "set", probe_if, "mtu", "576", "gso_max_segs", "1", "up"],
+            &[
+                "-n",
+                ns,
+                "link",
+                "set",
+                probe_if,
+                "mtu",
+                "576",
+                "gso_max_segs",
+                "1",
+                "up",
+            ],
         );
         run_ok("ip", &["-n", ns, "link", "set", "lo", "up"]);
         // Before the probe's listening socket exists: its connections inherit these.
@@ -806,9 +827,7 @@ impl SlowLink {
 
 impl Drop for SlowLink {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.ns])
-            .status();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
 
@@ -874,19 +893,27 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
         String::from_utf8_lossy(&out.stderr)
     );
     // What the kernel held of the answer drains in 1 to 3 s; the timeout is 20 s.
-    assert!(after_kill < 5.0, "the answer came {after_kill:.1} s after the kill");
+    assert!(
+        after_kill < 5.0,
+        "the answer came {after_kill:.1} s after the kill"
+    );
     let got = json_of(&out.stdout);
     assert_eq!(got["incomplete"], true);
     let probes = got["probes"].as_array().unwrap();
     let victim_report = probes.iter().find(|p| p["name"] == "victim").unwrap();
     assert_eq!(victim_report["status"], "error", "{victim_report}");
     let message = victim_report["message"].as_str().unwrap();
-    let received: u64 = ["truncated answer: the connection closed after ", "connection reset after "]
-        .iter()
-        .find_map(|m| message.strip_prefix(m))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("the victim's message says neither truncated nor reset: {message:?}"));
+    let received: u64 = [
+        "truncated answer: the connection closed after ",
+        "connection reset after ",
+    ]
+    .iter()
+    .find_map(|m| message.strip_prefix(m))
+    .and_then(|rest| rest.split_whitespace().next())
+    .and_then(|n| n.parse().ok())
+    .unwrap_or_else(|| {
+        panic!("the victim's message says neither truncated nor reset: {message:?}")
+    });
     assert!(
         received < size,
         "{received} of {size} bytes came: the answer was not cut ({message})"
@@ -896,7 +923,14 @@ fn fleet_query_marks_a_probe_killed_while_answering() {
     }
     // The rows are the five others' (the one database holds exactly them).
     let want = json_of(&trawl_ok(&[
-        "query", "-d", &fleet.all(), ATTRS, "-n", "0", "--format", "json",
+        "query",
+        "-d",
+        &fleet.all(),
+        ATTRS,
+        "-n",
+        "0",
+        "--format",
+        "json",
     ]));
     assert!(!rows(&want).is_empty());
     assert_eq!(rows(&got), rows(&want));
@@ -912,7 +946,11 @@ fn own_series(url: &str, query: &str) -> Vec<Value> {
         .arg(format!("{url}/api/v1/series?{query}"))
         .output()
         .expect("curl (scripts/deps.sh installs it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     json_of(&out.stdout)["rows"].as_array().unwrap().clone()
 }
 
@@ -966,7 +1004,10 @@ fn summed_by_second(probes: &[Vec<Value>]) -> Vec<Value> {
 fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
     let token_file = fleet.dir.path().join("token");
     let twin = Probe::serve(Path::new(&fleet.all()), None, &token_file);
-    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let file = fleet.probes_file(&format!(
         "[[probe]]\nname = \"twin\"\nurl = \"{}\"\ntoken_file = \"token\"\n\n\
          [[probe]]\nname = \"dead\"\nurl = \"http://{dead}\"\n",
@@ -981,10 +1022,7 @@ fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
         .collect();
     own.push(("twin", own_series(&twin.url, query)));
     let get = |extra: &str| {
-        let (code, body) = curl(&format!(
-            "{}/api/v1/series?{query}{extra}",
-            coordinator.url
-        ));
+        let (code, body) = curl(&format!("{}/api/v1/series?{query}{extra}", coordinator.url));
         assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
         json_of(&body)
     };
@@ -1012,10 +1050,7 @@ fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
         .collect();
     assert_eq!(some["rows"].as_array().unwrap(), &summed_by_second(&chosen));
     assert_eq!(some["incomplete"], false, "{some}");
-    let (code, body) = curl(&format!(
-        "{}/api/v1/series?probe=nowhere",
-        coordinator.url
-    ));
+    let (code, body) = curl(&format!("{}/api/v1/series?probe=nowhere", coordinator.url));
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
 }
 
@@ -1055,7 +1090,10 @@ fn fleet_query_counts_a_paired_link_once() {
     let east = Probe::serve(&link, None, &token_file);
     let west = Probe::serve(&link, None, &token_file);
     let ams1 = Probe::serve(&other, None, &token_file);
-    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let file = |west_url: &str| {
         let text = format!(
             "[[probe]]\nname = \"east\"\nurl = \"{}\"\ntoken_file = \"token\"\npair = \"tap\"\n\n\
@@ -1085,7 +1123,11 @@ fn fleet_query_counts_a_paired_link_once() {
             let mut args = vec!["query", "--probes", &probes, "--format", "json"];
             args.extend_from_slice(fleet_flags);
             let out = trawl(&args);
-            assert_eq!(out.status.code(), Some(i32::from(incomplete)), "{fleet_flags:?}");
+            assert_eq!(
+                out.status.code(),
+                Some(i32::from(incomplete)),
+                "{fleet_flags:?}"
+            );
             let got = json_of(&out.stdout);
             let mut args = vec!["query", "-d", &all, "--format", "json"];
             args.extend_from_slice(local_flags);
@@ -1113,7 +1155,10 @@ fn fleet_query_counts_a_paired_link_once() {
     let lonely = dir.path().join("lonely.toml");
     std::fs::write(
         &lonely,
-        format!("[[probe]]\nname = \"east\"\nurl = \"{}\"\npair = \"tap\"\n", east.url),
+        format!(
+            "[[probe]]\nname = \"east\"\nurl = \"{}\"\npair = \"tap\"\n",
+            east.url
+        ),
     )
     .unwrap();
     let out = trawl(&["query", "--probes", lonely.to_str().unwrap(), "dport"]);
@@ -1184,7 +1229,7 @@ fn coordinator_streams_the_fleet_query_as_probes_answer() {
     let query = "attrs=dport&limit=5&sort=packets";
     let events = sse_events(&format!("{}/api/v1/query/stream?{query}", coordinator.url));
     let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
-    let mut want = vec!["probe", "partial"].repeat(6);
+    let mut want = ["probe", "partial"].repeat(6);
     want.push("result");
     assert_eq!(names, want);
     let probes: Vec<&Value> = events
@@ -1229,6 +1274,9 @@ fn coordinator_streams_the_fleet_query_as_probes_answer() {
         assert_eq!(status(streamed), status(&once));
     }
     // A bad parameter is a 400 before any event.
-    let (code, _) = curl(&format!("{}/api/v1/query/stream?attrs=nope", coordinator.url));
+    let (code, _) = curl(&format!(
+        "{}/api/v1/query/stream?attrs=nope",
+        coordinator.url
+    ));
     assert_eq!(code, 400);
 }
