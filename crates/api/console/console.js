@@ -1,7 +1,10 @@
 // trawl console (docs/specs/api.md, "The console"): the operator's workflow in one page, plain
 // JavaScript, no build step. A per-second chart of the interface with the alarms drawn on it;
 // an alarm or a dragged range picks a window; the flows of the window come from /api/v1/query;
-// a row gives the packets of that window and conversation from /api/v1/packets.
+// a row gives the packets of that window and conversation from /api/v1/packets. On a
+// coordinator (`trawl serve --probes`) a probe selector picks the fleet (summed series) or one
+// probe, and a query streams (/api/v1/query/stream): each probe's status and the running
+// top-N as the probes answer, fastest first.
 // Elements the browser test uses have stable ids and data attributes.
 "use strict";
 
@@ -26,6 +29,8 @@ const S = {
   window: null, // {from, to} as the query fields say them
   victim: null,
   timer: null,
+  probes: null, // a coordinator's probe names (null: a probe's own API)
+  probe: "", // the probe shown ("": the whole fleet)
 };
 
 const $ = (id) => document.getElementById(id);
@@ -107,11 +112,37 @@ async function refreshStatus() {
   const st = await getJSON("/api/v1/status");
   const c = st.capture;
   const live = st.mode === "run" ? ` · ${si(c.packets)} packets · ${c.kernel_drops} drops` : "";
-  setStatus(`${st.mode}${live} · up ${Math.round(st.uptime_s)} s`, "ok");
+  const fleet = st.probes ? ` · coordinator of ${st.probes.length} probes` : "";
+  setStatus(`${st.mode}${fleet}${live} · up ${Math.round(st.uptime_s)} s`, "ok");
   $("status").dataset.mode = st.mode;
   S.mode = st.mode;
+  if (st.probes && !S.probes) showProbes(st.probes);
   return st;
 }
+
+// ---- the probes of a coordinator ----
+
+/// The probe selector: the whole fleet (series summed by second) or one probe.
+function showProbes(names) {
+  S.probes = names;
+  const sel = $("probe");
+  sel.replaceChildren(new Option("all probes", ""), ...names.map((n) => new Option(n, n)));
+  sel.value = S.probe;
+  $("probe-label").hidden = false;
+}
+
+/// `q` (URLSearchParams) for the chosen probe's series.
+function withProbe(q) {
+  if (S.probe) q.set("probe", S.probe);
+  return q;
+}
+
+$("probe").addEventListener("change", async () => {
+  S.probe = $("probe").value;
+  S.iface = null;
+  await discover().catch(report);
+  loadSeries().catch(report);
+});
 
 // ---- series and chart ----
 
@@ -124,9 +155,9 @@ const stepSeconds = () => ({ "1s": 1, "1m": 60, "1h": 3600 })[step()];
 /// Interfaces with rows, and the newest second, from the rollups (a served database may be
 /// old) and the last minutes (a run's live rows are not rolled up yet).
 async function discover() {
-  const recent = await getJSON("/api/v1/series?from=-" + S.range + "s&step=" + step());
+  const recent = await getJSON("/api/v1/series?" + withProbe(new URLSearchParams({ from: "-" + S.range + "s", step: step() })));
   let rows = recent.rows;
-  if (rows.length === 0) rows = (await getJSON("/api/v1/series?step=1h")).rows;
+  if (rows.length === 0) rows = (await getJSON("/api/v1/series?" + withProbe(new URLSearchParams({ step: "1h" })))).rows;
   const names = [...new Set(rows.map((r) => r.iface))].sort();
   const sel = $("iface");
   sel.replaceChildren(...names.map((n) => new Option(n, n)));
@@ -140,7 +171,7 @@ async function loadSeries() {
   if (!S.iface) return draw();
   const end = rightEdge();
   const q = new URLSearchParams({ iface: S.iface, from: end - S.range, to: end, step: step() });
-  const body = await getJSON("/api/v1/series?" + q);
+  const body = await getJSON("/api/v1/series?" + withProbe(q));
   for (const r of body.rows) S.rows.set(r.second, r);
   S.alarmsFrom = (end - S.range) * NS;
   S.alarms.clear();
@@ -152,7 +183,7 @@ async function loadSeries() {
 async function pollSeries() {
   if (!S.iface || step() !== "1s") return;
   const q = new URLSearchParams({ iface: S.iface, from: Math.max(S.newest - 2, 0) });
-  const body = await getJSON("/api/v1/series?" + q);
+  const body = await getJSON("/api/v1/series?" + withProbe(q));
   for (const r of body.rows) {
     S.rows.set(r.second, r);
     S.newest = Math.max(S.newest, r.second);
@@ -230,6 +261,8 @@ function incidentOf(a) {
 }
 
 async function loadAlarms() {
+  // A coordinator holds no alarms (they stay on the probes).
+  if (S.probes) return;
   const q = new URLSearchParams({ from: S.alarmsFrom });
   if (S.iface && S.iface !== "all") q.set("iface", S.iface);
   const body = await getJSON("/api/v1/alarms?" + q);
@@ -378,7 +411,7 @@ $("query-form").addEventListener("submit", (e) => {
   runQuery();
 });
 
-const ATTR_ORDER = ["time", "iface", "vlan", "src_ip", "dst_ip", "src_port", "dst_port", "proto"];
+const ATTR_ORDER = ["time", "probe", "iface", "vlan", "src_ip", "dst_ip", "src_port", "dst_port", "proto"];
 
 async function runQuery() {
   const w = { from: $("q-from").value.trim(), to: $("q-to").value.trim() };
@@ -393,14 +426,17 @@ async function runQuery() {
     limit: $("q-limit").value || "10",
   });
   const cond = $("q-condition").value.trim();
-  if (cond) q.set("condition", cond);
+  // One probe of a fleet: a condition on the `probe` field (the coordinator asks it alone).
+  const probeCond = S.probe ? `probe = ${S.probe}` : "";
+  const both = probeCond && cond ? `${probeCond} and (${cond})` : probeCond || cond;
+  if (both) q.set("condition", both);
   if (S.iface && S.iface !== "all") q.set("iface", S.iface);
   const msg = $("q-message");
   msg.dataset.state = "running";
   msg.textContent = "querying…";
   let body;
   try {
-    body = await getJSON("/api/v1/query?" + q);
+    body = S.probes ? await streamQuery(q, msg) : await getJSON("/api/v1/query?" + q);
   } catch (e) {
     msg.dataset.state = "error";
     msg.textContent = e.message;
@@ -409,12 +445,66 @@ async function runQuery() {
   }
   renderRows(body.rows);
   if (body.rows.length) {
-    msg.dataset.state = "done";
+    msg.dataset.state = body.incomplete ? "incomplete" : "done";
     msg.textContent = `${body.totals.groups} groups, ${si(body.stats.rows_scanned)} flow rows scanned ` +
-      `in ${body.stats.duration_ms.toFixed(1)} ms (whole 5-minute blocks around the window)`;
+      `in ${body.stats.duration_ms.toFixed(1)} ms (whole 5-minute blocks around the window)` +
+      (body.incomplete ? `; INCOMPLETE: no data from ${missing(body.probes).join(", ")}` : "");
   } else {
     pendingOrEmpty(msg);
   }
+}
+
+const missing = (probes) => probes.filter((p) => !["ok", "skipped"].includes(p.status)).map((p) => p.name);
+
+/// A fleet query as it streams (Server-Sent Events read from fetch: EventSource cannot send
+/// the token): each probe's status as it answers, and the running merged top-N. The `result`
+/// event, the answer of /api/v1/query, is returned.
+async function streamQuery(q, msg) {
+  const r = await api("/api/v1/query/stream?" + q);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new ApiError("the stream ended without a result", 502);
+    buf += value;
+    let cut;
+    while ((cut = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, cut);
+      buf = buf.slice(cut + 2);
+      const ev = /^event: ?(.*)$/m.exec(block);
+      const data = block.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
+      if (!ev || !data) continue; // a keep-alive comment
+      const body = JSON.parse(data);
+      if (ev[1] === "error") throw new ApiError(body.error, 500);
+      if (ev[1] === "partial" || ev[1] === "result") {
+        renderProbes(body.probes);
+        if (ev[1] === "result") return body;
+        renderRows(body.rows);
+        const waiting = body.probes.filter((p) => p.status === "pending").length;
+        msg.textContent = `${waiting} probes still to answer…`;
+      }
+    }
+  }
+}
+
+/// Each probe's part of a fleet answer: status, groups, time, reason.
+function renderProbes(probes) {
+  const table = $("q-probes");
+  table.hidden = false;
+  table.tHead.innerHTML = "<tr><th>probe</th><th>status</th><th class=n>groups</th><th class=n>ms</th><th>reason</th></tr>";
+  table.tBodies[0].replaceChildren(
+    ...probes.map((p) => {
+      const tr = document.createElement("tr");
+      tr.dataset.probe = p.name;
+      tr.dataset.status = p.status;
+      for (const [v, cls] of [[p.name, ""], [p.status, "status"], [p.groups, "n"], [p.time_ms.toFixed(0), "n"], [p.message || "", ""]]) {
+        const td = tr.insertCell();
+        td.textContent = v;
+        td.className = cls;
+      }
+      return tr;
+    }),
+  );
 }
 
 /// No rows: either there are none, or the window's last 5-minute block is not stored yet (the
@@ -488,14 +578,19 @@ function selectRow(tr, r) {
   if (filter) q.set("filter", filter);
   const iface = r.iface || (S.iface !== "all" ? S.iface : null);
   if (iface) q.set("iface", iface);
+  // A coordinator proxies the packets of one probe: the row's or the one chosen.
+  const probe = r.probe || S.probe;
+  if (S.probes && probe) q.set("probe", probe);
+  const noProbe = S.probes && !probe;
   const a = $("download");
   a.href = "/api/v1/packets?" + q;
   a.download = ("trawl-" + S.window.from + "-" + (filter || "all")).replace(/[^A-Za-z0-9.-]+/g, "_") + ".pcap";
   a.dataset.filter = filter;
   $("p-filter").textContent = filter || "(all)";
   $("p-window").textContent = `${S.window.from} to ${S.window.to}`;
-  $("p-state").textContent = "";
-  $("p-state").dataset.state = "idle";
+  $("p-state").textContent = noProbe ? "packets stay on the probe that captured them: pick a probe, or group by probe" : "";
+  $("p-state").dataset.state = noProbe ? "error" : "idle";
+  $("download").hidden = noProbe;
   $("packets").hidden = false;
 }
 

@@ -34,6 +34,8 @@ mod config;
 mod console;
 mod coordinator;
 mod error;
+mod fleet_series;
+mod fleet_stream;
 mod live;
 mod metrics;
 mod params;

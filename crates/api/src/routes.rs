@@ -39,6 +39,10 @@ pub(crate) fn router(state: Shared) -> Router {
         use crate::coordinator as fleet;
         routes
             .route("/api/v1/query", get(fleet::query))
+            .route(
+                "/api/v1/query/stream",
+                get(crate::fleet_stream::query_stream),
+            )
             .route("/api/v1/packets", get(fleet::packets))
             .route("/api/v1/series", get(fleet::series))
     } else {
@@ -152,6 +156,9 @@ struct Status {
     capture: Capture,
     /// Every block's and queue's counters (`null` under `trawl serve`).
     composition: Option<trawl_compose::Report>,
+    /// A coordinator's probes, by name (the console's probe selector); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    probes: Option<Vec<String>>,
 }
 
 #[derive(Serialize, Default)]
@@ -195,6 +202,7 @@ async fn status(State(s): State<Shared>, Query(raw): Raw) -> Response {
         packets: shown(&s.cfg.packets),
         capture,
         composition: report,
+        probes: (s.cfg.fleet.as_ref()).map(|f| f.probes.iter().map(|p| p.name.clone()).collect()),
     };
     json(serde_json::to_vec(&body).unwrap_or_default())
 }

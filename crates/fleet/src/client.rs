@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Empty};
 use hyper::header;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -68,11 +68,7 @@ pub async fn get(
     let exchange = async {
         let resp = open(probe, path, retries).await?;
         let status = resp.status();
-        let body = Limited::new(resp.into_body(), max_body)
-            .collect()
-            .await
-            .map_err(|e| Failure::Error(format!("the answer was cut: {e}")))?
-            .to_bytes();
+        let body = read_body(resp.into_body(), max_body).await?;
         if status.is_success() {
             Ok(body)
         } else {
@@ -82,6 +78,59 @@ pub async fn get(
     match tokio::time::timeout_at(deadline, exchange).await {
         Ok(r) => r,
         Err(_) => Err(Failure::Timeout),
+    }
+}
+
+/// Reads a body of at most `max_body` bytes. A probe that dies while answering (killed,
+/// crashed, its host gone) leaves a cut body: the failure says how it ended and how many
+/// bytes had come, so a killed probe is told from a slow one (`timeout`) and from garbage.
+async fn read_body(mut body: hyper::body::Incoming, max_body: usize) -> Result<Bytes, Failure> {
+    let mut got = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Failure::Error(cut(&e, got.len())))?;
+        if let Ok(data) = frame.into_data() {
+            if got.len() + data.len() > max_body {
+                return Err(Failure::Error(format!(
+                    "the answer is longer than {max_body} bytes (the limit --max-groups sets)"
+                )));
+            }
+            got.extend_from_slice(&data);
+        }
+    }
+    Ok(got.freeze())
+}
+
+/// What ended a connection early, from the error's chain: a reset, or the connection closed
+/// before the message was complete (`received`: bytes of the body that had come).
+fn cut(e: &hyper::Error, received: usize) -> String {
+    match io_kind(e) {
+        Some(std::io::ErrorKind::ConnectionReset) => {
+            format!("connection reset after {received} bytes of the answer")
+        }
+        k if k == Some(std::io::ErrorKind::UnexpectedEof) || e.is_incomplete_message() => {
+            format!("truncated answer: the connection closed after {received} bytes of it")
+        }
+        _ => format!("the answer was cut after {received} bytes: {e}"),
+    }
+}
+
+/// The kind of the I/O error under `e`, if one is.
+fn io_kind(e: &hyper::Error) -> Option<std::io::ErrorKind> {
+    std::iter::successors(std::error::Error::source(e), |s| s.source())
+        .find_map(|s| s.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)
+}
+
+/// What ended a connection before the answer's head: a reset or a close are named as such.
+fn no_answer(e: &hyper::Error) -> String {
+    match io_kind(e) {
+        Some(std::io::ErrorKind::ConnectionReset) => {
+            "connection reset before the answer began".to_string()
+        }
+        _ if e.is_incomplete_message() => {
+            "the connection closed before the answer began".to_string()
+        }
+        _ => format!("no answer: {e}"),
     }
 }
 
@@ -177,5 +226,5 @@ where
     sender
         .send_request(req)
         .await
-        .map_err(|e| failed("no answer", &e))
+        .map_err(|e| Failure::Error(no_answer(&e)))
 }

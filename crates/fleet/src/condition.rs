@@ -16,23 +16,24 @@ pub enum ForProbe {
     Where(Expr),
 }
 
-/// The value of a fleet field for `probe` (`None`: not a fleet field).
-fn fleet_value(probe: &Probe, field: Field) -> Option<Option<&str>> {
+/// The values of a fleet field for `probe` (`None`: not a fleet field). `probe` is the
+/// probe's name and, for a member of a pair, the pair's name (its groups' `probe` value).
+fn fleet_value(probe: &Probe, field: Field) -> Option<[Option<&str>; 2]> {
     match field {
-        Field::Probe => Some(Some(probe.name.as_str())),
-        Field::Site => Some(probe.site.as_deref()),
-        Field::Role => Some(probe.role.as_deref()),
+        Field::Probe => Some([Some(probe.name.as_str()), probe.pair.as_deref()]),
+        Field::Site => Some([probe.site.as_deref(), None]),
+        Field::Role => Some([probe.role.as_deref(), None]),
         _ => None,
     }
 }
 
 /// The truth of a comparison on a fleet field (a probe without the tag matches no `=` and
 /// every `!=`).
-fn truth(c: &Comparison, value: Option<&str>) -> bool {
+fn truth(c: &Comparison, values: [Option<&str>; 2]) -> bool {
     let Value::Name(want) = &c.value else {
         return false;
     };
-    let eq = value == Some(want.as_str());
+    let eq = values.contains(&Some(want.as_str()));
     if c.op == Op::Ne {
         !eq
     } else {
@@ -88,6 +89,7 @@ mod tests {
             tls: None,
             site: site.map(Into::into),
             role: None,
+            pair: None,
         }
     }
 
@@ -113,5 +115,15 @@ mod tests {
         assert_eq!(show(for_probe(Some(&c), &fra)), "excluded");
         assert_eq!(show(for_probe(Some(&c), &ams)), "proto = udp");
         assert_eq!(show(for_probe(None, &ams)), "all");
+        // A pair member is its own name and its pair's.
+        let east = Probe {
+            pair: Some("tap".into()),
+            ..probe("east", None)
+        };
+        let c = parse("probe = tap and dport = 53").unwrap();
+        assert_eq!(show(for_probe(Some(&c), &east)), "dport = 53");
+        assert_eq!(show(for_probe(Some(&c), &ams)), "excluded");
+        let c = parse("probe != tap").unwrap();
+        assert_eq!(show(for_probe(Some(&c), &east)), "excluded");
     }
 }

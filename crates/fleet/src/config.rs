@@ -12,6 +12,7 @@
 //! ca_file = "/etc/trawl/probes-ca.pem"   # https only
 //! site = "fra"
 //! role = "edge"
+//! pair = "fra-link"                      # optional: probes on the same link, counted once
 //! ```
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +49,10 @@ pub struct ProbeConfig {
     pub site: Option<String>,
     /// The `role` tag (`-c 'role = edge'`).
     pub role: Option<String>,
+    /// The pair the probe belongs to: probes that see the same link, whose flows are counted
+    /// once (docs/specs/distributed.md, "Paired probes"); the `probe` attribute's value for
+    /// their groups.
+    pub pair: Option<String>,
 }
 
 /// Where a probe listens.
@@ -119,6 +124,15 @@ pub struct Probe {
     pub site: Option<String>,
     /// `role` tag.
     pub role: Option<String>,
+    /// The pair it belongs to.
+    pub pair: Option<String>,
+}
+
+impl Probe {
+    /// The name its groups carry in the `probe` attribute: its pair's, else its own.
+    pub fn key(&self) -> &str {
+        self.pair.as_deref().unwrap_or(&self.name)
+    }
 }
 
 /// The probes and how to ask them.
@@ -179,6 +193,7 @@ impl Fleet {
         if fleet.probes.is_empty() {
             return Err(err("no [[probe]] in the file".into()));
         }
+        fleet.check_pairs().map_err(err)?;
         Ok(fleet)
     }
 
@@ -221,7 +236,27 @@ impl Fleet {
             tls,
             site: p.site,
             role: p.role,
+            pair: p.pair,
         });
+        Ok(())
+    }
+
+    /// A pair has two or more members (one alone is a typo) and a name no probe has (the
+    /// `probe` attribute could not tell them apart).
+    fn check_pairs(&self) -> Result<(), String> {
+        for pair in self.probes.iter().filter_map(|p| p.pair.as_deref()) {
+            let members = self
+                .probes
+                .iter()
+                .filter(|p| p.pair.as_deref() == Some(pair))
+                .count();
+            if members < 2 {
+                return Err(format!("pair {pair:?} has one probe: a pair needs two"));
+            }
+            if self.probes.iter().any(|p| p.name == pair) {
+                return Err(format!("pair {pair:?} has the name of a probe"));
+            }
+        }
         Ok(())
     }
 
@@ -271,5 +306,27 @@ mod tests {
         );
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://").is_err());
+    }
+
+    #[test]
+    fn a_pair_needs_two_probes_and_a_name_of_its_own() {
+        let probe = |name: &str, pair: &str| ProbeConfig {
+            name: name.into(),
+            url: "http://127.0.0.1:1".into(),
+            pair: Some(pair.into()),
+            ..ProbeConfig::default()
+        };
+        let mut fleet = Fleet::default();
+        fleet.add(probe("a1", "link"), Path::new(".")).unwrap();
+        let alone = fleet.check_pairs().unwrap_err();
+        assert!(alone.contains("pair \"link\" has one probe"), "{alone}");
+        fleet.add(probe("a2", "link"), Path::new(".")).unwrap();
+        fleet.check_pairs().unwrap();
+        assert_eq!(fleet.probes[1].key(), "link");
+        fleet.add(probe("link", "a1"), Path::new(".")).unwrap();
+        assert!(fleet
+            .check_pairs()
+            .unwrap_err()
+            .contains("the name of a probe"));
     }
 }

@@ -1,7 +1,10 @@
 //! A fleet query: every probe the condition does not exclude is asked concurrently (at most
 //! [`Fleet::concurrency`] at once, each within [`Fleet::timeout`]); partial aggregates are
 //! decoded on the runtime's blocking threads and merged on the caller's thread in the order
-//! they arrive; a probe that fails is reported, never merged, and never fails the query.
+//! they arrive; a probe that fails is reported, never merged, and never fails the query. The
+//! members of a pair (probes on the same link) are merged with each other by taking each
+//! group's larger side, so their flows count once.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,6 +31,8 @@ pub enum Status {
     Error,
     /// Not asked: the condition excludes it (`probe`, `site`, `role`).
     Skipped,
+    /// Asked, not answered yet (only in the reports [`run_with`] shows while it runs).
+    Pending,
 }
 
 /// One probe's part of an answer.
@@ -37,6 +42,9 @@ pub struct ProbeReport {
     pub name: String,
     /// Its URL.
     pub url: String,
+    /// The pair it belongs to (its groups and its pair's other member's count once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair: Option<String>,
     /// What became of it.
     pub status: Status,
     /// Why it failed.
@@ -58,6 +66,7 @@ impl ProbeReport {
         ProbeReport {
             name: probe.name.clone(),
             url: probe.url.clone(),
+            pair: probe.pair.clone(),
             status: Status::Skipped,
             message: None,
             groups: 0,
@@ -187,7 +196,7 @@ async fn ask(
     let outcome = match client::get(&probe, &path, deadline, fleet.1, max_body(max_groups)).await {
         Err(f) => Err(f),
         Ok(body) => {
-            let name = probe.name.clone();
+            let name = probe.key().to_string();
             let decode = tokio::task::spawn_blocking(move || {
                 PartialAggregate::from_bytes(&body, max_groups)
                     .and_then(|p| p.for_probe(&name, &query.attributes))
@@ -208,6 +217,17 @@ async fn ask(
 /// merge would pass `max_groups` (or the runtime cannot start): a probe's failure is in its
 /// report.
 pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
+    run_with(fleet, query, |_, _, _| {})
+}
+
+/// [`run`], calling `on_arrival(i, reports, merged)` each time probe `i`'s outcome is in its
+/// report and, when it answered, merged (a pair's members are merged once both are in), in
+/// the order the probes answer: what a stream of partial results shows.
+pub fn run_with(
+    fleet: &Fleet,
+    query: &Query,
+    mut on_arrival: impl FnMut(usize, &[ProbeReport], &PartialAggregate),
+) -> Result<FleetAnswer, Error> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("trawl-fleet")
@@ -218,6 +238,7 @@ pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
     let (tx, rx) = std::sync::mpsc::channel::<Arrival>();
     let permits = Arc::new(Semaphore::new(fleet.concurrency.max(1)));
     let shared = Arc::new(query.clone());
+    let mut merger = Merger::new(query);
     let mut asked = 0;
     for (i, probe) in fleet.probes.iter().enumerate() {
         let cond = match for_probe(query.condition.as_ref(), probe) {
@@ -228,6 +249,8 @@ pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
         let path = partial_path(query, cond.as_ref());
         let (probe, tx, permits, q) = (probe.clone(), tx.clone(), permits.clone(), shared.clone());
         let settings = (fleet.timeout, fleet.retries);
+        merger.expect(&probe);
+        reports[i].status = Status::Pending;
         asked += 1;
         runtime.spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -238,27 +261,82 @@ pub fn run(fleet: &Fleet, query: &Query) -> Result<FleetAnswer, Error> {
         });
     }
     drop(tx);
-    let mut merged = PartialAggregate::new(query.attributes.clone(), query.max_groups);
     for (i, outcome, ms) in rx.iter().take(asked) {
         let r = &mut reports[i];
         r.time_ms = ms;
-        match outcome {
+        let answered = match outcome {
             Ok(p) => {
                 r.status = Status::Ok;
                 r.groups = p.len() as u64;
                 r.blocks_scanned = p.stats.blocks_scanned;
                 r.rows_scanned = p.stats.rows_scanned;
-                merged.merge(p)?;
+                Some(p)
             }
-            Err(f) => r.fail(f, fleet.timeout),
-        }
+            Err(f) => {
+                r.fail(f, fleet.timeout);
+                None
+            }
+        };
+        merger.arrive(&fleet.probes[i], answered)?;
+        on_arrival(i, &reports, &merger.merged);
     }
     // Probes still connecting or answering past their timeout are abandoned, not awaited.
     runtime.shutdown_background();
     Ok(FleetAnswer {
-        partial: merged,
+        partial: merger.merged,
         probes: reports,
     })
+}
+
+/// Merges the probes' answers as they arrive: a probe's at once; a pair's members first into
+/// the pair's own aggregate (each group the larger side: [`PartialAggregate::merge_larger`]),
+/// which joins the whole when every member asked has arrived (answered or failed).
+struct Merger {
+    merged: PartialAggregate,
+    /// Per pair: members still to arrive, and the pair's aggregate so far.
+    pairs: HashMap<String, (usize, Option<PartialAggregate>)>,
+}
+
+impl Merger {
+    fn new(query: &Query) -> Merger {
+        Merger {
+            merged: PartialAggregate::new(query.attributes.clone(), query.max_groups),
+            pairs: HashMap::new(),
+        }
+    }
+
+    /// `probe` is asked.
+    fn expect(&mut self, probe: &Probe) {
+        if let Some(pair) = &probe.pair {
+            self.pairs.entry(pair.clone()).or_default().0 += 1;
+        }
+    }
+
+    /// `probe` arrived with its answer (`None`: it failed).
+    fn arrive(&mut self, probe: &Probe, answer: Option<PartialAggregate>) -> Result<(), Error> {
+        let Some(pair) = &probe.pair else {
+            if let Some(p) = answer {
+                self.merged.merge(p)?;
+            }
+            return Ok(());
+        };
+        let Some((waiting, so_far)) = self.pairs.get_mut(pair) else {
+            return Ok(());
+        };
+        *waiting = waiting.saturating_sub(1);
+        if let Some(p) = answer {
+            match so_far {
+                Some(a) => a.merge_larger(p)?,
+                None => *so_far = Some(p),
+            }
+        }
+        if *waiting == 0 {
+            if let Some(a) = so_far.take() {
+                self.merged.merge(a)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -282,5 +360,68 @@ mod tests {
             ..Query::default()
         };
         assert!(partial_path(&q, None).starts_with("/api/v1/partial?attrs=none&"));
+    }
+
+    /// A `dport` aggregate of `(port, bytes)` groups.
+    fn dports(groups: &[(u16, u64)]) -> PartialAggregate {
+        let groups: Vec<String> = groups
+            .iter()
+            .map(|(p, b)| format!(r#"{{"key":{{"dport":{p}}},"fwd_packets":1,"rev_packets":0,"fwd_bytes":{b},"rev_bytes":0,"flows":1}}"#))
+            .collect();
+        let doc = format!(
+            r#"{{"version":1,"attributes":["dport"],"groups":[{}],"stats":{{"blocks":0,"blocks_scanned":0,"blocks_pruned":0,"blocks_failed":0,"row_groups":0,"row_groups_pruned":0,"rows_scanned":0,"rows_matched":0,"bytes_scanned":0,"errors":[]}}}}"#,
+            groups.join(",")
+        );
+        PartialAggregate::from_json(&doc, 100).unwrap()
+    }
+
+    fn bytes_by_port(p: &PartialAggregate) -> Vec<(u16, u64)> {
+        let mut g: Vec<(u16, u64)> = p
+            .groups()
+            .into_iter()
+            .map(|(k, m)| (k.dport.unwrap(), m.bytes()))
+            .collect();
+        g.sort();
+        g
+    }
+
+    #[test]
+    fn a_pair_counts_once_and_joins_when_both_are_in() {
+        let mut fleet = Fleet::default();
+        for (name, pair) in [("east", Some("tap")), ("west", Some("tap")), ("ams1", None)] {
+            fleet
+                .add(
+                    crate::ProbeConfig {
+                        name: name.into(),
+                        url: "http://127.0.0.1:1".into(),
+                        pair: pair.map(Into::into),
+                        ..crate::ProbeConfig::default()
+                    },
+                    std::path::Path::new("."),
+                )
+                .unwrap();
+        }
+        let q = Query {
+            attributes: vec![Attribute::Dport],
+            max_groups: 100,
+            ..Query::default()
+        };
+        let mut m = Merger::new(&q);
+        fleet.probes.iter().for_each(|p| m.expect(p));
+        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10), (443, 5)])))
+            .unwrap();
+        assert!(m.merged.is_empty(), "a pair joins when both members are in");
+        m.arrive(&fleet.probes[2], Some(dports(&[(53, 1)])))
+            .unwrap();
+        m.arrive(&fleet.probes[1], Some(dports(&[(80, 10), (443, 7)])))
+            .unwrap();
+        assert_eq!(bytes_by_port(&m.merged), vec![(53, 1), (80, 10), (443, 7)]);
+        // One member down: the other's groups.
+        let mut m = Merger::new(&q);
+        fleet.probes.iter().for_each(|p| m.expect(p));
+        m.arrive(&fleet.probes[1], None).unwrap();
+        m.arrive(&fleet.probes[0], Some(dports(&[(80, 10)])))
+            .unwrap();
+        assert_eq!(bytes_by_port(&m.merged), vec![(80, 10)]);
     }
 }

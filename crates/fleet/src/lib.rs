@@ -34,4 +34,4 @@ mod fanout;
 
 pub use config::{Endpoint, Fleet, Probe, ProbeConfig};
 pub use error::Error;
-pub use fanout::{encode, incomplete, run, to_json, FleetAnswer, ProbeReport, Status};
+pub use fanout::{encode, incomplete, run, run_with, to_json, FleetAnswer, ProbeReport, Status};

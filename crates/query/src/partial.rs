@@ -377,6 +377,40 @@ impl PartialAggregate {
         Ok(())
     }
 
+    /// Merges `other` as the aggregate of another probe on the same link (a pair, docs/specs/
+    /// distributed.md): per group, the metrics of the one that saw more bytes (then more
+    /// packets; on a tie this aggregate's) are kept, never the sum, so a flow both saw counts
+    /// once. The scan counters are added (both probes did the work). Fails like
+    /// [`PartialAggregate::merge`].
+    pub fn merge_larger(&mut self, other: PartialAggregate) -> Result<(), Error> {
+        if other.attributes != self.attributes {
+            return Err(Error::Partial(
+                "partial aggregates group by different attributes".into(),
+            ));
+        }
+        let mut best: FxHashMap<GroupKey, Metrics> = self.groups().into_iter().collect();
+        for (key, m) in other.groups() {
+            let kept = best.entry(key).or_default();
+            if (m.bytes(), m.packets()) > (kept.bytes(), kept.packets()) {
+                *kept = m;
+            }
+        }
+        // Rebuilt from the decoded groups: a pair is two answers, not the fleet's hundreds.
+        let mut tables = Tables::default();
+        let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
+        for (key, m) in best {
+            let (c, k) = Self::encode(&mut tables, &key);
+            maps.entry(c).or_default().add(k, &m);
+        }
+        self.tables = Arc::new(tables);
+        self.maps = maps;
+        self.stats.merge(&other.stats);
+        if self.len() > self.max_groups {
+            return Err(Error::TooManyGroups(self.max_groups));
+        }
+        Ok(())
+    }
+
     /// The documented serialised form (JSON).
     pub fn to_json(&self) -> String {
         let mut groups: Vec<WireGroup> = self
@@ -594,6 +628,32 @@ mod tests {
         ));
         let err = a.merge(partial(&[(1, 1), (2, 2)])).unwrap_err();
         assert!(matches!(err, Error::TooManyGroups(3)));
+    }
+
+    #[test]
+    fn merge_larger_keeps_each_groups_larger_side() {
+        let mut a = partial(&[(80, 10), (443, 5)]);
+        a.merge_larger(partial(&[(443, 7), (53, 1)])).unwrap();
+        let mut g: Vec<(Option<u16>, u64, u64)> = a
+            .groups()
+            .into_iter()
+            .map(|(k, m)| (k.dport, m.fwd_bytes, m.flows))
+            .collect();
+        g.sort();
+        assert_eq!(
+            g,
+            vec![(Some(53), 1, 1), (Some(80), 10, 1), (Some(443), 7, 1)]
+        );
+        assert_eq!(a.stats.rows_scanned, 4);
+        let same = partial(&[(80, 10), (443, 5)]);
+        let mut twice = same.clone();
+        twice.merge_larger(same.clone()).unwrap();
+        assert_eq!(
+            twice
+                .to_json()
+                .replace("\"rows_scanned\":4", "\"rows_scanned\":2"),
+            same.to_json()
+        );
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! loopback, each over a database of other testdata captures, asked by `trawl query --probes`;
 //! the merged answer must equal `trawl query` over one database holding all five probes' data
 //! (each probe's data under an interface named after the probe, so `iface` there is `probe`
-//! here). Probes that are down, slow, refuse the token or send garbage are marked and left
-//! out; the rest is still merged.
+//! here). Probes that are down, slow, refuse the token, send garbage or are killed while
+//! answering (a real process on a slowed link in a network namespace) are marked and left
+//! out; the rest is still merged. Paired probes count once; the coordinator sums series and
+//! streams answers (SSE).
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -53,9 +55,14 @@ struct Probe {
 impl Probe {
     /// `trawl serve ARGS --api 127.0.0.1:0` until dropped.
     fn start(args: &[&str]) -> Probe {
-        let child = Command::new(env!("CARGO_BIN_EXE_trawl"))
-            .args(["serve", "--api", "127.0.0.1:0"])
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+        cmd.args(["serve", "--api", "127.0.0.1:0"]).args(args);
+        Probe::spawn(cmd)
+    }
+
+    /// `cmd` (a `trawl serve`) until dropped; its URL is the one it says it serves on.
+    fn spawn(mut cmd: Command) -> Probe {
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -519,7 +526,11 @@ fn fleet_query_marks_dead_slow_refusing_and_garbage_probes_and_merges_the_rest()
     is("killed", "refused", "connection refused");
     is("slow", "timeout", "no answer within");
     is("fra2", "refused", "HTTP 401");
-    is("cut", "error", "cut");
+    is(
+        "cut",
+        "error",
+        "truncated answer: the connection closed after",
+    );
     is("truncated", "error", "corrupt or truncated zstd");
     is("v9", "error", "schema version 9");
     is("corrupt", "error", "");
@@ -595,8 +606,11 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     assert_eq!(rows(&api), rows(&cli));
     assert_eq!(api["totals"], cli["totals"]);
     assert_eq!(api["incomplete"], false);
-    // The series: every probe's rows, tagged with the probe.
-    let (code, body) = curl(&format!("{}/api/v1/series?step=1m", coordinator.url));
+    // The series per probe: every probe's rows, tagged with the probe.
+    let (code, body) = curl(&format!(
+        "{}/api/v1/series?step=1m&per=probe",
+        coordinator.url
+    ));
     assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
     let series = json_of(&body);
     let mut want = 0;
@@ -624,6 +638,7 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     }
     assert!(want > 0, "no stored series: nothing compared");
     assert_eq!(series["rows"].as_array().unwrap().len(), want);
+    fleet_series_is_the_sum_of_the_probes_series(&fleet);
     // Packets: byte for byte what `trawl packets` writes on the probe.
     let dir = tempfile::tempdir().unwrap();
     for (name, query, flags) in [
@@ -666,4 +681,602 @@ fn coordinator_serves_the_fleet_query_series_and_each_probes_packets() {
     }
     let (code, body) = curl(&format!("{}/api/v1/packets?probe=nowhere", coordinator.url));
     assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+}
+
+/// A network namespace for one probe, joined to the test's namespace by a veth pair whose
+/// probe end can be made slow (`slow`: a token bucket at a given rate), so that a probe's
+/// answer takes seconds to stream and the probe can be killed while it is sending it. The
+/// kernel holds little of an answer there (576-byte packets, one per send, a 4 KiB send
+/// buffer, at most one unsent packet queued, a congestion window of two packets): the rest is
+/// still in the probe when it dies, and is never sent. Addresses are a /30 of 198.18.0.0/15 (RFC 2544) chosen by process id; the
+/// namespace and both veth ends go on drop.
+struct SlowLink {
+    ns: String,
+    probe_if: String,
+    probe_ip: String,
+    host_ip: String,
+}
+
+impl SlowLink {
+    fn new() -> SlowLink {
+        let id = std::process::id() % 16_384;
+        let ns = format!("trawl-fleet{id}");
+        let (host_if, probe_if) = (format!("tfh{id}"), format!("tfp{id}"));
+        let net = format!("198.18.{}.{}", id / 64, (id % 64) * 4);
+        let at = |n: u32| {
+            let (head, last) = net.rsplit_once('.').unwrap();
+            format!("{head}.{}", last.parse::<u32>().unwrap() + n)
+        };
+        let (host_ip, probe_ip) = (at(1), at(2));
+        run_ok("ip", &["netns", "add", &ns]);
+        let link = SlowLink {
+            ns,
+            probe_if,
+            probe_ip,
+            host_ip,
+        };
+        let ns = link.ns.as_str();
+        run_ok(
+            "ip",
+            &[
+                "link",
+                "add",
+                &host_if,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &link.probe_if,
+                "netns",
+                ns,
+            ],
+        );
+        run_ok(
+            "ip",
+            &[
+                "addr",
+                "add",
+                &format!("{}/30", link.host_ip),
+                "dev",
+                &host_if,
+            ],
+        );
+        run_ok("ip", &["link", "set", &host_if, "mtu", "576", "up"]);
+        let probe_addr = format!("{}/30", link.probe_ip);
+        run_ok(
+            "ip",
+            &["-n", ns, "addr", "add", &probe_addr, "dev", &link.probe_if],
+        );
+        let probe_if = link.probe_if.as_str();
+        run_ok(
+            "ip",
+            &[
+                "-n",
+                ns,
+                "link",
+                "set",
+                probe_if,
+                "mtu",
+                "576",
+                "gso_max_segs",
+                "1",
+                "up",
+            ],
+        );
+        run_ok("ip", &["-n", ns, "link", "set", "lo", "up"]);
+        // Before the probe's listening socket exists: its connections inherit these.
+        for setting in [
+            "net.ipv4.tcp_wmem=4096 4096 4096",
+            "net.ipv4.tcp_notsent_lowat=1",
+            "net.ipv4.tcp_congestion_control=reno",
+        ] {
+            run_ok("ip", &["netns", "exec", ns, "sysctl", "-qw", setting]);
+        }
+        link
+    }
+
+    /// `trawl serve ARGS` in the namespace, on the probe's address.
+    fn serve(&self, args: &[&str]) -> Probe {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns, env!("CARGO_BIN_EXE_trawl")])
+            .args(["serve", "--api", &format!("{}:0", self.probe_ip)])
+            .args(args);
+        Probe::spawn(cmd)
+    }
+
+    /// From now on the probe sends at `kbit` kbit/s, two packets in flight at most.
+    fn slow(&self, kbit: u64) {
+        let ns = self.ns.as_str();
+        let host = format!("{}/32", self.host_ip);
+        let route = ["-n", ns, "route", "add", &host, "dev", &self.probe_if];
+        run_ok("ip", &[&route[..], &["cwnd", "lock", "2"]].concat());
+        run_ok(
+            "tc",
+            &[
+                "-n",
+                ns,
+                "qdisc",
+                "add",
+                "dev",
+                &self.probe_if,
+                "root",
+                "tbf",
+                "rate",
+                &format!("{kbit}kbit"),
+                "burst",
+                "1600",
+                "limit",
+                "1200",
+            ],
+        );
+    }
+
+    /// Bytes the probe has sent that the other end acknowledged, over its TCP connections.
+    fn bytes_acked(&self) -> u64 {
+        let out = Command::new("ss")
+            .args(["-N", &self.ns, "-tniH", "state", "established"])
+            .output()
+            .expect("ss (iproute2)");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|w| w.strip_prefix("bytes_acked:"))
+            .filter_map(|n| n.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for SlowLink {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+fn run_ok(program: &str, args: &[&str]) {
+    let s = Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(s.success(), "{program} {args:?}");
+}
+
+/// Issue 21: a probe that is a real process, SIGKILLed while it streams its answer (its link
+/// slowed so the answer takes seconds), is marked with what happened to its answer (truncated
+/// or reset, after how many bytes), the answer comes at once rather than at the timeout, and
+/// its rows are the merge of the probes that answered.
+#[test]
+fn fleet_query_marks_a_probe_killed_while_answering() {
+    const ATTRS: &str = "sip,dip,sport,dport,proto";
+    let fleet = Fleet::new();
+    let link = SlowLink::new();
+    let token_file = fleet.dir.path().join("token");
+    let mut victim = link.serve(&[
+        "--db",
+        &fleet.all(),
+        "--api-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    // The answer's size, asked over the link while it is still fast.
+    let size = partial_bytes(&victim.url, ATTRS).len() as u64;
+    // The kernel's buffers (send buffer and queue) hold about 5 kB: a smaller answer could be
+    // in them whole before the kill, and arrive complete.
+    assert!(size > 7_000, "the killed probe's answer is {size} bytes");
+    // About 4 s for the whole answer: the kill comes in its first 10%.
+    link.slow((size * 8 / 4 / 1000).max(8));
+    let file = fleet.probes_file(&format!(
+        "[[probe]]\nname = \"victim\"\nurl = \"{}\"\ntoken_file = \"token\"\n",
+        victim.url
+    ));
+    let started = Instant::now();
+    let query = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["query", "--probes", &file, ATTRS, "-n", "0"])
+        .args(["--format", "json", "--probe-timeout", "20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The victim has begun its answer (its head and some of the body are through).
+    while link.bytes_acked() < 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the victim never began to answer"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    victim.child.kill().unwrap(); // SIGKILL
+    let killed = Instant::now();
+    let out = query.wait_with_output().unwrap();
+    let after_kill = killed.elapsed().as_secs_f64();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "incomplete: exit 1; {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // What the kernel held of the answer drains in 1 to 3 s; the timeout is 20 s.
+    assert!(
+        after_kill < 5.0,
+        "the answer came {after_kill:.1} s after the kill"
+    );
+    let got = json_of(&out.stdout);
+    assert_eq!(got["incomplete"], true);
+    let probes = got["probes"].as_array().unwrap();
+    let victim_report = probes.iter().find(|p| p["name"] == "victim").unwrap();
+    assert_eq!(victim_report["status"], "error", "{victim_report}");
+    let message = victim_report["message"].as_str().unwrap();
+    let received: u64 = [
+        "truncated answer: the connection closed after ",
+        "connection reset after ",
+    ]
+    .iter()
+    .find_map(|m| message.strip_prefix(m))
+    .and_then(|rest| rest.split_whitespace().next())
+    .and_then(|n| n.parse().ok())
+    .unwrap_or_else(|| {
+        panic!("the victim's message says neither truncated nor reset: {message:?}")
+    });
+    assert!(
+        received < size,
+        "{received} of {size} bytes came: the answer was not cut ({message})"
+    );
+    for p in probes.iter().filter(|p| p["name"] != "victim") {
+        assert_eq!(p["status"], "ok", "{p}");
+    }
+    // The rows are the five others' (the one database holds exactly them).
+    let want = json_of(&trawl_ok(&[
+        "query",
+        "-d",
+        &fleet.all(),
+        ATTRS,
+        "-n",
+        "0",
+        "--format",
+        "json",
+    ]));
+    assert!(!rows(&want).is_empty());
+    assert_eq!(rows(&got), rows(&want));
+    assert_eq!(got["totals"], want["totals"]);
+    drop(link);
+}
+
+/// A probe's own `/api/v1/series?QUERY` rows.
+fn own_series(url: &str, query: &str) -> Vec<Value> {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "-H"])
+        .arg(format!("Authorization: Bearer {TOKEN}"))
+        .arg(format!("{url}/api/v1/series?{query}"))
+        .output()
+        .expect("curl (scripts/deps.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(&out.stdout)["rows"].as_array().unwrap().clone()
+}
+
+/// The counters a fleet series sums.
+const SERIES_COUNTERS: [&str; 8] = [
+    "packets",
+    "bytes",
+    "active_flows",
+    "new_flows",
+    "in_packets",
+    "in_bytes",
+    "out_packets",
+    "out_bytes",
+];
+
+/// Rows of probes summed by second, as the coordinator must: per second, every counter summed
+/// over the probes' rows (all interfaces) and the number of probes with a row then.
+fn summed_by_second(probes: &[Vec<Value>]) -> Vec<Value> {
+    let mut by_second: std::collections::BTreeMap<u64, (Vec<u64>, usize)> = Default::default();
+    for rows in probes {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in rows {
+            let second = r["second"].as_u64().unwrap();
+            let (sums, n) = by_second
+                .entry(second)
+                .or_insert_with(|| (vec![0; SERIES_COUNTERS.len()], 0));
+            for (sum, c) in sums.iter_mut().zip(SERIES_COUNTERS) {
+                *sum += r[c].as_u64().unwrap();
+            }
+            if seen.insert(second) {
+                *n += 1;
+            }
+        }
+    }
+    by_second
+        .into_iter()
+        .map(|(second, (sums, n))| {
+            let mut row = serde_json::json!({"iface": "all", "second": second, "probes_summed": n});
+            for (sum, c) in sums.into_iter().zip(SERIES_COUNTERS) {
+                row[c] = serde_json::json!(sum);
+            }
+            row
+        })
+        .collect()
+}
+
+/// Issue 21: the coordinator's `/api/v1/series` is by default the probes' series summed by
+/// second (`probe=` narrows it to some probes), and a probe missing from the sum marks it.
+/// A sixth probe serving the one database of all five shares every second with one of them,
+/// so seconds of several probes are summed too.
+fn fleet_series_is_the_sum_of_the_probes_series(fleet: &Fleet) {
+    let token_file = fleet.dir.path().join("token");
+    let twin = Probe::serve(Path::new(&fleet.all()), None, &token_file);
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = fleet.probes_file(&format!(
+        "[[probe]]\nname = \"twin\"\nurl = \"{}\"\ntoken_file = \"token\"\n\n\
+         [[probe]]\nname = \"dead\"\nurl = \"http://{dead}\"\n",
+        twin.url
+    ));
+    let coordinator = Probe::start(&["--probes", &file]);
+    let query = "step=1m";
+    let mut own: Vec<(&str, Vec<Value>)> = PROBES
+        .iter()
+        .zip(&fleet.probes)
+        .map(|((name, _, _), p)| (*name, own_series(&p.url, query)))
+        .collect();
+    own.push(("twin", own_series(&twin.url, query)));
+    let get = |extra: &str| {
+        let (code, body) = curl(&format!("{}/api/v1/series?{query}{extra}", coordinator.url));
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        json_of(&body)
+    };
+    let all = get("");
+    let want = summed_by_second(&own.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>());
+    assert!(
+        want.iter().any(|r| r["probes_summed"].as_u64() > Some(1)),
+        "no second of two probes: nothing summed"
+    );
+    assert_eq!(all["rows"].as_array().unwrap(), &want);
+    assert_eq!(all["incomplete"], true, "the dead probe is missing");
+    let dead_report = all["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "dead")
+        .unwrap();
+    assert_eq!(dead_report["status"], "refused", "{dead_report}");
+    // Some probes: their sum, complete (the others are not asked).
+    let some = get("&probe=fra1,twin");
+    let chosen: Vec<Vec<Value>> = own
+        .iter()
+        .filter(|(n, _)| ["fra1", "twin"].contains(n))
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(some["rows"].as_array().unwrap(), &summed_by_second(&chosen));
+    assert_eq!(some["incomplete"], false, "{some}");
+    let (code, body) = curl(&format!("{}/api/v1/series?probe=nowhere", coordinator.url));
+    assert_eq!(code, 400, "{}", String::from_utf8_lossy(&body));
+}
+
+/// `trawl ingest` of `capture` into `db` under interface `iface`.
+fn ingest(capture: &str, db: &Path, iface: &str) {
+    trawl_ok(&[
+        "ingest",
+        "-r",
+        &testdata(capture),
+        "--db",
+        db.to_str().unwrap(),
+        "-i",
+        iface,
+        "--summary",
+        "none",
+    ]);
+}
+
+/// Issue 21: two probes tagged as a pair (the same link) count its flows once: with both
+/// holding the same database the answer is one's; with one of them down it is the other's,
+/// marked incomplete with the missing member named. A probe outside the pair still adds.
+#[test]
+fn fleet_query_counts_a_paired_link_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let (link, other, all) = (
+        dir.path().join("link"),
+        dir.path().join("other"),
+        dir.path().join("all"),
+    );
+    // The pair's name is the `probe` value of its groups: `iface` in the one database.
+    ingest("oracle/many-protocols.pcap.gz", &link, "tap");
+    ingest("oracle/many-protocols.pcap.gz", &all, "tap");
+    ingest("pcaps/android.pcap", &other, "ams1");
+    ingest("pcaps/android.pcap", &all, "ams1");
+    let east = Probe::serve(&link, None, &token_file);
+    let west = Probe::serve(&link, None, &token_file);
+    let ams1 = Probe::serve(&other, None, &token_file);
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let file = |west_url: &str| {
+        let text = format!(
+            "[[probe]]\nname = \"east\"\nurl = \"{}\"\ntoken_file = \"token\"\npair = \"tap\"\n\n\
+             [[probe]]\nname = \"west\"\nurl = \"{west_url}\"\ntoken_file = \"token\"\npair = \"tap\"\n\n\
+             [[probe]]\nname = \"ams1\"\nurl = \"{}\"\ntoken_file = \"token\"\n",
+            east.url, ams1.url
+        );
+        let path = dir.path().join("probes.toml");
+        std::fs::write(&path, text).unwrap();
+        path.to_string_lossy().into_owned()
+    };
+    let all = all.to_string_lossy().into_owned();
+    let cases: &[Case] = &[
+        (&["talk_conv", "-n", "0"], &["talk_conv", "-n", "0"]),
+        (
+            &["probe,dport", "-n", "0", "-s", "packets"],
+            &["iface,dport", "-n", "0", "-s", "packets"],
+        ),
+        (
+            &["time,probe", "--resolution", "5m", "-n", "0", "-s", "time"],
+            &["time,iface", "--resolution", "5m", "-n", "0", "-s", "time"],
+        ),
+    ];
+    for (west_url, incomplete) in [(west.url.clone(), false), (format!("http://{dead}"), true)] {
+        let probes = file(&west_url);
+        for (fleet_flags, local_flags) in cases {
+            let mut args = vec!["query", "--probes", &probes, "--format", "json"];
+            args.extend_from_slice(fleet_flags);
+            let out = trawl(&args);
+            assert_eq!(
+                out.status.code(),
+                Some(i32::from(incomplete)),
+                "{fleet_flags:?}"
+            );
+            let got = json_of(&out.stdout);
+            let mut args = vec!["query", "-d", &all, "--format", "json"];
+            args.extend_from_slice(local_flags);
+            let want = json_of(&trawl_ok(&args));
+            let (mut g, mut w) = (rows(&got), rows(&want));
+            assert!(!w.is_empty(), "{fleet_flags:?}: no rows, nothing compared");
+            let key = |r: &Value| r.to_string();
+            g.sort_by_key(key);
+            w.sort_by_key(key);
+            assert_eq!(g, w, "{fleet_flags:?}, west at {west_url}");
+            assert_eq!(got["totals"], want["totals"], "{fleet_flags:?}");
+            assert_eq!(got["incomplete"], incomplete, "{got}");
+            let west_report = got["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["name"] == "west")
+                .unwrap();
+            assert_eq!(west_report["pair"], "tap");
+            let status = if incomplete { "refused" } else { "ok" };
+            assert_eq!(west_report["status"], status, "{west_report}");
+        }
+    }
+    // A pair of one is refused before any probe is asked.
+    let lonely = dir.path().join("lonely.toml");
+    std::fs::write(
+        &lonely,
+        format!(
+            "[[probe]]\nname = \"east\"\nurl = \"{}\"\npair = \"tap\"\n",
+            east.url
+        ),
+    )
+    .unwrap();
+    let out = trawl(&["query", "--probes", lonely.to_str().unwrap(), "dport"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has one probe"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A fake probe that reads a request, waits `delay`, then writes `answer` (each connection).
+fn late_probe(answer: Vec<u8>, delay: Duration) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                std::thread::sleep(delay);
+                let _ = s.write_all(&answer);
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The events of an SSE stream as they come: (name, data, when it came).
+fn sse_events(url: &str) -> Vec<(String, Value, Instant)> {
+    let mut curl = Command::new("curl")
+        .args(["-sSN", "--max-time", "60", url])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("curl (scripts/deps.sh installs it)");
+    let mut events = Vec::new();
+    let mut name = String::new();
+    for line in BufReader::new(curl.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("event: ") {
+            name = n.to_string();
+        } else if let Some(d) = line.strip_prefix("data: ") {
+            events.push((name.clone(), json_of(d.as_bytes()), Instant::now()));
+        }
+    }
+    assert!(curl.wait().unwrap().success(), "curl {url}");
+    events
+}
+
+/// Issue 21: the coordinator streams a fleet query (SSE): a `probe` and a `partial` event per
+/// probe in the order they answer (a probe 2.5 s slower than the others comes last, and what
+/// came before it came before it answered), then a `result` equal to `/api/v1/query`'s answer.
+#[test]
+fn coordinator_streams_the_fleet_query_as_probes_answer() {
+    const DELAY: Duration = Duration::from_millis(2500);
+    let fleet = Fleet::new();
+    let real = partial_bytes(&fleet.probes[0].url, "dport");
+    let late = late_probe(http_200(&real, real.len()), DELAY);
+    let file = fleet.probes_file(&format!("[[probe]]\nname = \"late\"\nurl = \"{late}\"\n"));
+    let coordinator = Probe::start(&["--probes", &file]);
+    let query = "attrs=dport&limit=5&sort=packets";
+    let events = sse_events(&format!("{}/api/v1/query/stream?{query}", coordinator.url));
+    let names: Vec<&str> = events.iter().map(|e| e.0.as_str()).collect();
+    let mut want = ["probe", "partial"].repeat(6);
+    want.push("result");
+    assert_eq!(names, want);
+    let probes: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.0 == "probe")
+        .map(|e| &e.1)
+        .collect();
+    assert_eq!(probes[5]["name"], "late", "the slow probe comes last");
+    assert!(probes.iter().all(|p| p["status"] == "ok"), "{probes:?}");
+    // Streamed, not gathered: the fast probes' events came well before the slow one answered.
+    let (first, result) = (events[0].2, events[12].2);
+    assert!(
+        result.duration_since(first) > DELAY / 2,
+        "the first event came {:?} before the result",
+        result.duration_since(first)
+    );
+    // Each partial answer holds one more probe's outcome; the ones not in yet are pending.
+    for (k, e) in events.iter().filter(|e| e.0 == "partial").enumerate() {
+        let reports = e.1["probes"].as_array().unwrap();
+        let pending = reports.iter().filter(|p| p["status"] == "pending").count();
+        assert_eq!(pending, 5 - k, "{}", e.1);
+        assert_eq!(e.1["incomplete"], k < 5);
+        assert!(e.1["rows"].as_array().unwrap().len() <= 5);
+    }
+    // The last partial and the result are the one-shot answer.
+    let (code, body) = curl(&format!("{}/api/v1/query?{query}", coordinator.url));
+    assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    let once = json_of(&body);
+    for streamed in [&events[11].1, &events[12].1] {
+        assert!(!rows(&once).is_empty());
+        assert_eq!(rows(streamed), rows(&once));
+        assert_eq!(streamed["totals"], once["totals"]);
+        assert_eq!(streamed["incomplete"], false);
+        let status = |v: &Value| -> Vec<(Value, Value)> {
+            v["probes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p["name"].clone(), p["status"].clone()))
+                .collect()
+        };
+        assert_eq!(status(streamed), status(&once));
+    }
+    // A bad parameter is a 400 before any event.
+    let (code, _) = curl(&format!(
+        "{}/api/v1/query/stream?attrs=nope",
+        coordinator.url
+    ));
+    assert_eq!(code, 400);
 }
