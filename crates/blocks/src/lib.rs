@@ -6,6 +6,7 @@
 pub mod anon;
 #[cfg(feature = "kafka")]
 pub mod clickhouse_sink;
+mod clock;
 pub mod count;
 pub mod detect;
 pub mod dumper;
