@@ -684,10 +684,8 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         Err(e) => return bad(e),
     };
     let step = plan.step;
-    let live_iface = s.cfg.iface.clone();
-    let with_live = step == trawl_store::series::Step::Second
-        && s.reporter.get().is_some()
-        && (plan.ifaces.is_empty() || plan.ifaces.contains(&live_iface));
+    let with_live = step == trawl_store::series::Step::Second && s.reporter.get().is_some();
+    // Each interface's own rows (those of `iface=` when given).
     let live = if with_live {
         let (from_s, to_s) = (
             plan.from_ns / 1_000_000_000,
@@ -695,7 +693,7 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         );
         s.live
             .lock()
-            .map(|l| l.between(from_s, to_s))
+            .map(|l| l.between(&plan.ifaces, from_s, to_s))
             .unwrap_or_default()
     } else {
         Vec::new()
@@ -709,18 +707,21 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         },
     };
     // Live rows for the seconds the store does not have yet (the newest: a monitor stores a
-    // second once its 5-minute file is complete).
-    let stored_until = rows
-        .iter()
-        .filter(|r| r.iface == live_iface)
-        .map(|r| r.second + 1)
-        .max()
-        .unwrap_or(0);
-    rows.extend(
-        live.iter()
-            .filter(|r| r.second >= stored_until)
-            .map(|r| SeriesAnswerRow::of(&live_iface, "live", r)),
-    );
+    // second once its 5-minute file is complete), per interface.
+    for (iface, live_rows) in &live {
+        let stored_until = rows
+            .iter()
+            .filter(|r| r.iface == *iface)
+            .map(|r| r.second + 1)
+            .max()
+            .unwrap_or(0);
+        rows.extend(
+            live_rows
+                .iter()
+                .filter(|r| r.second >= stored_until)
+                .map(|r| SeriesAnswerRow::of(iface, "live", r)),
+        );
+    }
     rows.sort_by(|a, b| (a.second, &a.iface).cmp(&(b.second, &b.iface)));
     json(
         serde_json::to_vec(&SeriesAnswer {

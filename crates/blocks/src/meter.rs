@@ -412,6 +412,7 @@ impl FlowMeterBlock {
         out.rows.clear();
         std::mem::swap(&mut out.rows, &mut self.rows);
         out.stream = self.stream;
+        out.iface = self.out.iface.name();
         out.watermark = if last {
             u64::MAX
         } else {

@@ -577,6 +577,7 @@ mod progress;
 mod service;
 mod store;
 mod stored;
+mod svc;
 mod times;
 mod voip;
 mod voip_sipp;
