@@ -129,6 +129,7 @@ async fn metrics(State(s): State<Shared>, Query(raw): Raw) -> Response {
         report.as_ref(),
         &s.cfg.block_interfaces,
         s.started.elapsed().as_secs_f64(),
+        &s.scans.counts(),
     );
     (
         [(
@@ -150,6 +151,8 @@ struct Status {
     packets: Option<String>,
     /// Capture counters summed over the capture sources, and per interface.
     capture: Capture,
+    /// The API's query scans: running, started, cancelled, timed out, blocks.
+    scans: crate::scans::ScanCounts,
     /// Every block's and queue's counters (`null` under `trawl serve`).
     composition: Option<trawl_compose::Report>,
 }
@@ -194,6 +197,7 @@ async fn status(State(s): State<Shared>, Query(raw): Raw) -> Response {
         db: shown(&s.cfg.db),
         packets: shown(&s.cfg.packets),
         capture,
+        scans: s.scans.counts(),
         composition: report,
     };
     json(serde_json::to_vec(&body).unwrap_or_default())
@@ -218,6 +222,8 @@ pub(crate) struct QueryPlan {
     pub(crate) query: trawl_query::Query,
     pub(crate) sort: trawl_query::SortBy,
     pub(crate) limit: Option<usize>,
+    /// What stops the scan when the answer is no longer wanted (`planned_scan`).
+    pub(crate) control: Arc<trawl_query::ScanControl>,
 }
 
 pub(crate) fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
@@ -287,6 +293,7 @@ pub(crate) fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
         query,
         sort,
         limit: (limit > 0).then_some(limit),
+        control: Arc::default(),
     })
 }
 
@@ -296,7 +303,8 @@ fn run_query(db: &Path, plan: QueryPlan) -> Result<Vec<u8>, String> {
     if let Err(e) = trawl_store::list_ifaces(db) {
         return Err(format!("no flow database at {}: {e}", db.display()));
     }
-    let partial = trawl_query::scan(db, &plan.query).map_err(|e| e.to_string())?;
+    let partial =
+        trawl_query::scan_with(db, &plan.query, &plan.control).map_err(|e| e.to_string())?;
     let mut result = partial.finish(plan.sort, plan.limit);
     result.elapsed = started.elapsed();
     let mut out = Vec::new();
@@ -319,13 +327,14 @@ async fn query(State(s): State<Shared>, Query(raw): Raw) -> Response {
 
 /// The query of `raw` (`/api/v1/query`'s parameters) planned and handed to `work` with the
 /// served database, on a blocking thread within the query timeout: 400 for bad parameters,
-/// 404 without a database, 500 when the work fails, 503 past the timeout.
+/// 404 without a database, 500 when the work fails, 503 past the timeout. Past the timeout,
+/// or when the client goes away, the plan's `control` stops the scan (`crate::scans`).
 pub(crate) async fn planned_scan<T: Send + 'static>(
     s: &Shared,
     raw: Vec<(String, String)>,
     work: impl FnOnce(&Path, QueryPlan) -> Result<T, String> + Send + 'static,
 ) -> Result<T, Response> {
-    let plan = Params::parse(raw, QUERY_PARAMS)
+    let mut plan = Params::parse(raw, QUERY_PARAMS)
         .and_then(|p| query_plan(&p))
         .map_err(bad)?;
     let Some(db) = s.cfg.db.clone() else {
@@ -336,7 +345,14 @@ pub(crate) async fn planned_scan<T: Send + 'static>(
         ));
     };
     let limit = Duration::from_secs(s.cfg.query_timeout_s);
-    let task = tokio::task::spawn_blocking(move || work(&db, plan));
+    let running = s.scans.begin();
+    plan.control = running.control.clone();
+    let _cancel = crate::scans::CancelOnDrop(running.control.clone());
+    let control = running.control.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let _running = running;
+        work(&db, plan)
+    });
     match tokio::time::timeout(limit, task).await {
         Ok(Ok(Ok(body))) => Ok(body),
         Ok(Ok(Err(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, &e, None)),
@@ -345,14 +361,17 @@ pub(crate) async fn planned_scan<T: Send + 'static>(
             &format!("the query failed: {e}"),
             None,
         )),
-        Err(_) => Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "the query took longer than {} s (narrow the time range or the condition)",
-                limit.as_secs()
-            ),
-            None,
-        )),
+        Err(_) => {
+            s.scans.timed_out(&control);
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "the query took longer than {} s (narrow the time range or the condition)",
+                    limit.as_secs()
+                ),
+                None,
+            ))
+        }
     }
 }
 

@@ -597,6 +597,11 @@ fn add_api(
         .set_some("token_file", api.token_file.as_deref().map(path))
         .set_some("tls_cert", api.tls_cert.as_deref().map(path))
         .set_some("tls_key", api.tls_key.as_deref().map(path))
+        .set_some(
+            "query_timeout_s",
+            (api.query_timeout_s != trawl_api::ApiConfig::default().query_timeout_s)
+                .then_some(api.query_timeout_s as i64),
+        )
         .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
         .set_some(
             "packets",

@@ -146,3 +146,122 @@ fn issue_20_live_series_of_two_interfaces_are_each_ones_own_and_the_stored_ones(
         }
     }
 }
+
+/// A flow database of `links` + 1 five-minute blocks of `rows` rows each: one block written
+/// through `Ingest`, the others hard links to it under the names of the blocks after it (the
+/// scan reads each as a block of its own; no disk for the copies).
+fn big_db(db: &std::path::Path, rows: u64, links: u64) -> u64 {
+    use trawl_store::layout::{block_file_name, day_dir, Date};
+    use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
+    const T0: u64 = 1_763_251_200 * 1_000_000_000;
+    let mut ing = Ingest::open(db, StoreConfig::default()).unwrap();
+    let eth0 = ing.iface("eth0").unwrap();
+    for i in 0..rows {
+        let row = StoredFlow {
+            src_ip: std::net::IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]),
+            dst_ip: std::net::IpAddr::from([192, 0, 2, (i % 251) as u8]),
+            src_port: 1024 + (i % 50_000) as u16,
+            dst_port: [443, 80, 53, 8080][(i % 4) as usize],
+            proto: 6,
+            vlan: 0,
+            first_ns: T0 + i,
+            last_ns: T0 + i + 10,
+            fwd_packets: 1 + i % 13,
+            rev_packets: i % 7,
+            fwd_bytes: 60 + i % 1500,
+            rev_bytes: 40 * (i % 7),
+            fwd_ip_bytes: 0,
+            rev_ip_bytes: 0,
+            fwd_tcp_flags: 0,
+            rev_tcp_flags: 0,
+            end_reason: trawl_flow::EndReason::Idle,
+        };
+        ing.push_row(eth0, row).unwrap();
+    }
+    ing.finish().unwrap();
+    let path_of = |t: u64| day_dir(db, "eth0", Date::of(t)).join(block_file_name(t, 0));
+    let first = path_of(T0);
+    assert!(first.is_file(), "{} not written", first.display());
+    for k in 1..=links {
+        let t = T0 + k * BLOCK_NS;
+        let p = path_of(t);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::hard_link(&first, &p).unwrap();
+    }
+    links + 1
+}
+
+/// The `scans` counters of `/api/v1/status`.
+fn scans(served: &Served) -> serde_json::Value {
+    get_json(&served.url("/api/v1/status"))["scans"].clone()
+}
+
+/// Issue 20: a query past `--api-query-timeout` is answered 503 and its scan stops: the
+/// API's scan counters show no scan running within a moment of the answer, and the blocks
+/// scanned stop growing, far short of the database's (before, the scan went on to its end on
+/// the server's threads).
+#[test]
+fn issue_20_a_query_past_its_timeout_stops_scanning() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // 200 M rows: minutes of scanning for a debug build, seconds for a release one; the
+    // timeout is 1 s.
+    let blocks = big_db(&db, 100_000, 1999);
+    let served = Served::start_with(
+        Command::new(env!("CARGO_BIN_EXE_trawl")).args([
+            "serve",
+            "-d",
+            db.to_str().unwrap(),
+            "--api",
+            "127.0.0.1:0",
+            "--api-query-timeout",
+            "1",
+        ]),
+        "serving on ",
+        "",
+    );
+    let asked = Instant::now();
+    let (code, body) = get(&served.url("/api/v1/query?attrs=sip,dip,dport&limit=5"));
+    let answered = asked.elapsed();
+    assert_eq!(code, 503, "{}", String::from_utf8_lossy(&body));
+    assert!(answered < Duration::from_secs(10), "{answered:?}");
+    // The scan notices within a row group's decoding.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stopped = loop {
+        let s = scans(&served);
+        if s["running"] == 0 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "still scanning: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(stopped["started"], 1, "{stopped}");
+    assert_eq!(stopped["timed_out"], 1, "{stopped}");
+    assert_eq!(stopped["cancelled"], 1, "{stopped}");
+    let done = stopped["blocks"].as_u64().unwrap();
+    assert!(
+        done < blocks,
+        "{done} of {blocks} blocks: the scan was not cut short"
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(
+        scans(&served)["blocks"].as_u64(),
+        Some(done),
+        "blocks still scanned"
+    );
+    let (code, metrics) = get(&served.url("/metrics"));
+    assert_eq!(code, 200);
+    let metrics = String::from_utf8(metrics).unwrap();
+    for line in [
+        "trawl_api_scans_running 0",
+        "trawl_api_scans_cancelled_total 1",
+        "trawl_api_queries_timed_out_total 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in\n{metrics}"
+        );
+    }
+    let (status, stderr) = served.stop();
+    assert!(status.success(), "{stderr}");
+}
