@@ -46,9 +46,14 @@ pub fn synflood_json(e: &SynFloodEvent) -> Value {
             end_ns,
             peak_rate,
             syns,
+            ref top_sources,
         } => json!({
             "event": "end", "victim": victim.to_string(), "onset_ns": onset_ns,
             "end_ns": end_ns, "peak_rate": peak_rate, "syns": syns,
+            "top_sources": top_sources
+                .iter()
+                .map(|(ip, syns)| json!({"ip": ip.to_string(), "syns": syns}))
+                .collect::<Vec<_>>(),
         }),
     }
 }

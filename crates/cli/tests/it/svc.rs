@@ -265,3 +265,109 @@ fn issue_20_a_query_past_its_timeout_stops_scanning() {
     let (status, stderr) = served.stop();
     assert!(status.success(), "{stderr}");
 }
+
+/// The three senders of [`bot_flood`], by their share of its SYNs (40, 25, 15 %).
+const BOTS: [[u8; 4]; 3] = [[203, 0, 113, 1], [203, 0, 113, 2], [203, 0, 113, 3]];
+
+/// android.pcap plus 400 SYN/s to 10.9.9.9:80 for 6 s from 20 s in: 80 % from the three
+/// [`BOTS`], the rest from a new spoofed source each. Written to `dir/bots.pcap`.
+fn bot_flood(dir: &std::path::Path) -> std::path::PathBuf {
+    use trawl_capture::{FileSource, LinkType, PacketSource, PcapWriter};
+    let syn = |src: [u8; 4], sport: u16| {
+        let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2, 0x08, 0x00];
+        f.extend_from_slice(&[0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0]);
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[10, 9, 9, 9]);
+        f.extend_from_slice(&sport.to_be_bytes());
+        f.extend_from_slice(&[
+            0, 80, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x02, 0xff, 0xff, 0, 0, 0, 0,
+        ]);
+        f
+    };
+    let mut source = FileSource::open(crate::live::pcap("android.pcap")).expect("open");
+    let mut packets = Vec::new();
+    while let Some(batch) = source.next_batch().expect("read") {
+        packets.extend(batch.iter().map(|p| (p.ts_ns, p.data.to_vec())));
+    }
+    let start = packets[0].0 + 20_000_000_000;
+    for i in 0..2400u32 {
+        let src = match i % 20 {
+            0..=7 => BOTS[0],
+            8..=12 => BOTS[1],
+            13..=15 => BOTS[2],
+            _ => (0x0b00_0000 + i).to_be_bytes(),
+        };
+        packets.push((start + u64::from(i) * 2_500_000, syn(src, i as u16)));
+    }
+    packets.sort_by_key(|p| p.0);
+    let path = dir.join("bots.pcap");
+    let file = std::fs::File::create(&path).expect("create");
+    let mut w =
+        PcapWriter::new(std::io::BufWriter::new(file), LinkType::ETHERNET, 65535).expect("writer");
+    for (ts, data) in &packets {
+        w.write(*ts, data.len() as u32, data).expect("write");
+    }
+    w.finish().expect("flush");
+    path
+}
+
+/// Issue 20: a SYN flood's alarm names its top sources at its end, the flood's senders first
+/// (largest first), in `trawl detect`'s event, in the stored alarm and in `trawl alarms`.
+#[test]
+fn issue_20_a_flood_alarm_names_its_top_sources_senders_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = bot_flood(dir.path());
+    let capture = capture.to_str().unwrap();
+    let events: Vec<serde_json::Value> = trawl_ok(&["detect", "synflood", "-r", capture])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = events
+        .iter()
+        .find(|e| e["event"] == "end")
+        .unwrap_or_else(|| panic!("no end: {events:?}"));
+    assert_eq!(end["victim"], "10.9.9.9");
+    let sources = end["top_sources"].as_array().expect("top_sources");
+    let named: Vec<&str> = sources.iter().map(|s| s["ip"].as_str().unwrap()).collect();
+    let bots: Vec<String> = BOTS
+        .iter()
+        .map(|b| std::net::Ipv4Addr::from(*b).to_string())
+        .collect();
+    assert_eq!(named[..3], bots[..], "{sources:?}");
+    let syns: Vec<u64> = sources
+        .iter()
+        .map(|s| s["syns"].as_u64().unwrap())
+        .collect();
+    assert!(syns.windows(2).all(|w| w[0] >= w[1]), "{syns:?}");
+    // The bots' counts: their share of the SYNs the alarm lasted (at most the whole flood).
+    assert!(syns[0] <= 960 + 40 && syns[0] >= 600, "{syns:?}");
+    // Stored by an alarm_store, shown by `trawl alarms`.
+    let db = dir.path().join("db");
+    let comp = dir.path().join("syn.toml");
+    std::fs::write(
+        &comp,
+        format!(
+            "[[block]]\nname = \"files\"\ntype = \"pcap_source\"\nfiles = [\"{capture}\"]\n\
+             [[block]]\nname = \"syn\"\ntype = \"synflood\"\n\
+             [[block]]\nname = \"alarms\"\ntype = \"alarm_store\"\ndir = \"{}\"\niface = \"tap0\"\n\
+             [[connection]]\nfrom = \"files.packets\"\nto = \"syn.packets\"\n\
+             [[connection]]\nfrom = \"syn.alarms\"\nto = \"alarms.events\"\n",
+            db.display()
+        ),
+    )
+    .unwrap();
+    trawl_ok(&["run", "-c", comp.to_str().unwrap(), "--summary", "none"]);
+    let stored: Vec<serde_json::Value> =
+        trawl_ok(&["alarms", "-d", db.to_str().unwrap(), "--format", "json"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let stored_end = stored
+        .iter()
+        .find(|a| a["end_ns"].is_u64())
+        .unwrap_or_else(|| panic!("{stored:?}"));
+    assert_eq!(stored_end["event"], *end);
+    let table = trawl_ok(&["alarms", "-d", db.to_str().unwrap()]);
+    let cause = format!("victim 10.9.9.9 from {}", bots.join(" "));
+    assert!(table.contains(&cause), "{cause} not in\n{table}");
+}
