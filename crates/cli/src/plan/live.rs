@@ -219,7 +219,7 @@ fn alarm_store(doc: &mut Document, st: &StoreOutput, iface: &str) -> String {
 
 /// Heavy hitters are stored as alarms once a minute: every 10 s (the block's default) would
 /// be 8,640 reports a day in the alarm list an operator reads.
-const HEAVY_INTERVAL: &str = "1m";
+pub(crate) const HEAVY_INTERVAL: &str = "1m";
 
 /// The packet detectors of an interface (`synflood`, `heavy_hitters`, each unless turned off)
 /// on the outputs thread, fed by every worker of the interface (`sources`), their events into

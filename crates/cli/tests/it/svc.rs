@@ -371,3 +371,67 @@ fn issue_20_a_flood_alarm_names_its_top_sources_senders_first() {
     let cause = format!("victim 10.9.9.9 from {}", bots.join(" "));
     assert!(table.contains(&cause), "{cause} not in\n{table}");
 }
+
+/// The stored alarms of `db` as JSON (`trawl alarms --format json`).
+fn stored_alarms(db: &std::path::Path) -> Vec<serde_json::Value> {
+    trawl_ok(&["alarms", "-d", db.to_str().unwrap(), "--format", "json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Issue 20: `trawl ingest` runs the packet detectors of `trawl run --db` and stores their
+/// alarms: the SYN-flood alarms are `trawl detect synflood`'s events, the heavy hitters
+/// `trawl detect heavy-hitters --interval 1m`'s reports (the monitor's interval);
+/// `--no-synflood --no-heavy-hitters` leave them out.
+#[test]
+fn issue_20_ingest_stores_the_alarms_of_the_packet_detectors() {
+    let dir = tempfile::tempdir().unwrap();
+    let capture = bot_flood(dir.path());
+    let capture = capture.to_str().unwrap();
+    let db = dir.path().join("db");
+    let ingest = |db: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["ingest", "-r", capture, "-d", db.to_str().unwrap()];
+        args.extend_from_slice(&["-i", "lab0", "--summary", "none"]);
+        args.extend_from_slice(extra);
+        trawl_ok(&args);
+    };
+    ingest(&db, &[]);
+    let lines = |text: String| -> Vec<serde_json::Value> {
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let syn = lines(trawl_ok(&["detect", "synflood", "-r", capture]));
+    let heavy = lines(trawl_ok(&[
+        "detect",
+        "heavy-hitters",
+        "-r",
+        capture,
+        "--interval",
+        "1m",
+    ]));
+    assert_eq!(syn.len(), 2, "{syn:?}");
+    assert!(!heavy.is_empty());
+    let stored = stored_alarms(&db);
+    let of = |detector: &str| -> Vec<serde_json::Value> {
+        stored
+            .iter()
+            .filter(|a| a["detector"] == detector)
+            .map(|a| {
+                assert_eq!(a["iface"], "lab0", "{a}");
+                a["event"].clone()
+            })
+            .collect()
+    };
+    assert_eq!(of("synflood"), syn);
+    assert_eq!(of("heavy_hitters"), heavy);
+    // Turned off: neither detector's alarms.
+    let off = dir.path().join("off");
+    ingest(&off, &["--no-synflood", "--no-heavy-hitters"]);
+    let left = stored_alarms(&off);
+    assert!(
+        left.iter().all(|a| a["detector"] == "series_change"),
+        "{left:?}"
+    );
+}
