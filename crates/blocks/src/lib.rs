@@ -22,6 +22,7 @@ pub mod meter;
 pub mod output;
 pub mod pcap;
 pub mod printer;
+pub mod record_series;
 pub mod ring;
 pub mod ring_source;
 pub mod series;
@@ -41,6 +42,7 @@ pub fn registry() -> Registry {
         .register::<anon::PacketAnonymizer>()
         .register::<meter::FlowMeterBlock>()
         .register::<series::SeriesMerge>()
+        .register::<record_series::FlowSeries>()
         .register::<series::SeriesFileWriter>()
         .register::<write::FlowFileWriter>()
         .register::<write::EventFileWriter>()
