@@ -274,6 +274,8 @@ async function loadAlarms() {
     if (a.end_ns != null) inc.end_ns = a.end_ns;
     inc.rate = Math.max(inc.rate || 0, a.rate || 0);
     inc.victim = (a.event && a.event.victim) || inc.victim;
+    // A flood's end names its top sources.
+    inc.sources = (a.event && a.event.top_sources) || inc.sources;
     inc.metric = (a.event && a.event.metric) || inc.metric;
     S.alarms.set(key, inc);
   }
@@ -342,6 +344,7 @@ function tag(el, inc) {
   el.dataset.alarm = inc.key;
   el.dataset.detector = inc.detector;
   if (inc.victim) el.dataset.victim = inc.victim;
+  if (inc.sources) el.dataset.sources = inc.sources.map((s) => s.ip).join(" ");
   el.dataset.startNs = inc.start_ns;
   if (inc.end_ns != null) el.dataset.endNs = inc.end_ns;
 }
@@ -349,7 +352,8 @@ function tag(el, inc) {
 function describe(inc) {
   const end = inc.end_ns != null ? clock(inc.end_ns) : "now";
   const what = inc.detector === "synflood" ? "SYN flood on " + inc.victim : inc.detector + " " + inc.cause;
-  return `${what}, ${clock(inc.start_ns)}–${end} UTC, ${si(inc.rate)}/s`;
+  const from = inc.sources && inc.sources.length ? ", from " + inc.sources.map((s) => `${s.ip} (${si(s.syns)})`).join(", ") : "";
+  return `${what}, ${clock(inc.start_ns)}–${end} UTC, ${si(inc.rate)}/s${from}`;
 }
 
 /// The alarms as a list, newest first; an item stays the same element while its alarm lasts.

@@ -56,8 +56,10 @@ impl Block for HttpApi {
         let (Some(server), Some(batch)) = (&self.server, msg.get::<SeriesBatch>()) else {
             return;
         };
+        // Rows of one interface name it; a sum over several goes under the `iface` setting.
+        let iface = batch.iface.as_deref().unwrap_or(&server.state.cfg.iface);
         if let Ok(mut live) = server.state.live.lock() {
-            live.extend(&batch.rows);
+            live.extend(iface, &batch.rows);
         }
     }
 

@@ -24,8 +24,9 @@ pub struct ApiConfig {
     pub db: Option<PathBuf>,
     /// The packet store `/api/v1/packets` reads.
     pub packets: Option<PathBuf>,
-    /// The interface name the live rows of the `series` input are served under (the run's
-    /// interface; several interfaces' rows are summed into one row per second).
+    /// The interface name the live rows of the `series` input are served under when they
+    /// name none (a sum over several interfaces, or rows not from live capture); rows that
+    /// name their interface are served under it, each interface's apart.
     pub iface: String,
     /// Live per-second rows kept for `/api/v1/series` (the newest; default one hour).
     pub live_seconds: usize,

@@ -41,6 +41,7 @@ mod metrics;
 mod params;
 mod partial;
 mod routes;
+mod scans;
 mod server;
 
 pub use block::HttpApi;

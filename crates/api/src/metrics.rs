@@ -6,7 +6,10 @@
 //! - each block's own counters as `trawl_<type>_<counter>` (`trawl_afpacket_source_kernel_drops`,
 //!   `trawl_flow_store_blocks_written`): untyped, since some are gauges (active flows);
 //! - each queue: `trawl_queue_pushed_total`, `..._dropped_total`, `..._waits_total`, and the
-//!   gauges `trawl_queue_occupancy`, `trawl_queue_peak`, `trawl_queue_capacity`.
+//!   gauges `trawl_queue_occupancy`, `trawl_queue_peak`, `trawl_queue_capacity`;
+//! - the API's own query scans (also under `trawl serve`): `trawl_api_scans_running`,
+//!   `trawl_api_scans_started_total`, `trawl_api_scans_cancelled_total`,
+//!   `trawl_api_queries_timed_out_total`, `trawl_api_scan_blocks_total`.
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -17,6 +20,7 @@ pub(crate) fn render(
     report: Option<&Report>,
     interfaces: &BTreeMap<String, String>,
     uptime_s: f64,
+    scans: &crate::scans::ScanCounts,
 ) -> String {
     let mut out = String::new();
     family(
@@ -26,6 +30,42 @@ pub(crate) fn render(
         "Seconds the API has served.",
     );
     let _ = writeln!(out, "trawl_uptime_seconds {uptime_s}");
+    let api: [(&str, &str, &str, u64); 5] = [
+        (
+            "trawl_api_scans_running",
+            "gauge",
+            "Query scans running now.",
+            scans.running,
+        ),
+        (
+            "trawl_api_scans_started_total",
+            "counter",
+            "Query scans started.",
+            scans.started,
+        ),
+        (
+            "trawl_api_scans_cancelled_total",
+            "counter",
+            "Query scans stopped before their end (past the timeout, or the client went away).",
+            scans.cancelled,
+        ),
+        (
+            "trawl_api_queries_timed_out_total",
+            "counter",
+            "Queries answered 503 past query_timeout_s.",
+            scans.timed_out,
+        ),
+        (
+            "trawl_api_scan_blocks_total",
+            "counter",
+            "Flow database blocks the query scans finished with.",
+            scans.blocks,
+        ),
+    ];
+    for (name, kind, help, value) in api {
+        family(&mut out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
     let Some(report) = report else {
         return out;
     };

@@ -22,7 +22,7 @@ pub(crate) async fn partial(
     Query(raw): Query<Vec<(String, String)>>,
 ) -> Response {
     let work = |db: &std::path::Path, plan: crate::routes::QueryPlan| {
-        trawl_query::scan(db, &plan.query)
+        trawl_query::scan_with(db, &plan.query, &plan.control)
             .map(|p| p.to_bytes())
             .map_err(|e| e.to_string())
     };

@@ -133,6 +133,7 @@ async fn metrics(State(s): State<Shared>, Query(raw): Raw) -> Response {
         report.as_ref(),
         &s.cfg.block_interfaces,
         s.started.elapsed().as_secs_f64(),
+        &s.scans.counts(),
     );
     (
         [(
@@ -154,6 +155,8 @@ struct Status {
     packets: Option<String>,
     /// Capture counters summed over the capture sources, and per interface.
     capture: Capture,
+    /// The API's query scans: running, started, cancelled, timed out, blocks.
+    scans: crate::scans::ScanCounts,
     /// Every block's and queue's counters (`null` under `trawl serve`).
     composition: Option<trawl_compose::Report>,
     /// A coordinator's probes, by name (the console's probe selector); absent otherwise.
@@ -201,6 +204,7 @@ async fn status(State(s): State<Shared>, Query(raw): Raw) -> Response {
         db: shown(&s.cfg.db),
         packets: shown(&s.cfg.packets),
         capture,
+        scans: s.scans.counts(),
         composition: report,
         probes: (s.cfg.fleet.as_ref()).map(|f| f.probes.iter().map(|p| p.name.clone()).collect()),
     };
@@ -226,6 +230,8 @@ pub(crate) struct QueryPlan {
     pub(crate) query: trawl_query::Query,
     pub(crate) sort: trawl_query::SortBy,
     pub(crate) limit: Option<usize>,
+    /// What stops the scan when the answer is no longer wanted (`planned_scan`).
+    pub(crate) control: Arc<trawl_query::ScanControl>,
 }
 
 pub(crate) fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
@@ -295,6 +301,7 @@ pub(crate) fn query_plan(p: &Params) -> Result<QueryPlan, BadParam> {
         query,
         sort,
         limit: (limit > 0).then_some(limit),
+        control: Arc::default(),
     })
 }
 
@@ -304,7 +311,8 @@ fn run_query(db: &Path, plan: QueryPlan) -> Result<Vec<u8>, String> {
     if let Err(e) = trawl_store::list_ifaces(db) {
         return Err(format!("no flow database at {}: {e}", db.display()));
     }
-    let partial = trawl_query::scan(db, &plan.query).map_err(|e| e.to_string())?;
+    let partial =
+        trawl_query::scan_with(db, &plan.query, &plan.control).map_err(|e| e.to_string())?;
     let mut result = partial.finish(plan.sort, plan.limit);
     result.elapsed = started.elapsed();
     let mut out = Vec::new();
@@ -327,13 +335,14 @@ async fn query(State(s): State<Shared>, Query(raw): Raw) -> Response {
 
 /// The query of `raw` (`/api/v1/query`'s parameters) planned and handed to `work` with the
 /// served database, on a blocking thread within the query timeout: 400 for bad parameters,
-/// 404 without a database, 500 when the work fails, 503 past the timeout.
+/// 404 without a database, 500 when the work fails, 503 past the timeout. Past the timeout,
+/// or when the client goes away, the plan's `control` stops the scan (`crate::scans`).
 pub(crate) async fn planned_scan<T: Send + 'static>(
     s: &Shared,
     raw: Vec<(String, String)>,
     work: impl FnOnce(&Path, QueryPlan) -> Result<T, String> + Send + 'static,
 ) -> Result<T, Response> {
-    let plan = Params::parse(raw, QUERY_PARAMS)
+    let mut plan = Params::parse(raw, QUERY_PARAMS)
         .and_then(|p| query_plan(&p))
         .map_err(bad)?;
     let Some(db) = s.cfg.db.clone() else {
@@ -344,7 +353,14 @@ pub(crate) async fn planned_scan<T: Send + 'static>(
         ));
     };
     let limit = Duration::from_secs(s.cfg.query_timeout_s);
-    let task = tokio::task::spawn_blocking(move || work(&db, plan));
+    let running = s.scans.begin();
+    plan.control = running.control.clone();
+    let _cancel = crate::scans::CancelOnDrop(running.control.clone());
+    let control = running.control.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        let _running = running;
+        work(&db, plan)
+    });
     match tokio::time::timeout(limit, task).await {
         Ok(Ok(Ok(body))) => Ok(body),
         Ok(Ok(Err(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, &e, None)),
@@ -353,14 +369,17 @@ pub(crate) async fn planned_scan<T: Send + 'static>(
             &format!("the query failed: {e}"),
             None,
         )),
-        Err(_) => Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "the query took longer than {} s (narrow the time range or the condition)",
-                limit.as_secs()
-            ),
-            None,
-        )),
+        Err(_) => {
+            s.scans.timed_out(&control);
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "the query took longer than {} s (narrow the time range or the condition)",
+                    limit.as_secs()
+                ),
+                None,
+            ))
+        }
     }
 }
 
@@ -692,10 +711,8 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         Err(e) => return bad(e),
     };
     let step = plan.step;
-    let live_iface = s.cfg.iface.clone();
-    let with_live = step == trawl_store::series::Step::Second
-        && s.reporter.get().is_some()
-        && (plan.ifaces.is_empty() || plan.ifaces.contains(&live_iface));
+    let with_live = step == trawl_store::series::Step::Second && s.reporter.get().is_some();
+    // Each interface's own rows (those of `iface=` when given).
     let live = if with_live {
         let (from_s, to_s) = (
             plan.from_ns / 1_000_000_000,
@@ -703,7 +720,7 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         );
         s.live
             .lock()
-            .map(|l| l.between(from_s, to_s))
+            .map(|l| l.between(&plan.ifaces, from_s, to_s))
             .unwrap_or_default()
     } else {
         Vec::new()
@@ -717,18 +734,21 @@ async fn series(State(s): State<Shared>, Query(raw): Raw) -> Response {
         },
     };
     // Live rows for the seconds the store does not have yet (the newest: a monitor stores a
-    // second once its 5-minute file is complete).
-    let stored_until = rows
-        .iter()
-        .filter(|r| r.iface == live_iface)
-        .map(|r| r.second + 1)
-        .max()
-        .unwrap_or(0);
-    rows.extend(
-        live.iter()
-            .filter(|r| r.second >= stored_until)
-            .map(|r| SeriesAnswerRow::of(&live_iface, "live", r)),
-    );
+    // second once its 5-minute file is complete), per interface.
+    for (iface, live_rows) in &live {
+        let stored_until = rows
+            .iter()
+            .filter(|r| r.iface == *iface)
+            .map(|r| r.second + 1)
+            .max()
+            .unwrap_or(0);
+        rows.extend(
+            live_rows
+                .iter()
+                .filter(|r| r.second >= stored_until)
+                .map(|r| SeriesAnswerRow::of(iface, "live", r)),
+        );
+    }
     rows.sort_by(|a, b| (a.second, &a.iface).cmp(&(b.second, &b.iface)));
     json(
         serde_json::to_vec(&SeriesAnswer {

@@ -33,6 +33,8 @@ pub(crate) struct AppState {
     pub reporter: OnceLock<Reporter>,
     pub live: Mutex<LiveSeries>,
     pub started: Instant,
+    /// The scans of queries, running and done (`crate::scans`).
+    pub scans: Arc<crate::scans::Scans>,
 }
 
 /// A running API server.
@@ -78,6 +80,7 @@ impl Server {
             reporter: OnceLock::new(),
             live: Mutex::new(LiveSeries::new(cfg.live_seconds)),
             started: Instant::now(),
+            scans: Arc::default(),
         });
         let router = crate::routes::router(state.clone());
         let (stop, stopped) = watch::channel(false);

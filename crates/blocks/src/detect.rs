@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
 use trawl_detect::change::{ChangeConfig, ChangeDetector, ChangeEvent, TermConfig};
 use trawl_detect::cusum::CusumConfig;
 use trawl_detect::heavy::{HeavyConfig, HeavyHitters, HeavyReport, Selection, Summary};
@@ -13,6 +13,7 @@ use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector, SynFloodEvent};
 use trawl_flow::key::Side;
 use trawl_flow::{FlowKey, ProtoName};
 
+use crate::clock::{LiveClock, TICK};
 use crate::messages::{Event, Events, PacketBatch, SeriesBatch, EVENTS, PACKETS, SERIES};
 use crate::util::span;
 
@@ -45,9 +46,14 @@ pub fn synflood_json(e: &SynFloodEvent) -> Value {
             end_ns,
             peak_rate,
             syns,
+            ref top_sources,
         } => json!({
             "event": "end", "victim": victim.to_string(), "onset_ns": onset_ns,
             "end_ns": end_ns, "peak_rate": peak_rate, "syns": syns,
+            "top_sources": top_sources
+                .iter()
+                .map(|(ip, syns)| json!({"ip": ip.to_string(), "syns": syns}))
+                .collect::<Vec<_>>(),
         }),
     }
 }
@@ -77,6 +83,8 @@ pub struct SynFlood {
     /// Packets observed and intervals closed (`trawl detect synflood`'s summary).
     packets: Option<Counter>,
     intervals: Option<Counter>,
+    /// Live input: closes intervals (and ends alarms) when the link goes quiet.
+    clock: LiveClock,
 }
 
 /// Settings of `synflood` (the defaults are `trawl detect synflood`'s).
@@ -154,6 +162,7 @@ impl Block for SynFlood {
             syns: None,
             packets: None,
             intervals: None,
+            clock: LiveClock::default(),
         })
     }
 
@@ -162,6 +171,7 @@ impl Block for SynFlood {
         self.syns = Some(ctx.counter("syns"));
         self.packets = Some(ctx.counter("packets"));
         self.intervals = Some(ctx.counter("intervals"));
+        ctx.every(TICK);
         Ok(())
     }
 
@@ -169,10 +179,21 @@ impl Block for SynFlood {
         let Some(packets) = msg.get::<PacketBatch>() else {
             return;
         };
+        let mut newest = None;
         for pkt in packets.batch().iter() {
+            newest = newest.max(Some(pkt.ts_ns));
             self.detector.observe_packet(&pkt, &mut self.found);
         }
+        self.clock.observe(newest, packets.live);
         self.send(ctx);
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        // A flood that stops ends its alarm when its interval is over, not at the next packet.
+        if let Some(now) = self.clock.now() {
+            self.detector.advance_to(now, &mut self.found);
+            self.send(ctx);
+        }
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
@@ -217,9 +238,12 @@ pub struct HeavyHittersBlock {
     heavy: HeavyHitters,
     reports: Vec<HeavyReport>,
     pool: Pool<Events>,
-    /// Time of the latest packet: a report is raised when its interval closes, or at the
-    /// end of the input for the last one, which then has not reached its nominal end.
+    /// Time of the latest packet (or of the live clock): a report is raised when its
+    /// interval closes, or at the end of the input for the last one, which then has not
+    /// reached its nominal end.
     latest_ns: u64,
+    /// Live input: reports an interval once the clock passes its end, also on a quiet link.
+    clock: LiveClock,
 }
 
 /// Settings of `heavy_hitters`.
@@ -298,18 +322,37 @@ impl Block for HeavyHittersBlock {
             reports: Vec::new(),
             pool: Pool::new(Events::default),
             latest_ns: 0,
+            clock: LiveClock::default(),
         })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        ctx.every(TICK);
+        Ok(())
     }
 
     fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
         let Some(packets) = msg.get::<PacketBatch>() else {
             return;
         };
+        let mut newest = None;
         for pkt in packets.batch().iter() {
-            self.latest_ns = self.latest_ns.max(pkt.ts_ns);
+            newest = newest.max(Some(pkt.ts_ns));
             self.heavy.observe_packet(&pkt, &mut self.reports);
         }
+        self.latest_ns = self.latest_ns.max(newest.unwrap_or(0));
+        self.clock.observe(newest, packets.live);
         self.send(ctx);
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        if let Some(now) = self.clock.now() {
+            // Raised at the clock's time: the report of an interval the clock closed is
+            // dated at its end, as one a later packet closes.
+            self.latest_ns = self.latest_ns.max(now);
+            self.heavy.advance_to(now, &mut self.reports);
+            self.send(ctx);
+        }
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {

@@ -7,6 +7,7 @@ pub mod anon;
 pub mod applog;
 #[cfg(feature = "kafka")]
 pub mod clickhouse_sink;
+mod clock;
 pub mod count;
 pub mod detect;
 pub mod dumper;
@@ -23,6 +24,7 @@ pub mod meter;
 pub mod output;
 pub mod pcap;
 pub mod printer;
+pub mod record_series;
 pub mod ring;
 pub mod ring_source;
 pub mod series;
@@ -44,6 +46,7 @@ pub fn registry() -> Registry {
         .register::<anon::PacketAnonymizer>()
         .register::<meter::FlowMeterBlock>()
         .register::<series::SeriesMerge>()
+        .register::<record_series::FlowSeries>()
         .register::<series::SeriesFileWriter>()
         .register::<write::FlowFileWriter>()
         .register::<write::EventFileWriter>()

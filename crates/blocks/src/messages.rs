@@ -287,6 +287,10 @@ pub struct SeriesBatch {
     pub watermark: u64,
     /// Set on a counter's last batch: it sends nothing after.
     pub last: bool,
+    /// The interface the rows' packets were captured on, as [`FlowBatch::iface`]: set when
+    /// they all come from live capture on one named interface (a `series_merge` keeps it
+    /// when every counter it sums names the same one), `None` otherwise.
+    pub iface: Option<Arc<str>>,
 }
 
 impl Payload for SeriesBatch {

@@ -15,6 +15,9 @@ use crate::util::span;
 /// Records collected before a flow batch is sent (or the flush period, whichever is first).
 const FLOW_BATCH: usize = 256;
 
+/// How far the clock of a live meter moves on a quiet link before it is sent without records.
+const CLOCK_PERIOD_NS: u64 = 1_000_000_000;
+
 /// The flow meter of one worker (its own table) and, when the `series` output is connected,
 /// the per-second counter driven by the meter's verdicts.
 pub struct FlowMeterBlock {
@@ -287,6 +290,7 @@ impl Block for FlowMeterBlock {
                 pool: Pool::new(FlowBatch::default),
                 stream: env.index as u32,
                 clock: 0,
+                sent_clock: 0,
                 iface: Naming::Unknown,
                 anon: crate::anon::anonymizer(s.anonymize.as_deref(), &s.keep)?,
             },
@@ -353,6 +357,11 @@ impl Block for FlowMeterBlock {
             self.advance(now, ctx);
         }
         self.send_flows(ctx);
+        if self.live {
+            // No records on a quiet link: the clock still goes down, so the flow store
+            // closes its blocks on time, not when later traffic ends a flow.
+            self.out.send_clock(ctx);
+        }
         if !self.rows.is_empty() || self.live {
             self.send_series(ctx, false);
         }
@@ -403,6 +412,7 @@ impl FlowMeterBlock {
         out.rows.clear();
         std::mem::swap(&mut out.rows, &mut self.rows);
         out.stream = self.stream;
+        out.iface = self.out.iface.name();
         out.watermark = if last {
             u64::MAX
         } else {
@@ -424,6 +434,8 @@ struct FlowOut {
     stream: u32,
     /// The meter's packet clock (ns), sent with every batch.
     clock: u64,
+    /// The clock of the last batch sent.
+    sent_clock: u64,
     /// The interface the meter's packets come from, sent with every batch.
     iface: Naming,
     /// `anonymize`: applied to every record as it is queued.
@@ -493,6 +505,26 @@ impl FlowOut {
         out.clock_ns = self.clock;
         out.stream = self.stream;
         out.iface = self.iface.name();
+        self.sent_clock = self.clock;
+        ctx.emit(0, slot.into_msg());
+    }
+
+    /// An empty batch carrying the clock, when it moved a second or more since the last
+    /// batch sent (stores close blocks to the second; receivers need no more).
+    fn send_clock(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.pending.records.is_empty()
+            || self.clock < self.sent_clock.saturating_add(CLOCK_PERIOD_NS)
+            || !ctx.is_connected(0)
+        {
+            return;
+        }
+        let mut slot = self.pool.take();
+        let out = slot.get_mut();
+        out.clear();
+        out.clock_ns = self.clock;
+        out.stream = self.stream;
+        out.iface = self.iface.name();
+        self.sent_clock = self.clock;
         ctx.emit(0, slot.into_msg());
     }
 }

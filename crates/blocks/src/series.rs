@@ -17,6 +17,40 @@ pub struct SeriesMerge {
     slots: usize,
     rows: Vec<SeriesRow>,
     pool: Pool<SeriesBatch>,
+    /// The interface the counters' rows name, while they agree.
+    iface: Interface,
+}
+
+/// Which interface the summed rows belong to, from the batches of the counters.
+#[derive(Default)]
+enum Interface {
+    /// No batch has named one yet.
+    #[default]
+    Unknown,
+    One(std::sync::Arc<str>),
+    /// Counters of different interfaces (or one that named none after rows): a sum over
+    /// several.
+    Several,
+}
+
+impl Interface {
+    fn note(&mut self, b: &SeriesBatch) {
+        match (&*self, &b.iface) {
+            (Interface::Several, _) => {}
+            // A counter without rows yet names nothing: it does not make the sum anonymous.
+            (_, None) if b.rows.is_empty() => {}
+            (Interface::Unknown, Some(n)) => *self = Interface::One(n.clone()),
+            (Interface::One(cur), Some(n)) if cur == n => {}
+            _ => *self = Interface::Several,
+        }
+    }
+
+    fn name(&self) -> Option<std::sync::Arc<str>> {
+        match self {
+            Interface::One(n) => Some(n.clone()),
+            _ => None,
+        }
+    }
 }
 
 impl Block for SeriesMerge {
@@ -54,6 +88,7 @@ impl Block for SeriesMerge {
             slots,
             rows: Vec::new(),
             pool: Pool::new(SeriesBatch::default),
+            iface: Interface::Unknown,
         })
     }
 
@@ -75,6 +110,7 @@ impl Block for SeriesMerge {
                 return;
             }
         };
+        self.iface.note(b);
         for r in &b.rows {
             self.merger.add(*r);
         }
@@ -106,6 +142,7 @@ impl SeriesMerge {
         out.watermark = watermark.min(out.rows.last().map_or(0, |r| r.second + 1));
         out.last = watermark == u64::MAX;
         out.stream = 0;
+        out.iface = self.iface.name();
         ctx.emit(0, slot.into_msg());
     }
 }

@@ -17,7 +17,13 @@ use crate::messages::{Event, Events, SeriesBatch, EVENTS, SERIES};
 
 /// Writes per-second rows with their minute and hour rollups under `DIR/series/`.
 pub struct SeriesStore {
-    ingest: Option<SeriesIngest>,
+    /// The `iface` setting; None: each batch names its interface.
+    iface: Option<String>,
+    /// One writer per interface met (one with `iface`); emptied at the end.
+    ingests: Vec<(String, SeriesIngest)>,
+    finished: bool,
+    /// What the writers finished so far wrote.
+    done: SeriesStoreStats,
     dir: PathBuf,
     counters: Option<[Counter; 4]>,
 }
@@ -28,8 +34,10 @@ pub struct SeriesStore {
 pub struct SeriesStoreSettings {
     /// The database directory (the flow database's; created if needed).
     pub dir: PathBuf,
-    /// Interface name the rows are stored under (`DIR/series/iface=NAME/...`).
-    pub iface: String,
+    /// Interface name the rows are stored under (`DIR/series/iface=NAME/...`). Without it,
+    /// each batch's interface (`SeriesBatch::iface`: `flow_series` names each exporter's)
+    /// names its rows.
+    pub iface: Option<String>,
 }
 
 impl Block for SeriesStore {
@@ -47,17 +55,24 @@ impl Block for SeriesStore {
     const PATHS: &'static [PathSetting] = &[PathSetting::path("dir")];
 
     fn check(s: &SeriesStoreSettings) -> Result<(), String> {
-        check_iface(&s.iface)
+        s.iface.as_deref().map_or(Ok(()), check_iface)
     }
 
     fn build(s: SeriesStoreSettings, _env: &BuildEnv) -> Result<Self, String> {
-        let ingest = SeriesIngest::open(&s.dir, &s.iface)
-            .map_err(|e| format!("cannot open the series of {}: {e}", s.dir.display()))?;
-        Ok(SeriesStore {
-            ingest: Some(ingest),
+        let mut store = SeriesStore {
+            iface: s.iface,
+            ingests: Vec::new(),
+            finished: false,
+            done: SeriesStoreStats::default(),
             dir: s.dir,
             counters: None,
-        })
+        };
+        // The setting's interface opens at once: a directory that cannot be written fails the
+        // composition before it starts.
+        if let Some(iface) = store.iface.clone() {
+            store.ingest(&iface)?;
+        }
+        Ok(store)
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
@@ -69,8 +84,22 @@ impl Block for SeriesStore {
         let Some(b) = msg.get::<SeriesBatch>() else {
             return;
         };
-        let Some(ingest) = self.ingest.as_mut() else {
+        if self.finished {
             return;
+        }
+        let Some(iface) = self
+            .iface
+            .clone()
+            .or_else(|| b.iface.as_deref().map(str::to_string))
+        else {
+            if b.rows.is_empty() {
+                return;
+            }
+            return ctx.fail("rows that name no interface: set `iface` on this series_store");
+        };
+        let ingest = match self.ingest(&iface) {
+            Ok(i) => i,
+            Err(e) => return ctx.fail(e),
         };
         for r in &b.rows {
             ingest.push(r);
@@ -78,22 +107,55 @@ impl Block for SeriesStore {
         if let Err(e) = ingest.advance(b.watermark) {
             return ctx.fail(format_args!("series of {}: {e}", self.dir.display()));
         }
-        let stats = ingest.stats();
-        self.set_counters(&stats);
+        self.set_counters(&self.stats());
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let Some(ingest) = self.ingest.take() else {
-            return;
-        };
-        match ingest.finish() {
-            Ok(stats) => self.set_counters(&stats),
-            Err(e) => ctx.fail(format_args!("series of {}: {e}", self.dir.display())),
+        self.finished = true;
+        for (_, ingest) in std::mem::take(&mut self.ingests) {
+            match ingest.finish() {
+                Ok(stats) => self.done = sum(&self.done, &stats),
+                Err(e) => ctx.fail(format_args!("series of {}: {e}", self.dir.display())),
+            }
         }
+        self.set_counters(&self.done);
+    }
+}
+
+/// Two writers' counters added.
+fn sum(a: &SeriesStoreStats, b: &SeriesStoreStats) -> SeriesStoreStats {
+    SeriesStoreStats {
+        rows: a.rows + b.rows,
+        files: a.files + b.files,
+        rollups: a.rollups + b.rollups,
+        bytes: a.bytes + b.bytes,
     }
 }
 
 impl SeriesStore {
+    /// The writer of `iface`, opened when first met.
+    fn ingest(&mut self, iface: &str) -> Result<&mut SeriesIngest, String> {
+        let at = match self.ingests.iter().position(|(n, _)| n == iface) {
+            Some(at) => at,
+            None => {
+                check_iface(iface)?;
+                let ingest = SeriesIngest::open(&self.dir, iface).map_err(|e| {
+                    format!("cannot open the series of {}: {e}", self.dir.display())
+                })?;
+                self.ingests.push((iface.to_string(), ingest));
+                self.ingests.len() - 1
+            }
+        };
+        Ok(&mut self.ingests[at].1)
+    }
+
+    /// Every writer's counters so far.
+    fn stats(&self) -> SeriesStoreStats {
+        self.ingests
+            .iter()
+            .fold(self.done, |acc, (_, i)| sum(&acc, &i.stats()))
+    }
+
     fn set_counters(&self, s: &SeriesStoreStats) {
         if let Some([rows, files, rollups, bytes]) = &self.counters {
             rows.set(s.rows);

@@ -105,6 +105,10 @@ pub struct CollectArgs {
     /// Flow database retention: delete the oldest blocks beyond this size (e.g. `50GiB`).
     #[arg(help_heading = topic::FLOW_DB, long = "db-max-size", value_name = "SIZE", value_parser = parse_size, requires = "db")]
     pub db_max_size: Option<usize>,
+    /// Store only the records, not the per-second series derived from them (`flow_series`:
+    /// each record's packets and bytes spread evenly over its seconds; `trawl series -d`).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-series-store", requires = "db")]
+    pub no_series_store: bool,
     /// UDP: after a receive that emptied the socket queues, wait this long before the next
     /// one, so that datagrams arriving one by one are read in batches rather than with a
     /// wake-up each (adds at most this much latency); only while the waits do gather several
@@ -134,6 +138,8 @@ const MAX_TEMPLATES: trawl_time::Limit =
 const SOURCE: &str = "collect";
 const WRITER: &str = "out";
 const STORE: &str = "store";
+const SERIES: &str = "series";
+const SERIES_DB: &str = "series_db";
 const EXPORT: &str = "export";
 
 /// The composition the flags describe: the source and the writer on one thread (the writer is
@@ -198,6 +204,19 @@ pub fn composition(a: &CollectArgs) -> Document {
             .set_some("keep_days", a.db_keep_days.map(i64::from))
             .set_some("max_size", a.db_max_size.map(|b| b as i64));
         to.push(format!("{STORE}.flows"));
+        if !a.no_series_store {
+            // Per exporter (origin), as the records are stored.
+            doc.block(SERIES, "flow_series").on("store", None);
+            doc.block(SERIES_DB, "series_store")
+                .on("store", None)
+                .set("dir", db.display().to_string());
+            doc.connect(
+                &format!("{SERIES}.series"),
+                &[&format!("{SERIES_DB}.series")],
+                Policy::Wait,
+            );
+            to.push(format!("{SERIES}.flows"));
+        }
     }
     if !a.export.is_empty() {
         // Files can wait for the exporters; a listening collector drops (counted) instead.

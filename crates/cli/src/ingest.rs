@@ -1,11 +1,12 @@
 //! `trawl ingest`: capture files → flow meter (records split at 5-minute boundaries) → the
-//! flow database, with the per-second series and the change detector's alarms beside it.
+//! flow database, with the per-second series and the alarms of the change detector and of the
+//! packet detectors (`synflood`, `heavy_hitters`, as `trawl run --db` has them) beside it.
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use trawl_compose::Document;
+use trawl_compose::{Document, Policy};
 use trawl_flow::FlowConfig;
 use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
@@ -61,6 +62,14 @@ pub struct IngestArgs {
     /// stored in the database, `trawl alarms`). The series themselves are always stored.
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
     pub no_series_change: bool,
+    /// Do not watch for SYN floods (`synflood`, whose alarms name the victim and go into the
+    /// database, `trawl alarms`; never with --anonymize, as its alarms name addresses).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-synflood")]
+    pub no_synflood: bool,
+    /// Do not store each minute's heaviest flows and hosts (`heavy_hitters`; its reports go
+    /// into the database as alarms; never with --anonymize).
+    #[arg(help_heading = topic::FLOW_DB, long = "no-heavy-hitters")]
+    pub no_heavy_hitters: bool,
     /// Store neither the series nor their alarms, only the flow records (for measuring what
     /// they cost: bench/RESULTS.md).
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-store", hide = true)]
@@ -121,7 +130,11 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         anonymize: a.anonymize.clone(),
         ..Consumers::default()
     };
-    let added = consumers.add(&mut doc, &[PacketGate::files(gate)]);
+    let added = consumers.add(&mut doc, &[PacketGate::files(gate.clone())]);
+    // The detectors' events name addresses as captured: not beside anonymized records.
+    if !a.no_series_store && a.anonymize.key.is_none() {
+        packet_detectors(&mut doc, a, &gate);
+    }
     let finished = plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))?;
     let report = plan::input_report(&finished, SOURCE);
     let (meter, table, _) = plan::meters(&finished, &added.meters);
@@ -147,6 +160,34 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         );
     }
     Ok(crate::run::exit_code(&report))
+}
+
+/// The packet detectors of `trawl run --db` (`synflood`, `heavy_hitters` once a minute), each
+/// unless turned off, fed by `gate` (lossless: files wait), their events into the database's
+/// `alarm_store` (the change detector's, or one of their own).
+fn packet_detectors(doc: &mut Document, a: &IngestArgs, gate: &str) {
+    use crate::plan::consumers::ALARMS;
+    let detectors = [
+        (!a.no_synflood, "synflood", "synflood", "alarms"),
+        (!a.no_heavy_hitters, "heavy", "heavy_hitters", "reports"),
+    ];
+    for (on, name, type_name, out) in detectors {
+        if !on {
+            continue;
+        }
+        doc.block(name, type_name).set_some(
+            "interval",
+            (type_name == "heavy_hitters").then_some(crate::plan::live::HEAVY_INTERVAL),
+        );
+        if doc.block_table(ALARMS).is_none() {
+            doc.block(ALARMS, "alarm_store")
+                .set("dir", a.db.to_string_lossy().into_owned())
+                .set("iface", a.iface.as_str());
+        }
+        let store = format!("{ALARMS}.events");
+        doc.connect(&format!("{name}.{out}"), &[&store], Policy::Wait);
+        doc.connect(gate, &[&format!("{name}.packets")], Policy::Wait);
+    }
 }
 
 /// The `flow_store` block's counters.

@@ -31,6 +31,10 @@ pub struct ApiArgs {
     /// The PEM private key of --api-tls-cert.
     #[arg(help_heading = topic::API, long = "api-tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Longest an API query may scan (default 30): past it the answer is 503 and the scan
+    /// stops.
+    #[arg(help_heading = topic::API, long = "api-query-timeout", value_name = "SECONDS")]
+    pub query_timeout: Option<u64>,
 }
 
 impl ApiArgs {
@@ -40,6 +44,7 @@ impl ApiArgs {
             || self.token_file.is_some()
             || self.tls_cert.is_some()
             || self.tls_key.is_some()
+            || self.query_timeout.is_some()
     }
 
     /// The API's settings when `--api` was given (`default` when it was not); the token and
@@ -47,7 +52,7 @@ impl ApiArgs {
     pub fn config(&self, default: Option<&str>) -> Result<Option<ApiConfig>> {
         let Some(listen) = self.api.as_deref().or(default) else {
             if self.any() {
-                bail!("--api-token-file and --api-tls-* need --api ADDR:PORT");
+                bail!("--api-token-file, --api-tls-* and --api-query-timeout need --api ADDR:PORT");
             }
             return Ok(None);
         };
@@ -56,6 +61,9 @@ impl ApiArgs {
             token_file: self.token_file.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
+            query_timeout_s: self
+                .query_timeout
+                .unwrap_or(ApiConfig::default().query_timeout_s),
             ..ApiConfig::default()
         };
         config.check()?;

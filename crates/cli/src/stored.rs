@@ -200,11 +200,20 @@ const CSV_HEADER: [&str; 8] = [
     "detector", "iface", "ts_ns", "start_ns", "end_ns", "rate", "cause", "event",
 ];
 
-/// What an alarm is about, in a few words: the victim of a flood, the metric and horizon of
-/// a series change.
+/// What an alarm is about, in a few words: the victim of a flood (and, at its end, its top
+/// sources), the metric and horizon of a series change.
 fn cause(a: &Alarm) -> String {
     let s = |k: &str| a.event.get(k).and_then(|v| v.as_str());
+    let sources: Vec<&str> = a
+        .event
+        .get("top_sources")
+        .and_then(|v| v.as_array())
+        .map(|l| l.iter().filter_map(|s| s.get("ip")?.as_str()).collect())
+        .unwrap_or_default();
     match (s("victim"), s("metric"), s("term")) {
+        (Some(v), _, _) if !sources.is_empty() => {
+            format!("victim {v} from {}", sources.join(" "))
+        }
         (Some(v), _, _) => format!("victim {v}"),
         (None, Some(m), Some(t)) => format!("{m} {t}-term"),
         _ => String::new(),

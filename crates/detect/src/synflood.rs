@@ -7,6 +7,11 @@
 //! starts at the end of the interval in which that first holds for a destination the interval's
 //! summary holds, and ends at the end of the first interval in which one of its cells clears.
 //!
+//! While a destination is in alarm, the sources of its SYNs are counted too (a Space-Saving
+//! summary of [`SOURCE_COUNTERS`] counters per alarm), and the alarm's end names the
+//! [`TOP_SOURCES`] largest ([`TopSources`]): the flood's senders, when they are few (a botnet's,
+//! a misbehaving client's); spoofed random sources give small counts none of which stands out.
+//!
 //! The detector works on packet timestamps only: the same packets give the same events, live
 //! or from a file. Intervals close when a packet from a later interval arrives, or when the
 //! caller advances the clock ([`SynFloodDetector::advance_to`]) or ends the input
@@ -21,6 +26,61 @@ use crate::sketch::{addr_fingerprint, CountMin, Counter, SpaceSaving};
 
 /// Nanoseconds per second.
 const SECOND_NS: u64 = 1_000_000_000;
+
+/// Sources an alarm's end names at most.
+pub const TOP_SOURCES: usize = 5;
+
+/// Counters of the Space-Saving summary of an alarm's sources: a source that sent more than
+/// 1/`SOURCE_COUNTERS` of the victim's SYNs during the alarm is among them.
+pub const SOURCE_COUNTERS: usize = 64;
+
+/// The largest sources of an alarm's SYNs, largest first (counts are Space-Saving's: at most
+/// `error_bound` over the true count).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TopSources {
+    addrs: [[u8; 16]; TOP_SOURCES],
+    syns: [u64; TOP_SOURCES],
+    len: usize,
+    /// SYNs to the victim counted during the alarm (from every source).
+    pub total: u64,
+    /// The largest overcount of any source's count (`total / SOURCE_COUNTERS`).
+    pub error_bound: u64,
+}
+
+impl TopSources {
+    fn of(summary: &SpaceSaving<[u8; 16]>, scratch: &mut Vec<Counter<[u8; 16]>>) -> TopSources {
+        summary.top(scratch);
+        let mut t = TopSources {
+            total: summary.total(),
+            error_bound: summary.error_bound(),
+            ..TopSources::default()
+        };
+        for c in scratch.iter().take(TOP_SOURCES) {
+            t.addrs[t.len] = c.item;
+            t.syns[t.len] = c.count;
+            t.len += 1;
+        }
+        t
+    }
+
+    /// The sources and their SYNs, largest first.
+    pub fn iter(&self) -> impl Iterator<Item = (IpAddr, u64)> + '_ {
+        self.addrs[..self.len]
+            .iter()
+            .zip(&self.syns)
+            .map(|(a, &n)| (to_ip(a), n))
+    }
+
+    /// How many sources are named.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether none is (no SYN counted during the alarm).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
 
 /// Settings of a [`SynFloodDetector`].
 #[derive(Clone, Copy, Debug)]
@@ -84,6 +144,8 @@ pub enum SynFloodEvent {
         peak_rate: f64,
         /// Estimated SYNs to the victim over the alarm's intervals (upper estimate).
         syns: u64,
+        /// The sources that sent the victim most SYNs while the alarm lasted.
+        top_sources: TopSources,
     },
 }
 
@@ -97,13 +159,15 @@ impl SynFloodEvent {
 }
 
 /// A destination currently in alarm.
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 struct Active {
     addr: [u8; 16],
     fp: u64,
     onset_ns: u64,
     peak_rate: f64,
     syns: u64,
+    /// The sources of its SYNs since the alarm started.
+    sources: SpaceSaving<[u8; 16]>,
 }
 
 /// Counters of a detector.
@@ -126,6 +190,10 @@ pub struct SynFloodDetector {
     cusum: Cusum,
     candidates: SpaceSaving<[u8; 16]>,
     active: Vec<Active>,
+    /// Source summaries of ended alarms, cleared, for the next ones (no allocation per alarm
+    /// once a few have been).
+    spare: Vec<SpaceSaving<[u8; 16]>>,
+    scratch: Vec<Counter<[u8; 16]>>,
     /// Start of the first interval; interval `n` starts at `base_ns + n · interval_ns`.
     base_ns: Option<u64>,
     /// Start of the open interval.
@@ -150,6 +218,8 @@ impl SynFloodDetector {
             cusum,
             candidates: SpaceSaving::new(config.candidates),
             active: Vec::with_capacity(config.candidates),
+            spare: Vec::new(),
+            scratch: Vec::with_capacity(SOURCE_COUNTERS),
             base_ns: None,
             start_ns: 0,
             decoded: Decoded::default(),
@@ -194,8 +264,35 @@ impl SynFloodDetector {
             && d.proto == 6
             && d.tcp_valid
             && d.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
-        let dst = d.dst_ip;
+        let (src, dst) = (d.src_ip, d.dst_ip);
         self.observe(pkt.ts_ns, &dst, syn, events);
+        if syn {
+            self.count_source(&src, &dst);
+        }
+    }
+
+    /// Counts a SYN's source for its destination's alarm, if the destination is in one.
+    #[inline]
+    fn count_source(&mut self, src: &[u8; 16], dst: &[u8; 16]) {
+        if let Some(a) = self.active.iter_mut().find(|a| a.addr == *dst) {
+            a.sources.add(*src, 1);
+        }
+    }
+
+    /// [`observe`](Self::observe) with the packet's source (IPv4 mapped into IPv6): a SYN to
+    /// a destination in alarm counts for the alarm's top sources.
+    pub fn observe_from(
+        &mut self,
+        ts_ns: u64,
+        src: &[u8; 16],
+        dst: &[u8; 16],
+        syn: bool,
+        events: &mut Vec<SynFloodEvent>,
+    ) {
+        self.observe(ts_ns, dst, syn, events);
+        if syn {
+            self.count_source(src, dst);
+        }
     }
 
     /// Observes one packet: `dst` is its destination (IPv4 mapped into IPv6, as in
@@ -268,23 +365,29 @@ impl SynFloodDetector {
         let all_alarm =
             |fp: u64| (0..sketch.depth()).all(|r| cusum.in_alarm(sketch.cell_index(r, fp)));
         // Alarms in progress: end them or account the interval.
-        self.active.retain_mut(|a| {
+        let mut i = 0;
+        while i < self.active.len() {
+            let a = &mut self.active[i];
             if all_alarm(a.fp) {
                 let est = sketch.estimate(a.fp);
                 a.syns += est;
                 a.peak_rate = a.peak_rate.max(est as f64 * per_s);
-                true
-            } else {
-                events.push(SynFloodEvent::End {
-                    victim: to_ip(&a.addr),
-                    onset_ns: a.onset_ns,
-                    end_ns,
-                    peak_rate: a.peak_rate,
-                    syns: a.syns,
-                });
-                false
+                i += 1;
+                continue;
             }
-        });
+            let a = self.active.remove(i);
+            events.push(SynFloodEvent::End {
+                victim: to_ip(&a.addr),
+                onset_ns: a.onset_ns,
+                end_ns,
+                peak_rate: a.peak_rate,
+                syns: a.syns,
+                top_sources: TopSources::of(&a.sources, &mut self.scratch),
+            });
+            let mut sources = a.sources;
+            sources.clear();
+            self.spare.push(sources);
+        }
         // New alarms: the interval's heavy SYN destinations whose cells are all in alarm.
         for &Counter { item, count, .. } in self.candidates.counters() {
             let fp = addr_fingerprint(&item);
@@ -305,12 +408,17 @@ impl SynFloodDetector {
                 detected_ns: end_ns,
                 rate,
             });
+            let sources = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| SpaceSaving::new(SOURCE_COUNTERS));
             self.active.push(Active {
                 addr: item,
                 fp,
                 onset_ns,
                 peak_rate: rate,
                 syns: est,
+                sources,
             });
         }
         self.sketch.clear();
@@ -646,5 +754,57 @@ mod tests {
             events[0],
             SynFloodEvent::Start { detected_ns, .. } if detected_ns == t0 + SECOND_NS
         ));
+    }
+
+    /// Issue 20: an alarm's end names the sources of the flood during it, the injected
+    /// senders first (three bots sending 60, 40 and 25 SYN/s among 100 SYN/s from spoofed
+    /// random sources), with counts that do not undercount.
+    #[test]
+    fn issue_20_the_end_of_an_alarm_names_its_top_sources() {
+        let mut det = SynFloodDetector::new(SynFloodConfig::default());
+        let v4 = |a, b, c, d| Ipv4Addr::new(a, b, c, d).to_ipv6_mapped().octets();
+        let (victim, other) = (v4(10, 0, 0, 7), v4(10, 0, 0, 8));
+        let bots = [v4(203, 0, 113, 1), v4(203, 0, 113, 2), v4(203, 0, 113, 3)];
+        let mut events = Vec::new();
+        let warm = SynFloodConfig::default().cusum.warmup;
+        for i in 0..warm * 10 {
+            det.observe_from(i * SECOND_NS / 10, &other, &other, true, &mut events);
+        }
+        let t0 = warm * SECOND_NS;
+        let mut s = 1u64;
+        let mut sent = [0u64; 3];
+        // 5 s of 225 SYN/s: per 9 SYNs, 2.4, 1.6 and 1 from the bots, 4 spoofed.
+        for i in 0..1125u64 {
+            let ts = t0 + i * SECOND_NS / 225;
+            let src = match i % 45 {
+                0..=11 => 0,
+                12..=19 => 1,
+                20..=24 => 2,
+                _ => 3,
+            };
+            let from = if src < 3 {
+                sent[src] += 1;
+                bots[src]
+            } else {
+                s = mix64(s);
+                v4(198, 18, (s >> 8) as u8, s as u8)
+            };
+            det.observe_from(ts, &from, &victim, true, &mut events);
+        }
+        det.advance_to(t0 + 60 * SECOND_NS, &mut events);
+        let Some(SynFloodEvent::End { top_sources, .. }) = events.last().copied() else {
+            panic!("no end: {events:?}");
+        };
+        let named: Vec<(IpAddr, u64)> = top_sources.iter().collect();
+        assert_eq!(named.len(), TOP_SOURCES, "{named:?}");
+        let ip = |a: &[u8; 16]| to_ip(a);
+        for (k, bot) in bots.iter().enumerate() {
+            assert_eq!(named[k].0, ip(bot), "{named:?}");
+            // Counted from the alarm's start: at most what the bot sent, at least what it
+            // sent after the detection's first second, plus the summary's error.
+            assert!(named[k].1 <= sent[k] + top_sources.error_bound, "{named:?}");
+            assert!(named[k].1 * 5 >= sent[k] * 3, "{named:?} of {sent:?}");
+        }
+        assert!(top_sources.total > 0 && top_sources.total < 1125);
     }
 }

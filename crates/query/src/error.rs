@@ -23,6 +23,9 @@ pub enum Error {
     /// database (they name the probes of a fleet query).
     #[error("the probe attribute and probe, site and role conditions need a fleet query (trawl query --probes FILE or --probe URL)")]
     FleetOnly,
+    /// The scan was cancelled through its [`crate::ScanControl`] (a query past its time).
+    #[error("the scan was cancelled")]
+    Cancelled,
     /// A bug, please report.
     #[error("internal error, please report: {0}")]
     Internal(String),

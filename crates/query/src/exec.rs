@@ -21,6 +21,7 @@ use trawl_store::pages::DictColumn;
 use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
 use trawl_store::{list_blocks_and_strays, proto_number, BlockFilter, BlockRef};
 
+use crate::control::ScanControl;
 use crate::error::Error;
 use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
 use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, NumCol, Program, Query};
@@ -31,6 +32,15 @@ use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 /// the others are still scanned. Parquet files that are not blocks are listed in
 /// `stats.ignored_files`.
 pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
+    scan_with(db, query, &ScanControl::default())
+}
+
+/// [`scan`] that `control` can stop ([`Error::Cancelled`]) and that counts its blocks there.
+pub fn scan_with(
+    db: &Path,
+    query: &Query,
+    control: &ScanControl,
+) -> Result<PartialAggregate, Error> {
     let listing = list_blocks_and_strays(
         db,
         &BlockFilter {
@@ -39,7 +49,7 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
             to_ns: query.to_ns,
         },
     )?;
-    let mut partial = scan_blocks(&listing.blocks, query)?;
+    let mut partial = scan_blocks_with(&listing.blocks, query, control)?;
     partial.stats.ignored_files = listing
         .strays
         .iter()
@@ -50,6 +60,15 @@ pub fn scan(db: &Path, query: &Query) -> Result<PartialAggregate, Error> {
 
 /// Runs `query` over the given blocks (the time and interface selection already made).
 pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregate, Error> {
+    scan_blocks_with(blocks, query, &ScanControl::default())
+}
+
+/// [`scan_blocks`] that `control` can stop and that counts its blocks there.
+pub fn scan_blocks_with(
+    blocks: &[BlockRef],
+    query: &Query,
+    control: &ScanControl,
+) -> Result<PartialAggregate, Error> {
     // A database knows no probe: the coordinator of a fleet query answers these itself.
     if query.attributes.contains(&Attribute::Probe)
         || query
@@ -84,6 +103,7 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
     ifaces.dedup();
     let ctx = Ctx {
         query,
+        control,
         program,
         columns,
         resolution: query.time_resolution_ns.max(1),
@@ -121,6 +141,10 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
                         if i >= blocks.len() || abort.load(Ordering::Relaxed) {
                             break;
                         }
+                        if control.is_cancelled() {
+                            abort.store(true, Ordering::Relaxed);
+                            return Err(Error::Cancelled);
+                        }
                         // A decoder that panics on a damaged file (the Parquet library is
                         // not hardened against every malformed input) fails that block like
                         // any other error; blocks are decoded whole before they count, so the
@@ -137,8 +161,9 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
                                     .unwrap_or_default();
                                 Err(block_error(&blocks[i], format!("decoder panicked: {what}")))
                             });
+                        control.block_done();
                         if let Err(e) = outcome {
-                            if matches!(e, Error::TooManyGroups(_)) {
+                            if matches!(e, Error::TooManyGroups(_) | Error::Cancelled) {
                                 abort.store(true, Ordering::Relaxed);
                                 return Err(e);
                             }
@@ -195,6 +220,8 @@ pub fn scan_blocks(blocks: &[BlockRef], query: &Query) -> Result<PartialAggregat
 
 struct Ctx<'a> {
     query: &'a Query,
+    /// Looked at before every row group: a cancelled scan stops.
+    control: &'a ScanControl,
     program: Program,
     /// Columns read: the attributes', the condition's, the four counters.
     columns: Vec<Col>,
@@ -600,6 +627,10 @@ impl<'a> Worker<'a> {
         let err = |e: String| block_error(b, e);
         let mut matched = 0;
         for (k, &g) in selected.iter().enumerate() {
+            // A block is counted whole or not at all: a cancelled one is simply left.
+            if ctx.control.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
             let rg = &mut rgs[k];
             rg.rows = usize::try_from(file.meta.row_group(g).num_rows())
                 .map_err(|_| err(format!("row group {g}: negative row count")))?;

@@ -21,6 +21,7 @@
 #![deny(missing_docs)]
 
 mod agg;
+mod control;
 mod error;
 pub mod exec;
 pub mod output;
@@ -30,8 +31,9 @@ mod read;
 mod result;
 pub mod syntax;
 
+pub use control::ScanControl;
 pub use error::Error;
-pub use exec::{scan, scan_blocks};
+pub use exec::{scan, scan_blocks, scan_blocks_with, scan_with};
 pub use partial::{GroupKey, Metrics, PartialAggregate, ScanStats, PARTIAL_MAGIC, PARTIAL_VERSION};
 pub use plan::{parse_attributes, Attribute, Query};
 pub use result::{QueryResult, SortBy};

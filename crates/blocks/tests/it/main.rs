@@ -18,7 +18,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use trawl_blocks::messages::{FlowBatch, PacketBatch};
+use trawl_blocks::messages::{Events, FlowBatch, PacketBatch};
 use trawl_capture::{FileSource, PacketSource};
 use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, MsgType, Registry};
 use trawl_flow::FlowRecord;
@@ -35,6 +35,10 @@ pub struct Pkt {
 pub struct Collected {
     pub packets: Vec<Pkt>,
     pub flows: Vec<FlowRecord<'static>>,
+    /// The clock of every flow batch, in arrival order (empty batches too).
+    pub clocks: Vec<u64>,
+    /// Events of detectors, as JSON.
+    pub events: Vec<serde_json::Value>,
 }
 
 fn collected_map() -> &'static Mutex<HashMap<String, Collected>> {
@@ -103,6 +107,10 @@ impl Block for Collect {
         }
         if let Some(f) = msg.get::<FlowBatch>() {
             c.flows.extend(f.records.iter().copied());
+            c.clocks.push(f.clock_ns);
+        }
+        if let Some(e) = msg.get::<Events>() {
+            c.events.extend(e.events.iter().map(|e| e.json.clone()));
         }
         if self.hold > 0 {
             if self.held.len() == self.hold {

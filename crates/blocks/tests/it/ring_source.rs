@@ -1,11 +1,12 @@
 //! `ring_source` reading a shared ring that the test publishes into with a `trawl_ring`
 //! producer, as another process's `trawl run --ring` would.
 use std::path::Path;
+use std::time::Duration;
 
 use trawl_capture::{Direction, Interface, LinkType, PacketRecord};
 use trawl_ring::{Producer, RingConfig};
 
-use crate::{collected, file_packets, pcap, start, Pkt};
+use crate::{collected, file_packets, pcap, start, wait_for, Pkt};
 
 /// A shared ring named after the test (and process), with one Ethernet interface `tap-a`.
 fn producer(test: &str) -> (Producer, String) {
@@ -178,4 +179,126 @@ fn ring_source_names_the_ring_it_cannot_attach_to() {
     );
     let bad = text.replace("no-such-ring-for-blocks", "bad name!");
     assert!(trawl_compose::plan(&bad, "test", &crate::registry(), &crate::cpus()).is_err());
+}
+
+/// Issue 20: on a quiet live link the clock still moves. Packets that end 0.5 s before a
+/// 5-minute boundary (published into a ring, so their times are chosen: a live source whose
+/// traffic then stops) and nothing after: the meter sends its clock without records, so the
+/// flow store writes the block once the boundary plus its grace is past; heavy_hitters
+/// reports the last interval and synflood ends the flood's alarm, none of them waiting for a
+/// later packet (before, each waited until more traffic came or the run stopped).
+#[test]
+fn issue_20_a_quiet_live_link_closes_blocks_intervals_and_alarms_by_the_clock() {
+    const S: u64 = 1_000_000_000;
+    // 2025-06-01 12:05:00 UTC: the block 12:00-12:05 ends here.
+    let boundary = 1_748_779_500 * S;
+    let dir = tempfile::tempdir().unwrap();
+    let flood = dir.path().join("flood.pcap");
+    let victim: std::net::Ipv4Addr = "10.66.0.1".parse().unwrap();
+    crate::offline::with_flood(&flood, victim, 500, 40, 10);
+    // 20 times the recorded speed, up to the flood's end (2.5 s in), ending half a second
+    // before the boundary.
+    let packets = file_packets(&flood);
+    let t0 = packets[0].0;
+    let fast: Vec<(u64, Pkt)> = packets
+        .into_iter()
+        .map(|(ts, p)| ((ts - t0) / 20, p))
+        .filter(|(ts, _)| *ts <= 5 * S / 2)
+        .map(|(ts, p)| (boundary - 3 * S + ts, p))
+        .collect();
+    let last = fast.last().unwrap().0;
+    assert!(last < boundary && boundary - last < S, "{last}");
+    let db = dir.path().join("db");
+    let (mut p, ring) = producer("quiet");
+    let running = start(&format!(
+        r#"
+        [[block]]
+        name = "source"
+        type = "ring_source"
+        ring = "{ring}"
+        mode = "lossless"
+        [[block]]
+        name = "meter"
+        type = "flow_meter"
+        idle = "1s"
+        interval = "5m"
+        [[block]]
+        name = "store"
+        type = "flow_store"
+        dir = "{db}"
+        iface = "tap-a"
+        grace = "2s"
+        [[block]]
+        name = "q_clock"
+        type = "collect"
+        [[block]]
+        name = "heavy"
+        type = "heavy_hitters"
+        interval = "1s"
+        top = 3
+        [[block]]
+        name = "syn"
+        type = "synflood"
+        interval = "200ms"
+        [[block]]
+        name = "q_events"
+        type = "collect"
+        [[connection]]
+        from = "source.packets"
+        to = ["meter.packets", "heavy.packets", "syn.packets"]
+        [[connection]]
+        from = "meter.flows"
+        to = ["store.flows", "q_clock.in"]
+        [[connection]]
+        from = "heavy.reports"
+        to = "q_events.in"
+        [[connection]]
+        from = "syn.alarms"
+        to = "q_events.in"
+        "#,
+        db = db.display()
+    ));
+    publish(&mut p, &fast, 0);
+    let blocks = || {
+        let all = trawl_store::BlockFilter {
+            ifaces: &[],
+            from_ns: 0,
+            to_ns: None,
+        };
+        trawl_store::list_blocks(&db, &all).map_or(0, |b| b.len())
+    };
+    let events = || collected("q_events").events;
+    let heavy_last = |e: &[serde_json::Value]| {
+        e.iter()
+            .any(|e| e["event"] == "heavy_hitters" && e["start_ns"].as_u64() == Some(boundary - S))
+    };
+    let flood_ended = |e: &[serde_json::Value]| {
+        e.iter()
+            .any(|e| e["event"] == "end" && e["victim"] == "10.66.0.1")
+    };
+    // The block is due 2.5 s after the last packet (the boundary plus the grace), the
+    // heavy hitters' last interval 0.5 s after it: 15 s is ample on a loaded machine.
+    let done = wait_for(Duration::from_secs(15), || {
+        let e = events();
+        blocks() == 1 && heavy_last(&e) && flood_ended(&e)
+    });
+    let (stored, e, clocks) = (blocks(), events(), collected("q_clock").clocks);
+    p.close();
+    let report = running
+        .wait()
+        .unwrap_or_else(|(e, r)| panic!("run failed: {e}\n{}", r.table()));
+    assert!(
+        done,
+        "while the link was quiet: {stored} blocks stored, heavy hitters' last interval \
+         reported: {}, flood ended: {}; the meter's clocks: {clocks:?}\n{}",
+        heavy_last(&e),
+        flood_ended(&e),
+        report.table()
+    );
+    // The clock went past the block's end and its grace without records.
+    assert!(clocks.iter().any(|&c| c >= boundary + 2 * S), "{clocks:?}");
+    assert_eq!(
+        report.block("store").unwrap().counter("records"),
+        report.block("meter").unwrap().counter("records")
+    );
 }

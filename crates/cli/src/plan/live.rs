@@ -219,7 +219,7 @@ fn alarm_store(doc: &mut Document, st: &StoreOutput, iface: &str) -> String {
 
 /// Heavy hitters are stored as alarms once a minute: every 10 s (the block's default) would
 /// be 8,640 reports a day in the alarm list an operator reads.
-const HEAVY_INTERVAL: &str = "1m";
+pub(crate) const HEAVY_INTERVAL: &str = "1m";
 
 /// The packet detectors of an interface (`synflood`, `heavy_hitters`, each unless turned off)
 /// on the outputs thread, fed by every worker of the interface (`sources`), their events into
@@ -377,8 +377,10 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .set("path", path.display().to_string())
             .set("format", format_name(*format));
     }
+    // Several interfaces: the API gets each one's rows summed apart (`api_series`).
+    let api_per_iface = plan.api.is_some() && live.interfaces.len() > 1;
     let series_merge = plan.series.is_some()
-        || plan.api.is_some()
+        || (plan.api.is_some() && !api_per_iface)
         || (series_feed.is_some() && live.interfaces.len() == 1);
     if series_merge {
         doc.block("series", "series_merge").on("outputs", Some(0));
@@ -549,7 +551,11 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
     }
     if let Some(api) = &plan.api {
         add_api(&mut doc, plan, api, &sources, &meter_names);
-        doc.connect("series.series", &[&format!("{API}.series")], Policy::Wait);
+        if api_per_iface {
+            api_series(&mut doc, &meter_names, live);
+        } else {
+            doc.connect("series.series", &[&format!("{API}.series")], Policy::Wait);
+        }
     }
     Ok(doc)
 }
@@ -557,9 +563,20 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
 /// The name of the `http_api` block of `trawl run --api`.
 pub const API: &str = "api";
 
+/// Each interface's rows summed apart into the API (`series_api_IFACE`): a merge's rows name
+/// their interface when all its meters' do, so `/api/v1/series` serves every interface's own.
+fn api_series(doc: &mut Document, meter_names: &[(usize, String)], live: &LiveInput) {
+    for iface in &live.interfaces {
+        let sum = format!("series_api_{}", ident(iface));
+        doc.block(&sum, "series_merge").on("outputs", Some(0));
+        let to = format!("{API}.series");
+        rows_of_iface(doc, &sum, &[&to], iface, meter_names, live);
+    }
+}
+
 /// The `http_api` block of `trawl run --api` on the outputs thread: it serves the run's flow
-/// database and packet store, the rows of `series` (every interface's, summed: one interface
-/// names them), and names each capture source's and meter's interface in `/metrics`.
+/// database and packet store, each interface's rows, and names each capture source's and
+/// meter's interface in `/metrics`.
 fn add_api(
     doc: &mut Document,
     plan: &RunPlan,
@@ -591,6 +608,11 @@ fn add_api(
         .set_some("token_file", api.token_file.as_deref().map(path))
         .set_some("tls_cert", api.tls_cert.as_deref().map(path))
         .set_some("tls_key", api.tls_key.as_deref().map(path))
+        .set_some(
+            "query_timeout_s",
+            (api.query_timeout_s != trawl_api::ApiConfig::default().query_timeout_s)
+                .then_some(api.query_timeout_s as i64),
+        )
         .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
         .set_some(
             "packets",

@@ -580,6 +580,7 @@ mod progress;
 mod service;
 mod store;
 mod stored;
+mod svc;
 mod times;
 mod tls_log;
 mod voip;

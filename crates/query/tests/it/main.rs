@@ -647,3 +647,22 @@ fn address_texts_are_checked_and_merged() {
     let p = scan(dir.path(), &query("sip", None, 1)).unwrap();
     assert!(table(p) == good);
 }
+
+/// Issue 20: a scan can be stopped from outside (the API's query timeout): cancelled, it ends
+/// with `Error::Cancelled` before reading a block; left alone, it counts every block it
+/// finished in its control.
+#[test]
+fn issue_20_a_cancelled_scan_stops_and_a_scan_counts_its_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    write_db(dir.path(), 0..6_000, 1000);
+    let q = query("sip,dport", None, 2);
+    let control = trawl_query::ScanControl::default();
+    let p = trawl_query::scan_with(dir.path(), &q, &control).unwrap();
+    assert!(p.stats.blocks >= 6, "{:?}", p.stats);
+    assert_eq!(control.blocks_done(), p.stats.blocks);
+    let stopped = trawl_query::ScanControl::default();
+    stopped.cancel();
+    let e = trawl_query::scan_with(dir.path(), &q, &stopped).unwrap_err();
+    assert!(matches!(e, trawl_query::Error::Cancelled), "{e}");
+    assert_eq!(stopped.blocks_done(), 0);
+}
