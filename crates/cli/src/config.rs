@@ -93,11 +93,12 @@ pub struct RunArgs {
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-change")]
     pub no_series_change: bool,
     /// With --db: do not watch for SYN floods (`synflood` per interface, whose alarms name
-    /// the victim and go into the database, `trawl alarms`).
+    /// the victim and go into the database, `trawl alarms`; never with --anonymize).
     #[arg(help_heading = topic::FLOW_DB, long = "no-synflood")]
     pub no_synflood: bool,
     /// With --db: do not store each minute's heaviest flows and hosts (`heavy_hitters` per
-    /// interface; its reports, naming the top sources, go into the database as alarms).
+    /// interface; its reports, naming the top sources, go into the database as alarms; never
+    /// with --anonymize).
     #[arg(help_heading = topic::FLOW_DB, long = "no-heavy-hitters")]
     pub no_heavy_hitters: bool,
     #[command(flatten)]

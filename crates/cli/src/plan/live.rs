@@ -423,7 +423,11 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 .filter(|(i, _, _)| live.interfaces[*i] == *iface)
                 .map(|(_, _, name)| name.as_str())
                 .collect();
-            packet_detectors(&mut doc, st, iface, &mine);
+            // Their events name addresses as captured: not beside anonymized records (as
+            // `trawl ingest --anonymize`).
+            if plan.anonymize.key.is_none() {
+                packet_detectors(&mut doc, st, iface, &mine);
+            }
         }
         if let Some(e) = &export {
             let stored_change = plan.store.as_ref().is_some_and(|st| st.change);

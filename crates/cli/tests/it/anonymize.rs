@@ -857,3 +857,42 @@ fn anonymize_is_a_composition_and_keeps_what_a_damaged_input_held() {
         .collect();
     assert_eq!(tshark(&output, &["ipv6.src", "ipv6.dst"]), mapped);
 }
+
+/// `trawl run --db --anonymize` stores anonymized records, so it runs no detector whose
+/// alarms would name the captured addresses beside them (synflood's victim, heavy hitters'
+/// hosts), as `trawl ingest --anonymize` does; without --anonymize both run.
+#[test]
+fn run_with_anonymize_stores_no_alarm_naming_captured_addresses() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = key_file(dir.path());
+    let db = dir.path().join("db");
+    let composition = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-i",
+            "lo",
+            "--no-ring",
+            "--db",
+            db.to_str().unwrap(),
+            "--print-composition",
+        ];
+        args.extend_from_slice(extra);
+        let out = trawl(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let detectors = |doc: &str| {
+        ["\"synflood\"", "\"heavy_hitters\""]
+            .iter()
+            .filter(|t| doc.contains(&format!("type = {t}")))
+            .count()
+    };
+    assert_eq!(detectors(&composition(&[])), 2);
+    let anonymized = composition(&["--anonymize", key.to_str().unwrap()]);
+    assert_eq!(detectors(&anonymized), 0, "{anonymized}");
+    assert!(anonymized.contains("type = \"flow_store\""), "{anonymized}");
+}
