@@ -28,6 +28,7 @@ pub mod store;
 pub mod stored;
 mod util;
 pub mod voip;
+pub mod voip_out;
 pub mod write;
 
 use trawl_compose::Registry;
@@ -60,6 +61,8 @@ pub fn registry() -> Registry {
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
+        .register::<voip::SipAnomaly>()
+        .register::<voip_out::DailyWriter>()
         .register::<ipfix::IpfixSource>();
     #[cfg(feature = "kafka")]
     r.register::<kafka_source::KafkaSourceBlock>()

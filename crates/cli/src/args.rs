@@ -90,7 +90,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     ConvertConfig(crate::daemon::ConvertArgs),
     /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
-    #[command(after_help = crate::voip::VOIP_HELP)]
+    #[command(after_help = crate::voip::VOIP_HELP, args_conflicts_with_subcommands = true,
+              subcommand_negates_reqs = true)]
     Voip(crate::voip::VoipArgs),
     /// Anonymize a capture file: every IP address in IP, ARP, ICMP-quoted and tunnel headers
     /// rewritten with prefix-preserving Crypto-PAn, checksums updated; optionally payloads cut.

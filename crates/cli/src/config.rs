@@ -100,6 +100,12 @@ pub struct RunArgs {
     /// interface; its reports, naming the top sources, go into the database as alarms).
     #[arg(help_heading = topic::FLOW_DB, long = "no-heavy-hitters")]
     pub no_heavy_hitters: bool,
+    /// VoIP monitoring into DIR: SIP calls and their RTP streams (as `trawl voip`), a record
+    /// per call and per stream as each call ends, in DIR/calls-YYYY-MM-DD.jsonl and
+    /// DIR/rtp-YYYY-MM-DD.jsonl (one file per UTC day of the record's end); calls still in
+    /// progress when the monitor stops end as `shutdown`.
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
+    pub voip: Option<PathBuf>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Summary on standard error at the end.
@@ -341,6 +347,8 @@ pub struct RunPlan {
     pub anonymize: crate::flag::AnonymizeKey,
     /// The HTTP API (`--api`): its address, token and TLS; the plan adds what it serves.
     pub api: Option<trawl_api::ApiConfig>,
+    /// VoIP records' directory (`--voip`), None = no VoIP monitoring.
+    pub voip: Option<PathBuf>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -543,6 +551,7 @@ impl RunPlan {
         Ok(RunPlan {
             anonymize: a.anonymize.clone(),
             api: a.api.config(None)?,
+            voip: a.voip.clone(),
             export,
             dump_settings,
             live,

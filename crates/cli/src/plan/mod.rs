@@ -22,6 +22,7 @@ use crate::run::{LiveReport, RunReport};
 pub mod consumers;
 pub mod files;
 pub mod live;
+pub mod voip;
 
 /// A finished run: every counter, and how long it took.
 pub struct Finished {
