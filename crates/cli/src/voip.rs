@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use trawl_compose::{Document, Policy, Report};
+use trawl_compose::{Document, Report};
 
 use crate::flag::{parse_duration_ns, topic, TimeFormat};
 
@@ -27,6 +27,8 @@ Exit codes:
 
 pub mod audio;
 pub mod calls;
+pub mod records;
+use records::Records;
 
 #[derive(Args, Debug)]
 pub struct VoipArgs {
@@ -70,45 +72,15 @@ pub enum VoipCommand {
 
 /// The composition `trawl voip` runs.
 pub fn document(a: &VoipArgs) -> Document {
-    let files: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
-    // Required unless a subcommand is given (clap checks it).
-    let out = a.out.clone().unwrap_or_default();
-    let path = |name: &str| out.join(name).display().to_string();
-    let mut doc = Document::new();
-    doc.block("file", "pcap_source").set("files", files);
-    doc.block("sip", "sip");
-    doc.block("calls", "rtp_calls")
-        .set("orphans", !a.no_orphans)
-        .set_some("max_calls", a.max_calls.map(|n| n as i64))
-        .set_some(
-            "call_timeout",
-            a.call_timeout.map(|ns| format!("{}ms", ns / 1_000_000)),
-        );
-    let times = (a.time_format != TimeFormat::Ns).then_some(a.time_format.name());
-    doc.block("calls_out", "event_writer")
-        .set("path", path("calls.jsonl"))
-        .set("mode", "truncate")
-        .set_some("time_format", times);
-    doc.block("rtp_out", "event_writer")
-        .set("path", path("rtp.jsonl"))
-        .set("mode", "truncate")
-        .set_some("time_format", times);
-    doc.block("anomaly", "sip_anomaly");
-    doc.block("anomalies_out", "event_writer")
-        .set("path", path("anomalies.jsonl"))
-        .set("mode", "truncate")
-        .set_some("time_format", times);
-    // SIP first: a batch's SDP reaches the table before the batch's RTP does.
-    doc.connect(
-        "file.packets",
-        &["sip.packets", "calls.packets"],
-        Policy::Wait,
-    );
-    doc.connect("sip.sip", &["calls.sip", "anomaly.sip"], Policy::Wait);
-    doc.connect("anomaly.alarms", &["anomalies_out.events"], Policy::Wait);
-    doc.connect("calls.calls", &["calls_out.events"], Policy::Wait);
-    doc.connect("calls.streams", &["rtp_out.events"], Policy::Wait);
-    doc
+    records::document(&Records {
+        files: &a.files,
+        // Required unless a subcommand is given (clap checks it).
+        out: a.out.as_deref().unwrap_or(std::path::Path::new("")),
+        orphans: !a.no_orphans,
+        max_calls: a.max_calls,
+        call_timeout_ns: a.call_timeout,
+        time_format: a.time_format,
+    })
 }
 
 pub fn run(a: &VoipArgs) -> Result<ExitCode> {
@@ -126,7 +98,7 @@ pub fn run(a: &VoipArgs) -> Result<ExitCode> {
     let out = a.out.as_deref().context("-o DIR is required")?;
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
-    let (failure, report) = run_composition(&text, true)?;
+    let (failure, report) = records::run_composition(&text, true)?;
     eprintln!("{}", summary(&report, failure.as_deref()));
     let errors = report.blocks.iter().any(|b| b.errors > 0);
     Ok(if failure.is_some() || errors {
@@ -134,35 +106,6 @@ pub fn run(a: &VoipArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Plans and runs the composition `text`; its failure, if any, and its counters.
-fn run_composition(text: &str, print_messages: bool) -> Result<(Option<String>, Report)> {
-    let cpus = trawl_capture::live::allowed_cpus();
-    let mut plan = trawl_compose::plan(text, "trawl voip", &trawl_api::registry(), &cpus)?;
-    plan.print_messages = print_messages;
-    let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
-    Ok(match running.wait() {
-        Ok(r) => (None, r),
-        Err((f, r)) => (Some(f), r),
-    })
-}
-
-/// Runs `trawl voip` without its summary (for `trawl voip audio`'s first pass): an error when
-/// an input could not be read or a block failed.
-fn run_quietly(a: &VoipArgs) -> Result<()> {
-    let (failure, report) = run_composition(&document(a).to_toml(), false)?;
-    if let Some(f) = failure {
-        anyhow::bail!("{f}");
-    }
-    if let Some(b) = report.blocks.iter().find(|b| b.errors > 0) {
-        anyhow::bail!(
-            "{}: {}",
-            b.name,
-            b.error_messages.first().map_or("failed", String::as_str)
-        );
-    }
-    Ok(())
 }
 
 /// The JSON summary: the call table's counters and what was written.

@@ -18,6 +18,7 @@ use trawl_flow::decode::Decoded;
 use trawl_voip::audio::{assemble, place, write_wav, AudioPacket, Law, SAMPLE_RATE};
 
 use crate::flag::{parse_time, topic};
+use crate::voip::records::{run_quietly, Records};
 
 #[derive(Args, Debug)]
 pub struct AudioArgs {
@@ -209,18 +210,15 @@ fn extract(store_dir: &Path, a: &AudioArgs, scratch: &Path) -> Result<PathBuf> {
 /// `scratch`.
 fn find_call(files: &[PathBuf], call_id: &str, scratch: &Path) -> Result<(Value, Vec<CallStream>)> {
     let out = scratch.join("records");
-    let args = super::VoipArgs {
-        command: None,
-        files: files.to_vec(),
-        out: Some(out.clone()),
-        no_orphans: true,
-        max_calls: None,
-        call_timeout: None,
-        print_composition: false,
-        time_format: crate::flag::TimeFormat::Ns,
-    };
     std::fs::create_dir_all(&out)?;
-    super::run_quietly(&args)?;
+    run_quietly(&Records {
+        files,
+        out: &out,
+        orphans: false,
+        max_calls: None,
+        call_timeout_ns: None,
+        time_format: crate::flag::TimeFormat::Ns,
+    })?;
     let read = |name: &str| -> Result<Vec<Value>> {
         let path = out.join(name);
         let text = std::fs::read_to_string(&path)
