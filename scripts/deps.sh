@@ -14,6 +14,7 @@
 #     parse /metrics with the Prometheus project's own parser (prometheus_client; both pip).
 #   openssl: the API's TLS test makes a self-signed certificate.
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
+#   sox: the VoIP audio test decodes G.711 payloads with it (an independent decoder).
 #   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0009-kafka-client.md).
 #   kcat, protobuf-compiler: the Kafka tests consume trawl's topic with kcat and decode its
 #     Protobuf messages with protoc, without trawl (the brokers: scripts/services.sh).
@@ -22,7 +23,7 @@
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester zlib1g-dev kcat protobuf-compiler openssl chromium chromium-driver)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester sox zlib1g-dev kcat protobuf-compiler openssl chromium chromium-driver)
 
 missing=()
 for p in "${packages[@]}"; do

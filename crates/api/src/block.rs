@@ -3,7 +3,7 @@
 //! thread is pinned, so the runtime's threads never share a capture core's affinity); from
 //! `start` on it serves the composition's counters; its `series` input keeps the newest
 //! per-second rows for `/api/v1/series`; `finish` stops the server.
-use trawl_blocks::messages::{SeriesBatch, SERIES};
+use trawl_blocks::messages::{Events, SeriesBatch, EVENTS, SERIES};
 use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting};
 
 use crate::{ApiConfig, Server};
@@ -17,12 +17,21 @@ impl Block for HttpApi {
     const TYPE: &'static str = "http_api";
     const SUMMARY: &'static str = "The HTTP API (docs/specs/api.md): the flow database, packet \
         store, live series and every counter of the composition, read-only, over HTTP(S).";
-    const INPUTS: &'static [GateDef] = &[GateDef {
-        name: "series",
-        ty: SERIES,
-        required: true,
-        doc: "per-second rows served as live rows of /api/v1/series (the run ends the API)",
-    }];
+    const INPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "series",
+            ty: SERIES,
+            required: true,
+            doc: "per-second rows served as live rows of /api/v1/series (the run ends the API)",
+        },
+        GateDef {
+            name: "calls",
+            ty: EVENTS,
+            required: false,
+            doc: "the calls in progress, from `rtp_calls`' `active` output (each batch replaces \
+                  the last): /api/v1/calls?active=1",
+        },
+    ];
     const OUTPUTS: &'static [GateDef] = &[];
     const PATHS: &'static [PathSetting] = &[
         PathSetting::path("token_file"),
@@ -30,6 +39,7 @@ impl Block for HttpApi {
         PathSetting::path("tls_key"),
         PathSetting::path("db"),
         PathSetting::path("packets"),
+        PathSetting::path("voip"),
     ];
     type Settings = ApiConfig;
 
@@ -52,8 +62,19 @@ impl Block for HttpApi {
         Ok(())
     }
 
-    fn receive(&mut self, _input: usize, msg: &Msg, _ctx: &mut Ctx<'_>) {
-        let (Some(server), Some(batch)) = (&self.server, msg.get::<SeriesBatch>()) else {
+    fn receive(&mut self, input: usize, msg: &Msg, _ctx: &mut Ctx<'_>) {
+        let Some(server) = &self.server else {
+            return;
+        };
+        if input == 1 {
+            if let (Some(calls), Ok(mut held)) =
+                (msg.get::<Events>(), server.state.active_calls.lock())
+            {
+                held.0 = Some(calls.events.iter().map(|e| e.json.clone()).collect());
+            }
+            return;
+        }
+        let Some(batch) = msg.get::<SeriesBatch>() else {
             return;
         };
         // Rows of one interface name it; a sum over several goes under the `iface` setting.

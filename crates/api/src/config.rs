@@ -24,6 +24,9 @@ pub struct ApiConfig {
     pub db: Option<PathBuf>,
     /// The packet store `/api/v1/packets` reads.
     pub packets: Option<PathBuf>,
+    /// The VoIP records (`trawl voip -o DIR`, `trawl run --voip DIR`) whose finished calls
+    /// `/api/v1/calls` reads.
+    pub voip: Option<PathBuf>,
     /// The interface name the live rows of the `series` input are served under when they
     /// name none (a sum over several interfaces, or rows not from live capture); rows that
     /// name their interface are served under it, each interface's apart.
@@ -51,6 +54,7 @@ impl Default for ApiConfig {
             tls_key: None,
             db: None,
             packets: None,
+            voip: None,
             iface: "all".into(),
             live_seconds: 3600,
             query_timeout_s: 30,

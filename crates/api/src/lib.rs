@@ -30,6 +30,7 @@
 
 mod auth;
 mod block;
+mod calls;
 mod config;
 mod console;
 mod coordinator;

@@ -32,6 +32,8 @@ pub(crate) struct AppState {
     /// The running composition's counters (`trawl run`); unset under `trawl serve`.
     pub reporter: OnceLock<Reporter>,
     pub live: Mutex<LiveSeries>,
+    /// The calls in progress of a VoIP monitor (`/api/v1/calls?active=1`).
+    pub active_calls: Mutex<crate::calls::ActiveCalls>,
     pub started: Instant,
     /// The scans of queries, running and done (`crate::scans`).
     pub scans: Arc<crate::scans::Scans>,
@@ -79,6 +81,7 @@ impl Server {
             token,
             reporter: OnceLock::new(),
             live: Mutex::new(LiveSeries::new(cfg.live_seconds)),
+            active_calls: Mutex::default(),
             started: Instant::now(),
             scans: Arc::default(),
         });

@@ -34,6 +34,7 @@ pub mod tcp_conns;
 pub mod tls_log;
 mod util;
 pub mod voip;
+pub mod voip_out;
 pub mod write;
 
 use trawl_compose::Registry;
@@ -67,6 +68,8 @@ pub fn registry() -> Registry {
         .register::<count::Count>()
         .register::<voip::SipBlock>()
         .register::<voip::RtpCalls>()
+        .register::<voip::SipAnomaly>()
+        .register::<voip_out::DailyWriter>()
         .register::<ipfix::IpfixSource>()
         .register::<applog::DnsLog>()
         .register::<tls_log::TlsLog>()

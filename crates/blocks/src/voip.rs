@@ -3,16 +3,22 @@
 //! `rtp_calls`, which keeps the call table of trawl-voip: dialogs by Call-ID, RTP streams by
 //! media endpoint, orphan streams by heuristic, and writes a record per call and per stream
 //! as events (`calls.jsonl` and `rtp.jsonl` of `trawl voip`).
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PacketRecord};
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool};
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool, TimerId};
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, ParseOutcome};
 use trawl_voip::{sip, Output, SipEvent, Tracker, TrackerConfig};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+
+mod anomaly;
+mod tcp;
+pub use anomaly::{SipAnomaly, SipAnomalySettings};
+use tcp::{Placed, TcpStreams};
 
 /// Gates carrying [`SipBatch`].
 pub const SIP: MsgType = MsgType::of::<SipBatch>("sip");
@@ -22,6 +28,8 @@ pub const SIP: MsgType = MsgType::of::<SipBatch>("sip");
 pub struct SipBatch {
     /// The messages.
     pub events: Vec<SipEvent>,
+    /// From live capture (receivers may move their clocks on by wall time when it is quiet).
+    pub live: bool,
 }
 
 impl Payload for SipBatch {
@@ -34,15 +42,24 @@ impl Payload for SipBatch {
 const GTP_U_PORT: u16 = 2152;
 
 /// A packet's transport: endpoints, TCP or UDP, and the payload bytes captured.
-struct Transport<'a> {
-    src: SocketAddr,
-    dst: SocketAddr,
-    tcp: bool,
-    payload: &'a [u8],
+pub struct Transport<'a> {
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// TCP (else UDP).
+    pub tcp: bool,
+    /// TCP: the segment's sequence number.
+    pub seq: u32,
+    /// TCP: FIN or RST (the direction ends).
+    pub fin_or_rst: bool,
+    /// The transport payload as captured.
+    pub payload: &'a [u8],
 }
 
-/// Decodes a packet down to its UDP or TCP payload, through one GTP-U tunnel.
-fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
+/// Decodes a packet down to its UDP or TCP payload, through one GTP-U tunnel (what `sip` and
+/// `rtp_calls` read; `trawl voip audio` finds a call's RTP with it).
+pub fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
     let cfg = DecodeConfig::default();
     let (mut data, mut link) = (data, link);
     for _ in 0..2 {
@@ -59,10 +76,13 @@ fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Tran
                 continue;
             }
         }
+        let tcp = d.proto == 6;
         return Some(Transport {
             src: SocketAddr::new(d.src_addr(), d.src_port),
             dst: SocketAddr::new(d.dst_addr(), d.dst_port),
-            tcp: d.proto == 6,
+            tcp,
+            seq: if tcp { d.tcp.seq } else { 0 },
+            fin_or_rst: tcp && d.tcp.flags & (TCP_FIN | TCP_RST) != 0,
             payload,
         });
     }
@@ -94,23 +114,28 @@ fn gtp_u_payload(b: &[u8]) -> Option<&[u8]> {
 /// Bytes of SIP kept per TCP connection while waiting for the rest of a message.
 const TCP_BUFFER: usize = 64 * 1024;
 
+const TCP_FIN: u8 = trawl_flow::decode::tcp_flags::FIN;
+const TCP_RST: u8 = trawl_flow::decode::tcp_flags::RST;
+
 /// Finds and parses SIP messages.
 pub struct SipBlock {
     decoded: Decoded,
-    /// Per TCP connection (sender, receiver): bytes of an incomplete message.
-    partial: HashMap<(SocketAddr, SocketAddr), Vec<u8>>,
-    max_connections: usize,
+    /// SIP's TCP streams, put back in order (sender, receiver).
+    tcp: TcpStreams,
     pool: Pool<SipBatch>,
     out: Vec<SipEvent>,
     messages: Option<Counter>,
     malformed: Option<Counter>,
+    tcp_reordered: Option<Counter>,
+    tcp_gaps: Option<Counter>,
 }
 
 /// Settings of `sip`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SipSettings {
-    /// TCP connections with a partial SIP message held at once (default 65536).
+    /// Directions of TCP connections followed at once (default 65536); beyond, those idle
+    /// for a minute are forgotten, or a new one's segments are taken alone.
     #[serde(default = "default_connections")]
     pub max_tcp_connections: usize,
 }
@@ -131,29 +156,42 @@ impl Block for SipBlock {
     const SUMMARY: &'static str =
         "finds SIP messages in UDP datagrams and TCP streams (and in GTP-U) and parses them with their SDP";
     const INPUTS: &'static [GateDef] = &[PACKETS_IN];
-    const OUTPUTS: &'static [GateDef] = &[GateDef {
-        name: "sip",
-        ty: SIP,
-        required: true,
-        doc: "SIP messages with their SDP media, for rtp_calls",
-    }];
+    const OUTPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "sip",
+            ty: SIP,
+            required: true,
+            doc: "SIP messages with their SDP media, for rtp_calls",
+        },
+        GateDef {
+            name: "packets",
+            ty: PACKETS,
+            required: false,
+            doc: "the packets received, each batch after its SIP batch: rtp_calls fed from \
+                  here gets both halves of every pair even when a lossy queue into `sip` \
+                  drops batches (live capture)",
+        },
+    ];
     type Settings = SipSettings;
 
     fn build(s: SipSettings, _env: &BuildEnv) -> Result<Self, String> {
         Ok(SipBlock {
             decoded: Decoded::default(),
-            partial: HashMap::new(),
-            max_connections: s.max_tcp_connections,
+            tcp: TcpStreams::new(s.max_tcp_connections),
             pool: Pool::new(SipBatch::default),
             out: Vec::new(),
             messages: None,
             malformed: None,
+            tcp_reordered: None,
+            tcp_gaps: None,
         })
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
         self.messages = Some(ctx.counter("messages"));
         self.malformed = Some(ctx.counter("malformed"));
+        self.tcp_reordered = Some(ctx.counter("tcp_reordered"));
+        self.tcp_gaps = Some(ctx.counter("tcp_gaps"));
         Ok(())
     }
 
@@ -173,7 +211,11 @@ impl Block for SipBlock {
         let batch = slot.get_mut();
         batch.events.clear();
         batch.events.append(&mut self.out);
+        batch.live = packets.live;
         ctx.emit(0, slot.into_msg());
+        if ctx.is_connected(1) {
+            ctx.emit(1, msg.clone());
+        }
     }
 }
 
@@ -202,17 +244,47 @@ impl SipBlock {
         }
     }
 
-    /// SIP over TCP: messages may span segments (segments are taken in capture order).
+    /// SIP over TCP: segments put in order by sequence number ([`TcpStreams`]), then the
+    /// messages complete in the direction's bytes parsed.
     fn tcp_segment(&mut self, ts_ns: u64, t: &Transport<'_>) {
         let key = (t.src, t.dst);
-        let mut buf = match self.partial.remove(&key) {
-            Some(mut b) => {
-                b.extend_from_slice(t.payload);
-                b
+        let starts = sip::looks_like_sip(t.payload);
+        match self.tcp.segment(ts_ns, key, t.seq, t.payload, starts) {
+            Placed::Ready => {
+                let mut buf = self
+                    .tcp
+                    .buffer(&key)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                self.parse_stream(ts_ns, t, &mut buf);
+                if buf.len() > TCP_BUFFER {
+                    // No message this long: not SIP after all, or a gap; start again at the
+                    // next segment that starts a message.
+                    self.tcp.close(&key);
+                } else if let Some(held) = self.tcp.buffer(&key) {
+                    *held = buf;
+                }
             }
-            None if sip::looks_like_sip(t.payload) => t.payload.to_vec(),
-            None => return,
-        };
+            Placed::Untracked => {
+                let mut buf = t.payload.to_vec();
+                self.parse_stream(ts_ns, t, &mut buf);
+            }
+            Placed::Held | Placed::Ignored => {}
+        }
+        if t.fin_or_rst {
+            self.tcp.close(&key);
+        }
+        let s = self.tcp.stats;
+        for (c, v) in [(&self.tcp_reordered, s.reordered), (&self.tcp_gaps, s.gaps)] {
+            if let Some(c) = c {
+                c.set(v);
+            }
+        }
+    }
+
+    /// Parses the complete messages at the start of a direction's bytes and drains them;
+    /// what is left is the start of an incomplete one.
+    fn parse_stream(&mut self, ts_ns: u64, t: &Transport<'_>, buf: &mut Vec<u8>) {
         let mut at = 0;
         while at < buf.len() {
             // Keep-alive CRLFs between messages (RFC 5626 §3.5.1).
@@ -233,15 +305,16 @@ impl SipBlock {
             }
         }
         buf.drain(..at);
-        if !buf.is_empty() && buf.len() <= TCP_BUFFER && self.partial.len() < self.max_connections {
-            self.partial.insert(key, buf);
-        }
     }
 }
 
 /// The call table: SIP from `sip`, RTP and RTCP from the packets.
 pub struct RtpCalls {
     tracker: Tracker,
+    /// End reason of calls in progress at the end ([`OpenAtEnd`]).
+    open_at_end: &'static str,
+    /// The last packet's time, when it was received, and whether it was captured live.
+    last_packet: Option<(u64, Instant, bool)>,
     /// Packet batches and SIP batches not yet paired (one SIP batch per packet batch).
     packets: VecDeque<Msg>,
     sips: VecDeque<Msg>,
@@ -272,6 +345,30 @@ pub struct RtpCallsSettings {
     pub orphans: Option<bool>,
     /// Packets in sequence before such a stream counts (default 4).
     pub orphan_packets: Option<u64>,
+    /// End reason of the calls still in progress when the input ends: `active_at_end`
+    /// (default, capture files) or `shutdown` (a live monitor stopping).
+    #[serde(default)]
+    pub open_at_end: OpenAtEnd,
+}
+
+/// What calls still in progress at the end of the input are written as.
+#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenAtEnd {
+    /// `active_at_end`: the capture ended during the call.
+    #[default]
+    ActiveAtEnd,
+    /// `shutdown`: the monitor stopped during the call.
+    Shutdown,
+}
+
+impl OpenAtEnd {
+    fn reason(self) -> &'static str {
+        match self {
+            OpenAtEnd::ActiveAtEnd => "active_at_end",
+            OpenAtEnd::Shutdown => "shutdown",
+        }
+    }
 }
 
 impl RtpCallsSettings {
@@ -290,6 +387,9 @@ impl RtpCallsSettings {
         }
     }
 }
+
+/// How often `rtp_calls` sends the calls in progress and moves an idle live clock on.
+const TICK: Duration = Duration::from_secs(1);
 
 /// The counters `rtp_calls` shows, in the order of [`RtpCalls::update_counters`].
 const COUNTERS: [&str; 8] = [
@@ -329,6 +429,13 @@ impl Block for RtpCalls {
             required: false,
             doc: "a record per RTP stream, with its call's end or when an orphan goes idle (rtp.jsonl)",
         },
+        GateDef {
+            name: "active",
+            ty: EVENTS,
+            required: false,
+            doc: "every second, the calls in progress (one batch each time, maybe empty; \
+                  `end_reason` `active`): the API's /api/v1/calls?active=1",
+        },
     ];
     type Settings = RtpCallsSettings;
 
@@ -339,6 +446,8 @@ impl Block for RtpCalls {
     fn build(s: RtpCallsSettings, _env: &BuildEnv) -> Result<Self, String> {
         Ok(RtpCalls {
             tracker: Tracker::new(s.config()).map_err(|e| e.to_string())?,
+            open_at_end: s.open_at_end.reason(),
+            last_packet: None,
             packets: VecDeque::new(),
             sips: VecDeque::new(),
             decoded: Decoded::default(),
@@ -350,7 +459,30 @@ impl Block for RtpCalls {
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
         self.counters = COUNTERS.iter().map(|n| ctx.counter(n)).collect();
+        ctx.every(TICK);
         Ok(())
+    }
+
+    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
+        // Live packets that stopped coming: packet time moves on by wall time, so calls that
+        // ended (BYE and linger) or went silent are written without waiting for traffic.
+        if let Some((ts_ns, at, true)) = self.last_packet {
+            let idle = at.elapsed();
+            if idle >= TICK {
+                self.tracker
+                    .advance(ts_ns + idle.as_nanos() as u64, &mut self.out);
+            }
+        }
+        self.send(ctx);
+        if ctx.is_connected(2) {
+            let active = self.tracker.active_records();
+            let events = active.iter().map(|c| Event {
+                ts_ns: c.end_ns,
+                json: serde_json::to_value(c).unwrap_or_default(),
+            });
+            let msg = Self::batch(&mut self.pool, events);
+            ctx.emit(2, msg);
+        }
     }
 
     fn receive(&mut self, input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
@@ -371,7 +503,7 @@ impl Block for RtpCalls {
             let (p, s) = (self.packets.pop_front(), self.sips.pop_front());
             self.pair(p.as_ref(), s.as_ref());
         }
-        self.tracker.finish(&mut self.out);
+        self.tracker.finish_as(self.open_at_end, &mut self.out);
         self.send(ctx);
     }
 }
@@ -385,6 +517,9 @@ impl RtpCalls {
             .map_or(&[][..], |b| &b.events[..]);
         let mut next = 0;
         if let Some(packets) = packets.and_then(|m| m.get::<PacketBatch>()) {
+            if let Some(last) = packets.metas.last() {
+                self.last_packet = Some((last.ts_ns, Instant::now(), packets.live));
+            }
             for pkt in packets.batch().iter() {
                 while next < events.len() && events[next].ts_ns <= pkt.ts_ns {
                     self.tracker.on_sip(&events[next], &mut self.out);

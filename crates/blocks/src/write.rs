@@ -247,7 +247,7 @@ impl Block for EventFileWriter {
 /// `event` with its top-level `*_ns` integers as RFC 3339 text in UTC: an event's `_ns`
 /// fields are instants (`onset_ns`, `start_ns`, a call's `invite_ns`, a stream's
 /// `first_ns`); durations are named `_ms`.
-fn rfc3339_instants(event: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn rfc3339_instants(event: &serde_json::Value) -> serde_json::Value {
     let mut e = event.clone();
     if let Some(fields) = e.as_object_mut() {
         for (k, v) in fields.iter_mut() {

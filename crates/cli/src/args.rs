@@ -90,7 +90,8 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     ConvertConfig(crate::daemon::ConvertArgs),
     /// VoIP monitoring: SIP calls and their RTP streams (loss, jitter, MOS) from capture files.
-    #[command(after_help = crate::voip::VOIP_HELP)]
+    #[command(after_help = crate::voip::VOIP_HELP, args_conflicts_with_subcommands = true,
+              subcommand_negates_reqs = true)]
     Voip(crate::voip::VoipArgs),
     /// Application-layer logs from capture files: DNS request/response pairs (dns.jsonl), TLS
     /// hellos (tls.jsonl) and HTTP/1.x request/response pairs (http.jsonl), each line with the

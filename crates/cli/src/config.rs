@@ -101,6 +101,12 @@ pub struct RunArgs {
     /// with --anonymize).
     #[arg(help_heading = topic::FLOW_DB, long = "no-heavy-hitters")]
     pub no_heavy_hitters: bool,
+    /// VoIP monitoring into DIR: SIP calls and their RTP streams (as `trawl voip`), a record
+    /// per call and per stream as each call ends, in DIR/calls-YYYY-MM-DD.jsonl and
+    /// DIR/rtp-YYYY-MM-DD.jsonl (one file per UTC day of the record's end); calls still in
+    /// progress when the monitor stops end as `shutdown`.
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
+    pub voip: Option<PathBuf>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
     /// Write application-layer logs into this directory: `dns.jsonl`, `tls.jsonl`,
@@ -352,6 +358,8 @@ pub struct RunPlan {
     pub api: Option<trawl_api::ApiConfig>,
     /// Application-layer logs (`--logs`, `--analyze`).
     pub logs: Option<crate::plan::logs::LogsOut>,
+    /// VoIP records' directory (`--voip`), None = no VoIP monitoring.
+    pub voip: Option<PathBuf>,
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -561,6 +569,7 @@ impl RunPlan {
             }),
             anonymize: a.anonymize.clone(),
             api: a.api.config(None)?,
+            voip: a.voip.clone(),
             export,
             dump_settings,
             live,

@@ -79,6 +79,9 @@ pub struct ServeArgs {
     /// The packet store `/api/v1/packets` reads.
     #[arg(help_heading = topic::INPUT, long = "packets", value_name = "DIR")]
     pub packets: Option<PathBuf>,
+    /// The VoIP records (`trawl voip -o DIR`, `trawl run --voip DIR`) `/api/v1/calls` reads.
+    #[arg(help_heading = topic::INPUT, long = "voip", value_name = "DIR")]
+    pub voip: Option<PathBuf>,
     /// Serve as the coordinator of these probes (probes.toml): `/api/v1/query` and
     /// `/api/v1/series` answer for the fleet, `/api/v1/packets?probe=NAME` passes that probe's
     /// packets through (docs/specs/distributed.md).
@@ -90,12 +93,12 @@ pub struct ServeArgs {
 
 /// `trawl serve`: until SIGINT/SIGTERM.
 pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
-    if a.db.is_none() && a.packets.is_none() && a.probes.is_none() {
+    if a.db.is_none() && a.packets.is_none() && a.voip.is_none() && a.probes.is_none() {
         bail!(
-            "nothing to serve: give --db DIR (flow database) and/or --packets DIR (packet store), or --probes FILE (a fleet)"
+            "nothing to serve: give --db DIR (flow database), --packets DIR (packet store) and/or --voip DIR (VoIP records), or --probes FILE (a fleet)"
         );
     }
-    for dir in a.db.iter().chain(&a.packets) {
+    for dir in a.db.iter().chain(&a.packets).chain(&a.voip) {
         if !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
@@ -106,6 +109,7 @@ pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
         .expect("a default address");
     config.db = a.db.clone();
     config.packets = a.packets.clone();
+    config.voip = a.voip.clone();
     config.fleet = a
         .probes
         .as_deref()

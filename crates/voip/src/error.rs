@@ -1,7 +1,7 @@
 //! The crate's one error type.
 
-/// Why a SIP message or SDP body could not be read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a SIP message or SDP body, a setting or a file of call records could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The message is cut short: its header block or `Content-Length` body is not all there
@@ -17,4 +17,15 @@ pub enum Error {
     /// A setting of the call table is out of range (which one is said).
     #[error("setting `{0}` out of range")]
     Setting(&'static str),
+    /// A file of call records could not be read, or a line of it is not a JSON object
+    /// (`line` 0: the file or directory itself).
+    #[error("{path}:{line}: {reason}")]
+    Records {
+        /// The file (or directory).
+        path: String,
+        /// Its line, from 1; 0 for the file as a whole.
+        line: u64,
+        /// What went wrong.
+        reason: String,
+    },
 }

@@ -7,7 +7,9 @@
 //!   (source, destination, SSRC), orphan streams by heuristic, bounded sizes, timeouts.
 //! - [`stats`] measures a stream (RFC 3550 loss and jitter, as tshark computes them) and
 //!   [`codec`] names codecs and estimates MOS (G.107 E-model).
-//! - [`CallRecord`] and [`StreamRecord`] are what ends up in `calls.jsonl` and `rtp.jsonl`.
+//! - [`CallRecord`] and [`StreamRecord`] are what ends up in `calls.jsonl` and `rtp.jsonl`;
+//!   [`lookup`] finds calls in those files by caller, callee and time; [`audio`] decodes a
+//!   call's G.711 streams to a WAV file.
 //!
 //! ```
 //! use trawl_voip::{sip, SipEvent, Tracker, TrackerConfig, Output};
@@ -25,10 +27,12 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod audio;
 pub mod codec;
 mod error;
 mod event;
 mod hash;
+pub mod lookup;
 mod record;
 pub mod rtp;
 pub mod sdp;

@@ -43,7 +43,8 @@ pub struct CallRecord {
     pub answer_ms: Option<f64>,
     /// 2xx to BYE (or last activity) in ms; 0 when not answered.
     pub duration_ms: f64,
-    /// `bye_caller`, `bye_callee`, `cancel`, `failure`, `timeout`, `evicted`, `active_at_end`.
+    /// `bye_caller`, `bye_callee`, `cancel`, `failure`, `timeout`, `evicted`, `active_at_end`,
+    /// `shutdown` (a live monitor stopped); `active` for a call still in progress.
     pub end_reason: &'static str,
     /// Final status code of the INVITE transaction (0: none seen).
     pub status: u16,

@@ -215,6 +215,31 @@ impl Tracker {
         self.by_call_id.keys().map(|k| &**k)
     }
 
+    /// The calls in progress as records, without ending them (the API's active calls):
+    /// `end_reason` is `active`, `end_ns` the last SIP or RTP packet so far, the streams and
+    /// worst MOS those measured so far.
+    pub fn active_records(&self) -> Vec<CallRecord> {
+        let mut records = Vec::with_capacity(self.by_call_id.len());
+        for call in self.calls.iter().flatten() {
+            let mut worst: Option<f64> = None;
+            let mut packets = 0;
+            for &s in &call.streams {
+                if let Some(stream) = self.streams[s as usize].as_ref() {
+                    let rec = stream_record(stream, Some(call));
+                    packets += rec.packets;
+                    worst = Some(worst.map_or(rec.mos, |w: f64| w.min(rec.mos)));
+                }
+            }
+            let mut rec = call_record(call, call.streams.len() as u32, packets, worst);
+            if call.end_ns.is_none() {
+                rec.end_reason = "active";
+            }
+            records.push(rec);
+        }
+        records.sort_by_key(|r| r.invite_ns);
+        records
+    }
+
     /// Moves packet time on; ends calls and streams whose time is up.
     pub fn advance(&mut self, now_ns: u64, out: &mut Output) {
         self.clock_ns = self.clock_ns.max(now_ns);
@@ -225,12 +250,20 @@ impl Tracker {
         self.sweep(out);
     }
 
-    /// Writes everything still held (end of input).
+    /// Writes everything still held (end of input); calls in progress end as `active_at_end`.
     pub fn finish(&mut self, out: &mut Output) {
+        self.finish_as("active_at_end", out);
+    }
+
+    /// Writes everything still held; calls in progress (not yet ended by BYE, CANCEL or a
+    /// failure) end as `reason` (`shutdown` when a live monitor stops).
+    pub fn finish_as(&mut self, reason: &'static str, out: &mut Output) {
         for slot in 0..self.calls.len() as u32 {
-            if self.calls[slot as usize].is_some() {
-                self.close_call(slot, None, out);
-            }
+            let open = match &self.calls[slot as usize] {
+                Some(c) => c.end_ns.is_none(),
+                None => continue,
+            };
+            self.close_call(slot, open.then_some(reason), out);
         }
         for slot in 0..self.streams.len() as u32 {
             self.close_stream(slot, out);

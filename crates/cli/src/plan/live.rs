@@ -307,7 +307,10 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         || plan.store.is_some()
         || export.is_some()
         || series_feed.is_some();
-    let outputs_needed = meters || plan.dump_settings.is_some() || plan.logs.is_some();
+    let outputs_needed = meters
+        || plan.dump_settings.is_some()
+        || plan.logs.is_some()
+        || plan.voip.is_some();
 
     let mut doc = Document::new();
     let workers_added = capture(&mut doc, live, plan.filter.as_deref(), plan.dedup_ns);
@@ -370,6 +373,15 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .map(|((_, _, name), t)| (format!("{name}.packets"), Some(*t)))
             .collect();
         logs.add(&mut doc, &gates, Some("outputs"));
+    }
+    if let Some(dir) = &plan.voip {
+        let names: Vec<&str> = sources.iter().map(|(_, _, n)| n.as_str()).collect();
+        super::voip::add(&mut doc, dir, &names);
+        if let Some(st) = &plan.store {
+            // One detector for the run's SIP: its alarms under the first interface.
+            let store = alarm_store(&mut doc, st, &live.interfaces[0]);
+            super::voip::anomalies(&mut doc, &store);
+        }
     }
     if let Some((path, format)) = &plan.flows {
         doc.block("flows_out", "flow_writer")
@@ -560,6 +572,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         } else {
             doc.connect("series.series", &[&format!("{API}.series")], Policy::Wait);
         }
+        if plan.voip.is_some() {
+            super::voip::serve_active(&mut doc, API);
+        }
     }
     Ok(doc)
 }
@@ -618,6 +633,7 @@ fn add_api(
                 .then_some(api.query_timeout_s as i64),
         )
         .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
+        .set_some("voip", plan.voip.as_deref().map(path))
         .set_some(
             "packets",
             plan.dump_settings

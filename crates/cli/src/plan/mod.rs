@@ -24,6 +24,7 @@ pub mod consumers;
 pub mod files;
 pub mod live;
 pub mod logs;
+pub mod voip;
 
 /// A finished run: every counter, and how long it took.
 pub struct Finished {

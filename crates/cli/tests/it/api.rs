@@ -109,7 +109,7 @@ impl Drop for Served {
 }
 
 /// A GET with curl (`extra`: headers, CA file): the status and the body.
-fn get(url: &str, extra: &[&str]) -> (u16, Vec<u8>) {
+pub(crate) fn get(url: &str, extra: &[&str]) -> (u16, Vec<u8>) {
     get_in(Command::new("curl"), url, extra)
 }
 
@@ -135,7 +135,7 @@ fn get_in(mut cmd: Command, url: &str, extra: &[&str]) -> (u16, Vec<u8>) {
     (code, std::fs::read(body.path()).unwrap())
 }
 
-fn get_json(url: &str) -> serde_json::Value {
+pub(crate) fn get_json(url: &str) -> serde_json::Value {
     let (code, body) = get(url, &[]);
     assert_eq!(code, 200, "{url}: {}", String::from_utf8_lossy(&body));
     serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{url}: not JSON: {e}"))

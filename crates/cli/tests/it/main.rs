@@ -584,7 +584,12 @@ mod svc;
 mod times;
 mod tls_log;
 mod voip;
+mod voip_anomaly;
+mod voip_audio;
+mod voip_live;
+mod voip_lookup;
 mod voip_sipp;
+mod voip_tcp;
 
 /// Issue 27 item 12: every numeric and duration setting of the meter and the capture has one
 /// allowed range, and a value outside it is refused (exit 2) with the range, not accepted

@@ -23,7 +23,7 @@ fn ip(args: &[&str]) {
     assert!(s.success(), "ip {args:?}");
 }
 
-fn jsonl(path: &Path) -> Vec<Value> {
+pub(crate) fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()
@@ -32,7 +32,7 @@ fn jsonl(path: &Path) -> Vec<Value> {
 }
 
 /// dumpcap on `iface`, writing pcap; returns once the file header is written.
-fn capture(iface: &str, file: &Path) -> Child {
+pub(crate) fn capture(iface: &str, file: &Path) -> Child {
     let child = Command::new("dumpcap")
         .args(["-q", "-P", "-i", iface, "-w"])
         .arg(file)
@@ -50,7 +50,7 @@ fn capture(iface: &str, file: &Path) -> Child {
     child
 }
 
-fn stop(mut child: Child) {
+pub(crate) fn stop(mut child: Child) {
     std::thread::sleep(Duration::from_millis(500));
     let _ = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -58,7 +58,7 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
-fn voip(capture: &Path, out: &Path) -> (Vec<Value>, Vec<Value>) {
+pub(crate) fn voip(capture: &Path, out: &Path) -> (Vec<Value>, Vec<Value>) {
     let o = trawl(&[
         "voip",
         "-r",
@@ -131,87 +131,131 @@ fn same_as_tshark(capture: &Path, streams: &[Value]) {
     }
 }
 
+/// SIPp's two ends across a veth pair: the caller on the host end, the callee in the
+/// namespace, and a directory with the pcaps `uac_pcap` plays.
+pub(crate) struct SippLab {
+    pub lab: VethLab,
+    pub uac_ip: String,
+    pub uas_ip: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl SippLab {
+    pub fn new() -> SippLab {
+        if let Err(e) = trawl_testkit::netns::lab_available() {
+            panic!("needs root, ip and tcpreplay: {e}");
+        }
+        let lab = VethLab::new(1500).expect("veth lab");
+        // A subnet of its own per lab: the tests of one process run at once.
+        static LABS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = LABS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let net = 10 + (std::process::id() * 7 + n) % 200;
+        let (uac_ip, uas_ip) = (format!("10.77.{net}.1"), format!("10.77.{net}.2"));
+        ip(&["addr", "add", &format!("{uac_ip}/24"), "dev", &lab.host]);
+        ip(&[
+            "-n",
+            &lab.ns,
+            "addr",
+            "add",
+            &format!("{uas_ip}/24"),
+            "dev",
+            &lab.peer,
+        ]);
+        ip(&["-n", &lab.ns, "link", "set", "lo", "up"]);
+
+        // uac_pcap plays ./pcap/g711a.pcap and ./pcap/dtmf_2833_1.pcap.
+        let dir = tempfile::tempdir().unwrap();
+        let pcaps = dir.path().join("pcap");
+        std::fs::create_dir(&pcaps).unwrap();
+        for f in ["g711a.pcap", "dtmf_2833_1.pcap"] {
+            let src = PathBuf::from("/usr/share/sip-tester").join(f);
+            assert!(
+                src.exists(),
+                "{} missing: apt-get install sip-tester",
+                src.display()
+            );
+            std::os::unix::fs::symlink(&src, pcaps.join(f)).unwrap();
+        }
+        SippLab {
+            lab,
+            uac_ip,
+            uas_ip,
+            dir,
+        }
+    }
+
+    /// Places `calls` calls, one at a time, and checks that SIPp counts them all successful.
+    pub fn call(&self, calls: u64) {
+        let m = calls.to_string();
+        let mut uas = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.lab.ns,
+                "sipp",
+                "-sn",
+                "uas",
+                "-i",
+                &self.uas_ip,
+            ])
+            .args(["-p", "5060", "-m", &m, "-nostdin"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sipp (package sip-tester)");
+        std::thread::sleep(Duration::from_millis(500));
+        let stat = self.dir.path().join("uac.csv");
+        let _ = std::fs::remove_file(&stat);
+        let uac = Command::new("sipp")
+            .current_dir(self.dir.path())
+            .args([
+                "-sn",
+                "uac_pcap",
+                &format!("{}:5060", self.uas_ip),
+                "-i",
+                &self.uac_ip,
+            ])
+            .args([
+                "-p",
+                "5061",
+                "-m",
+                &m,
+                "-l",
+                "1",
+                "-nostdin",
+                "-trace_stat",
+                "-stf",
+            ])
+            .arg(&stat)
+            .output()
+            .expect("sipp");
+        let _ = uas.wait();
+        assert!(
+            uac.status.success(),
+            "{}",
+            String::from_utf8_lossy(&uac.stdout)
+        );
+        // SIPp's own count: the last row's cumulative successful and failed calls.
+        let stats = std::fs::read_to_string(&stat).unwrap();
+        let rows: Vec<Vec<&str>> = stats.lines().map(|l| l.split(';').collect()).collect();
+        let (header, last) = (&rows[0], &rows[rows.len() - 1]);
+        let col = |name: &str| -> u64 {
+            last[header.iter().position(|h| *h == name).unwrap()]
+                .parse()
+                .unwrap()
+        };
+        assert_eq!((col("SuccessfulCall(C)"), col("FailedCall(C)")), (calls, 0));
+    }
+}
+
 #[test]
 fn voip_sipp_calls_over_a_veth_are_found_with_outcome_duration_and_streams() {
-    if let Err(e) = trawl_testkit::netns::lab_available() {
-        panic!("needs root, ip and tcpreplay: {e}");
-    }
-    let lab = VethLab::new(1500).expect("veth lab");
-    let net = 10 + std::process::id() % 200;
-    let (uac_ip, uas_ip) = (format!("10.77.{net}.1"), format!("10.77.{net}.2"));
-    ip(&["addr", "add", &format!("{uac_ip}/24"), "dev", &lab.host]);
-    ip(&[
-        "-n",
-        &lab.ns,
-        "addr",
-        "add",
-        &format!("{uas_ip}/24"),
-        "dev",
-        &lab.peer,
-    ]);
-    ip(&["-n", &lab.ns, "link", "set", "lo", "up"]);
-
-    // uac_pcap plays ./pcap/g711a.pcap and ./pcap/dtmf_2833_1.pcap.
-    let dir = tempfile::tempdir().unwrap();
-    let pcaps = dir.path().join("pcap");
-    std::fs::create_dir(&pcaps).unwrap();
-    for f in ["g711a.pcap", "dtmf_2833_1.pcap"] {
-        let src = PathBuf::from("/usr/share/sip-tester").join(f);
-        assert!(
-            src.exists(),
-            "{} missing: apt-get install sip-tester",
-            src.display()
-        );
-        std::os::unix::fs::symlink(&src, pcaps.join(f)).unwrap();
-    }
+    let sipp = SippLab::new();
+    let (lab, uac_ip, dir) = (&sipp.lab, &sipp.uac_ip, &sipp.dir);
     let cap = dir.path().join("calls.pcap");
     let dumpcap = capture(&lab.host, &cap);
-    let m = CALLS.to_string();
-    let mut uas = Command::new("ip")
-        .args([
-            "netns", "exec", &lab.ns, "sipp", "-sn", "uas", "-i", &uas_ip,
-        ])
-        .args(["-p", "5060", "-m", &m, "-nostdin"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("sipp (package sip-tester)");
-    std::thread::sleep(Duration::from_millis(500));
-    let stat = dir.path().join("uac.csv");
-    let uac = Command::new("sipp")
-        .current_dir(dir.path())
-        .args(["-sn", "uac_pcap", &format!("{uas_ip}:5060"), "-i", &uac_ip])
-        .args([
-            "-p",
-            "5061",
-            "-m",
-            &m,
-            "-l",
-            "1",
-            "-nostdin",
-            "-trace_stat",
-            "-stf",
-        ])
-        .arg(&stat)
-        .output()
-        .expect("sipp");
-    let _ = uas.wait();
+    sipp.call(CALLS);
     stop(dumpcap);
-    assert!(
-        uac.status.success(),
-        "{}",
-        String::from_utf8_lossy(&uac.stdout)
-    );
-    // SIPp's own count: the last row's cumulative successful and failed calls.
-    let stats = std::fs::read_to_string(&stat).unwrap();
-    let rows: Vec<Vec<&str>> = stats.lines().map(|l| l.split(';').collect()).collect();
-    let (header, last) = (&rows[0], &rows[rows.len() - 1]);
-    let col = |name: &str| -> u64 {
-        last[header.iter().position(|h| *h == name).unwrap()]
-            .parse()
-            .unwrap()
-    };
-    assert_eq!((col("SuccessfulCall(C)"), col("FailedCall(C)")), (CALLS, 0));
 
     let out = dir.path().join("out");
     let (calls, streams) = voip(&cap, &out);

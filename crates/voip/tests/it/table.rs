@@ -193,3 +193,41 @@ fn rtcp_sr_and_rr_give_round_trip_loss_and_jitter() {
     let rtt = s.rtt_ms.unwrap();
     assert!((rtt - 60.0).abs() < 0.1, "{rtt}");
 }
+
+/// A BYE for call `i` of [`invite`], from the caller.
+fn bye(i: u32) -> Vec<u8> {
+    format!(
+        "BYE sip:bob{i}@b.org SIP/2.0\r\nCall-ID: call-{i}\r\nFrom: <sip:alice{i}@a.org>;tag=a{i}\r\n\
+         To: <sip:bob{i}@b.org>;tag=b{i}\r\nCSeq: 2 BYE\r\nContent-Length: 0\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn calls_in_progress_are_listed_as_active_and_end_as_shutdown_when_a_monitor_stops() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let (a, b) = (addr("10.9.9.9:5060"), addr("10.0.0.2:5060"));
+    for (i, msg) in [(1, invite(1, false)), (2, invite(2, false)), (1, bye(1))] {
+        let m = sip::parse(&msg).unwrap();
+        t.on_sip(&SipEvent::new(i as u64 * 1_000, a, b, false, &m), &mut out);
+    }
+    // Listing the calls leaves them in the table.
+    let active = t.active_records();
+    let reasons: Vec<(&str, &str)> = active
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.end_reason))
+        .collect();
+    assert_eq!(reasons, [("call-1", "bye_caller"), ("call-2", "active")]);
+    assert_eq!(t.stats().active_calls, 2);
+    assert!(out.calls.is_empty());
+    // Stopping: the call still in progress ends as `shutdown`, the ended one keeps its BYE.
+    t.finish_as("shutdown", &mut out);
+    let mut ended: Vec<(&str, &str)> = out
+        .calls
+        .iter()
+        .map(|c| (c.call_id.as_str(), c.end_reason))
+        .collect();
+    ended.sort();
+    assert_eq!(ended, [("call-1", "bye_caller"), ("call-2", "shutdown")]);
+}
