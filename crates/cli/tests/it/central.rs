@@ -426,8 +426,19 @@ mod with_brokers {
             assert!(Instant::now() < deadline, "goflow2 did not start");
             std::thread::sleep(Duration::from_millis(100));
         }
-        // (and its UDP socket a moment after: a lost template would lose the records)
-        std::thread::sleep(Duration::from_secs(1));
+        // Then for its UDP socket (a lost template would lose the records): bound once
+        // /proc/net/udp lists 127.0.0.1:PORT.
+        let bound = format!("0100007F:{port:04X} ");
+        while !std::fs::read_to_string("/proc/net/udp")
+            .unwrap()
+            .contains(&bound)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "goflow2 did not listen on UDP {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let capture = testdata("oracle/many-protocols.pcap.gz");
         let json = tmp.path().join("flows.jsonl");
         let out = trawl(&[
