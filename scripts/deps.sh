@@ -73,6 +73,13 @@ if ! python3 -c 'import chdb' 2>/dev/null; then
         || echo "deps: WARNING: could not install chdb; the ClickHouse SQL test will fail"
 fi
 
+if ! python3 -c 'import fastavro' 2>/dev/null; then
+    echo "deps: installing the fastavro Python package (pip): Avro read without trawl"
+    python3 -m pip install --quiet fastavro 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages fastavro \
+        || echo "deps: WARNING: could not install fastavro; the Kafka Avro test will fail"
+fi
+
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then
     echo "deps: installing the prometheus_client Python package (pip)"
     python3 -m pip install --quiet prometheus_client 2>/dev/null \

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use trawl_central::consumer::{KafkaConsumer, KafkaSource, Polled};
-use trawl_central::{message, OffsetTracker};
+use trawl_central::message::TopicFormat;
+use trawl_central::OffsetTracker;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, PathSetting, Poll, Pool};
 use trawl_store::layout::block_start;
 use trawl_store::{Codec, IfaceId, Ingest, Retention, StoreConfig};
@@ -37,7 +38,7 @@ const BATCH: usize = 1024;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KafkaSourceSettings {
-    /// `BROKER[,BROKER...]/TOPIC`.
+    /// `BROKER[,BROKER...]/TOPIC[?format=trawl|goflow2]`.
     pub kafka: String,
     /// Consumer group (offsets are committed under it). Default `trawl-collect`.
     #[serde(default = "default_group")]
@@ -90,6 +91,8 @@ struct Counters {
 /// The block.
 pub struct KafkaSourceBlock {
     consumer: KafkaConsumer,
+    /// trawl's records or GoFlow2's messages.
+    format: TopicFormat,
     ingest: Option<Ingest>,
     dir: PathBuf,
     default_iface: String,
@@ -156,6 +159,7 @@ impl Block for KafkaSourceBlock {
             consumer,
             ingest: Some(ingest),
             dir: s.dir,
+            format: source.format,
             default_iface: s.iface.unwrap_or(source.topic),
             ifaces: Vec::new(),
             tracker: OffsetTracker::default(),
@@ -278,7 +282,7 @@ impl Block for KafkaSourceBlock {
 impl KafkaSourceBlock {
     /// One message: parsed, stored, held until its block is durable.
     fn record(&mut self, ctx: &mut Ctx<'_>, partition: i32, offset: i64, value: &[u8]) {
-        let parsed = match message::parse(value) {
+        let parsed = match self.format.parse(value) {
             Ok(p) => p,
             Err(e) => {
                 self.tracker.seen(partition, offset);

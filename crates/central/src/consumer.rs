@@ -10,25 +10,41 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
+use crate::message::TopicFormat;
 use crate::Error;
 
-/// Where to consume: `BROKER[,BROKER...]/TOPIC`, as `kafka://` destinations name a topic.
+/// Where to consume: `BROKER[,BROKER...]/TOPIC[?format=trawl|goflow2]`, as `kafka://`
+/// destinations name a topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KafkaSource {
     /// Bootstrap list.
     pub brokers: String,
     /// Topic.
     pub topic: String,
+    /// What its messages are (`format=`; default `trawl`).
+    pub format: TopicFormat,
 }
 
 impl KafkaSource {
-    /// Parses `BROKER[,BROKER...]/TOPIC` (a leading `kafka://` is allowed).
+    /// Parses `BROKER[,BROKER...]/TOPIC[?format=trawl|goflow2]` (a leading `kafka://` is
+    /// allowed).
     pub fn parse(text: &str) -> Result<KafkaSource, Error> {
         let t = text.strip_prefix("kafka://").unwrap_or(text);
         let bad = |why: &str| Error::BadSource {
             text: text.to_string(),
             why: why.to_string(),
         };
+        let (t, query) = t.split_once('?').unwrap_or((t, ""));
+        let mut format = TopicFormat::Trawl;
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("format", v)) => {
+                    format = TopicFormat::from_name(v)
+                        .ok_or_else(|| bad("`format` is trawl or goflow2"))?;
+                }
+                _ => return Err(bad(&format!("unknown parameter {pair:?} (only `format`)"))),
+            }
+        }
         let (brokers, topic) = t
             .rsplit_once('/')
             .ok_or_else(|| bad("expected BROKER[,BROKER...]/TOPIC"))?;
@@ -42,6 +58,7 @@ impl KafkaSource {
         Ok(KafkaSource {
             brokers: brokers.to_string(),
             topic: topic.to_string(),
+            format,
         })
     }
 }
@@ -52,6 +69,8 @@ pub struct Record<'a> {
     pub partition: i32,
     /// Offset in the partition.
     pub offset: i64,
+    /// The key (empty when the message has none): the probe's name for series and alarms.
+    pub key: &'a [u8],
     /// The value (empty when the message has none).
     pub value: &'a [u8],
 }
@@ -116,6 +135,7 @@ impl KafkaConsumer {
                 f(Record {
                     partition: m.partition(),
                     offset: m.offset(),
+                    key: m.key().unwrap_or_default(),
                     value: m.payload().unwrap_or_default(),
                 });
                 Ok(Polled::Message)

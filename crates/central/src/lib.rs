@@ -5,6 +5,8 @@
 //!   them) back into a [`FlowRecord`](trawl_flow::FlowRecord).
 //! - [`OffsetTracker`]: which offsets may be committed, given which records the sink has made
 //!   durable; `consumer` (feature `kafka`): the librdkafka consumer that commits them.
+//! - [`goflow2`]: GoFlow2's `FlowMessage`s (`goflow2 -format=bin`) as one-way records.
+//! - [`series_alarms`]: the series and alarms topics' messages, and their table rows.
 //! - [`schema`]: the ClickHouse DDL per server generation; [`rowbinary`]: rows for
 //!   `INSERT ... FORMAT RowBinary`; [`http`]: the HTTP interface; [`sql`]: the query
 //!   language as SQL, and the answer back into a [`QueryResult`](trawl_query::QueryResult).
@@ -23,11 +25,13 @@
 
 #[cfg(feature = "kafka")]
 pub mod consumer;
+pub mod goflow2;
 pub mod http;
 pub mod message;
 mod offsets;
 pub mod rowbinary;
 pub mod schema;
+pub mod series_alarms;
 pub mod sql;
 
 pub use offsets::OffsetTracker;

@@ -35,10 +35,43 @@ impl Parsed {
     }
 }
 
+/// What a topic holds: trawl's records (JSON or Protobuf), or GoFlow2's `FlowMessage`s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TopicFormat {
+    /// A `kafka://` export's records ([`parse`]).
+    #[default]
+    Trawl,
+    /// `goflow2 -format=bin` ([`crate::goflow2::parse`]).
+    GoFlow2,
+}
+
+impl TopicFormat {
+    /// `trawl` or `goflow2`.
+    pub fn from_name(s: &str) -> Option<TopicFormat> {
+        match s {
+            "trawl" => Some(TopicFormat::Trawl),
+            "goflow2" => Some(TopicFormat::GoFlow2),
+            _ => None,
+        }
+    }
+
+    /// Reads one message value of a topic of this format.
+    pub fn parse(self, value: &[u8]) -> Result<Parsed, Error> {
+        match self {
+            TopicFormat::Trawl => parse(value),
+            TopicFormat::GoFlow2 => crate::goflow2::parse(value),
+        }
+    }
+}
+
 /// Reads one message value (JSON or Protobuf, told by its first byte).
 pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
     match value.first() {
         Some(b'{') => parse_json(value),
+        // Avro's single-object marker: `format=avro` is for readers other than trawl.
+        Some(0xc3) if value.get(1) == Some(&0x01) => Err(bad(
+            "an Avro message (format=avro): trawl's consumers read JSON and Protobuf",
+        )),
         Some(_) => parse_protobuf(value),
         None => Err(Error::BadMessage("an empty message".into())),
     }
@@ -224,12 +257,12 @@ fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
 }
 
 /// Reads Protobuf wire format: varints, fixed64, length-delimited; fixed32 skipped.
-struct Wire<'a> {
+pub(crate) struct Wire<'a> {
     b: &'a [u8],
     at: usize,
 }
 
-enum Item<'a> {
+pub(crate) enum Item<'a> {
     Varint(u64),
     Fixed64(u64),
     Bytes(&'a [u8]),
@@ -237,6 +270,17 @@ enum Item<'a> {
 }
 
 impl<'a> Wire<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Wire<'a> {
+        Wire { b, at: 0 }
+    }
+
+    /// The varint at the start and where it ends, if the value opens with one.
+    pub(crate) fn varint_at_start(&mut self) -> Option<(u64, usize)> {
+        self.at = 0;
+        let v = self.varint().ok()?;
+        Some((v, self.at))
+    }
+
     fn varint(&mut self) -> Result<u64, Error> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -272,7 +316,7 @@ impl<'a> Wire<'a> {
         Ok(s)
     }
 
-    fn next(&mut self) -> Result<Option<(u32, Item<'a>)>, Error> {
+    pub(crate) fn next(&mut self) -> Result<Option<(u32, Item<'a>)>, Error> {
         if self.at >= self.b.len() {
             return Ok(None);
         }

@@ -15,7 +15,8 @@ pub fn ip16(ip: IpAddr) -> [u8; 16] {
     }
 }
 
-fn string(s: &str, out: &mut Vec<u8>) {
+/// A `String`: LEB128 length, then the bytes.
+pub(crate) fn string(s: &str, out: &mut Vec<u8>) {
     let mut n = s.len() as u64;
     while n >= 0x80 {
         out.push((n as u8) | 0x80);

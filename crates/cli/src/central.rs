@@ -65,9 +65,18 @@ pub struct SchemaArgs {
 
 #[derive(Args, Debug)]
 pub struct LoadArgs {
-    /// The topic: BROKER[,BROKER...]/TOPIC.
+    /// The topic: BROKER[,BROKER...]/TOPIC; `TOPIC?format=goflow2`: GoFlow2's messages
+    /// (`-format=bin`) instead of trawl's records.
     #[arg(help_heading = topic::INPUT, long, value_name = "BROKERS/TOPIC")]
     pub kafka: String,
+    /// Also the series topic of the same brokers (`kafka://...?series=TOPIC`), into the
+    /// series table of the flow table's database.
+    #[arg(help_heading = topic::INPUT, long = "series-topic", value_name = "TOPIC")]
+    pub series_topic: Option<String>,
+    /// Also the alarms topic of the same brokers (`kafka://...?alarms=TOPIC`), into the
+    /// alarms table of the flow table's database.
+    #[arg(help_heading = topic::INPUT, long = "alarms-topic", value_name = "TOPIC")]
+    pub alarms_topic: Option<String>,
     /// Consumer group whose offsets are committed.
     #[arg(help_heading = topic::INPUT, long = "kafka-group", value_name = "NAME", default_value = "trawl-clickhouse")]
     pub kafka_group: String,
@@ -173,8 +182,15 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
         doc.runtime("duration", format!("{}ms", ns / 1_000_000));
     }
     doc.pool_of_threads("main", 1);
+    let database = a.table.split_once('.').map_or("default", |(d, _)| d);
+    let table_of =
+        |topic: &Option<String>, t: &str| topic.as_ref().map(|_| format!("{database}.{t}"));
     doc.block(SINK, "clickhouse_sink")
         .on("main", None)
+        .set_some("series", a.series_topic.clone())
+        .set_some("series_table", table_of(&a.series_topic, "series"))
+        .set_some("alarms", a.alarms_topic.clone())
+        .set_some("alarms_table", table_of(&a.alarms_topic, "alarms"))
         .set("kafka", a.kafka.clone())
         .set("group", a.kafka_group.clone())
         .set("url", a.url.clone())
@@ -193,7 +209,6 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
     if a.create {
         let server = Server::parse(&a.url)?;
         let version = ServerVersion::of_server(&server.query_text("SELECT version()")?);
-        let database = a.table.split_once('.').map_or("default", |(d, _)| d);
         for st in schema::ddl(&SchemaOptions {
             database: database.to_string(),
             version,
@@ -215,6 +230,8 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
             serde_json::json!({
                 "command": "clickhouse load",
                 "records": n("records"),
+                "series_rows": n("series_rows"),
+                "alarms": n("alarms"),
                 "bad_messages": n("bad_messages"),
                 "inserts": n("inserts"),
                 "insert_errors": n("insert_errors"),
@@ -227,9 +244,11 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
         ),
         SummaryFormat::Text => {
             eprintln!(
-                "clickhouse load: {} records consumed, {rows} rows inserted in {} inserts \
-                 ({} failed), {} bad messages; {:.0} rows/s",
+                "clickhouse load: {} records, {} series rows, {} alarms consumed, {rows} rows \
+                 inserted in {} inserts ({} failed), {} bad messages; {:.0} rows/s",
                 n("records"),
+                n("series_rows"),
+                n("alarms"),
                 n("inserts"),
                 n("insert_errors"),
                 n("bad_messages"),
@@ -243,7 +262,8 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
     if let Some(f) = failure {
         bail!(f);
     }
-    Ok(if n("records") > rows || n("bad_messages") > 0 {
+    let consumed = n("records") + n("series_rows") + n("alarms");
+    Ok(if consumed > rows || n("bad_messages") > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -37,7 +37,7 @@ pub struct CollectArgs {
     /// Consume trawl's flow records (JSON or Protobuf messages of a `kafka://` export) from
     /// this Kafka topic, BROKER[,BROKER...]/TOPIC, into the flow database (--db): offsets are
     /// committed only once the blocks holding their records are on disk (builds with the
-    /// `kafka` feature).
+    /// `kafka` feature). `TOPIC?format=goflow2`: GoFlow2's messages (`-format=bin`).
     #[arg(
         help_heading = topic::INPUT,
         long,

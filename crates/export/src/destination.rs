@@ -88,6 +88,33 @@ pub enum KafkaFormat {
     /// One `trawl.FlowRecord` message of `docs/specs/trawl.proto` (no length prefix:
     /// ClickHouse's `ProtobufSingle`, `protoc --decode`).
     Protobuf,
+    /// One Avro record of `docs/specs/avro/*.avsc` in Avro's single-object encoding
+    /// (`C3 01`, the schema's fingerprint, the binary record).
+    Avro,
+}
+
+/// How many replicas acknowledge a message before the producer counts it delivered
+/// (`acks=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KafkaAcks {
+    /// Every in-sync replica (`acks=all`, the default): the idempotent producer.
+    All,
+    /// The partition's leader alone (`acks=1`): not idempotent (librdkafka's idempotence
+    /// needs `all`).
+    Leader,
+    /// None (`acks=0`): sent is delivered; not idempotent, no retry.
+    None,
+}
+
+impl KafkaAcks {
+    /// librdkafka's `acks` value.
+    pub fn config_value(self) -> &'static str {
+        match self {
+            KafkaAcks::All => "all",
+            KafkaAcks::Leader => "1",
+            KafkaAcks::None => "0",
+        }
+    }
 }
 
 /// A Kafka destination: brokers, topics and delivery settings (`docs/specs/kafka.md`).
@@ -115,6 +142,9 @@ pub struct KafkaTarget {
     /// A message not acknowledged after this long goes to the spool (`timeout=` in ms,
     /// default 5000).
     pub timeout_ms: u32,
+    /// Acknowledgements the producer waits for (`acks=`, default all), on every topic of the
+    /// destination.
+    pub acks: KafkaAcks,
     /// The parameters as given (what follows `?`): the destination's text form keeps them,
     /// so that it parses back to the same target (the CLI hands destinations to the
     /// `flow_export` block as text).
@@ -178,6 +208,7 @@ impl KafkaTarget {
             spool: None,
             spool_size: DEFAULT_SPOOL_SIZE,
             timeout_ms: 5000,
+            acks: KafkaAcks::All,
             params: query.to_string(),
         };
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
@@ -197,6 +228,7 @@ impl KafkaTarget {
                     t.format = match v {
                         "json" => KafkaFormat::Json,
                         "protobuf" => KafkaFormat::Protobuf,
+                        "avro" => KafkaFormat::Avro,
                         _ => return Err(invalid()),
                     }
                 }
@@ -207,6 +239,14 @@ impl KafkaTarget {
                 }
                 "timeout" => {
                     t.timeout_ms = v.parse().ok().filter(|t| *t > 0).ok_or_else(invalid)?
+                }
+                "acks" => {
+                    t.acks = match v {
+                        "all" | "-1" => KafkaAcks::All,
+                        "1" => KafkaAcks::Leader,
+                        "0" => KafkaAcks::None,
+                        _ => return Err(invalid()),
+                    }
                 }
                 // `series_topic`/`alarms_topic`: their first, reserved spelling.
                 "series" | "series_topic" if valid_topic(v) => {
@@ -220,7 +260,7 @@ impl KafkaTarget {
                 }
                 other => {
                     return Err(bad(format!(
-                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, series, alarms)"
+                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, acks, series, alarms)"
                     )))
                 }
             }

@@ -215,9 +215,12 @@ impl MessageEncoder {
     /// one record is a variable-length paddingOctets of zeros, announced in the template sets
     /// from then on. (Padding a data set by more than 3 bytes is valid IPFIX, RFC 7011 3.3.1,
     /// but nfcapd reads it as a record cut short and logs an error per message.) Off by
-    /// default; no effect on NetFlow v9.
+    /// default; no effect on NetFlow v9, nor on one-way sessions ([`MessageEncoder::one_way_flows`]):
+    /// they are for collectors such as GoFlow2, which (v2.2.6) reads the records of a
+    /// template made only of variable-length fields until the message ends, fails, and drops
+    /// the whole message.
     pub fn set_fill(&mut self, on: bool) {
-        let on = on && self.protocol == Protocol::Ipfix && !self.series;
+        let on = on && self.protocol == Protocol::Ipfix && !self.series && !self.one_way;
         if on && !self.fill {
             // The padding template goes out with the next message's templates.
             self.templates_sent_at = None;

@@ -30,7 +30,7 @@ use trawl_flow::format::{RecordFormat, RecordWriter};
 use trawl_flow::FlowRecord;
 use trawl_series::{SeriesFormat, SeriesRow, SeriesWriter};
 
-use crate::destination::{KafkaFormat, KafkaKey, KafkaTarget};
+use crate::destination::{KafkaAcks, KafkaFormat, KafkaKey, KafkaTarget};
 use crate::exporter::{Alarm, Batch, Counters, ExportConfig, ExporterReport, Pool, Work};
 use crate::spool::Spool;
 use crate::Error;
@@ -288,8 +288,12 @@ impl KafkaWorker {
         };
         let producer: BaseProducer<Delivery> = ClientConfig::new()
             .set("bootstrap.servers", &target.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
+            // librdkafka's idempotence needs acks=all: fewer acks give it up.
+            .set(
+                "enable.idempotence",
+                (target.acks == KafkaAcks::All).to_string(),
+            )
+            .set("acks", target.acks.config_value())
             .set("linger.ms", "20")
             .set("batch.num.messages", "10000")
             .set("batch.size", "1000000")
@@ -365,6 +369,7 @@ impl KafkaWorker {
                 out.pop();
             }
             KafkaFormat::Protobuf => crate::pb::encode_series(r, &w.target.probe, out),
+            KafkaFormat::Avro => crate::avro::encode_series(r, &w.target.probe, out),
         });
     }
 
@@ -380,6 +385,7 @@ impl KafkaWorker {
                 let _ = serde_json::to_writer(&mut *out, &a.json);
             }
             KafkaFormat::Protobuf => crate::pb::encode_alarm(a, &w.target.probe, out),
+            KafkaFormat::Avro => crate::avro::encode_alarm(a, &w.target.probe, out),
         });
     }
 
@@ -423,6 +429,9 @@ impl KafkaWorker {
             }
             KafkaFormat::Protobuf => {
                 crate::pb::encode_flow(r, iface, &self.target.probe, &mut self.value)
+            }
+            KafkaFormat::Avro => {
+                crate::avro::encode_flow(r, iface, &self.target.probe, &mut self.value)
             }
         }
     }

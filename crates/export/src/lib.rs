@@ -48,6 +48,7 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod avro;
 pub mod decode;
 mod destination;
 pub mod encode;
@@ -69,7 +70,8 @@ pub use decode::{
     DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item, Origin,
 };
 pub use destination::{
-    Biflow, Destination, FeedAddr, KafkaFormat, KafkaKey, KafkaTarget, DEFAULT_SPOOL_SIZE,
+    Biflow, Destination, FeedAddr, KafkaAcks, KafkaFormat, KafkaKey, KafkaTarget,
+    DEFAULT_SPOOL_SIZE,
 };
 pub use encode::{MessageEncoder, Protocol, TemplateRefresh};
 pub use exporter::{

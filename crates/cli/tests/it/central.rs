@@ -181,6 +181,418 @@ mod with_brokers {
         );
     }
 
+    /// One row of a TabSeparated answer as its columns (18.16 escapes `\` as `\\`).
+    fn tsv_rows(text: &str) -> Vec<Vec<String>> {
+        text.lines()
+            .map(|l| l.split('\t').map(|c| c.replace("\\\\", "\\")).collect())
+            .collect()
+    }
+
+    /// The series and alarms topics of an export, loaded by `trawl clickhouse load
+    /// --series-topic --alarms-topic` (JSON and Protobuf), are in ClickHouse's series and
+    /// alarms tables what `trawl series` prints and `trawl alarms` gives back of a database
+    /// of the same capture.
+    #[test]
+    fn clickhouse_load_fills_the_series_and_alarms_tables() {
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let ch = ClickHouse::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        let tmp = tempfile::tempdir().unwrap();
+        let (capture, _) = crate::stored::step_capture(tmp.path());
+        let capture = capture.to_str().unwrap();
+        let series = trawl(&["series", "-r", capture, "--summary", "none"]);
+        ok(&series);
+        let mut want_series: Vec<String> = String::from_utf8(series.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                ["second", "packets", "bytes", "active_flows", "new_flows"]
+                    .iter()
+                    .chain(&["in_packets", "in_bytes", "out_packets", "out_bytes"])
+                    .map(|k| v[*k].to_string())
+                    .collect::<Vec<_>>()
+                    .join("\t")
+            })
+            .collect();
+        want_series.sort();
+        let db = tmp.path().join("db");
+        ok(&trawl(&[
+            "ingest",
+            "-r",
+            capture,
+            "-d",
+            db.to_str().unwrap(),
+        ]));
+        let out = trawl(&["alarms", "-d", db.to_str().unwrap(), "--format", "json"]);
+        ok(&out);
+        let mut want_alarms: Vec<(u64, String, serde_json::Value)> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let a: serde_json::Value = serde_json::from_str(l).unwrap();
+                let row = serde_json::json!([
+                    a["detector"],
+                    a["ts_ns"],
+                    a["start_ns"],
+                    a["end_ns"].as_u64().unwrap_or(0),
+                    a["rate"].as_f64().unwrap_or(0.0),
+                    a["event"],
+                ]);
+                (a["ts_ns"].as_u64().unwrap(), a["event"].to_string(), row)
+            })
+            .collect();
+        want_alarms.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+        assert!(want_alarms.len() >= 2, "{want_alarms:?}");
+
+        for format in ["json", "protobuf"] {
+            let topic = format!("sa-{format}");
+            let out = trawl(&[
+                "flows",
+                "-r",
+                capture,
+                "--export",
+                &format!(
+                    "kafka://{b}/{topic}?format={format}&series={topic}-s&alarms={topic}-a&probe=p9"
+                ),
+                "--summary",
+                "none",
+            ]);
+            ok(&out);
+            let database = format!("t_{format}");
+            let out = trawl(&[
+                "clickhouse",
+                "load",
+                "--kafka",
+                &format!("{b}/{topic}"),
+                "--series-topic",
+                &format!("{topic}-s"),
+                "--alarms-topic",
+                &format!("{topic}-a"),
+                "--table",
+                &format!("{database}.flows"),
+                "--url",
+                &ch.url,
+                "--create",
+                "--kafka-end",
+                "--summary",
+                "json",
+            ]);
+            ok(&out);
+            let s = summary(&out);
+            assert_eq!(
+                s["series_rows"].as_u64(),
+                Some(want_series.len() as u64),
+                "{s}"
+            );
+            assert_eq!(s["alarms"].as_u64(), Some(want_alarms.len() as u64), "{s}");
+
+            let got = ch.query(&format!(
+                "SELECT toUInt32(time), packets, bytes, active_flows, new_flows, in_packets, \
+                 in_bytes, out_packets, out_bytes FROM {database}.series ORDER BY time \
+                 FORMAT TabSeparated"
+            ));
+            let mut got: Vec<String> = got.lines().map(str::to_string).collect();
+            got.sort();
+            assert_eq!(got, want_series, "{format}: series");
+            assert_eq!(
+                ch.query(&format!(
+                    "SELECT DISTINCT probe, iface FROM {database}.series FORMAT TabSeparated"
+                )),
+                "p9\tp9\n"
+            );
+
+            let got = ch.query(&format!(
+                "SELECT detector, ts_ns, start_ns, end_ns, rate, event, probe FROM \
+                 {database}.alarms ORDER BY ts_ns FORMAT TabSeparated"
+            ));
+            let mut got: Vec<(u64, String, serde_json::Value)> = tsv_rows(&got)
+                .into_iter()
+                .map(|c| {
+                    assert_eq!(c[6], "p9");
+                    let event: serde_json::Value = serde_json::from_str(&c[5]).unwrap();
+                    let ts: u64 = c[1].parse().unwrap();
+                    let row = serde_json::json!([
+                        c[0],
+                        ts,
+                        c[2].parse::<u64>().unwrap(),
+                        c[3].parse::<u64>().unwrap(),
+                        c[4].parse::<f64>().unwrap(),
+                        event,
+                    ]);
+                    (ts, event.to_string(), row)
+                })
+                .collect();
+            got.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+            let rows = |v: &[(u64, String, serde_json::Value)]| {
+                v.iter().map(|r| r.2.clone()).collect::<Vec<_>>()
+            };
+            assert_eq!(rows(&got), rows(&want_alarms), "{format}: alarms");
+        }
+    }
+
+    /// A GoFlow2 started for a test, killed when dropped (also when the test fails).
+    struct GoFlow2(std::process::Child);
+
+    impl Drop for GoFlow2 {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn free_udp_port() -> u16 {
+        std::net::UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    /// Messages on `topic` (all partitions), counted with kcat.
+    fn messages_on(bootstrap: &str, topic: &str) -> usize {
+        let out = Command::new("kcat")
+            .args([
+                "-C",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+            ])
+            .args(["-f", "%o\n"])
+            .output()
+            .expect("run kcat (apt install kcat)");
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    }
+
+    /// A protocol's number, from its name or number as the JSON lines and CSV write it.
+    fn proto_of(name: &str) -> u8 {
+        trawl_central::message::proto_number(name).unwrap_or_else(|| panic!("protocol {name}"))
+    }
+
+    /// Per one-way key `sip dip sport dport proto`: packets and IP bytes, summed.
+    type OneWay = std::collections::BTreeMap<String, (u64, u64)>;
+
+    /// The real GoFlow2 (`go install`, `-format=bin -transport=kafka`) fed trawl's one-way
+    /// IPFIX over UDP writes its FlowMessages to Kafka; `trawl collect --kafka
+    /// ...?format=goflow2` stores them in a database whose `trawl query` gives, per one-way
+    /// key, the packets the query of the same capture's database gives per direction, and
+    /// `trawl clickhouse load` of the same topic puts in ClickHouse the packets and IP bytes of
+    /// each direction of the capture's records.
+    #[test]
+    fn goflow2_topic_consumed_equals_the_capture() {
+        let goflow2 = std::env::var("GOFLOW2").unwrap_or_else(|_| {
+            format!(
+                "{}/go/bin/goflow2",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        assert!(
+            Path::new(&goflow2).is_file(),
+            "{goflow2}: go install github.com/netsampler/goflow2/v2/cmd/goflow2@latest"
+        );
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        cluster.create_topic("gf", &[]);
+        let port = free_udp_port();
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let _goflow2 = GoFlow2(
+            Command::new(&goflow2)
+                .args(["-listen", &format!("netflow://127.0.0.1:{port}")])
+                .args(["-format", "bin", "-transport", "kafka"])
+                .args([
+                    "-transport.kafka.brokers",
+                    b,
+                    "-transport.kafka.topic",
+                    "gf",
+                ])
+                .args(["-addr", &metrics.to_string(), "-loglevel", "warn"])
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(tmp.path().join("goflow2.log")).unwrap())
+                .spawn()
+                .expect("start goflow2"),
+        );
+        // GoFlow2 listens once it is connected to the brokers: wait for its metrics port.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(metrics).is_err() {
+            assert!(Instant::now() < deadline, "goflow2 did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Then for its UDP socket (a lost template would lose the records): bound once
+        // /proc/net/udp lists 127.0.0.1:PORT.
+        let bound = format!("0100007F:{port:04X} ");
+        while !std::fs::read_to_string("/proc/net/udp")
+            .unwrap()
+            .contains(&bound)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "goflow2 did not listen on UDP {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let capture = testdata("oracle/many-protocols.pcap.gz");
+        let json = tmp.path().join("flows.jsonl");
+        let out = trawl(&[
+            "flows",
+            "-r",
+            &capture,
+            "-o",
+            json.to_str().unwrap(),
+            "--export",
+            &format!("ipfix+udp://127.0.0.1:{port}?biflow=off"),
+            "--summary",
+            "none",
+        ]);
+        ok(&out);
+        // Each direction that sent packets, on its own, as the capture's records have them.
+        let mut want = OneWay::new();
+        let mut add = |k: String, p: u64, ib: u64| {
+            if p > 0 {
+                let e = want.entry(k).or_default();
+                e.0 += p;
+                e.1 += ib;
+            }
+        };
+        let mut one_way = 0;
+        for l in std::fs::read_to_string(&json).unwrap().lines() {
+            let r: serde_json::Value = serde_json::from_str(l).unwrap();
+            let (s, d) = (r["src_ip"].as_str().unwrap(), r["dst_ip"].as_str().unwrap());
+            let (sp, dp) = (&r["src_port"], &r["dst_port"]);
+            let proto = proto_of(r["proto"].as_str().unwrap());
+            let u = |k: &str| r[k].as_u64().unwrap();
+            add(
+                format!("{s} {d} {sp} {dp} {proto}"),
+                u("fwd_packets"),
+                u("fwd_ip_bytes"),
+            );
+            add(
+                format!("{d} {s} {dp} {sp} {proto}"),
+                u("rev_packets"),
+                u("rev_ip_bytes"),
+            );
+            one_way += 1 + usize::from(u("rev_packets") > 0);
+        }
+        assert!(want.len() > 50, "{} one-way keys", want.len());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let n = messages_on(b, "gf");
+            if n >= one_way {
+                assert_eq!(n, one_way, "goflow2 wrote more messages than records");
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{n} of {one_way} messages from goflow2: {}",
+                std::fs::read_to_string(tmp.path().join("goflow2.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+
+        // Into a flow database: the query per one-way key.
+        let source = format!("{b}/gf?format=goflow2");
+        let db = tmp.path().join("db");
+        let out = trawl(&[
+            "collect",
+            "--kafka",
+            &source,
+            "--db",
+            db.to_str().unwrap(),
+            "--no-output",
+            "--kafka-end",
+            "--summary",
+            "json",
+        ]);
+        ok(&out);
+        assert_eq!(
+            summary(&out)["kafka"]["records"].as_u64(),
+            Some(one_way as u64)
+        );
+        let query = |db: &Path| {
+            let out = trawl(&[
+                "query",
+                "sip,dip,sport,dport,proto",
+                "-d",
+                db.to_str().unwrap(),
+                "--format",
+                "csv",
+                "-n",
+                "0",
+            ]);
+            ok(&out);
+            let mut packets = std::collections::BTreeMap::<String, u64>::new();
+            for l in String::from_utf8(out.stdout).unwrap().lines().skip(1) {
+                let c: Vec<&str> = l.split(',').collect();
+                let proto = proto_of(c[4]);
+                let (fwd, rev): (u64, u64) = (c[5].parse().unwrap(), c[6].parse().unwrap());
+                if fwd > 0 {
+                    *packets
+                        .entry(format!("{} {} {} {} {proto}", c[0], c[1], c[2], c[3]))
+                        .or_default() += fwd;
+                }
+                if rev > 0 {
+                    *packets
+                        .entry(format!("{} {} {} {} {proto}", c[1], c[0], c[3], c[2]))
+                        .or_default() += rev;
+                }
+            }
+            packets
+        };
+        let local = tmp.path().join("local");
+        ok(&trawl(&[
+            "ingest",
+            "-r",
+            &capture,
+            "-d",
+            local.to_str().unwrap(),
+        ]));
+        let from_capture = query(&local);
+        let want_packets: std::collections::BTreeMap<String, u64> =
+            want.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+        assert_eq!(from_capture, want_packets, "the capture's query");
+        assert_eq!(query(&db), from_capture, "the query of goflow2's records");
+
+        // Into ClickHouse: packets and IP bytes per one-way key.
+        let ch = ClickHouse::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let out = trawl(&[
+            "clickhouse",
+            "load",
+            "--kafka",
+            &source,
+            "--url",
+            &ch.url,
+            "--create",
+            "--kafka-end",
+            "--summary",
+            "json",
+        ]);
+        ok(&out);
+        let rows = ch.query(
+            "SELECT replaceOne(IPv6NumToString(src_ip), '::ffff:', ''), \
+             replaceOne(IPv6NumToString(dst_ip), '::ffff:', ''), src_port, dst_port, proto, \
+             sum(fwd_packets), sum(fwd_ip_bytes), sum(rev_packets) FROM trawl.flows \
+             GROUP BY src_ip, dst_ip, src_port, dst_port, proto FORMAT TabSeparated",
+        );
+        let mut got = OneWay::new();
+        for l in rows.lines() {
+            let c: Vec<&str> = l.split('\t').collect();
+            assert_eq!(c[7], "0", "one-way records: {l}");
+            got.insert(
+                format!("{} {} {} {} {}", c[0], c[1], c[2], c[3], c[4]),
+                (c[5].parse().unwrap(), c[6].parse().unwrap()),
+            );
+        }
+        assert_eq!(got, want);
+    }
+
     const QUERIES: &[(&str, Option<&str>, &str)] = &[
         ("talk_conv", None, "bytes"),
         (

@@ -338,6 +338,176 @@ mod with_brokers {
         assert!(text.contains("json: \"{"), "{text}");
         assert!(text.contains("probe: \"p9\""), "{text}");
     }
+
+    /// Messages of `topic` decoded by fastavro (PyPI) with the published schema
+    /// `docs/specs/avro/SCHEMA.avsc` alone, after checking the single-object header (`C3 01`
+    /// and the schema's CRC-64-AVRO fingerprint as fastavro computes it): one JSON object each.
+    fn fastavro_decode(
+        cluster: &Cluster,
+        topic: &str,
+        schema: &str,
+        n: usize,
+    ) -> Vec<serde_json::Value> {
+        const SCRIPT: &str = r#"
+import io, json, sys
+from fastavro import parse_schema, schemaless_reader
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+schema = parse_schema(json.load(open(sys.argv[1])))
+fp = bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+for path in sys.argv[2:]:
+    b = open(path, "rb").read()
+    assert b[:2] == b"\xc3\x01", ("no single-object marker", b[:2])
+    assert b[2:10] == fp, ("fingerprint", b[2:10].hex(), fp.hex())
+    r = io.BytesIO(b[10:])
+    print(json.dumps(schemaless_reader(r, schema)))
+    assert r.read() == b"", "bytes after the record"
+"#;
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..n {
+            let f = dir.path().join(format!("{i}.bin"));
+            std::fs::write(&f, cluster.consume_one(topic, i as u64)).unwrap();
+            files.push(f);
+        }
+        let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/specs/avro");
+        let out = Command::new("python3")
+            .args(["-c", SCRIPT])
+            .arg(specs.join(format!("{schema}.avsc")))
+            .args(&files)
+            .output()
+            .expect("run python3");
+        assert!(
+            out.status.success(),
+            "fastavro (pip install fastavro): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `avro` has every field of `json` with the same value (numbers compared as numbers:
+    /// Avro's `0.0` is the JSON lines' `0`).
+    fn same_fields(avro: &serde_json::Value, json: &serde_json::Value) {
+        for (k, want) in json.as_object().unwrap() {
+            let got = &avro[k.as_str()];
+            let same = match (got, want) {
+                // The JSON lines round means and deviations to 3 decimals; Avro keeps them.
+                (serde_json::Value::Number(g), serde_json::Value::Number(w)) => {
+                    let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+                    (g - w).abs() <= 0.0005 * (1.0 + 1e-9 * w.abs())
+                }
+                _ => got == want,
+            };
+            assert!(same, "{k}: avro {got}, JSON {want}");
+        }
+    }
+
+    /// `format=avro`: records and series rows in Avro's single-object encoding, decoded
+    /// without trawl (fastavro and the published schemas) into what `trawl flows` and `trawl
+    /// series` print.
+    #[test]
+    fn kafka_avro_messages_decode_with_the_published_schemas() {
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        let capture = crate::testdata("oracle/many-protocols.pcap.gz");
+        let lines = flows_lines(&capture);
+        let out = trawl(&["series", "-r", &capture, "--summary", "none"]);
+        assert!(out.status.success());
+        let series: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let out = trawl(&[
+            "flows",
+            "-r",
+            &capture,
+            "--export",
+            &format!("kafka://{b}/avro?format=avro&series=avro-series&probe=p9"),
+            "--summary",
+            "json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The first messages, each found among the records by its key and first packet.
+        let key = |r: &serde_json::Value| {
+            format!(
+                "{} {} {} {} {}",
+                r["src_ip"], r["src_port"], r["dst_ip"], r["dst_port"], r["first_ns"]
+            )
+        };
+        let want: std::collections::HashMap<String, serde_json::Value> = lines
+            .iter()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (key(&v), v)
+            })
+            .collect();
+        let n = lines.len().min(20);
+        let got = fastavro_decode(&cluster, "avro", "FlowRecord", n);
+        assert_eq!(got.len(), n);
+        for a in &got {
+            let mut want = want
+                .get(&key(a))
+                .unwrap_or_else(|| panic!("no record {a}"))
+                .clone();
+            assert_eq!(
+                a["proto"].as_u64().map(|p| p as u8),
+                trawl_central::message::proto_number(want["proto"].as_str().unwrap())
+            );
+            want.as_object_mut().unwrap().remove("proto");
+            same_fields(a, &want);
+            assert_eq!(a["probe"], "p9");
+        }
+        let got = fastavro_decode(&cluster, "avro-series", "SeriesRow", 3);
+        for (a, want) in got.iter().zip(&series) {
+            same_fields(a, want);
+            assert_eq!(a["probe"], "p9");
+        }
+    }
+
+    /// `acks=` configures the producer: on a topic where no `acks=all` write can succeed
+    /// (`min.insync.replicas=2` on a one-broker cluster), `acks=all` (the default) delivers
+    /// nothing and drops every record at its timeout, while `acks=1` and `acks=0`, which the
+    /// broker does not hold to the in-sync replicas, deliver every record.
+    #[test]
+    fn kafka_acks_parameter_sets_the_producers_acks() {
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        cluster.create_topic("acks", &["min.insync.replicas=2"]);
+        let capture = crate::testdata("oracle/tls13.pcap");
+        let want = flows_lines(&capture).len() as u64;
+        assert!(want > 0);
+        for (acks, delivered) in [("all", false), ("1", true), ("0", true)] {
+            let out = trawl(&[
+                "flows",
+                "-r",
+                &capture,
+                "--export",
+                &format!("kafka://{b}/acks?acks={acks}&timeout=1500&probe=p"),
+                "--summary",
+                "json",
+            ]);
+            let e = &summary(&out)["exporters"][0];
+            if delivered {
+                assert!(out.status.success(), "acks={acks}: {e}");
+                assert_eq!(e["messages"].as_u64(), Some(want), "acks={acks}: {e}");
+            } else {
+                assert!(!out.status.success(), "acks={acks}: {e}");
+                assert_eq!(e["messages"].as_u64(), Some(0), "acks={acks}: {e}");
+                assert_eq!(e["dropped_send"].as_u64(), Some(want), "acks={acks}: {e}");
+            }
+        }
+        // The topic holds the two deliveries, nothing of acks=all.
+        let got = cluster.consume_lines("acks", 2 * want as usize, Duration::from_secs(30));
+        assert_eq!(got.len() as u64, 2 * want);
+    }
 }
 
 #[test]
