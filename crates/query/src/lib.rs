@@ -32,6 +32,9 @@ pub mod syntax;
 
 pub use error::Error;
 pub use exec::{scan, scan_blocks};
-pub use partial::{GroupKey, Metrics, PartialAggregate, ScanStats, PARTIAL_MAGIC, PARTIAL_VERSION};
+pub use partial::{
+    GroupKey, Metrics, PartialAggregate, ScanStats, PARTIAL_JSON_VERSION, PARTIAL_MAGIC,
+    PARTIAL_VERSION,
+};
 pub use plan::{parse_attributes, Attribute, Query};
 pub use result::{QueryResult, SortBy};
