@@ -25,6 +25,9 @@
 # bytes as a request and a response direction, whole and in segments: no panic, the same heads).
 # anonymize_packet (any frame of any link type through `trawl anonymize`'s rewriter, payloads
 # cut or not: no panic, frames not rewritten come back unchanged, none grows, deterministic).
+# partial_decode (any bytes as a probe's answer to /api/v1/partial, half of them behind a valid
+# header: no panic, inflation bounded by max_groups, what decodes re-encodes to the same groups
+# and merges).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -36,7 +39,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

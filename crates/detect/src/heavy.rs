@@ -14,7 +14,7 @@ use trawl_capture::PacketRecord;
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, OutcomeCounters};
 use trawl_flow::FlowKey;
 
-use crate::sketch::{Counter, SpaceSaving};
+use crate::sketch::{item_hash, Counter, SpaceSaving};
 
 /// Which items a report lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,11 +146,14 @@ impl HeavyHitters {
         }
         let (key, _) = FlowKey::from_decoded(&self.decoded);
         let bytes = u64::from(pkt.wire_len);
-        self.flow_bytes.add(key.0, bytes);
-        self.flow_packets.add(key.0, 1);
+        // One hash per item for both of its summaries.
+        let h = item_hash(&key.0);
+        self.flow_bytes.add_hashed(key.0, h, bytes);
+        self.flow_packets.add_hashed(key.0, h, 1);
         for host in [self.decoded.src_ip, self.decoded.dst_ip] {
-            self.host_bytes.add(host, bytes);
-            self.host_packets.add(host, 1);
+            let h = item_hash(&host);
+            self.host_bytes.add_hashed(host, h, bytes);
+            self.host_packets.add_hashed(host, h, 1);
         }
     }
 

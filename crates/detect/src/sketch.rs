@@ -1,8 +1,9 @@
 //! Frequency sketches with stated error bounds: [`CountMin`] (Cormode and Muthukrishnan) and
 //! [`SpaceSaving`] (Metwally, Agrawal and El Abbadi). Both preallocate at construction and do
 //! not allocate per update.
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use trawl_flow::hash::SeededFxBuild;
 
 /// The Mersenne prime 2^61 − 1: the modulus of the pairwise-independent hash family.
 const P61: u64 = (1 << 61) - 1;
@@ -187,37 +188,48 @@ pub struct Counter<K> {
 /// Guarantees after updates of total weight `N`: every item with true weight `> N/k` is
 /// monitored; for every monitored item `count − error ≤ true ≤ count`; `error ≤ N/k`.
 ///
-/// The counters live in a min-heap by count (the item to evict is at the root) with a position
-/// index, and a hash map preallocated to `k` entries finds an item's counter: an update costs
-/// `O(log k)` and never allocates (the map never holds more than `k` keys).
+/// The counters live in a min-heap by count (the item to evict is at the root; each heap entry
+/// carries its counter's count, so sifting compares without following an index) with a
+/// position index, and an open-addressing [`Index`] of at most `k` items (fast hash seeded per
+/// process, as the items come from the network) finds an item's counter: an update costs
+/// `O(log k)` and never allocates.
 #[derive(Clone, Debug)]
 pub struct SpaceSaving<K> {
     k: usize,
     counters: Vec<Counter<K>>,
-    /// Counter indices ordered as a binary min-heap by count.
-    heap: Vec<usize>,
+    /// `(count, counter)` ordered as a binary min-heap by count.
+    heap: Vec<(u64, u32)>,
     /// `pos[c]` = where counter `c` sits in `heap`.
-    pos: Vec<usize>,
-    index: HashMap<K, usize>,
+    pos: Vec<u32>,
+    /// Per counter, the hash of its item (to find its index slot when it is evicted).
+    hashes: Vec<u64>,
+    index: Index,
     total: u64,
+}
+
+/// The hash [`SpaceSaving`] uses for `item` (one per process: summaries of the same items
+/// may share it, see [`SpaceSaving::add_hashed`]).
+#[inline]
+pub fn item_hash<K: Hash>(item: &K) -> u64 {
+    use std::hash::BuildHasher;
+    SeededFxBuild::default().hash_one(item)
 }
 
 impl<K: Copy + Eq + Hash> SpaceSaving<K> {
     /// A summary of `k` counters.
     ///
     /// # Panics
-    /// When `k` is 0.
+    /// When `k` is 0 or above `u32::MAX / 4`.
     pub fn new(k: usize) -> Self {
         assert!(k > 0, "k must be positive");
+        assert!(k <= u32::MAX as usize / 4, "k must fit 32 bits");
         Self {
             k,
             counters: Vec::with_capacity(k),
             heap: Vec::with_capacity(k),
             pos: Vec::with_capacity(k),
-            // Twice k: every eviction is a remove and an insert, and the tombstones removals
-            // may leave eventually force a rehash; with at most half the capacity in use that
-            // rehash is in place, never a reallocation.
-            index: HashMap::with_capacity(2 * k),
+            hashes: Vec::with_capacity(k),
+            index: Index::new(k),
             total: 0,
         }
     }
@@ -240,10 +252,22 @@ impl<K: Copy + Eq + Hash> SpaceSaving<K> {
     /// Adds `weight` to `item`.
     #[inline]
     pub fn add(&mut self, item: K, weight: u64) {
+        self.add_hashed(item, item_hash(&item), weight);
+    }
+
+    /// Adds `weight` to `item` whose [`item_hash`] is `hash` (computed once for the summaries
+    /// of one item). A wrong hash makes the summary lose track of the item: counts stay
+    /// bounded, but the item may be counted twice.
+    #[inline]
+    pub fn add_hashed(&mut self, item: K, hash: u64, weight: u64) {
         self.total += weight;
-        if let Some(&c) = self.index.get(&item) {
+        let counters = &self.counters;
+        if let Some(c) = self.index.find(hash, |c| counters[c as usize].item == item) {
+            let c = c as usize;
             self.counters[c].count += weight;
-            self.sift_down(self.pos[c]);
+            let h = self.pos[c] as usize;
+            self.heap[h].0 = self.counters[c].count;
+            self.sift_down(h);
         } else if self.counters.len() < self.k {
             let c = self.counters.len();
             self.counters.push(Counter {
@@ -251,28 +275,34 @@ impl<K: Copy + Eq + Hash> SpaceSaving<K> {
                 count: weight,
                 error: 0,
             });
-            self.heap.push(c);
-            self.pos.push(c);
-            self.index.insert(item, c);
+            self.heap.push((weight, c as u32));
+            self.pos.push(c as u32);
+            self.hashes.push(hash);
+            self.index.insert(hash, c as u32);
             self.sift_up(c);
         } else {
             // Evict the minimum: the new item inherits its count as its possible overcount.
-            let c = self.heap[0];
+            let c = self.heap[0].1 as usize;
             let old = self.counters[c];
-            self.index.remove(&old.item);
+            self.index.remove(self.hashes[c], c as u32);
             self.counters[c] = Counter {
                 item,
                 count: old.count + weight,
                 error: old.count,
             };
-            self.index.insert(item, c);
+            self.heap[0].0 = old.count + weight;
+            self.hashes[c] = hash;
+            self.index.insert(hash, c as u32);
             self.sift_down(0);
         }
     }
 
     /// The counter of `item` if it is monitored.
     pub fn get(&self, item: &K) -> Option<Counter<K>> {
-        self.index.get(item).map(|&c| self.counters[c])
+        let counters = &self.counters;
+        self.index
+            .find(item_hash(item), |c| counters[c as usize].item == *item)
+            .map(|c| self.counters[c as usize])
     }
 
     /// The monitored counters, in no particular order.
@@ -292,24 +322,22 @@ impl<K: Copy + Eq + Hash> SpaceSaving<K> {
         self.counters.clear();
         self.heap.clear();
         self.pos.clear();
+        self.hashes.clear();
         self.index.clear();
         self.total = 0;
     }
 
-    fn count_at(&self, h: usize) -> u64 {
-        self.counters[self.heap[h]].count
-    }
-
+    #[inline]
     fn swap(&mut self, i: usize, j: usize) {
         self.heap.swap(i, j);
-        self.pos[self.heap[i]] = i;
-        self.pos[self.heap[j]] = j;
+        self.pos[self.heap[i].1 as usize] = i as u32;
+        self.pos[self.heap[j].1 as usize] = j as u32;
     }
 
     fn sift_up(&mut self, mut h: usize) {
         while h > 0 {
             let parent = (h - 1) / 2;
-            if self.count_at(parent) <= self.count_at(h) {
+            if self.heap[parent].0 <= self.heap[h].0 {
                 break;
             }
             self.swap(parent, h);
@@ -317,29 +345,135 @@ impl<K: Copy + Eq + Hash> SpaceSaving<K> {
         }
     }
 
+    /// Moves the entry at `h` down to its place. The same places as swapping it with its
+    /// smaller child (the left one on a tie) while that child is strictly smaller, but with
+    /// the child chosen by a conditional move rather than a branch (the comparisons of
+    /// near-equal counts are coin flips to the branch predictor, and an eviction sinks the
+    /// new item through every level), and with the children moved up into a hole instead of
+    /// swapped.
+    #[inline]
     fn sift_down(&mut self, mut h: usize) {
         let n = self.heap.len();
+        let moving = self.heap[h];
         loop {
-            let (l, r) = (2 * h + 1, 2 * h + 2);
-            let mut least = h;
-            if l < n && self.count_at(l) < self.count_at(least) {
-                least = l;
-            }
-            if r < n && self.count_at(r) < self.count_at(least) {
-                least = r;
-            }
-            if least == h {
+            let l = 2 * h + 1;
+            if l >= n {
                 break;
             }
-            self.swap(h, least);
-            h = least;
+            let r = l + 1;
+            let r_smaller = r < n && self.heap[r.min(n - 1)].0 < self.heap[l].0;
+            let child = if r_smaller { r } else { l };
+            let c = self.heap[child];
+            if c.0 >= moving.0 {
+                break;
+            }
+            self.heap[h] = c;
+            self.pos[c.1 as usize] = h as u32;
+            h = child;
         }
+        self.heap[h] = moving;
+        self.pos[moving.1 as usize] = h as u32;
+    }
+}
+
+/// Item → counter: open addressing with linear probing over at least `4k` slots (load at
+/// most a quarter: a summary under constant eviction looks up an absent item and removes
+/// one on almost every update, and both walk a probe run), backward-shift deletion (no tombstones: evictions
+/// remove and insert all the time). A slot holds the top 32 bits of the item's hash and its
+/// counter + 1 (0: vacant); the item itself is compared in the counters.
+#[derive(Clone, Debug)]
+struct Index {
+    slots: Vec<u64>,
+    /// log2 of the slot count.
+    bits: u32,
+}
+
+impl Index {
+    fn new(k: usize) -> Index {
+        let n = (4 * k).next_power_of_two().max(16);
+        Index {
+            slots: vec![0; n],
+            bits: n.trailing_zeros(),
+        }
+    }
+
+    #[inline]
+    fn tag(hash: u64) -> u64 {
+        hash >> 32
+    }
+
+    #[inline]
+    fn home(&self, tag: u64) -> usize {
+        (tag >> (32 - self.bits)) as usize
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// The counter whose item hashes to `hash` and satisfies `is`.
+    #[inline]
+    fn find(&self, hash: u64, is: impl Fn(u32) -> bool) -> Option<u32> {
+        let tag = Self::tag(hash);
+        let mut i = self.home(tag);
+        loop {
+            let s = self.slots[i];
+            if s == 0 {
+                return None;
+            }
+            if s >> 32 == tag && is(s as u32 - 1) {
+                return Some(s as u32 - 1);
+            }
+            i = (i + 1) & self.mask();
+        }
+    }
+
+    #[inline]
+    fn insert(&mut self, hash: u64, c: u32) {
+        let tag = Self::tag(hash);
+        let mut i = self.home(tag);
+        while self.slots[i] != 0 {
+            i = (i + 1) & self.mask();
+        }
+        self.slots[i] = tag << 32 | u64::from(c + 1);
+    }
+
+    /// Removes counter `c` (whose item hashes to `hash`), shifting back the slots after it
+    /// that would otherwise become unreachable.
+    #[inline]
+    fn remove(&mut self, hash: u64, c: u32) {
+        let mask = self.mask();
+        let mut i = self.home(Self::tag(hash));
+        while self.slots[i] as u32 != c + 1 {
+            i = (i + 1) & mask;
+        }
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            let s = self.slots[j];
+            if s == 0 {
+                break;
+            }
+            // The entry at j may move to i unless its home lies cyclically in (i, j].
+            let home = self.home(s >> 32);
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(i) & mask) {
+                self.slots[i] = s;
+                i = j;
+            }
+        }
+        self.slots[i] = 0;
+    }
+
+    fn clear(&mut self) {
+        self.slots.fill(0);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     /// A seeded Zipf-like stream: item `i` drawn with weight ∝ 1/(i+1)^s over `n_items`.
     fn zipf_stream(n: usize, n_items: u64, s: f64, seed: u64) -> Vec<u64> {

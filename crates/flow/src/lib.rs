@@ -40,6 +40,7 @@ mod config;
 pub mod decode;
 pub mod format;
 mod fragments;
+pub mod hash;
 pub mod key;
 mod meter;
 mod record;

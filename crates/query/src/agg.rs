@@ -782,7 +782,8 @@ impl AggTable {
     }
 
     /// Adds every group and staged row of `other`, and aggregates the staged rows of both
-    /// (see [`AggTable::merge_all`]).
+    /// (see [`AggTable::merge_all`]). (Partial aggregates merge with [`AggTable::absorb`].)
+    #[cfg(test)]
     pub(crate) fn merge(self, other: AggTable, threads: usize) -> AggTable {
         AggTable::merge_all(vec![self, other], threads)
     }
@@ -864,6 +865,75 @@ impl AggTable {
             t.packed[p] = packed;
         }
         t
+    }
+
+    /// A table of groups whose keys are distinct (a decoded partial aggregate: its decoder
+    /// checked that they ascend), held as records in their partitions: no hash table is built
+    /// until the groups are merged or added to.
+    pub(crate) fn from_distinct(groups: impl Iterator<Item = (u128, [u64; 5])>) -> AggTable {
+        let mut t = AggTable::default();
+        for (k, [a, b, c, d, e]) in groups {
+            let p = (prehash(k) >> PART_SHIFT) as usize;
+            t.packed[p].push([k as u64, (k >> 64) as u64, a, b, c, d, e]);
+        }
+        t
+    }
+
+    /// Adds every group of `other`, its key mapped through `map` when given (equal mapped
+    /// keys add up). Without a map, partitions line up: each of `other`'s is added into the
+    /// same partition here (the smaller table into the larger), so the cost is one hash
+    /// update per group of the smaller table and nothing already here is hashed again.
+    pub(crate) fn absorb(&mut self, mut other: AggTable, map: Option<&dyn Fn(u128) -> u128>) {
+        other.flush(false);
+        self.flush(false);
+        let Some(map) = map else {
+            if other.len() > self.len() {
+                std::mem::swap(self, &mut other);
+            }
+            for p in 0..PARTS {
+                let theirs = std::mem::take(&mut other.parts[p]);
+                let packed = std::mem::take(&mut other.packed[p]);
+                if theirs.len + packed.len == 0 {
+                    continue;
+                }
+                if self.parts[p].len + self.packed[p].len == 0 {
+                    // Nothing here yet: their groups as they are (distinct keys, either form).
+                    self.parts[p] = theirs;
+                    self.packed[p] = packed;
+                    continue;
+                }
+                self.unpack(p);
+                let mine = &mut self.parts[p];
+                // The union holds at least the larger side.
+                mine.reserve(mine.len.max(theirs.len + packed.len));
+                let metrics = |m: Metrics| {
+                    [
+                        m.fwd_packets,
+                        m.rev_packets,
+                        m.fwd_bytes,
+                        m.rev_bytes,
+                        m.flows,
+                    ]
+                };
+                mine.add_recs(
+                    theirs
+                        .iter()
+                        .map(|(k, m)| (k, metrics(m)))
+                        .chain(packed.iter().map(group_item)),
+                );
+            }
+            return;
+        };
+        // Mapped keys land in other partitions: added in batches, prefetching ahead.
+        let mut batch: Vec<(u128, Metrics)> = Vec::with_capacity(4096);
+        for (k, m) in other.iter() {
+            batch.push((map(k), m));
+            if batch.len() == batch.capacity() {
+                self.add_many(&batch, None);
+                batch.clear();
+            }
+        }
+        self.add_many(&batch, None);
     }
 
     /// Every group (staged rows must have been aggregated: tables leave a scan merged).

@@ -34,6 +34,9 @@ pub mod syntax;
 pub use control::ScanControl;
 pub use error::Error;
 pub use exec::{scan, scan_blocks, scan_blocks_with, scan_with};
-pub use partial::{GroupKey, Metrics, PartialAggregate, ScanStats, PARTIAL_MAGIC, PARTIAL_VERSION};
+pub use partial::{
+    GroupKey, Metrics, PartialAggregate, ScanStats, PARTIAL_JSON_VERSION, PARTIAL_MAGIC,
+    PARTIAL_VERSION,
+};
 pub use plan::{parse_attributes, Attribute, Query};
 pub use result::{QueryResult, SortBy};

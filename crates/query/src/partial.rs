@@ -1,9 +1,8 @@
 //! The partial aggregate: what one scan (one worker, one probe) produces, merged by addition.
 //! Its serialised form (`PartialAggregate::to_json`, documented in `docs/query.md`) is what
-//! `trawl query --partial` prints; [`PartialAggregate::to_bytes`] is the same document
-//! behind a magic and schema version, zstd-compressed: what a probe's `/api/v1/partial`
-//! returns to the coordinator of a fleet query (`docs/specs/distributed.md`).
-use std::io::Read;
+//! `trawl query --partial` prints; [`PartialAggregate::to_bytes`] is its binary, columnar
+//! form (module `wire`): what a probe's `/api/v1/partial` returns to the coordinator of a
+//! fleet query (`docs/specs/distributed.md`).
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -13,14 +12,17 @@ use trawl_store::hash::FxHashMap;
 use crate::error::Error;
 use crate::plan::Attribute;
 
-/// Version of the serialised partial aggregate.
-pub const PARTIAL_VERSION: u32 = 1;
+mod wire;
+
+/// Schema version of the binary form ([`PartialAggregate::to_bytes`]), after its magic.
+/// Version 1 was the JSON document zstd-compressed; 2 is columnar.
+pub const PARTIAL_VERSION: u32 = 2;
+
+/// Version of the JSON document ([`PartialAggregate::to_json`], `trawl query --partial`).
+pub const PARTIAL_JSON_VERSION: u32 = 1;
 
 /// The first bytes of the binary form ([`PartialAggregate::to_bytes`]).
 pub const PARTIAL_MAGIC: &[u8; 4] = b"TRPA";
-
-/// Bytes of the binary form's header: magic, then the schema version (u32, little-endian).
-const HEADER_LEN: usize = 8;
 
 /// The summed metrics of a group.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -341,35 +343,52 @@ impl PartialAggregate {
 
     /// Adds `other`'s groups and counters. Fails when the union holds more than `max_groups`
     /// groups, or when the attributes differ.
-    pub fn merge(&mut self, mut other: PartialAggregate) -> Result<(), Error> {
+    ///
+    /// `other`'s table ids (IPv6 addresses, interfaces, probes) are translated into this
+    /// aggregate's through maps built once, and its packed keys added as they are (or with
+    /// their address ids replaced): no group is decoded to a [`GroupKey`] and encoded again.
+    pub fn merge(&mut self, other: PartialAggregate) -> Result<(), Error> {
         if other.attributes != self.attributes {
             return Err(Error::Partial(
                 "partial aggregates group by different attributes".into(),
             ));
         }
         self.stats.merge(&other.stats);
-        if !Arc::ptr_eq(&self.tables, &other.tables) && !other.is_empty() {
-            if self.is_empty()
-                && self.tables.ips.is_empty()
-                && self.tables.ifaces.is_empty()
-                && self.tables.probes.is_empty()
-            {
-                self.tables = other.tables.clone();
-            } else {
-                // Another probe's ids: re-encode its groups with this aggregate's tables.
-                let groups = other.groups();
-                let tables = Arc::make_mut(&mut self.tables);
-                other.maps.clear();
-                for (g, m) in groups {
-                    let (c, k) = Self::encode(tables, &g);
-                    other.maps.entry(c).or_default().add(k, &m);
+        if other.is_empty() {
+            return Ok(());
+        }
+        let blank = self.is_empty()
+            && self.tables.ips.is_empty()
+            && self.tables.ifaces.is_empty()
+            && self.tables.probes.is_empty();
+        let ids = if blank {
+            self.tables = other.tables.clone();
+            None
+        } else if Arc::ptr_eq(&self.tables, &other.tables) {
+            None
+        } else {
+            let mine = Arc::make_mut(&mut self.tables);
+            Some(IdMap::new(mine, &other.tables, &self.attributes))
+        };
+        for (c, theirs) in other.maps {
+            let (c, keys) = match &ids {
+                None => (c, None),
+                Some(ids) => (ids.context(c), (!ids.keys_unchanged()).then_some(ids)),
+            };
+            let map = keys.map(|ids| move |k| ids.key(k));
+            let map = map.as_ref().map(|f| f as &dyn Fn(u128) -> u128);
+            match self.maps.entry(c) {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    e.get_mut().absorb(theirs, map)
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    if map.is_none() {
+                        e.insert(theirs);
+                    } else {
+                        e.insert(Inner::default()).absorb(theirs, map);
+                    }
                 }
             }
-        }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        for (c, theirs) in other.maps {
-            let mine = self.maps.remove(&c).unwrap_or_default();
-            self.maps.insert(c, mine.merge(theirs, threads));
         }
         if self.len() > self.max_groups {
             return Err(Error::TooManyGroups(self.max_groups));
@@ -420,7 +439,7 @@ impl PartialAggregate {
             .collect();
         groups.sort_by(|a, b| a.key.cmp(&b.key));
         let w = Wire {
-            version: PARTIAL_VERSION,
+            version: PARTIAL_JSON_VERSION,
             attributes: self
                 .attributes
                 .iter()
@@ -433,60 +452,20 @@ impl PartialAggregate {
     }
 
     /// The binary form a probe sends: [`PARTIAL_MAGIC`], the schema version
-    /// ([`PARTIAL_VERSION`], u32 little-endian), then the JSON document of
-    /// [`PartialAggregate::to_json`] as one zstd frame.
+    /// ([`PARTIAL_VERSION`], u32 little-endian), then one zstd frame holding the attribute
+    /// list, the scan's counters, the decoding tables and per context the packed keys and
+    /// metric columns (`docs/specs/distributed.md`).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(HEADER_LEN + 1024);
-        out.extend_from_slice(PARTIAL_MAGIC);
-        out.extend_from_slice(&PARTIAL_VERSION.to_le_bytes());
-        // Level 1: the document is mostly repeated keys, and a probe answers many queries.
-        // The frame's checksum makes a corrupted answer an error, not different numbers.
-        let compress = |out: Vec<u8>| -> std::io::Result<Vec<u8>> {
-            let mut z = zstd::stream::Encoder::new(out, 1)?;
-            z.include_checksum(true)?;
-            std::io::Write::write_all(&mut z, self.to_json().as_bytes())?;
-            z.finish()
-        };
-        // Writing to memory fails only when memory does (no partial answer is better).
-        compress(out).unwrap_or_default()
+        wire::to_bytes(self)
     }
 
     /// Reads the binary form back. Every flaw is an [`Error::Partial`] naming it: a wrong
-    /// magic or schema version, a corrupt or truncated zstd frame, a document over the size
-    /// `max_groups` allows (so a hostile probe cannot make the coordinator inflate without
-    /// bound), a document that does not parse.
+    /// magic or schema version, a corrupt or truncated zstd frame, a field out of bounds or
+    /// inconsistent (named with its byte offset in the inflated document); a document over
+    /// the size `max_groups` allows, or more groups, is [`Error::TooManyGroups`] (so a hostile
+    /// probe cannot make the coordinator allocate without bound).
     pub fn from_bytes(data: &[u8], max_groups: usize) -> Result<PartialAggregate, Error> {
-        if data.len() < HEADER_LEN || &data[..4] != PARTIAL_MAGIC {
-            return Err(Error::Partial(format!(
-                "not a trawl partial aggregate ({} bytes, no {:?} magic)",
-                data.len(),
-                String::from_utf8_lossy(PARTIAL_MAGIC)
-            )));
-        }
-        let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
-        if version != PARTIAL_VERSION {
-            return Err(Error::Partial(format!(
-                "partial aggregate schema version {version} (this trawl reads {PARTIAL_VERSION})"
-            )));
-        }
-        // A group's JSON is about 150 bytes; 1 KiB each is generous.
-        let limit = (max_groups as u64)
-            .saturating_mul(1024)
-            .saturating_add(1 << 20);
-        let mut text = Vec::new();
-        zstd::stream::read::Decoder::new(&data[HEADER_LEN..])
-            .and_then(|d| d.take(limit + 1).read_to_end(&mut text))
-            .map_err(|e| {
-                Error::Partial(format!(
-                    "corrupt or truncated zstd data after byte {HEADER_LEN}: {e}"
-                ))
-            })?;
-        if text.len() as u64 > limit {
-            return Err(Error::TooManyGroups(max_groups));
-        }
-        let text = std::str::from_utf8(&text)
-            .map_err(|e| Error::Partial(format!("the document is not UTF-8: {e}")))?;
-        Self::from_json(text, max_groups)
+        wire::from_bytes(data, max_groups)
     }
 
     /// The aggregate of the probe `name` as part of a fleet query grouped by `attributes`:
@@ -521,9 +500,9 @@ impl PartialAggregate {
     /// Reads the serialised form back.
     pub fn from_json(s: &str, max_groups: usize) -> Result<PartialAggregate, Error> {
         let w: Wire = serde_json::from_str(s).map_err(|e| Error::Partial(e.to_string()))?;
-        if w.version != PARTIAL_VERSION {
+        if w.version != PARTIAL_JSON_VERSION {
             return Err(Error::Partial(format!(
-                "partial aggregate version {} (this trawl reads {PARTIAL_VERSION})",
+                "partial aggregate version {} (this trawl reads {PARTIAL_JSON_VERSION})",
                 w.version
             )));
         }
@@ -557,6 +536,88 @@ impl PartialAggregate {
     }
 }
 
+/// Another aggregate's table ids in terms of this one's (built once per merge).
+struct IdMap {
+    /// Per IPv6 id of the other aggregate, its address code here (empty when no address is
+    /// grouped by).
+    ips: Vec<u64>,
+    /// Whether every address keeps its id.
+    ips_same: bool,
+    /// Per interface id there, the id here (`None`: interface not grouped by).
+    ifaces: Option<Vec<u64>>,
+    /// Per probe id there, the id here (`None`: probe not grouped by).
+    probes: Option<Vec<u64>>,
+    /// Bit positions of the address attributes grouped by.
+    addrs: Vec<u32>,
+}
+
+impl IdMap {
+    fn new(mine: &mut Tables, theirs: &Tables, attributes: &[Attribute]) -> IdMap {
+        let has = |a| attributes.contains(&a);
+        let addrs: Vec<u32> = [Attribute::Sip, Attribute::Dip]
+            .into_iter()
+            .filter(|&a| has(a))
+            .map(shift)
+            .collect();
+        let ips: Vec<u64> = if addrs.is_empty() {
+            Vec::new()
+        } else {
+            theirs.ips.iter().map(|&ip| mine.ip_code(ip)).collect()
+        };
+        let ips_same = ips.iter().enumerate().all(|(i, &c)| c == i as u64);
+        let ifaces = has(Attribute::Iface).then(|| {
+            theirs
+                .ifaces
+                .iter()
+                .map(|n| u64::from(mine.iface_id(n)))
+                .collect()
+        });
+        let probes = has(Attribute::Probe).then(|| {
+            theirs
+                .probes
+                .iter()
+                .map(|n| u64::from(mine.probe_id(n)))
+                .collect()
+        });
+        IdMap {
+            ips,
+            ips_same,
+            ifaces,
+            probes,
+            addrs,
+        }
+    }
+
+    /// Whether row keys stay as they are (only context keys may change).
+    fn keys_unchanged(&self) -> bool {
+        self.ips_same
+    }
+
+    /// The context key here of context key `c` there.
+    fn context(&self, c: u64) -> u64 {
+        let map = |ids: &Option<Vec<u64>>, v: u64| match ids {
+            Some(ids) => ids.get(v as usize).copied().unwrap_or(v),
+            None => v,
+        };
+        let iface = map(&self.ifaces, c >> IFACE_SHIFT);
+        let probe = map(&self.probes, (c >> PROBE_SHIFT) & 0xffff);
+        (iface << IFACE_SHIFT) | ((probe & 0xffff) << PROBE_SHIFT) | (c & TIME_MASK)
+    }
+
+    /// The row key here of row key `k` there: IPv6 address ids replaced.
+    fn key(&self, mut k: u128) -> u128 {
+        const CODE: u128 = (1 << 33) - 1;
+        for &s in &self.addrs {
+            let code = ((k >> s) & CODE) as u64;
+            if code & V4_TAG == 0 {
+                let to = self.ips.get(code as usize).copied().unwrap_or(code);
+                k = (k & !(CODE << s)) | (u128::from(to) << s);
+            }
+        }
+        k
+    }
+}
+
 /// `key` without the values of attributes not in `attributes`.
 fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
     let has = |a| attributes.contains(&a);
@@ -579,7 +640,7 @@ mod tests {
 
     fn partial(groups: &[(u16, u64)]) -> PartialAggregate {
         let wire = Wire {
-            version: PARTIAL_VERSION,
+            version: PARTIAL_JSON_VERSION,
             attributes: vec!["dport".into()],
             groups: groups
                 .iter()
@@ -630,6 +691,19 @@ mod tests {
         assert!(matches!(err, Error::TooManyGroups(3)));
     }
 
+    fn sorted(p: &PartialAggregate) -> Vec<(GroupKey, Metrics)> {
+        let mut g = p.groups();
+        g.sort_by(|x, y| x.0.cmp(&y.0));
+        g
+    }
+
+    /// A binary answer around `doc` (an inflated document written by hand).
+    fn framed(doc: &[u8]) -> Vec<u8> {
+        let mut out = b"TRPA\x02\0\0\0".to_vec();
+        out.extend(zstd::encode_all(doc, 1).unwrap());
+        out
+    }
+
     #[test]
     fn merge_larger_keeps_each_groups_larger_side() {
         let mut a = partial(&[(80, 10), (443, 5)]);
@@ -660,7 +734,7 @@ mod tests {
     fn binary_form_round_trips_and_names_its_flaws() {
         let a = partial(&[(80, 10), (443, 5)]);
         let bytes = a.to_bytes();
-        assert_eq!(&bytes[..8], b"TRPA\x01\0\0\0");
+        assert_eq!(&bytes[..8], b"TRPA\x02\0\0\0");
         let back = PartialAggregate::from_bytes(&bytes, 3).unwrap();
         assert_eq!(back.to_json(), a.to_json());
         let msg = |r: Result<PartialAggregate, Error>| r.unwrap_err().to_string();
@@ -669,11 +743,12 @@ mod tests {
             truncated.contains("corrupt or truncated zstd"),
             "{truncated}"
         );
-        let mut v2 = bytes.clone();
-        v2[4] = 2;
-        let version = msg(PartialAggregate::from_bytes(&v2, 3));
+        // A version 1 answer (an older probe: the JSON document compressed) is refused.
+        let mut v1 = bytes.clone();
+        v1[4] = 1;
+        let version = msg(PartialAggregate::from_bytes(&v1, 3));
         assert!(
-            version.contains("schema version 2 (this trawl reads 1)"),
+            version.contains("schema version 1 (this trawl reads 2)"),
             "{version}"
         );
         let magic = msg(PartialAggregate::from_bytes(b"{\"version\":1}", 3));
@@ -682,6 +757,184 @@ mod tests {
         let mid = corrupt.len() / 2;
         corrupt[mid] ^= 0xff;
         assert!(PartialAggregate::from_bytes(&corrupt, 3).is_err());
+        let too_many = PartialAggregate::from_bytes(&bytes, 1).unwrap_err();
+        assert!(matches!(too_many, Error::TooManyGroups(1)), "{too_many}");
+    }
+
+    /// The inflated document of `a`, for the tests that damage it.
+    fn doc_of(a: &PartialAggregate) -> Vec<u8> {
+        zstd::decode_all(&a.to_bytes()[8..]).unwrap()
+    }
+
+    /// The fuzz seed written by hand from docs/specs/distributed.md (with the `zstd` tool)
+    /// decodes to what the spec says: the layout in the spec is the decoder's.
+    #[test]
+    fn the_spec_layout_written_by_hand_decodes() {
+        let seeds = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/regressions/partial_decode/"
+        );
+        let valid = std::fs::read(format!("{seeds}valid-two-dport-groups")).unwrap();
+        let p = PartialAggregate::from_bytes(&valid, 10).unwrap();
+        assert_eq!(
+            p.to_json(),
+            partial(&[(80, 10), (443, 5)])
+                .to_json()
+                .replace("\"rows_scanned\":2", "\"rows_scanned\":0")
+        );
+        let bad = std::fs::read(format!("{seeds}keys-out-of-order")).unwrap();
+        let e = PartialAggregate::from_bytes(&bad, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("keys do not ascend"), "{e}");
+    }
+
+    #[test]
+    fn damaged_documents_are_named_with_field_and_offset() {
+        let a = partial(&[(80, 10), (443, 5)]);
+        let doc = doc_of(&a);
+        // Attributes: count 1, "dport" (4 + 4 + 5 = 13 bytes); 10 counters (80); no error
+        // message, no ignored file (8); no address, interface or probe (12); the context
+        // count (4) at 113, the context at 117: key 0 (8), 2 groups (4), keys at 129,
+        // columns at 161.
+        let (keys_at, cols_at) = (129, 161);
+        assert_eq!(doc.len(), cols_at + 2 * 40);
+        let err = |d: &[u8]| {
+            PartialAggregate::from_bytes(&framed(d), 10)
+                .unwrap_err()
+                .to_string()
+        };
+        for cut in [3, 20, keys_at + 5, cols_at + 39, doc.len() - 1] {
+            let e = err(&doc[..cut]);
+            assert!(
+                e.contains("truncated") && e.contains("at byte"),
+                "{cut}: {e}"
+            );
+        }
+        let mut unknown = doc.clone();
+        unknown[8] = b'x';
+        assert!(err(&unknown)
+            .contains("attribute at byte 4 of the inflated document: unknown: \"xport\""));
+        let mut swapped = doc.clone();
+        swapped[keys_at..keys_at + 32].rotate_left(16);
+        let e = err(&swapped);
+        assert!(e.contains(&format!("group key at byte {} of the inflated document: context 0 key 1: keys do not ascend", keys_at + 16)), "{e}");
+        let mut sip_bits = doc.clone();
+        sip_bits[keys_at + 15] = 0x10;
+        let e = err(&sip_bits);
+        assert!(e.contains("sets bits of attributes not grouped by"), "{e}");
+        let mut iface = doc.clone();
+        iface[117 + 6] = 1; // bits 48..56: the interface id
+        let e = err(&iface);
+        assert!(
+            e.contains("context key at byte 117")
+                && e.contains("iface id 1 but iface is not grouped by"),
+            "{e}"
+        );
+        let mut extra = doc.clone();
+        extra.push(0);
+        assert!(err(&extra).contains("1 bytes after the last context"));
+        let mut huge = doc.clone();
+        huge[113..117].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = err(&huge);
+        assert!(
+            e.contains("context count at byte 113") && e.contains("at most 10"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn addresses_beyond_the_table_and_repeated_ones_are_refused() {
+        let json = |groups: &str| {
+            format!(
+                r#"{{"version":1,"attributes":["sip"],"groups":[{groups}],"stats":{{"blocks":0,"blocks_scanned":0,"blocks_pruned":0,"blocks_failed":0,"row_groups":0,"row_groups_pruned":0,"rows_scanned":0,"rows_matched":0,"bytes_scanned":0,"errors":[]}}}}"#
+            )
+        };
+        let g = |ip: &str| {
+            format!(
+                r#"{{"key":{{"sip":"{ip}"}},"fwd_packets":1,"rev_packets":0,"fwd_bytes":0,"rev_bytes":0,"flows":1}}"#
+            )
+        };
+        let a = PartialAggregate::from_json(
+            &json(&[g("2001:db8::1"), g("2001:db8::2"), g("10.0.0.1")].join(",")),
+            10,
+        )
+        .unwrap();
+        let back = PartialAggregate::from_bytes(&a.to_bytes(), 10).unwrap();
+        assert_eq!(sorted(&back), sorted(&a));
+        let doc = doc_of(&a);
+        // After "sip" (11 bytes), the counters (80) and two empty lists (8): 2 addresses.
+        let ips_at = 99;
+        assert_eq!(&doc[ips_at..ips_at + 4], &2u32.to_le_bytes());
+        let mut twice = doc.clone();
+        twice.copy_within(ips_at + 4..ips_at + 20, ips_at + 20);
+        let e = PartialAggregate::from_bytes(&framed(&twice), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("listed twice (ids 0 and 1)"), "{e}");
+        // One address fewer in the table: the key that used id 1 points beyond it.
+        let mut short = doc[..ips_at].to_vec();
+        short.extend_from_slice(&1u32.to_le_bytes());
+        short.extend_from_slice(&doc[ips_at + 4..ips_at + 20]);
+        short.extend_from_slice(&doc[ips_at + 36..]);
+        let e = PartialAggregate::from_bytes(&framed(&short), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sip address id 1 beyond the 1 IPv6 addresses listed"),
+            "{e}"
+        );
+    }
+
+    /// Merging translates the other aggregate's address, interface and probe ids: IPv6 keys
+    /// of two probes whose tables number the same addresses differently merge by address.
+    #[test]
+    fn merge_translates_table_ids() {
+        let doc = |groups: &[(&str, &str)]| {
+            let groups: Vec<String> = groups
+                .iter()
+                .enumerate()
+                .map(|(i, (iface, ip))| format!(r#"{{"key":{{"iface":"{iface}","dip":"{ip}"}},"fwd_packets":{i},"rev_packets":0,"fwd_bytes":0,"rev_bytes":0,"flows":1}}"#))
+                .collect();
+            format!(
+                r#"{{"version":1,"attributes":["iface","dip"],"groups":[{}],"stats":{{"blocks":0,"blocks_scanned":0,"blocks_pruned":0,"blocks_failed":0,"row_groups":0,"row_groups_pruned":0,"rows_scanned":0,"rows_matched":0,"bytes_scanned":0,"errors":[]}}}}"#,
+                groups.join(",")
+            )
+        };
+        let one = doc(&[
+            ("eth0", "2001:db8::1"),
+            ("eth1", "2001:db8::2"),
+            ("eth2", "192.0.2.1"),
+        ]);
+        // Other ids for the same names and addresses (eth1 = 0, 2001:db8::2 = 0).
+        let two = doc(&[
+            ("eth1", "2001:db8::2"),
+            ("eth2", "2001:db8::1"),
+            ("eth0", "2001:db8::2"),
+        ]);
+        let mut by_bytes = PartialAggregate::from_bytes(
+            &PartialAggregate::from_json(&one, 10).unwrap().to_bytes(),
+            10,
+        )
+        .unwrap();
+        by_bytes
+            .merge(
+                PartialAggregate::from_bytes(
+                    &PartialAggregate::from_json(&two, 10).unwrap().to_bytes(),
+                    10,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        // The reference: every group decoded and added by its key.
+        let mut want: std::collections::BTreeMap<GroupKey, Metrics> = Default::default();
+        for d in [&one, &two] {
+            for (k, m) in PartialAggregate::from_json(d, 10).unwrap().groups() {
+                want.entry(k).or_default().add(&m);
+            }
+        }
+        assert_eq!(sorted(&by_bytes), want.into_iter().collect::<Vec<_>>());
+        assert_eq!(by_bytes.len(), 5);
     }
 
     #[test]

@@ -4,6 +4,8 @@ use trawl_capture::{Direction, LinkType, PacketRecord};
 use trawl_detect::sketch::{mix64, CountMin, SpaceSaving};
 use trawl_detect::synflood::{SynFloodConfig, SynFloodDetector};
 
+mod heavy_golden;
+
 #[global_allocator]
 static GLOBAL: trawl_testkit::alloc::CountingAllocator = trawl_testkit::alloc::CountingAllocator;
 

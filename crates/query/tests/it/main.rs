@@ -9,6 +9,8 @@ use trawl_flow::EndReason;
 use trawl_query::{parse_attributes, scan, syntax, PartialAggregate, Query, SortBy};
 use trawl_store::{Ingest, StoreConfig, StoredFlow, BLOCK_NS};
 
+mod wire;
+
 const T0: u64 = 1_763_251_200 * 1_000_000_000;
 
 fn row(i: u64) -> StoredFlow {
