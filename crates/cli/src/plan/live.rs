@@ -307,10 +307,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
         || plan.store.is_some()
         || export.is_some()
         || series_feed.is_some();
-    let outputs_needed = meters
-        || plan.dump_settings.is_some()
-        || plan.logs.is_some()
-        || plan.voip.is_some();
+    let outputs_needed =
+        meters || plan.dump_settings.is_some() || plan.logs.is_some() || plan.voip.is_some();
 
     let mut doc = Document::new();
     let workers_added = capture(&mut doc, live, plan.filter.as_deref(), plan.dedup_ns);
