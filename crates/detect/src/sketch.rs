@@ -190,7 +190,7 @@ pub struct Counter<K> {
 ///
 /// The counters live in a min-heap by count (the item to evict is at the root; each heap entry
 /// carries its counter's count, so sifting compares without following an index) with a
-/// position index, and an open-addressing [`Index`] of at most `k` items (fast hash seeded per
+/// position index, and an open-addressing index of at most `k` items (fast hash seeded per
 /// process, as the items come from the network) finds an item's counter: an update costs
 /// `O(log k)` and never allocates.
 #[derive(Clone, Debug)]
