@@ -92,6 +92,8 @@ fn flow_fields() -> Vec<(String, Ty)> {
         ("first_iats_ns".to_string(), Ty::LongArray),
         ("end_reason".to_string(), Ty::Str),
         ("probe".to_string(), Ty::Str),
+        // Last, as in the JSON and Protobuf forms: Community ID v1 (`1:` + base64).
+        ("community_id".to_string(), Ty::Str),
     ]);
     f
 }
@@ -316,6 +318,7 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     array(&r.first_iats_ns[..r.first_count], out);
     string(r.end_reason.name().as_bytes(), out);
     string(probe.as_bytes(), out);
+    string(r.community_id().as_bytes(), out);
 }
 
 /// Appends `r` as one single-object-encoded `trawl.SeriesRow`.
@@ -391,7 +394,12 @@ mod tests {
         assert_eq!(&out[19..28], b"\x1010.0.0.2");
         assert_eq!(&out[28..30], &[0xa4, 0x13]);
         // first_lengths [-60]: one item (2), -60 (119), end (0); first_iats_ns [0];
-        // end_reason "end"; probe "p".
-        assert!(out.ends_with(b"\x02\x77\x00\x02\x00\x00\x06end\x02p"));
+        // end_reason "end"; probe "p"; the Community ID (30 characters: zigzag 60).
+        let id = r.community_id();
+        let mut tail = b"\x02\x77\x00\x02\x00\x00\x06end\x02p".to_vec();
+        tail.push(60);
+        tail.extend_from_slice(id.as_bytes());
+        assert_eq!(id.as_bytes().len(), 30);
+        assert!(out.ends_with(&tail));
     }
 }

@@ -847,11 +847,34 @@ fn run_ok(program: &str, args: &[&str]) {
 fn fleet_query_marks_a_probe_killed_while_answering() {
     const ATTRS: &str = "sip,dip,sport,dport,proto";
     let fleet = Fleet::new();
+    // The victim's database: the fleet's captures and two larger ones, so that its answer is
+    // larger than the link's kernel buffers hold (the binary answer of the fleet's own data
+    // alone is 5.5-6.5 kB, and copies of it under other names compress away).
+    let victim_db = fleet.dir.path().join("victim-db");
+    let captures = PROBES
+        .iter()
+        .map(|(_, _, c)| *c)
+        .chain(["pcaps/android.pcap", "pcaps/fuzz-2006-06-26-2594.pcap"]);
+    for capture in captures {
+        trawl_ok(&[
+            "ingest",
+            "-r",
+            &testdata(capture),
+            "--db",
+            victim_db.to_str().unwrap(),
+            "-i",
+            "victim",
+            "--no-synflood",
+            "--no-heavy-hitters",
+            "--summary",
+            "none",
+        ]);
+    }
     let link = SlowLink::new();
     let token_file = fleet.dir.path().join("token");
     let mut victim = link.serve(&[
         "--db",
-        &fleet.all(),
+        victim_db.to_str().unwrap(),
         "--api-token-file",
         token_file.to_str().unwrap(),
     ]);
