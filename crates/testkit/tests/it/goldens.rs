@@ -28,6 +28,9 @@ fn compared() -> BTreeSet<String> {
     for name in community_id::CASES {
         out.insert(format!("golden/community-id/{name}.tsv"));
     }
+    // Not an oracle's table: the reports of the Space-Saving summaries before they were made
+    // fast, which trawl-detect's `heavy_golden` test holds the new ones to.
+    out.insert("golden/heavy-hitters/reports.txt".to_string());
     out
 }
 
