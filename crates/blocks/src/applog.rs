@@ -166,16 +166,28 @@ impl DnsLog {
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.out.is_empty() {
-            self.lines += self.out.len() as u64;
-            let mut slot = self.pool.take();
-            let batch = slot.get_mut();
-            batch.events.clear();
-            batch.events.append(&mut self.out);
-            ctx.emit(0, slot.into_msg());
-        }
+        crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
         self.update_counters();
     }
+}
+
+/// Sends the log lines `out` holds (if any) as one batch on output 0, counting them in
+/// `lines`: the log blocks' (`dns_log`, `tls_log`, `http_log`) common way out.
+pub(crate) fn emit_lines(
+    out: &mut Vec<Event>,
+    lines: &mut u64,
+    pool: &mut Pool<Events>,
+    ctx: &mut Ctx<'_>,
+) {
+    if out.is_empty() {
+        return;
+    }
+    *lines += out.len() as u64;
+    let mut slot = pool.take();
+    let batch = slot.get_mut();
+    batch.events.clear();
+    batch.events.append(out);
+    ctx.emit(0, slot.into_msg());
 }
 
 /// The log line of one exchange (fields of docs/specs/logs.md, DNS).

@@ -221,14 +221,7 @@ impl TlsLog {
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.out.is_empty() {
-            self.lines += self.out.len() as u64;
-            let mut slot = self.pool.take();
-            let batch = slot.get_mut();
-            batch.events.clear();
-            batch.events.append(&mut self.out);
-            ctx.emit(0, slot.into_msg());
-        }
+        crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
         let values = self.table.stats.values(self.lines);
         for (c, v) in self.counters.iter().zip(values) {
             c.set(v);
