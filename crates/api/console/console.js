@@ -513,14 +513,16 @@ function renderProbes(probes) {
 
 /// No rows: either there are none, or the window's last 5-minute block is not stored yet (the
 /// flow database writes a block when it ends, plus the grace for flows still open, on the
-/// monitor's clock: the time of its packets).
+/// monitor's clock: the time of its packets). A live monitor publishes the flows of open
+/// blocks every 10 s (recent parts), each once it has ended.
 function pendingOrEmpty(msg) {
   const toS = Date.parse(S.window.to) / 1000;
   const stored = Math.ceil(toS / BLOCK_S) * BLOCK_S + GRACE_S;
   if (stored > S.serverNow) {
     msg.dataset.state = "pending";
-    msg.textContent = `No flows stored for this window yet: its 5-minute block is stored at ` +
-      `${clock(stored * NS)} UTC (once packets after that time have come). Query again then.`;
+    msg.textContent = `No flows stored for this window yet. A live probe stores a flow within ` +
+      `10 s of its end (an idle flow ends 30 s after its last packet); the window's 5-minute ` +
+      `block is complete at ${clock(stored * NS)} UTC. Query again.`;
   } else {
     msg.dataset.state = "empty";
     msg.textContent = "No flows stored for this window (its block is stored once the link " +

@@ -32,6 +32,11 @@ pub struct FlowStore {
     clock: u64,
     warned_spanning: bool,
     counters: Option<StoreCounters>,
+    /// How often the rows of open blocks are published as recent parts.
+    recent: Option<Duration>,
+    /// The timers of retention and of recent parts.
+    retention_timer: Option<TimerId>,
+    recent_timer: Option<TimerId>,
 }
 
 struct StoreCounters {
@@ -41,6 +46,7 @@ struct StoreCounters {
     blocks: Counter,
     extra_parts: Counter,
     bytes: Counter,
+    recent_parts: Counter,
     blocks_deleted: Counter,
     bytes_deleted: Counter,
 }
@@ -68,6 +74,11 @@ pub struct FlowStoreSettings {
     /// Delete the oldest blocks while the database takes more than this (e.g. `50GiB`).
     #[serde(default, deserialize_with = "opt_size")]
     pub max_size: Option<u64>,
+    /// Publish the rows of blocks still open this often (e.g. `10s`), so that queries see
+    /// flows before their 5-minute block is written (docs/specs/store.md, "Recent parts").
+    /// Off by default; `trawl run` sets it for live capture.
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub recent: Option<u64>,
 }
 
 fn default_codec() -> String {
@@ -133,6 +144,9 @@ impl Block for FlowStore {
             clock: 0,
             warned_spanning: false,
             counters: None,
+            recent: s.recent.filter(|&ns| ns > 0).map(Duration::from_nanos),
+            retention_timer: None,
+            recent_timer: None,
         })
     }
 
@@ -144,6 +158,7 @@ impl Block for FlowStore {
             blocks: ctx.counter("blocks"),
             extra_parts: ctx.counter("extra_parts"),
             bytes: ctx.counter("bytes"),
+            recent_parts: ctx.counter("recent_parts"),
             blocks_deleted: ctx.counter("retention_blocks_deleted"),
             bytes_deleted: ctx.counter("retention_bytes_deleted"),
         });
@@ -151,7 +166,10 @@ impl Block for FlowStore {
             // Once at the start (a database over its limits is trimmed at once), then every
             // minute and at the end.
             self.enforce_retention(ctx);
-            ctx.every(Duration::from_secs(60));
+            self.retention_timer = Some(ctx.every(Duration::from_secs(60)));
+        }
+        if let Some(every) = self.recent {
+            self.recent_timer = Some(ctx.every(every));
         }
         Ok(())
     }
@@ -195,8 +213,22 @@ impl Block for FlowStore {
         self.update_counters();
     }
 
-    fn timer(&mut self, _timer: TimerId, ctx: &mut Ctx<'_>) {
-        self.enforce_retention(ctx);
+    fn timer(&mut self, timer: TimerId, ctx: &mut Ctx<'_>) {
+        if Some(timer) == self.retention_timer {
+            self.enforce_retention(ctx);
+        }
+        if Some(timer) == self.recent_timer {
+            if let Some(ingest) = self.ingest.as_mut() {
+                if let Err(e) = ingest.publish_recent() {
+                    // The blocks themselves are still written: a query sees the rows later.
+                    ctx.error(format_args!(
+                        "flow database {}: recent part: {e}",
+                        self.dir.display()
+                    ));
+                }
+            }
+            self.update_counters();
+        }
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
@@ -274,4 +306,5 @@ fn set_counters(c: &StoreCounters, s: &IngestStats) {
     c.blocks.set(s.blocks);
     c.extra_parts.set(s.extra_parts);
     c.bytes.set(s.bytes);
+    c.recent_parts.set(s.recent_parts);
 }

@@ -201,6 +201,7 @@ fn store_stats(f: &plan::Finished) -> IngestStats {
         blocks: c("blocks"),
         extra_parts: c("extra_parts"),
         bytes: c("bytes"),
+        recent_parts: c("recent_parts"),
     }
 }
 

@@ -118,12 +118,15 @@ pub struct BlockRef {
     pub iface: String,
     /// Start of the block's interval, ns since the Unix epoch.
     pub start_ns: u64,
-    /// Part number (0 for `HHMM.parquet`, N for `HHMM_N.parquet`).
+    /// Part number (0 for `HHMM.parquet`, N for `HHMM_N.parquet`; K of a recent part).
     pub part: u32,
     /// Path of the file.
     pub path: PathBuf,
     /// Size in bytes.
     pub bytes: u64,
+    /// A recent part of a block still open ([`crate::recent`]): rows a live writer published
+    /// before writing their block.
+    pub recent: bool,
 }
 
 /// Parses a block file name into (minutes of the day, part). `None` for anything else
@@ -220,6 +223,40 @@ fn strays_in(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Adds to `out` the recent parts of `recent` that no block of their interval (among
+/// `out[day_first..]`, this day directory's blocks) covers: a listing reads either an open
+/// block's recent parts or the block that holds their rows, never both.
+fn add_uncovered(
+    out: &mut Vec<BlockRef>,
+    day_first: usize,
+    recent: Vec<(u64, u64, u32, PathBuf, u64)>,
+    iface: &str,
+) {
+    if recent.is_empty() {
+        return;
+    }
+    let starts: std::collections::BTreeSet<u64> = recent.iter().map(|r| r.0).collect();
+    // Only the blocks of intervals that have recent parts are opened (their footers).
+    let covered = crate::recent::covered_tokens(
+        out[day_first..]
+            .iter()
+            .filter(|b| starts.contains(&b.start_ns))
+            .map(|b| b.path.as_path()),
+    );
+    for (start_ns, token, part, path, bytes) in recent {
+        if !covered.contains(&token) {
+            out.push(BlockRef {
+                iface: iface.to_string(),
+                start_ns,
+                part,
+                path,
+                bytes,
+                recent: true,
+            });
+        }
+    }
+}
+
 /// [`list_blocks`], and the stray Parquet files met on the way.
 pub fn list_blocks_and_strays(db: &Path, filter: &BlockFilter<'_>) -> Result<Listing> {
     let ifaces = if filter.ifaces.is_empty() {
@@ -259,27 +296,43 @@ pub fn list_blocks_and_strays(db: &Path, filter: &BlockFilter<'_>) -> Result<Lis
                 continue;
             }
             let ddir = day.path();
+            let day_first = out.len();
+            // Recent parts of open blocks: (start, token, part, path, bytes).
+            let mut recent = Vec::new();
             for f in fs::read_dir(&ddir).map_err(|e| Error::io(&ddir, e))? {
                 let f = f.map_err(|e| Error::io(&ddir, e))?;
-                let Some((minute, part)) = f.file_name().to_str().and_then(parse_block_name) else {
-                    if is_stray(&f.file_name()) {
-                        strays.push(f.path());
-                    }
-                    continue;
+                let name = f.file_name();
+                let name = name.to_str();
+                let (minute, part, token) = match name.and_then(parse_block_name) {
+                    Some((minute, part)) => (minute, part, None),
+                    None => match name.and_then(crate::recent::parse_recent_name) {
+                        Some((minute, token, k)) => (minute, k, Some(token)),
+                        None => {
+                            if is_stray(&f.file_name()) {
+                                strays.push(f.path());
+                            }
+                            continue;
+                        }
+                    },
                 };
                 let start_ns = day_start + u64::from(minute) * 60_000_000_000;
                 if start_ns < filter.from_ns || filter.to_ns.is_some_and(|t| start_ns >= t) {
                     continue;
                 }
                 let bytes = f.metadata().map(|m| m.len()).unwrap_or(0);
-                out.push(BlockRef {
-                    iface: iface.clone(),
-                    start_ns,
-                    part,
-                    path: f.path(),
-                    bytes,
-                });
+                match token {
+                    Some(token) => recent.push((start_ns, token, part, f.path(), bytes)),
+                    None => out.push(BlockRef {
+                        iface: iface.clone(),
+                        start_ns,
+                        part,
+                        path: f.path(),
+                        bytes,
+                        recent: false,
+                    }),
+                }
             }
+            add_uncovered(&mut out, day_first, recent, &iface);
         }
     }
     out.sort_by(|a, b| (a.start_ns, &a.iface, a.part).cmp(&(b.start_ns, &b.iface, b.part)));

@@ -46,6 +46,7 @@ pub mod hash;
 pub mod layout;
 pub mod pages;
 mod reader;
+pub mod recent;
 pub mod retention;
 pub mod scan;
 pub mod schema;

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
@@ -102,6 +103,8 @@ pub struct IngestStats {
     pub extra_parts: u64,
     /// Bytes written (final file sizes).
     pub bytes: u64,
+    /// Recent parts written ([`Ingest::publish_recent`]).
+    pub recent_parts: u64,
 }
 
 impl IngestStats {
@@ -113,6 +116,7 @@ impl IngestStats {
         self.blocks += o.blocks;
         self.extra_parts += o.extra_parts;
         self.bytes += o.bytes;
+        self.recent_parts += o.recent_parts;
     }
 }
 
@@ -148,7 +152,24 @@ pub struct Ingest {
     rows_hint: usize,
     buffered: usize,
     stats: IngestStats,
+    /// Open blocks with recent parts on disk.
+    recent: BTreeMap<(u64, IfaceId), Recent>,
+    /// Recent parts whose block is written, to remove once no query can still be reading
+    /// them (when they were covered).
+    covered: Vec<(Instant, Vec<PathBuf>)>,
 }
+
+/// The recent parts of an open block ([`crate::recent`]).
+struct Recent {
+    token: u64,
+    /// Rows of the block in its parts (the first rows of its buffer).
+    published: usize,
+    parts: Vec<PathBuf>,
+}
+
+/// How long recent parts stay after their block is written: longer than a query takes
+/// between listing the database and reading what it listed.
+pub const RECENT_KEEP: Duration = Duration::from_secs(600);
 
 /// Row buffers kept for reuse at most (one per interface of a busy probe is plenty).
 const SPARE_ROW_BUFFERS: usize = 4;
@@ -169,6 +190,8 @@ impl Ingest {
             rows_hint: 0,
             buffered: 0,
             stats: IngestStats::default(),
+            recent: BTreeMap::new(),
+            covered: Vec::new(),
         })
     }
 
@@ -246,10 +269,61 @@ impl Ingest {
         Ok(())
     }
 
-    /// Writes every open block and returns the counters.
+    /// Writes every open block and returns the counters. The recent parts the blocks cover
+    /// are removed at once: the writer is going away.
     pub fn finish(mut self) -> Result<IngestStats> {
         self.flush()?;
+        self.remove_covered(None);
         Ok(self.stats)
+    }
+
+    /// Publishes the rows of the open blocks that came since the last call as recent parts
+    /// (one file per open block that has new rows), so that queries see them before their
+    /// block is written; removes the recent parts covered more than [`RECENT_KEEP`] ago.
+    /// A live writer calls it every few seconds.
+    pub fn publish_recent(&mut self) -> Result<()> {
+        self.remove_covered(Some(RECENT_KEEP));
+        for (&key, rows) in &self.open {
+            let r = self.recent.entry(key).or_insert_with(|| Recent {
+                token: crate::recent::new_token(),
+                published: 0,
+                parts: Vec::new(),
+            });
+            if rows.len() <= r.published {
+                continue;
+            }
+            let mut new_rows = rows[r.published..].to_vec();
+            let iface = &self.ifaces[key.1 .0 as usize];
+            let name = crate::recent::recent_file_name(key.0, r.token, r.parts.len() as u32);
+            let path = write_recent(
+                &self.db,
+                iface,
+                key.0,
+                &name,
+                &mut new_rows,
+                &self.props,
+                &mut self.scratch,
+            )?;
+            r.published = rows.len();
+            r.parts.push(path);
+            self.stats.recent_parts += 1;
+        }
+        Ok(())
+    }
+
+    /// Removes the covered recent parts older than `age` (all with `None`).
+    fn remove_covered(&mut self, age: Option<Duration>) {
+        let now = Instant::now();
+        self.covered.retain(|(at, parts)| {
+            if age.is_some_and(|a| now.duration_since(*at) < a) {
+                return true;
+            }
+            for p in parts {
+                // Gone already (retention took its day): nothing to do.
+                let _ = fs::remove_file(p);
+            }
+            false
+        });
     }
 
     /// Writes every open block now (the writer stays usable).
@@ -265,6 +339,7 @@ impl Ingest {
             return Ok(());
         };
         self.buffered -= rows.len();
+        let recent = self.recent.remove(&key);
         let iface = &self.ifaces[key.1 .0 as usize];
         let block = write_block_with(
             &self.db,
@@ -273,7 +348,11 @@ impl Ingest {
             &mut rows,
             &self.props,
             &mut self.scratch,
+            recent.as_ref().map(|r| r.token),
         )?;
+        if let Some(r) = recent.filter(|r| !r.parts.is_empty()) {
+            self.covered.push((Instant::now(), r.parts));
+        }
         self.stats.rows += rows.len() as u64;
         self.rows_hint = rows.len().min(self.config.max_buffered_rows);
         if self.spare.len() < SPARE_ROW_BUFFERS {
@@ -741,12 +820,14 @@ pub fn write_block(
         &mut owned,
         props,
         &mut BlockScratch::default(),
+        None,
     )?;
     rows.copy_from_slice(&owned);
     Ok(block)
 }
 
-/// [`write_block`] with reused buffers; `rows` ends up sorted.
+/// [`write_block`] with reused buffers; `rows` ends up sorted. `covers`: the token of the
+/// recent parts this block holds every row of.
 fn write_block_with(
     db: &Path,
     iface: &str,
@@ -754,6 +835,7 @@ fn write_block_with(
     rows: &mut Vec<StoredFlow>,
     props: &WriterProperties,
     scratch: &mut BlockScratch,
+    covers: Option<u64>,
 ) -> Result<BlockRef> {
     if !valid_iface(iface) {
         return Err(Error::InvalidIface(iface.to_string()));
@@ -769,7 +851,7 @@ fn write_block_with(
         std::process::id(),
         TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let result = write_tmp(&tmp, iface, start_ns, rows, props, scratch)
+    let result = write_tmp(&tmp, iface, start_ns, rows, props, scratch, covers)
         .and_then(|()| publish(&tmp, &dir, start_ns));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -782,7 +864,37 @@ fn write_block_with(
         part,
         path,
         bytes,
+        recent: false,
     })
+}
+
+/// Writes a recent part named `name` into the block's day directory (through a temporary
+/// file renamed into place: readers see it whole or not at all).
+fn write_recent(
+    db: &Path,
+    iface: &str,
+    start_ns: u64,
+    name: &str,
+    rows: &mut Vec<StoredFlow>,
+    props: &WriterProperties,
+    scratch: &mut BlockScratch,
+) -> Result<PathBuf> {
+    let dir = day_dir(db, iface, Date::of(start_ns));
+    if !dir.is_dir() {
+        make_day_dir(&dir)?;
+    }
+    let tmp = dir.join(format!(
+        "{name}.{}.{}.tmp",
+        std::process::id(),
+        TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let path = dir.join(name);
+    let result = write_tmp(&tmp, iface, start_ns, rows, props, scratch, None)
+        .and_then(|()| fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e)));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result.map(|()| path)
 }
 
 fn write_tmp(
@@ -792,17 +904,25 @@ fn write_tmp(
     rows: &mut Vec<StoredFlow>,
     props: &WriterProperties,
     scratch: &mut BlockScratch,
+    covers: Option<u64>,
 ) -> Result<()> {
     let batch = encode_sorted(rows, scratch)?;
     let file = create_in_day_dir(tmp)?;
     let mut props = props.clone();
+    let mut kv = vec![
+        KeyValue::new(VERSION_KEY.to_string(), STORE_VERSION.to_string()),
+        KeyValue::new("trawl.iface".to_string(), iface.to_string()),
+        KeyValue::new("trawl.block_start_ns".to_string(), start_ns.to_string()),
+    ];
+    if let Some(token) = covers {
+        kv.push(KeyValue::new(
+            crate::recent::TOKEN_KEY.to_string(),
+            format!("{token:016x}"),
+        ));
+    }
     props = props
         .into_builder()
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new(VERSION_KEY.to_string(), STORE_VERSION.to_string()),
-            KeyValue::new("trawl.iface".to_string(), iface.to_string()),
-            KeyValue::new("trawl.block_start_ns".to_string(), start_ns.to_string()),
-        ]))
+        .set_key_value_metadata(Some(kv))
         .build();
     let mut w = ArrowWriter::try_new(
         BufWriter::with_capacity(1 << 20, file),

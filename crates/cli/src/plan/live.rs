@@ -19,6 +19,9 @@ use crate::config::{RunPlan, StoreOutput};
 use crate::flag::OutputFormat;
 use crate::flows::LiveInput;
 
+/// How often a live monitor's flow database publishes the rows of its open blocks.
+const LIVE_RECENT: &str = "10s";
+
 /// A duration as compositions write it, in the largest unit that says it exactly.
 fn span(ns: u64) -> String {
     const S: u64 = 1_000_000_000;
@@ -409,6 +412,9 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 .set("dir", st.db.display().to_string())
                 .set("iface", iface.as_str())
                 .set("codec", codec_name(st.config.codec))
+                // Live: the console and the API see flows seconds after they end, not when
+                // their 5-minute block is written.
+                .set("recent", LIVE_RECENT)
                 .set_some("keep_days", st.retention.max_age_days.map(i64::from));
             if let Some(max) = st.retention.max_bytes {
                 b = b.set("max_size", size(max));

@@ -11,6 +11,7 @@ use trawl_store::{
     list_blocks, read_block, BlockFilter, Ingest, StoreConfig, StoredFlow, BLOCK_NS,
 };
 
+mod recent;
 #[path = "../rows.rs"]
 mod rows;
 mod series;
