@@ -79,6 +79,10 @@ impl PartialAggregate {
         let keep = limit.unwrap_or(usize::MAX);
         let cap = keep.saturating_mul(2).max(1024);
         let mut rows: Vec<(u64, u128, Metrics)> = Vec::new();
+        // The worst of the best `keep` after the last cut: a group whose metrics alone order
+        // it after that one can never be among them, and is passed over without a push (and
+        // without the key decoding that breaking ties costs).
+        let mut worst: Option<(u64, u128, Metrics)> = None;
         for (&c, m) in &self.maps {
             for (k, v) in m.iter() {
                 totals.add(&v);
@@ -86,10 +90,16 @@ impl PartialAggregate {
                 if keep == 0 {
                     continue;
                 }
-                rows.push((c, k, v));
+                let group = (c, k, v);
+                if worst.is_some_and(|w| order(sort, &group, &w) == Ordering::Greater) {
+                    continue;
+                }
+                rows.push(group);
                 if rows.len() >= cap && keep < rows.len() {
                     rows.select_nth_unstable_by(keep - 1, cmp);
                     rows.truncate(keep);
+                    // After the cut the last one is the worst kept.
+                    worst = rows.last().copied();
                 }
             }
         }
@@ -109,6 +119,44 @@ impl PartialAggregate {
             groups,
             stats: self.stats,
             elapsed: Duration::ZERO,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` groups by destination port whose bytes repeat every 7 ports: most groups tie with
+    /// many others on their metrics.
+    fn tied(n: u16) -> PartialAggregate {
+        let groups: Vec<serde_json::Value> = (0..n)
+            .map(|p| {
+                serde_json::json!({"key": {"dport": p}, "fwd_packets": 1, "rev_packets": 0,
+                    "fwd_bytes": u64::from(p % 7) * 100, "rev_bytes": 0, "flows": 1})
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "version": crate::partial::PARTIAL_JSON_VERSION,
+            "attributes": ["dport"],
+            "groups": groups,
+            "stats": crate::partial::ScanStats::default(),
+        });
+        PartialAggregate::from_json(&doc.to_string(), 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn the_top_n_is_the_head_of_the_whole_order_also_among_ties() {
+        // More groups than the 1,024-row buffer, so the top-N cuts it several times.
+        let groups = tied(3000);
+        for sort in [SortBy::Bytes, SortBy::Flows] {
+            let all = groups.clone().finish(sort, None);
+            assert_eq!(all.rows.len(), 3000);
+            for keep in [1, 10, 713, 1100, 2999] {
+                let top = groups.clone().finish(sort, Some(keep));
+                assert_eq!(top.rows, all.rows[..keep], "{sort:?} top {keep}");
+                assert_eq!((top.totals, top.groups), (all.totals, 3000));
+            }
         }
     }
 }
