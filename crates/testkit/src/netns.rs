@@ -103,9 +103,39 @@ impl VethLab {
         ip(&["link", "set", &self.host, if up { "up" } else { "down" }]).map(|_| ())
     }
 
-    /// Replays `pcap` out of the peer end (inbound on `host`) with tcpreplay; `extra` adds
-    /// options such as `--topspeed` or `--pps=N`. Returns tcpreplay's count of packets sent.
+    /// Waits (at most 15 s) until a packet socket is bound to `host` (or to every interface):
+    /// a capturer started just before says nothing when its capture begins, and on a loaded
+    /// machine it may take seconds to get there; packets replayed before would be missed.
+    /// Without any capturer it returns after the 15 s (some tests replay with none).
+    pub fn wait_for_capture(&self) {
+        let Ok(index) = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", self.host))
+        else {
+            return;
+        };
+        let index = index.trim().to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        while std::time::Instant::now() < deadline {
+            // /proc/net/packet: sk RefCnt Type Proto Iface R Rmem User Inode, one per socket.
+            let table = std::fs::read_to_string("/proc/net/packet").unwrap_or_default();
+            let bound = table
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split_whitespace().nth(4))
+                .any(|i| i == index || i == "0");
+            if bound {
+                // Bound comes before the filter and the ring are in place: a moment for them.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// Replays `pcap` out of the peer end (inbound on `host`) with tcpreplay, once a capturer
+    /// listens on `host` ([`VethLab::wait_for_capture`]); `extra` adds options such as
+    /// `--topspeed` or `--pps=N`. Returns tcpreplay's count of packets sent.
     pub fn replay_into_host(&self, pcap: &Path, extra: &[&str]) -> Result<u64, LabError> {
+        self.wait_for_capture();
         let mut c = Command::new("ip");
         c.args([
             "netns",
@@ -120,8 +150,9 @@ impl VethLab {
         sent_count(run(&mut c)?)
     }
 
-    /// Replays `pcap` out of the host end (outbound on `host`).
+    /// Replays `pcap` out of the host end (outbound on `host`), once a capturer listens.
     pub fn replay_out_of_host(&self, pcap: &Path, extra: &[&str]) -> Result<u64, LabError> {
+        self.wait_for_capture();
         let mut c = Command::new("tcpreplay");
         c.args(["-q", "-i", &self.host]).args(extra).arg(pcap);
         sent_count(run(&mut c)?)
