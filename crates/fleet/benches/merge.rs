@@ -1,6 +1,8 @@
 //! Merging the partial aggregates of many probes, as the coordinator does: `PROBES` partials of
 //! `GROUPS` conversations each (half of them seen by every probe, half by that probe alone),
-//! in their binary form; reports the decode and merge times and the merged groups.
+//! in their binary form; reports the decode and merge times one after the other, the wall time
+//! of the coordinator's path (answers decoded on one thread per core while one thread merges
+//! each as it comes), and the merged groups.
 //!
 //!     cargo bench -p trawl-fleet --bench merge -- [PROBES] [GROUPS]   (default 50 100000)
 use std::time::Instant;
@@ -49,15 +51,58 @@ fn main() {
         .collect();
     let decode = started.elapsed();
     let started = Instant::now();
-    let mut merged = PartialAggregate::new(attrs, max_groups);
+    let mut merged = PartialAggregate::new(attrs.clone(), max_groups);
     for d in decoded {
         merged.merge(d).expect("merges");
     }
     let merge = started.elapsed();
+    let pipelined = as_the_coordinator(&answers, &attrs, max_groups, merged.len());
     println!(
-        "{{\"probes\":{probes},\"groups_per_probe\":{groups},\"answer_bytes_total\":{bytes},\"decode_s\":{:.3},\"merge_s\":{:.3},\"merged_groups\":{}}}",
+        "{{\"probes\":{probes},\"groups_per_probe\":{groups},\"answer_bytes_total\":{bytes},\"decode_s\":{:.3},\"merge_s\":{:.3},\"pipelined_s\":{:.3},\"decode_threads\":{},\"merged_groups\":{}}}",
         decode.as_secs_f64(),
         merge.as_secs_f64(),
+        pipelined.as_secs_f64(),
+        decode_threads(),
         merged.len()
     );
+}
+
+/// Threads decoding answers as the coordinator's runtime does (its blocking pool has one per
+/// answer; the cores bound it): one per core.
+fn decode_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+/// The coordinator's path: answers decoded on [`decode_threads`] threads while the calling
+/// thread merges each as it is decoded; the wall time until the merge is complete.
+fn as_the_coordinator(
+    answers: &[Vec<u8>],
+    attrs: &[trawl_query::Attribute],
+    max_groups: usize,
+    want: usize,
+) -> std::time::Duration {
+    let started = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut merged = PartialAggregate::new(attrs.to_vec(), max_groups);
+    std::thread::scope(|s| {
+        for _ in 0..decode_threads() {
+            let (tx, next) = (tx.clone(), &next);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(a) = answers.get(i) else { break };
+                let p = PartialAggregate::from_bytes(a, max_groups).expect("decodes");
+                if tx.send(p).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for p in rx {
+            merged.merge(p).expect("merges");
+        }
+    });
+    let took = started.elapsed();
+    assert_eq!(merged.len(), want, "the same merge as one thread's");
+    took
 }
