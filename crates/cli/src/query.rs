@@ -289,7 +289,7 @@ fn write_fleet(
     let incomplete = trawl_fleet::incomplete(probes);
     match format {
         Format::Json => {
-            serde_json::to_writer(&mut *out, &trawl_fleet::to_json(result, probes))?;
+            trawl_fleet::write_json(result, probes, out)?;
             writeln!(out)
         }
         Format::Table => {

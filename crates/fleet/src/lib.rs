@@ -34,4 +34,6 @@ mod fanout;
 
 pub use config::{Endpoint, Fleet, Probe, ProbeConfig};
 pub use error::Error;
-pub use fanout::{encode, incomplete, run, run_with, to_json, FleetAnswer, ProbeReport, Status};
+pub use fanout::{
+    encode, incomplete, run, run_with, to_json, write_json, FleetAnswer, ProbeReport, Status,
+};

@@ -86,12 +86,81 @@ pub fn to_json(r: &QueryResult) -> Value {
             Value::Object(o)
         })
         .collect();
+    let mut doc = without_rows(r);
+    doc["rows"] = Value::Array(rows);
+    doc
+}
+
+/// Writes `doc` (a JSON object) with `r`'s rows as its member `rows`: the bytes
+/// `serde_json::to_writer` writes for [`to_json`]'s document (with `doc`'s other members),
+/// but row by row, never the rows as one document in memory (a fleet's `-n 0` answer holds
+/// hundreds of thousands of them).
+pub fn write_json_with_rows(
+    mut doc: Value,
+    r: &QueryResult,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    // The document's own serialisation places `rows` among its members: a marker there,
+    // replaced by the rows.
+    const MARK: &str = "\u{1}trawl-rows\u{1}";
+    doc["rows"] = Value::String(MARK.into());
+    let text = serde_json::to_string(&doc)?;
+    let quoted = serde_json::to_string(MARK)?;
+    let (head, tail) = text
+        .split_once(quoted.as_str())
+        .ok_or_else(|| io::Error::other("the rows' place in the JSON document"))?;
+    out.write_all(head.as_bytes())?;
+    write_json_rows(r, out)?;
+    out.write_all(tail.as_bytes())
+}
+
+/// The `rows` array of [`to_json`], written row by row; each row's members in the order a
+/// `serde_json` object serialises them (sorted by name).
+fn write_json_rows(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
+    enum Field {
+        Attr(Attribute),
+        Metric(fn(&Metrics) -> u64),
+    }
+    let mut fields: Vec<(&str, Field)> = r
+        .attributes
+        .iter()
+        .map(|&a| (a.field(), Field::Attr(a)))
+        .collect();
+    fields.extend([
+        ("fwd_packets", Field::Metric(|m: &Metrics| m.fwd_packets)),
+        ("rev_packets", Field::Metric(|m: &Metrics| m.rev_packets)),
+        ("fwd_bytes", Field::Metric(|m: &Metrics| m.fwd_bytes)),
+        ("rev_bytes", Field::Metric(|m: &Metrics| m.rev_bytes)),
+        ("flows", Field::Metric(|m: &Metrics| m.flows)),
+    ]);
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    fields.dedup_by(|a, b| a.0 == b.0);
+    out.write_all(b"[")?;
+    for (i, (k, m)) in r.rows.iter().enumerate() {
+        out.write_all(if i == 0 { b"{" } else { b",{" })?;
+        for (j, (name, field)) in fields.iter().enumerate() {
+            if j > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, name)?;
+            out.write_all(b":")?;
+            match field {
+                Field::Attr(a) => serde_json::to_writer(&mut *out, &attr_json(*a, k))?,
+                Field::Metric(get) => write!(out, "{}", get(m))?,
+            }
+        }
+        out.write_all(b"}")?;
+    }
+    out.write_all(b"]")
+}
+
+/// [`to_json`]'s document without its `rows`.
+pub fn without_rows(r: &QueryResult) -> Value {
     let mut totals = Map::new();
     metrics_json(&r.totals, &mut totals);
     totals.insert("groups".into(), json!(r.groups));
     let s = &r.stats;
     json!({
-        "rows": rows,
         "totals": totals,
         "stats": {
             "blocks": s.blocks,
@@ -116,7 +185,7 @@ pub fn to_json(r: &QueryResult) -> Value {
 pub fn write(r: &QueryResult, format: Format, zone: Zone, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Json => {
-            serde_json::to_writer(&mut *out, &to_json(r))?;
+            write_json_with_rows(without_rows(r), r, out)?;
             writeln!(out)
         }
         Format::Csv => {
@@ -290,5 +359,71 @@ mod tests {
         assert_eq!(human_bytes(1536), "1.50 KiB");
         assert_eq!(pct(1, 3), "33.33");
         assert_eq!(pct(1, 0), "0.00");
+    }
+
+    /// A result of `n` rows grouped by every attribute, with addresses of both families,
+    /// names that need escaping and missing values.
+    fn result(n: u64) -> QueryResult {
+        let rows = (0..n)
+            .map(|i| {
+                let key = GroupKey {
+                    time_ns: Some(1_763_812_800_000_000_000 + i * 300_000_000_000),
+                    iface: Some(format!("eth{i}\"q")),
+                    sip: Some(std::net::IpAddr::from([10, 0, (i >> 8) as u8, i as u8])),
+                    dip: (i % 3 != 0)
+                        .then(|| std::net::IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i as u16])),
+                    sport: Some(i as u16),
+                    dport: Some(443),
+                    proto: Some([6, 17, 1, 250][(i % 4) as usize]),
+                    vlan: (i % 2 == 0).then_some(100),
+                    probe: Some(format!("p{i}")),
+                };
+                let m = Metrics {
+                    fwd_packets: i,
+                    rev_packets: u64::MAX - i,
+                    fwd_bytes: i * 1500,
+                    rev_bytes: 0,
+                    flows: 1,
+                };
+                (key, m)
+            })
+            .collect();
+        QueryResult {
+            attributes: vec![
+                Attribute::Time,
+                Attribute::Iface,
+                Attribute::Sip,
+                Attribute::Dip,
+                Attribute::Sport,
+                Attribute::Dport,
+                Attribute::Proto,
+                Attribute::Vlan,
+                Attribute::Probe,
+            ],
+            rows,
+            totals: Metrics::default(),
+            groups: n,
+            stats: crate::partial::ScanStats::default(),
+            elapsed: std::time::Duration::from_millis(12),
+        }
+    }
+
+    #[test]
+    fn json_rows_written_one_by_one_are_the_documents_bytes() {
+        for n in [0, 1, 7] {
+            let r = result(n);
+            let mut streamed = Vec::new();
+            write(&r, Format::Json, Zone::Utc, &mut streamed).unwrap();
+            let whole = format!("{}\n", serde_json::to_string(&to_json(&r)).unwrap());
+            assert_eq!(String::from_utf8(streamed).unwrap(), whole, "{n} rows");
+            // With members of another document around them (a fleet's).
+            let mut doc = without_rows(&r);
+            doc["incomplete"] = json!(false);
+            doc["probes"] = json!([{"name": "a"}]);
+            let mut streamed = Vec::new();
+            write_json_with_rows(doc.clone(), &r, &mut streamed).unwrap();
+            doc["rows"] = to_json(&r)["rows"].take();
+            assert_eq!(String::from_utf8(streamed).unwrap(), doc.to_string());
+        }
     }
 }
