@@ -28,6 +28,8 @@ pub struct FlowStore {
     origins: Vec<(Arc<str>, IfaceId)>,
     dir: PathBuf,
     retention: Retention,
+    /// The minute timer that enforces retention runs (made when retention is first set).
+    retention_timer: bool,
     /// The latest clock of the meters feeding it.
     clock: u64,
     warned_spanning: bool,
@@ -130,6 +132,7 @@ impl Block for FlowStore {
                 max_age_days: s.keep_days,
                 max_bytes: s.max_size,
             },
+            retention_timer: false,
             clock: 0,
             warned_spanning: false,
             counters: None,
@@ -147,12 +150,19 @@ impl Block for FlowStore {
             blocks_deleted: ctx.counter("retention_blocks_deleted"),
             bytes_deleted: ctx.counter("retention_bytes_deleted"),
         });
-        if self.retention != Retention::default() {
-            // Once at the start (a database over its limits is trimmed at once), then every
-            // minute and at the end.
-            self.enforce_retention(ctx);
-            ctx.every(Duration::from_secs(60));
-        }
+        self.start_retention(ctx);
+        Ok(())
+    }
+
+    // Retention only: the directory, interface and codec belong to the open database.
+    const RELOADABLE: &'static [&'static str] = &["keep_days", "max_size"];
+
+    fn reconfigure(&mut self, s: FlowStoreSettings, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.retention = Retention {
+            max_age_days: s.keep_days,
+            max_bytes: s.max_size,
+        };
+        self.start_retention(ctx);
         Ok(())
     }
 
@@ -242,6 +252,19 @@ impl FlowStore {
     fn update_counters(&self) {
         if let (Some(c), Some(i)) = (&self.counters, &self.ingest) {
             set_counters(c, i.stats());
+        }
+    }
+
+    /// With retention set: enforced at once (a database over its limits is trimmed then),
+    /// then every minute and at the end.
+    fn start_retention(&mut self, ctx: &mut Ctx<'_>) {
+        if self.retention == Retention::default() {
+            return;
+        }
+        self.enforce_retention(ctx);
+        if !self.retention_timer {
+            self.retention_timer = true;
+            ctx.every(Duration::from_secs(60));
         }
     }
 
