@@ -55,6 +55,14 @@ step cargo clippy --workspace --all-targets -- -D warnings
 step cargo clippy --workspace --all-targets --features "$FEATURES" -- -D warnings
 step env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 step cargo test --workspace --features "$FEATURES"
+# The Debian package, from the binary the tests just built (scripts/deb-pack.py: dpkg-deb, no
+# cargo-deb, no release build): installed with dpkg, its unit through systemd-analyze verify,
+# its composition through `trawl check`, then purged (docs/deploy.md).
+step scripts/deb.sh --dev --test
+# The container image from the same binary (podman and runc installed when missing), run
+# attached to a network namespace with NET_RAW alone: it captures a replay, and without the
+# capability it is refused (docs/deploy.md).
+step scripts/container.sh --bin "${CARGO_TARGET_DIR:-$PWD/target}/debug/trawl" --test
 # The Python package (python/: pyo3 + maturin): its wheel built once, its pytest suite against
 # the CLI built above (tables equal to the CLI's JSON, pandas/Polars, no copy, Ctrl-C).
 step scripts/python-test.sh

@@ -12,6 +12,7 @@ captures=(
     testdata/voip/gtp-iphone.pcap
     testdata/voip/skinny.pcap
     testdata/voip/fax-call-t38-sip.pcap
+    testdata/voip/sip-websocket.pcap
 )
 version=$(tshark --version | head -1)
 for c in "${captures[@]}"; do

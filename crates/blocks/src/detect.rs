@@ -148,9 +148,18 @@ impl Block for SynFlood {
         doc: "start and end of each flood: victim, onset, rate, SYNs",
     }];
     type Settings = SynFloodSettings;
+    // The CUSUM's limits only: the sums and alarms stay valid. The interval and the sketch's
+    // size would discard the counts gathered so far.
+    const RELOADABLE: &'static [&'static str] = &["threshold", "drift", "ceiling"];
 
     fn check(s: &SynFloodSettings) -> Result<(), String> {
         s.config().map(|_| ())
+    }
+
+    fn reconfigure(&mut self, s: SynFloodSettings, _ctx: &mut Ctx<'_>) -> Result<(), String> {
+        // Checked by the planner already; the limits are consistent.
+        self.detector.set_cusum_limits(s.config()?.cusum);
+        Ok(())
     }
 
     fn build(s: SynFloodSettings, _env: &BuildEnv) -> Result<Self, String> {

@@ -34,7 +34,8 @@ pub struct FlowStore {
     counters: Option<StoreCounters>,
     /// How often the rows of open blocks are published as recent parts.
     recent: Option<Duration>,
-    /// The timers of retention and of recent parts.
+    /// The minute timer of retention (made when retention is first set) and the timer of
+    /// recent parts.
     retention_timer: Option<TimerId>,
     recent_timer: Option<TimerId>,
 }
@@ -162,15 +163,22 @@ impl Block for FlowStore {
             blocks_deleted: ctx.counter("retention_blocks_deleted"),
             bytes_deleted: ctx.counter("retention_bytes_deleted"),
         });
-        if self.retention != Retention::default() {
-            // Once at the start (a database over its limits is trimmed at once), then every
-            // minute and at the end.
-            self.enforce_retention(ctx);
-            self.retention_timer = Some(ctx.every(Duration::from_secs(60)));
-        }
+        self.start_retention(ctx);
         if let Some(every) = self.recent {
             self.recent_timer = Some(ctx.every(every));
         }
+        Ok(())
+    }
+
+    // Retention only: the directory, interface and codec belong to the open database.
+    const RELOADABLE: &'static [&'static str] = &["keep_days", "max_size"];
+
+    fn reconfigure(&mut self, s: FlowStoreSettings, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        self.retention = Retention {
+            max_age_days: s.keep_days,
+            max_bytes: s.max_size,
+        };
+        self.start_retention(ctx);
         Ok(())
     }
 
@@ -274,6 +282,20 @@ impl FlowStore {
     fn update_counters(&self) {
         if let (Some(c), Some(i)) = (&self.counters, &self.ingest) {
             set_counters(c, i.stats());
+        }
+    }
+
+    /// With retention set: enforced at once (a database over its limits is trimmed then),
+    /// then every minute and at the end.
+    fn start_retention(&mut self, ctx: &mut Ctx<'_>) {
+        if self.retention == Retention::default() {
+            return;
+        }
+        self.enforce_retention(ctx);
+        // Once at the start (a database over its limits is trimmed at once), then every
+        // minute and at the end; a reload that sets retention starts the timer once.
+        if self.retention_timer.is_none() {
+            self.retention_timer = Some(ctx.every(Duration::from_secs(60)));
         }
     }
 

@@ -17,6 +17,7 @@ use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 
 mod anomaly;
 mod tcp;
+mod ws;
 pub use anomaly::{SipAnomaly, SipAnomalySettings};
 use tcp::{Placed, TcpStreams};
 
@@ -128,6 +129,10 @@ pub struct SipBlock {
     malformed: Option<Counter>,
     tcp_reordered: Option<Counter>,
     tcp_gaps: Option<Counter>,
+    /// SIP messages read out of WebSocket frames.
+    websocket: Option<Counter>,
+    /// A WebSocket message's payload, unmasked.
+    ws_message: Vec<u8>,
 }
 
 /// Settings of `sip`.
@@ -154,7 +159,7 @@ const PACKETS_IN: GateDef = GateDef {
 impl Block for SipBlock {
     const TYPE: &'static str = "sip";
     const SUMMARY: &'static str =
-        "finds SIP messages in UDP datagrams and TCP streams (and in GTP-U) and parses them with their SDP";
+        "finds SIP messages in UDP datagrams, TCP streams and WebSocket connections (and in GTP-U) and parses them with their SDP";
     const INPUTS: &'static [GateDef] = &[PACKETS_IN];
     const OUTPUTS: &'static [GateDef] = &[
         GateDef {
@@ -184,6 +189,8 @@ impl Block for SipBlock {
             malformed: None,
             tcp_reordered: None,
             tcp_gaps: None,
+            websocket: None,
+            ws_message: Vec::new(),
         })
     }
 
@@ -192,6 +199,7 @@ impl Block for SipBlock {
         self.malformed = Some(ctx.counter("malformed"));
         self.tcp_reordered = Some(ctx.counter("tcp_reordered"));
         self.tcp_gaps = Some(ctx.counter("tcp_gaps"));
+        self.websocket = Some(ctx.counter("websocket_messages"));
         Ok(())
     }
 
@@ -244,11 +252,13 @@ impl SipBlock {
         }
     }
 
-    /// SIP over TCP: segments put in order by sequence number ([`TcpStreams`]), then the
-    /// messages complete in the direction's bytes parsed.
+    /// SIP over TCP (and over WebSocket, [`ws`]): segments put in order by sequence number
+    /// ([`TcpStreams`]), then the messages complete in the direction's bytes parsed.
     fn tcp_segment(&mut self, ts_ns: u64, t: &Transport<'_>) {
         let key = (t.src, t.dst);
-        let starts = sip::looks_like_sip(t.payload);
+        let starts = sip::looks_like_sip(t.payload)
+            || ws::is_sip_handshake(t.payload)
+            || ws::frame_starts_sip(t.payload);
         match self.tcp.segment(ts_ns, key, t.seq, t.payload, starts) {
             Placed::Ready => {
                 let mut buf = self
@@ -283,13 +293,29 @@ impl SipBlock {
     }
 
     /// Parses the complete messages at the start of a direction's bytes and drains them;
-    /// what is left is the start of an incomplete one.
+    /// what is left is the start of an incomplete one. The bytes are SIP, or a WebSocket
+    /// handshake and frames carrying SIP ([`ws`]: each tells by its first byte).
     fn parse_stream(&mut self, ts_ns: u64, t: &Transport<'_>, buf: &mut Vec<u8>) {
         let mut at = 0;
         while at < buf.len() {
             // Keep-alive CRLFs between messages (RFC 5626 §3.5.1).
             if matches!(buf[at], b'\r' | b'\n') {
                 at += 1;
+                continue;
+            }
+            if ws::is_frame_start(buf[at]) {
+                match self.ws_frames(ts_ns, t, &buf[at..]) {
+                    Some(n) => at += n,
+                    None => break,
+                }
+                continue;
+            }
+            if ws::is_http(&buf[at..]) {
+                // The Upgrade request or its answer: nothing for the call table.
+                match sip::header_end(&buf[at..]) {
+                    Some(n) => at += n,
+                    None => break,
+                }
                 continue;
             }
             match sip::parse(&buf[at..]) {
@@ -305,6 +331,32 @@ impl SipBlock {
             }
         }
         buf.drain(..at);
+    }
+
+    /// Reads the WebSocket message at the start of `b` and parses the SIP message in it.
+    /// Returns the bytes taken, or `None` when the message's frames are not all there yet.
+    fn ws_frames(&mut self, ts_ns: u64, t: &Transport<'_>, b: &[u8]) -> Option<usize> {
+        match ws::message(b, &mut self.ws_message) {
+            ws::Frames::Incomplete => None,
+            ws::Frames::Control(n) => Some(n),
+            ws::Frames::Invalid => {
+                self.count_malformed();
+                Some(b.len())
+            }
+            ws::Frames::Message(n) => {
+                // Each SIP message travels in one WebSocket message (RFC 7118 §5.2): whole.
+                match sip::parse(&self.ws_message) {
+                    Ok(m) => {
+                        self.out.push(SipEvent::new(ts_ns, t.src, t.dst, true, &m));
+                        if let Some(c) = &self.websocket {
+                            c.add(1);
+                        }
+                    }
+                    Err(_) => self.count_malformed(),
+                }
+                Some(n)
+            }
+        }
     }
 }
 

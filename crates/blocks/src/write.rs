@@ -65,6 +65,31 @@ impl Block for FlowFileWriter {
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = WriterSettings;
     const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
+    // A new path: what is buffered goes to the old file, the records that follow to the new.
+    const RELOADABLE: &'static [&'static str] = &["path"];
+
+    fn reconfigure(&mut self, s: WriterSettings, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        let new = OutputFile::open(&s.path, s.mode)?;
+        let old = std::mem::replace(&mut self.out, new);
+        // The columns are decided: a file with data must have this header, an empty one gets it.
+        let switched = if self.started {
+            self.continue_columns()
+        } else {
+            self.adopt_header()
+        };
+        match switched {
+            Ok(()) => {
+                let mut old = old;
+                let flushed = old.flush();
+                old.settle(flushed, ctx);
+                Ok(())
+            }
+            Err(e) => {
+                self.out = old;
+                Err(e)
+            }
+        }
+    }
 
     fn build(s: WriterSettings, _env: &BuildEnv) -> Result<Self, String> {
         let format = match s.format.unwrap_or(TextFormat::Json) {
@@ -128,6 +153,21 @@ impl Block for FlowFileWriter {
 }
 
 impl FlowFileWriter {
+    /// A reload moved the writer to another file after its columns were decided: an empty
+    /// file gets the header, a CSV file with data must start with the same one.
+    fn continue_columns(&mut self) -> Result<(), String> {
+        let mut header = Vec::new();
+        self.writer.write_header(&mut header);
+        match self.out.first_line() {
+            None => {
+                self.out.buf().extend_from_slice(&header);
+                Ok(())
+            }
+            Some(_) if self.format != RecordFormat::Csv => Ok(()),
+            Some(line) => check_header(self.out.path(), Some(line), &header),
+        }
+    }
+
     /// Appending CSV to a file with data: its header decides the columns (with or without
     /// `iface`), and a file with other columns is refused.
     fn adopt_header(&mut self) -> Result<(), String> {
@@ -191,6 +231,14 @@ impl Block for EventFileWriter {
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = WriterSettings;
     const PATHS: &'static [PathSetting] = &[PathSetting::path("path")];
+    const RELOADABLE: &'static [&'static str] = &["path"];
+
+    fn reconfigure(&mut self, s: WriterSettings, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        let mut old = std::mem::replace(&mut self.out, OutputFile::open(&s.path, s.mode)?);
+        let flushed = old.flush();
+        old.settle(flushed, ctx);
+        Ok(())
+    }
 
     fn check(s: &WriterSettings) -> Result<(), String> {
         match s.format {

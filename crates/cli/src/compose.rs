@@ -95,7 +95,7 @@ fn refuse_old_configuration(text: &str, origin: &str) -> Result<()> {
 /// Checks a composition, with the `--set` overrides applied. Its blocks' relative paths are
 /// relative to its file's directory; those a `--set` gives stay relative to the working
 /// directory, as every other path on the command line.
-fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
+pub(crate) fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
     let (text, origin) = (c.text.as_str(), c.origin.as_str());
     refuse_old_configuration(text, origin)?;
     let registry = trawl_api::registry();
@@ -186,30 +186,58 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
     run_composition(&read_composition(path)?, a, &[])
 }
 
+/// The run's own flags over the composition's `[runtime]` table: `--duration`, `--count`,
+/// `--stats-interval`, `--user`.
+pub(crate) fn apply_run_flags(plan: &mut trawl_compose::Plan, a: &RunArgs) {
+    let control = &mut plan.control;
+    control.duration_ns = a.duration.or(control.duration_ns);
+    control.count = a.count.or(control.count);
+    control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
+    control.user = a.user.clone().or(control.user.take());
+}
+
 /// Runs a composition (a file's, or the one `trawl run`'s flags built) with the run's
 /// own flags: `--set`, and `--duration`, `--count`, `--stats-interval`, `--user` over the
 /// `[runtime]` table. `announce` is said on standard error once every block is built (the
 /// shared rings exist then).
 pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Result<ExitCode> {
     let mut plan = load(c, &a.set)?;
-    let control = &mut plan.control;
-    control.duration_ns = a.duration.or(control.duration_ns);
-    control.count = a.count.or(control.count);
-    control.stats_interval_ns = a.stats_interval.or(control.stats_interval_ns);
-    control.user = a.user.clone().or(control.user.take());
+    apply_run_flags(&mut plan, a);
     let stop = crate::signals::install_stop_signals()?;
     // Under systemd (Type=notify): readiness, status lines, watchdog pings, stopping.
     let mut notifier = crate::notify::Notifier::from_env();
     let mut steal = crate::steal::StealMeter::default();
     steal.sample();
+    // A composition file is reread on SIGHUP; one built from flags only reopens its files.
+    let hangup = match (&c.dir, &a.config) {
+        (Some(_), Some(path)) => Some((crate::reload::watch()?, path.clone())),
+        _ => None,
+    };
     let running = trawl_compose::start(plan).map_err(anyhow::Error::msg)?;
     for line in announce {
         eprintln!("trawl: {line}");
     }
+    let reload = hangup.map(|(hangup, path)| {
+        crate::reload::ReloadOnHangup::new(hangup, path, a, running.reloader())
+    });
     let outcome = match notifier.as_mut() {
-        None => running.supervise(&stop, |report| {
-            eprintln!("{}", status_line(report, &mut steal))
-        }),
+        None => {
+            let mut tick = |_: &Report| {
+                if let Some(r) = &reload {
+                    r.tick();
+                }
+            };
+            // Called with the counters every 50 ms: only when there is something to do.
+            let tick: Option<&mut dyn FnMut(&Report)> = match reload {
+                Some(_) => Some(&mut tick),
+                None => None,
+            };
+            running.supervise_with(
+                &stop,
+                |report| eprintln!("{}", status_line(report, &mut steal)),
+                tick,
+            )
+        }
         Some(n) => {
             n.ready();
             let n = std::cell::RefCell::new(n);
@@ -226,6 +254,9 @@ pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Res
                     n.stopping();
                 }
                 n.tick();
+                if let Some(r) = &reload {
+                    r.tick();
+                }
             };
             running.supervise_with(&stop, status, Some(&mut tick))
         }

@@ -21,6 +21,7 @@ mod notify;
 mod plan;
 mod progress;
 mod query;
+mod reload;
 mod run;
 mod serve;
 mod signals;

@@ -80,6 +80,12 @@ pub trait Block: Send + Sized + 'static {
     /// names.
     const PATHS: &'static [crate::PathSetting] = &[];
 
+    /// The settings a reload (SIGHUP on `trawl run -c FILE`, [`crate::Reloader`]) may change
+    /// while the block runs, by key: [`Block::reconfigure`] applies them. A change to any
+    /// other key is structural (the block would have to be rebuilt, losing its state) and
+    /// the reload is refused.
+    const RELOADABLE: &'static [&'static str] = &[];
+
     /// Checks settings beyond their syntax (ranges, filters that must compile, paths that must
     /// exist), without side effects: `trawl check` calls it.
     fn check(_settings: &Self::Settings) -> Result<(), String> {
@@ -106,6 +112,13 @@ pub trait Block: Send + Sized + 'static {
 
     /// A timer created with [`Ctx::every`] or [`Ctx::after`] fired.
     fn timer(&mut self, _timer: TimerId, _ctx: &mut Ctx<'_>) {}
+
+    /// A reload changed some of the [`Block::RELOADABLE`] settings (the others are as the
+    /// block was built with): take them over without losing state. On an error the block
+    /// keeps its settings, and the reload reports the error.
+    fn reconfigure(&mut self, _settings: Self::Settings, _ctx: &mut Ctx<'_>) -> Result<(), String> {
+        Err("its settings cannot change while it runs".into())
+    }
 
     /// No more input will come (every upstream block finished and its queues are empty, or
     /// the source is done): flush what is held. Messages emitted here are delivered.

@@ -180,6 +180,9 @@ pub struct PlannedBlock {
     pub thread: usize,
     /// What the block is told when it is built.
     pub env: BuildEnv,
+    /// Its settings as the composition gives them (relative paths made absolute), for a
+    /// reload to tell what changed ([`crate::Reloader`]).
+    pub settings: toml::Table,
     pub(crate) configured: Option<Box<dyn Configured>>,
 }
 
@@ -341,6 +344,7 @@ fn plan_in(
         info: BlockInfo,
         pool: String,
         thread: Option<usize>,
+        settings: toml::Table,
         configured: Option<Box<dyn Configured>>,
     }
     let mut blocks: Vec<Pending> = Vec::new();
@@ -419,6 +423,7 @@ fn plan_in(
         if let Some(dir) = dir {
             crate::paths::relative_to(&mut table, info.paths, dir);
         }
+        let settings = table.clone();
         let configured = match (info.configure)(table) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -432,6 +437,7 @@ fn plan_in(
             info: *info,
             pool,
             thread,
+            settings,
             configured,
         });
     }
@@ -605,6 +611,7 @@ fn plan_in(
             info: block.info,
             thread: placed[b],
             env,
+            settings: block.settings,
             configured: block.configured,
         });
     }

@@ -24,6 +24,7 @@ mod document;
 mod message;
 mod paths;
 mod registry;
+mod reload;
 mod runtime;
 
 pub use block::{Block, BuildEnv, Counter, Ctx, GateDef, Poll, TimerId};
@@ -35,6 +36,7 @@ pub use document::{BlockBuilder, Document, SetError};
 pub use message::{Msg, MsgType, Payload, Pool, PoolSlot};
 pub use paths::{PathForm, PathSetting};
 pub use registry::{BlockInfo, Registry};
+pub use reload::{ReloadOutcome, Reloader};
 pub use runtime::{
     human_rate, start, BlockReport, ConnectionReport, Message, MessageKind, Report, Reporter,
     Running, ERRORS_KEPT,

@@ -1,4 +1,5 @@
 //! The block types a composition may name.
+use std::any::Any;
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
@@ -13,9 +14,18 @@ pub(crate) trait Node: Send {
     fn poll(&mut self, ctx: &mut Ctx<'_>) -> Poll;
     fn timer(&mut self, timer: TimerId, ctx: &mut Ctx<'_>);
     fn finish(&mut self, ctx: &mut Ctx<'_>);
+    /// `settings` are the block's own [`Block::Settings`], from [`Configured::into_settings`].
+    fn reconfigure(
+        &mut self,
+        settings: Box<dyn Any + Send>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), String>;
 }
 
-impl<B: Block> Node for B {
+impl<B: Block> Node for B
+where
+    B::Settings: 'static,
+{
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
         Block::start(self, ctx)
     }
@@ -33,27 +43,42 @@ impl<B: Block> Node for B {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         Block::finish(self, ctx)
     }
+    fn reconfigure(
+        &mut self,
+        settings: Box<dyn Any + Send>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), String> {
+        let settings = settings
+            .downcast::<B::Settings>()
+            .map_err(|_| format!("internal error: settings of another type than {}", B::TYPE))?;
+        Block::reconfigure(self, *settings, ctx)
+    }
 }
 
 /// Settings that parsed and checked, waiting for the block to be built.
 pub(crate) trait Configured: Send {
     fn build(self: Box<Self>, env: &BuildEnv) -> Result<Box<dyn Node>, String>;
+    /// The parsed settings, for [`Node::reconfigure`] of a block already running.
+    fn into_settings(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
 struct Settled<B: Block>(B::Settings);
 
 impl<B: Block> Configured for Settled<B>
 where
-    B::Settings: Send,
+    B::Settings: Send + 'static,
 {
     fn build(self: Box<Self>, env: &BuildEnv) -> Result<Box<dyn Node>, String> {
         Ok(Box::new(B::build(self.0, env)?))
+    }
+    fn into_settings(self: Box<Self>) -> Box<dyn Any + Send> {
+        Box::new(self.0)
     }
 }
 
 fn configure<B: Block>(settings: toml::Table) -> Result<Box<dyn Configured>, String>
 where
-    B::Settings: Send,
+    B::Settings: Send + 'static,
 {
     let parsed = B::Settings::deserialize(toml::Value::Table(settings))
         .map_err(|e| e.to_string().trim_end().to_string())?;
@@ -74,6 +99,8 @@ pub struct BlockInfo {
     pub outputs: &'static [GateDef],
     /// The settings that are paths ([`Block::PATHS`]).
     pub paths: &'static [crate::PathSetting],
+    /// The settings a reload may change ([`Block::RELOADABLE`]).
+    pub reloadable: &'static [&'static str],
     pub(crate) configure: fn(toml::Table) -> Result<Box<dyn Configured>, String>,
 }
 
@@ -103,7 +130,7 @@ impl Registry {
     /// both are programming errors.
     pub fn register<B: Block>(&mut self) -> &mut Registry
     where
-        B::Settings: Send,
+        B::Settings: Send + 'static,
     {
         for gates in [B::INPUTS, B::OUTPUTS] {
             for (i, g) in gates.iter().enumerate() {
@@ -121,6 +148,7 @@ impl Registry {
             inputs: B::INPUTS,
             outputs: B::OUTPUTS,
             paths: B::PATHS,
+            reloadable: B::RELOADABLE,
             configure: configure::<B>,
         };
         assert!(

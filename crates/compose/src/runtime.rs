@@ -27,7 +27,7 @@ const SOURCE_PARK: Duration = Duration::from_micros(500);
 
 /// Counters of one block, written by its thread, read by anyone.
 #[derive(Default)]
-struct BlockShared {
+pub(crate) struct BlockShared {
     finished: AtomicBool,
     msgs_in: AtomicU64,
     items_in: AtomicU64,
@@ -39,6 +39,10 @@ struct BlockShared {
     own: Mutex<Vec<(String, Counter)>>,
     /// Errors and warnings reported, in order (the first [`MESSAGES_KEPT`]).
     messages: Mutex<Vec<Message>>,
+    /// New settings from a reload, for the block's thread to hand it ([`crate::Reloader`]).
+    pub(crate) reload: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// What the block answered to them.
+    pub(crate) reload_answer: Mutex<Option<Result<(), String>>>,
 }
 
 /// Messages a block's report keeps; its `errors` counter counts them all.
@@ -101,7 +105,7 @@ impl Waker {
 }
 
 /// The state every thread shares: stop request and the first failure.
-struct Control {
+pub(crate) struct Control {
     stop: AtomicBool,
     failure: Mutex<Option<String>>,
     /// Packets the sources may still send (`[runtime] count`); `None`: no limit.
@@ -111,6 +115,8 @@ struct Control {
     /// Every counter, for blocks that report on the composition; set before any block
     /// thread starts.
     reporter: std::sync::OnceLock<Reporter>,
+    /// Bumped when a reload left new settings in some blocks' [`BlockShared::reload`].
+    pub(crate) reload_epoch: AtomicU64,
 }
 
 impl Control {
@@ -176,6 +182,8 @@ struct Worker {
     core: Option<usize>,
     /// The block being called, for the message when it panics.
     current: usize,
+    /// The last [`Control::reload_epoch`] this thread acted on.
+    seen_reload: u64,
 }
 
 /// A composition that is running.
@@ -185,6 +193,7 @@ pub struct Running {
     reporter: Reporter,
     started: Instant,
     run_control: crate::composition::RunControl,
+    reloader: crate::Reloader,
 }
 
 /// Reads every counter of a running composition, from any thread, at any time: what
@@ -425,6 +434,16 @@ impl BlockReport {
 /// Builds every block of `plan` (in the calling thread, so errors come back before anything
 /// runs) and starts the threads.
 pub fn start(plan: Plan) -> Result<Running, String> {
+    let control = Arc::new(Control {
+        stop: AtomicBool::new(false),
+        failure: Mutex::new(None),
+        budget: plan.control.count.map(AtomicU64::new),
+        print_messages: plan.print_messages,
+        reporter: std::sync::OnceLock::new(),
+        reload_epoch: AtomicU64::new(0),
+    });
+    let shared: Vec<Arc<BlockShared>> = plan.blocks.iter().map(|_| Arc::default()).collect();
+    let reloader = crate::Reloader::new(&plan, &shared, control.clone());
     let Plan {
         threads,
         mut blocks,
@@ -432,15 +451,8 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         order,
         time_blocks,
         control: run_control,
-        print_messages,
+        print_messages: _,
     } = plan;
-    let control = Arc::new(Control {
-        stop: AtomicBool::new(false),
-        failure: Mutex::new(None),
-        budget: run_control.count.map(AtomicU64::new),
-        print_messages,
-        reporter: std::sync::OnceLock::new(),
-    });
     let wakers: Vec<Arc<Waker>> = threads
         .iter()
         .map(|_| {
@@ -450,7 +462,6 @@ pub fn start(plan: Plan) -> Result<Running, String> {
             })
         })
         .collect();
-    let shared: Vec<Arc<BlockShared>> = blocks.iter().map(|_| Arc::default()).collect();
 
     // Build in composition order; stop at the first error.
     let mut nodes: Vec<Option<Box<dyn Node>>> = Vec::with_capacity(blocks.len());
@@ -589,6 +600,7 @@ pub fn start(plan: Plan) -> Result<Running, String> {
             waker: wakers[t].clone(),
             core: threads[t].core,
             current: 0,
+            seen_reload: 0,
         };
         let name = format!("trawl-{}-{}", threads[t].pool, threads[t].index);
         let control = control.clone();
@@ -610,6 +622,7 @@ pub fn start(plan: Plan) -> Result<Running, String> {
         started: reporter.0.started,
         reporter,
         run_control,
+        reloader,
     })
 }
 
@@ -692,6 +705,11 @@ impl Running {
     /// A handle that reads the counters from another thread.
     pub fn reporter(&self) -> Reporter {
         self.reporter.clone()
+    }
+
+    /// A handle that reloads the composition's settings while it runs.
+    pub fn reloader(&self) -> crate::Reloader {
+        self.reloader.clone()
     }
 
     /// Waits for every block to finish. Returns the final counters, or the first failure
@@ -826,6 +844,11 @@ impl Worker {
             let mut busy = false;
             let mut sources_active = false;
             let stopping = self.control.stop.load(Ordering::Relaxed);
+            let epoch = self.control.reload_epoch.load(Ordering::Acquire);
+            if epoch != self.seen_reload {
+                self.seen_reload = epoch;
+                self.reconfigure();
+            }
             for i in 0..self.locals.len() {
                 let l = &self.locals[i];
                 if !l.is_source || l.source_done {
@@ -880,6 +903,25 @@ impl Worker {
                 std::thread::park_timeout(park);
             }
             self.waker.sleeping.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Hands every block of this thread the settings a reload left for it, and leaves its
+    /// answer for the reloader. Between calls, on the block's own thread: a block needs no
+    /// lock for it.
+    fn reconfigure(&mut self) {
+        for i in 0..self.locals.len() {
+            let l = &self.locals[i];
+            let Some(settings) = l.shared.reload.lock().ok().and_then(|mut p| p.take()) else {
+                continue;
+            };
+            let mut answer = Err("it has finished".to_string());
+            if !l.finished {
+                self.call(i, |node, ctx| answer = node.reconfigure(settings, ctx));
+            }
+            if let Ok(mut a) = self.locals[i].shared.reload_answer.lock() {
+                *a = Some(answer);
+            }
         }
     }
 

@@ -110,6 +110,26 @@ impl Cusum {
         &self.config
     }
 
+    /// Takes over new limits (`drift`, `threshold`, `low`, `ceiling`) while keeping every
+    /// channel's sum, mean and alarm (a reloaded composition): a channel above the new
+    /// threshold alarms at its next interval, one at or below the new `low` clears then. The
+    /// other settings stay as they were.
+    ///
+    /// # Panics
+    /// When the limits are inconsistent, as [`Cusum::new`].
+    pub fn set_limits(&mut self, limits: CusumConfig) {
+        let config = CusumConfig {
+            drift: limits.drift,
+            threshold: limits.threshold,
+            low: limits.low,
+            ceiling: limits.ceiling,
+            ..self.config
+        };
+        // The same checks as a new detector's.
+        let _ = Cusum::new(0, config);
+        self.config = config;
+    }
+
     /// Number of channels.
     pub fn channels(&self) -> usize {
         self.y.len()
@@ -236,6 +256,44 @@ mod tests {
             c.step(&[x], |_, t| out.push((n, t)));
         }
         out
+    }
+
+    #[test]
+    fn set_limits_keeps_the_sums_and_alarms_at_the_new_threshold() {
+        // Warm up at 10, then 30 per interval: y grows (drift 5) but stays under
+        // a threshold of 1000 for ever; the mean learns part of it, y ends near 39.
+        let high = CusumConfig {
+            threshold: 1000.0,
+            ceiling: 2000.0,
+            ..config()
+        };
+        let mut c = Cusum::new(1, high);
+        let mut raised = Vec::new();
+        for n in 0..20 {
+            c.step(&[10], |_, t| raised.push((n, t)));
+        }
+        for n in 20..24 {
+            c.step(&[30], |_, t| raised.push((n, t)));
+        }
+        assert!(raised.is_empty() && c.y(0) > 30.0, "{raised:?} {}", c.y(0));
+        let y = c.y(0);
+        c.set_limits(config());
+        assert_eq!(
+            (c.y(0), c.config().threshold, c.config().alpha),
+            (y, 30.0, 0.2)
+        );
+        c.step(&[30], |_, t| raised.push((24, t)));
+        assert_eq!(raised, [(24, Transition::Raised)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "ceiling must be at least threshold")]
+    fn set_limits_refuses_inconsistent_limits() {
+        let mut c = Cusum::new(1, config());
+        c.set_limits(CusumConfig {
+            ceiling: 1.0,
+            ..config()
+        });
     }
 
     #[test]

@@ -234,6 +234,16 @@ impl SynFloodDetector {
         &self.config
     }
 
+    /// Takes over new CUSUM limits (threshold, drift, ceiling, low) without losing the
+    /// sketch, the sums or the alarms in progress: [`Cusum::set_limits`].
+    ///
+    /// # Panics
+    /// When the limits are inconsistent, as [`Cusum::new`].
+    pub fn set_cusum_limits(&mut self, limits: CusumConfig) {
+        self.cusum.set_limits(limits);
+        self.config.cusum = *self.cusum.config();
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> SynFloodStats {
         self.stats

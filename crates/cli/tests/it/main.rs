@@ -577,6 +577,7 @@ mod logs_live;
 mod modules;
 mod outputs;
 mod progress;
+mod reload;
 mod service;
 mod store;
 mod stored;

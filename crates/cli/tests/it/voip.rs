@@ -173,6 +173,13 @@ fn voip_volte_sip_over_tcp_in_gtp_matches_tshark() {
     check_against_tshark("voip/gtp-iphone.pcap", 1, 2);
 }
 
+/// RFC 7118 without TLS, captured from real sockets (scripts/sip-ws-capture.sh): the Upgrade,
+/// masked client frames, a ping, two messages in one segment, a 200 OK over two frames.
+#[test]
+fn voip_sip_over_websocket_matches_tshark() {
+    check_against_tshark("voip/sip-websocket.pcap", 1, 2);
+}
+
 #[test]
 fn voip_fax_call_with_reinvites_matches_tshark() {
     check_against_tshark("voip/fax-call-t38-sip.pcap", 2, 2);
