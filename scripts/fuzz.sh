@@ -29,7 +29,10 @@
 # header: no panic, inflation bounded by max_groups, what decodes re-encodes to the same groups
 # and merges). tcp_reassembly (segments cut from the bytes at any sequence numbers, overlapping,
 # retransmitted and out of order, through the bounded reassembler of the log blocks: no panic,
-# memory within its caps, bytes delivered in order).
+# memory within its caps, bytes delivered in order). tunnel_decode (any tunnel header and
+# payload behind a valid Ethernet / IPv4 frame, by UDP port or GRE type: GTP-U, Geneve, Teredo,
+# MPLS over UDP, VXLAN, ERSPAN I/II/III, WCCP, MPLS, Aruba 802.11, PPTP: no panic, a descended
+# packet names the outer addresses and its tunnel type, any other keeps the outer key).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -41,7 +44,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -50,6 +50,10 @@ pub struct WriterSettings {
     /// a `flow_meter` with `payload_bytes` keeps (default false).
     #[serde(default)]
     pub payload: bool,
+    /// Flow records only: write the outer tunnel's columns `tunnel_type`, `tunnel_src`,
+    /// `tunnel_dst`, `tunnel_id` (for meters with `tunnel = "inner"`; default false).
+    #[serde(default)]
+    pub tunnel: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -104,6 +108,7 @@ impl Block for FlowFileWriter {
         };
         w.writer
             .set_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
+        w.writer.set_tunnel_fields(s.tunnel);
         w.adopt_header()?;
         Ok(w)
     }

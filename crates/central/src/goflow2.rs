@@ -58,6 +58,7 @@ pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
         dst_port: 0,
         proto: 0,
         vlan: 0,
+        tunnel: Default::default(),
         src_mac: [0; 6],
         dst_mac: [0; 6],
         first_ns: 0,

@@ -29,7 +29,9 @@ pub struct InputArgs {
     /// Only packets matching this tcpdump filter expression (libpcap syntax).
     #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
-    /// Key tunnelled traffic (GRE, VXLAN, IP-in-IP) on the outer or the inner IP header.
+    /// Key tunnelled traffic (GRE, ERSPAN, VXLAN, GTP-U, Geneve, Teredo, MPLS over UDP, IP-in-IP)
+    /// on the outer or the innermost IP header; `inner` adds the outer tunnel's fields to the
+    /// records.
     #[arg(help_heading = topic::METER, long, value_enum, default_value_t = Tunnel::Outer)]
     pub tunnel: Tunnel,
     /// Idle timeout: a flow without packets for this long is exported.

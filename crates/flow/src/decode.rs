@@ -2,10 +2,13 @@
 //!
 //! [`decode`] walks Ethernet / 802.1Q / QinQ / MPLS / PPPoE / Linux SLL / SLL2 / BSD null /
 //! raw IP, then IPv4 (options, fragments) or IPv6 (extension headers, fragments), then TCP
-//! (options), UDP, ICMP, ICMPv6 or SCTP, optionally through GRE / VXLAN / IP-in-IP tunnels, and
-//! fills a caller-owned [`Decoded`]. The outcome is a [`ParseOutcome`], counted by the caller in
+//! (options), UDP, ICMP, ICMPv6 or SCTP, optionally through tunnels (GRE, VXLAN, IP-in-IP here;
+//! GTP-U, Geneve, ERSPAN, Teredo, MPLS over UDP, WCCP and Aruba's 802.11 in GRE read in
+//! [`tunnel`](crate::tunnel)), and fills a caller-owned [`Decoded`]. The outcome is a [`ParseOutcome`], counted by the caller in
 //! an [`OutcomeCounters`] table: no `Result`, no heap.
 use trawl_capture::LinkType;
+
+use crate::tunnel::{self, gre_proto, Found, Payload, Tunnel, TunnelType};
 use trawl_wire::ethernet::ethertype;
 use trawl_wire::ipv4::protocol;
 use trawl_wire::linux_sll::hardware_type;
@@ -14,14 +17,16 @@ use trawl_wire::{
     LinuxSll2Packet, LinuxSllPacket, MplsPacket, PppoePacket, TcpPacket, UdpPacket, VlanPacket,
 };
 
-/// How tunnels (GRE, VXLAN, IP-in-IP) are keyed.
+/// How tunnels are keyed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TunnelMode {
     /// Key flows on the outermost IP header (the tunnel itself is the flow). Default.
     #[default]
     Outer,
-    /// Descend into GRE (IPv4, IPv6, transparent Ethernet bridging), VXLAN (UDP 4789) and
-    /// IP-in-IP / IPv6-in-IP, and key on the innermost IP header.
+    /// Descend into GRE (IPv4, IPv6, transparent Ethernet bridging, PPTP, ERSPAN, WCCP, MPLS,
+    /// Aruba 802.11), VXLAN (UDP 4789), GTP-U (UDP 2152), Geneve (UDP 6081), Teredo (UDP
+    /// 3544), MPLS over UDP (6635) and IP-in-IP / IPv6-in-IP, and key on the innermost IP
+    /// header; the outermost tunnel is kept in [`Decoded::tunnel`].
     Inner,
 }
 
@@ -220,6 +225,8 @@ pub struct Decoded {
     pub payload_len: u32,
     /// Offset of the transport payload in the packet bytes (may be past caplen when truncated).
     pub payload_offset: u32,
+    /// The outermost tunnel the key was found in ([`TunnelMode::Inner`] only; none otherwise).
+    pub tunnel: Tunnel,
 }
 
 impl Decoded {
@@ -277,7 +284,8 @@ pub const MAX_TUNNEL_DEPTH: u8 = 4;
 enum Net {
     Ipv4,
     Ipv6,
-    /// After an MPLS label stack: IP by the first nibble, anything else is not IP.
+    /// After an MPLS label stack, or in GTP-U and ERSPAN III: IP by the first nibble,
+    /// anything else is not IP.
     Mpls,
     /// Raw IP link types: the first nibble is the version, anything else is malformed.
     Raw,
@@ -412,14 +420,7 @@ fn ethertypes(
                 ty = tag.ethertype();
                 off += trawl_wire::vlan::HEADER_LEN;
             }
-            ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => loop {
-                let entry = MplsPacket::new_checked(rest(data, off))
-                    .map_err(|_| ParseOutcome::TruncatedLink)?;
-                off += trawl_wire::mpls::HEADER_LEN;
-                if entry.bottom_of_stack() {
-                    return Ok((Net::Mpls, off));
-                }
-            },
+            ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => return mpls_stack(data, off),
             ethertype::PPPOE_SESSION => {
                 let session = PppoePacket::new_checked(rest(data, off))
                     .map_err(|_| ParseOutcome::TruncatedLink)?;
@@ -431,6 +432,19 @@ fn ethertypes(
                 };
             }
             _ => return Err(ParseOutcome::NonIp),
+        }
+    }
+}
+
+/// Skips an MPLS label stack at `off`.
+#[inline]
+fn mpls_stack(data: &[u8], mut off: usize) -> Result<(Net, usize), ParseOutcome> {
+    loop {
+        let entry =
+            MplsPacket::new_checked(rest(data, off)).map_err(|_| ParseOutcome::TruncatedLink)?;
+        off += trawl_wire::mpls::HEADER_LEN;
+        if entry.bottom_of_stack() {
+            return Ok((Net::Mpls, off));
         }
     }
 }
@@ -463,6 +477,24 @@ enum Inner {
     Ethernet,
     /// A PPP frame (PPTP): optional address/control, 1- or 2-byte protocol.
     Ppp,
+    /// An MPLS label stack, then IP.
+    Mpls,
+    /// An 802.11 data frame (Aruba's GRE), then LLC/SNAP.
+    Ieee80211,
+}
+
+impl Inner {
+    fn of(payload: Payload) -> Self {
+        match payload {
+            Payload::Ethernet => Inner::Ethernet,
+            Payload::Ip => Inner::Net(Net::Mpls),
+            Payload::Ipv4 => Inner::Net(Net::Ipv4),
+            Payload::Ipv6 => Inner::Net(Net::Ipv6),
+            Payload::Mpls => Inner::Mpls,
+            Payload::Ieee80211 => Inner::Ieee80211,
+            Payload::Ppp => Inner::Ppp,
+        }
+    }
 }
 
 /// GRE protocol type of PPP (PPTP).
@@ -646,10 +678,12 @@ impl Walker {
             }
             protocol::GRE if self.may_descend(out) => self.gre(data, bytes, l4_off, out),
             protocol::IPV4 if self.may_descend(out) => {
-                self.descend(data, Inner::Net(Net::Ipv4), l4_off, ParseOutcome::Ok, out)
+                let ipip = (TunnelType::IpIp, 0);
+                self.descend(data, Inner::Net(Net::Ipv4), l4_off, ipip, out)
             }
             protocol::IPV6 if self.may_descend(out) => {
-                self.descend(data, Inner::Net(Net::Ipv6), l4_off, ParseOutcome::Ok, out)
+                let ipip = (TunnelType::IpIp, 0);
+                self.descend(data, Inner::Net(Net::Ipv6), l4_off, ipip, out)
             }
             _ => ParseOutcome::Ok,
         }
@@ -682,25 +716,56 @@ impl Walker {
             return ParseOutcome::TransportIncomplete;
         }
         out.payload_len = (udp_len.min(l4_len) - HEADER_LEN) as u32;
-        if out.dst_port == vxlan::PORT && self.may_descend(out) {
+        if self.may_descend(out) {
             let end = (l4_off + udp_len).min(data.len());
-            let vx = l4_off + HEADER_LEN;
-            if rest(&data[..end], vx).len() < vxlan::HEADER_LEN {
-                return ParseOutcome::TransportIncomplete;
-            }
-            return self.descend(
-                &data[..end],
-                Inner::Ethernet,
-                vx + vxlan::HEADER_LEN,
-                ParseOutcome::Ok,
-                out,
-            );
+            return self.udp_tunnel(&data[..end], l4_off + HEADER_LEN, out);
         }
         ParseOutcome::Ok
     }
 
-    /// GRE in [`TunnelMode::Inner`]: descends into IPv4, IPv6 and Ethernet payloads of plain
-    /// (version 0, no routing) GRE and into PPP (PPTP); keys on the outer header otherwise.
+    /// A UDP tunnel (by port) whose header starts at `start`; `data` ends with the datagram.
+    #[cold]
+    fn udp_tunnel(&mut self, data: &[u8], start: usize, out: &mut Decoded) -> ParseOutcome {
+        let b = rest(data, start);
+        let (kind, found) = match (out.src_port, out.dst_port) {
+            (_, vxlan::PORT) => (TunnelType::Vxlan, vxlan_header(b)),
+            (_, tunnel::VXLAN_GPE_PORT) => (TunnelType::Vxlan, tunnel::vxlan_gpe(b)),
+            // GTP-U peers answer from port 2152 to the sender's port (tshark takes either).
+            (tunnel::GTPU_PORT, _) | (_, tunnel::GTPU_PORT) => (TunnelType::GtpU, tunnel::gtpu(b)),
+            (_, tunnel::GENEVE_PORT) => (TunnelType::Geneve, tunnel::geneve(b)),
+            (_, tunnel::MPLS_UDP_PORT) => (TunnelType::MplsUdp, tunnel::mpls_top_label(b)),
+            (tunnel::TEREDO_PORT, _) | (_, tunnel::TEREDO_PORT) => {
+                (TunnelType::Teredo, tunnel::teredo(b))
+            }
+            _ => return ParseOutcome::Ok,
+        };
+        self.found(data, start, kind, found, out)
+    }
+
+    /// Descends into what a tunnel header at `start` was found to carry.
+    #[inline]
+    fn found(
+        &mut self,
+        data: &[u8],
+        start: usize,
+        kind: TunnelType,
+        found: Found,
+        out: &mut Decoded,
+    ) -> ParseOutcome {
+        match found {
+            Found::Inner {
+                payload,
+                offset,
+                id,
+            } => self.descend(data, Inner::of(payload), start + offset, (kind, id), out),
+            Found::Not => ParseOutcome::Ok,
+            Found::Truncated => ParseOutcome::TransportIncomplete,
+        }
+    }
+
+    /// GRE in [`TunnelMode::Inner`]: descends into IPv4, IPv6, Ethernet, ERSPAN, WCCP, MPLS
+    /// and Aruba 802.11 payloads of plain (version 0, no routing) GRE and into PPP (PPTP); keys
+    /// on the outer header otherwise.
     #[inline]
     fn gre(&mut self, data: &[u8], bytes: &[u8], l4_off: usize, out: &mut Decoded) -> ParseOutcome {
         let Ok(gre) = GrePacket::new_checked(bytes) else {
@@ -709,21 +774,38 @@ impl Walker {
         if gre.version() > 1 || gre.routing_present() {
             return ParseOutcome::Ok;
         }
-        let inner = match (gre.version(), gre.protocol_type()) {
-            (0, ethertype::IPV4) => Inner::Net(Net::Ipv4),
-            (0, ethertype::IPV6) => Inner::Net(Net::Ipv6),
-            (0, ethertype::TRANSPARENT_ETHERNET_BRIDGING) => Inner::Ethernet,
+        let start = l4_off + gre.header_len();
+        let payload = rest(data, start);
+        // The key; version 1 (PPTP) has payload length and call id there: the call id.
+        let key = match gre.version() {
+            0 => gre.key().unwrap_or(0),
+            _ => gre.key().unwrap_or(0) & 0xffff,
+        };
+        let at = |payload| Found::Inner {
+            payload,
+            offset: 0,
+            id: key,
+        };
+        let (kind, found) = match (gre.version(), gre.protocol_type()) {
+            (0, ethertype::IPV4) => (TunnelType::Gre, at(Payload::Ipv4)),
+            (0, ethertype::IPV6) => (TunnelType::Gre, at(Payload::Ipv6)),
+            (0, ethertype::TRANSPARENT_ETHERNET_BRIDGING) => {
+                (TunnelType::Gre, at(Payload::Ethernet))
+            }
             // PPTP's enhanced GRE (RFC 2637) carries PPP.
-            (_, PPP_IN_GRE) => Inner::Ppp,
+            (_, PPP_IN_GRE) => (TunnelType::Gre, at(Payload::Ppp)),
+            (0, ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST) => {
+                (TunnelType::Gre, at(Payload::Mpls))
+            }
+            (0, proto @ (gre_proto::ERSPAN_2 | gre_proto::ERSPAN_3)) => (
+                TunnelType::Erspan,
+                tunnel::erspan(proto, gre.sequence_present(), payload),
+            ),
+            (0, gre_proto::WCCP) => (TunnelType::Gre, with_id(tunnel::wccp(payload), key)),
+            (0, proto) if gre_proto::is_aruba(proto) => (TunnelType::Gre, at(Payload::Ieee80211)),
             _ => return ParseOutcome::Ok,
         };
-        self.descend(
-            data,
-            inner,
-            l4_off + gre.header_len(),
-            ParseOutcome::Ok,
-            out,
-        )
+        self.found(data, start, kind, found, out)
     }
 
     /// True when the packet in `out` may be looked into: inner mode, depth left, and not a
@@ -733,16 +815,17 @@ impl Walker {
         self.inner && self.depth < MAX_TUNNEL_DEPTH && out.fragment == FragmentKind::None
     }
 
-    /// Decodes a tunnel's payload at `off` and keys on it. When it has no key (not IP,
-    /// truncated, malformed), the outer decode in `out` stands, with outcome `outer` if the
-    /// payload is simply not IP and `TransportIncomplete` if it is damaged.
+    /// Decodes a tunnel's payload at `off` and keys on it, keeping the tunnel (type and id as
+    /// given, endpoints from the outer decode). When it has no key (not IP, truncated,
+    /// malformed), the outer decode in `out` stands, `Ok` if the payload is simply not IP and
+    /// `TransportIncomplete` if it is damaged.
     #[cold]
     fn descend(
         &mut self,
         data: &[u8],
         inner: Inner,
         off: usize,
-        outer: ParseOutcome,
+        (kind, id): (TunnelType, u32),
         out: &mut Decoded,
     ) -> ParseOutcome {
         let saved = *out;
@@ -764,15 +847,61 @@ impl Walker {
                 Ok((net, off)) => self.network(data, net, off, out),
                 Err(outcome) => outcome,
             },
+            Inner::Mpls => match mpls_stack(data, off) {
+                Ok((net, off)) => self.network(data, net, off, out),
+                Err(outcome) => outcome,
+            },
+            Inner::Ieee80211 => match tunnel::ieee80211(rest(data, off)) {
+                Ok((ty, len)) => match ethertypes(data, off + len, ty, out, false) {
+                    Ok((net, off)) => self.network(data, net, off, out),
+                    Err(outcome) => outcome,
+                },
+                Err(Found::Not) => ParseOutcome::NonIp,
+                Err(_) => ParseOutcome::TruncatedLink,
+            },
         };
         if outcome.has_key() {
+            // Nested tunnels: the outermost descent returns last, so its tunnel stays.
+            out.tunnel = Tunnel {
+                kind,
+                ip_version: saved.ip_version,
+                id,
+                src_ip: saved.src_ip,
+                dst_ip: saved.dst_ip,
+            };
             return outcome;
         }
         *out = saved;
         match outcome {
-            ParseOutcome::NonIp => outer,
+            ParseOutcome::NonIp => ParseOutcome::Ok,
             _ => ParseOutcome::TransportIncomplete,
         }
+    }
+}
+
+/// A VXLAN header: 8 bytes, then Ethernet; the id is the VNI.
+fn vxlan_header(b: &[u8]) -> Found {
+    match b.get(..vxlan::HEADER_LEN) {
+        None => Found::Truncated,
+        Some(h) => Found::Inner {
+            payload: Payload::Ethernet,
+            offset: vxlan::HEADER_LEN,
+            id: u32::from_be_bytes([0, h[4], h[5], h[6]]),
+        },
+    }
+}
+
+/// `found` with the tunnel id `id` (GRE's key for what GRE carries).
+fn with_id(found: Found, key: u32) -> Found {
+    match found {
+        Found::Inner {
+            payload, offset, ..
+        } => Found::Inner {
+            payload,
+            offset,
+            id: key,
+        },
+        other => other,
     }
 }
 
@@ -976,6 +1105,7 @@ mod tests {
             tcp_valid: true,
             payload_len: 0,
             payload_offset: 74,
+            tunnel: Tunnel::default(),
         };
         assert_eq!(d, expected);
         assert_eq!(d.src_addr().to_string(), "192.168.1.2");
@@ -2050,6 +2180,106 @@ mod tests {
             }
         }
         lines
+    }
+
+    /// Decodes a committed capture in inner mode; one line per packet in the format of
+    /// `testdata/tunnels/oracle.py` (innermost key, outermost tunnel).
+    fn tunnel_lines(name: &str) -> Vec<String> {
+        use trawl_capture::{FileSource, PacketSource};
+        let path = format!("{}/../../testdata/pcaps/{name}", env!("CARGO_MANIFEST_DIR"));
+        let mut source = FileSource::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let mut out = Decoded::default();
+        let mut lines = Vec::new();
+        while let Some(batch) = source
+            .next_batch()
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+        {
+            for pkt in batch.iter() {
+                let outcome = decode(pkt.link_type, pkt.data, &INNER, &mut out);
+                let n = lines.len() + 1;
+                if !outcome.has_key() {
+                    lines.push(format!("{n} -"));
+                    continue;
+                }
+                let ports = match out.proto {
+                    6 | 17 | 132 => format!("{}>{}", out.src_port, out.dst_port),
+                    _ => "-".into(),
+                };
+                let mut line = format!(
+                    "{n} {}>{} {} {ports}",
+                    out.src_addr(),
+                    out.dst_addr(),
+                    out.proto
+                );
+                let t = out.tunnel;
+                if t.is_some() {
+                    line += &format!(
+                        " via {} {}>{} id {}",
+                        t.kind.name(),
+                        t.src_addr(),
+                        t.dst_addr(),
+                        t.id
+                    );
+                }
+                lines.push(line);
+            }
+        }
+        lines
+    }
+
+    /// Every packet of the tunnel captures keyed as tshark's dissectors decode it: innermost
+    /// IP key and the outermost tunnel's type, endpoints and id, against the goldens of
+    /// `testdata/tunnels/` (made by its `oracle.py` with tshark 4.0.17; see its README).
+    /// The differences, each explained:
+    #[test]
+    fn tunnels_match_tshark() {
+        // (capture, frames that differ on purpose, why)
+        #[rustfmt::skip]
+        let cases: &[(&str, &[usize], &str)] = &[
+            ("gtp-iphone.pcap", &[], ""),
+            ("gtp.pcap", &[], ""),
+            ("ipv6-gtp6.pcap", &[], ""),
+            ("ipv6_in_gtp.pcap", &[], ""),
+            ("geneve.pcap", &[], ""),
+            ("geneve-gcp.pcap", &[], ""),
+            ("erspan-type-i-4.pcap", &[], ""),
+            ("erspan-type-ii-2.pcap", &[], ""),
+            ("erspan-type-iii-ft-0.pcap", &[], ""),
+            ("erspan-type-iii-ft-7.pcap", &[], ""),
+            ("gre-erspan-vxlan.pcap", &[], ""),
+            ("gre-erspan.pcap", &[], ""),
+            ("teredo.pcap", &[], ""),
+            ("mpls-over-udp.pcap", &[], ""),
+            ("wccp_redirect_gre.pcap", &[], ""),
+            ("aruba-gre-80211http.pcap", &[], ""),
+            ("vxlan.pcap", &[], ""),
+            ("4in4tunnel.pcap", &[], ""),
+            ("pptp-gre.pcapng", &[], ""),
+            ("GrePackets-tunnels.pcap", &[], ""),
+        ];
+        let mut failures = Vec::new();
+        for (name, differ, why) in cases {
+            assert_eq!(
+                differ.is_empty(),
+                why.is_empty(),
+                "{name}: say why frames differ"
+            );
+            let golden = format!(
+                "{}/../../testdata/tunnels/{name}.tshark.txt",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let golden =
+                std::fs::read_to_string(&golden).unwrap_or_else(|e| panic!("{golden}: {e}"));
+            let theirs: Vec<&str> = golden.lines().filter(|l| !l.starts_with('#')).collect();
+            let ours = tunnel_lines(name);
+            assert_eq!(ours.len(), theirs.len(), "{name}: packet count");
+            for (i, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                if (a != b) != differ.contains(&(i + 1)) {
+                    failures.push(format!("{name}: trawl `{a}`, tshark `{b}`"));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     fn outcome_counts(lines: &[String]) -> Vec<(String, usize)> {

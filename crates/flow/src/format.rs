@@ -32,6 +32,8 @@ pub struct RecordWriter {
     /// `first_ns` / `last_ns` as RFC 3339 text (UTC, nanoseconds) instead of integers
     /// (`--time-format rfc3339`).
     rfc3339_times: bool,
+    /// Write `tunnel_type`, `tunnel_src`, `tunnel_dst`, `tunnel_id` (`--tunnel inner`).
+    tunnel_fields: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -138,7 +140,16 @@ impl RecordWriter {
             iface: None,
             scratch: Box::new([0; RECORD_MAX]),
             rfc3339_times: false,
+            tunnel_fields: false,
         }
+    }
+
+    /// Adds the outer tunnel's fields after `community_id`: `tunnel_type`, `tunnel_src`,
+    /// `tunnel_dst`, `tunnel_id` (null in JSON, empty in CSV, for a flow that came through no
+    /// tunnel). Set by `--tunnel inner`, the only mode in which records have a tunnel, so that
+    /// records of the default mode keep their fields.
+    pub fn set_tunnel_fields(&mut self, on: bool) {
+        self.tunnel_fields = on;
     }
 
     /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
@@ -209,6 +220,9 @@ impl RecordWriter {
         }
         names.push("end_reason".into());
         names.push("community_id".into());
+        if self.tunnel_fields {
+            names.extend(TUNNEL_FIELDS.iter().map(|f| f.to_string()));
+        }
         names
     }
 
@@ -308,12 +322,47 @@ impl RecordWriter {
         c.quote();
         c.lit(r.community_id().as_bytes());
         c.quote();
+        if self.tunnel_fields {
+            tunnel_fields(&mut c, r);
+        }
         if json {
             c.lit(b"}");
         }
         c.lit(b"\n");
         c.drain_into(out);
     }
+}
+
+/// The outer tunnel's fields, in output order.
+const TUNNEL_FIELDS: [&str; 4] = ["tunnel_type", "tunnel_src", "tunnel_dst", "tunnel_id"];
+
+/// Writes the tunnel fields: null (JSON) or empty (CSV) when the flow had no tunnel.
+fn tunnel_fields<const JSON: bool>(c: &mut Cursor<'_, JSON>, r: &FlowRecord<'_>) {
+    let t = &r.tunnel;
+    if !t.is_some() {
+        for key in [
+            key!("tunnel_type"),
+            key!("tunnel_src"),
+            key!("tunnel_dst"),
+            key!("tunnel_id"),
+        ] {
+            c.key(key);
+            if JSON {
+                c.lit(b"null");
+            }
+        }
+        return;
+    }
+    c.key(key!("tunnel_type"));
+    c.quote();
+    c.bytes(t.kind.name().as_bytes());
+    c.quote();
+    c.key(key!("tunnel_src"));
+    c.ip(t.src_addr());
+    c.key(key!("tunnel_dst"));
+    c.ip(t.dst_addr());
+    c.key(key!("tunnel_id"));
+    c.uint(u64::from(t.id));
 }
 
 /// Writes one direction's block with literal keys (`"fwd_len_min":` ...).
@@ -628,6 +677,7 @@ mod tests {
             dst_port: 443,
             proto: 6,
             vlan: 0,
+            tunnel: Default::default(),
             src_mac: [0, 1, 2, 3, 4, 0xff],
             dst_mac: [0; 6],
             first_ns: 1,
@@ -779,6 +829,49 @@ mod tests {
                 assert!(!text.contains(&format!("_ns\":{ns},")), "{text}");
             }
         }
+    }
+
+    #[test]
+    fn tunnel_fields_only_when_asked_null_without_a_tunnel() {
+        use crate::tunnel::{Tunnel, TunnelType};
+        let mut r = record();
+        let mut w = RecordWriter::new(RecordFormat::Json, false);
+        let mut out = Vec::new();
+        w.write(&r, &mut out);
+        assert!(!String::from_utf8_lossy(&out).contains("tunnel"));
+        w.set_tunnel_fields(true);
+        out.clear();
+        w.write(&r, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["tunnel_type"], serde_json::Value::Null);
+        assert_eq!(v["tunnel_id"], serde_json::Value::Null);
+        let mut src = [0u8; 16];
+        src[10..].copy_from_slice(&[0xff, 0xff, 192, 0, 2, 1]);
+        r.tunnel = Tunnel {
+            kind: TunnelType::GtpU,
+            ip_version: 4,
+            id: 0xdead_beef,
+            src_ip: src,
+            dst_ip: std::net::Ipv6Addr::LOCALHOST.octets(),
+        };
+        r.tunnel.ip_version = 4;
+        out.clear();
+        w.write(&r, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["tunnel_type"], "gtpu");
+        assert_eq!(v["tunnel_src"], "192.0.2.1");
+        assert_eq!(v["tunnel_id"], 0xdead_beef_u64);
+        // CSV: the header names the columns, empty values without a tunnel.
+        let mut w = RecordWriter::new(RecordFormat::Csv, false);
+        w.set_tunnel_fields(true);
+        let mut header = Vec::new();
+        w.write_header(&mut header);
+        assert!(String::from_utf8_lossy(&header)
+            .trim_end()
+            .ends_with(",community_id,tunnel_type,tunnel_src,tunnel_dst,tunnel_id"));
+        let mut row = Vec::new();
+        w.write(&record(), &mut row);
+        assert!(String::from_utf8_lossy(&row).trim_end().ends_with("=,,,,"));
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod record;
 mod sha1;
 mod state;
 mod table;
+pub mod tunnel;
 
 pub use community_id::{CommunityId, CommunityIdText};
 pub use config::{limits, FlowConfig, SECOND_NS};
@@ -54,6 +55,7 @@ pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};
 pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};
 pub use state::EARLY_PACKETS;
+pub use tunnel::{Tunnel, TunnelType};
 
 /// Largest flow-table capacity (`FlowConfig::capacity`) the index can address.
 pub const MAX_CAPACITY: usize = table::MAX_CAPACITY;

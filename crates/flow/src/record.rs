@@ -6,6 +6,7 @@ use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
 use crate::decode::to_ip;
 use crate::key::Side;
 use crate::state::{rare_index, DirStats, ExactDir, FlowEntry, Wides, EARLY_PACKETS};
+use crate::tunnel::Tunnel;
 
 /// Why a record left the flow table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -161,6 +162,9 @@ pub struct FlowRecord<'a> {
     pub proto: u8,
     /// VLAN id, 0 when untagged.
     pub vlan: u16,
+    /// The outer tunnel the flow came through (`--tunnel inner`; none otherwise): of the
+    /// initiator's first packet in the record, else of the responder's.
+    pub tunnel: Tunnel,
     /// Initiator MAC address.
     pub src_mac: [u8; 6],
     /// Responder MAC address.
@@ -215,6 +219,7 @@ impl<'a> FlowRecord<'a> {
             dst_port: e.key.port(resp),
             proto: e.key.proto(),
             vlan: e.key.vlan(),
+            tunnel: e.tunnel(wides),
             src_mac: e.macs[init as usize],
             dst_mac: e.macs[resp as usize],
             first_ns: e.first_ns(),

@@ -1,6 +1,7 @@
 //! Per-flow state, updated in place for every packet.
 use crate::decode::{tcp_flags, Decoded};
 use crate::key::{FlowKey, Side};
+use crate::tunnel::Tunnel;
 
 /// How many leading packets of a flow have their length and inter-arrival time recorded.
 pub const EARLY_PACKETS: usize = 10;
@@ -231,6 +232,9 @@ impl<T: Clone + Default> Pool<T> {
 pub(crate) struct Wides {
     pub counts: Pool<Wide>,
     pub gaps: Pool<WideGaps>,
+    /// The outer tunnel of each side's first packet in the record (`--tunnel inner`), for the
+    /// flows that came through one: most do not, so it lives here, not in the entry.
+    pub tunnels: Pool<[Tunnel; 2]>,
 }
 
 impl Wides {
@@ -239,23 +243,25 @@ impl Wides {
     pub(crate) fn release(&mut self, e: &mut FlowEntry) {
         self.counts.release(&mut e.wide);
         self.gaps.release(&mut e.gaps);
+        self.tunnels.release(&mut e.tunnel);
     }
 
     /// Forgets every record (the table was cleared).
     pub(crate) fn clear(&mut self) {
         self.counts.clear();
         self.gaps.clear();
+        self.tunnels.clear();
     }
 
     /// Memory the pools hold.
     pub(crate) fn bytes(&self) -> usize {
-        self.counts.bytes() + self.gaps.bytes()
+        self.counts.bytes() + self.gaps.bytes() + self.tunnels.bytes()
     }
 
     /// Records in use, of both kinds.
     #[cfg(test)]
     pub(crate) fn in_use(&self) -> usize {
-        self.counts.in_use() + self.gaps.in_use()
+        self.counts.in_use() + self.gaps.in_use() + self.tunnels.in_use()
     }
 }
 
@@ -309,6 +315,8 @@ pub(crate) struct FlowEntry {
     pub wide: u32,
     /// The flow's [`WideGaps`] record, `NIL` when it needs none.
     pub gaps: u32,
+    /// The flow's tunnels in [`Wides::tunnels`], `NIL` when it came through none.
+    pub tunnel: u32,
     /// Payload bytes captured so far per side (into the meter's payload arena).
     pub payload_len: [u16; 2],
     /// MAC address of each side (as sender, or as receiver of the first packet).
@@ -317,7 +325,7 @@ pub(crate) struct FlowEntry {
     pub wheel_slot: u16,
     /// Explicit padding to the line: the table keeps entries as plain bytes (no hidden
     /// padding allowed).
-    pub _pad: [u8; 14],
+    pub _pad: [u8; 10],
 }
 
 /// Sentinel "no entry" index.
@@ -350,7 +358,8 @@ impl FlowEntry {
             payload_len: [0; 2],
             macs: [[0; 6]; 2],
             wheel_slot: 0,
-            _pad: [0; 14],
+            tunnel: NIL,
+            _pad: [0; 10],
         }
     }
 
@@ -465,6 +474,9 @@ impl FlowEntry {
             dir.len_min = u16::MAX;
             // No gap yet: saturated, and the wide record (if any) holds the initial u64::MAX.
             dir.iat_min = u32::MAX;
+            if d.tunnel.is_some() {
+                wides.tunnels.get_or_take(&mut self.tunnel)[side] = d.tunnel;
+            }
         } else {
             // Packets can arrive out of time order (pcapng with several interfaces, multi-queue
             // capture): first/last are the extremes, and a backwards step is a zero gap. A
@@ -584,6 +596,20 @@ impl FlowEntry {
     #[inline]
     pub(crate) fn is_empty_record(&self) -> bool {
         self.seen == 0
+    }
+
+    /// The tunnel of the record: the outer header of the initiator's first packet in it, else
+    /// of the responder's (none when neither came through a tunnel).
+    pub(crate) fn tunnel(&self, wides: &Wides) -> Tunnel {
+        let Some(sides) = wides.tunnels.get(self.tunnel) else {
+            return Tunnel::default();
+        };
+        let init = self.initiator() as usize;
+        if sides[init].is_some() {
+            sides[init]
+        } else {
+            sides[1 - init]
+        }
     }
 
     /// Timestamp of the flow's first packet in the current record.

@@ -183,6 +183,7 @@ impl StoredFlow {
             dst_port: self.dst_port,
             proto: self.proto,
             vlan: self.vlan,
+            tunnel: Default::default(),
             src_mac: [0; 6],
             dst_mac: [0; 6],
             first_ns: self.first_ns,

@@ -128,8 +128,6 @@ const EXPLAINED: &[(&str, &[usize], &[&str], &str)] = &[
     ("tcpdump--LINKTYPE_PKTAP.pcap", &[1], &["*"], "PKTAP link type not decoded"),
     ("tcpdump--LINKTYPE_USER2_PKTAP.pcap", &[1], &["*"], "PKTAP (USER2) link type not decoded"),
     ("tcpdump--LINKTYPE_IPV4_invalid.pcap", &[1], &["*"], "an IPv6 packet under the IPv4 link type: trawl refuses it, tshark guesses"),
-    ("arkime--ipv6-gtp6.pcap", &[1], &["*"], "GTP-U tunnel: not descended (issue 23's tunnel part)"),
-    ("pcapplusplus--gtp.pcap", &[6, 7], &["*"], "GTP-U tunnel: not descended (issue 23's tunnel part)"),
     ("debian--nb6-http.pcap", &[34], &["*"], "a DNS datagram quoted inside an ICMP error: tshark dissects the quote"),
     ("pcapplusplus--ip6_fragments.pcap", &[1, 7, 8, 20], &["*"], "IPv6 fragments: tshark reassembles (the message shows at the last fragment), the test reads first fragments"),
     ("pcapplusplus--dns_over_tcp.pcapng", &[4], &["*"], "a TCP retransmission with the same sequence number as frame 1: tshark drops it, the test takes segments in capture order (reassembly comes with the blocks)"),

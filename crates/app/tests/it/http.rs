@@ -116,25 +116,8 @@ const EXPLAINED: &[(&str, usize, &str, &str)] = &[
         "arkime--gre-erspan-vxlan.pcap",
         4,
         "*",
-        "ERSPAN not descended (issue 23's tunnel part)",
-    ),
-    (
-        "arkime--gre-erspan-vxlan.pcap",
-        5,
-        "*",
-        "ERSPAN not descended (issue 23's tunnel part)",
-    ),
-    (
-        "ndpi--http_origin_different_than_host.pcap",
-        3,
-        "*",
-        "GTP-U not descended (issue 23's tunnel part)",
-    ),
-    (
-        "ndpi--http_origin_different_than_host.pcap",
-        4,
-        "*",
-        "GTP-U not descended (issue 23's tunnel part)",
+        "a space inside the URI (`GET /Hello Arkime HTTP/1.0`): the version is not HTTP/1.x to \
+         trawl, tshark takes the last token",
     ),
     (
         "libpcap--AH-IPcomp-IPv4.pcap",

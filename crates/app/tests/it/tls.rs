@@ -97,12 +97,10 @@ const EXPLAINED: &[(&str, usize, &str, &str)] = &[
     ("ndpi--tls_cipher_lens.pcap", 3, "*", "malformed: compression list past the hello"),
     ("ndpi--tls_cipher_lens.pcap", 5, "*", "malformed: extensions length past the hello"),
     ("ndpi--tls_invalid_reads.pcap", 4, "*", "malformed: extensions length past the hello"),
-    ("ndpi--tls_invalid_reads.pcap", 12, "*", "malformed (inside GTP-U, which the test's decoder does not descend either)"),
+    ("ndpi--tls_invalid_reads.pcap", 12, "*", "malformed (inside GTP-U)"),
     ("pcapplusplus--ssl-malformed1.pcap", 1, "*", "malformed: server_name list past its extension"),
     // Outside the TLS reader: the test's decoder or its in-order segment feed.
     ("ndpi--capwap_data.pcapng", 9, "*", "CAPWAP tunnel (802.11 inside UDP) not descended"),
-    ("ndpi--ja3_lots_of_cipher_suites_2_anon.pcap", 4, "*", "GTP-U tunnel not descended (issue 23's tunnel part)"),
-    ("ndpi--ja3_lots_of_cipher_suites_2_anon.pcap", 6, "*", "GTP-U tunnel not descended (issue 23's tunnel part)"),
     ("ndpi--ossfuzz_seed_fake_traces_1.pcapng", 19, "*", "a stray 1-byte segment precedes the hello; tshark dissects the next segment alone"),
     ("ndpi--ossfuzz_seed_fake_traces_1.pcapng", 21, "*", "a stray 1-byte segment precedes the hello; tshark dissects the next segment alone"),
     ("ndpi--tls_multiple_synack_different_seq.pcapng", 6, "*", "a retransmitted ServerHello (other sequence numbers): tshark drops it, the test feeds segments in capture order"),

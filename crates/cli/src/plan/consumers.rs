@@ -203,7 +203,11 @@ impl Consumers {
         let mut flow_inputs: Vec<String> = Vec::new();
         if let Some(out) = &self.flows {
             writer(doc, "flows", "flow_writer", out, pool)
-                .set_some("payload", (self.flow.payload_bytes > 0).then_some(true));
+                .set_some("payload", (self.flow.payload_bytes > 0).then_some(true))
+                .set_some(
+                    "tunnel",
+                    (self.flow.decode.tunnel == TunnelMode::Inner).then_some(true),
+                );
             flow_inputs.push("flows.flows".into());
         }
         if let Some(s) = &self.store {

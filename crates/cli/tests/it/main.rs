@@ -584,6 +584,7 @@ mod stored;
 mod svc;
 mod times;
 mod tls_log;
+mod tunnels;
 mod voip;
 mod voip_anomaly;
 mod voip_audio;

@@ -279,6 +279,11 @@ extra_cases! {
     extra_gre_inner => "GrePackets-tunnels.pcap", inner;
     extra_gre_cap_inner => "GrePackets.cap", inner;
     extra_pptp_inner => "pptp-gre.pcapng", inner;
+    // Issue 23's tunnels: ERSPAN II carrying VXLAN, Aruba's 802.11 in GRE, WCCP, ERSPAN II.
+    extra_erspan_vxlan_inner => "gre-erspan-vxlan.pcap", inner;
+    extra_aruba_gre_inner => "aruba-gre-80211http.pcap", inner;
+    extra_wccp_inner => "wccp_redirect_gre.pcap", inner;
+    extra_erspan_ii_inner => "erspan-type-ii-2.pcap", inner;
     extra_linktype_ipv4 => "LINKTYPE_IPV4.pcap";
     extra_linktype_ipv6 => "LINKTYPE_IPV6.pcap";
     extra_sll2 => "Sll2Packet.pcap";
