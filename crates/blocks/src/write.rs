@@ -50,6 +50,10 @@ pub struct WriterSettings {
     /// a `flow_meter` with `payload_bytes` keeps (default false).
     #[serde(default)]
     pub payload: bool,
+    /// Flow records only: write the fields of this feature level (the `features` of the
+    /// `flow_meter`s feeding it; default `full`).
+    #[serde(default)]
+    pub features: Option<crate::meter::Features>,
 }
 
 impl Block for FlowFileWriter {
@@ -73,7 +77,8 @@ impl Block for FlowFileWriter {
         };
         let mut w = FlowFileWriter {
             out: OutputFile::open(&s.path, s.mode)?,
-            writer: RecordWriter::new(format, s.payload),
+            writer: RecordWriter::new(format, s.payload)
+                .with_features(s.features.unwrap_or_default().into()),
             format,
             started: false,
         };
@@ -196,6 +201,7 @@ impl Block for EventFileWriter {
         match s.format {
             Some(TextFormat::Csv) => Err("events are written as JSON lines only".into()),
             _ if s.payload => Err("`payload` is a setting of flow records only".into()),
+            _ if s.features.is_some() => Err("`features` is a setting of flow records only".into()),
             _ => Ok(()),
         }
     }
