@@ -6,7 +6,9 @@ use serde::Deserialize;
 use trawl_capture::{reuse_records, PacketRecord};
 use trawl_compose::{Block, BlockReport, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
 use trawl_flow::decode::{DecodeConfig, OutcomeCounters, ParseOutcome, TunnelMode};
-use trawl_flow::{EndReason, FlowConfig, FlowMeter, FlowRecord, MeterStats, TableSize};
+use trawl_flow::{
+    EndReason, FeatureLevel, FlowConfig, FlowMeter, FlowRecord, MeterStats, TableSize,
+};
 use trawl_series::{SeriesConfig, SeriesCounter, SeriesRow, SeriesStats};
 
 use crate::messages::{FlowBatch, PacketBatch, SeriesBatch, FLOWS, PACKETS, SERIES};
@@ -192,6 +194,33 @@ pub struct FlowMeterSettings {
     /// With `anonymize`: prefixes whose addresses stay as they are (`10.0.0.0/8`).
     #[serde(default)]
     pub keep: Vec<String>,
+    /// What records keep: `minimal`, `standard` or `full` (default; `trawl flows
+    /// --features`, docs/specs/flow-record.md).
+    #[serde(default)]
+    pub features: Features,
+}
+
+/// A feature level ([`FeatureLevel`]) as settings spell it.
+#[derive(Deserialize, Default, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Features {
+    /// Key, times, packets and bytes, TCP flag unions, end reason.
+    Minimal,
+    /// `minimal` + lengths, gaps, TCP event counts, round-trip times.
+    Standard,
+    /// Everything.
+    #[default]
+    Full,
+}
+
+impl From<Features> for FeatureLevel {
+    fn from(f: Features) -> FeatureLevel {
+        match f {
+            Features::Minimal => FeatureLevel::Minimal,
+            Features::Standard => FeatureLevel::Standard,
+            Features::Full => FeatureLevel::Full,
+        }
+    }
 }
 
 /// Tunnel keying.
@@ -219,6 +248,7 @@ impl FlowMeterSettings {
             interval_align_ns: self.interval.unwrap_or(0),
             capacity: self.capacity.unwrap_or(d.capacity),
             payload_bytes: self.payload_bytes.unwrap_or(0),
+            features: self.features.into(),
             decode: DecodeConfig {
                 tunnel: match self.tunnel {
                     Tunnel::Outer => TunnelMode::Outer,

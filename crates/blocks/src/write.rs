@@ -54,6 +54,10 @@ pub struct WriterSettings {
     /// `tunnel_dst`, `tunnel_id` (for meters with `tunnel = "inner"`; default false).
     #[serde(default)]
     pub tunnel: bool,
+    /// Flow records only: write the fields of this feature level (the `features` of the
+    /// `flow_meter`s feeding it; default `full`).
+    #[serde(default)]
+    pub features: Option<crate::meter::Features>,
 }
 
 impl Block for FlowFileWriter {
@@ -102,7 +106,8 @@ impl Block for FlowFileWriter {
         };
         let mut w = FlowFileWriter {
             out: OutputFile::open(&s.path, s.mode)?,
-            writer: RecordWriter::new(format, s.payload),
+            writer: RecordWriter::new(format, s.payload)
+                .with_features(s.features.unwrap_or_default().into()),
             format,
             started: false,
         };
@@ -249,6 +254,7 @@ impl Block for EventFileWriter {
         match s.format {
             Some(TextFormat::Csv) => Err("events are written as JSON lines only".into()),
             _ if s.payload => Err("`payload` is a setting of flow records only".into()),
+            _ if s.features.is_some() => Err("`features` is a setting of flow records only".into()),
             _ => Ok(()),
         }
     }

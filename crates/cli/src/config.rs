@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// its records), reopened at its path on SIGHUP (logrotate).
     #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
     pub flows: Option<PathBuf>,
+    /// What each flow record keeps (overrides `flows.features`; default full).
+    #[arg(help_heading = topic::METER, long, value_enum)]
+    pub features: Option<crate::flag::FeaturesArg>,
     /// Write per-second series rows (JSON lines) to this file (appended to, reopened on
     /// SIGHUP).
     #[arg(help_heading = topic::OUTPUT, long, value_name = "PATH")]
@@ -314,6 +317,7 @@ struct Flows {
     tcp_linger: Option<Quantity>,
     capacity: Option<usize>,
     tunnel: Option<String>,
+    features: Option<String>,
 }
 
 #[derive(Deserialize, Debug, Default)]
@@ -502,8 +506,18 @@ impl RunPlan {
             "inner" => TunnelMode::Inner,
             other => bail!("flows.tunnel: unknown mode '{other}' (outer or inner)"),
         };
+        let features = match (a.features, f.features.as_deref()) {
+            (Some(arg), _) => arg.level(),
+            (None, None) => trawl_flow::FeatureLevel::Full,
+            (None, Some(name)) => trawl_flow::FeatureLevel::from_name(name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "flows.features: unknown level '{name}' (minimal, standard or full)"
+                )
+            })?,
+        };
         let defaults = FlowConfig::default();
         let flow = FlowConfig {
+            features,
             idle_timeout_ns: duration(&f.idle, "flows.idle", defaults.idle_timeout_ns)?,
             active_timeout_ns: duration(&f.active, "flows.active", defaults.active_timeout_ns)?,
             tcp_linger_ns: duration(&f.tcp_linger, "flows.tcp_linger", defaults.tcp_linger_ns)?,

@@ -106,6 +106,31 @@ impl Analyzer {
 }
 
 /// `--progress` and the like: on, off, or when standard error is a terminal.
+/// `--features`: what each flow record keeps (docs/specs/flow-record.md).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FeaturesArg {
+    /// Key, times, packets and bytes per direction, TCP flag unions, end reason.
+    Minimal,
+    /// `minimal` + lengths and gaps (min/max/mean), TCP event counts, retransmissions,
+    /// handshake and per-direction round-trip times.
+    Standard,
+    /// Everything (`standard` + MAC addresses, standard deviations, the first packets,
+    /// PSH/URG/ECE/CWR counts, payload bytes).
+    #[default]
+    Full,
+}
+
+impl FeaturesArg {
+    /// The meter's level.
+    pub fn level(self) -> trawl_flow::FeatureLevel {
+        match self {
+            FeaturesArg::Minimal => trawl_flow::FeatureLevel::Minimal,
+            FeaturesArg::Standard => trawl_flow::FeatureLevel::Standard,
+            FeaturesArg::Full => trawl_flow::FeatureLevel::Full,
+        }
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum When {
     Auto,

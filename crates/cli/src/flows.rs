@@ -11,7 +11,7 @@ use trawl_flow::decode::{DecodeConfig, TunnelMode};
 use trawl_flow::FlowConfig;
 
 use crate::flag::{
-    check_flow_flags, flag_error, parse_duration_ns, parse_size, topic, OutputFormat,
+    check_flow_flags, flag_error, parse_duration_ns, parse_size, topic, FeaturesArg, OutputFormat,
     SummaryFormat, TimeFormat, When,
 };
 
@@ -46,6 +46,9 @@ pub struct InputArgs {
     /// Flow table capacity; when full, the flow idle the longest is exported.
     #[arg(help_heading = topic::METER, long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
+    /// What each flow record keeps (the fewer, the less work per packet).
+    #[arg(help_heading = topic::METER, long, value_enum, default_value_t = FeaturesArg::Full)]
+    pub features: FeaturesArg,
     /// Summary on standard error: human text, JSON (one object), or none.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -221,6 +224,7 @@ impl HiInput {
             tcp_linger_ns: a.tcp_linger,
             capacity: a.capacity,
             payload_bytes,
+            features: a.features.level(),
             decode: DecodeConfig { tunnel },
             ..FlowConfig::default()
         };

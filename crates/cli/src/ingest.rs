@@ -44,6 +44,10 @@ pub struct IngestArgs {
     /// TCP linger after FIN both ways or RST.
     #[arg(help_heading = topic::METER, long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
     pub tcp_linger: u64,
+    /// What each flow record keeps (the database stores the fields of `minimal` at every
+    /// level: docs/specs/flow-record.md).
+    #[arg(help_heading = topic::METER, long, value_enum, default_value_t = crate::flag::FeaturesArg::Full)]
+    pub features: crate::flag::FeaturesArg,
     /// Flow table capacity.
     #[arg(help_heading = topic::METER, long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
@@ -86,6 +90,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         idle_timeout_ns: a.idle,
         tcp_linger_ns: a.tcp_linger,
         capacity: a.capacity,
+        features: a.features.level(),
         // Every record then holds the packets of one block interval: time-range sums over
         // the store are exact.
         interval_align_ns: BLOCK_NS,

@@ -1072,6 +1072,12 @@ fn read_trawl_flow(b: &[u8], v6: bool, rec: &mut FlowRecord<'static>) -> Option<
             cwr: r.u32()?,
             zero_window: r.u32()?,
             retransmissions: r.u32()?,
+            // trawl's IPFIX template carries no round-trip times (docs/specs/ipfix.md).
+            rtt_handshake_ns: None,
+            rtt_samples: 0,
+            rtt_min_ns: 0,
+            rtt_max_ns: 0,
+            rtt_mean_ns: 0.0,
         };
     }
     let lengths = r.var()?;

@@ -33,6 +33,68 @@ pub struct FlowConfig {
     pub fragment_slots: usize,
     /// How long a first fragment's ports are remembered. Default 30 s (Linux `ipfrag_time`).
     pub fragment_timeout_ns: u64,
+    /// What each record keeps ([`FeatureLevel`]). Default `full`.
+    pub features: FeatureLevel,
+}
+
+/// How much a flow record keeps, and so how much work a packet costs the meter
+/// (`--features`, `flow_meter`'s `features`). Each level's records are a projection of
+/// `full`'s: a field a level keeps has the value `full` gives it; the others are zero in the
+/// [`FlowRecord`](crate::FlowRecord) and absent from JSON, CSV and IPFIX
+/// (`docs/specs/flow-record.md` lists them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FeatureLevel {
+    /// What goProbe and nfdump keep: key, first/last time, packets and bytes per direction,
+    /// TCP flag unions, end reason.
+    Minimal,
+    /// `minimal` + per-direction length and gap min/max/mean, handshake and per-direction
+    /// round-trip times, retransmissions, SYN/SYN-ACK/FIN/RST counts, zero windows.
+    Standard,
+    /// Everything: `standard` + MAC addresses, standard deviations, PSH/URG/ECE/CWR counts,
+    /// the first packets' lengths and gaps, payload bytes.
+    #[default]
+    Full,
+}
+
+impl FeatureLevel {
+    /// Every level, smallest first.
+    pub const ALL: [FeatureLevel; 3] = [
+        FeatureLevel::Minimal,
+        FeatureLevel::Standard,
+        FeatureLevel::Full,
+    ];
+
+    /// The level's name (`minimal`, `standard`, `full`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            FeatureLevel::Minimal => "minimal",
+            FeatureLevel::Standard => "standard",
+            FeatureLevel::Full => "full",
+        }
+    }
+
+    /// The level named `name`.
+    pub fn from_name(name: &str) -> Option<FeatureLevel> {
+        FeatureLevel::ALL.into_iter().find(|l| l.name() == name)
+    }
+
+    /// Whether records keep `standard`'s statistics (lengths, gaps, TCP event counts, RTT).
+    #[inline]
+    pub const fn has_standard(self) -> bool {
+        !matches!(self, FeatureLevel::Minimal)
+    }
+
+    /// Whether records keep everything.
+    #[inline]
+    pub const fn is_full(self) -> bool {
+        matches!(self, FeatureLevel::Full)
+    }
+}
+
+impl core::fmt::Display for FeatureLevel {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One second in nanoseconds.
@@ -50,6 +112,7 @@ impl Default for FlowConfig {
             decode: DecodeConfig::default(),
             fragment_slots: 8192,
             fragment_timeout_ns: 30 * SECOND_NS,
+            features: FeatureLevel::Full,
         }
     }
 }
@@ -89,6 +152,16 @@ impl FlowConfig {
         limits::INTERVAL.check(self.interval_align_ns)?;
         limits::CAPACITY.check_usize(self.capacity)?;
         limits::PAYLOAD_BYTES.check_usize(self.payload_bytes)?;
+        if self.payload_bytes > 0 && !self.features.is_full() {
+            return Err(OutOfRange {
+                name: "payload_bytes",
+                value: self.payload_bytes.to_string(),
+                allowed: format!(
+                    "0 with features {} (payload bytes are kept at the full level only)",
+                    self.features
+                ),
+            });
+        }
         let table = self.capacity as u64 * 2 * self.payload_bytes as u64;
         if table > limits::PAYLOAD_TABLE_MAX {
             return Err(OutOfRange {

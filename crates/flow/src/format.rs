@@ -7,6 +7,7 @@
 //! reaches the output `Vec` in one copy.
 use std::net::IpAddr;
 
+use crate::config::FeatureLevel;
 use crate::record::{DirectionRecord, FlowRecord};
 
 /// Output format of flow records.
@@ -34,6 +35,8 @@ pub struct RecordWriter {
     rfc3339_times: bool,
     /// Write `tunnel_type`, `tunnel_src`, `tunnel_dst`, `tunnel_id` (`--tunnel inner`).
     tunnel_fields: bool,
+    /// The fields written: those the meter's feature level keeps.
+    features: FeatureLevel,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -67,6 +70,28 @@ const DIR_FIELDS: [&str; 19] = [
     "tcp_flags",
     "zero_window",
     "retrans",
+];
+
+/// The per-direction fields of [`DIR_FIELDS`] a `standard` record keeps (in that order).
+fn standard_dir_field(name: &str) -> bool {
+    !matches!(
+        name,
+        "len_std" | "iat_std_ns" | "psh" | "urg" | "ece" | "cwr"
+    )
+}
+
+/// The TCP round-trip fields (`standard` and `full`), after `community_id`.
+const RTT_FIELDS: [&str; 10] = [
+    "fwd_rtt_handshake_ns",
+    "rev_rtt_handshake_ns",
+    "fwd_rtt_samples",
+    "fwd_rtt_min_ns",
+    "fwd_rtt_mean_ns",
+    "fwd_rtt_max_ns",
+    "rev_rtt_samples",
+    "rev_rtt_min_ns",
+    "rev_rtt_mean_ns",
+    "rev_rtt_max_ns",
 ];
 
 /// Where `iface` goes among [`HEAD_FIELDS`] when records have it: after `vlan`.
@@ -141,15 +166,27 @@ impl RecordWriter {
             scratch: Box::new([0; RECORD_MAX]),
             rfc3339_times: false,
             tunnel_fields: false,
+            features: FeatureLevel::Full,
         }
     }
 
-    /// Adds the outer tunnel's fields after `community_id`: `tunnel_type`, `tunnel_src`,
+    /// Adds the outer tunnel's fields last (after the round-trip fields): `tunnel_type`, `tunnel_src`,
     /// `tunnel_dst`, `tunnel_id` (null in JSON, empty in CSV, for a flow that came through no
     /// tunnel). Set by `--tunnel inner`, the only mode in which records have a tunnel, so that
     /// records of the default mode keep their fields.
     pub fn set_tunnel_fields(&mut self, on: bool) {
         self.tunnel_fields = on;
+    }
+
+    /// Writes the fields a record of `level` keeps, no others (`docs/specs/flow-record.md`).
+    pub fn set_features(&mut self, level: FeatureLevel) {
+        self.features = level;
+    }
+
+    /// [`RecordWriter::set_features`] on a new writer.
+    pub fn with_features(mut self, level: FeatureLevel) -> Self {
+        self.set_features(level);
+        self
     }
 
     /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
@@ -205,21 +242,40 @@ impl RecordWriter {
 
     /// The field names, in output order (the CSV header).
     pub fn field_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = HEAD_FIELDS.iter().map(|s| s.to_string()).collect();
+        let level = self.features;
+        let mut names: Vec<String> = HEAD_FIELDS
+            .iter()
+            .filter(|f| level.is_full() || !f.ends_with("_mac"))
+            .map(|s| s.to_string())
+            .collect();
         for dir in ["fwd", "rev"] {
-            names.extend(DIR_FIELDS.iter().map(|f| format!("{dir}_{f}")));
+            names.extend(
+                DIR_FIELDS
+                    .iter()
+                    .filter(|f| match level {
+                        FeatureLevel::Minimal => **f == "tcp_flags",
+                        FeatureLevel::Standard => standard_dir_field(f),
+                        FeatureLevel::Full => true,
+                    })
+                    .map(|f| format!("{dir}_{f}")),
+            );
         }
         if self.iface.is_some() {
             names.insert(IFACE_POSITION, "iface".into());
         }
-        names.push("first_lengths".into());
-        names.push("first_iats_ns".into());
-        if self.with_payload {
-            names.push("fwd_payload".into());
-            names.push("rev_payload".into());
+        if level.is_full() {
+            names.push("first_lengths".into());
+            names.push("first_iats_ns".into());
+            if self.with_payload {
+                names.push("fwd_payload".into());
+                names.push("rev_payload".into());
+            }
         }
         names.push("end_reason".into());
         names.push("community_id".into());
+        if level.has_standard() {
+            names.extend(RTT_FIELDS.iter().map(|f| f.to_string()));
+        }
         if self.tunnel_fields {
             names.extend(TUNNEL_FIELDS.iter().map(|f| f.to_string()));
         }
@@ -274,10 +330,13 @@ impl RecordWriter {
             c.key(key!("iface"));
             c.bytes(text);
         }
-        c.key(key!("src_mac"));
-        c.mac(&r.src_mac);
-        c.key(key!("dst_mac"));
-        c.mac(&r.dst_mac);
+        let level = self.features;
+        if level.is_full() {
+            c.key(key!("src_mac"));
+            c.mac(&r.src_mac);
+            c.key(key!("dst_mac"));
+            c.mac(&r.dst_mac);
+        }
         c.key(key!("first_ns"));
         c.time(r.first_ns, self.rfc3339_times);
         c.key(key!("last_ns"));
@@ -294,13 +353,22 @@ impl RecordWriter {
         c.uint(r.fwd.ip_bytes);
         c.key(key!("rev_ip_bytes"));
         c.uint(r.rev.ip_bytes);
-        direction!(c, "fwd_", &r.fwd);
-        direction!(c, "rev_", &r.rev);
-        c.key(key!("first_lengths"));
-        c.int_list(&r.first_lengths[..r.first_count]);
-        c.key(key!("first_iats_ns"));
-        c.int_list(&r.first_iats_ns[..r.first_count]);
-        if self.with_payload {
+        if level.has_standard() {
+            direction!(c, "fwd_", &r.fwd, level);
+            direction!(c, "rev_", &r.rev, level);
+        } else {
+            c.key(key!("fwd_tcp_flags"));
+            c.uint(r.fwd.tcp_flags as u64);
+            c.key(key!("rev_tcp_flags"));
+            c.uint(r.rev.tcp_flags as u64);
+        }
+        if level.is_full() {
+            c.key(key!("first_lengths"));
+            c.int_list(&r.first_lengths[..r.first_count]);
+            c.key(key!("first_iats_ns"));
+            c.int_list(&r.first_iats_ns[..r.first_count]);
+        }
+        if self.with_payload && level.is_full() {
             // Payload can be far larger than the stack buffer: hex it straight into `out`.
             c.key(key!("fwd_payload"));
             c.quote();
@@ -317,11 +385,21 @@ impl RecordWriter {
         c.quote();
         c.bytes(r.end_reason.name().as_bytes());
         c.quote();
-        // Last, as fields are only ever added at the end; base64 needs no CSV quoting.
+        // After the fields of the first schema, as fields are only ever added at the end;
+        // base64 needs no CSV quoting.
         c.key(key!("community_id"));
         c.quote();
         c.lit(r.community_id().as_bytes());
         c.quote();
+        if level.has_standard() {
+            c.key(key!("fwd_rtt_handshake_ns"));
+            c.opt_uint(r.fwd.rtt_handshake_ns);
+            c.key(key!("rev_rtt_handshake_ns"));
+            c.opt_uint(r.rev.rtt_handshake_ns);
+            rtt!(c, "fwd_", &r.fwd);
+            rtt!(c, "rev_", &r.rev);
+        }
+        // Last: only `--tunnel inner` adds them, so records of the default mode keep theirs.
         if self.tunnel_fields {
             tunnel_fields(&mut c, r);
         }
@@ -365,27 +443,56 @@ fn tunnel_fields<const JSON: bool>(c: &mut Cursor<'_, JSON>, r: &FlowRecord<'_>)
     c.uint(u64::from(t.id));
 }
 
-/// Writes one direction's block with literal keys (`"fwd_len_min":` ...).
-macro_rules! direction {
+/// Writes one direction's TCP round-trip samples: count, then min/mean/max (null without
+/// samples).
+macro_rules! rtt {
     ($c:expr, $p:literal, $d:expr) => {{
         let c = &mut $c;
         let d: &DirectionRecord = $d;
+        c.key(key!($p, "rtt_samples"));
+        c.uint(d.rtt_samples as u64);
+        let some = d.rtt_samples > 0;
+        c.key(key!($p, "rtt_min_ns"));
+        c.opt_uint(some.then_some(d.rtt_min_ns));
+        c.key(key!($p, "rtt_mean_ns"));
+        if some {
+            c.float(d.rtt_mean_ns);
+        } else {
+            c.null();
+        }
+        c.key(key!($p, "rtt_max_ns"));
+        c.opt_uint(some.then_some(d.rtt_max_ns));
+    }};
+}
+use rtt;
+
+/// Writes one direction's block with literal keys (`"fwd_len_min":` ...): the fields of
+/// `$level` (`standard` or `full`).
+macro_rules! direction {
+    ($c:expr, $p:literal, $d:expr, $level:expr) => {{
+        let c = &mut $c;
+        let d: &DirectionRecord = $d;
+        let full = $level.is_full();
         c.key(key!($p, "len_min"));
         c.uint(d.len_min as u64);
         c.key(key!($p, "len_max"));
         c.uint(d.len_max as u64);
         c.key(key!($p, "len_mean"));
         c.float(d.len_mean);
-        c.key(key!($p, "len_std"));
-        c.float(d.len_std);
+        if full {
+            c.key(key!($p, "len_std"));
+            c.float(d.len_std);
+        }
         c.key(key!($p, "iat_min_ns"));
         c.uint(d.iat_min_ns);
         c.key(key!($p, "iat_max_ns"));
         c.uint(d.iat_max_ns);
         c.key(key!($p, "iat_mean_ns"));
         c.float(d.iat_mean_ns);
-        c.key(key!($p, "iat_std_ns"));
-        c.float(d.iat_std_ns);
+        if full {
+            c.key(key!($p, "iat_std_ns"));
+            c.float(d.iat_std_ns);
+        }
         c.key(key!($p, "syn"));
         c.uint(d.syn as u64);
         c.key(key!($p, "syn_ack"));
@@ -394,14 +501,16 @@ macro_rules! direction {
         c.uint(d.fin as u64);
         c.key(key!($p, "rst"));
         c.uint(d.rst as u64);
-        c.key(key!($p, "psh"));
-        c.uint(d.psh as u64);
-        c.key(key!($p, "urg"));
-        c.uint(d.urg as u64);
-        c.key(key!($p, "ece"));
-        c.uint(d.ece as u64);
-        c.key(key!($p, "cwr"));
-        c.uint(d.cwr as u64);
+        if full {
+            c.key(key!($p, "psh"));
+            c.uint(d.psh as u64);
+            c.key(key!($p, "urg"));
+            c.uint(d.urg as u64);
+            c.key(key!($p, "ece"));
+            c.uint(d.ece as u64);
+            c.key(key!($p, "cwr"));
+            c.uint(d.cwr as u64);
+        }
         c.key(key!($p, "tcp_flags"));
         c.uint(d.tcp_flags as u64);
         c.key(key!($p, "zero_window"));
@@ -412,7 +521,7 @@ macro_rules! direction {
 }
 use direction;
 
-/// Longest record without payload: 78 fields of at most ~45 bytes of key and value, two IPv6
+/// Longest record without payload: 88 fields of at most ~45 bytes of key and value, two IPv6
 /// addresses and two lists of ten 20-digit numbers stay far below this.
 const RECORD_MAX: usize = 8192;
 
@@ -549,6 +658,23 @@ impl<const JSON: bool> Cursor<'_, JSON> {
             window[i - 1] = b'0' + v as u8;
         }
         self.pos += n;
+    }
+
+    /// JSON `null`, or an empty CSV field.
+    #[inline]
+    fn null(&mut self) {
+        if JSON {
+            self.lit(b"null");
+        }
+    }
+
+    /// A number, or null.
+    #[inline]
+    fn opt_uint(&mut self, v: Option<u64>) {
+        match v {
+            Some(v) => self.uint(v),
+            None => self.null(),
+        }
     }
 
     #[inline]
@@ -722,9 +848,9 @@ mod tests {
     }
 
     /// The spec's first vector (testdata/app/community-id/readme-tables.tsv): TCP
-    /// 1.2.3.4:1122 -> 5.6.7.8:3344, from either side, is the last field in JSON and CSV.
+    /// 1.2.3.4:1122 -> 5.6.7.8:3344, from either side, follows `end_reason` in JSON and CSV.
     #[test]
-    fn community_id_is_the_last_field_and_symmetric() {
+    fn community_id_follows_end_reason_and_is_symmetric() {
         let mut r = record();
         (r.src_ip, r.dst_ip) = ("1.2.3.4".parse().unwrap(), "5.6.7.8".parse().unwrap());
         (r.src_port, r.dst_port) = (1122, 3344);
@@ -744,16 +870,74 @@ mod tests {
             let text = String::from_utf8(out).unwrap();
             let lines: Vec<&str> = text.lines().collect();
             assert!(
-                lines[0].ends_with(",end_reason,community_id"),
+                lines[0].contains(",end_reason,community_id,"),
                 "{}",
                 lines[0]
             );
             assert!(
-                lines[1].ends_with(",fin,1:wCb3OG7yAFWelaUydu0D+125CLM="),
+                lines[1].contains(",fin,1:wCb3OG7yAFWelaUydu0D+125CLM=,"),
                 "{}",
                 lines[1]
             );
         }
+    }
+
+    /// Each level writes exactly the fields its `field_names` lists, in that order (the CSV
+    /// header), JSON and CSV alike; what a level lacks is absent, what has no value is null.
+    #[test]
+    fn each_level_writes_its_own_fields() {
+        let mut r = record();
+        r.fwd.rtt_handshake_ns = Some(1500);
+        r.fwd.rtt_samples = 2;
+        r.fwd.rtt_min_ns = 1000;
+        r.fwd.rtt_max_ns = 2000;
+        r.fwd.rtt_mean_ns = 1500.0;
+        let mut counts = Vec::new();
+        for level in FeatureLevel::ALL {
+            let r = r.project(level);
+            let mut w = RecordWriter::new(RecordFormat::Json, level.is_full())
+                .with_features(level)
+                .with_iface("eth0");
+            let mut out = Vec::new();
+            w.write(&r, &mut out);
+            let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+            let names = w.field_names();
+            assert_eq!(v.as_object().unwrap().len(), names.len(), "{level}");
+            for n in &names {
+                assert!(v.get(n).is_some(), "{level}: missing {n}");
+            }
+            let mut w = RecordWriter::new(RecordFormat::Csv, level.is_full())
+                .with_features(level)
+                .with_iface("eth0");
+            let mut out = Vec::new();
+            w.write_header(&mut out);
+            w.write(&r, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines[0], names.join(","), "{level}");
+            // No field of this record holds a comma (the first lists are space-separated).
+            assert_eq!(
+                lines[1].split(',').count(),
+                names.len(),
+                "{level}: {}",
+                lines[1]
+            );
+            if level.has_standard() {
+                assert_eq!(v["fwd_rtt_handshake_ns"], 1500);
+                assert_eq!(v["fwd_rtt_mean_ns"], 1500);
+                assert!(v["rev_rtt_handshake_ns"].is_null());
+                assert!(v["rev_rtt_min_ns"].is_null());
+                assert_eq!(v["rev_rtt_samples"], 0);
+            } else {
+                assert!(v.get("fwd_rtt_samples").is_none());
+                assert!(v.get("fwd_len_min").is_none());
+                assert_eq!(v["fwd_packets"], 3);
+            }
+            assert_eq!(v.get("src_mac").is_some(), level.is_full());
+            assert_eq!(v.get("fwd_len_std").is_some(), level.is_full());
+            counts.push(names.len());
+        }
+        assert_eq!(counts, vec![19, 53, 71]);
     }
 
     #[test]
@@ -868,10 +1052,17 @@ mod tests {
         w.write_header(&mut header);
         assert!(String::from_utf8_lossy(&header)
             .trim_end()
-            .ends_with(",community_id,tunnel_type,tunnel_src,tunnel_dst,tunnel_id"));
+            .ends_with(",rev_rtt_max_ns,tunnel_type,tunnel_src,tunnel_dst,tunnel_id"));
         let mut row = Vec::new();
         w.write(&record(), &mut row);
-        assert!(String::from_utf8_lossy(&row).trim_end().ends_with("=,,,,"));
+        let row = String::from_utf8_lossy(&row);
+        let cells: Vec<&str> = row.trim_end().split(',').collect();
+        let names = String::from_utf8_lossy(&header)
+            .trim_end()
+            .split(',')
+            .count();
+        assert_eq!(cells.len(), names, "{row}");
+        assert_eq!(cells[names - 4..], ["", "", "", ""], "{row}");
     }
 
     #[test]

@@ -47,10 +47,11 @@ mod record;
 mod sha1;
 mod state;
 mod table;
+mod timing;
 pub mod tunnel;
 
 pub use community_id::{CommunityId, CommunityIdText};
-pub use config::{limits, FlowConfig, SECOND_NS};
+pub use config::{limits, FeatureLevel, FlowConfig, SECOND_NS};
 pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};
 pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};

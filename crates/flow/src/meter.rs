@@ -162,7 +162,7 @@ impl FlowMeter {
             Vec::new()
         };
         FlowMeter {
-            table: FlowTable::new(config.capacity),
+            table: FlowTable::new(config.capacity, config.features.has_standard()),
             fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
             pending: Vec::with_capacity(PIPELINE_RING),
             stats: MeterStats::default(),
@@ -244,7 +244,12 @@ impl FlowMeter {
             if let Some(i) = step.checked_sub(PIPELINE_LEAD).filter(|&i| i < n) {
                 let p = &ring[i % PIPELINE_RING];
                 if p.parse.has_key() {
-                    self.table.prefetch_candidates(p.hash, p.side as usize);
+                    self.table.prefetch_candidates(
+                        p.hash,
+                        p.side as usize,
+                        self.config.features,
+                        p.decoded.tcp_valid,
+                    );
                 }
             }
             if let Some(i) = step.checked_sub(2 * PIPELINE_LEAD) {
@@ -329,7 +334,18 @@ impl FlowMeter {
         };
         let entry = &mut self.table.entries[idx as usize];
         let was_closing = entry.is_closing();
-        entry.update(d, p.side, ts, pkt.wire_len, &mut self.table.wides);
+        let level = self.config.features;
+        let timing =
+            (d.tcp_valid && level.has_standard()).then(|| &mut self.table.timing[idx as usize]);
+        entry.update_at(
+            d,
+            p.side,
+            ts,
+            pkt.wire_len,
+            &mut self.table.wides,
+            level,
+            timing,
+        );
         let second = (ts / SECOND_NS) as u32;
         let first_in_second = entry.last_second != second;
         entry.last_second = second;
@@ -420,8 +436,10 @@ impl FlowMeter {
         sink.record(&FlowRecord::from_entry(
             e,
             &self.table.wides,
+            self.table.timing.get(idx as usize),
             reason,
             payload,
+            self.config.features,
         ));
         self.stats.records[reason as usize] += 1;
         if reason == EndReason::Active {

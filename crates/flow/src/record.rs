@@ -3,9 +3,11 @@
 use std::net::IpAddr;
 
 use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
+use crate::config::FeatureLevel;
 use crate::decode::to_ip;
 use crate::key::Side;
 use crate::state::{rare_index, DirStats, ExactDir, FlowEntry, Wides, EARLY_PACKETS};
+use crate::timing::{RttSummary, TcpTiming};
 use crate::tunnel::Tunnel;
 
 /// Why a record left the flow table.
@@ -100,10 +102,24 @@ pub struct DirectionRecord {
     /// TCP segments consuming sequence space (payload, SYN or FIN) that start in sequence space
     /// already sent; keep-alives excluded.
     pub retransmissions: u32,
+    /// TCP: this direction's SYN (the initiator's SYN, the responder's SYN-ACK) until the
+    /// other side acknowledged it, ns: forward SYN → SYN-ACK, reverse SYN-ACK → ACK (their sum
+    /// is Wireshark's `tcp.analysis.initial_rtt`). `None` without a timed handshake or below
+    /// the `standard` level.
+    pub rtt_handshake_ns: Option<u64>,
+    /// TCP round-trip samples of this direction: segments it sent, each timed until the other
+    /// side's first ACK covering it (one at a time; none across a retransmission).
+    pub rtt_samples: u32,
+    /// Smallest sample, ns (0 without samples).
+    pub rtt_min_ns: u64,
+    /// Largest sample, ns.
+    pub rtt_max_ns: u64,
+    /// Mean of the samples, ns.
+    pub rtt_mean_ns: f64,
 }
 
 impl DirectionRecord {
-    fn from_stats(d: &DirStats, x: &ExactDir) -> Self {
+    fn from_stats(d: &DirStats, x: &ExactDir, rtt: RttSummary) -> Self {
         let n = x.packets as f64;
         let (len_mean, len_std) = if x.packets == 0 {
             (0.0, 0.0)
@@ -143,6 +159,46 @@ impl DirectionRecord {
             tcp_flags: d.flags_or,
             zero_window: c[rare_index::ZERO_WINDOW],
             retransmissions: c[rare_index::RETRANS],
+            rtt_handshake_ns: rtt.handshake_ns,
+            rtt_samples: rtt.samples,
+            rtt_min_ns: rtt.min_ns,
+            rtt_max_ns: rtt.max_ns,
+            rtt_mean_ns: rtt.mean_ns,
+        }
+    }
+
+    /// What a record of `level` keeps of this direction: the other fields zero (`None`).
+    pub fn project(&self, level: FeatureLevel) -> DirectionRecord {
+        let minimal = DirectionRecord {
+            packets: self.packets,
+            bytes: self.bytes,
+            ip_bytes: self.ip_bytes,
+            tcp_flags: self.tcp_flags,
+            ..DirectionRecord::default()
+        };
+        match level {
+            FeatureLevel::Minimal => minimal,
+            FeatureLevel::Standard => DirectionRecord {
+                len_min: self.len_min,
+                len_max: self.len_max,
+                len_mean: self.len_mean,
+                iat_min_ns: self.iat_min_ns,
+                iat_max_ns: self.iat_max_ns,
+                iat_mean_ns: self.iat_mean_ns,
+                syn: self.syn,
+                syn_ack: self.syn_ack,
+                fin: self.fin,
+                rst: self.rst,
+                zero_window: self.zero_window,
+                retransmissions: self.retransmissions,
+                rtt_handshake_ns: self.rtt_handshake_ns,
+                rtt_samples: self.rtt_samples,
+                rtt_min_ns: self.rtt_min_ns,
+                rtt_max_ns: self.rtt_max_ns,
+                rtt_mean_ns: self.rtt_mean_ns,
+                ..minimal
+            },
+            FeatureLevel::Full => *self,
         }
     }
 }
@@ -196,8 +252,10 @@ impl<'a> FlowRecord<'a> {
     pub(crate) fn from_entry(
         e: &FlowEntry,
         wides: &Wides,
+        timing: Option<&TcpTiming>,
         reason: EndReason,
         payload: [&'a [u8]; 2],
+        level: FeatureLevel,
     ) -> Self {
         let init = e.initiator();
         let resp = init.flip();
@@ -212,7 +270,11 @@ impl<'a> FlowRecord<'a> {
             first_lengths[i] = sign * len as i64;
             first_iats_ns[i] = sign * iat.min(i64::MAX as u64) as i64;
         }
-        FlowRecord {
+        let timing = e.timing(timing);
+        let rtt = |side: Side| {
+            timing.map_or_else(RttSummary::default, |t| t.dirs[side as usize].summary())
+        };
+        let full = FlowRecord {
             src_ip: to_ip(v, &e.key.ip(init)),
             dst_ip: to_ip(v, &e.key.ip(resp)),
             src_port: e.key.port(init),
@@ -227,10 +289,12 @@ impl<'a> FlowRecord<'a> {
             fwd: DirectionRecord::from_stats(
                 &e.dirs[init as usize],
                 &e.exact(init as usize, wides),
+                rtt(init),
             ),
             rev: DirectionRecord::from_stats(
                 &e.dirs[resp as usize],
                 &e.exact(resp as usize, wides),
+                rtt(resp),
             ),
             first_lengths,
             first_iats_ns,
@@ -238,6 +302,27 @@ impl<'a> FlowRecord<'a> {
             fwd_payload: payload[init as usize],
             rev_payload: payload[resp as usize],
             end_reason: reason,
+        };
+        full.project(level)
+    }
+
+    /// What a record of `level` keeps ([`FeatureLevel`]): the fields it lacks zero or empty.
+    /// The meter's records at a level are this projection of the `full` records.
+    pub fn project(&self, level: FeatureLevel) -> FlowRecord<'a> {
+        if level.is_full() {
+            return *self;
+        }
+        FlowRecord {
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            fwd: self.fwd.project(level),
+            rev: self.rev.project(level),
+            first_lengths: [0; EARLY_PACKETS],
+            first_iats_ns: [0; EARLY_PACKETS],
+            first_count: 0,
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*self
         }
     }
 

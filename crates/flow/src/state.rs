@@ -1,6 +1,8 @@
 //! Per-flow state, updated in place for every packet.
+use crate::config::FeatureLevel;
 use crate::decode::{tcp_flags, Decoded};
 use crate::key::{FlowKey, Side};
+use crate::timing::TcpTiming;
 use crate::tunnel::Tunnel;
 
 /// How many leading packets of a flow have their length and inter-arrival time recorded.
@@ -296,7 +298,9 @@ pub(crate) struct FlowEntry {
     pub state: u8,
     /// Number of early packets recorded so far.
     pub early_count: u8,
-    /// Bit `side` set: the current record has a packet from that side.
+    /// Bit `side` set: the current record has a packet from that side; bit
+    /// [`SEEN_TIMING`]: the entry's [`TcpTiming`] holds the current record's (else it holds
+    /// an earlier flow's and is cleared before use).
     pub seen: u8,
     /// In use (1) or free (0), set and cleared by the table.
     pub live: u8,
@@ -330,6 +334,11 @@ pub(crate) struct FlowEntry {
 
 /// Sentinel "no entry" index.
 pub(crate) const NIL: u32 = u32::MAX;
+
+/// Bit of [`FlowEntry::seen`]: the entry's timing record is the current record's.
+pub(crate) const SEEN_TIMING: u8 = 1 << 2;
+/// Bits of [`FlowEntry::seen`] naming the sides seen.
+const SEEN_SIDES: u8 = 0b11;
 
 /// A 64-bit value kept as a narrow low part plus a carry count.
 #[inline]
@@ -450,8 +459,8 @@ impl FlowEntry {
         true
     }
 
-    /// Counts one packet.
-    #[inline]
+    /// Counts one packet, everything a `full` record keeps but the round-trip times.
+    #[cfg(test)]
     pub(crate) fn update(
         &mut self,
         d: &Decoded,
@@ -459,6 +468,24 @@ impl FlowEntry {
         ts: u64,
         wire_len: u32,
         wides: &mut Wides,
+    ) {
+        self.update_at(d, sender, ts, wire_len, wides, FeatureLevel::Full, None);
+    }
+
+    /// Counts one packet, what a record of `level` keeps (a level's work is a subset of the
+    /// next one's, so its values are the same as the larger level's). `timing` is the entry's
+    /// round-trip record (`standard` and `full`).
+    #[inline]
+    #[allow(clippy::too_many_arguments)] // The hot path: a struct would be built per packet.
+    pub(crate) fn update_at(
+        &mut self,
+        d: &Decoded,
+        sender: Side,
+        ts: u64,
+        wire_len: u32,
+        wides: &mut Wides,
+        level: FeatureLevel,
+        timing: Option<&mut TcpTiming>,
     ) {
         let side = sender as usize;
         if d.tcp_valid {
@@ -484,25 +511,11 @@ impl FlowEntry {
             if ts < dir.last_ns {
                 self.first_ns[side] = self.first_ns[side].min(ts);
             }
-            let iat = ts.saturating_sub(dir.last_ns);
-            if iat < u64::from(dir.iat_min) {
-                dir.iat_min = iat as u32;
-            } else if dir.iat_min == u32::MAX {
-                // Every gap so far was >= 2^32 ns: the minimum is kept exactly aside.
-                let g = wides.gaps.get_or_take(&mut self.gaps);
-                g.iat_min[side] = g.iat_min[side].min(iat);
+            if level.has_standard() {
+                self.count_gap(side, ts, level, wides);
             }
-            if iat > u64::from(dir.iat_max) {
-                if iat < u64::from(u32::MAX) {
-                    dir.iat_max = iat as u32;
-                } else {
-                    dir.iat_max = u32::MAX;
-                    let g = wides.gaps.get_or_take(&mut self.gaps);
-                    g.iat_max[side] = g.iat_max[side].max(iat);
-                }
-            }
-            dir.iat_sumsq += (iat as f64) * (iat as f64);
         }
+        let dir = &mut self.dirs[side];
         let (packets, c_packets) = dir.packets.overflowing_add(1);
         let (bytes, c_bytes) = dir.bytes.overflowing_add(wire_len);
         let (ip_bytes, c_ip_bytes) = dir.ip_bytes.overflowing_add(d.ip_len);
@@ -516,27 +529,16 @@ impl FlowEntry {
             w.ip_bytes_hi[side] += c_ip_bytes as u32;
         }
         dir.last_ns = dir.last_ns.max(ts);
-        // Saturated at u16::MAX: such frames are kept exactly in the wide record.
-        let narrow_len = wire_len.min(u32::from(u16::MAX)) as u16;
-        dir.len_min = dir.len_min.min(narrow_len);
-        dir.len_max = dir.len_max.max(narrow_len);
-        if narrow_len == u16::MAX {
-            let w = wides.counts.get_or_take(&mut self.wide);
-            w.len_min[side] = w.len_min[side].min(wire_len);
-            w.len_max[side] = w.len_max[side].max(wire_len);
+        if level.has_standard() {
+            self.count_len(side, wire_len, level, wides);
         }
-        dir.len_sumsq += (wire_len as f64) * (wire_len as f64);
         if d.tcp_valid {
-            let seq_bit = state_bits::SEQ_LOW << side;
-            let (rare, psh_carry) = update_tcp(dir, d, &mut self.state, seq_bit);
-            if psh_carry {
-                let hi = &mut wides.counts.get_or_take(&mut self.wide).psh_hi[side];
-                *hi = hi.wrapping_add(1);
-            }
-            if rare != 0 {
-                self.count_rare(side, rare, wides);
-            }
             let f = d.tcp.flags;
+            if level.has_standard() {
+                self.count_tcp(d, side, ts, level, wides, timing);
+            } else {
+                self.dirs[side].flags_or |= f;
+            }
             if f & tcp_flags::RST != 0 {
                 self.state |= state_bits::RST | state_bits::CLOSING;
             }
@@ -552,6 +554,102 @@ impl FlowEntry {
                 }
             }
         }
+        if level.is_full() {
+            self.count_early(sender, ts, prev_last, wire_len, wides);
+        }
+    }
+
+    /// The gap before a direction's packet (not its first) into the direction's gap min/max
+    /// (and, at `full`, the sum of squares).
+    #[inline]
+    fn count_gap(&mut self, side: usize, ts: u64, level: FeatureLevel, wides: &mut Wides) {
+        let dir = &mut self.dirs[side];
+        let iat = ts.saturating_sub(dir.last_ns);
+        if iat < u64::from(dir.iat_min) {
+            dir.iat_min = iat as u32;
+        } else if dir.iat_min == u32::MAX {
+            // Every gap so far was >= 2^32 ns: the minimum is kept exactly aside.
+            let g = wides.gaps.get_or_take(&mut self.gaps);
+            g.iat_min[side] = g.iat_min[side].min(iat);
+        }
+        if iat > u64::from(dir.iat_max) {
+            if iat < u64::from(u32::MAX) {
+                dir.iat_max = iat as u32;
+            } else {
+                dir.iat_max = u32::MAX;
+                let g = wides.gaps.get_or_take(&mut self.gaps);
+                g.iat_max[side] = g.iat_max[side].max(iat);
+            }
+        }
+        if level.is_full() {
+            dir.iat_sumsq += (iat as f64) * (iat as f64);
+        }
+    }
+
+    /// A frame's length into its direction's min/max (and, at `full`, the sum of squares).
+    #[inline]
+    fn count_len(&mut self, side: usize, wire_len: u32, level: FeatureLevel, wides: &mut Wides) {
+        let dir = &mut self.dirs[side];
+        // Saturated at u16::MAX: such frames are kept exactly in the wide record.
+        let narrow_len = wire_len.min(u32::from(u16::MAX)) as u16;
+        dir.len_min = dir.len_min.min(narrow_len);
+        dir.len_max = dir.len_max.max(narrow_len);
+        if narrow_len == u16::MAX {
+            let w = wides.counts.get_or_take(&mut self.wide);
+            w.len_min[side] = w.len_min[side].min(wire_len);
+            w.len_max[side] = w.len_max[side].max(wire_len);
+        }
+        if level.is_full() {
+            dir.len_sumsq += (wire_len as f64) * (wire_len as f64);
+        }
+    }
+
+    /// A TCP segment's flag counts, sequence tracking (retransmissions) and round-trip timing.
+    #[inline]
+    fn count_tcp(
+        &mut self,
+        d: &Decoded,
+        side: usize,
+        ts: u64,
+        level: FeatureLevel,
+        wides: &mut Wides,
+        timing: Option<&mut TcpTiming>,
+    ) {
+        let seq_bit = state_bits::SEQ_LOW << side;
+        let (rare, psh_carry) = update_tcp(&mut self.dirs[side], d, &mut self.state, seq_bit);
+        if psh_carry && level.is_full() {
+            let hi = &mut wides.counts.get_or_take(&mut self.wide).psh_hi[side];
+            *hi = hi.wrapping_add(1);
+        }
+        if rare != 0 {
+            self.count_rare(side, rare, wides);
+        }
+        if let Some(t) = timing {
+            if self.seen & SEEN_TIMING == 0 {
+                // Left by an earlier flow of this entry, or an earlier record of this one.
+                *t = TcpTiming::default();
+                self.seen |= SEEN_TIMING;
+            }
+            t.segment(d, side, ts, rare & (1 << rare_index::RETRANS) != 0);
+        }
+    }
+
+    /// The entry's timing record, when it holds the current record's.
+    #[inline]
+    pub(crate) fn timing<'t>(&self, timing: Option<&'t TcpTiming>) -> Option<&'t TcpTiming> {
+        timing.filter(|_| self.seen & SEEN_TIMING != 0)
+    }
+
+    /// The first packets' lengths and gaps (`full` only).
+    #[inline]
+    fn count_early(
+        &mut self,
+        sender: Side,
+        ts: u64,
+        prev_last: u64,
+        wire_len: u32,
+        wides: &mut Wides,
+    ) {
         let n = self.early_count as usize;
         if n < EARLY_PACKETS {
             let iat = if n == 0 {
@@ -614,7 +712,7 @@ impl FlowEntry {
 
     /// Timestamp of the flow's first packet in the current record.
     pub(crate) fn first_ns(&self) -> u64 {
-        match self.seen {
+        match self.seen & SEEN_SIDES {
             0b01 => self.first_ns[0],
             0b10 => self.first_ns[1],
             0b11 => self.first_ns[0].min(self.first_ns[1]),
@@ -769,7 +867,7 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (
 
 /// RFC 1982 serial-number comparison: `a` comes before `b` in 32-bit sequence space.
 #[inline]
-fn seq_before(a: u32, b: u32) -> bool {
+pub(crate) fn seq_before(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 

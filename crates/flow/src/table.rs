@@ -6,8 +6,10 @@
 //! sequence; expiry visits only the wheel slots whose time has come. Flows are scheduled lazily:
 //! a packet does not move its flow in the wheel; when a slot comes due, each flow in it either
 //! expires or is moved to the slot of its real deadline (at most once per timeout period).
+use crate::config::FeatureLevel;
 use crate::key::FlowKey;
 use crate::state::{FlowEntry, Wides, NIL};
+use crate::timing::TcpTiming;
 
 /// log2 of the wheel's tick in ns: 2^26 ns ≈ 67 ms, the resolution of expiry.
 pub(crate) const TICK_SHIFT: u32 = 26;
@@ -151,6 +153,9 @@ pub(crate) struct FlowTable {
     populated: usize,
     /// Exact values of the few flows that outgrow their entry's narrow fields.
     pub(crate) wides: Wides,
+    /// Round-trip timing, one per entry (same index), when the level keeps it (else empty):
+    /// written by TCP flows only, so only their pages are backed with memory.
+    pub(crate) timing: Mapped<TcpTiming>,
     free: Vec<u32>,
     /// Index slots: 0 = empty, else `(tag << INDEX_BITS) | (entry index + 1)`, the tag being
     /// four hash bits the home does not use and the occupant's distance from its home slot
@@ -178,7 +183,8 @@ pub(crate) struct FlowTable {
 }
 
 impl FlowTable {
-    pub(crate) fn new(capacity: usize) -> Self {
+    /// A table for `capacity` flows, with a round-trip timing record per entry if `timing`.
+    pub(crate) fn new(capacity: usize, timing: bool) -> Self {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         // Load factor <= 0.5 keeps linear-probe sequences short.
         let nslots = (capacity * 2).next_power_of_two();
@@ -187,6 +193,7 @@ impl FlowTable {
             used: 0,
             populated: 0,
             wides: Wides::default(),
+            timing: Mapped::zeroed(if timing { capacity } else { 0 }, ENTRY_PAGES),
             free: Vec::with_capacity(capacity),
             slots: Mapped::zeroed(nslots, INDEX_PAGES),
             mask: nslots - 1,
@@ -214,9 +221,11 @@ impl FlowTable {
         self.len >= self.capacity
     }
 
-    /// Bytes of table memory per flow slot: entry, index slots, free-list slot.
+    /// Bytes of table memory per flow slot: entry, timing record (counted whole, though only
+    /// TCP flows' pages are backed), index slots, free-list slot.
     pub(crate) fn bytes_per_flow(&self) -> usize {
         core::mem::size_of::<FlowEntry>()
+            + self.timing.len() * core::mem::size_of::<TcpTiming>() / self.capacity
             + self.slots.len() * core::mem::size_of::<u32>() / self.capacity
             + core::mem::size_of::<u32>()
     }
@@ -444,7 +453,13 @@ impl FlowTable {
     /// matches), reading only index slots: comparing keys here would wait for the very lines
     /// being prefetched.
     #[inline]
-    pub(crate) fn prefetch_candidates(&self, hash: u64, side: usize) {
+    pub(crate) fn prefetch_candidates(
+        &self,
+        hash: u64,
+        side: usize,
+        level: FeatureLevel,
+        tcp: bool,
+    ) {
         let mut expected = hash_tag(hash);
         let mut pos = home_bits(hash) & self.mask;
         loop {
@@ -453,7 +468,7 @@ impl FlowTable {
                 return;
             }
             if s & !INDEX_MASK == expected {
-                self.prefetch_entry((s & INDEX_MASK) - 1, side);
+                self.prefetch_entry((s & INDEX_MASK) - 1, side, level, tcp);
             }
             pos = (pos + 1) & self.mask;
             expected = next_expected(expected);
@@ -471,15 +486,25 @@ impl FlowTable {
         }
     }
 
-    /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates: the
-    /// header and its direction's line, and the early-packet line (needed by most packets: the
-    /// first ten of each flow; fetching it for the others costs bandwidth, not waiting).
+    /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates at
+    /// `level`: the header and its direction's line; at `full` the early-packet line (needed
+    /// by most packets: the first ten of each flow; fetching it for the others costs
+    /// bandwidth, not waiting); for a TCP segment at `standard` and `full` the two lines of
+    /// its timing record (it may answer the other side's timed segment and start its own).
     #[inline]
-    pub(crate) fn prefetch_entry(&self, idx: u32, side: usize) {
+    pub(crate) fn prefetch_entry(&self, idx: u32, side: usize, level: FeatureLevel, tcp: bool) {
         let e = &self.entries[idx as usize];
         mem_prefetch::prefetch_write_data::<_, 3>(&e.key);
         mem_prefetch::prefetch_write_data::<_, 3>(&e.dirs[side]);
-        mem_prefetch::prefetch_write_data::<_, 3>(&e.early);
+        if level.is_full() {
+            mem_prefetch::prefetch_write_data::<_, 3>(&e.early);
+        }
+        if tcp {
+            if let Some(t) = self.timing.get(idx as usize) {
+                mem_prefetch::prefetch_write_data::<_, 3>(&t.dirs[0]);
+                mem_prefetch::prefetch_write_data::<_, 3>(&t.dirs[1]);
+            }
+        }
     }
 }
 
@@ -495,7 +520,7 @@ mod tests {
 
     #[test]
     fn insert_find_remove_many() {
-        let mut t = FlowTable::new(1000);
+        let mut t = FlowTable::new(1000, false);
         let mut idx = Vec::new();
         for i in 0..1000 {
             let k = key(i);
@@ -524,7 +549,7 @@ mod tests {
     #[test]
     fn colliding_hashes_probe_correctly() {
         // Keys whose hashes share one home slot, so they form one long probe run.
-        let mut t = FlowTable::new(64);
+        let mut t = FlowTable::new(64, false);
         let home = |k: &FlowKey| home_bits(k.hash()) & t.mask;
         let target = home(&key(0));
         let colliding: Vec<u32> = (0..)
@@ -577,7 +602,7 @@ mod tests {
     fn random_inserts_and_removals_keep_the_index_exact() {
         // A small index (64 slots) at its full load, with keys whose homes are the last six
         // slots: probe runs are long, wrap around the end, and their distances saturate.
-        let mut t = FlowTable::new(32);
+        let mut t = FlowTable::new(32, false);
         let mask = t.mask;
         let mut homes_at_end = (0u32..).filter(|&i| home_bits(key(i).hash()) & mask >= 58);
         let mut live: Vec<(u32, u32)> = Vec::new();
@@ -611,7 +636,7 @@ mod tests {
 
     #[test]
     fn next_scheduled_tick_finds_the_earliest_occupied_slot_across_the_wrap() {
-        let mut t = FlowTable::new(8);
+        let mut t = FlowTable::new(8, false);
         let a = t.insert(&key(1), key(1).hash());
         let b = t.insert(&key(2), key(2).hash());
         let base = 5 * WHEEL_SLOTS as u64;
@@ -630,7 +655,7 @@ mod tests {
 
     #[test]
     fn wheel_links_survive_unschedule_in_the_middle() {
-        let mut t = FlowTable::new(8);
+        let mut t = FlowTable::new(8, false);
         let a = t.insert(&key(1), key(1).hash());
         let b = t.insert(&key(2), key(2).hash());
         let c = t.insert(&key(3), key(3).hash());

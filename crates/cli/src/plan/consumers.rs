@@ -207,7 +207,8 @@ impl Consumers {
                 .set_some(
                     "tunnel",
                     (self.flow.decode.tunnel == TunnelMode::Inner).then_some(true),
-                );
+                )
+                .set_some("features", features(&self.flow));
             flow_inputs.push("flows.flows".into());
         }
         if let Some(s) = &self.store {
@@ -446,7 +447,14 @@ pub fn flow_meter(
         .set_some(
             "payload_bytes",
             (flow.payload_bytes > 0).then_some(flow.payload_bytes as i64),
-        );
+        )
+        .set_some("features", features(flow));
+}
+
+/// The `features` setting of meters and flow writers: only when not the default, so the
+/// printed composition of the default stays as it was.
+pub fn features(flow: &FlowConfig) -> Option<&'static str> {
+    (!flow.features.is_full()).then_some(flow.features.name())
 }
 
 /// A writer block (`flow_writer`, `series_writer`) for `out`.

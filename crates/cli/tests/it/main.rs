@@ -567,6 +567,7 @@ mod depth;
 mod detect;
 mod dump;
 mod export;
+mod features;
 mod fields;
 mod fleet;
 mod http_log;

@@ -2,8 +2,10 @@
 //! whole pipeline.
 mod community_id;
 mod corpus_sweep;
+mod feature_levels;
 mod goldens;
 mod ip_pairs;
 mod needs;
 mod oracle;
 mod tcp_analysis;
+mod tcp_rtt;

@@ -1,0 +1,96 @@
+//! Feature levels (issue 26): the records of `minimal` and `standard` are projections of
+//! `full`'s — the same records in the same order, each field a level keeps equal to `full`'s,
+//! the others zero — over every committed capture and the corpus's merged benchmark seed.
+use std::path::{Path, PathBuf};
+
+use trawl_capture::{FileSource, PacketSource};
+use trawl_flow::{FeatureLevel, FlowConfig, FlowMeter, FlowRecord};
+use trawl_testkit::testdata;
+
+/// The records of `capture` at `level` (empty payloads, so they own nothing).
+fn records(capture: &Path, level: FeatureLevel) -> Vec<FlowRecord<'static>> {
+    let mut m = FlowMeter::new(FlowConfig {
+        capacity: 1 << 16,
+        features: level,
+        ..FlowConfig::default()
+    });
+    let mut out = Vec::new();
+    let mut sink = |r: &FlowRecord<'_>| {
+        out.push(FlowRecord {
+            fwd_payload: &[],
+            rev_payload: &[],
+            ..*r
+        })
+    };
+    // Damaged captures end with a read error: what was read before it is compared.
+    if let Ok(mut source) = FileSource::open(capture) {
+        while let Ok(Some(batch)) = source.next_batch() {
+            for pkt in batch.iter() {
+                m.process(&pkt, &mut sink);
+            }
+        }
+    }
+    m.flush(&mut sink);
+    out
+}
+
+/// Checks one capture; returns how many records it has.
+fn check(capture: &Path) -> usize {
+    let full = records(capture, FeatureLevel::Full);
+    for level in [FeatureLevel::Minimal, FeatureLevel::Standard] {
+        let got = records(capture, level);
+        assert_eq!(got.len(), full.len(), "{}: {level}", capture.display());
+        for (i, (g, f)) in got.iter().zip(&full).enumerate() {
+            assert_eq!(
+                *g,
+                f.project(level),
+                "{}: {level}, record {i}",
+                capture.display()
+            );
+        }
+    }
+    full.len()
+}
+
+fn captures(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            p.is_file() && !name.ends_with(".txt") && !name.ends_with(".md")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_level_is_a_projection_of_full_on_the_committed_captures() {
+    let mut files = captures(&testdata("pcaps"));
+    files.extend(captures(&testdata("oracle")));
+    assert!(files.len() > 50, "{} captures", files.len());
+    let mut n = 0;
+    // The RTT and the standard statistics are non-zero somewhere, so the comparison is not
+    // between zeros only.
+    let mut rtt_samples = 0;
+    for f in &files {
+        n += check(f);
+        rtt_samples += records(f, FeatureLevel::Standard)
+            .iter()
+            .map(|r| u64::from(r.fwd.rtt_samples + r.rev.rtt_samples))
+            .sum::<u64>();
+    }
+    assert!(n > 1000, "{n} records");
+    assert!(rtt_samples > 1000, "{rtt_samples} RTT samples");
+}
+
+#[test]
+fn every_level_is_a_projection_of_full_on_the_corpus_seed() {
+    let Some(corpus) = trawl_testkit::corpus() else {
+        return;
+    };
+    let n = check(&corpus.join("bench/ndpi-default-ether-merged.pcap"));
+    assert!(n > 5000, "{n} records");
+}
