@@ -18,6 +18,7 @@ pub mod http_log;
 pub mod ipfix;
 #[cfg(feature = "kafka")]
 pub mod kafka_source;
+pub mod lanes;
 pub mod live;
 pub mod messages;
 pub mod meter;
@@ -46,6 +47,7 @@ pub fn registry() -> Registry {
         .register::<filter::PacketFilter>()
         .register::<anon::PacketAnonymizer>()
         .register::<meter::FlowMeterBlock>()
+        .register::<lanes::PacketLanes>()
         .register::<series::SeriesMerge>()
         .register::<record_series::FlowSeries>()
         .register::<series::SeriesFileWriter>()

@@ -37,6 +37,11 @@ pub struct PacketBatch {
     /// Which source block sent it: its position in the composition (parallel chains,
     /// and several sources into one dumper or ring, tell their packets apart by it).
     pub stream: u32,
+    /// Set by `packet_lanes` only (empty otherwise): the lane of each record (one per entry of
+    /// `metas`), `0..lane_count`, so that the `flow_meter` of each lane meters its own.
+    pub lanes: Vec<u8>,
+    /// How many lanes `lanes` spreads the records over (0 when it is empty).
+    pub lane_count: u8,
 }
 
 impl Payload for PacketBatch {
@@ -97,6 +102,7 @@ impl PacketBatch {
         self.metas.extend_from_slice(batch.metas());
         self.bytes.clear();
         self.shared = Some(buffer);
+        self.clear_lanes();
     }
 
     /// Replaces the contents with copies of `records` (from several buffers: files merged by
@@ -105,6 +111,7 @@ impl PacketBatch {
         self.metas.clear();
         self.bytes.clear();
         self.shared = None;
+        self.clear_lanes();
         // Sized once: growing by doubling while copying took several allocations each time a
         // pooled batch met larger packets than before.
         self.metas.reserve(records.len());
@@ -113,6 +120,19 @@ impl PacketBatch {
         for r in records {
             self.push(r);
         }
+    }
+
+    /// Forgets the records' lanes (new records have none until `packet_lanes` gives them).
+    fn clear_lanes(&mut self) {
+        self.lanes.clear();
+        self.lane_count = 0;
+    }
+
+    /// The lanes of the records when `packet_lanes` gave them into `count` lanes (and the
+    /// records are still those it tagged).
+    pub fn lanes_of(&self, count: usize) -> Option<&[u8]> {
+        (usize::from(self.lane_count) == count && self.lanes.len() == self.metas.len())
+            .then_some(&self.lanes[..])
     }
 
     /// Appends a copy of `r` to a batch that owns its bytes (filled by [`Self::fill_records`]
@@ -154,6 +174,7 @@ impl PacketBatch {
         self.metas.clear();
         self.bytes.clear();
         self.shared = None;
+        self.clear_lanes();
         let metas = batch.metas();
         let (Some(first), Some(last)) = (metas.first(), metas.last()) else {
             return;

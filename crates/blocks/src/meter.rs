@@ -35,6 +35,17 @@ pub struct FlowMeterBlock {
     clock: Option<(u64, Instant)>,
     live: bool,
     counters: Option<MeterCounters>,
+    /// `lane`/`lanes`: which packets of the stream are this meter's.
+    lane: Option<OwnLane>,
+}
+
+/// A meter's share of a stream spread over several meters.
+struct OwnLane {
+    lane: u8,
+    lanes: usize,
+    /// For batches that come without lanes (not through `packet_lanes`).
+    hasher: crate::lanes::LaneHasher,
+    computed: Vec<u8>,
 }
 
 struct MeterCounters {
@@ -198,6 +209,11 @@ pub struct FlowMeterSettings {
     /// --features`, docs/specs/flow-record.md).
     #[serde(default)]
     pub features: Features,
+    /// With `lanes`: this meter's lane, `0..lanes` (`trawl flows -r F --workers N`).
+    pub lane: Option<usize>,
+    /// How many meters share the packet stream, each metering the packets of its `lane`
+    /// (as `packet_lanes` tags them, or computed here); default 1, every packet.
+    pub lanes: Option<usize>,
 }
 
 /// A feature level ([`FeatureLevel`]) as settings spell it.
@@ -220,6 +236,19 @@ impl From<Features> for FeatureLevel {
             Features::Standard => FeatureLevel::Standard,
             Features::Full => FeatureLevel::Full,
         }
+    }
+}
+
+/// `lane` and `lanes` agree: a lane among 1 to 64 lanes.
+fn check_lane(lane: Option<usize>, lanes: Option<usize>) -> Result<(), String> {
+    let max = crate::lanes::MAX_LANES;
+    match (lane, lanes) {
+        (_, Some(n)) if !(1..=max).contains(&n) => {
+            Err(format!("`lanes` must be 1 to {max}, not {n}"))
+        }
+        (Some(l), Some(n)) if l >= n => Err(format!("`lane` {l} is not below `lanes` {n}")),
+        (Some(_), None) => Err("`lane` needs `lanes`".into()),
+        _ => Ok(()),
     }
 }
 
@@ -291,6 +320,7 @@ impl Block for FlowMeterBlock {
         // The meter's own limits: the same rule as `--idle`, `--active`, `--capacity`.
         s.config().check().map_err(|e| e.to_string())?;
         crate::anon::check(s.anonymize.as_deref(), &s.keep)?;
+        check_lane(s.lane, s.lanes)?;
         if s.anonymize.is_some() && s.payload_bytes.unwrap_or(0) > 0 {
             // Payload bytes hold addresses and names anonymization cannot reach.
             return Err("`payload_bytes` cannot be combined with `anonymize`".into());
@@ -331,6 +361,15 @@ impl Block for FlowMeterBlock {
             clock: None,
             live: false,
             counters: None,
+            lane: match (s.lane, s.lanes) {
+                (lane, Some(lanes)) if lanes > 1 => Some(OwnLane {
+                    lane: lane.unwrap_or(0) as u8,
+                    lanes,
+                    hasher: crate::lanes::LaneHasher::new(lanes, s.tunnel),
+                    computed: Vec::new(),
+                }),
+                _ => None,
+            },
         })
     }
 
@@ -350,24 +389,28 @@ impl Block for FlowMeterBlock {
         }
         let batch = packets.batch();
         let mut selected = reuse_records(std::mem::take(&mut self.scratch));
-        selected.extend(batch.iter());
-        let out = &mut self.out;
-        let mut sink = |r: &FlowRecord<'_>| out.push(r, ctx);
-        match self.series.as_mut() {
-            Some(series) => {
-                let rows = &mut self.rows;
-                self.meter.process_batch(&selected, &mut sink, |i, o| {
-                    let p = &selected[i];
-                    series.observe(p.ts_ns, p.wire_len, p.direction, o, &mut |r: &SeriesRow| {
-                        rows.push(*r)
-                    });
-                });
+        let latest = match self.lane.take() {
+            None => {
+                selected.extend(batch.iter());
+                self.meter_packets(&selected, ctx);
+                selected.iter().map(|p| p.ts_ns).max()
             }
-            None => self.meter.process_batch(&selected, &mut sink, |_, _| {}),
-        }
+            Some(mut own) => {
+                let lanes = match packets.lanes_of(own.lanes) {
+                    Some(lanes) => lanes,
+                    None => {
+                        own.hasher.fill(&batch, &mut own.computed);
+                        &own.computed[..]
+                    }
+                };
+                let latest = self.meter_lane(&batch, lanes, own.lane, &mut selected, ctx);
+                self.lane = Some(own);
+                latest
+            }
+        };
         // The clock moves only once the whole batch is metered: records sent while it was
         // being metered carry the time up to which packets had been processed before it.
-        if let Some(ts) = selected.iter().map(|p| p.ts_ns).max() {
+        if let Some(ts) = latest {
             let ts = self.clock.map_or(ts, |(c, _)| c.max(ts));
             self.clock = Some((ts, Instant::now()));
             self.out.clock = ts;
@@ -415,6 +458,59 @@ impl Block for FlowMeterBlock {
 }
 
 impl FlowMeterBlock {
+    /// Meters `packets` (in order) into the table and the series counter.
+    fn meter_packets(&mut self, packets: &[PacketRecord<'_>], ctx: &mut Ctx<'_>) {
+        let out = &mut self.out;
+        let mut sink = |r: &FlowRecord<'_>| out.push(r, ctx);
+        match self.series.as_mut() {
+            Some(series) => {
+                let rows = &mut self.rows;
+                self.meter.process_batch(packets, &mut sink, |i, o| {
+                    let p = &packets[i];
+                    series.observe(p.ts_ns, p.wire_len, p.direction, o, &mut |r: &SeriesRow| {
+                        rows.push(*r)
+                    });
+                });
+            }
+            None => self.meter.process_batch(packets, &mut sink, |_, _| {}),
+        }
+    }
+
+    /// Meters the packets of `batch` whose lane is `lane` (`selected`: scratch), with the
+    /// clock of a meter that sees them all: before a packet older than one of another lane
+    /// already seen (out of order), the clock first moves to that time, as one meter's would
+    /// have (so late packets, active-timeout restarts and expiry are the same); after the
+    /// batch, to its latest packet. Returns the latest packet time of the batch.
+    fn meter_lane<'a>(
+        &mut self,
+        batch: &trawl_capture::Batch<'a>,
+        lanes: &[u8],
+        lane: u8,
+        selected: &mut Vec<PacketRecord<'a>>,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<u64> {
+        let mut seen = self.clock.map(|(c, _)| c);
+        let mut metered_to = seen.unwrap_or(0);
+        for (p, &l) in batch.iter().zip(lanes) {
+            if l == lane {
+                if let Some(t) = seen.filter(|&t| p.ts_ns < t && metered_to < t) {
+                    self.meter_packets(selected, ctx);
+                    selected.clear();
+                    self.advance(t, ctx);
+                    metered_to = t;
+                }
+                metered_to = metered_to.max(p.ts_ns);
+                selected.push(p);
+            }
+            seen = Some(seen.map_or(p.ts_ns, |t| t.max(p.ts_ns)));
+        }
+        self.meter_packets(selected, ctx);
+        if let Some(t) = seen.filter(|&t| t > metered_to) {
+            self.advance(t, ctx);
+        }
+        batch.iter().map(|p| p.ts_ns).max()
+    }
+
     fn advance(&mut self, now: u64, ctx: &mut Ctx<'_>) {
         self.out.clock = self.out.clock.max(now);
         let out = &mut self.out;

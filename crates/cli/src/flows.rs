@@ -96,7 +96,9 @@ pub struct LiveArgs {
     #[arg(help_heading = topic::LIVE, long = "no-promiscuous")]
     pub no_promiscuous: bool,
     /// Capture workers per interface (1 to 64), each with its own socket in a fanout group and
-    /// its own flow table.
+    /// its own flow table. With -r (flows, series): meters the files' packets on N threads,
+    /// each with its own flow table, spread by a symmetric hash of the addresses (records as
+    /// one worker's, in another order).
     #[arg(help_heading = topic::LIVE, long, value_name = "N", default_value_t = 1)]
     pub workers: usize,
     /// Pin workers to these CPUs, in order (e.g. `2,3`); default: not pinned.
@@ -198,6 +200,8 @@ pub struct HiInput {
     pub progress: bool,
     /// `--print-composition`: print the plan, do not run it.
     pub print_composition: bool,
+    /// `--workers` with files: meters sharing the packets (1: the reading thread meters them).
+    pub workers: usize,
 }
 
 impl HiInput {
@@ -246,8 +250,12 @@ impl HiInput {
         } else {
             Some(LiveInput::from_low(&a.live)?)
         };
+        let workers = limits::WORKERS
+            .check_usize(a.live.workers)
+            .map_err(flag_error)?;
         Ok(HiInput {
             files: a.read.clone(),
+            workers,
             live,
             forced_format,
             filter,

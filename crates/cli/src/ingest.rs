@@ -11,7 +11,7 @@ use trawl_flow::FlowConfig;
 use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
-use crate::plan::consumers::{Consumers, PacketGate, StoreOut};
+use crate::plan::consumers::{Consumers, StoreOut};
 use crate::plan::files::{FileInput, SOURCE};
 use crate::plan::{self};
 use crate::run::check_filter;
@@ -78,6 +78,10 @@ pub struct IngestArgs {
     /// they cost: bench/RESULTS.md).
     #[arg(help_heading = topic::FLOW_DB, long = "no-series-store", hide = true)]
     pub no_series_store: bool,
+    /// Meter on N threads (1 to 64), each with its own flow table, the packets spread by a
+    /// symmetric hash of their addresses (the database holds the same records as with one).
+    #[arg(help_heading = topic::METER, long, value_name = "N", default_value_t = 1)]
+    pub workers: usize,
     /// Summary on standard error.
     #[arg(help_heading = topic::OUTPUT, long, value_enum, default_value_t = SummaryFormat::Text)]
     pub summary: SummaryFormat,
@@ -114,6 +118,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         format: None,
     }
     .add(&mut doc);
+    let tunnel = flow.decode.tunnel;
     let consumers = Consumers {
         flow,
         flows: None,
@@ -135,7 +140,12 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         anonymize: a.anonymize.clone(),
         ..Consumers::default()
     };
-    let added = consumers.add(&mut doc, &[PacketGate::files(gate.clone())]);
+    let workers = trawl_capture::live::limits::WORKERS
+        .check_usize(a.workers)
+        .map_err(crate::flag::flag_error)?;
+    let gates = crate::plan::files::spread(&mut doc, gate.clone(), workers, tunnel);
+    let added = consumers.add(&mut doc, &gates);
+    crate::plan::files::set_lanes(&mut doc, &added.meters);
     // The detectors' events name addresses as captured: not beside anonymized records.
     if !a.no_series_store && a.anonymize.key.is_none() {
         packet_detectors(&mut doc, a, &gate);

@@ -130,8 +130,10 @@ fn meter_command(
                 filter: input.filter.clone(),
                 format: input.forced_format,
             };
-            let gate = plan::consumers::PacketGate::files(files.add(&mut doc));
-            (vec![gate], vec![plan::files::SOURCE.to_string()])
+            let gate = files.add(&mut doc);
+            let gates =
+                plan::files::spread(&mut doc, gate, input.workers, input.flow.decode.tunnel);
+            (gates, vec![plan::files::SOURCE.to_string()])
         }
         Some(live) => {
             let workers = plan::live::capture(&mut doc, live, input.filter.as_deref(), 0);
@@ -169,6 +171,9 @@ fn meter_command(
             .unwrap_or_default(),
     };
     let added = consumers.add(&mut doc, &gates);
+    if input.live.is_none() {
+        plan::files::set_lanes(&mut doc, &added.meters);
+    }
     if input.print_composition {
         print!("{}", doc.to_toml());
         return Ok(ExitCode::SUCCESS);

@@ -196,7 +196,10 @@ impl Consumers {
             || self.export.is_some()
             || self.series_feed.is_some();
         // Live, the outputs have their own thread: capture threads only capture and meter.
-        let pool = (live && outputs).then(|| {
+        // So do those of meters on threads of their own (files with `--workers`): queues
+        // from the reading thread to the meters and back would go round in a circle.
+        let threaded = packet_gates.iter().any(|g| g.thread.is_some());
+        let pool = ((live || threaded) && outputs).then(|| {
             doc.pool_of_threads(OUTPUTS, 1);
             OUTPUTS
         });

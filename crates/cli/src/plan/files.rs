@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use trawl_capture::FileFormat;
-use trawl_compose::Document;
+use trawl_compose::{Document, Policy};
 
 /// The name of the source block in the plans of the file commands.
 pub const SOURCE: &str = "file";
@@ -45,5 +45,58 @@ impl FileInput {
             // reported and counted, and the others are read.
             .set("skip_unreadable", true);
         format!("{SOURCE}.packets")
+    }
+}
+
+/// The block that spreads the files' packets over the meters of `--workers N`.
+pub const LANES: &str = "lanes";
+
+/// The pool of the meters of `--workers N` over files (one thread each); the source, the
+/// lanes and the writers stay on the first pool's thread.
+pub const METERS_POOL: &str = "capture";
+
+/// `--workers N` over files: the packets of `gate` spread over `workers` meters by a
+/// symmetric hash of their flow's addresses (`packet_lanes`, on the reading thread), each
+/// meter on a thread of its own. Returns the gates the meters are fed from (one per meter,
+/// all the lanes' output), and with one worker `gate` alone, as before.
+pub fn spread(
+    doc: &mut Document,
+    gate: String,
+    workers: usize,
+    tunnel: trawl_flow::decode::TunnelMode,
+) -> Vec<super::consumers::PacketGate> {
+    if workers <= 1 {
+        return vec![super::consumers::PacketGate::files(gate)];
+    }
+    doc.pool_of_threads("main", 1);
+    doc.pool_of_threads(METERS_POOL, workers);
+    let tunnel = match tunnel {
+        trawl_flow::decode::TunnelMode::Outer => "outer",
+        trawl_flow::decode::TunnelMode::Inner => "inner",
+    };
+    doc.block(LANES, "packet_lanes")
+        .on("main", Some(0))
+        .set("lanes", workers as i64)
+        .set("tunnel", tunnel);
+    doc.connect(&gate, &[&format!("{LANES}.packets")], Policy::Wait);
+    (0..workers)
+        .map(|w| super::consumers::PacketGate {
+            gate: format!("{LANES}.packets"),
+            iface: 0,
+            thread: Some(w),
+        })
+        .collect()
+}
+
+/// Gives each of `meters` (the meters [`spread`]'s gates feed, in order) its lane.
+pub fn set_lanes(doc: &mut Document, meters: &[String]) {
+    if meters.len() <= 1 {
+        return;
+    }
+    for (lane, name) in meters.iter().enumerate() {
+        if let Some(t) = doc.block_table(name) {
+            t.insert("lane".into(), toml::Value::Integer(lane as i64));
+            t.insert("lanes".into(), toml::Value::Integer(meters.len() as i64));
+        }
     }
 }

@@ -593,6 +593,7 @@ mod voip_live;
 mod voip_lookup;
 mod voip_sipp;
 mod voip_tcp;
+mod workers;
 
 /// Issue 27 item 12: every numeric and duration setting of the meter and the capture has one
 /// allowed range, and a value outside it is refused (exit 2) with the range, not accepted
