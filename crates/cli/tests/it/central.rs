@@ -413,10 +413,7 @@ mod with_brokers {
                 // One worker: GoFlow2's workers share its template cache without order, so
                 // with two a data set can be decoded before the message that carried its
                 // template (CI lost 217 of 511 records to "template error" that way).
-                .args([
-                    "-listen",
-                    &format!("netflow://127.0.0.1:{port}?workers=1"),
-                ])
+                .args(["-listen", &format!("netflow://127.0.0.1:{port}?workers=1")])
                 .args(["-format", "bin", "-transport", "kafka"])
                 .args([
                     "-transport.kafka.brokers",

@@ -578,6 +578,7 @@ mod modules;
 mod outputs;
 mod progress;
 mod service;
+mod sflow;
 mod store;
 mod stored;
 mod svc;
