@@ -16,6 +16,9 @@
 #   sip-tester (SIPp): the VoIP test places real calls with RTP across a veth pair.
 #   sox: the VoIP audio test decodes G.711 payloads with it (an independent decoder).
 #   zlib1g-dev: librdkafka, built from source for the `kafka` feature (docs/adr/0009-kafka-client.md).
+#   pmacct: the sFlow test replays captured datagrams to trawl's collector and to pmacct's
+#     sfacctd and compares their totals; python's mmdb-writer and maxminddb (pip below):
+#     the enrichment test writes MaxMind DB files and reads them back as the oracle.
 #   kcat, protobuf-compiler: the Kafka tests consume trawl's topic with kcat and decode its
 #     Protobuf messages with protoc, without trawl (the brokers: scripts/services.sh).
 #   chromium, chromium-driver: the console's end-to-end test drives a headless Chromium over
@@ -23,7 +26,7 @@
 # The flow tests need no tshark: its outputs there are committed as golden files.
 set -euo pipefail
 
-packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd python3 python3-pip sip-tester sox zlib1g-dev kcat protobuf-compiler openssl chromium chromium-driver)
+packages=(build-essential pkg-config libpcap-dev curl ca-certificates iproute2 tcpreplay tshark nfdump softflowd pmacct python3 python3-pip sip-tester sox zlib1g-dev kcat protobuf-compiler openssl chromium chromium-driver)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -78,6 +81,13 @@ if ! python3 -c 'import fastavro' 2>/dev/null; then
     python3 -m pip install --quiet fastavro 2>/dev/null \
         || python3 -m pip install --quiet --break-system-packages fastavro \
         || echo "deps: WARNING: could not install fastavro; the Kafka Avro test will fail"
+fi
+
+if ! python3 -c 'import mmdb_writer, maxminddb' 2>/dev/null; then
+    echo "deps: installing the mmdb-writer and maxminddb Python packages (pip)"
+    python3 -m pip install --quiet mmdb-writer maxminddb 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages mmdb-writer maxminddb \
+        || echo "deps: WARNING: could not install mmdb-writer/maxminddb; the enrichment test will fail"
 fi
 
 if ! python3 -c 'import prometheus_client' 2>/dev/null; then

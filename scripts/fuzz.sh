@@ -7,7 +7,9 @@
 # tpacket_block (any bytes as a TPACKET_V3 block through the live capture walk), packet_store
 # (any bytes as a stored segment and its index: reading, index parsing, crash repair),
 # flow_decoder (any bytes as a sequence of IPFIX / NetFlow v9 / v5 messages through the
-# collector's decoder), query_syntax (any text as a `trawl query` condition: errors point inside
+# collector's decoder), sflow (any bytes as an sFlow v5 datagram through the parser and the
+# decoder: no panic, errors inside the datagram, no more records than raw headers, each scaled
+# by a rate of at least 1), query_syntax (any text as a `trawl query` condition: errors point inside
 # it, what parses round-trips through its canonical form), composition (any text as a
 # composition file through the checker: no panic, refusals name a problem, accepted plans are
 # consistent), store_pages (any bytes as a column chunk through the flow store's direct page
@@ -44,7 +46,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder sflow query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -43,6 +43,8 @@ pub fn anonymizer(key: Option<&Path>, keep: &[String]) -> Result<Option<Anonymiz
 pub fn record(anon: &mut Anonymizer, r: &mut FlowRecord<'_>) {
     r.src_ip = anon.ip(r.src_ip);
     r.dst_ip = anon.ip(r.dst_ip);
+    // An sFlow agent's address names a device as much as the exporter's does.
+    r.extra.agent = r.extra.agent.map(|a| anon.ip(a));
 }
 
 /// `packet_anonymizer`: every packet with the IP addresses it carries anonymized

@@ -1,6 +1,6 @@
-//! `ipfix_source`: IPFIX, NetFlow v9 and v5 in (UDP datagrams, IPFIX over TCP, or IPFIX
-//! files), flow records out. What `trawl collect` runs: one trawl can so be the collector of
-//! others, of routers and of softflowd.
+//! `ipfix_source`: IPFIX, NetFlow v9 and v5 and sFlow v5 in (UDP datagrams, IPFIX over TCP,
+//! IPFIX files, or capture files of those datagrams), flow records out. What `trawl collect`
+//! runs: one trawl can so be the collector of others, of routers, switches and of softflowd.
 //!
 //! Templates are kept per exporter and observation domain, sequence numbers are followed
 //! (missing records counted), and bad input is counted and named (the file and byte offset,
@@ -44,18 +44,22 @@ pub struct IpfixSource {
     counters: Option<Counters>,
     /// `anonymize`: applied to every record and exporter address as it goes out.
     anon: Option<trawl_anon::Anonymizer>,
+    /// `geoip_asn`, `geoip_country`, `interfaces`: applied to every record as it is decoded
+    /// (before anonymization: the lookups need the real addresses).
+    enrich: Option<trawl_geo::Enricher>,
 }
 
 /// Settings of `ipfix_source`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IpfixSettings {
-    /// Receive on these addresses: `udp://HOST:PORT` (IPFIX, NetFlow v9 and v5 on one port)
-    /// or `tcp://HOST:PORT` (IPFIX over TCP).
+    /// Receive on these addresses: `udp://HOST:PORT` (IPFIX, NetFlow v9 and v5, sFlow v5 on
+    /// one port; `sflow://HOST:PORT` is the same) or `tcp://HOST:PORT` (IPFIX over TCP).
     #[serde(default)]
     pub listen: Vec<String>,
-    /// Read these IPFIX files (RFC 5655: messages back to back, as `flow_export` writes)
-    /// instead of listening, one after the other.
+    /// Read these IPFIX files (RFC 5655: messages back to back, as `flow_export` writes), or
+    /// capture files (pcap, pcapng) of sFlow / NetFlow / IPFIX datagrams, instead of
+    /// listening, one after the other.
     #[serde(default)]
     pub files: Vec<PathBuf>,
     /// The interface name of the records read from files (their origin, which a `flow_store`
@@ -82,6 +86,13 @@ pub struct IpfixSettings {
     /// With `anonymize`: prefixes whose addresses stay as they are (`10.0.0.0/8`).
     #[serde(default)]
     pub keep: Vec<String>,
+    /// MaxMind DB file (GeoLite2 / DB-IP ASN): records get `src_as` / `dst_as`.
+    pub geoip_asn: Option<PathBuf>,
+    /// MaxMind DB file (GeoLite2 / DB-IP Country): records get `src_country` / `dst_country`.
+    pub geoip_country: Option<PathBuf>,
+    /// Interface names of exporters (CSV `EXPORTER,IFINDEX,NAME,DESCRIPTION`): records get
+    /// `in_if_name` ... for their `in_if` / `out_if`.
+    pub interfaces: Option<PathBuf>,
 }
 
 fn default_pen() -> u32 {
@@ -109,6 +120,17 @@ struct Counters {
     options_records: Counter,
     sequence_missing: Counter,
     sequence_resets: Counter,
+    messages_sflow: Counter,
+    sflow_flow_samples: Counter,
+    sflow_counter_samples: Counter,
+    sflow_not_ip: Counter,
+    sflow_skipped: Counter,
+    /// Capture files: the datagrams decoded and the packets that were none.
+    capture_datagrams: Counter,
+    capture_skipped: Counter,
+    /// Enrichment: address lookups, and those its cache answered.
+    enrich_lookups: Counter,
+    enrich_cache_hits: Counter,
     errors: Vec<Counter>,
     udp_receives: Counter,
     udp_datagrams: Counter,
@@ -138,6 +160,15 @@ impl Counters {
             options_records: ctx.counter("options_records"),
             sequence_missing: ctx.counter("sequence_missing"),
             sequence_resets: ctx.counter("sequence_resets"),
+            messages_sflow: ctx.counter("messages_sflow"),
+            sflow_flow_samples: ctx.counter("sflow_flow_samples"),
+            sflow_counter_samples: ctx.counter("sflow_counter_samples"),
+            sflow_not_ip: ctx.counter("sflow_not_ip"),
+            sflow_skipped: ctx.counter("sflow_skipped"),
+            capture_datagrams: ctx.counter("capture_datagrams"),
+            capture_skipped: ctx.counter("capture_skipped"),
+            enrich_lookups: ctx.counter("enrich_lookups"),
+            enrich_cache_hits: ctx.counter("enrich_cache_hits"),
             errors: DecodeErrorKind::ALL
                 .iter()
                 .map(|k| ctx.counter(&error_counter(*k)))
@@ -161,6 +192,11 @@ impl Counters {
         self.options_records.set(s.options_records);
         self.sequence_missing.set(s.sequence_missing);
         self.sequence_resets.set(s.sequence_resets);
+        self.messages_sflow.set(s.messages_sflow);
+        self.sflow_flow_samples.set(s.sflow_flow_samples);
+        self.sflow_counter_samples.set(s.sflow_counter_samples);
+        self.sflow_not_ip.set(s.sflow_not_ip);
+        self.sflow_skipped.set(s.sflow_skipped);
         for (c, n) in self.errors.iter().zip(s.errors) {
             c.set(n);
         }
@@ -172,7 +208,7 @@ enum Input {
     Files {
         files: Vec<(PathBuf, Arc<str>)>,
         next: usize,
-        open: Option<FileReader>,
+        open: Option<OpenFile>,
     },
     Network(Network),
 }
@@ -183,6 +219,20 @@ enum Input {
 enum Source<'a> {
     Peer(SocketAddr),
     File(&'a Path, u64),
+    /// A datagram of a capture file: the file, its packet number and its sender.
+    Capture(&'a Path, u64, SocketAddr),
+}
+
+/// A file being read: IPFIX messages, or the datagrams of a capture.
+enum OpenFile {
+    Ipfix(FileReader),
+    Capture {
+        path: PathBuf,
+        name: Arc<str>,
+        // Boxed: the capture reader's buffers and decoder are far larger than the other
+        // variant, and a file is opened once.
+        datagrams: Box<crate::datagrams::CaptureDatagrams>,
+    },
 }
 
 /// The exporter address the decoder keys a file's templates by: a fixed one, which keeps them
@@ -193,7 +243,7 @@ const FILE_EXPORTER: SocketAddr =
 impl Source<'_> {
     fn exporter(self) -> SocketAddr {
         match self {
-            Source::Peer(a) => a,
+            Source::Peer(a) | Source::Capture(.., a) => a,
             Source::File(..) => FILE_EXPORTER,
         }
     }
@@ -206,6 +256,13 @@ impl Source<'_> {
                 "{}: offset {}: {} ({}), in the message at offset {message}",
                 path.display(),
                 message + e.offset as u64,
+                e.kind.name(),
+                e.detail
+            ),
+            Source::Capture(path, packet, from) => format!(
+                "{}: packet {packet}: datagram from {from} at offset {}: {} ({})",
+                path.display(),
+                e.offset,
                 e.kind.name(),
                 e.detail
             ),
@@ -225,7 +282,12 @@ impl Block for IpfixSource {
         doc: "the decoded records, in batches of one origin (exporter and observation domain, or file)",
     }];
     type Settings = IpfixSettings;
-    const PATHS: &'static [PathSetting] = &[PathSetting::path("files")];
+    const PATHS: &'static [PathSetting] = &[
+        PathSetting::path("files"),
+        PathSetting::path("geoip_asn"),
+        PathSetting::path("geoip_country"),
+        PathSetting::path("interfaces"),
+    ];
 
     fn check(s: &IpfixSettings) -> Result<(), String> {
         crate::anon::check(s.anonymize.as_deref(), &s.keep)?;
@@ -291,6 +353,12 @@ impl Block for IpfixSource {
             log_errors: s.log_errors,
             counters: None,
             anon: crate::anon::anonymizer(s.anonymize.as_deref(), &s.keep)?,
+            enrich: trawl_geo::Enricher::open(&trawl_geo::EnrichFiles {
+                asn: s.geoip_asn,
+                country: s.geoip_country,
+                interfaces: s.interfaces,
+            })
+            .map_err(|e| e.to_string())?,
         })
     }
 
@@ -313,9 +381,7 @@ impl Block for IpfixSource {
         };
         self.input = Some(input);
         self.send(ctx);
-        if let Some(c) = &self.counters {
-            c.decoder(self.decoder.stats());
-        }
+        self.count_decoded();
         if self.spent {
             return Poll::Done;
         }
@@ -324,13 +390,26 @@ impl Block for IpfixSource {
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         self.send(ctx);
-        if let Some(c) = &self.counters {
-            c.decoder(self.decoder.stats());
+        self.count_decoded();
+        // The sFlow counter samples per agent interface, for the command's summary.
+        for ((agent, if_index), i) in self.decoder.sflow_interfaces() {
+            ctx.note(sflow_interface_note(agent, if_index, &i));
         }
     }
 }
 
 impl IpfixSource {
+    /// Brings the decoder's and the enrichment's counters into the block's.
+    fn count_decoded(&self) {
+        if let Some(c) = &self.counters {
+            c.decoder(self.decoder.stats());
+            if let Some(e) = &self.enrich {
+                c.enrich_lookups.set(e.lookups);
+                c.enrich_cache_hits.set(e.hits);
+            }
+        }
+    }
+
     /// Reports a problem with the input (counted in the block's errors).
     fn report(&self, ctx: &mut Ctx<'_>, message: String) {
         if self.log_errors {
@@ -357,6 +436,7 @@ impl IpfixSource {
             spent,
             clock,
             anon,
+            enrich,
             ..
         } = self;
         let mut records = 0u64;
@@ -384,7 +464,11 @@ impl IpfixSource {
                 }
                 *pending_origin = Some(name);
             }
-            pending.push(*r);
+            let mut r = *r;
+            if let Some(e) = enrich.as_mut() {
+                e.record(&mut r, Some(o.exporter.ip()));
+            }
+            pending.push(r);
         });
         if let Some(c) = &self.counters {
             c.records.add(records);
@@ -436,17 +520,17 @@ impl IpfixSource {
         ctx: &mut Ctx<'_>,
         files: &[(PathBuf, Arc<str>)],
         next: &mut usize,
-        open: &mut Option<FileReader>,
+        open: &mut Option<OpenFile>,
     ) -> Poll {
-        let reader = match open {
-            Some(r) => r,
+        let file = match open {
+            Some(f) => f,
             None => {
                 let Some((path, name)) = files.get(*next) else {
                     return Poll::Done;
                 };
                 *next += 1;
-                match FileReader::open(path, name.clone()) {
-                    Ok(r) => open.insert(r),
+                match open_file(path, name) {
+                    Ok(f) => open.insert(f),
                     Err(e) => {
                         self.input_failed();
                         self.report(ctx, e);
@@ -455,6 +539,22 @@ impl IpfixSource {
                 }
             }
         };
+        let ended = match file {
+            OpenFile::Ipfix(reader) => self.poll_ipfix_file(ctx, reader),
+            OpenFile::Capture {
+                path,
+                name,
+                datagrams,
+            } => self.poll_capture(ctx, path, name, datagrams),
+        };
+        if ended {
+            *open = None;
+        }
+        Poll::Busy
+    }
+
+    /// Reads an IPFIX file's messages until a batch is full; whether the file ended.
+    fn poll_ipfix_file(&mut self, ctx: &mut Ctx<'_>, reader: &mut FileReader) -> bool {
         let mut ended = false;
         while self.pending.len() < FLOW_BATCH && !self.spent {
             match reader.next() {
@@ -485,10 +585,50 @@ impl IpfixSource {
         if reader.damaged {
             self.input_failed();
         }
-        if ended {
-            *open = None;
+        ended
+    }
+
+    /// Decodes a capture file's datagrams until a batch is full; whether the file ended.
+    /// Each datagram's records get its capture time (sFlow samples have none of their own).
+    fn poll_capture(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        path: &Path,
+        name: &Arc<str>,
+        datagrams: &mut crate::datagrams::CaptureDatagrams,
+    ) -> bool {
+        let mut ended = false;
+        while self.pending.len() < FLOW_BATCH && !self.spent {
+            match datagrams.next_datagram() {
+                Ok(Some(d)) => {
+                    self.decoder.set_receive_time(d.ts_ns);
+                    let source = Source::Capture(path, d.packet, d.from);
+                    self.message(ctx, source, Some(name), &d.bytes);
+                    if let Some(c) = &self.counters {
+                        c.capture_datagrams.add(1);
+                    }
+                }
+                Ok(None) => {
+                    ended = true;
+                    break;
+                }
+                Err(e) => {
+                    self.input_failed();
+                    self.report(ctx, format!("{}: {e}", path.display()));
+                    ended = true;
+                    break;
+                }
+            }
         }
-        Poll::Busy
+        // Network datagrams that may follow get the wall clock again.
+        self.decoder.set_receive_time(0);
+        if let Some(c) = &self.counters {
+            c.capture_skipped.set(datagrams.skipped);
+            let (read, total) = datagrams.progress();
+            c.progress_bytes.set(read);
+            c.progress_total.set(total);
+        }
+        ended
     }
 
     fn input_failed(&self) {
@@ -626,15 +766,72 @@ pub fn file_iface(path: &Path) -> String {
     name
 }
 
-/// `udp://HOST:PORT` or `tcp://HOST:PORT`: whether TCP, and the address.
+/// A file of `files`: a capture (pcap, pcapng) of datagrams, or else an IPFIX file (whose
+/// messages start with version 10; anything else is reported as damage by its reader).
+fn open_file(path: &Path, name: &Arc<str>) -> Result<OpenFile, String> {
+    let mut head = [0u8; 2];
+    let ipfix = std::fs::File::open(path)
+        .and_then(|mut f| read_up_to(&mut f, &mut head))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?
+        == 2
+        && u16::from_be_bytes(head) == 10;
+    if !ipfix {
+        if let Some(datagrams) = crate::datagrams::CaptureDatagrams::open(path) {
+            return Ok(OpenFile::Capture {
+                path: path.to_path_buf(),
+                name: name.clone(),
+                datagrams: Box::new(datagrams),
+            });
+        }
+    }
+    FileReader::open(path, name.clone()).map(OpenFile::Ipfix)
+}
+
+/// The note `finish` leaves for one sFlow agent interface: `sflow_interface ` and a JSON
+/// object (the command's summary prints it).
+pub fn sflow_interface_note(
+    agent: std::net::IpAddr,
+    if_index: u32,
+    i: &trawl_export::SflowInterface,
+) -> String {
+    let mut v = serde_json::json!({
+        "agent": agent.to_string(),
+        "if_index": if_index,
+        "counter_samples": i.samples,
+    });
+    if let Some(c) = &i.last {
+        v["if_speed"] = c.if_speed.into();
+        v["in_octets"] = c.in_octets.into();
+        v["in_packets"] =
+            (u64::from(c.in_ucast) + u64::from(c.in_multicast) + u64::from(c.in_broadcast)).into();
+        v["in_errors"] = c.in_errors.into();
+        v["in_discards"] = c.in_discards.into();
+        v["out_octets"] = c.out_octets.into();
+        v["out_packets"] =
+            (u64::from(c.out_ucast) + u64::from(c.out_multicast) + u64::from(c.out_broadcast))
+                .into();
+        v["out_errors"] = c.out_errors.into();
+        v["out_discards"] = c.out_discards.into();
+    }
+    format!("{SFLOW_INTERFACE_NOTE}{v}")
+}
+
+/// How the notes of [`sflow_interface_note`] start.
+pub const SFLOW_INTERFACE_NOTE: &str = "sflow_interface ";
+
+/// `udp://HOST:PORT` (or `sflow://HOST:PORT`, the same) or `tcp://HOST:PORT`: whether TCP,
+/// and the address.
 fn listen_address(l: &str) -> Result<(bool, SocketAddr), String> {
     let (tcp, addr) = if let Some(a) = l.strip_prefix("tcp://") {
         (true, a)
-    } else if let Some(a) = l.strip_prefix("udp://") {
+    } else if let Some(a) = l
+        .strip_prefix("udp://")
+        .or_else(|| l.strip_prefix("sflow://"))
+    {
         (false, a)
     } else {
         return Err(format!(
-            "listen `{l}`: expected udp://HOST:PORT or tcp://HOST:PORT"
+            "listen `{l}`: expected udp://HOST:PORT, sflow://HOST:PORT or tcp://HOST:PORT"
         ));
     };
     let bind = addr

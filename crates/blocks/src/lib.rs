@@ -9,6 +9,7 @@ pub mod applog;
 pub mod clickhouse_sink;
 mod clock;
 pub mod count;
+pub mod datagrams;
 pub mod detect;
 pub mod dumper;
 pub mod export;

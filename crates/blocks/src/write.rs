@@ -58,6 +58,20 @@ pub struct WriterSettings {
     /// `flow_meter`s feeding it; default `full`).
     #[serde(default)]
     pub features: Option<crate::meter::Features>,
+    /// Flow records only: every record gets the collected fields (`sampling_rate`, `agent`,
+    /// `in_if`, `out_if`) and CSV their columns (default false: JSON records have them only
+    /// when they hold something, an sFlow record's; CSV has none).
+    #[serde(default)]
+    pub collected: bool,
+    /// Flow records only: every record gets the enrichment fields (`src_as`, `dst_as`,
+    /// `src_country`, `dst_country`) and CSV their columns (default false, as `collected`).
+    #[serde(default)]
+    pub enriched: bool,
+    /// Flow records only: every record gets the interface name fields (`in_if_name`,
+    /// `in_if_description`, `out_if_name`, `out_if_description`) and CSV their columns
+    /// (default false, as `collected`).
+    #[serde(default)]
+    pub interface_names: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -114,6 +128,8 @@ impl Block for FlowFileWriter {
         w.writer
             .set_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
         w.writer.set_tunnel_fields(s.tunnel);
+        w.writer.set_extra_fields(s.collected, s.enriched);
+        w.writer.set_interface_fields(s.interface_names);
         w.adopt_header()?;
         Ok(w)
     }

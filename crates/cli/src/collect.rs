@@ -1,6 +1,6 @@
-//! `trawl collect`: IPFIX and NetFlow v5/v9 in (UDP datagrams, IPFIX over TCP, or IPFIX
-//! files), trawl flow records out. One trawl can so be the collector of others, of routers
-//! and of softflowd.
+//! `trawl collect`: IPFIX, NetFlow v5/v9 and sFlow v5 in (UDP datagrams, IPFIX over TCP,
+//! IPFIX files, or captures of such datagrams), trawl flow records out. One trawl can so be
+//! the collector of others, of routers, switches and of softflowd.
 //!
 //! The work is a composition run on the block runtime: an `ipfix_source` feeding a
 //! `flow_writer` and a `flow_store`. This module turns the flags into that composition
@@ -20,12 +20,15 @@ use crate::progress::{draw_composition, ProgressLine};
 
 #[derive(Args, Debug)]
 pub struct CollectArgs {
-    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5 on one port) or
-    /// tcp://HOST:PORT (IPFIX over TCP); repeat for several.
+    /// Receive on this address: udp://HOST:PORT (IPFIX, NetFlow v9 and v5, sFlow v5 on one
+    /// port; sflow://HOST:PORT is the same), or tcp://HOST:PORT (IPFIX over TCP); repeat for
+    /// several.
     #[arg(help_heading = topic::INPUT, long, value_name = "URL", required_unless_present_any = ["read", "kafka"])]
     pub listen: Vec<String>,
     /// Decode an IPFIX file (RFC 5655: messages back to back, as `--export ipfix:PATH`
-    /// writes) instead of listening; repeat for several (read one after the other).
+    /// writes), or a capture (pcap, pcapng) of sFlow / NetFlow / IPFIX datagrams (UDP to
+    /// ports 6343, 2055, 9995, 9996, 4739), instead of listening; repeat for several (read one
+    /// after the other).
     #[arg(
         help_heading = topic::INPUT,
         short = 'r',
@@ -123,6 +126,8 @@ pub struct CollectArgs {
     pub print_composition: bool,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
+    #[command(flatten)]
+    pub enrich: crate::enrich::EnrichArgs,
     /// Export the collected flow records (repeat for several), as `trawl flows --export`:
     /// ipfix+udp://HOST:PORT, json:/path, json+tcp://HOST:PORT,
     /// kafka://BROKER[,BROKER...]/TOPIC[?...] (builds with the `kafka` feature), ...
@@ -168,6 +173,7 @@ pub fn composition(a: &CollectArgs) -> Document {
         .set("max_templates", a.max_templates as i64)
         .set("log_errors", false);
     source = a.anonymize.set_on(source);
+    source = a.enrich.set_on(source);
     source = if a.read.is_empty() {
         source
             .set("listen", a.listen.clone())
@@ -180,6 +186,7 @@ pub fn composition(a: &CollectArgs) -> Document {
     let _ = source;
     let mut to = Vec::new();
     if !a.no_output {
+        let collected = a.format == OutputFormat::Csv && sflow_input(a);
         doc.block(WRITER, "flow_writer")
             .on("main", None)
             .set("path", a.output.display().to_string())
@@ -191,6 +198,15 @@ pub fn composition(a: &CollectArgs) -> Document {
                 },
             )
             .set("mode", "truncate")
+            .set_some("collected", collected.then_some(true))
+            .set_some(
+                "enriched",
+                (a.format == OutputFormat::Csv && a.enrich.geoip()).then_some(true),
+            )
+            .set_some(
+                "interface_names",
+                (a.format == OutputFormat::Csv && a.enrich.interfaces.is_some()).then_some(true),
+            )
             .set_some(
                 "time_format",
                 (a.time_format != TimeFormat::Ns).then_some(a.time_format.name()),
@@ -231,6 +247,19 @@ pub fn composition(a: &CollectArgs) -> Document {
         doc.connect(&format!("{SOURCE}.flows"), &to, Policy::Wait);
     }
     doc
+}
+
+/// Whether the input may be sFlow (whose records have the collected fields, which CSV then
+/// gets columns for): an `sflow://` listener, or a file that is no IPFIX file (a capture).
+fn sflow_input(a: &CollectArgs) -> bool {
+    use std::io::Read;
+    let not_ipfix = |p: &PathBuf| {
+        let mut head = [0u8; 2];
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok_and(|()| head != [0, 10])
+    };
+    a.listen.iter().any(|l| l.starts_with("sflow://")) || a.read.iter().any(not_ipfix)
 }
 
 /// A duration as a composition writes it.
@@ -381,6 +410,11 @@ fn print_summary(
                 "options_records": n(s, "options_records"),
                 "sequence_missing": n(s, "sequence_missing"),
                 "sequence_resets": n(s, "sequence_resets"),
+                "sflow": sflow_summary(s),
+                "capture": {
+                    "datagrams": n(s, "capture_datagrams"),
+                    "skipped": n(s, "capture_skipped"),
+                },
                 "errors": kinds,
                 "error_messages": errors,
                 "elapsed_s": report.elapsed_s,
@@ -416,6 +450,7 @@ fn print_summary(
                 n(s, "withdrawals"),
                 total_errors
             );
+            print_sflow(s);
             let (missing, resets) = (n(s, "sequence_missing"), n(s, "sequence_resets"));
             if missing + resets > 0 {
                 eprintln!(
@@ -429,5 +464,70 @@ fn print_summary(
                 eprintln!("  {e}");
             }
         }
+    }
+}
+
+/// The sFlow agents' interfaces whose counter samples came in (the block's notes).
+fn sflow_interfaces(s: &BlockReport) -> Vec<serde_json::Value> {
+    s.messages
+        .iter()
+        .filter(|m| m.kind == trawl_compose::MessageKind::Note)
+        .filter_map(|m| {
+            m.text
+                .strip_prefix(trawl_blocks::ipfix::SFLOW_INTERFACE_NOTE)
+        })
+        .filter_map(|j| serde_json::from_str(j).ok())
+        .collect()
+}
+
+/// The sFlow section of the JSON summary.
+fn sflow_summary(s: &BlockReport) -> serde_json::Value {
+    serde_json::json!({
+        "datagrams": n(s, "messages_sflow"),
+        "flow_samples": n(s, "sflow_flow_samples"),
+        "counter_samples": n(s, "sflow_counter_samples"),
+        "not_ip": n(s, "sflow_not_ip"),
+        "skipped_samples": n(s, "sflow_skipped"),
+        "interfaces": sflow_interfaces(s),
+    })
+}
+
+/// Most agent interfaces the text summary lists (the JSON summary has them all).
+const SFLOW_INTERFACES_SHOWN: usize = 20;
+
+/// The text summary's sFlow lines (none when no sFlow came in).
+fn print_sflow(s: &BlockReport) {
+    if n(s, "messages_sflow") == 0 {
+        return;
+    }
+    let interfaces = sflow_interfaces(s);
+    eprintln!(
+        "  sFlow: {} datagrams; {} flow samples ({} packet headers not IP), {} counter samples \
+         from {} agent interfaces, {} samples of other formats skipped",
+        n(s, "messages_sflow"),
+        n(s, "sflow_flow_samples"),
+        n(s, "sflow_not_ip"),
+        n(s, "sflow_counter_samples"),
+        interfaces.len(),
+        n(s, "sflow_skipped")
+    );
+    for i in interfaces.iter().take(SFLOW_INTERFACES_SHOWN) {
+        let num = |k: &str| i[k].as_u64().map_or("-".to_string(), |v| v.to_string());
+        eprintln!(
+            "    agent {} ifIndex {}: {} counter samples; in {} octets, {} packets; out {} octets, {} packets",
+            i["agent"].as_str().unwrap_or("?"),
+            num("if_index"),
+            num("counter_samples"),
+            num("in_octets"),
+            num("in_packets"),
+            num("out_octets"),
+            num("out_packets")
+        );
+    }
+    if interfaces.len() > SFLOW_INTERFACES_SHOWN {
+        eprintln!(
+            "    ... {} more (--summary json lists them all)",
+            interfaces.len() - SFLOW_INTERFACES_SHOWN
+        );
     }
 }

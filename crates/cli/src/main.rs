@@ -10,6 +10,7 @@ mod config;
 mod daemon;
 mod detect;
 mod dump;
+mod enrich;
 mod export;
 mod flag;
 mod flows;

@@ -64,11 +64,14 @@ pub enum DecodeErrorKind {
     TemplateLimit = 9,
     /// A data record (a variable-length field) runs past the end of its set.
     RecordPastEnd = 10,
+    /// An sFlow sample (or a record in it) that is cut short or malformed: skipped, the
+    /// samples after it are read.
+    BadSample = 11,
 }
 
 impl DecodeErrorKind {
     /// Number of kinds.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 12;
     /// All kinds in discriminant order.
     pub const ALL: [DecodeErrorKind; Self::COUNT] = [
         Self::ShortHeader,
@@ -82,6 +85,7 @@ impl DecodeErrorKind {
         Self::UnknownTemplate,
         Self::TemplateLimit,
         Self::RecordPastEnd,
+        Self::BadSample,
     ];
 
     /// Counter name (`snake_case`).
@@ -98,6 +102,7 @@ impl DecodeErrorKind {
             Self::UnknownTemplate => "unknown_template",
             Self::TemplateLimit => "template_limit",
             Self::RecordPastEnd => "record_past_end",
+            Self::BadSample => "bad_sample",
         }
     }
 }
@@ -149,10 +154,22 @@ pub struct DecoderStats {
     pub templates: u64,
     /// Templates withdrawn.
     pub withdrawals: u64,
+    /// sFlow v5 datagrams.
+    pub messages_sflow: u64,
+    /// sFlow flow samples (compact and expanded).
+    pub sflow_flow_samples: u64,
+    /// sFlow counter samples (compact and expanded).
+    pub sflow_counter_samples: u64,
+    /// sFlow sampled packet headers that gave no flow record (not IP: ARP, a header protocol
+    /// trawl does not decode; or a flow sample without a raw header).
+    pub sflow_not_ip: u64,
+    /// sFlow samples of formats trawl does not read, skipped.
+    pub sflow_skipped: u64,
     /// Errors by [`DecodeErrorKind`].
     pub errors: [u64; DecodeErrorKind::COUNT],
     /// What the exporters' sequence numbers say never arrived: IPFIX data records, NetFlow
-    /// v5 flows, NetFlow v9 export packets (each counts in its own unit, RFC 7011 / RFC 3954).
+    /// v5 flows, NetFlow v9 export packets, sFlow datagrams (each counts in its own unit,
+    /// RFC 7011 / RFC 3954 / sFlow v5).
     pub sequence_missing: u64,
     /// Sequence numbers that went backwards (an exporter restarted, or datagrams were
     /// reordered).
@@ -171,10 +188,22 @@ impl DecoderStats {
 pub struct Origin {
     /// The exporter's address.
     pub exporter: SocketAddr,
-    /// 5, 9 or 10.
+    /// 5, 9 or 10; [`SFLOW_VERSION`] for sFlow v5.
     pub version: u16,
-    /// Observation domain (v9 source id, v5 engine id).
+    /// Observation domain (v9 source id, v5 engine id, sFlow sub-agent id).
     pub domain: u32,
+}
+
+/// [`Origin::version`] of sFlow v5 datagrams (NetFlow v5 has 5).
+pub const SFLOW_VERSION: u16 = 0x5f05;
+
+/// The counter samples of one sFlow agent's interface.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SflowInterface {
+    /// Counter samples received.
+    pub samples: u64,
+    /// The latest generic interface counters, if any sample had them.
+    pub last: Option<crate::sflow::IfCounters>,
 }
 
 /// One decoded data record.
@@ -256,6 +285,13 @@ pub struct Decoder {
     fast_layouts: bool,
     /// The record [`read_trawl_flow`] fills in place.
     scratch: FlowRecord<'static>,
+    /// sFlow counter samples per (agent, ifIndex); as bounded as the template cache.
+    sflow_interfaces: HashMap<(IpAddr, u32), SflowInterface>,
+    /// The time sFlow records get (ns; sFlow samples carry none): set by a caller that knows
+    /// when the datagram was captured, else 0 for the wall clock at decoding.
+    receive_ns: u64,
+    /// The packet decoder's scratch for sFlow's sampled headers.
+    sflow_scratch: trawl_flow::decode::Decoded,
 }
 
 struct Ctx<'s> {
@@ -336,6 +372,7 @@ pub fn empty_record() -> FlowRecord<'static> {
         fwd_payload: &[],
         rev_payload: &[],
         end_reason: EndReason::End,
+        extra: trawl_flow::RecordExtra::default(),
     }
 }
 
@@ -366,6 +403,9 @@ impl Decoder {
             stats: DecoderStats::default(),
             fast_layouts: true,
             scratch: empty_record(),
+            sflow_interfaces: HashMap::new(),
+            receive_ns: 0,
+            sflow_scratch: Default::default(),
         }
     }
 
@@ -400,6 +440,23 @@ impl Decoder {
         }
     }
 
+    /// The time (ns since the epoch) the records of the next sFlow datagrams get: when they
+    /// were captured (a pcap's packet time). 0, the default, takes the wall clock at decoding.
+    pub fn set_receive_time(&mut self, ns: u64) {
+        self.receive_ns = ns;
+    }
+
+    /// sFlow counter samples per (agent address, ifIndex), sorted.
+    pub fn sflow_interfaces(&self) -> Vec<((IpAddr, u32), SflowInterface)> {
+        let mut v: Vec<_> = self
+            .sflow_interfaces
+            .iter()
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        v.sort_by_key(|(k, _)| *k);
+        v
+    }
+
     /// Templates cached now.
     pub fn templates_cached(&self) -> usize {
         self.templates.len()
@@ -430,6 +487,9 @@ impl Decoder {
             });
         } else {
             match u16_at(msg, 0) {
+                // sFlow's version is a 32-bit word: its first half is 0, which no NetFlow or
+                // IPFIX version is.
+                0 => self.decode_sflow(&mut ctx, msg, sink),
                 5 => self.decode_v5(&mut ctx, msg, sink),
                 9 => self.decode_v9(&mut ctx, msg, sink),
                 10 => self.decode_ipfix(&mut ctx, msg, sink),
@@ -443,6 +503,103 @@ impl Decoder {
         }
         let n = ctx.records;
         (n, first_error)
+    }
+
+    fn decode_sflow(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        msg: &[u8],
+        sink: &mut dyn FnMut(&Origin, Item<'_>),
+    ) {
+        use crate::sflow::{self, Event};
+        let (header, _) = match sflow::parse_header(msg) {
+            Ok(h) => h,
+            Err(e) => {
+                let kind = match e.field {
+                    "version" if msg.len() >= 4 => DecodeErrorKind::UnsupportedVersion,
+                    _ => DecodeErrorKind::ShortHeader,
+                };
+                ctx.fail(&mut self.stats, e.offset, kind, || {
+                    format!("sFlow {}: {}", e.field, e.detail)
+                });
+                return;
+            }
+        };
+        self.stats.messages_sflow += 1;
+        ctx.version = SFLOW_VERSION;
+        ctx.domain = header.sub_agent;
+        self.sequence(ctx, header.sequence, header.sequence.wrapping_add(1));
+        let origin = Origin {
+            exporter: ctx.exporter,
+            version: SFLOW_VERSION,
+            domain: header.sub_agent,
+        };
+        let time_ns = if self.receive_ns != 0 {
+            self.receive_ns
+        } else {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        };
+        let Decoder {
+            stats,
+            sflow_interfaces,
+            sflow_scratch,
+            config,
+            ..
+        } = self;
+        let mut last_flow_sample = usize::MAX;
+        let result = sflow::parse(msg, &mut |h, event| match event {
+            Event::Packet(sample, raw) => {
+                if sample.offset != last_flow_sample {
+                    last_flow_sample = sample.offset;
+                    stats.sflow_flow_samples += 1;
+                }
+                match sflow::packet_record(h, sample, raw, time_ns, sflow_scratch) {
+                    Ok(rec) => {
+                        stats.flows += 1;
+                        ctx.records += 1;
+                        sink(&origin, Item::Flow(&rec));
+                    }
+                    Err(_) => stats.sflow_not_ip += 1,
+                }
+            }
+            Event::FlowWithoutHeader(_) => {
+                stats.sflow_flow_samples += 1;
+                stats.sflow_not_ip += 1;
+            }
+            Event::Counters(sample, generic) => {
+                stats.sflow_counter_samples += 1;
+                let key = (h.agent, generic.map_or(sample.source_index, |g| g.if_index));
+                let room = sflow_interfaces.len() < config.max_templates;
+                if let Some(i) = sflow_interfaces.get_mut(&key) {
+                    i.samples += 1;
+                    i.last = generic.copied().or(i.last);
+                } else if room {
+                    sflow_interfaces.insert(
+                        key,
+                        SflowInterface {
+                            samples: 1,
+                            last: generic.copied(),
+                        },
+                    );
+                }
+            }
+            Event::Skipped(..) => stats.sflow_skipped += 1,
+            Event::Malformed(e) => {
+                ctx.fail(stats, e.offset, DecodeErrorKind::BadSample, || {
+                    format!("sFlow {}: {}", e.field, e.detail)
+                });
+            }
+        });
+        if let Err(e) = result {
+            ctx.fail(
+                &mut self.stats,
+                e.offset,
+                DecodeErrorKind::BadSample,
+                || format!("sFlow {}: {}", e.field, e.detail),
+            );
+        }
     }
 
     fn decode_v5(
@@ -496,6 +653,9 @@ impl Decoder {
             rec.dst_port = u16_at(r, 34);
             rec.fwd.tcp_flags = r[37];
             rec.proto = r[38];
+            // SNMP ifIndexes of the router's input and output interfaces (0: not known).
+            rec.extra.in_if = u32::from(u16_at(r, 12));
+            rec.extra.out_if = u32::from(u16_at(r, 14));
             self.stats.flows += 1;
             ctx.records += 1;
             sink(&origin, Item::Flow(&rec));

@@ -58,6 +58,7 @@ pub mod ie;
 #[cfg(feature = "kafka")]
 mod kafka;
 pub mod pb;
+pub mod sflow;
 pub mod socket;
 pub mod spool;
 mod sys;
@@ -68,6 +69,7 @@ use std::path::PathBuf;
 
 pub use decode::{
     DecodeError, DecodeErrorKind, Decoder, DecoderConfig, DecoderStats, Item, Origin,
+    SflowInterface, SFLOW_VERSION,
 };
 pub use destination::{
     Biflow, Destination, FeedAddr, KafkaAcks, KafkaFormat, KafkaKey, KafkaTarget,

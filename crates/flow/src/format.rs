@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 use crate::config::FeatureLevel;
-use crate::record::{DirectionRecord, FlowRecord};
+use crate::record::{DirectionRecord, FlowRecord, InterfaceInfo, RecordExtra};
 
 /// Output format of flow records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +37,13 @@ pub struct RecordWriter {
     tunnel_fields: bool,
     /// The fields written: those the meter's feature level keeps.
     features: FeatureLevel,
+    /// Every record gets the collected fields (`sampling_rate` ...), not only those that
+    /// have them (JSON), and CSV the columns.
+    collected_fields: bool,
+    /// Every record gets the enrichment fields (`src_as` ...), and CSV the columns.
+    enriched_fields: bool,
+    /// Every record gets the interface name fields (`in_if_name` ...), and CSV the columns.
+    interface_fields: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -167,12 +174,15 @@ impl RecordWriter {
             rfc3339_times: false,
             tunnel_fields: false,
             features: FeatureLevel::Full,
+            collected_fields: false,
+            enriched_fields: false,
+            interface_fields: false,
         }
     }
 
-    /// Adds the outer tunnel's fields last (after the round-trip fields): `tunnel_type`, `tunnel_src`,
-    /// `tunnel_dst`, `tunnel_id` (null in JSON, empty in CSV, for a flow that came through no
-    /// tunnel). Set by `--tunnel inner`, the only mode in which records have a tunnel, so that
+    /// Adds the outer tunnel's fields after the round-trip fields: `tunnel_type`,
+    /// `tunnel_src`, `tunnel_dst`, `tunnel_id` (null in JSON, empty in CSV, for a flow that
+    /// came through no tunnel). Set by `--tunnel inner`, the only mode in which records have a tunnel, so that
     /// records of the default mode keep their fields.
     pub fn set_tunnel_fields(&mut self, on: bool) {
         self.tunnel_fields = on;
@@ -187,6 +197,22 @@ impl RecordWriter {
     pub fn with_features(mut self, level: FeatureLevel) -> Self {
         self.set_features(level);
         self
+    }
+
+    /// Gives every record the collected fields (`sampling_rate`, `agent`, `in_if`, `out_if`)
+    /// and the enrichment fields (`src_as`, `dst_as`, `src_country`, `dst_country`), after
+    /// the round-trip and tunnel fields. Without it, JSON records have them only when they hold something
+    /// (an sFlow record, an enriched one) and CSV has no such columns.
+    pub fn set_extra_fields(&mut self, collected: bool, enriched: bool) {
+        self.collected_fields = collected;
+        self.enriched_fields = enriched;
+    }
+
+    /// Gives every record the interface name fields (`in_if_name`, `in_if_description`,
+    /// `out_if_name`, `out_if_description`), last; without it JSON records have them only
+    /// when a mapping named an interface, CSV never.
+    pub fn set_interface_fields(&mut self, on: bool) {
+        self.interface_fields = on;
     }
 
     /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
@@ -278,6 +304,15 @@ impl RecordWriter {
         }
         if self.tunnel_fields {
             names.extend(TUNNEL_FIELDS.iter().map(|f| f.to_string()));
+        }
+        if self.collected_fields {
+            names.extend(COLLECTED_FIELDS.iter().map(|s| s.to_string()));
+        }
+        if self.enriched_fields {
+            names.extend(ENRICHED_FIELDS.iter().map(|s| s.to_string()));
+        }
+        if self.interface_fields {
+            names.extend(INTERFACE_FIELDS.iter().map(|s| s.to_string()));
         }
         names
     }
@@ -403,12 +438,90 @@ impl RecordWriter {
         if self.tunnel_fields {
             tunnel_fields(&mut c, r);
         }
+        if self.collected_fields || (json && r.extra.is_collected()) {
+            extra_collected(&mut c, &r.extra);
+        }
+        if self.enriched_fields || (json && r.extra.is_enriched()) {
+            extra_enriched(&mut c, &r.extra);
+        }
+        if self.interface_fields || (json && r.extra.has_interface_names()) {
+            extra_interfaces(&mut c, &r.extra);
+        }
         if json {
             c.lit(b"}");
         }
         c.lit(b"\n");
         c.drain_into(out);
     }
+}
+
+/// The collected fields, in output order (after `community_id`).
+const COLLECTED_FIELDS: [&str; 4] = ["sampling_rate", "agent", "in_if", "out_if"];
+/// The enrichment fields, after the collected ones.
+const ENRICHED_FIELDS: [&str; 4] = ["src_as", "dst_as", "src_country", "dst_country"];
+
+fn extra_collected<const JSON: bool>(c: &mut Cursor<'_, JSON>, x: &RecordExtra) {
+    c.key(key!("sampling_rate"));
+    c.uint(u64::from(x.sampling_rate));
+    c.key(key!("agent"));
+    match x.agent {
+        Some(a) => c.ip(a),
+        None if JSON => c.lit(b"null"),
+        None => {}
+    }
+    c.key(key!("in_if"));
+    c.uint(u64::from(x.in_if));
+    c.key(key!("out_if"));
+    c.uint(u64::from(x.out_if));
+}
+
+fn extra_enriched<const JSON: bool>(c: &mut Cursor<'_, JSON>, x: &RecordExtra) {
+    c.key(key!("src_as"));
+    c.uint(u64::from(x.src_as));
+    c.key(key!("dst_as"));
+    c.uint(u64::from(x.dst_as));
+    c.key(key!("src_country"));
+    country(c, x.src_country);
+    c.key(key!("dst_country"));
+    country(c, x.dst_country);
+}
+
+/// The interface name fields, last.
+const INTERFACE_FIELDS: [&str; 4] = [
+    "in_if_name",
+    "in_if_description",
+    "out_if_name",
+    "out_if_description",
+];
+
+/// Longest interface name or description written, in characters (escaped, at most six
+/// bytes each): the record is assembled in a fixed buffer.
+const INTERFACE_TEXT_CHARS: usize = 64;
+
+fn extra_interfaces<const JSON: bool>(c: &mut Cursor<'_, JSON>, x: &RecordExtra) {
+    fn name(i: Option<&'static InterfaceInfo>) -> &'static str {
+        i.map_or("", |i| &i.name)
+    }
+    fn description(i: Option<&'static InterfaceInfo>) -> &'static str {
+        i.map_or("", |i| &i.description)
+    }
+    c.key(key!("in_if_name"));
+    c.text(name(x.in_if_info));
+    c.key(key!("in_if_description"));
+    c.text(description(x.in_if_info));
+    c.key(key!("out_if_name"));
+    c.text(name(x.out_if_info));
+    c.key(key!("out_if_description"));
+    c.text(description(x.out_if_info));
+}
+
+/// A country code as text: two letters, or empty when not known (or not letters).
+fn country<const JSON: bool>(c: &mut Cursor<'_, JSON>, code: [u8; 2]) {
+    c.quote();
+    if code.iter().all(u8::is_ascii_alphabetic) {
+        c.bytes(&code);
+    }
+    c.quote();
 }
 
 /// The outer tunnel's fields, in output order.
@@ -603,6 +716,22 @@ impl<const JSON: bool> Cursor<'_, JSON> {
         if JSON {
             self.lit(b"\"");
         }
+    }
+
+    /// Text from a mapping file (at most [`INTERFACE_TEXT_CHARS`] characters): a JSON string,
+    /// or a CSV field quoted when it needs to be.
+    fn text(&mut self, s: &str) {
+        let cut = s
+            .char_indices()
+            .nth(INTERFACE_TEXT_CHARS)
+            .map_or(s, |(i, _)| &s[..i]);
+        let mut out = Vec::with_capacity(cut.len() + 2);
+        if JSON {
+            json_string(cut, &mut out);
+        } else {
+            csv_field(cut, &mut out);
+        }
+        self.bytes(&out);
     }
 
     /// A time: ns since the epoch, or RFC 3339 text (a string in JSON).
@@ -822,6 +951,7 @@ mod tests {
             fwd_payload: b"GET",
             rev_payload: b"",
             end_reason: EndReason::Fin,
+            extra: Default::default(),
         }
     }
 

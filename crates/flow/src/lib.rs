@@ -54,7 +54,7 @@ pub use community_id::{CommunityId, CommunityIdText};
 pub use config::{limits, FeatureLevel, FlowConfig, SECOND_NS};
 pub use key::FlowKey;
 pub use meter::{FlowMeter, FlowSink, MeterStats, PacketOutcome, TableSize};
-pub use record::{DirectionRecord, EndReason, FlowRecord, ProtoName};
+pub use record::{DirectionRecord, EndReason, FlowRecord, InterfaceInfo, ProtoName, RecordExtra};
 pub use state::EARLY_PACKETS;
 pub use tunnel::{Tunnel, TunnelType};
 

@@ -246,6 +246,68 @@ pub struct FlowRecord<'a> {
     pub rev_payload: &'a [u8],
     /// Why the record was emitted.
     pub end_reason: EndReason,
+    /// What collection (sFlow sampling, agent, interfaces) and enrichment (AS numbers,
+    /// countries) add; all zero on the records trawl meters itself.
+    pub extra: RecordExtra,
+}
+
+/// The fields of a flow record that collection and enrichment fill in
+/// (`docs/specs/flow-record.md`, "Collected and enriched fields"). Zero (or `None`) means not
+/// known: a metered record has none of them until enrichment adds AS numbers and countries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordExtra {
+    /// The record stands for sampled packets, 1 in this many (sFlow): its packet and byte
+    /// counts are the samples' scaled by it. 0 when the counts are not sampled.
+    pub sampling_rate: u32,
+    /// The sFlow agent that sampled the packets (the address in its datagram header).
+    pub agent: Option<IpAddr>,
+    /// The exporter's input interface (SNMP ifIndex); 0 when not known.
+    pub in_if: u32,
+    /// The exporter's output interface (SNMP ifIndex); 0 when not known or several.
+    pub out_if: u32,
+    /// Autonomous system of the source address (enrichment); 0 when not known.
+    pub src_as: u32,
+    /// Autonomous system of the destination address; 0 when not known.
+    pub dst_as: u32,
+    /// ISO 3166 country code of the source address (two ASCII letters); zeros when not known.
+    pub src_country: [u8; 2],
+    /// Country of the destination address.
+    pub dst_country: [u8; 2],
+    /// Name and description of `in_if` (enrichment from an interface mapping file).
+    pub in_if_info: Option<&'static InterfaceInfo>,
+    /// Name and description of `out_if`.
+    pub out_if_info: Option<&'static InterfaceInfo>,
+}
+
+/// An exporter interface's name and description, from a mapping file (`--interfaces`):
+/// loaded once per run and never freed, so that records (which are `Copy`) can point at it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    /// Short name (`xe-0/0/1`, `Gi1/0/24`).
+    pub name: Box<str>,
+    /// Description (`uplink to transit A`).
+    pub description: Box<str>,
+}
+
+impl RecordExtra {
+    /// Whether the record came from a sampler or an exporter that named an agent or
+    /// interfaces (the collected fields are worth writing).
+    pub fn is_collected(&self) -> bool {
+        self.sampling_rate != 0 || self.agent.is_some() || self.in_if != 0 || self.out_if != 0
+    }
+
+    /// Whether enrichment found anything for the record.
+    pub fn is_enriched(&self) -> bool {
+        self.src_as != 0
+            || self.dst_as != 0
+            || self.src_country != [0; 2]
+            || self.dst_country != [0; 2]
+    }
+
+    /// Whether an interface mapping named one of the record's interfaces.
+    pub fn has_interface_names(&self) -> bool {
+        self.in_if_info.is_some() || self.out_if_info.is_some()
+    }
 }
 
 impl<'a> FlowRecord<'a> {
@@ -302,6 +364,7 @@ impl<'a> FlowRecord<'a> {
             fwd_payload: payload[init as usize],
             rev_payload: payload[resp as usize],
             end_reason: reason,
+            extra: RecordExtra::default(),
         };
         full.project(level)
     }

@@ -206,6 +206,7 @@ impl StoredFlow {
             fwd_payload: &[],
             rev_payload: &[],
             end_reason: self.end_reason,
+            extra: Default::default(),
         }
     }
 }

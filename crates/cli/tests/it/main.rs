@@ -580,6 +580,7 @@ mod outputs;
 mod progress;
 mod reload;
 mod service;
+mod sflow;
 mod store;
 mod stored;
 mod svc;

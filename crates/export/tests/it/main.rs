@@ -4,6 +4,7 @@ mod decoder;
 mod exporter;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod sflow;
 
 use std::path::Path;
 
