@@ -470,15 +470,6 @@ impl FlowMeterBlock {
                     metered_to = t;
                 }
                 metered_to = metered_to.max(p.ts_ns);
-                // The packet's headers were last read by the lanes' thread (another core, a
-                // while ago): fetched now, while the rest of the batch is sorted out, rather
-                // than missed by the decoder.
-                if let Some(b) = p.data.first() {
-                    mem_prefetch::prefetch_read_data::<_, 3>(b);
-                }
-                if let Some(b) = p.data.get(64) {
-                    mem_prefetch::prefetch_read_data::<_, 3>(b);
-                }
                 selected.push(p);
             }
             seen = Some(seen.map_or(p.ts_ns, |t| t.max(p.ts_ns)));

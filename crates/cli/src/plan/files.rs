@@ -55,9 +55,6 @@ pub const LANES: &str = "lanes";
 /// lanes and the writers stay on the first pool's thread.
 pub const METERS_POOL: &str = "capture";
 
-/// Messages each queue of a `--workers` plan holds (batches of 256 packets, or of records).
-const QUEUE_CAPACITY: i64 = 32;
-
 /// `--workers N` over files: the packets of `gate` spread over `workers` meters by a
 /// symmetric hash of their flow's addresses (`packet_lanes`, on the reading thread), each
 /// meter on a thread of its own. Returns the gates the meters are fed from (one per meter,
@@ -71,10 +68,6 @@ pub fn spread(
     if workers <= 1 {
         return vec![super::consumers::PacketGate::files(gate)];
     }
-    // Short queues: the reader runs at most a few batches ahead of the meters, so the
-    // packets' bytes are still in the caches when a meter decodes them and the reader's
-    // buffers are reused rather than new memory faulted in.
-    doc.runtime("queue_capacity", QUEUE_CAPACITY);
     doc.pool_of_threads("main", 1);
     doc.pool_of_threads(METERS_POOL, workers);
     let tunnel = match tunnel {
