@@ -570,7 +570,14 @@ impl Decoder {
             }
             Event::Counters(sample, generic) => {
                 stats.sflow_counter_samples += 1;
-                let key = (h.agent, generic.map_or(sample.source_index, |g| g.if_index));
+                // Per interface: the generic counters' ifIndex, or the sample's source when
+                // it is an ifIndex (type 0); a host's or a VLAN's counters are no interface.
+                let if_index = match (generic, sample.source_type) {
+                    (Some(g), _) => g.if_index,
+                    (None, 0) => sample.source_index,
+                    (None, _) => return,
+                };
+                let key = (h.agent, if_index);
                 let room = sflow_interfaces.len() < config.max_templates;
                 if let Some(i) = sflow_interfaces.get_mut(&key) {
                     i.samples += 1;

@@ -291,7 +291,7 @@ fn ipfix_source_settings_are_checked() {
         .contains("exclude each other"));
     assert!(plan("listen = [\"http://x:1\"]")
         .unwrap_err()
-        .contains("expected udp://HOST:PORT or tcp://HOST:PORT"));
+        .contains("expected udp://HOST:PORT, sflow://HOST:PORT or tcp://HOST:PORT"));
     assert!(plan("files = [\"a\"]\nmax_templates = 0")
         .unwrap_err()
         .contains("max_templates"));
