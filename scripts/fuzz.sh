@@ -29,7 +29,9 @@
 # header: no panic, inflation bounded by max_groups, what decodes re-encodes to the same groups
 # and merges). tcp_reassembly (segments cut from the bytes at any sequence numbers, overlapping,
 # retransmitted and out of order, through the bounded reassembler of the log blocks: no panic,
-# memory within its caps, bytes delivered in order).
+# memory within its caps, bytes delivered in order). app_classify (any bytes as the two
+# directions' first payload bytes under TCP, UDP and another protocol, on ports the bytes
+# choose: no panic, the same answer twice, the same label from the kept prefix alone).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -41,7 +43,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly app_classify)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -50,6 +50,10 @@ pub struct WriterSettings {
     /// a `flow_meter` with `payload_bytes` keeps (default false).
     #[serde(default)]
     pub payload: bool,
+    /// Flow records, CSV only: write the `app` and `app_source` columns (a `flow_meter` with
+    /// `app` labels the records; JSON lines carry the fields of labelled records always).
+    #[serde(default)]
+    pub app: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -79,6 +83,7 @@ impl Block for FlowFileWriter {
         };
         w.writer
             .set_rfc3339_times(s.time_format == TimeFormat::Rfc3339);
+        w.writer.set_app(s.app);
         w.adopt_header()?;
         Ok(w)
     }

@@ -248,6 +248,7 @@ fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
             None => EndReason::End,
             Some(s) => end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?,
         },
+        app: None,
     };
     Ok(Parsed {
         record,
@@ -425,6 +426,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
         fwd_payload: &[],
         rev_payload: &[],
         end_reason: EndReason::End,
+        app: None,
     };
     let (mut iface, mut probe) = (None, None);
     let (mut lengths, mut iats) = (0, 0);

@@ -32,6 +32,9 @@ pub struct RecordWriter {
     /// `first_ns` / `last_ns` as RFC 3339 text (UTC, nanoseconds) instead of integers
     /// (`--time-format rfc3339`).
     rfc3339_times: bool,
+    /// CSV: the `app` and `app_source` columns (`--analyze app`); JSON writes the fields of
+    /// every labelled record whatever this says.
+    with_app: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -138,7 +141,14 @@ impl RecordWriter {
             iface: None,
             scratch: Box::new([0; RECORD_MAX]),
             rfc3339_times: false,
+            with_app: false,
         }
+    }
+
+    /// Gives CSV records the `app` and `app_source` columns (last; empty for a record without
+    /// a label). JSON records have the fields when they have a label.
+    pub fn set_app(&mut self, on: bool) {
+        self.with_app = on;
     }
 
     /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
@@ -209,6 +219,10 @@ impl RecordWriter {
         }
         names.push("end_reason".into());
         names.push("community_id".into());
+        if self.with_app {
+            names.push("app".into());
+            names.push("app_source".into());
+        }
         names
     }
 
@@ -308,6 +322,9 @@ impl RecordWriter {
         c.quote();
         c.lit(r.community_id().as_bytes());
         c.quote();
+        if json || self.with_app {
+            c.app(r.app);
+        }
         if json {
             c.lit(b"}");
         }
@@ -444,6 +461,25 @@ impl<const JSON: bool> Cursor<'_, JSON> {
     fn quote(&mut self) {
         if JSON {
             self.lit(b"\"");
+        }
+    }
+
+    /// `app` and `app_source` (after `community_id`): in JSON only when labelled, in CSV as
+    /// two fields, empty without a label. Names need no quoting in either.
+    fn app(&mut self, label: Option<crate::AppLabel>) {
+        match label {
+            Some(l) => {
+                self.key(key!("app"));
+                self.quote();
+                self.bytes(l.app.name().as_bytes());
+                self.quote();
+                self.key(key!("app_source"));
+                self.quote();
+                self.bytes(l.source.name().as_bytes());
+                self.quote();
+            }
+            None if !JSON => self.lit(b",,"),
+            None => {}
         }
     }
 
@@ -646,6 +682,7 @@ mod tests {
             fwd_payload: b"GET",
             rev_payload: b"",
             end_reason: EndReason::Fin,
+            app: None,
         }
     }
 
@@ -669,6 +706,46 @@ mod tests {
         assert_eq!(v["fwd_payload"], "474554");
         assert_eq!(v["end_reason"], "fin");
         assert_eq!(v["dst_ip"], "2001:db8::1");
+    }
+
+    /// `app` and `app_source` follow `community_id`: in JSON when labelled, in CSV as
+    /// columns of a writer with `set_app` (empty without a label).
+    #[test]
+    fn app_label_fields_after_community_id() {
+        use crate::{App, AppLabel, AppSource};
+        let mut r = record();
+        r.app = Some(AppLabel {
+            app: App::Tls,
+            source: AppSource::Port,
+        });
+        let mut w = RecordWriter::new(RecordFormat::Json, false);
+        let mut out = Vec::new();
+        w.write(&r, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["app"].as_str(), v["app_source"].as_str()),
+            (Some("tls"), Some("port"))
+        );
+        let mut csv = RecordWriter::new(RecordFormat::Csv, false);
+        csv.set_app(true);
+        let (mut head, mut rows) = (Vec::new(), Vec::new());
+        csv.write_header(&mut head);
+        csv.write(&r, &mut rows);
+        r.app = None;
+        csv.write(&r, &mut rows);
+        let head = String::from_utf8(head).unwrap();
+        assert!(
+            head.trim_end().ends_with("community_id,app,app_source"),
+            "{head}"
+        );
+        let rows = String::from_utf8(rows).unwrap();
+        let lines: Vec<&str> = rows.lines().collect();
+        assert!(lines[0].ends_with(",tls,port"), "{}", lines[0]);
+        assert!(lines[1].ends_with("=,,"), "{}", lines[1]);
+        assert_eq!(
+            lines[0].split(',').count(),
+            head.trim_end().split(',').count()
+        );
     }
 
     /// The spec's first vector (testdata/app/community-id/readme-tables.tsv): TCP

@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod app_label;
 pub mod community_id;
 mod config;
 pub mod decode;
@@ -48,6 +49,7 @@ mod sha1;
 mod state;
 mod table;
 
+pub use app_label::{App, AppLabel, AppSource};
 pub use community_id::{CommunityId, CommunityIdText};
 pub use config::{limits, FlowConfig, SECOND_NS};
 pub use key::FlowKey;

@@ -2,6 +2,7 @@
 //! `docs/specs/flow-record.md`.
 use std::net::IpAddr;
 
+use crate::app_label::AppLabel;
 use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
 use crate::decode::to_ip;
 use crate::key::Side;
@@ -186,6 +187,9 @@ pub struct FlowRecord<'a> {
     pub rev_payload: &'a [u8],
     /// Why the record was emitted.
     pub end_reason: EndReason,
+    /// The application, when a classifier labelled the flow (`trawl_app::classify`; the
+    /// meter leaves it `None`, the `flow_meter` block sets it with `app` on).
+    pub app: Option<AppLabel>,
 }
 
 impl<'a> FlowRecord<'a> {
@@ -233,6 +237,7 @@ impl<'a> FlowRecord<'a> {
             fwd_payload: payload[init as usize],
             rev_payload: payload[resp as usize],
             end_reason: reason,
+            app: None,
         }
     }
 

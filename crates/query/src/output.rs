@@ -51,6 +51,7 @@ fn attr_text(a: Attribute, k: &GroupKey, zone: Zone) -> String {
         Attribute::Vlan => k.vlan.map(|x| x.to_string()),
         Attribute::Time => k.time_ns.map(|t| trawl_time::rfc3339(t, zone, false)),
         Attribute::Probe => k.probe.clone(),
+        Attribute::App => k.app.clone(),
     }
     .unwrap_or_default()
 }

@@ -56,6 +56,9 @@ pub struct Consumers {
     /// interface, exporters use its kernel index, feeds its group; meters run on the thread
     /// of their gate's source (pool `capture`), the rest on the pool `outputs`.
     pub interfaces: Vec<String>,
+    /// `--analyze app`: the meters label records with their application, CSV writers add
+    /// the columns.
+    pub app: bool,
 }
 
 /// A gate that emits packets, and where its source runs.
@@ -187,7 +190,8 @@ impl Consumers {
             many => (0..many.len()).map(|i| format!("meter{i}")).collect(),
         };
         for (gate, meter) in packet_gates.iter().zip(&meters) {
-            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize);
+            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize)
+                .set_some("app", self.app.then_some(true));
             doc.connect(&gate.gate, &[&format!("{meter}.packets")], Policy::Wait);
         }
         let outputs = self.flows.is_some()
@@ -203,7 +207,11 @@ impl Consumers {
         let mut flow_inputs: Vec<String> = Vec::new();
         if let Some(out) = &self.flows {
             writer(doc, "flows", "flow_writer", out, pool)
-                .set_some("payload", (self.flow.payload_bytes > 0).then_some(true));
+                .set_some("payload", (self.flow.payload_bytes > 0).then_some(true))
+                .set_some(
+                    "app",
+                    (self.app && out.format == TextFormat::Csv).then_some(true),
+                );
             flow_inputs.push("flows.flows".into());
         }
         if let Some(s) = &self.store {
@@ -414,13 +422,13 @@ fn rows_into_all(
 
 /// A `flow_meter` block named `name` with the settings of `flow`, on capture thread `thread`
 /// when live.
-pub fn flow_meter(
-    doc: &mut Document,
+pub fn flow_meter<'a>(
+    doc: &'a mut Document,
     name: &str,
     flow: &FlowConfig,
     thread: Option<usize>,
     anonymize: &crate::flag::AnonymizeKey,
-) {
+) -> trawl_compose::BlockBuilder<'a> {
     let tunnel = match flow.decode.tunnel {
         TunnelMode::Outer => "outer",
         TunnelMode::Inner => "inner",
@@ -442,7 +450,7 @@ pub fn flow_meter(
         .set_some(
             "payload_bytes",
             (flow.payload_bytes > 0).then_some(flow.payload_bytes as i64),
-        );
+        )
 }
 
 /// A writer block (`flow_writer`, `series_writer`) for `out`.
