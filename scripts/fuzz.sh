@@ -35,6 +35,9 @@
 # payload behind a valid Ethernet / IPv4 frame, by UDP port or GRE type: GTP-U, Geneve, Teredo,
 # MPLS over UDP, VXLAN, ERSPAN I/II/III, WCCP, MPLS, Aruba 802.11, PPTP: no panic, a descended
 # packet names the outer addresses and its tunnel type, any other keeps the outer key).
+# app_classify (any bytes as the two
+# directions' first payload bytes under TCP, UDP and another protocol, on ports the bytes
+# choose: no panic, the same answer twice, the same label from the kept prefix alone).
 #
 # Every input that made a target fail (fuzz/artifacts/TARGET/{crash,oom,timeout,leak}-*) is
 # copied into fuzz/regressions/TARGET/, to be committed with its fix: `--replay` runs each
@@ -46,7 +49,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder sflow query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder sflow query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode app_classify)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -8,6 +8,8 @@
 //!   and computes JA4 and JA4S.
 //! - [`reassembly`] puts a TCP direction's segments in order ([`reassembly::Stream`]), bounded
 //!   and counted, for the TLS and HTTP readers.
+//! - [`classify`] labels a flow with its application from the first payload bytes of each
+//!   direction (the port as a marked fallback).
 //! - [`http`] finds HTTP/1.x request and response heads in a direction's bytes
 //!   ([`http::HttpStream`]), skipping bodies by length, chunks or connection end.
 //!
@@ -25,6 +27,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod classify;
 pub use trawl_flow::community_id;
 pub mod dns;
 mod error;

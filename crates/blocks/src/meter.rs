@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+use trawl_app::classify::{classify, AppLabel, AppSource, PREFIX_BYTES};
 use trawl_capture::{reuse_records, PacketRecord};
 use trawl_compose::{Block, BlockReport, BuildEnv, Counter, Ctx, GateDef, Msg, Pool, TimerId};
 use trawl_flow::decode::{DecodeConfig, OutcomeCounters, ParseOutcome, TunnelMode};
@@ -194,6 +195,12 @@ pub struct FlowMeterSettings {
     /// Bytes of transport payload kept of each direction's first packets and sent with the
     /// records (`trawl flows --payload-bytes`), 0 to 65535 (default 0).
     pub payload_bytes: Option<usize>,
+    /// Label every record with its application (`app`, `app_source`; `trawl_app::classify`)
+    /// from the first [`PREFIX_BYTES`] payload bytes of each direction, which the meter then
+    /// keeps per flow (`2 × PREFIX_BYTES` bytes per table slot) whatever `payload_bytes` sends
+    /// on. Default off.
+    #[serde(default)]
+    pub app: bool,
     /// Seconds the series counter keeps open for late packets (default 4).
     pub series_window: Option<u64>,
     /// Longest a flow record waits in a partly filled batch (default 100ms).
@@ -276,7 +283,11 @@ impl FlowMeterSettings {
             tcp_linger_ns: self.tcp_linger.unwrap_or(d.tcp_linger_ns),
             interval_align_ns: self.interval.unwrap_or(0),
             capacity: self.capacity.unwrap_or(d.capacity),
-            payload_bytes: self.payload_bytes.unwrap_or(0),
+            // The classifier's prefix is kept when `app` asks for more than is sent on.
+            payload_bytes: match self.app {
+                true => self.payload_bytes.unwrap_or(0).max(PREFIX_BYTES),
+                false => self.payload_bytes.unwrap_or(0),
+            },
             features: self.features.into(),
             decode: DecodeConfig {
                 tunnel: match self.tunnel {
@@ -346,7 +357,9 @@ impl Block for FlowMeterBlock {
                     records: Vec::with_capacity(FLOW_BATCH),
                     ..FlowBatch::default()
                 },
-                payload: s.payload_bytes.unwrap_or(0) > 0,
+                payload: s.payload_bytes.unwrap_or(0),
+                app: s.app,
+                labels: Labels::default(),
                 pool: Pool::new(FlowBatch::default),
                 stream: env.index as u32,
                 clock: 0,
@@ -554,8 +567,12 @@ impl FlowMeterBlock {
 struct FlowOut {
     /// Records (and their payload bytes) not sent yet.
     pending: FlowBatch,
-    /// Keep each record's payload bytes (`payload_bytes` > 0).
-    payload: bool,
+    /// Payload bytes of each direction sent on with a record (`payload_bytes`; 0: none).
+    payload: usize,
+    /// Label records with their application (`app`).
+    app: bool,
+    /// The payload labels of flows whose records were cut (`app`).
+    labels: Labels,
     pool: Pool<FlowBatch>,
     stream: u32,
     /// The meter's packet clock (ns), sent with every batch.
@@ -605,7 +622,20 @@ impl Naming {
 impl FlowOut {
     #[inline]
     fn push(&mut self, r: &FlowRecord<'_>, ctx: &mut Ctx<'_>) {
-        self.pending.push(r, self.payload);
+        if self.app {
+            let label = self.labels.label(r);
+            // Only what `payload_bytes` asks for goes on; the rest was the classifier's.
+            let cut = |p: &[u8]| -> usize { p.len().min(self.payload) };
+            let labelled = FlowRecord {
+                app: label,
+                fwd_payload: &r.fwd_payload[..cut(r.fwd_payload)],
+                rev_payload: &r.rev_payload[..cut(r.rev_payload)],
+                ..*r
+            };
+            self.pending.push(&labelled, self.payload > 0);
+        } else {
+            self.pending.push(r, self.payload > 0);
+        }
         if let (Some(anon), Some(queued)) = (&mut self.anon, self.pending.records.last_mut()) {
             crate::anon::record(anon, queued);
         }
@@ -652,5 +682,43 @@ impl FlowOut {
         out.iface = self.iface.name();
         self.sent_clock = self.clock;
         ctx.emit(0, slot.into_msg());
+    }
+}
+
+/// The flow's identity in a record, for [`Labels`].
+type RecordKey = (std::net::IpAddr, std::net::IpAddr, u16, u16, u8, u16);
+
+/// Application labels of records: the classifier's, and for a record continuing a flow that
+/// the active timeout or an interval cut (its payload prefix went with the first record), the
+/// payload label of the record before. Holds one entry per cut flow with a payload label
+/// until its last record: bounded by the table's capacity, about 64 bytes each.
+#[derive(Default)]
+struct Labels {
+    carried: std::collections::HashMap<RecordKey, AppLabel>,
+}
+
+impl Labels {
+    fn label(&mut self, r: &FlowRecord<'_>) -> Option<AppLabel> {
+        let key = (r.src_ip, r.dst_ip, r.src_port, r.dst_port, r.proto, r.vlan);
+        let mut label = classify(
+            r.proto,
+            r.src_port,
+            r.dst_port,
+            r.fwd_payload,
+            r.rev_payload,
+        );
+        let from_payload = label.is_some_and(|l| l.source == AppSource::Payload);
+        if r.end_reason == EndReason::Active {
+            if from_payload {
+                self.carried.insert(key, label.expect("a payload label"));
+            } else if let Some(l) = self.carried.get(&key) {
+                label = Some(*l);
+            }
+        } else if let Some(l) = self.carried.remove(&key) {
+            if !from_payload {
+                label = Some(l);
+            }
+        }
+        label
     }
 }

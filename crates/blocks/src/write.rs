@@ -72,6 +72,10 @@ pub struct WriterSettings {
     /// (default false, as `collected`).
     #[serde(default)]
     pub interface_names: bool,
+    /// Flow records, CSV only: write the `app` and `app_source` columns (a `flow_meter` with
+    /// `app` labels the records; JSON lines carry the fields of labelled records always).
+    #[serde(default)]
+    pub app: bool,
 }
 
 impl Block for FlowFileWriter {
@@ -130,6 +134,7 @@ impl Block for FlowFileWriter {
         w.writer.set_tunnel_fields(s.tunnel);
         w.writer.set_extra_fields(s.collected, s.enriched);
         w.writer.set_interface_fields(s.interface_names);
+        w.writer.set_app(s.app);
         w.adopt_header()?;
         Ok(w)
     }

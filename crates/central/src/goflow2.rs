@@ -72,6 +72,7 @@ pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
         rev_payload: &[],
         end_reason: EndReason::End,
         extra: Default::default(),
+        app: None,
     };
     let (mut kind, mut rate, mut bytes, mut received) = (0, 0, 0, 0);
     let (mut src_vlan, mut vlan_id) = (0u16, 0u16);

@@ -250,6 +250,7 @@ fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
             Some(s) => end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?,
         },
         extra: Default::default(),
+        app: None,
     };
     Ok(Parsed {
         record,
@@ -429,6 +430,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
         rev_payload: &[],
         end_reason: EndReason::End,
         extra: Default::default(),
+        app: None,
     };
     let (mut iface, mut probe) = (None, None);
     let (mut lengths, mut iats) = (0, 0);

@@ -192,6 +192,9 @@ fn attribute(a: Attribute, q: &Query) -> String {
         Attribute::Proto => "proto".into(),
         Attribute::Vlan => "vlan".into(),
         Attribute::Probe => "probe".into(),
+        // The ClickHouse tables keep no application label (docs/specs/clickhouse.md): every
+        // row is unlabelled, the empty value a local scan gives such rows.
+        Attribute::App => "''".into(),
     }
 }
 
@@ -381,6 +384,7 @@ pub fn result(q: &Query, rows_tsv: &str, totals_tsv: &str) -> Result<QueryResult
                 Attribute::Dport => key.dport = Some(field(line, cell, "dst_port")?),
                 Attribute::Proto => key.proto = Some(field(line, cell, "proto")?),
                 Attribute::Vlan => key.vlan = Some(field(line, cell, "vlan")?),
+                Attribute::App => key.app = Some(unescape(cell.unwrap_or_default())),
             }
         }
         let m = metrics(line, &mut cells)?;

@@ -75,10 +75,13 @@ pub enum Analyzer {
     Tls,
     /// HTTP/1.x over TCP: `http_log`, `http.jsonl`.
     Http,
+    /// Application labels on flow records (`app`, `app_source`; `flow_meter`'s `app`): no
+    /// log file.
+    App,
 }
 
 impl Analyzer {
-    /// Every analyser, in the order their logs are listed.
+    /// Every analyser with a log, in the order their logs are listed.
     pub const ALL: [Analyzer; 3] = [Analyzer::Dns, Analyzer::Tls, Analyzer::Http];
 
     /// `dns`, `tls`, `http`: the flag's value, the summary's key, the block's name.
@@ -87,6 +90,7 @@ impl Analyzer {
             Analyzer::Dns => "dns",
             Analyzer::Tls => "tls",
             Analyzer::Http => "http",
+            Analyzer::App => "app",
         }
     }
 
@@ -96,6 +100,7 @@ impl Analyzer {
             Analyzer::Dns => "dns_log",
             Analyzer::Tls => "tls_log",
             Analyzer::Http => "http_log",
+            Analyzer::App => "flow_meter",
         }
     }
 

@@ -87,6 +87,10 @@ pub struct IngestArgs {
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
+    /// Application-layer analysers: `app` labels every record with its application (the
+    /// database's `app` and `app_source` columns; `trawl query ... app` groups by it).
+    #[arg(help_heading = topic::METER, long, value_name = "LIST", value_enum, value_delimiter = ',')]
+    pub analyze: Vec<crate::flag::Analyzer>,
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
@@ -138,6 +142,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             change: !a.no_series_change,
         }),
         anonymize: a.anonymize.clone(),
+        app: a.analyze.contains(&crate::flag::Analyzer::App),
         ..Consumers::default()
     };
     let workers = trawl_capture::live::limits::WORKERS

@@ -65,6 +65,13 @@ pub fn document(a: &LogsArgs) -> Document {
 }
 
 pub fn run(a: &LogsArgs) -> Result<ExitCode> {
+    if a.analyze == [Analyzer::App] {
+        // A usage error, not an empty directory: the label is on flow records.
+        anyhow::bail!(
+            "--analyze app labels flow records (trawl flows/ingest --analyze app); trawl logs \
+             writes the logs of dns, tls and http"
+        );
+    }
     let doc = document(a);
     let text = doc.to_toml();
     if a.print_composition {

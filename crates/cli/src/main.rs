@@ -71,7 +71,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 anyhow::bail!("--payload-bytes cannot be combined with --anonymize");
             }
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
-            meter_command("flows", &input, &a.out, &a.export, false)
+            let app = a.analyze.contains(&flag::Analyzer::App);
+            meter_command("flows", &input, &a.out, &a.export, app, false)
         }
         Command::Series(a) if a.stored.db.is_some() => {
             let db = a.stored.db.as_deref().unwrap_or(std::path::Path::new(""));
@@ -84,7 +85,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
-            meter_command("series", &input, &a.out, &a.export, true)
+            meter_command("series", &input, &a.out, &a.export, false, true)
         }
         Command::Run(a) => daemon::run(&a),
         Command::ConvertConfig(a) => daemon::convert_config(&a),
@@ -117,6 +118,7 @@ fn meter_command(
     input: &HiInput,
     out: &flows::OutputArgs,
     export: &export::ExportArgs,
+    app: bool,
     series: bool,
 ) -> Result<ExitCode> {
     if let Some(f) = &input.filter {
@@ -170,6 +172,7 @@ fn meter_command(
             .as_ref()
             .map(|l| l.interfaces.clone())
             .unwrap_or_default(),
+        app,
     };
     let added = consumers.add(&mut doc, &gates);
     if input.live.is_none() {

@@ -13,11 +13,14 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
-use trawl_flow::{EndReason, FlowRecord, EARLY_PACKETS};
+use trawl_flow::{App, AppLabel, AppSource, EndReason, FlowRecord, EARLY_PACKETS};
 use trawl_series::SeriesRow;
 
 use crate::encode::ns_from_ntp;
-use crate::ie::{lookup, Dir, Field, COMMUNITY_ID_LEN, DEFAULT_PEN, VARLEN};
+use crate::ie::{
+    lookup, Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, DEFAULT_PEN,
+    VARLEN,
+};
 
 /// Settings of a decoder.
 #[derive(Clone, Debug)]
@@ -373,6 +376,7 @@ pub fn empty_record() -> FlowRecord<'static> {
         rev_payload: &[],
         end_reason: EndReason::End,
         extra: trawl_flow::RecordExtra::default(),
+        app: None,
     }
 }
 
@@ -1262,7 +1266,26 @@ fn read_trawl_flow(b: &[u8], v6: bool, rec: &mut FlowRecord<'static>) -> Option<
     rec.first_count = nl.max(ng);
     // communityId: follows from the key, which every consumer of the record hashes again.
     r.take::<{ COMMUNITY_ID_LEN as usize }>()?;
+    let id = r.take::<{ APPLICATION_ID_LEN as usize }>()?;
+    // applicationName: the id names the application.
+    r.var()?;
+    rec.app = app_label(&id, r.u8()?);
     Some(r.pos)
+}
+
+/// The label of trawl's applicationId (engine, 2-byte selector) and applicationSource
+/// (1 payload, 2 port) elements; none for another engine, an unknown number or source 0.
+fn app_label(id: &[u8], source: u8) -> Option<AppLabel> {
+    let [engine, hi, lo] = *id else { return None };
+    if engine != APPLICATION_ENGINE || hi != 0 {
+        return None;
+    }
+    let source = match source {
+        1 => AppSource::Payload,
+        2 => AppSource::Port,
+        _ => return None,
+    };
+    App::from_id(lo).map(|app| AppLabel { app, source })
 }
 
 /// Whether a field of `len` bytes can hold this element (reduced-size integers allowed).
@@ -1276,6 +1299,8 @@ fn length_fits(f: Field, len: u16) -> bool {
         LenMean(_) | LenStd(_) | IatMean(_) | IatStd(_) => len == 8 || len == 4,
         FirstLengths | FirstGaps => true,
         CommunityId => len == COMMUNITY_ID_LEN,
+        ApplicationId => len == APPLICATION_ID_LEN,
+        ApplicationName => true,
         _ => (1..=8).contains(&len),
     }
 }
@@ -1294,6 +1319,9 @@ fn float(v: &[u8]) -> f64 {
 #[repr(u8)]
 enum Op {
     Skip,
+    /// applicationId: the label, whose source the applicationSource after it sets.
+    AppId,
+    AppFrom,
     SrcIpv4,
     DstIpv4,
     SrcIpv6,
@@ -1383,6 +1411,10 @@ fn op(f: Option<Field>) -> Op {
     match f {
         // Recomputed from the key by whoever writes the record.
         Field::CommunityId => Op::Skip,
+        // The id names the application.
+        Field::ApplicationName => Op::Skip,
+        Field::ApplicationId => Op::AppId,
+        Field::ApplicationSource => Op::AppFrom,
         Field::SrcIpv4 => Op::SrcIpv4,
         Field::DstIpv4 => Op::DstIpv4,
         Field::SrcIpv6 => Op::SrcIpv6,
@@ -1474,6 +1506,21 @@ fn apply(f: Op, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t:
     let n = be(v);
     let n32 = n.min(u64::from(u32::MAX)) as u32;
     match f {
+        // Taken as from payload until the applicationSource after it says otherwise.
+        AppId => rec.app = app_label(v, 1),
+        AppFrom => {
+            rec.app = rec.app.and_then(|l| match n {
+                1 => Some(AppLabel {
+                    source: trawl_flow::AppSource::Payload,
+                    ..l
+                }),
+                2 => Some(AppLabel {
+                    source: trawl_flow::AppSource::Port,
+                    ..l
+                }),
+                _ => None,
+            })
+        }
         SrcIpv4 => rec.src_ip = IpAddr::V4(Ipv4Addr::new(v[0], v[1], v[2], v[3])),
         DstIpv4 => rec.dst_ip = IpAddr::V4(Ipv4Addr::new(v[0], v[1], v[2], v[3])),
         SrcIpv6 | DstIpv6 => {
@@ -1618,6 +1665,36 @@ fn finish_times(rec: &mut FlowRecord<'static>, t: &Times, boot_ms: Option<u64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn application_labels_are_read_back_on_both_paths() {
+        use crate::{MessageEncoder, Protocol, TemplateRefresh};
+        let records = crate::encode::tests::varied_records();
+        assert!(records
+            .iter()
+            .any(|r| r.app.is_some_and(|l| l.source == AppSource::Port)));
+        let mut enc =
+            MessageEncoder::flows(Protocol::Ipfix, 7, DEFAULT_PEN, 1472, TemplateRefresh::Once);
+        let mut messages: Vec<Vec<u8>> = Vec::new();
+        for r in &records {
+            enc.add_flow(r, 1, &mut |m: &[u8]| messages.push(m.to_vec()));
+        }
+        enc.flush(1, &mut |m: &[u8]| messages.push(m.to_vec()));
+        for fast in [true, false] {
+            let mut dec = Decoder::new(DecoderConfig::default());
+            dec.fast_layouts = fast;
+            let mut got = Vec::new();
+            for m in &messages {
+                dec.decode("127.0.0.1:1".parse().unwrap(), m, &mut |_, item| {
+                    if let Item::Flow(r) = item {
+                        got.push(r.app);
+                    }
+                });
+            }
+            let want: Vec<_> = records.iter().map(|r| r.app).collect();
+            assert_eq!(got, want, "fast path {fast}");
+        }
+    }
 
     #[test]
     fn trawl_layout_fast_path_matches_the_general_path() {

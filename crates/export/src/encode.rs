@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
 use trawl_series::SeriesRow;
 
-use crate::ie::{Dir, Field, COMMUNITY_ID_LEN, VARLEN};
+use crate::ie::{Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, VARLEN};
 use crate::template::{
     v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6,
     IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
@@ -630,11 +630,16 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>) {
     put_flow_field(Field::FirstLengths, r, c);
     put_flow_field(Field::FirstGaps, r, c);
     c.bytes(r.community_id().as_bytes());
+    put_flow_field(Field::ApplicationId, r, c);
+    put_flow_field(Field::ApplicationName, r, c);
+    put_flow_field(Field::ApplicationSource, r, c);
 }
 
-/// Largest flow record of any template: 60 fields of at most 16 bytes, the two arrays and the
-/// Community ID.
-const MAX_FLOW_RECORD: usize = 60 * 16 + 2 + 10 * 4 + 10 * 8 + COMMUNITY_ID_LEN as usize;
+/// Largest flow record of any template: 60 fields of at most 16 bytes, the two arrays, the
+/// Community ID and the application label (id, name of at most 10 bytes with its length
+/// byte, source).
+const MAX_FLOW_RECORD: usize =
+    60 * 16 + 2 + 10 * 4 + 10 * 8 + COMMUNITY_ID_LEN as usize + APPLICATION_ID_LEN as usize + 12;
 
 /// Writes big-endian values at increasing offsets of a slice sized for the record.
 struct Cursor<'a> {
@@ -768,6 +773,17 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
         }
         // Computed from the key when the record is written, not carried by the meter.
         Field::CommunityId => out.bytes(r.community_id().as_bytes()),
+        Field::ApplicationId => match r.app {
+            Some(l) => out.bytes(&[APPLICATION_ENGINE, 0, l.app as u8]),
+            None => out.bytes(&[0; APPLICATION_ID_LEN as usize]),
+        },
+        Field::ApplicationName => {
+            let name = r.app.map_or("", |l| l.app.name());
+            out.u8(name.len() as u8);
+            out.bytes(name.as_bytes());
+        }
+        // 0 without a label, else 1 + `AppSource` (1 payload, 2 port).
+        Field::ApplicationSource => out.u8(r.app.map_or(0, |l| l.source as u8 + 1)),
         // Not in any flow template trawl writes; zeros of the element's length keep the
         // record aligned with its template should one ever list them.
         other => {
@@ -899,6 +915,17 @@ pub(crate) mod tests {
                 r.first_lengths[k] = if k % 2 == 0 { 60 + k as i64 } else { -1500 };
                 r.first_iats_ns[k] = k as i64 * 1001 + i as i64;
             }
+            r.app = match i % 3 {
+                0 => None,
+                1 => Some(trawl_flow::AppLabel {
+                    app: trawl_flow::App::ALL[i as usize % trawl_flow::App::ALL.len()],
+                    source: trawl_flow::AppSource::Payload,
+                }),
+                _ => Some(trawl_flow::AppLabel {
+                    app: trawl_flow::App::Tls,
+                    source: trawl_flow::AppSource::Port,
+                }),
+            };
             out.push(r);
         }
         out
@@ -926,19 +953,41 @@ pub(crate) mod tests {
         }
     }
 
-    /// The flow record ends with trawl's communityId element: the spec's first vector
-    /// (TCP 1.2.3.4:1122 -> 5.6.7.8:3344) as its 30 bytes of text.
+    /// The flow record ends with trawl's communityId element (the spec's first vector, TCP
+    /// 1.2.3.4:1122 -> 5.6.7.8:3344, as its 30 bytes of text), then the application label:
+    /// applicationId, applicationName, applicationSource, all empty without a label.
     #[test]
-    fn ipfix_flow_record_ends_with_the_community_id() {
+    fn ipfix_flow_record_ends_with_the_community_id_and_the_app_label() {
         let mut enc = MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::Once);
         let mut r = varied_records()[0];
         (r.src_ip, r.dst_ip) = ("1.2.3.4".parse().unwrap(), "5.6.7.8".parse().unwrap());
         (r.src_port, r.dst_port, r.proto) = (1122, 3344, 6);
         let mut out = Vec::new();
         enc.put_flow(IPFIX_FLOW_V4, &r, &mut out);
-        assert!(out.ends_with(b"1:wCb3OG7yAFWelaUydu0D+125CLM="));
-        let last = IPFIX_FLOW_V4.fields.last().unwrap().spec();
-        assert_eq!((last.name, last.id, last.len), ("communityId", 23, 30));
+        assert!(out.ends_with(b"1:wCb3OG7yAFWelaUydu0D+125CLM=\0\0\0\0\0"));
+        let names: Vec<&str> = IPFIX_FLOW_V4
+            .fields
+            .iter()
+            .rev()
+            .take(4)
+            .map(|f| f.spec().name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "applicationSource",
+                "applicationName",
+                "applicationId",
+                "communityId"
+            ]
+        );
+        r.app = Some(trawl_flow::AppLabel {
+            app: trawl_flow::App::Http,
+            source: trawl_flow::AppSource::Port,
+        });
+        out.clear();
+        enc.put_flow(IPFIX_FLOW_V4, &r, &mut out);
+        assert!(out.ends_with(b"=\x06\x00\x01\x04http\x02"));
     }
 
     #[test]

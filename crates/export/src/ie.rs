@@ -12,6 +12,12 @@ pub const DEFAULT_PEN: u32 = 32473;
 pub const REVERSE_BIT: u16 = 0x4000;
 /// Length of the communityId element: the text form (`1:` and 28 base64 characters).
 pub const COMMUNITY_ID_LEN: u16 = trawl_flow::community_id::TEXT_LEN as u16;
+/// Length of the applicationId element (RFC 6759): classification engine 6 (user-defined)
+/// and a 2-byte selector, the application's number (`trawl_flow::App`); all zero without a
+/// label.
+pub const APPLICATION_ID_LEN: u16 = 3;
+/// The classification engine of trawl's application numbers (RFC 6759: 6, USER-Defined).
+pub const APPLICATION_ENGINE: u8 = 6;
 /// Length that marks a variable-length field in a template (RFC 7011 section 7).
 pub const VARLEN: u16 = 0xffff;
 
@@ -69,6 +75,9 @@ pub enum Field {
     FirstLengths,
     FirstGaps,
     CommunityId,
+    ApplicationId,
+    ApplicationName,
+    ApplicationSource,
     SeriesSecond,
     SeriesPackets,
     SeriesBytes,
@@ -205,6 +214,9 @@ impl Field {
             FirstLengths => trawl("firstPacketLengths", 21, VARLEN, "octetArray"),
             FirstGaps => trawl("firstPacketGapsNanoseconds", 22, VARLEN, "octetArray"),
             CommunityId => trawl("communityId", 23, COMMUNITY_ID_LEN, "string"),
+            ApplicationId => iana("applicationId", 95, APPLICATION_ID_LEN, "octetArray"),
+            ApplicationName => iana("applicationName", 96, VARLEN, "string"),
+            ApplicationSource => trawl("applicationSource", 24, 1, "unsigned8"),
             SeriesSecond => iana("observationTimeSeconds", 322, 4, "dateTimeSeconds"),
             SeriesPackets => iana("packetDeltaCount", 2, 8, "unsigned64"),
             SeriesBytes => iana("layer2OctetDeltaCount", 352, 8, "unsigned64"),
@@ -277,6 +289,8 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
             160 => SystemInitMs,
             86 => PacketsTotal,
             85 => OctetsTotal,
+            95 => ApplicationId,
+            96 => ApplicationName,
             _ => return None,
         });
     }
@@ -320,6 +334,7 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
         21 if d == Dir::Fwd => FirstLengths,
         22 if d == Dir::Fwd => FirstGaps,
         23 if d == Dir::Fwd => CommunityId,
+        24 if d == Dir::Fwd => ApplicationSource,
         30 if d == Dir::Fwd => SeriesActiveFlows,
         31 if d == Dir::Fwd => SeriesNewFlows,
         32 if d == Dir::Fwd => SeriesInPackets,

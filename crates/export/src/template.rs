@@ -104,6 +104,9 @@ macro_rules! flow_fields {
             Field::FirstLengths,
             Field::FirstGaps,
             Field::CommunityId,
+            Field::ApplicationId,
+            Field::ApplicationName,
+            Field::ApplicationSource,
         ]
     };
 }

@@ -44,6 +44,9 @@ pub struct RecordWriter {
     enriched_fields: bool,
     /// Every record gets the interface name fields (`in_if_name` ...), and CSV the columns.
     interface_fields: bool,
+    /// CSV: the `app` and `app_source` columns (`--analyze app`); JSON writes the fields of
+    /// every labelled record whatever this says.
+    with_app: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -177,6 +180,7 @@ impl RecordWriter {
             collected_fields: false,
             enriched_fields: false,
             interface_fields: false,
+            with_app: false,
         }
     }
 
@@ -213,6 +217,12 @@ impl RecordWriter {
     /// when a mapping named an interface, CSV never.
     pub fn set_interface_fields(&mut self, on: bool) {
         self.interface_fields = on;
+    }
+
+    /// Gives CSV records the `app` and `app_source` columns (after `community_id`; empty for a
+    /// record without a label). JSON records have the fields when they have a label.
+    pub fn set_app(&mut self, on: bool) {
+        self.with_app = on;
     }
 
     /// Writes `first_ns` and `last_ns` as RFC 3339 text in UTC with nanoseconds
@@ -299,6 +309,10 @@ impl RecordWriter {
         }
         names.push("end_reason".into());
         names.push("community_id".into());
+        if self.with_app {
+            names.push("app".into());
+            names.push("app_source".into());
+        }
         if level.has_standard() {
             names.extend(RTT_FIELDS.iter().map(|f| f.to_string()));
         }
@@ -426,6 +440,9 @@ impl RecordWriter {
         c.quote();
         c.lit(r.community_id().as_bytes());
         c.quote();
+        if json || self.with_app {
+            c.app(r.app);
+        }
         if level.has_standard() {
             c.key(key!("fwd_rtt_handshake_ns"));
             c.opt_uint(r.fwd.rtt_handshake_ns);
@@ -734,6 +751,25 @@ impl<const JSON: bool> Cursor<'_, JSON> {
         self.bytes(&out);
     }
 
+    /// `app` and `app_source` (after `community_id`): in JSON only when labelled, in CSV as
+    /// two fields, empty without a label. Names need no quoting in either.
+    fn app(&mut self, label: Option<crate::AppLabel>) {
+        match label {
+            Some(l) => {
+                self.key(key!("app"));
+                self.quote();
+                self.bytes(l.app.name().as_bytes());
+                self.quote();
+                self.key(key!("app_source"));
+                self.quote();
+                self.bytes(l.source.name().as_bytes());
+                self.quote();
+            }
+            None if !JSON => self.lit(b",,"),
+            None => {}
+        }
+    }
+
     /// A time: ns since the epoch, or RFC 3339 text (a string in JSON).
     fn time(&mut self, ns: u64, rfc3339: bool) {
         if rfc3339 {
@@ -952,6 +988,7 @@ mod tests {
             rev_payload: b"",
             end_reason: EndReason::Fin,
             extra: Default::default(),
+            app: None,
         }
     }
 
@@ -975,6 +1012,41 @@ mod tests {
         assert_eq!(v["fwd_payload"], "474554");
         assert_eq!(v["end_reason"], "fin");
         assert_eq!(v["dst_ip"], "2001:db8::1");
+    }
+
+    /// `app` and `app_source` follow `community_id`: in JSON when labelled, in CSV as
+    /// columns of a writer with `set_app` (empty without a label).
+    #[test]
+    fn app_label_fields_after_community_id() {
+        use crate::{App, AppLabel, AppSource};
+        let mut r = record();
+        r.app = Some(AppLabel {
+            app: App::Tls,
+            source: AppSource::Port,
+        });
+        let mut w = RecordWriter::new(RecordFormat::Json, false);
+        let mut out = Vec::new();
+        w.write(&r, &mut out);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            (v["app"].as_str(), v["app_source"].as_str()),
+            (Some("tls"), Some("port"))
+        );
+        let mut csv = RecordWriter::new(RecordFormat::Csv, false);
+        csv.set_app(true);
+        let (mut head, mut rows) = (Vec::new(), Vec::new());
+        csv.write_header(&mut head);
+        csv.write(&r, &mut rows);
+        r.app = None;
+        csv.write(&r, &mut rows);
+        let head = String::from_utf8(head).unwrap();
+        assert!(head.contains(",community_id,app,app_source,"), "{head}");
+        let at = head.split(',').position(|n| n == "app").unwrap();
+        let rows = String::from_utf8(rows).unwrap();
+        let lines: Vec<Vec<&str>> = rows.lines().map(|l| l.split(',').collect()).collect();
+        assert_eq!(lines[0][at..at + 2], ["tls", "port"], "{rows}");
+        assert_eq!(lines[1][at..at + 2], ["", ""], "{rows}");
+        assert!(lines.iter().all(|l| l.len() == head.split(',').count()));
     }
 
     /// The spec's first vector (testdata/app/community-id/readme-tables.tsv): TCP

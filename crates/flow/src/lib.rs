@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod app_label;
 pub mod community_id;
 mod config;
 pub mod decode;
@@ -50,6 +51,7 @@ mod table;
 mod timing;
 pub mod tunnel;
 
+pub use app_label::{App, AppLabel, AppSource};
 pub use community_id::{CommunityId, CommunityIdText};
 pub use config::{limits, FeatureLevel, FlowConfig, SECOND_NS};
 pub use key::FlowKey;

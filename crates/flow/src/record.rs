@@ -2,6 +2,7 @@
 //! `docs/specs/flow-record.md`.
 use std::net::IpAddr;
 
+use crate::app_label::AppLabel;
 use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
 use crate::config::FeatureLevel;
 use crate::decode::to_ip;
@@ -246,6 +247,9 @@ pub struct FlowRecord<'a> {
     pub rev_payload: &'a [u8],
     /// Why the record was emitted.
     pub end_reason: EndReason,
+    /// The application, when a classifier labelled the flow (`trawl_app::classify`; the
+    /// meter leaves it `None`, the `flow_meter` block sets it with `app` on).
+    pub app: Option<AppLabel>,
     /// What collection (sFlow sampling, agent, interfaces) and enrichment (AS numbers,
     /// countries) add; all zero on the records trawl meters itself.
     pub extra: RecordExtra,
@@ -365,6 +369,7 @@ impl<'a> FlowRecord<'a> {
             rev_payload: payload[resp as usize],
             end_reason: reason,
             extra: RecordExtra::default(),
+            app: None,
         };
         full.project(level)
     }

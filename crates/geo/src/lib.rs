@@ -299,6 +299,7 @@ pub fn record() -> FlowRecord<'static> {
         rev_payload: &[],
         end_reason: trawl_flow::EndReason::End,
         extra: Default::default(),
+        app: None,
     }
 }
 

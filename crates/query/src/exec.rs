@@ -508,7 +508,11 @@ impl<'a> Worker<'a> {
         };
         let mut leaves = [usize::MAX; Col::ALL.len()];
         for &c in &self.ctx.columns {
-            leaves[c as usize] = index_of(c.name())?;
+            leaves[c as usize] = match (c, file.leaf(c.name())) {
+                // Blocks written before the label have no `app`: unlabelled rows.
+                (Col::App, None) => crate::read::MISSING,
+                _ => index_of(c.name())?,
+            };
         }
         // Row groups the statistics cannot rule out.
         let mut selected = Vec::new();
@@ -800,6 +804,19 @@ impl<'a> Worker<'a> {
             Col::Sip | Col::Dip => {
                 cache.codes.resize(n, UNSET);
                 cache.ips.resize(n, IpAddr::V4(0.into()));
+            }
+            Col::App => {
+                // 0: no label (the empty value).
+                for e in 0..n {
+                    let s = String::from_utf8_lossy(d.bytes(e));
+                    let code = match &*s {
+                        "" => 0,
+                        name => trawl_flow::App::from_name(name).ok_or_else(|| {
+                            format!("column {}: unknown application {s:?}", c.name())
+                        })? as u64,
+                    };
+                    cache.codes.push(code);
+                }
             }
             Col::Proto => {
                 for e in 0..n {
@@ -1590,6 +1607,7 @@ mod tests {
                     fwd_tcp_flags: 0,
                     rev_tcp_flags: 0,
                     end_reason: trawl_flow::EndReason::Idle,
+                    app: None,
                 },
             )
             .unwrap();

@@ -51,6 +51,7 @@ fn attr_text(a: Attribute, k: &GroupKey, zone: Zone) -> String {
         Attribute::Vlan => k.vlan.map(|x| x.to_string()),
         Attribute::Time => k.time_ns.map(|t| trawl_time::rfc3339(t, zone, false)),
         Attribute::Probe => k.probe.clone(),
+        Attribute::App => k.app.clone(),
     }
     .unwrap_or_default()
 }
@@ -377,6 +378,7 @@ mod tests {
                     proto: Some([6, 17, 1, 250][(i % 4) as usize]),
                     vlan: (i % 2 == 0).then_some(100),
                     probe: Some(format!("p{i}")),
+                    app: None,
                 };
                 let m = Metrics {
                     fwd_packets: i,

@@ -89,6 +89,9 @@ pub struct GroupKey {
     /// The probe that answered (fleet queries only).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub probe: Option<String>,
+    /// Application label (`trawl_flow::App::name`; empty: rows without one).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub app: Option<String>,
 }
 
 /// Counters of a scan.
@@ -204,10 +207,11 @@ fn intern(names: &mut Vec<String>, name: &str) -> u32 {
 }
 
 /// Bit position of each attribute in a packed row key (sip code 33 bits, dip code 33, sport 16,
-/// dport 16, proto 8, vlan 16: 122 bits). Interface id and time bucket live in the per-block
-/// context key.
+/// dport 16, proto 8, vlan 16, app 6: 128 bits). Interface id and time bucket live in the
+/// per-block context key.
 pub(crate) fn shift(a: Attribute) -> u32 {
     match a {
+        Attribute::App => 122,
         Attribute::Sip => 89,
         Attribute::Dip => 56,
         Attribute::Sport => 40,
@@ -304,6 +308,7 @@ impl PartialAggregate {
             dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
             proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
             vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
+            app: has(Attribute::App).then(|| app_name(field(Attribute::App, 6))),
             probe: has(Attribute::Probe).then(|| {
                 t.probes
                     .get(((ctx >> PROBE_SHIFT) & 0xffff) as usize)
@@ -330,6 +335,7 @@ impl PartialAggregate {
         k |= u128::from(key.dport.unwrap_or(0)) << shift(Attribute::Dport);
         k |= u128::from(key.proto.unwrap_or(0)) << shift(Attribute::Proto);
         k |= u128::from(key.vlan.unwrap_or(0)) << shift(Attribute::Vlan);
+        k |= u128::from(app_code(key.app.as_deref())) << shift(Attribute::App);
         (ctx, k)
     }
 
@@ -631,7 +637,22 @@ fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
         proto: key.proto.filter(|_| has(Attribute::Proto)),
         vlan: key.vlan.filter(|_| has(Attribute::Vlan)),
         probe: key.probe.filter(|_| has(Attribute::Probe)),
+        app: key.app.filter(|_| has(Attribute::App)),
     }
+}
+
+/// The name of an application code of a packed key (0 and unknown codes: empty).
+fn app_name(code: u64) -> String {
+    u8::try_from(code)
+        .ok()
+        .and_then(trawl_flow::App::from_id)
+        .map_or(String::new(), |a| a.name().to_string())
+}
+
+/// The code of an application name (empty or unknown: 0).
+fn app_code(name: Option<&str>) -> u8 {
+    name.and_then(trawl_flow::App::from_name)
+        .map_or(0, |a| a as u8)
 }
 
 #[cfg(test)]

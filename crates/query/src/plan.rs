@@ -29,6 +29,8 @@ pub enum Attribute {
     /// The probe that answered (a fleet query, `trawl query --probes`; a local scan refuses
     /// it).
     Probe,
+    /// The application label (`--analyze app`; empty for rows without one).
+    App,
 }
 
 impl Attribute {
@@ -44,6 +46,7 @@ impl Attribute {
             Attribute::Vlan => "vlan",
             Attribute::Time => "time",
             Attribute::Probe => "probe",
+            Attribute::App => "app",
         }
     }
 
@@ -73,6 +76,7 @@ impl Attribute {
             "vlan" => Attribute::Vlan,
             "time" => Attribute::Time,
             "probe" => Attribute::Probe,
+            "app" => Attribute::App,
             _ => return None,
         })
     }
@@ -86,6 +90,7 @@ impl Attribute {
             Attribute::Dport => Some(col::DST_PORT),
             Attribute::Proto => Some(col::PROTO),
             Attribute::Vlan => Some(col::VLAN),
+            Attribute::App => Some(col::APP),
             Attribute::Iface | Attribute::Time | Attribute::Probe => None,
         }
     }
@@ -105,7 +110,7 @@ pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
             "none" => vec![],
             w => vec![Attribute::parse(w).ok_or_else(|| {
                 format!(
-                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, probe, talk_conv, talk_src, talk_dst, apps or none)"
+                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, probe, app, talk_conv, talk_src, talk_dst, apps or none)"
                 )
             })?],
         };

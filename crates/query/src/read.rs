@@ -35,6 +35,7 @@ pub(crate) enum Col {
     Dport,
     Proto,
     Vlan,
+    App,
     FwdPackets,
     RevPackets,
     FwdBytes,
@@ -42,16 +43,17 @@ pub(crate) enum Col {
 }
 
 /// Dictionary-encoded columns, indexing [`RowGroup::dicts`].
-pub(crate) const DICTS: usize = 6;
+pub(crate) const DICTS: usize = 7;
 
 impl Col {
-    pub(crate) const ALL: [Col; 10] = [
+    pub(crate) const ALL: [Col; 11] = [
         Col::Sip,
         Col::Dip,
         Col::Sport,
         Col::Dport,
         Col::Proto,
         Col::Vlan,
+        Col::App,
         Col::FwdPackets,
         Col::RevPackets,
         Col::FwdBytes,
@@ -74,6 +76,7 @@ impl Col {
             Col::Dport => col::DST_PORT,
             Col::Proto => col::PROTO,
             Col::Vlan => col::VLAN,
+            Col::App => col::APP,
             Col::FwdPackets => col::FWD_PACKETS,
             Col::RevPackets => col::REV_PACKETS,
             Col::FwdBytes => col::FWD_BYTES,
@@ -99,7 +102,7 @@ impl Col {
 
     fn physical(self) -> PhysicalType {
         match self {
-            Col::Sip | Col::Dip | Col::Proto => PhysicalType::BYTE_ARRAY,
+            Col::Sip | Col::Dip | Col::Proto | Col::App => PhysicalType::BYTE_ARRAY,
             Col::Sport | Col::Dport | Col::Vlan => PhysicalType::INT32,
             _ => PhysicalType::INT64,
         }
@@ -110,7 +113,7 @@ impl Col {
 #[derive(Default)]
 pub(crate) struct RowGroup {
     pub(crate) rows: usize,
-    /// Sip, dip, sport, dport, proto, vlan: the dictionary and per row an index into it.
+    /// Sip, dip, sport, dport, proto, vlan, app: the dictionary and per row an index into it.
     /// Port and VLAN dictionaries hold values in 0..=65535.
     pub(crate) dicts: [DictColumn; DICTS],
     /// Identity of each dictionary: a new value whenever one is loaded, so caches derived
@@ -124,6 +127,9 @@ pub(crate) struct RowGroup {
     /// The rows the condition selects, for staging (`None`: all).
     pub(crate) sel: Option<Vec<bool>>,
 }
+
+/// The leaf index of a column the block does not have (only [`Col::App`] may be missing).
+pub(crate) const MISSING: usize = usize::MAX;
 
 /// Largest row group decoded directly (a corrupt footer must not make the decoder allocate
 /// without bound; larger row groups go to the general reader, which reads in batches).
@@ -237,6 +243,20 @@ impl ColumnReader {
         needed: Option<&[bool]>,
         out: &mut RowGroup,
     ) -> Result<(), String> {
+        if leaf == MISSING {
+            // A column the block was written without (the `app` label, before it existed):
+            // one empty value for every row.
+            let Ok(i) = c.slot() else {
+                return Err(format!("column {} missing", c.name()));
+            };
+            let d = &mut out.dicts[i];
+            d.clear_dict();
+            d.push_bytes(b"");
+            d.keys.prepare(out.rows).fill(0);
+            out.gens[i] = self.next_gen;
+            self.next_gen += 1;
+            return Ok(());
+        }
         let target = match c.slot() {
             Ok(i) => {
                 let ty = if c.physical() == PhysicalType::BYTE_ARRAY {

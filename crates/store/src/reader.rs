@@ -133,6 +133,12 @@ fn decode(batch: &RecordBatch, rows: &mut Vec<StoredFlow>) -> std::result::Resul
     let (fib, rib) = (u64s(col::FWD_IP_BYTES)?, u64s(col::REV_IP_BYTES)?);
     let ff = prim::<UInt8Type>(batch, col::FWD_TCP_FLAGS)?;
     let rf = prim::<UInt8Type>(batch, col::REV_TCP_FLAGS)?;
+    // Blocks written before the label columns have none: no row has a label.
+    let optional = |name: &str| match batch.column_by_name(name) {
+        Some(_) => strings(batch, name),
+        None => Ok(vec![String::new(); batch.num_rows()]),
+    };
+    let (app, app_source) = (optional(col::APP)?, optional(col::APP_SOURCE)?);
     for i in 0..batch.num_rows() {
         rows.push(StoredFlow {
             src_ip: sip[i],
@@ -156,6 +162,7 @@ fn decode(batch: &RecordBatch, rows: &mut Vec<StoredFlow>) -> std::result::Resul
                 .into_iter()
                 .find(|e| e.name() == reason[i])
                 .ok_or_else(|| format!("column end_reason: unknown value {:?}", reason[i]))?,
+            app: crate::schema::app_from_text(&app[i], &app_source[i])?,
         });
     }
     Ok(())
@@ -178,6 +185,7 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
     let mut rows = Vec::new();
     // Decoded columns of a row group: dictionaries, 64-bit and 32-bit integers by name.
     let mut dicts: Vec<DictColumn> = vec![DictColumn::default(); 7];
+    let mut app_dicts: Vec<DictColumn> = vec![DictColumn::default(); 2];
     let mut u64s: Vec<Values<u64>> = vec![Values::default(); 8];
     let mut i32s: Vec<Values<i32>> = vec![Values::default(); 2];
     const DICTS: [(&str, DictType); 7] = [
@@ -229,6 +237,19 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
             dec.dict_chunk(&chunk(name, phys)?, *ty, None, out)
                 .map_err(|e| fail(name, e))?;
         }
+        // The label columns, in blocks written since they exist (older rows: no label).
+        let has_app = schema.columns().iter().any(|c| c.name() == col::APP);
+        if has_app {
+            for (name, out) in [col::APP, col::APP_SOURCE].into_iter().zip(&mut app_dicts) {
+                dec.dict_chunk(
+                    &chunk(name, PhysicalType::BYTE_ARRAY)?,
+                    DictType::Bytes,
+                    None,
+                    out,
+                )
+                .map_err(|e| fail(name, e))?;
+            }
+        }
         for (name, out) in crate::schema::U64_COLUMNS.iter().zip(&mut u64s) {
             dec.u64_chunk(&chunk(name, PhysicalType::INT64)?, None, out)
                 .map_err(|e| fail(name, e))?;
@@ -271,6 +292,14 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
         for i in 0..n {
             let proto = text(&dicts[4], col::PROTO, i)?;
             let reason = text(&dicts[6], col::END_REASON, i)?;
+            let app = match has_app {
+                true => crate::schema::app_from_text(
+                    &text(&app_dicts[0], col::APP, i)?,
+                    &text(&app_dicts[1], col::APP_SOURCE, i)?,
+                )
+                .map_err(|m| Error::block(path, format!("row group {g}, {m}")))?,
+                false => None,
+            };
             rows.push(StoredFlow {
                 src_ip: ip(&dicts[0], col::SRC_IP, i)?,
                 dst_ip: ip(&dicts[1], col::DST_IP, i)?,
@@ -296,6 +325,7 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
                     .ok_or_else(|| {
                         Error::block(path, format!("column end_reason: unknown value {reason:?}"))
                     })?,
+                app,
             });
         }
     }

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use trawl_flow::community_id::FlowTuple;
-use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
+use trawl_flow::{App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
 
 /// Version of the block schema and layout (`docs/specs/store.md`), stored in each file's
 /// key-value metadata under [`VERSION_KEY`].
@@ -51,6 +51,11 @@ pub mod col {
     /// Community ID v1 (seed 0) of the row's key: the 20-byte SHA-1 digest, whose base64
     /// after `1:` is the text form of the flow records (the text would take 34 bytes a row).
     pub const COMMUNITY_ID: &str = "community_id";
+    /// The application label (`http`, `tls`, ...; `trawl_flow::App::name`), empty without
+    /// one. Blocks written before it have no such column: their rows have no label.
+    pub const APP: &str = "app";
+    /// How the label was found: `payload`, `port`, empty without a label.
+    pub const APP_SOURCE: &str = "app_source";
 }
 
 /// The 64-bit time and counter columns (unsigned 64-bit integers, written bit-packed as
@@ -68,7 +73,7 @@ pub(crate) const U64_COLUMNS: [&str; 8] = [
 
 /// Columns stored dictionary-encoded (low cardinality per block; the query engine works on
 /// the dictionary indices).
-pub const DICTIONARY_COLUMNS: [&str; 7] = [
+pub const DICTIONARY_COLUMNS: [&str; 9] = [
     col::SRC_IP,
     col::DST_IP,
     col::SRC_PORT,
@@ -76,6 +81,8 @@ pub const DICTIONARY_COLUMNS: [&str; 7] = [
     col::PROTO,
     col::VLAN,
     col::END_REASON,
+    col::APP,
+    col::APP_SOURCE,
 ];
 
 fn dict_utf8() -> DataType {
@@ -107,6 +114,8 @@ pub fn schema() -> SchemaRef {
                 Field::new(col::REV_TCP_FLAGS, DataType::UInt8, false),
                 Field::new(col::END_REASON, dict_utf8(), false),
                 Field::new(col::COMMUNITY_ID, DataType::FixedSizeBinary(20), false),
+                Field::new(col::APP, dict_utf8(), false),
+                Field::new(col::APP_SOURCE, dict_utf8(), false),
             ]))
         })
         .clone()
@@ -149,6 +158,8 @@ pub struct StoredFlow {
     pub rev_tcp_flags: u8,
     /// Why the record ended.
     pub end_reason: EndReason,
+    /// The application label, if the meter labelled the record (`--analyze app`).
+    pub app: Option<AppLabel>,
 }
 
 impl StoredFlow {
@@ -207,6 +218,7 @@ impl StoredFlow {
             rev_payload: &[],
             end_reason: self.end_reason,
             extra: Default::default(),
+            app: self.app,
         }
     }
 }
@@ -231,6 +243,24 @@ impl From<&FlowRecord<'_>> for StoredFlow {
             fwd_tcp_flags: r.fwd.tcp_flags,
             rev_tcp_flags: r.rev.tcp_flags,
             end_reason: r.end_reason,
+            app: r.app,
         }
     }
+}
+
+/// The `app` and `app_source` columns' text of a label (both empty without one).
+pub fn app_text(label: Option<AppLabel>) -> (&'static str, &'static str) {
+    label.map_or(("", ""), |l| (l.app.name(), l.source.name()))
+}
+
+/// A label from the `app` and `app_source` columns' text: `Ok(None)` for two empty values,
+/// an error naming the value for text no label has.
+pub fn app_from_text(app: &str, source: &str) -> Result<Option<AppLabel>, String> {
+    if app.is_empty() && source.is_empty() {
+        return Ok(None);
+    }
+    let a = App::from_name(app).ok_or_else(|| format!("column app: unknown value {app:?}"))?;
+    let s = AppSource::from_name(source)
+        .ok_or_else(|| format!("column app_source: unknown value {source:?}"))?;
+    Ok(Some(AppLabel { app: a, source: s }))
 }

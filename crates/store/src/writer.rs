@@ -614,6 +614,9 @@ pub struct BlockScratch {
     dip: DictBuilder<AddrOrd>,
     proto: DictBuilder<u8, ByteIndex>,
     reason: DictBuilder<u8, ByteIndex>,
+    /// `app` and `app_source`: the application number and the source + 1 (0: no label).
+    app: DictBuilder<u8, ByteIndex>,
+    app_source: DictBuilder<u8, ByteIndex>,
     u64s: Vec<Vec<u64>>,
     u16s: Vec<Vec<u16>>,
     u8s: Vec<Vec<u8>>,
@@ -737,11 +740,15 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     s.dip.reset(n);
     s.proto.reset(n);
     s.reason.reset(n);
+    s.app.reset(n);
+    s.app_source.reset(n);
     for r in rows.iter() {
         s.sip.push(addr_ord(&r.src_ip));
         s.dip.push(addr_ord(&r.dst_ip));
         s.proto.push(r.proto);
         s.reason.push(r.end_reason as u8);
+        s.app.push(r.app.map_or(0, |l| l.app as u8));
+        s.app_source.push(r.app.map_or(0, |l| l.source as u8 + 1));
     }
     let name = |t: &dyn std::fmt::Display, out: &mut Vec<u8>| {
         use std::io::Write;
@@ -773,6 +780,18 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
             out.extend_from_slice(reason.as_bytes());
         }),
         community_ids(rows)?,
+        s.app.finish(|&a, out| {
+            let name = trawl_flow::App::from_id(a).map_or("", |a| a.name());
+            out.extend_from_slice(name.as_bytes());
+        }),
+        s.app_source.finish(|&v, out| {
+            let name = match v {
+                1 => trawl_flow::AppSource::Payload.name(),
+                2 => trawl_flow::AppSource::Port.name(),
+                _ => "",
+            };
+            out.extend_from_slice(name.as_bytes());
+        }),
     ];
     RecordBatch::try_new(schema(), columns).map_err(|e| Error::Block {
         path: PathBuf::new(),
@@ -1039,6 +1058,7 @@ mod tests {
             fwd_tcp_flags: 0,
             rev_tcp_flags: 0,
             end_reason: trawl_flow::EndReason::ALL[(next() % 3) as usize],
+            app: None,
         }
     }
 

@@ -28,5 +28,6 @@ pub fn row(i: u64, t: u64) -> StoredFlow {
         fwd_tcp_flags: 0x12,
         rev_tcp_flags: 0x10,
         end_reason: EndReason::Fin,
+        app: None,
     }
 }

@@ -1,4 +1,5 @@
 //! Integration tests of trawl-app.
+mod classify;
 mod community_id;
 mod dns;
 mod http;

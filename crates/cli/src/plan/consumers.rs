@@ -56,6 +56,9 @@ pub struct Consumers {
     /// interface, exporters use its kernel index, feeds its group; meters run on the thread
     /// of their gate's source (pool `capture`), the rest on the pool `outputs`.
     pub interfaces: Vec<String>,
+    /// `--analyze app`: the meters label records with their application, CSV writers add
+    /// the columns.
+    pub app: bool,
 }
 
 /// A gate that emits packets, and where its source runs.
@@ -187,7 +190,8 @@ impl Consumers {
             many => (0..many.len()).map(|i| format!("meter{i}")).collect(),
         };
         for (gate, meter) in packet_gates.iter().zip(&meters) {
-            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize);
+            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize)
+                .set_some("app", self.app.then_some(true));
             doc.connect(&gate.gate, &[&format!("{meter}.packets")], Policy::Wait);
         }
         let outputs = self.flows.is_some()
@@ -211,7 +215,11 @@ impl Consumers {
                     "tunnel",
                     (self.flow.decode.tunnel == TunnelMode::Inner).then_some(true),
                 )
-                .set_some("features", features(&self.flow));
+                .set_some("features", features(&self.flow))
+                .set_some(
+                    "app",
+                    (self.app && out.format == TextFormat::Csv).then_some(true),
+                );
             flow_inputs.push("flows.flows".into());
         }
         if let Some(s) = &self.store {
@@ -422,13 +430,13 @@ fn rows_into_all(
 
 /// A `flow_meter` block named `name` with the settings of `flow`, on capture thread `thread`
 /// when live.
-pub fn flow_meter(
-    doc: &mut Document,
+pub fn flow_meter<'a>(
+    doc: &'a mut Document,
     name: &str,
     flow: &FlowConfig,
     thread: Option<usize>,
     anonymize: &crate::flag::AnonymizeKey,
-) {
+) -> trawl_compose::BlockBuilder<'a> {
     let tunnel = match flow.decode.tunnel {
         TunnelMode::Outer => "outer",
         TunnelMode::Inner => "inner",
@@ -451,7 +459,7 @@ pub fn flow_meter(
             "payload_bytes",
             (flow.payload_bytes > 0).then_some(flow.payload_bytes as i64),
         )
-        .set_some("features", features(flow));
+        .set_some("features", features(flow))
 }
 
 /// The `features` setting of meters and flow writers: only when not the default, so the

@@ -76,6 +76,8 @@ impl LogsOut {
                     Analyzer::Tls | Analyzer::Http => {
                         b.set_some("max_conns", self.max_conns.map(|n| n as i64))
                     }
+                    // Not a log: `selection` leaves it out.
+                    Analyzer::App => b,
                 };
                 if thread.is_some() {
                     b = b.on("capture", *thread);

@@ -309,9 +309,10 @@ fn variable_length_fields_past_the_set_end_are_counted() {
     rec.first_count = 3;
     let messages = encode(Protocol::Ipfix, &[rec], TemplateRefresh::Once);
     let mut m = messages[0].clone();
-    // The record ends with the two variable-length arrays and the fixed 30 bytes of
-    // communityId; claim the last array is 200 bytes long.
-    let last_len_at = m.len() - 1 - 3 * 8 - 30;
+    // The record ends with the two variable-length arrays, the fixed 30 bytes of
+    // communityId and, without a label, the 5 of applicationId (3), applicationName (its
+    // length byte) and applicationSource (1); claim the last array is 200 bytes long.
+    let last_len_at = m.len() - 1 - 3 * 8 - 30 - 5;
     assert_eq!(m[last_len_at], 24);
     m[last_len_at] = 200;
     let mut dec = Decoder::new(DecoderConfig::default());

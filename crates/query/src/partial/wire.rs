@@ -450,6 +450,7 @@ impl Checker {
             Attribute::Sip | Attribute::Dip => 33,
             Attribute::Sport | Attribute::Dport | Attribute::Vlan => 16,
             Attribute::Proto => 8,
+            Attribute::App => 6,
             Attribute::Iface | Attribute::Time | Attribute::Probe => 0,
         };
         let key_mask = attributes

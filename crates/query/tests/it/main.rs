@@ -36,6 +36,7 @@ fn row(i: u64) -> StoredFlow {
         fwd_tcp_flags: 0,
         rev_tcp_flags: 0,
         end_reason: EndReason::Idle,
+        app: None,
     }
 }
 

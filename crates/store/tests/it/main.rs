@@ -309,6 +309,7 @@ fn varied_row(i: u64, t: u64) -> StoredFlow {
         fwd_tcp_flags: x as u8,
         rev_tcp_flags: (x >> 8) as u8,
         end_reason: EndReason::ALL[(i as usize) % EndReason::ALL.len()],
+        app: None,
     }
 }
 
