@@ -3,6 +3,7 @@
 # on the same traces, single run each, page cache warm. See bench/README.md.
 #
 #   bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--traces LIST]
+#                [--features LIST]
 #
 # Results: a table on stdout, bench/work/raw.csv, bench/work/env.txt, logs in bench/work/out/.
 set -euo pipefail
@@ -11,12 +12,15 @@ export LC_ALL=C
 usage() {
     cat <<'EOF'
 usage: bench/run.sh [--quick] [--peers-only] [--no-install] [--tools LIST] [--traces LIST]
+                    [--features LIST]
 
   --quick        small traces (about 1 M packets each) for a smoke run
   --peers-only   do not build or run trawl (measure the read limit and the peers only)
   --no-install   never call apt-get; fail if a peer is missing
   --tools LIST   comma-separated subset of: read,trawl,yaf,softflowd,nfpcapd,argus,pmacctd
   --traces LIST  comma-separated subset of: a,b,c (realistic, worst case, scale; default a,b)
+  --features LIST  also run trawl at these feature levels (minimal,standard: rows
+                 trawl-json-LEVEL and trawl-ipfix-LEVEL; the plain rows are the default, full)
 
 Environment:
   CARGO_TARGET_DIR         cargo target dir (default: <repo>/target)
@@ -37,6 +41,7 @@ PEERS_ONLY=0
 INSTALL=1
 TOOLS=read,trawl,yaf,softflowd,nfpcapd,argus,pmacctd
 TRACES=a,b
+FEATURES=
 while [ $# -gt 0 ]; do
     case $1 in
         --quick) QUICK=1 ;;
@@ -44,6 +49,7 @@ while [ $# -gt 0 ]; do
         --no-install) INSTALL=0 ;;
         --tools) TOOLS=${2:?--tools needs a list}; shift ;;
         --traces) TRACES=${2:?--traces needs a list}; shift ;;
+        --features) FEATURES=${2:?--features needs a list}; shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "run.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -291,13 +297,16 @@ run_tool() {
         case $tool in
             read-dd) timed "$dir" "$limit" dd if="$input" of=/dev/null bs=4M ;;
             read-cat) timed "$dir" "$limit" sh -c 'cat "$1" >/dev/null' sh "$input" ;;
-            trawl-csv | trawl-json)
-                timed "$dir" "$limit" "$TRAWL" flows -r "$input" --format "${tool#trawl-}" \
-                    -o /dev/null --summary json --progress never ${TRAWL_ARGS[$tname]:-} ;;
-            trawl-ipfix)
+            trawl-csv* | trawl-json*)
+                local fmt=${tool#trawl-}
+                timed "$dir" "$limit" "$TRAWL" flows -r "$input" --format "${fmt%%-*}" \
+                    -o /dev/null --summary json --progress never ${TRAWL_ARGS[$tname]:-} \
+                    $(features_flag "$tool") ;;
+            trawl-ipfix*)
                 # The work YAF does: flow records into an IPFIX file, nothing on stdout.
                 timed "$dir" "$limit" "$TRAWL" flows -r "$input" --export "ipfix:$dir/out.ipfix" \
-                    --summary json --progress never ${TRAWL_ARGS[$tname]:-} ;;
+                    --summary json --progress never ${TRAWL_ARGS[$tname]:-} \
+                    $(features_flag "$tool") ;;
             yaf)
                 # Timeouts as trawl's defaults (idle 30 s, active 30 min); biflows into an IPFIX
                 # file. (YAF's flow table has no size limit by default.)
@@ -338,6 +347,12 @@ run_tool() {
     NOTE=$cut_note
     check_tool "$tool" "$dir" "$input" "$packets" "$ip_packets"
     record "$tname" "$tool" "$packets"
+}
+
+features_flag() { # features_flag TOOL: --features LEVEL for trawl-FORMAT-LEVEL, else nothing
+    local rest=${1#trawl-}
+    [[ $rest == *-* ]] && echo "--features ${rest#*-}"
+    return 0
 }
 
 cut_trace() { # cut_trace TRACE N: path of TRACE's first N packets (made once)
@@ -441,6 +456,27 @@ check_tool() {
     return 0
 }
 
+# ipfix_counts TRACE_NAME: flows and packets in the records of trawl's IPFIX file and YAF's,
+# each read back from the file (trawl's by `trawl collect`, YAF's by yafscii), for the
+# equal-work comparison: a line for the summary, and a failed check when the packets differ.
+# Flows may differ by design (trawl lingers 2 s after FIN/RST and ends a record on a new SYN;
+# YAF ends a flow at FIN/RST and splits it at its own 64-bit counters), so they are printed.
+IPFIX_LINES=()
+ipfix_counts() {
+    local tname=$1 tdir=$OUT/$1/trawl-ipfix ydir=$OUT/$1/yaf tflows tpackets yflows ypackets
+    [ -f "$tdir/out.ipfix" ] && [ -f "$ydir/out.yaf" ] || return 0
+    read -r tflows tpackets < <("$TRAWL" collect -r "$tdir/out.ipfix" --format csv -o - \
+        --summary none 2>/dev/null | awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "fwd_packets") a = i; if ($i == "rev_packets") b = i }; next }
+        { n++; p += $a + $b } END { print n + 0, p + 0 }')
+    read -r yflows ypackets < <(yaf_run "$WORK/yaf/bin/yafscii" --in "$ydir/out.yaf" --out - --tabular 2>/dev/null |
+        awk -F'|' '{ n++; p += $18 + $20 } END { print n + 0, p + 0 }')
+    IPFIX_LINES+=("trace $tname, IPFIX files read back: trawl $tflows flows holding $tpackets packets; YAF $yflows flows holding $ypackets packets")
+    if [ "$tpackets" != "$ypackets" ]; then
+        CHECK_FAILURES=$((CHECK_FAILURES + 1))
+        IPFIX_LINES+=("  CHECK FAILED: trace $tname: the IPFIX files hold different packet counts (trawl $tpackets, YAF $ypackets)")
+    fi
+}
+
 # ---------------------------------------------------------------------------------------------
 # Environment
 # ---------------------------------------------------------------------------------------------
@@ -468,6 +504,10 @@ MEMORY_LINES=()
 run_list=()
 has_tool read && run_list+=(read-dd read-cat)
 has_tool trawl && run_list+=(trawl-csv trawl-json trawl-ipfix)
+for level in ${FEATURES//,/ }; do
+    case $level in minimal | standard | full) ;; *) die "unknown feature level $level" ;; esac
+    has_tool trawl && run_list+=("trawl-json-$level" "trawl-ipfix-$level")
+done
 for t in yaf softflowd nfpcapd argus pmacctd; do
     has_tool "$t" && run_list+=("$t")
 done
@@ -480,6 +520,7 @@ for tname in ${TRACES//,/ }; do
     for tool in "${run_list[@]}"; do
         run_tool "$tname" "$trace" "$tool"
     done
+    has_tool trawl && has_tool yaf && ipfix_counts "$tname"
     if has_tool trawl; then
         # Baseline memory: trawl on the first 1000 packets; the rest of its RSS is the flows.
         base=$WORK/$tname$SUFFIX-first1000.pcap
@@ -507,7 +548,7 @@ cat "$WORK/env.txt"
 echo
 awk -F, 'NR == 1 { printf "%-6s %-10s %11s %8s %8s %9s %12s %9s %10s  %s\n", "trace", "tool", "packets", "wall s", "CPU s", "RSS MiB", "pkts/s CPU", "CPU/trawl", "flows", "note"; next }
     { printf "%-6s %-10s %11s %8s %8s %9.1f %12s %9s %10s  %s\n", $1, $2, $3, $5, $8, $9 / 1024, $10, $11, $12, $13 }' "$RAW"
-for line in "${MEMORY_LINES[@]}"; do
+for line in "${MEMORY_LINES[@]}" "${IPFIX_LINES[@]}"; do
     echo "$line"
 done
 echo "raw results: $RAW"

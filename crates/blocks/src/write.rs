@@ -534,8 +534,9 @@ mod tests {
             text.lines()
                 .map(|l| l.split(',').count())
                 .collect::<Vec<_>>(),
-            // The flow record's 58 fields (community_id the last) without `iface`.
-            vec![58; 3]
+            // The flow record's 68 fields (58 up to community_id, 10 round-trip fields)
+            // without `iface`.
+            vec![68; 3]
         );
         // JSON names each record after its batch.
         let text = written(RecordFormat::Json, &[None, Some("eth0"), None]);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use trawl_testkit::testdata;
 
-use crate::{community_id, ip_pairs, oracle, tcp_analysis};
+use crate::{community_id, ip_pairs, oracle, tcp_analysis, tcp_rtt};
 
 /// Files beside the tables that are not tables.
 const NOT_TABLES: &[&str] = &["README.md", "generate.sh", "regen.sh"];
@@ -21,6 +21,9 @@ fn compared() -> BTreeSet<String> {
     }
     for name in ip_pairs::CASES.iter().chain(ip_pairs::SPECIAL) {
         out.insert(format!("golden/ip-pairs/{name}.tsv"));
+    }
+    for name in tcp_rtt::CASES {
+        out.insert(format!("golden/tcp-rtt/{name}.tsv"));
     }
     for name in tcp_analysis::CASES {
         out.insert(format!("golden/tcp-analysis/{name}.tsv"));

@@ -196,6 +196,22 @@ fn committed(name: &str) -> Tally {
     check(name, &capture)
 }
 
+/// The captures whose `testdata/golden/tcp-rtt/` tables the tests compare.
+pub const CASES: &[&str] = &[
+    "tcp-handshake-nano.pcap",
+    "tls13.pcap",
+    "v6-http.pcap",
+    "wireshark-retrans.pcap",
+    "1kxun.pcap.gz",
+    "many-protocols.pcap.gz",
+    "android.pcap",
+    "dingtalk.pcap",
+    "http-empty-useragent.pcap",
+    "socks5-http-302-frag.pcap",
+    "443-chrome.pcap",
+    "ndpi-default-ether-merged.pcap",
+];
+
 #[test]
 fn handshake_rtt_equals_tshark_initial_rtt() {
     let mut with_rtt = 0;
