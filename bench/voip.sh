@@ -9,6 +9,7 @@
 #          (110,000 calls): the call table at the scale; memory per concurrent call.
 #
 #   bench/voip.sh [--no-build] [--no-tshark]
+#   PROFILE=profiling bench/voip.sh ...   (the release build with symbols, for perf; default release)
 #
 # Each trawl run is checked: every generated call and stream found, no loss, the right number
 # of packets per stream. CPU time (user + system) and peak RSS from /usr/bin/time. Results on
@@ -28,11 +29,12 @@ for a in "$@"; do
 done
 mkdir -p "$WORK"
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+PROFILE=${PROFILE:-release}
 if [ "$BUILD" = 1 ]; then
-    (cd "$ROOT" && cargo build --release -q -p trawl-cli -p trawl-tracegen)
+    (cd "$ROOT" && cargo build --profile "$PROFILE" -q -p trawl-cli -p trawl-tracegen)
 fi
-TRAWL=$TARGET/release/trawl
-GEN=$TARGET/release/voipgen
+TRAWL=$TARGET/$PROFILE/trawl
+GEN=$TARGET/$PROFILE/voipgen
 OUT=$WORK/voip.txt
 : >"$OUT"
 say() { echo "$*" | tee -a "$OUT"; }

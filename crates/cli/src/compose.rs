@@ -95,7 +95,7 @@ fn refuse_old_configuration(text: &str, origin: &str) -> Result<()> {
 /// Checks a composition, with the `--set` overrides applied. Its blocks' relative paths are
 /// relative to its file's directory; those a `--set` gives stay relative to the working
 /// directory, as every other path on the command line.
-pub(crate) fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
+fn load(c: &Composition, sets: &[String]) -> Result<trawl_compose::Plan> {
     let (text, origin) = (c.text.as_str(), c.origin.as_str());
     refuse_old_configuration(text, origin)?;
     let registry = trawl_api::registry();
@@ -188,7 +188,7 @@ pub fn run(a: &RunArgs) -> Result<ExitCode> {
 
 /// The run's own flags over the composition's `[runtime]` table: `--duration`, `--count`,
 /// `--stats-interval`, `--user`.
-pub(crate) fn apply_run_flags(plan: &mut trawl_compose::Plan, a: &RunArgs) {
+fn apply_run_flags(plan: &mut trawl_compose::Plan, a: &RunArgs) {
     let control = &mut plan.control;
     control.duration_ns = a.duration.or(control.duration_ns);
     control.count = a.count.or(control.count);
@@ -218,7 +218,13 @@ pub fn run_composition(c: &Composition, a: &RunArgs, announce: &[String]) -> Res
         eprintln!("trawl: {line}");
     }
     let reload = hangup.map(|(hangup, path)| {
-        crate::reload::ReloadOnHangup::new(hangup, path, a, running.reloader())
+        let file = path.clone();
+        let replan = move || {
+            let mut plan = load(&read_composition(&file)?, &a.set)?;
+            apply_run_flags(&mut plan, a);
+            Ok(plan)
+        };
+        crate::reload::ReloadOnHangup::new(hangup, path, replan, running.reloader())
     });
     let outcome = match notifier.as_mut() {
         None => {

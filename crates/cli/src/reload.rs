@@ -6,16 +6,15 @@
 use std::path::PathBuf;
 
 use trawl_blocks::output::Hangup;
-use trawl_compose::{ReloadOutcome, Reloader};
-
-use crate::compose::{load, read_composition};
-use crate::config::RunArgs;
+use trawl_compose::{Plan, ReloadOutcome, Reloader};
 
 /// Watches SIGHUP for a run of a composition file and reloads it.
-pub struct ReloadOnHangup<'a> {
+pub struct ReloadOnHangup<F> {
     hangup: Hangup,
     path: PathBuf,
-    args: &'a RunArgs,
+    /// Reads and plans the file again, with the run's flags (the caller's: this module
+    /// uses no command's).
+    replan: F,
     reloader: Reloader,
 }
 
@@ -25,14 +24,13 @@ pub fn watch() -> anyhow::Result<Hangup> {
     Ok(Hangup::watch()?)
 }
 
-impl<'a> ReloadOnHangup<'a> {
-    /// Reloads `path` with the run's flags `args` through `reloader` on each SIGHUP `hangup`
-    /// saw.
-    pub fn new(hangup: Hangup, path: PathBuf, args: &'a RunArgs, reloader: Reloader) -> Self {
+impl<F: Fn() -> anyhow::Result<Plan>> ReloadOnHangup<F> {
+    /// Reloads `path` as `replan` plans it through `reloader` on each SIGHUP `hangup` saw.
+    pub fn new(hangup: Hangup, path: PathBuf, replan: F, reloader: Reloader) -> Self {
         ReloadOnHangup {
             hangup,
             path,
-            args,
+            replan,
             reloader,
         }
     }
@@ -47,8 +45,7 @@ impl<'a> ReloadOnHangup<'a> {
 
     fn reload(&self) -> String {
         let origin = self.path.display();
-        let plan = read_composition(&self.path).and_then(|c| load(&c, &self.args.set));
-        let mut plan = match plan {
+        let plan = match (self.replan)() {
             Ok(p) => p,
             Err(e) => {
                 // The checker lists its problems on lines of their own: one log line.
@@ -60,7 +57,6 @@ impl<'a> ReloadOnHangup<'a> {
                 );
             }
         };
-        crate::compose::apply_run_flags(&mut plan, self.args);
         match self.reloader.reload(plan) {
             ReloadOutcome::Unchanged => format!("reload of {origin}: nothing changed"),
             ReloadOutcome::Applied(changes) => {
