@@ -40,9 +40,10 @@ note() { echo "== $*" >&2; }
 note "building (release, feature kafka)"
 # The bench profile (release code with line tables, in target/release like the bench binary):
 # the dependencies built once serve both binaries.
-(cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
-TRAWL=${CARGO_TARGET_DIR:-$ROOT/target}/release/trawl
-BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
+[ -n "${TRAWL_BIN:-}" ] || (cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
+TRAWL=${TRAWL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/trawl}
+# BENCH_BIN=PATH / TRAWL_BIN=PATH: binaries already built (no cargo run here).
+[ -n "${BENCH_BIN:-}" ] || BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BENCH_BIN" ] || { echo "clickhouse.sh: bench binary missing" >&2; exit 1; }
 

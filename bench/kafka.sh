@@ -49,14 +49,15 @@ mkdir -p "$WORK"
 note() { echo "== $*" >&2; }
 
 note "building (release, feature kafka)"
-BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
+# BENCH_BIN=PATH / TRAWL_BIN=PATH: binaries already built (no cargo run here).
+[ -n "${BENCH_BIN:-}" ] || BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BENCH_BIN" ] || { echo "kafka.sh: bench binary missing" >&2; exit 1; }
 TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
 if [ "$COLLECTOR" = 1 ]; then
     # The bench profile (release code with line tables, in target/release like the bench binary):
     # the dependencies built once serve both binaries.
-    (cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
+    [ -n "${TRAWL_BIN:-}" ] || (cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
     GOFLOW2=${GOFLOW2:-$(go env GOPATH)/bin/goflow2}
     if [ ! -x "$GOFLOW2" ]; then
         note "installing GoFlow2 (go install)"
