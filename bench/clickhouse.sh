@@ -5,21 +5,27 @@
 # broker and one server on loopback; the topic is filled first by the export bench binary of
 # trawl-export (the synthetic records of bench/export.sh), then loaded to its end.
 #
-#   bench/clickhouse.sh [--records N] [--format protobuf|json] [--batch-rows N]
+#   bench/clickhouse.sh [--records N] [--format protobuf-delimited|protobuf|json]
+#                       [--kafka-batch BYTES|0] [--batch-rows N]
 #
-# Reports the load's rows/s over its whole run (consumer start and group join included) and
-# its CPU seconds, with the server's; raw output in bench/work/clickhouse/. Stops what it
-# started.
+# The topic's messages are batched (`batch=BYTES`, default 262144; 0: one record per
+# message). Reports the load's rows/s over its whole run (consumer start and group join
+# included) and its CPU seconds, with the server's; then the server's own insert rate: the
+# same rows read back as one RowBinary file and inserted again, once with curl over HTTP in
+# inserts of --batch-rows rows (what the loader sends), once with clickhouse-client (native
+# protocol). Raw output in bench/work/clickhouse/. Stops what it started.
 set -euo pipefail
 export LC_ALL=C
 
 RECORDS=2000000
-FORMAT=protobuf
+FORMAT=protobuf-delimited
+KBATCH=262144
 BATCH=262144
 while [ $# -gt 0 ]; do
     case $1 in
         --records) RECORDS=$2; shift ;;
         --format) FORMAT=$2; shift ;;
+        --kafka-batch) KBATCH=$2; shift ;;
         --batch-rows) BATCH=$2; shift ;;
         *) echo "clickhouse.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -32,9 +38,12 @@ mkdir -p "$WORK"
 note() { echo "== $*" >&2; }
 
 note "building (release, feature kafka)"
-(cd "$ROOT" && cargo build -q --release -p trawl-cli --features kafka)
-TRAWL=${CARGO_TARGET_DIR:-$ROOT/target}/release/trawl
-BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
+# The bench profile (release code with line tables, in target/release like the bench binary):
+# the dependencies built once serve both binaries.
+[ -n "${TRAWL_BIN:-}" ] || (cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
+TRAWL=${TRAWL_BIN:-${CARGO_TARGET_DIR:-$ROOT/target}/release/trawl}
+# BENCH_BIN=PATH / TRAWL_BIN=PATH: binaries already built (no cargo run here).
+[ -n "${BENCH_BIN:-}" ] || BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BENCH_BIN" ] || { echo "clickhouse.sh: bench binary missing" >&2; exit 1; }
 
@@ -50,11 +59,13 @@ TOPIC=bench-ch-$FORMAT-$$
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') ($(nproc) CPUs)"
     echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "kafka: 4.3.1, 1 broker, $BROKER; clickhouse: $(curl -s "$URL/?query=SELECT%20version()") at $URL"
-    echo "records: $RECORDS $FORMAT, batch rows $BATCH"
+    echo "records: $RECORDS $FORMAT, Kafka batch $KBATCH bytes, insert batch rows $BATCH"
 } | tee "$WORK/env.txt"
 
 note "filling $TOPIC"
-"$BENCH_BIN" to "$RECORDS" "kafka://$BROKER/$TOPIC?format=$FORMAT" >&2
+DEST="kafka://$BROKER/$TOPIC?format=$FORMAT"
+[ "$KBATCH" = 0 ] || DEST="$DEST&batch=$KBATCH"
+"$BENCH_BIN" to "$RECORDS" "$DEST" >&2
 curl -s "$URL/" --data-binary "DROP TABLE IF EXISTS trawl.flows" >/dev/null
 
 note "loading"
@@ -75,3 +86,41 @@ printf 'trawl clickhouse load: %.1f s wall, %.1f s CPU (user %s, sys %s): %.0f r
     "$wall" "$(echo "$user + $sys" | bc -l)" "$user" "$sys" \
     "$(echo "$rows / $wall" | bc -l)" "$(echo "$rows / ($user + $sys)" | bc -l)"
 printf 'clickhouse-server 18.16: %.1f s CPU\n' "$(echo "($s1 - $s0) / $ticks" | bc -l)"
+
+# The server alone: the same rows as RowBinary, inserted again (the loader's insert size over
+# HTTP, then clickhouse-client's native protocol), wall time of each.
+COLS=$(curl -s "$URL/" --data-binary "SELECT arrayStringConcat(groupArray(name), ', ') FROM system.columns WHERE database = 'trawl' AND table = 'flows'")
+curl -s "$URL/" --data-binary "SELECT $COLS FROM trawl.flows FORMAT RowBinary" > "$WORK/rows.bin"
+ROW_BYTES=$(( $(stat -c %s "$WORK/rows.bin") / rows ))
+# The bench's rows are all as long (one probe name, fixed-width columns otherwise): the file
+# cuts into whole rows. Otherwise it goes as one insert.
+if [ $(( $(stat -c %s "$WORK/rows.bin") % rows )) = 0 ]; then
+    split -b $((ROW_BYTES * BATCH)) -d -a 4 "$WORK/rows.bin" "$WORK/part."
+else
+    cp "$WORK/rows.bin" "$WORK/part.0000"
+fi
+note "server alone ($(stat -c %s "$WORK/rows.bin") bytes of RowBinary, $ROW_BYTES bytes a row)"
+server_insert() { # label, command...
+    local label=$1 t0 t1 n
+    shift
+    curl -s "$URL/" --data-binary "TRUNCATE TABLE trawl.flows" >/dev/null
+    t0=$(date +%s.%N)
+    "$@"
+    t1=$(date +%s.%N)
+    n=$(curl -s "$URL/" --data-binary "SELECT count() FROM trawl.flows")
+    printf '%s: %s rows in %.2f s: %.0f rows/s\n' "$label" "$n" "$(echo "$t1 - $t0" | bc -l)" \
+        "$(echo "$n / ($t1 - $t0)" | bc -l)"
+}
+http_parts() {
+    for f in "$WORK"/part.*; do
+        curl -s -f "$URL/?query=INSERT%20INTO%20trawl.flows%20($(echo "$COLS" | sed 's/, /,/g'))%20FORMAT%20RowBinary" \
+            --data-binary @"$f" >/dev/null
+    done
+}
+native() {
+    clickhouse-client --port $(( ${URL##*:} + 900 )) \
+        --query "INSERT INTO trawl.flows ($COLS) FORMAT RowBinary" < "$WORK/rows.bin"
+}
+server_insert "server alone, curl over HTTP, inserts of $BATCH rows" http_parts
+server_insert "server alone, clickhouse-client, one insert" native
+rm -f "$WORK"/rows.bin "$WORK"/part.*

@@ -10,10 +10,12 @@
 #      pace into `trawl collect --export kafka://...` and into GoFlow2 with its Kafka
 #      transport, one after the other, to the same broker; records that arrived on the topic
 #      per CPU second of the receiving process (all its threads, read from /proc before it
-#      is stopped). JSON against GoFlow2's JSON, Protobuf against its protobuf (`bin`).
+#      is stopped). JSON against GoFlow2's JSON, Protobuf against its protobuf (`bin`); trawl
+#      both with one record per message (the default) and batched (`batch=BYTES`, JSON lines
+#      and `protobuf-delimited`), GoFlow2 one per message (it has no batching).
 #
 #   bench/kafka.sh [--records N] [--repeat N] [--stream-records N] [--rate DATAGRAMS_PER_S]
-#                  [--no-collector]
+#                  [--batch BYTES] [--no-collector]
 #
 # Each measurement runs --repeat times (default 3); the median is reported. Raw output in
 # bench/work/kafka/. GoFlow2 is `go install`ed into $(go env GOPATH)/bin when missing
@@ -25,6 +27,7 @@ RECORDS=2000000
 REPEAT=3
 STREAM_RECORDS=200000
 RATE=20000
+BATCH=262144
 COLLECTOR=1
 while [ $# -gt 0 ]; do
     case $1 in
@@ -32,6 +35,7 @@ while [ $# -gt 0 ]; do
         --repeat) REPEAT=$2; shift ;;
         --stream-records) STREAM_RECORDS=$2; shift ;;
         --rate) RATE=$2; shift ;;
+        --batch) BATCH=$2; shift ;;
         --no-collector) COLLECTOR=0 ;;
         *) echo "kafka.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -45,12 +49,15 @@ mkdir -p "$WORK"
 note() { echo "== $*" >&2; }
 
 note "building (release, feature kafka)"
-BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
+# BENCH_BIN=PATH / TRAWL_BIN=PATH: binaries already built (no cargo run here).
+[ -n "${BENCH_BIN:-}" ] || BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --features kafka --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 [ -x "$BENCH_BIN" ] || { echo "kafka.sh: bench binary missing" >&2; exit 1; }
 TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
 if [ "$COLLECTOR" = 1 ]; then
-    (cd "$ROOT" && cargo build --release -q -p trawl-cli --features kafka)
+    # The bench profile (release code with line tables, in target/release like the bench binary):
+    # the dependencies built once serve both binaries.
+    [ -n "${TRAWL_BIN:-}" ] || (cd "$ROOT" && cargo build --profile bench -q -p trawl-cli --features kafka)
     GOFLOW2=${GOFLOW2:-$(go env GOPATH)/bin/goflow2}
     if [ ! -x "$GOFLOW2" ]; then
         note "installing GoFlow2 (go install)"
@@ -86,12 +93,17 @@ measure() { # label destination
 json=$(measure json-devnull "json:/dev/null")
 kjson=$(measure kafka-json "kafka://$BROKER/bench-json-RUN?format=json")
 kpb=$(measure kafka-protobuf "kafka://$BROKER/bench-pb-RUN?format=protobuf")
+kjsonb=$(measure kafka-json-batch "kafka://$BROKER/bench-jsonb-RUN?format=json&batch=$BATCH")
+kpbd=$(measure kafka-pbd-batch "kafka://$BROKER/bench-pbd-RUN?format=protobuf-delimited&batch=$BATCH")
 {
     echo "export ($RECORDS records, median of $REPEAT):"
-    printf '  %-22s %14s %8s\n' destination records/cpu-s "vs json"
-    printf '  %-22s %14s %8s\n' "json:/dev/null" "$json" 1.00
-    printf '  %-22s %14s %8.2f\n' "kafka json" "$kjson" "$(echo "$kjson / $json" | bc -l)"
-    printf '  %-22s %14s %8.2f\n' "kafka protobuf" "$kpb" "$(echo "$kpb / $json" | bc -l)"
+    printf '  %-34s %14s %8s\n' destination records/cpu-s "vs json"
+    printf '  %-34s %14s %8s\n' "json:/dev/null" "$json" 1.00
+    row() { printf '  %-34s %14s %8.2f\n' "$1" "$2" "$(echo "$2 / $json" | bc -l)"; }
+    row "kafka json" "$kjson"
+    row "kafka protobuf" "$kpb"
+    row "kafka json batch=$BATCH" "$kjsonb"
+    row "kafka protobuf-delimited batch=$BATCH" "$kpbd"
 } | tee "$WORK/summary.txt"
 
 [ "$COLLECTOR" = 1 ] || exit 0
@@ -102,8 +114,29 @@ note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE d
 # CPU time of all live threads of a process, ns (schedstat, as bench/export.sh reads it).
 cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
 
-# Messages on a topic now.
-topic_count() { kcat -C -b "$BROKER" -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l; }
+# Records on a topic now: one per message, or (COUNT=json) JSON lines, or (COUNT=delimited)
+# varint-delimited Protobuf records in messages (kcat's %R: each message's 4-byte length).
+COUNT=messages
+topic_count() {
+    case $COUNT in
+        json) kcat -C -b "$BROKER" -t "$1" -o beginning -e -q -f '%s\n' 2>/dev/null | wc -l ;;
+        delimited) kcat -C -b "$BROKER" -t "$1" -o beginning -e -q -f '%R%s' 2>/dev/null | python3 -c '
+import sys
+b, at, n = sys.stdin.buffer.read(), 0, 0
+while at + 4 <= len(b):
+    end = at + 4 + int.from_bytes(b[at:at + 4], "big")
+    at += 4
+    while at < end:
+        size, shift = 0, 0
+        while True:
+            c = b[at]; at += 1
+            size |= (c & 0x7f) << shift; shift += 7
+            if c < 0x80: break
+        at += size; n += 1
+print(n)' ;;
+        *) kcat -C -b "$BROKER" -t "$1" -o beginning -e -q -f 'x\n' 2>/dev/null | wc -l ;;
+    esac
+}
 
 # One receiver on PORT into TOPIC (the words PORT and TOPIC in its command are replaced):
 # starts it, replays the stream, waits until the topic holds every record (at most 60 s),
@@ -146,6 +179,15 @@ for ((i = 1; i <= REPEAT; i++)); do
         echo "goflow2-$fmt $t" | tee -a "$WORK/collect.txt"
         port=$((port + 1))
     done
+    for fmt in json protobuf-delimited; do
+        COUNT=$([ "$fmt" = json ] && echo json || echo delimited)
+        t=$(receive "trawl-$fmt-batch-$i" "collect-$fmt-batch-$i" $port \
+            "$TRAWL" collect --listen udp://127.0.0.1:PORT --no-output --summary json \
+            --export "kafka://$BROKER/TOPIC?format=$fmt&batch=$BATCH")
+        echo "trawl-$fmt-batch $t" | tee -a "$WORK/collect.txt"
+        COUNT=messages
+        port=$((port + 1))
+    done
 done
 
 python3 - "$STREAM_RECORDS" "$RATE" "$WORK/collect.txt" <<'PY' | tee -a "$WORK/summary.txt"
@@ -158,12 +200,12 @@ for line in open(path):
 print(f"collector, IPFIX in -> Kafka ({sent} records at {rate} datagrams/s, median of runs):")
 def rate_of(name):
     return statistics.median(n / cpu for cpu, n in runs[name] if cpu > 0)
-for fmt in ("json", "protobuf"):
-    t, g = rate_of(f"trawl-{fmt}"), rate_of(f"goflow2-{fmt}")
-    for name, r in ((f"trawl-{fmt}", t), (f"goflow2-{fmt}", g)):
+for fmt, batched in (("json", "json-batch"), ("protobuf", "protobuf-delimited-batch")):
+    t, g, tb = rate_of(f"trawl-{fmt}"), rate_of(f"goflow2-{fmt}"), rate_of(f"trawl-{batched}")
+    for name, r in ((f"trawl-{fmt}", t), (f"trawl-{batched}", tb), (f"goflow2-{fmt}", g)):
         got = [n for _, n in runs[name]]
         cpus = [cpu for cpu, _ in runs[name]]
-        print(f"  {name:18} {r/1e3:7.0f} k records/CPU-s (records on topic {min(got)}-{max(got)}, "
+        print(f"  {name:30} {r/1e3:7.0f} k records/CPU-s (records on topic {min(got)}-{max(got)}, "
               f"CPU {min(cpus):.2f}-{max(cpus):.2f} s)")
-    print(f"  trawl / goflow2 ({fmt}): {t/g:.2f}x")
+    print(f"  trawl / goflow2 ({fmt}): {t/g:.2f}x one record per message, {tb/g:.2f}x batched")
 PY

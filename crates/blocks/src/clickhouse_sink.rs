@@ -4,6 +4,12 @@
 //! acknowledged the insert. A failed insert is retried (the batch is kept, consuming waits);
 //! a crash loses nothing (the batch is read again: at least once).
 //!
+//! A batch is inserted on a thread of its own while the lane reads the next one: the server
+//! sorts and writes one batch while trawl decodes the next, instead of each waiting for the
+//! other. At most one insert per lane is in flight: the next batch (or a commit of skipped
+//! messages alone) waits for it, so offsets are committed in order, each only after every
+//! insert before it succeeded.
+//!
 //! With `series` and `alarms` topics, each topic is a *lane* of its own: its consumer (in
 //! group `GROUP-series`, `GROUP-alarms`: a member joining one group would otherwise take
 //! partitions away from another lane mid-batch, which then reads them again from the last
@@ -115,8 +121,28 @@ struct Lane {
     batch_started: Option<Instant>,
     /// When the last insert failed: the next try waits a second.
     failed_at: Option<Instant>,
+    /// The insert running on its own thread.
+    inflight: Option<Inflight>,
+    /// A batch whose insert failed, tried again before anything else is inserted.
+    retry: Option<Done>,
+    /// The buffer of the last batch inserted, reused for the next.
+    spare: Vec<u8>,
     /// The lane's partitions were all at their end at the last poll.
     at_end: bool,
+}
+
+/// A batch handed to its insert, and what to commit once it is in.
+struct Done {
+    batch: Vec<u8>,
+    rows: usize,
+    /// The offsets to commit after the insert: every message read before the batch was
+    /// handed over (its own, and skipped ones).
+    positions: Vec<(i32, i64)>,
+}
+
+/// An insert running on its own thread: it hands back the batch and the server's answer.
+struct Inflight {
+    thread: std::thread::JoinHandle<(Done, Result<(), trawl_central::Error>)>,
 }
 
 /// How a lane reads a message into its batch.
@@ -151,53 +177,58 @@ impl Lane {
             rows: 0,
             batch_started: None,
             failed_at: None,
+            inflight: None,
+            retry: None,
+            spare: Vec::new(),
             at_end: false,
         })
     }
 }
 
-/// One message of a `kind` lane into `batch`; the error names what is wrong with it.
+/// One message of a `kind` lane into `batch` (a flows message may hold many records): the
+/// rows added, and the error of each record that is not one (`bad`).
 fn add(
     kind: Kind,
     format: TopicFormat,
     key: &[u8],
     value: &[u8],
     d: &Defaults<'_>,
-    c: Option<&Counters>,
     batch: &mut Vec<u8>,
-) -> Result<(), trawl_central::Error> {
+    bad: &mut dyn FnMut(trawl_central::Error),
+) -> usize {
     // Series and alarms are keyed by the probe: a JSON message names it nowhere else.
     let key = std::str::from_utf8(key).ok().filter(|k| !k.is_empty());
     let probe_of = |named: Option<&str>| named.or(key).unwrap_or(d.probe).to_string();
+    let mut rows = 0;
     match kind {
-        Kind::Flows => {
-            let p = format.parse(value)?;
-            let probe = p.probe.as_deref().unwrap_or(d.probe);
-            rowbinary::flow_row(&p.record, probe, p.store_iface(d.iface), batch);
-            if let Some(c) = c {
-                c.records.add(1);
+        Kind::Flows => format.parse_each(value, &mut |p| match p {
+            Ok(p) => {
+                let probe = p.probe.as_deref().unwrap_or(d.probe);
+                rowbinary::flow_row(&p.record, probe, p.store_iface(d.iface), batch);
+                rows += 1;
             }
-        }
-        Kind::Series => {
-            let p = parse_series(value)?;
-            let probe = probe_of(p.probe.as_deref());
-            let iface = if probe.is_empty() { d.iface } else { &probe };
-            series_row(&p.row, &probe, iface, batch);
-            if let Some(c) = c {
-                c.series_rows.add(1);
+            Err(e) => bad(e),
+        }),
+        Kind::Series => match parse_series(value) {
+            Ok(p) => {
+                let probe = probe_of(p.probe.as_deref());
+                let iface = if probe.is_empty() { d.iface } else { &probe };
+                series_row(&p.row, &probe, iface, batch);
+                rows += 1;
             }
-        }
-        Kind::Alarms => {
-            let a = parse_alarm(value)?;
-            let probe = probe_of(a.probe.as_deref());
-            let iface = if probe.is_empty() { d.iface } else { &probe };
-            alarm_row(&a, &probe, iface, batch);
-            if let Some(c) = c {
-                c.alarms.add(1);
+            Err(e) => bad(e),
+        },
+        Kind::Alarms => match parse_alarm(value) {
+            Ok(a) => {
+                let probe = probe_of(a.probe.as_deref());
+                let iface = if probe.is_empty() { d.iface } else { &probe };
+                alarm_row(&a, &probe, iface, batch);
+                rows += 1;
             }
-        }
+            Err(e) => bad(e),
+        },
     }
-    Ok(())
+    rows
 }
 
 /// The block.
@@ -319,7 +350,7 @@ impl Block for ClickHouseSink {
         let done = self
             .lanes
             .iter()
-            .all(|l| l.at_end && l.rows == 0 && l.failed_at.is_none());
+            .all(|l| l.at_end && l.rows == 0 && l.inflight.is_none() && l.retry.is_none());
         if self.stop_at_end && done {
             return Poll::Done;
         }
@@ -333,7 +364,11 @@ impl Block for ClickHouseSink {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         // One last try; what is not inserted is not committed (read again next time).
         for i in 0..self.lanes.len() {
+            if self.lanes[i].retry.is_some() {
+                self.retry(i, ctx);
+            }
             self.flush(i, ctx);
+            self.settle(i, ctx);
         }
     }
 }
@@ -345,9 +380,16 @@ impl ClickHouseSink {
         // A failed batch is kept whole and tried again before anything more is read.
         if let Some(t) = self.lanes[i].failed_at {
             if t.elapsed() >= Duration::from_secs(1) {
-                self.flush(i, ctx);
+                self.retry(i, ctx);
             }
             return 0;
+        }
+        if self.lanes[i]
+            .inflight
+            .as_ref()
+            .is_some_and(|f| f.thread.is_finished())
+        {
+            self.settle(i, ctx);
         }
         let d = Defaults {
             probe: &self.probe,
@@ -375,15 +417,8 @@ impl ClickHouseSink {
                 ..
             } = &mut *lane;
             let (kind, format) = (*kind, *format);
-            let polled = consumer.poll(wait, &mut |m| match add(
-                kind, format, m.key, m.value, &d, counters, batch,
-            ) {
-                Ok(()) => {
-                    *rows += 1;
-                    tracker.hold(&(), m.partition, m.offset);
-                }
-                Err(e) => {
-                    tracker.seen(m.partition, m.offset);
+            let polled = consumer.poll(wait, &mut |m| {
+                let mut note_bad = |e: trawl_central::Error| {
                     if let Some(c) = counters {
                         c.bad_messages.add(1);
                     }
@@ -391,6 +426,21 @@ impl ClickHouseSink {
                         "partition {} offset {}: {e}",
                         m.partition, m.offset
                     ));
+                };
+                let n = add(kind, format, m.key, m.value, &d, batch, &mut note_bad);
+                *rows += n;
+                if let Some(c) = counters {
+                    let counter = match kind {
+                        Kind::Flows => &c.records,
+                        Kind::Series => &c.series_rows,
+                        Kind::Alarms => &c.alarms,
+                    };
+                    counter.add(n as u64);
+                }
+                if n > 0 {
+                    tracker.hold(&(), m.partition, m.offset);
+                } else {
+                    tracker.seen(m.partition, m.offset);
                 }
             });
             if let Some(b) = bad {
@@ -424,41 +474,116 @@ impl ClickHouseSink {
         got
     }
 
-    /// Inserts lane `i`'s batch; on success commits every offset it held (and those
-    /// skipped).
+    /// Hands lane `i`'s batch to an insert of its own (after the one in flight is settled),
+    /// or with no rows, commits what was skipped.
     fn flush(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        self.settle(i, ctx);
         let lane = &mut self.lanes[i];
-        if lane.rows > 0 {
-            match self.server.insert(&lane.insert, &lane.batch) {
-                Ok(_) => {
-                    if let Some(c) = &self.counters {
-                        c.inserts.add(1);
-                        c.rows_inserted.add(lane.rows as u64);
-                        c.bytes_inserted.add(lane.batch.len() as u64);
-                    }
-                    lane.tracker.release_all();
-                    lane.batch.clear();
-                    lane.rows = 0;
-                    lane.batch_started = None;
-                    lane.failed_at = None;
-                }
-                Err(e) => {
-                    if let Some(c) = &self.counters {
-                        c.insert_errors.add(1);
-                    }
-                    ctx.error(e);
-                    lane.failed_at = Some(Instant::now());
-                    return;
-                }
-            }
-        }
-        let positions = lane.tracker.to_commit();
-        if positions.is_empty() {
+        if lane.retry.is_some() {
             return;
         }
-        match lane.consumer.commit(&positions) {
-            Ok(()) => lane.tracker.committed(&positions),
-            Err(e) => ctx.error(e),
+        // Everything read so far is in this batch or was skipped.
+        lane.tracker.release_all();
+        let positions = lane.tracker.to_commit();
+        if lane.rows == 0 {
+            if !positions.is_empty() {
+                match lane.consumer.commit(&positions) {
+                    Ok(()) => lane.tracker.committed(&positions),
+                    Err(e) => ctx.error(e),
+                }
+            }
+            return;
         }
+        // The positions count as committed from here: the next batch's are computed past
+        // them, and they are committed (in order) once this insert succeeded.
+        lane.tracker.committed(&positions);
+        let mut spare = std::mem::take(&mut lane.spare);
+        spare.clear();
+        let done = Done {
+            batch: std::mem::replace(&mut lane.batch, spare),
+            rows: std::mem::take(&mut lane.rows),
+            positions,
+        };
+        lane.batch_started = None;
+        let (server, query) = (self.server.clone(), lane.insert.clone());
+        let thread = std::thread::Builder::new()
+            .name("clickhouse-insert".into())
+            .spawn(move || {
+                let r = server.insert(&query, &done.batch).map(drop);
+                (done, r)
+            });
+        match thread {
+            Ok(thread) => lane.inflight = Some(Inflight { thread }),
+            Err(e) => ctx.fail(format_args!("cannot start an insert thread: {e}")),
+        }
+    }
+
+    /// Waits for lane `i`'s insert in flight: in, its offsets are committed; failed, its
+    /// batch is kept to be tried again.
+    fn settle(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let lane = &mut self.lanes[i];
+        let Some(f) = lane.inflight.take() else {
+            return;
+        };
+        let (done, result) = match f.thread.join() {
+            Ok(r) => r,
+            Err(_) => {
+                ctx.fail("an insert thread panicked");
+                return;
+            }
+        };
+        match result {
+            Ok(()) => self.inserted(i, done, ctx),
+            Err(e) => {
+                if let Some(c) = &self.counters {
+                    c.insert_errors.add(1);
+                }
+                ctx.error(e);
+                let lane = &mut self.lanes[i];
+                lane.retry = Some(done);
+                lane.failed_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// Tries lane `i`'s failed batch again, on this thread.
+    fn retry(&mut self, i: usize, ctx: &mut Ctx<'_>) {
+        let Some(done) = self.lanes[i].retry.take() else {
+            return;
+        };
+        match self.server.insert(&self.lanes[i].insert, &done.batch) {
+            Ok(_) => {
+                self.lanes[i].failed_at = None;
+                self.inserted(i, done, ctx);
+            }
+            Err(e) => {
+                if let Some(c) = &self.counters {
+                    c.insert_errors.add(1);
+                }
+                ctx.error(e);
+                let lane = &mut self.lanes[i];
+                lane.retry = Some(done);
+                lane.failed_at = Some(Instant::now());
+            }
+        }
+    }
+
+    /// Lane `i`'s batch `done` is in ClickHouse: counted, its offsets committed, its buffer
+    /// kept for reuse.
+    fn inserted(&mut self, i: usize, done: Done, ctx: &mut Ctx<'_>) {
+        if let Some(c) = &self.counters {
+            c.inserts.add(1);
+            c.rows_inserted.add(done.rows as u64);
+            c.bytes_inserted.add(done.batch.len() as u64);
+        }
+        let lane = &mut self.lanes[i];
+        if !done.positions.is_empty() {
+            // A commit that fails is not retried: the next batch's positions pass these
+            // (a crash meanwhile reads these rows again: at least once).
+            if let Err(e) = lane.consumer.commit(&done.positions) {
+                ctx.error(e);
+            }
+        }
+        lane.spare = done.batch;
     }
 }

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use trawl_central::consumer::{KafkaConsumer, KafkaSource, Polled};
-use trawl_central::message::TopicFormat;
+use trawl_central::message::{Parsed, TopicFormat};
 use trawl_central::OffsetTracker;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, PathSetting, Poll, Pool};
 use trawl_store::layout::block_start;
@@ -217,7 +217,9 @@ impl Block for KafkaSourceBlock {
                 at = (m.partition, m.offset);
             });
             if let Ok(Polled::Message) = polled {
-                self.record(ctx, at.0, at.1, &value);
+                let format = self.format;
+                // One record, or the many of a batched message.
+                format.parse_each(&value, &mut |p| self.record(ctx, at.0, at.1, p));
             }
             self.value = value;
             match polled {
@@ -280,9 +282,16 @@ impl Block for KafkaSourceBlock {
 }
 
 impl KafkaSourceBlock {
-    /// One message: parsed, stored, held until its block is durable.
-    fn record(&mut self, ctx: &mut Ctx<'_>, partition: i32, offset: i64, value: &[u8]) {
-        let parsed = match self.format.parse(value) {
+    /// One record of a message: stored, held until its block is durable (the message's
+    /// offset is committed once every record of it is).
+    fn record(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        partition: i32,
+        offset: i64,
+        parsed: Result<Parsed, trawl_central::Error>,
+    ) {
+        let parsed = match parsed {
             Ok(p) => p,
             Err(e) => {
                 self.tracker.seen(partition, offset);

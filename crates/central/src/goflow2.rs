@@ -49,7 +49,7 @@ fn mac(v: u64) -> [u8; 6] {
 }
 
 /// Reads one message value of a GoFlow2 topic.
-pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
+pub fn parse(value: &[u8]) -> Result<Parsed<'static>, Error> {
     let msg = unprefixed(value);
     let mut r = FlowRecord {
         src_ip: IpAddr::from([0u8; 4]),

@@ -3,6 +3,12 @@
 //! without its newline) or a `trawl.FlowRecord` Protobuf message (`docs/specs/trawl.proto`).
 //! The format is told from the first byte: `{` opens JSON, a Protobuf record opens with field
 //! 1 (`src_ip`, tag byte 0x0a).
+//!
+//! A message of a `batch=` export holds many records ([`parse_each`]): JSON lines separated
+//! by newlines, or `format=protobuf-delimited` records each after its length (a varint). A
+//! delimited value cannot open with 0x0a (a record is longer than 10 bytes), and one that
+//! opens with `{` (a record of 123 bytes) has the record's 0x0a next, which no JSON line
+//! has.
 use std::borrow::Cow;
 use std::net::IpAddr;
 
@@ -11,18 +17,19 @@ use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
 
 use crate::Error;
 
-/// A record read from a message, with the fields a flow record has no room for.
+/// A record read from a message, with the fields a flow record has no room for (borrowed
+/// from the message where they can be: no allocation per record).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Parsed {
+pub struct Parsed<'a> {
     /// The flow record (no payload bytes).
     pub record: FlowRecord<'static>,
     /// The interface the record was metered on (`iface`), when the message names one.
-    pub iface: Option<String>,
+    pub iface: Option<Cow<'a, str>>,
     /// The probe that sent it (Protobuf `probe`), when the message names one.
-    pub probe: Option<String>,
+    pub probe: Option<Cow<'a, str>>,
 }
 
-impl Parsed {
+impl Parsed<'_> {
     /// The interface name the record is stored under, in a flow database and in ClickHouse's
     /// `iface` column alike (so `trawl query` over either groups the same way): the record's
     /// `iface`, else its probe's name, else `default`.
@@ -56,16 +63,60 @@ impl TopicFormat {
     }
 
     /// Reads one message value of a topic of this format.
-    pub fn parse(self, value: &[u8]) -> Result<Parsed, Error> {
+    pub fn parse(self, value: &[u8]) -> Result<Parsed<'_>, Error> {
         match self {
             TopicFormat::Trawl => parse(value),
             TopicFormat::GoFlow2 => crate::goflow2::parse(value),
         }
     }
+
+    /// Reads every record of one message value ([`parse_each`] for trawl's): `f` gets each
+    /// record or the error of each record that is not one.
+    pub fn parse_each(self, value: &[u8], f: &mut dyn FnMut(Result<Parsed<'_>, Error>)) {
+        match self {
+            TopicFormat::Trawl => parse_each(value, f),
+            TopicFormat::GoFlow2 => f(crate::goflow2::parse(value)),
+        }
+    }
+}
+
+/// Reads every record of one message value: one (as [`parse`]), or the many of a batched
+/// message (JSON lines; delimited Protobuf). A bad JSON line is an error of its own and the
+/// others are read; a delimited record whose length runs past the end ends the message (the
+/// rest cannot be framed).
+pub fn parse_each(value: &[u8], f: &mut dyn FnMut(Result<Parsed<'_>, Error>)) {
+    match value {
+        [b'{', second, ..] if *second != 0x0a => {
+            for line in value.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                f(parse_json(line));
+            }
+        }
+        [] | [0x0a, ..] | [0xc3, 0x01, ..] => f(parse(value)),
+        _ => {
+            let mut w = Wire::new(value);
+            while w.at < value.len() {
+                let at = w.at;
+                let len = w.varint().map(|n| n as usize);
+                match len.and_then(|n| w.take(n)) {
+                    Ok(record) => f(parse_protobuf(record)),
+                    Err(e) => {
+                        let why = match e {
+                            Error::BadMessage(m) => m,
+                            other => other.to_string(),
+                        };
+                        f(Err(bad(format!(
+                            "delimited Protobuf, the record at byte {at}: {why}"
+                        ))));
+                        return;
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Reads one message value (JSON or Protobuf, told by its first byte).
-pub fn parse(value: &[u8]) -> Result<Parsed, Error> {
+pub fn parse(value: &[u8]) -> Result<Parsed<'_>, Error> {
     match value.first() {
         Some(b'{') => parse_json(value),
         // Avro's single-object marker: `format=avro` is for readers other than trawl.
@@ -205,7 +256,7 @@ fn early(field: &str, v: &[i64]) -> Result<[i64; EARLY_PACKETS], Error> {
     Ok(out)
 }
 
-fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
+fn parse_json(value: &[u8]) -> Result<Parsed<'_>, Error> {
     let j: JsonRecord<'_> =
         serde_json::from_slice(value).map_err(|e| bad(format!("JSON record: {e}")))?;
     let proto = proto_number(&j.proto)
@@ -254,8 +305,8 @@ fn parse_json(value: &[u8]) -> Result<Parsed, Error> {
     };
     Ok(Parsed {
         record,
-        iface: j.iface.map(Cow::into_owned),
-        probe: j.probe.map(Cow::into_owned),
+        iface: j.iface,
+        probe: j.probe,
     })
 }
 
@@ -408,7 +459,7 @@ fn direction_field(d: &mut DirectionRecord, i: u32, item: &Item<'_>) {
     }
 }
 
-fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
+fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
     let mut r = FlowRecord {
         src_ip: IpAddr::from([0u8; 4]),
         dst_ip: IpAddr::from([0u8; 4]),
@@ -447,7 +498,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
             (4, Item::Varint(v)) => r.dst_port = *v as u16,
             (5, Item::Varint(v)) => r.proto = *v as u8,
             (6, Item::Varint(v)) => r.vlan = *v as u16,
-            (7, Item::Bytes(b)) => iface = Some(text(7, b)?.to_string()),
+            (7, Item::Bytes(b)) => iface = Some(Cow::Borrowed(text(7, b)?)),
             (8, Item::Bytes(b)) => r.src_mac = mac("src_mac", text(8, b)?)?,
             (9, Item::Bytes(b)) => r.dst_mac = mac("dst_mac", text(9, b)?)?,
             (10, Item::Varint(v)) => r.first_ns = *v,
@@ -466,7 +517,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed, Error> {
                 let s = text(58, b)?;
                 r.end_reason = end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?;
             }
-            (59, Item::Bytes(b)) => probe = Some(text(59, b)?.to_string()),
+            (59, Item::Bytes(b)) => probe = Some(Cow::Borrowed(text(59, b)?)),
             // Fields of a newer trawl.proto.
             _ => {}
         }
@@ -510,6 +561,57 @@ mod tests {
         assert_eq!(r.end_reason, EndReason::Idle);
         assert_eq!(p.iface.as_deref(), Some("eth0"));
         assert_eq!(p.store_iface("dflt"), "eth0");
+    }
+
+    fn ports(value: &[u8]) -> Vec<Result<u16, String>> {
+        let mut got = Vec::new();
+        parse_each(value, &mut |p| {
+            got.push(p.map(|p| p.record.src_port).map_err(|e| e.to_string()))
+        });
+        got
+    }
+
+    /// Batched messages: JSON lines each read (a bad one an error of its own), delimited
+    /// Protobuf records each read, also when the first one's length is `{` (123).
+    #[test]
+    fn parse_each_splits_batched_messages() {
+        let other = LINE.replace("\"src_port\":1234", "\"src_port\":1235");
+        let value = format!("{LINE}\n{{\"src_ip\":\"x\"}}\n{other}");
+        let got = ports(value.as_bytes());
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!((&got[0], &got[2]), (&Ok(1234), &Ok(1235)));
+        assert!(
+            got[1].as_ref().unwrap_err().contains("JSON record"),
+            "{got:?}"
+        );
+        // A single record, as before.
+        assert_eq!(ports(LINE.as_bytes()), [Ok(1234)]);
+
+        // A small record, so that a probe name can bring it to 123 bytes.
+        let mut r = trawl_export::decode::empty_record();
+        (r.src_ip, r.dst_ip) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        (r.src_port, r.proto) = (1234, 6);
+        let mut value = Vec::new();
+        let probe = (1..200)
+            .map(|n| "p".repeat(n))
+            .find(|p| {
+                value.clear();
+                trawl_export::pb::encode_flow_delimited(&r, None, p, &mut value);
+                value[0] == b'{'
+            })
+            .expect("a probe name that makes the record 123 bytes long");
+        let mut single = Vec::new();
+        trawl_export::pb::encode_flow(&r, None, &probe, &mut single);
+        assert_eq!(ports(&single), [Ok(1234)]);
+        r.src_port = 7;
+        trawl_export::pb::encode_flow_delimited(&r, Some("eth1"), "p", &mut value);
+        assert_eq!(ports(&value), [Ok(1234), Ok(7)]);
+        // A length past the end: an error, and the end of the message.
+        value.extend_from_slice(&[100, 0x0a, 1]);
+        let got = ports(&value);
+        assert_eq!(got.len(), 3, "{got:?}");
+        let e = got[2].as_ref().unwrap_err();
+        assert!(e.contains("delimited Protobuf, the record at byte"), "{e}");
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! their names; unsigned counters are Avro `long` (no counter reaches 2^63), addresses and
 //! MACs their text, `first_lengths`/`first_iats_ns` arrays of `long`.
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::sync::OnceLock;
 
 use trawl_flow::{DirectionRecord, FlowRecord};
@@ -276,24 +275,16 @@ fn direction(d: &DirectionRecord, out: &mut Vec<u8>) {
 }
 
 fn mac(m: &[u8; 6], out: &mut Vec<u8>) {
-    text(out, |o| {
-        let _ = write!(
-            o,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        );
-    });
+    // 17 characters: zigzag 34.
+    out.push(34);
+    crate::text::mac(m, out);
 }
 
 /// Appends `r` as one single-object-encoded `trawl.FlowRecord`.
 pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(&flow_schema().header);
-    text(out, |o| {
-        let _ = write!(o, "{}", r.src_ip);
-    });
-    text(out, |o| {
-        let _ = write!(o, "{}", r.dst_ip);
-    });
+    text(out, |o| crate::text::ip(r.src_ip, o));
+    text(out, |o| crate::text::ip(r.dst_ip, o));
     for v in [r.src_port, r.dst_port, u16::from(r.proto), r.vlan] {
         ulong(u64::from(v), out);
     }

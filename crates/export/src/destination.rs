@@ -91,7 +91,52 @@ pub enum KafkaFormat {
     /// One Avro record of `docs/specs/avro/*.avsc` in Avro's single-object encoding
     /// (`C3 01`, the schema's fingerprint, the binary record).
     Avro,
+    /// `trawl.FlowRecord` messages each after its length as a varint (Protobuf's delimited
+    /// form: ClickHouse's `Protobuf` format), one or, with `batch=`, many per Kafka message.
+    ProtobufDelimited,
 }
+
+impl KafkaFormat {
+    /// The name `format=` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            KafkaFormat::Json => "json",
+            KafkaFormat::Protobuf => "protobuf",
+            KafkaFormat::Avro => "avro",
+            KafkaFormat::ProtobufDelimited => "protobuf-delimited",
+        }
+    }
+}
+
+/// How librdkafka compresses the batches it sends (`compression=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KafkaCompression {
+    /// None (the default): on a LAN or loopback the CPU is worth more than the bytes.
+    #[default]
+    None,
+    /// LZ4: cheap, for links where bandwidth costs.
+    Lz4,
+    /// gzip: smallest, most CPU.
+    Gzip,
+    /// Snappy.
+    Snappy,
+}
+
+impl KafkaCompression {
+    /// librdkafka's `compression.type` value.
+    pub fn config_value(self) -> &'static str {
+        match self {
+            KafkaCompression::None => "none",
+            KafkaCompression::Lz4 => "lz4",
+            KafkaCompression::Gzip => "gzip",
+            KafkaCompression::Snappy => "snappy",
+        }
+    }
+}
+
+/// The largest `batch=`: the brokers' default largest message (`message.max.bytes`,
+/// 1048588 bytes) less room for the record batch's headers and key.
+pub const MAX_KAFKA_BATCH: usize = 1_000_000;
 
 /// How many replicas acknowledge a message before the producer counts it delivered
 /// (`acks=`).
@@ -145,6 +190,11 @@ pub struct KafkaTarget {
     /// Acknowledgements the producer waits for (`acks=`, default all), on every topic of the
     /// destination.
     pub acks: KafkaAcks,
+    /// Records packed into one message of the flow topic up to this many bytes (`batch=`);
+    /// none: one record per message.
+    pub batch: Option<usize>,
+    /// Compression of the batches librdkafka sends (`compression=`, default none).
+    pub compression: KafkaCompression,
     /// The parameters as given (what follows `?`): the destination's text form keeps them,
     /// so that it parses back to the same target (the CLI hands destinations to the
     /// `flow_export` block as text).
@@ -209,6 +259,8 @@ impl KafkaTarget {
             spool_size: DEFAULT_SPOOL_SIZE,
             timeout_ms: 5000,
             acks: KafkaAcks::All,
+            batch: None,
+            compression: KafkaCompression::None,
             params: query.to_string(),
         };
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
@@ -229,6 +281,7 @@ impl KafkaTarget {
                         "json" => KafkaFormat::Json,
                         "protobuf" => KafkaFormat::Protobuf,
                         "avro" => KafkaFormat::Avro,
+                        "protobuf-delimited" => KafkaFormat::ProtobufDelimited,
                         _ => return Err(invalid()),
                     }
                 }
@@ -248,6 +301,26 @@ impl KafkaTarget {
                         _ => return Err(invalid()),
                     }
                 }
+                "batch" => {
+                    t.batch = Some(
+                        parse_size(v)
+                            .filter(|b| (1..=MAX_KAFKA_BATCH as u64).contains(b))
+                            .ok_or_else(|| {
+                                bad(format!(
+                                    "parameter batch: {v:?} is not 1 to {MAX_KAFKA_BATCH} bytes"
+                                ))
+                            })? as usize,
+                    )
+                }
+                "compression" => {
+                    t.compression = match v {
+                        "none" => KafkaCompression::None,
+                        "lz4" => KafkaCompression::Lz4,
+                        "gzip" => KafkaCompression::Gzip,
+                        "snappy" => KafkaCompression::Snappy,
+                        _ => return Err(invalid()),
+                    }
+                }
                 // `series_topic`/`alarms_topic`: their first, reserved spelling.
                 "series" | "series_topic" if valid_topic(v) => {
                     t.series_topic = Some(v.to_string())
@@ -260,15 +333,39 @@ impl KafkaTarget {
                 }
                 other => {
                     return Err(bad(format!(
-                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, acks, series, alarms)"
+                        "unknown parameter {other:?} (key, format, probe, spool, spool_size, timeout, acks, batch, compression, series, alarms)"
                     )))
                 }
             }
+        }
+        if let Some(why) = t.batch.and_then(|_| batch_conflict(t.format, t.key)) {
+            return Err(bad(why.into()));
         }
         if t.probe.is_empty() {
             t.probe = host_name();
         }
         Ok(t)
+    }
+}
+
+/// Why `batch=` cannot go with `format` and `key`, if it cannot: a batched message holds
+/// many records, so their framing must say where each ends (JSON lines, delimited Protobuf),
+/// and they share one key (the probe's).
+fn batch_conflict(format: KafkaFormat, key: KafkaKey) -> Option<&'static str> {
+    match (format, key) {
+        (KafkaFormat::Avro, _) => Some(
+            "parameter batch: Avro records are not batched (a single-object-encoded value is \
+             one record); use format=json or format=protobuf-delimited",
+        ),
+        (KafkaFormat::Protobuf, _) => Some(
+            "parameter batch: a format=protobuf value is one record without a length; batched \
+             Protobuf is format=protobuf-delimited (each record after its length)",
+        ),
+        (_, KafkaKey::Flow) => Some(
+            "parameter batch: a batched message holds many flows and has one key; batch with \
+             key=probe",
+        ),
+        _ => None,
     }
 }
 
@@ -414,6 +511,39 @@ impl fmt::Display for Destination {
 mod tests {
     use super::*;
 
+    fn kafka(text: &str) -> Result<KafkaTarget, String> {
+        match text.parse::<Destination>() {
+            Ok(Destination::Kafka(k)) => Ok(k),
+            Ok(other) => panic!("not kafka: {other:?}"),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// `batch=` takes a size up to what brokers take by default, and only formats whose
+    /// records can share a message (and one key).
+    #[test]
+    fn parse_kafka_batch_and_its_conflicts() {
+        let k =
+            kafka("kafka://h:1/t?batch=256k&format=protobuf-delimited&compression=lz4").unwrap();
+        assert_eq!(k.batch, Some(256 << 10));
+        assert_eq!(k.format, KafkaFormat::ProtobufDelimited);
+        assert_eq!(k.compression.config_value(), "lz4");
+        assert_eq!(kafka("kafka://h:1/t?batch=1000").unwrap().batch, Some(1000));
+        let e = kafka("kafka://h:1/t?batch=1M").unwrap_err();
+        assert!(e.contains("batch: \"1M\" is not 1 to 1000000 bytes"), "{e}");
+        assert!(kafka("kafka://h:1/t?batch=0").is_err());
+        let e = kafka("kafka://h:1/t?batch=64k&format=avro").unwrap_err();
+        assert!(e.contains("Avro records are not batched"), "{e}");
+        let e = kafka("kafka://h:1/t?format=protobuf&batch=64k").unwrap_err();
+        assert!(e.contains("format=protobuf-delimited"), "{e}");
+        let e = kafka("kafka://h:1/t?batch=64k&key=flow").unwrap_err();
+        assert!(e.contains("key=probe"), "{e}");
+        let e = kafka("kafka://h:1/t?compression=brotli").unwrap_err();
+        assert!(e.contains("compression"), "{e}");
+        // Unbatched, every format is as before; delimited Protobuf too.
+        assert!(kafka("kafka://h:1/t?format=protobuf-delimited&key=flow").is_ok());
+    }
+
     #[test]
     fn parse_every_scheme() {
         let d: Destination = "ipfix+udp://127.0.0.1:4739".parse().unwrap();
@@ -479,6 +609,7 @@ mod tests {
         );
         let e = "kafka://h/t".parse::<Destination>().unwrap_err();
         assert!(e.to_string().contains("HOST:PORT"), "{e}");
+        assert_eq!((k.batch, k.compression), (None, KafkaCompression::None));
         assert_eq!(
             FeedAddr::parse("239.1.1.1:5500").unwrap().group_for(2),
             Ipv4Addr::new(239, 1, 1, 3)

@@ -1,5 +1,6 @@
-//! The Kafka exporter: flow records as Kafka messages (JSON or Protobuf, keyed by probe or
-//! flow) through librdkafka's idempotent producer (`acks=all`), at least once. A message
+//! The Kafka exporter: flow records as Kafka messages (JSON, Protobuf or Avro, keyed by
+//! probe or flow; one record per message, or with `batch=` many, encoded straight into the
+//! message buffer) through librdkafka's idempotent producer (`acks=all`), at least once. A message
 //! the brokers did not acknowledge within the target's timeout, or that found librdkafka's
 //! queue full, goes to the [`Spool`] when there is one (else it is dropped and counted); the
 //! spool is sent, oldest segment first, once the brokers acknowledge again. Nothing here
@@ -247,6 +248,35 @@ impl ProducerContext for Delivery {
     }
 }
 
+/// librdkafka's producer settings for `target`.
+///
+/// - `linger.ms=20`, `batch.num.messages=10000`, `batch.size=1000000`: librdkafka gathers up
+///   to 20 ms of messages (or 1 MB) per partition into one produce request. At one record per
+///   message this is what keeps the brokers' request rate sane; with `batch=` a request
+///   still carries several of trawl's messages. 20 ms is far below the spool's timeout.
+/// - `queue.buffering.max.messages=1000000`: a second of records at one per message before
+///   the queue counts as full (a live run then spools, a file run waits).
+/// - `compression.type` from `compression=` (default none: loopback and LANs have the
+///   bandwidth, the CPU is what an exporter lacks).
+fn producer_config(target: &KafkaTarget) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &target.brokers)
+        // librdkafka's idempotence needs acks=all: fewer acks give it up.
+        .set(
+            "enable.idempotence",
+            (target.acks == KafkaAcks::All).to_string(),
+        )
+        .set("acks", target.acks.config_value())
+        .set("linger.ms", "20")
+        .set("batch.num.messages", "10000")
+        .set("batch.size", "1000000")
+        .set("queue.buffering.max.messages", "1000000")
+        .set("compression.type", target.compression.config_value())
+        .set("message.timeout.ms", target.timeout_ms.to_string())
+        .set("client.id", format!("trawl-{}", target.probe));
+    c
+}
+
 /// One Kafka destination's thread.
 pub(crate) struct KafkaWorker {
     target: KafkaTarget,
@@ -257,6 +287,12 @@ pub(crate) struct KafkaWorker {
     json: RecordWriter,
     key: Vec<u8>,
     value: Vec<u8>,
+    /// Records in `value` not yet produced (`batch=`: they wait for more to fill the message).
+    packed: usize,
+    /// When the first of them was packed: the message waits at most `flush_interval`.
+    packed_since: Option<Instant>,
+    /// The record that did not fit the batch, while the batch is produced.
+    spill: Vec<u8>,
     /// When a spool segment was last sent while the brokers were not known to be up: at most
     /// one such probe per timeout.
     probed_at: Option<Instant>,
@@ -286,20 +322,7 @@ impl KafkaWorker {
                 ..State::default()
             }),
         };
-        let producer: BaseProducer<Delivery> = ClientConfig::new()
-            .set("bootstrap.servers", &target.brokers)
-            // librdkafka's idempotence needs acks=all: fewer acks give it up.
-            .set(
-                "enable.idempotence",
-                (target.acks == KafkaAcks::All).to_string(),
-            )
-            .set("acks", target.acks.config_value())
-            .set("linger.ms", "20")
-            .set("batch.num.messages", "10000")
-            .set("batch.size", "1000000")
-            .set("queue.buffering.max.messages", "1000000")
-            .set("message.timeout.ms", target.timeout_ms.to_string())
-            .set("client.id", format!("trawl-{}", target.probe))
+        let producer: BaseProducer<Delivery> = producer_config(target)
             .create_with_context(delivery)
             .map_err(|e| Error::BadDestination {
                 text: format!("kafka://{}/{}", target.brokers, target.topic),
@@ -313,7 +336,10 @@ impl KafkaWorker {
             shared,
             json: RecordWriter::new(RecordFormat::Json, false),
             key: Vec::with_capacity(64),
-            value: Vec::with_capacity(4096),
+            value: Vec::with_capacity(target.batch.unwrap_or(0).max(4096) + 4096),
+            packed: 0,
+            packed_since: None,
+            spill: Vec::with_capacity(4096),
             probed_at: None,
         })
     }
@@ -333,27 +359,82 @@ impl KafkaWorker {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
+            if self
+                .packed_since
+                .is_some_and(|t| t.elapsed() >= self.config.flush_interval)
+            {
+                self.produce_packed();
+            }
             self.producer.poll(Duration::ZERO);
             self.send_spool();
             self.publish();
         }
+        self.produce_packed();
         self.finish()
     }
 
+    /// Encodes the records straight into the message buffer: one message each, or with
+    /// `batch=` as many as fit the batch's bytes.
     fn produce_batch(&mut self, batch: &Batch) {
         self.json.name_iface(batch.iface.as_deref());
-        // Taken out for the loop (`produce` borrows `self`), put back after: no copy per record.
-        let topic = std::mem::take(&mut self.target.topic);
-        for r in &batch.records {
-            self.encode(r, batch.iface.as_deref());
-            let (key, value) = (
-                std::mem::take(&mut self.key),
-                std::mem::take(&mut self.value),
-            );
-            self.produce(&topic, &key, &value, FRESH);
-            (self.key, self.value) = (key, value);
+        let iface = batch.iface.as_deref();
+        let Some(max) = self.target.batch else {
+            for r in &batch.records {
+                self.value.clear();
+                self.encode_key(r);
+                self.encode_value(r, iface);
+                self.packed = 1;
+                self.produce_packed();
+            }
+            return;
+        };
+        if self.key.is_empty() {
+            // Batches are keyed by the probe (`batch_conflict` refuses key=flow).
+            self.key.extend_from_slice(self.target.probe.as_bytes());
         }
+        for r in &batch.records {
+            let mark = self.value.len();
+            self.encode_value(r, iface);
+            if self.value.len() > max && self.packed > 0 {
+                // Over the size: the message goes without this record, which starts the next.
+                self.spill.clear();
+                self.spill.extend_from_slice(&self.value[mark..]);
+                self.value.truncate(mark);
+                self.produce_packed();
+                self.value.extend_from_slice(&self.spill);
+            }
+            self.packed += 1;
+            if self.packed_since.is_none() {
+                self.packed_since = Some(Instant::now());
+            }
+            if self.value.len() >= max {
+                self.produce_packed();
+            }
+        }
+    }
+
+    /// Produces the records packed in `value` as one message to the flow topic.
+    fn produce_packed(&mut self) {
+        if self.packed == 0 {
+            return;
+        }
+        if self.target.format == KafkaFormat::Json {
+            // Lines are separated by newlines: the last one's goes (a message of one record
+            // is the line without it).
+            self.value.pop();
+        }
+        // Taken out (`produce` borrows `self`), put back after: no copy.
+        let topic = std::mem::take(&mut self.target.topic);
+        let (key, value) = (
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.value),
+        );
+        self.produce(&topic, &key, &value, FRESH);
+        (self.key, self.value) = (key, value);
         self.target.topic = topic;
+        self.value.clear();
+        self.packed = 0;
+        self.packed_since = None;
     }
 
     /// Per-second rows to the series topic, keyed by probe: the series JSON line without its
@@ -363,13 +444,19 @@ impl KafkaWorker {
             return;
         };
         let json = SeriesWriter::new(SeriesFormat::Json);
-        self.produce_each(&topic, rows, |w, r, out| match w.target.format {
-            KafkaFormat::Json => {
-                json.write(r, out);
-                out.pop();
+        self.produce_each(&topic, rows, |w, r, out| {
+            let probe = &w.target.probe;
+            match w.target.format {
+                KafkaFormat::Json => {
+                    json.write(r, out);
+                    out.pop();
+                }
+                KafkaFormat::Protobuf => crate::pb::encode_series(r, probe, out),
+                KafkaFormat::ProtobufDelimited => {
+                    crate::pb::length_prefixed(out, |o| crate::pb::encode_series(r, probe, o))
+                }
+                KafkaFormat::Avro => crate::avro::encode_series(r, probe, out),
             }
-            KafkaFormat::Protobuf => crate::pb::encode_series(r, &w.target.probe, out),
-            KafkaFormat::Avro => crate::avro::encode_series(r, &w.target.probe, out),
         });
     }
 
@@ -379,18 +466,24 @@ impl KafkaWorker {
         let Some(topic) = self.target.alarms_topic.clone() else {
             return;
         };
-        self.produce_each(&topic, alarms, |w, a, out| match w.target.format {
-            KafkaFormat::Json => {
-                // Writing a JSON value into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut *out, &a.json);
+        self.produce_each(&topic, alarms, |w, a, out| {
+            let probe = &w.target.probe;
+            match w.target.format {
+                KafkaFormat::Json => {
+                    // Writing a JSON value into a Vec cannot fail.
+                    let _ = serde_json::to_writer(&mut *out, &a.json);
+                }
+                KafkaFormat::Protobuf => crate::pb::encode_alarm(a, probe, out),
+                KafkaFormat::ProtobufDelimited => {
+                    crate::pb::length_prefixed(out, |o| crate::pb::encode_alarm(a, probe, o))
+                }
+                KafkaFormat::Avro => crate::avro::encode_alarm(a, probe, out),
             }
-            KafkaFormat::Protobuf => crate::pb::encode_alarm(a, &w.target.probe, out),
-            KafkaFormat::Avro => crate::avro::encode_alarm(a, &w.target.probe, out),
         });
     }
 
     /// Produces one message per item to `topic`, keyed by the probe, its value written by
-    /// `encode`.
+    /// `encode` (into a buffer of its own: `value` may hold records packed for a batch).
     fn produce_each<T>(
         &mut self,
         topic: &str,
@@ -398,41 +491,45 @@ impl KafkaWorker {
         encode: impl Fn(&KafkaWorker, &T, &mut Vec<u8>),
     ) {
         let key = self.target.probe.clone().into_bytes();
-        let mut value = std::mem::take(&mut self.value);
+        let mut value = Vec::new();
         for item in items {
             value.clear();
             encode(self, item, &mut value);
             self.produce(topic, &key, &value, FRESH);
         }
-        self.value = value;
     }
 
-    fn encode(&mut self, r: &FlowRecord<'_>, iface: Option<&str>) {
-        self.key.clear();
-        self.value.clear();
+    /// The message key of one record: the probe's name, or its flow key.
+    fn encode_key(&mut self, r: &FlowRecord<'_>) {
+        use crate::text::{ip, uint};
+        let k = &mut self.key;
+        k.clear();
         match self.target.key {
-            KafkaKey::Probe => self.key.extend_from_slice(self.target.probe.as_bytes()),
+            KafkaKey::Probe => k.extend_from_slice(self.target.probe.as_bytes()),
             KafkaKey::Flow => {
-                use std::io::Write;
-                let _ = write!(
-                    self.key,
-                    "{}|{}|{}|{}|{}",
-                    r.src_ip, r.src_port, r.dst_ip, r.dst_port, r.proto
-                );
+                ip(r.src_ip, k);
+                k.push(b'|');
+                uint(u64::from(r.src_port), k);
+                k.push(b'|');
+                ip(r.dst_ip, k);
+                k.push(b'|');
+                uint(u64::from(r.dst_port), k);
+                k.push(b'|');
+                uint(u64::from(r.proto), k);
             }
         }
+    }
+
+    /// Appends one record to `value` in the destination's format (JSON with its newline).
+    fn encode_value(&mut self, r: &FlowRecord<'_>, iface: Option<&str>) {
+        let (probe, out) = (&self.target.probe, &mut self.value);
         match self.target.format {
-            KafkaFormat::Json => {
-                self.json.write(r, &mut self.value);
-                // A message is one record: the line without its newline.
-                self.value.pop();
+            KafkaFormat::Json => self.json.write(r, out),
+            KafkaFormat::Protobuf => crate::pb::encode_flow(r, iface, probe, out),
+            KafkaFormat::ProtobufDelimited => {
+                crate::pb::encode_flow_delimited(r, iface, probe, out)
             }
-            KafkaFormat::Protobuf => {
-                crate::pb::encode_flow(r, iface, &self.target.probe, &mut self.value)
-            }
-            KafkaFormat::Avro => {
-                crate::avro::encode_flow(r, iface, &self.target.probe, &mut self.value)
-            }
+            KafkaFormat::Avro => crate::avro::encode_flow(r, iface, probe, out),
         }
     }
 

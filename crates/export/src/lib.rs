@@ -63,6 +63,7 @@ pub mod socket;
 pub mod spool;
 mod sys;
 pub mod template;
+mod text;
 pub mod v5;
 
 use std::path::PathBuf;
@@ -72,8 +73,8 @@ pub use decode::{
     SflowInterface, SFLOW_VERSION,
 };
 pub use destination::{
-    Biflow, Destination, FeedAddr, KafkaAcks, KafkaFormat, KafkaKey, KafkaTarget,
-    DEFAULT_SPOOL_SIZE,
+    Biflow, Destination, FeedAddr, KafkaAcks, KafkaCompression, KafkaFormat, KafkaKey, KafkaTarget,
+    DEFAULT_SPOOL_SIZE, MAX_KAFKA_BATCH,
 };
 pub use encode::{MessageEncoder, Protocol, TemplateRefresh};
 pub use exporter::{

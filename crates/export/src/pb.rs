@@ -1,7 +1,10 @@
 //! Flow records, per-second series rows and alarms as Protobuf messages of
 //! `docs/specs/trawl.proto` (`trawl.FlowRecord`, `trawl.SeriesRow`, `trawl.Alarm`), for Kafka. Hand-written (no code generator in the build): proto3 wire format, fields in number
 //! order, zero values left out as proto3 does, IP and MAC addresses as the JSON lines' text.
-use std::io::Write;
+//!
+//! `*_delimited` put the message's length in front as a varint (Protobuf's delimited form,
+//! `format=protobuf-delimited`): many records back to back in one Kafka message, which is
+//! what ClickHouse's `Protobuf` format reads.
 use std::net::IpAddr;
 
 use trawl_flow::{DirectionRecord, FlowRecord};
@@ -71,19 +74,15 @@ fn delimited(field: u32, out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
 }
 
 fn ip(field: u32, a: IpAddr, out: &mut Vec<u8>) {
-    delimited(field, out, |o| {
-        let _ = write!(o, "{a}");
-    });
+    delimited(field, out, |o| crate::text::ip(a, o));
 }
 
 fn mac(field: u32, m: &[u8; 6], out: &mut Vec<u8>) {
-    delimited(field, out, |o| {
-        let _ = write!(
-            o,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        );
-    });
+    // Never empty: 17 bytes, and the field is written even for 00:00:00:00:00:00 (as the
+    // JSON lines write it).
+    tag(field, LEN, out);
+    out.push(17);
+    crate::text::mac(m, out);
 }
 
 fn zigzag_list(field: u32, v: &[i64], out: &mut Vec<u8>) {
@@ -155,6 +154,44 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     string(60, r.community_id().as_bytes(), out);
 }
 
+/// Appends `r` as one `trawl.FlowRecord` message with its length in front (a varint: the
+/// delimited form).
+pub fn encode_flow_delimited(
+    r: &FlowRecord<'_>,
+    iface: Option<&str>,
+    probe: &str,
+    out: &mut Vec<u8>,
+) {
+    length_prefixed(out, |o| encode_flow(r, iface, probe, o));
+}
+
+/// Runs `body`, which appends one message, and puts the message's length in front of it as
+/// a varint. Room for a two-byte length is left first (a record is 128 to 16383 bytes long):
+/// a shorter one moves the message back a byte, a longer one (a very long probe name) makes
+/// room.
+pub fn length_prefixed(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    body(out);
+    let len = out.len() - at - 2;
+    let mut prefix = Vec::new();
+    match len {
+        0..0x80 => {
+            out[at] = len as u8;
+            out.copy_within(at + 2.., at + 1);
+            out.pop();
+        }
+        0x80..0x4000 => {
+            out[at] = (len as u8) | 0x80;
+            out[at + 1] = (len >> 7) as u8;
+        }
+        _ => {
+            varint(len as u64, &mut prefix);
+            out.splice(at..at + 2, prefix);
+        }
+    }
+}
+
 /// Appends `r` as one `trawl.SeriesRow` message to `out`, `probe` naming the probe.
 pub fn encode_series(r: &SeriesRow, probe: &str, out: &mut Vec<u8>) {
     let values = [
@@ -216,6 +253,27 @@ mod tests {
         assert_eq!(&id[3..], r.community_id().as_bytes());
         assert!(out.windows(2).any(|w| w == [0x60, 1]));
         assert!(out.windows(4).any(|w| w == [0xc2, 0x03, 1, 119]));
+    }
+
+    /// The delimited form is the message after its minimal varint length, whatever the
+    /// length (one, two or three bytes of it).
+    #[test]
+    fn emit_length_prefixed_messages() {
+        for n in [0usize, 1, 127, 128, 300, 16383, 16384, 70000] {
+            let mut out = vec![0xee];
+            length_prefixed(&mut out, |o| o.extend(std::iter::repeat_n(7u8, n)));
+            let mut want = vec![0xee];
+            varint(n as u64, &mut want);
+            want.extend(std::iter::repeat_n(7u8, n));
+            assert_eq!(out, want, "{n}");
+        }
+        let mut r = empty_record();
+        r.src_ip = "10.0.0.1".parse().unwrap();
+        let (mut plain, mut delimited) = (Vec::new(), Vec::new());
+        encode_flow(&r, Some("eth0"), "p", &mut plain);
+        encode_flow_delimited(&r, Some("eth0"), "p", &mut delimited);
+        assert_eq!(delimited[0] as usize, plain.len());
+        assert_eq!(&delimited[1..], &plain[..]);
     }
 
     #[test]

@@ -622,7 +622,8 @@ mod with_brokers {
         ("sport", Some("sip > 10.0.0.0 and dport <= 100"), "bytes"),
     ];
 
-    /// capture → Kafka (Protobuf) → `trawl clickhouse load` → ClickHouse 18.16 →
+    /// capture → Kafka (delimited Protobuf, batched: `batch=16k`) → `trawl clickhouse load`
+    /// (several inserts: `--batch-rows 20`, each on its own thread) → ClickHouse 18.16 →
     /// `trawl query --clickhouse` is, row by row, the `trawl query` of the flow database
     /// `trawl collect --kafka` made of the same topic; the same SQL run by chDB over the same
     /// rows answers the same.
@@ -637,7 +638,7 @@ mod with_brokers {
             "-r",
             &capture,
             "--export",
-            &format!("kafka://{b}/ch-flows?format=protobuf&probe=probe-1"),
+            &format!("kafka://{b}/ch-flows?format=protobuf-delimited&batch=16k&probe=probe-1"),
             "--summary",
             "json",
         ]);
@@ -668,12 +669,15 @@ mod with_brokers {
             &ch.url,
             "--create",
             "--kafka-end",
+            "--batch-rows",
+            "20",
             "--summary",
             "json",
         ]);
         ok(&out);
         let s = summary(&out);
         assert_eq!(s["rows_inserted"].as_u64(), Some(exported), "{s}");
+        assert!(s["inserts"].as_u64() > Some(2), "{s}");
         assert_eq!(
             ch.query("SELECT count() FROM trawl.flows").trim(),
             exported.to_string()
@@ -754,23 +758,33 @@ mod with_brokers {
 
     /// ClickHouse 18.16's own Kafka engine reads trawl's JSON topic without trawl: the
     /// Kafka table and materialized view of `trawl clickhouse schema --kafka-engine` fill the
-    /// flow table with the same rows `trawl clickhouse load` inserts.
+    /// flow table with the same rows `trawl clickhouse load` inserts. The topic holds the
+    /// capture's records twice: one per message, then batched (`batch=`, JSON lines): both
+    /// readers split the batches.
     #[test]
     fn clickhouse_kafka_engine_reads_the_json_topic() {
         let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
         let ch = ClickHouse::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
         let b = &cluster.bootstrap;
-        let out = trawl(&[
-            "flows",
-            "-r",
-            &testdata("oracle/many-protocols.pcap.gz"),
-            "--export",
-            &format!("kafka://{b}/ch-json"),
-            "--summary",
-            "json",
-        ]);
-        ok(&out);
-        let exported = summary(&out)["records"].as_u64().unwrap();
+        let mut exported = 0;
+        for params in ["", "?batch=8k"] {
+            let out = trawl(&[
+                "flows",
+                "-r",
+                &testdata("oracle/many-protocols.pcap.gz"),
+                "--export",
+                &format!("kafka://{b}/ch-json{params}"),
+                "--summary",
+                "json",
+            ]);
+            ok(&out);
+            let s = summary(&out);
+            exported += s["records"].as_u64().unwrap();
+            if !params.is_empty() {
+                let e = &s["exporters"][0];
+                assert!(e["messages"].as_u64() < e["records"].as_u64(), "{e}");
+            }
+        }
         let out = trawl(&[
             "clickhouse",
             "schema",

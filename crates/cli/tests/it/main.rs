@@ -573,6 +573,7 @@ mod fields;
 mod fleet;
 mod http_log;
 mod kafka;
+mod kafka_batch;
 mod live;
 mod logs;
 mod logs_live;
