@@ -4,7 +4,7 @@
 //! raw IP, then IPv4 (options, fragments) or IPv6 (extension headers, fragments), then TCP
 //! (options), UDP, ICMP, ICMPv6 or SCTP, optionally through tunnels (GRE, VXLAN, IP-in-IP here;
 //! GTP-U, Geneve, ERSPAN, Teredo, MPLS over UDP, WCCP and Aruba's 802.11 in GRE read in
-//! [`tunnel`](crate::tunnel)), and fills a caller-owned [`Decoded`]. The outcome is a [`ParseOutcome`], counted by the caller in
+//! [`tunnel`]), and fills a caller-owned [`Decoded`]. The outcome is a [`ParseOutcome`], counted by the caller in
 //! an [`OutcomeCounters`] table: no `Result`, no heap.
 use trawl_capture::LinkType;
 

@@ -3,9 +3,9 @@
 //! 802.11-in-GRE), and the [`Tunnel`] a flow record keeps of the outermost one.
 //!
 //! Policy: each reader takes the bytes after the outer transport (or GRE) header and says where
-//! the payload starts and what it is ([`Found::Inner`]), that the header is not one to descend
-//! ([`Found::Not`]: control messages, unknown versions, encrypted or non-data 802.11 frames; the
-//! outer key stands), or that it is cut short ([`Found::Truncated`]). Every loop consumes bytes,
+//! the payload starts and what it is (`Found::Inner`), that the header is not one to descend
+//! (`Found::Not`: control messages, unknown versions, encrypted or non-data 802.11 frames; the
+//! outer key stands), or that it is cut short (`Found::Truncated`). Every loop consumes bytes,
 //! so each reader is bounded by its input; none allocates or panics.
 use crate::decode::to_ip;
 

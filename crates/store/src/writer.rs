@@ -279,7 +279,7 @@ impl Ingest {
 
     /// Publishes the rows of the open blocks that came since the last call as recent parts
     /// (one file per open block that has new rows), so that queries see them before their
-    /// block is written; removes the recent parts covered more than [`RECENT_KEEP`] ago.
+    /// block is written; removes the recent parts covered more than `RECENT_KEEP` (10 minutes) ago.
     /// A live writer calls it every few seconds.
     pub fn publish_recent(&mut self) -> Result<()> {
         self.remove_covered(Some(RECENT_KEEP));
