@@ -176,11 +176,42 @@ macro_rules! json_record {
             first_iats_ns: Vec<i64>,
             #[serde(default, borrow)]
             end_reason: Option<Cow<'a, str>>,
+            // The TCP round trips (`standard` and `full` records): null when not measured.
+            #[serde(default)]
+            fwd_rtt_handshake_ns: Option<u64>,
+            #[serde(default)]
+            rev_rtt_handshake_ns: Option<u64>,
+            #[serde(default)]
+            fwd_rtt_samples: u32,
+            #[serde(default)]
+            rev_rtt_samples: u32,
+            #[serde(default)]
+            fwd_rtt_min_ns: Option<u64>,
+            #[serde(default)]
+            rev_rtt_min_ns: Option<u64>,
+            #[serde(default)]
+            fwd_rtt_mean_ns: Option<f64>,
+            #[serde(default)]
+            rev_rtt_mean_ns: Option<f64>,
+            #[serde(default)]
+            fwd_rtt_max_ns: Option<u64>,
+            #[serde(default)]
+            rev_rtt_max_ns: Option<u64>,
         }
 
         impl JsonRecord<'_> {
             fn fill(&self, fwd: &mut DirectionRecord, rev: &mut DirectionRecord) {
                 $(fwd.$field = self.$f as _; rev.$field = self.$r as _;)*
+                fwd.rtt_handshake_ns = self.fwd_rtt_handshake_ns;
+                rev.rtt_handshake_ns = self.rev_rtt_handshake_ns;
+                fwd.rtt_samples = self.fwd_rtt_samples;
+                rev.rtt_samples = self.rev_rtt_samples;
+                fwd.rtt_min_ns = self.fwd_rtt_min_ns.unwrap_or(0);
+                rev.rtt_min_ns = self.rev_rtt_min_ns.unwrap_or(0);
+                fwd.rtt_mean_ns = self.fwd_rtt_mean_ns.unwrap_or(0.0);
+                rev.rtt_mean_ns = self.rev_rtt_mean_ns.unwrap_or(0.0);
+                fwd.rtt_max_ns = self.fwd_rtt_max_ns.unwrap_or(0);
+                rev.rtt_max_ns = self.rev_rtt_max_ns.unwrap_or(0);
             }
         }
     };

@@ -313,8 +313,11 @@ fn anonymize_flows_of_output_equal_flows_of_input_under_the_mapping() {
             let mut expected: Vec<String> = flows(&input)
                 .into_iter()
                 .map(|mut r| {
-                    for f in ["src_ip", "dst_ip"] {
-                        let ip: IpAddr = r[f].as_str().unwrap().parse().unwrap();
+                    // The outer tunnel's addresses (`--tunnel inner`) are rewritten too.
+                    for f in ["src_ip", "dst_ip", "tunnel_src", "tunnel_dst"] {
+                        let Some(ip) = r[f].as_str().map(|s| s.parse::<IpAddr>().unwrap()) else {
+                            continue;
+                        };
                         r[f] = anon.ip(ip).to_string().into();
                     }
                     community_id_of_mapped(&mut r);
