@@ -793,9 +793,7 @@ fn ipfix_file_and_tcp_round_trip_every_field() {
     let stream = reader.join().unwrap();
     let tcp_file = dir.join("tcp.ipfix");
     std::fs::write(&tcp_file, &stream).unwrap();
-    let want = std::fs::read_to_string(&json).unwrap();
-    let mut want: Vec<&str> = want.lines().collect();
-    want.sort();
+    let want = sorted_lines(&std::fs::read_to_string(&json).unwrap());
     for f in [&file, &tcp_file] {
         let back = dir.join("back.jsonl");
         let st = Command::new(bin())
@@ -806,10 +804,8 @@ fn ipfix_file_and_tcp_round_trip_every_field() {
             .status()
             .unwrap();
         assert!(st.success());
-        let got = std::fs::read_to_string(&back).unwrap();
-        let mut got: Vec<&str> = got.lines().collect();
-        got.sort();
-        // Every field of every record, byte for byte as trawl writes JSON.
+        let got = sorted_lines(&std::fs::read_to_string(&back).unwrap());
+        // Every field of every record but the round trips, as trawl writes JSON.
         assert_eq!(got, want, "{}", f.display());
     }
 }
@@ -1880,11 +1876,25 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
     }
 }
 
-/// The lines of `s`, sorted (outputs whose order may differ between runs).
+/// The lines of `s`, sorted (outputs whose order may differ between runs), JSON records
+/// without their TCP round-trip fields ([`without_rtt`]).
 fn sorted_lines(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
+    let mut v: Vec<String> = s.lines().map(without_rtt).collect();
     v.sort();
     v
+}
+
+/// A JSON record line without the TCP round-trip fields (`*_rtt_*`), which IPFIX does not
+/// carry yet (docs/specs/ipfix.md): a record collected from IPFIX has them empty. Other
+/// lines as they are.
+fn without_rtt(line: &str) -> String {
+    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line) {
+        Ok(mut record) if record.keys().any(|k| k.contains("_rtt_")) => {
+            record.retain(|k, _| !k.contains("_rtt_"));
+            serde_json::Value::Object(record).to_string()
+        }
+        _ => line.to_string(),
+    }
 }
 
 /// `got` and `want` hold the same rows in any order (more than 50 of them); the first row
