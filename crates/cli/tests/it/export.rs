@@ -1198,7 +1198,7 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
         String::from_utf8_lossy(&out.stderr)
     );
     tx.send(()).unwrap();
-    let (mut got, domains) = receiver.join().unwrap();
+    let (got, domains) = receiver.join().unwrap();
     // IPFIX carries the interface as the observation domain (checked below), JSON by name.
     let want = named_by(
         &lab.host,
