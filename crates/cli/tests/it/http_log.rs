@@ -33,10 +33,6 @@ const EXPLAINED: &[(&str, &str)] = &[
         "ERSPAN not descended (issue 23's tunnel part)",
     ),
     (
-        "ndpi--http_origin_different_than_host.pcap",
-        "GTP-U not descended",
-    ),
-    (
         "libpcap--AH-IPcomp-IPv4.pcap",
         "IPsec AH + IPComp: tshark decompresses",
     ),
