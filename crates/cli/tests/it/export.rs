@@ -1887,13 +1887,19 @@ fn sorted_lines(s: &str) -> Vec<String> {
     v
 }
 
+/// A TCP round-trip field of a JSON record (`fwd_rtt_handshake_ns` ...): no wire format
+/// but JSON carries them yet (IPFIX, feeds, Avro, Protobuf).
+pub(crate) fn rtt_field(name: &str) -> bool {
+    name.contains("_rtt_")
+}
+
 /// A JSON record line without the TCP round-trip fields (`*_rtt_*`), which IPFIX does not
 /// carry yet (docs/specs/ipfix.md): a record collected from IPFIX has them empty. Other
 /// lines as they are.
 fn without_rtt(line: &str) -> String {
     match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line) {
-        Ok(mut record) if record.keys().any(|k| k.contains("_rtt_")) => {
-            record.retain(|k, _| !k.contains("_rtt_"));
+        Ok(mut record) if record.keys().any(|k| rtt_field(k)) => {
+            record.retain(|k, _| !rtt_field(k));
             serde_json::Value::Object(record).to_string()
         }
         _ => line.to_string(),

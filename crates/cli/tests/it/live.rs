@@ -1250,7 +1250,7 @@ fn without_iface_and_payload(line: &str) -> String {
         m.remove(k);
     }
     // Feeds carry records over IPFIX, which has no TCP round-trip fields yet.
-    m.retain(|k, _| !k.contains("_rtt_"));
+    m.retain(|k, _| !crate::export::rtt_field(k));
     v.to_string()
 }
 
