@@ -10,6 +10,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// Whether `/proc/net/packet` text (a header, then `sk RefCnt Type Proto Iface R Rmem User
+/// Inode` per socket) holds a socket bound to interface `index` or to every interface (0).
+fn bound_to(table: &str, index: &str) -> bool {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .any(|i| i == index || i == "0")
+}
+
 /// A veth pair: `host` stays in this (the test's) namespace, `peer` lives in a fresh namespace.
 #[derive(Debug)]
 pub struct VethLab {
@@ -103,31 +113,47 @@ impl VethLab {
         ip(&["link", "set", &self.host, if up { "up" } else { "down" }]).map(|_| ())
     }
 
-    /// Waits (at most 15 s) until a packet socket is bound to `host` (or to every interface):
-    /// a capturer started just before says nothing when its capture begins, and on a loaded
-    /// machine it may take seconds to get there; packets replayed before would be missed.
-    /// Without any capturer it returns after the 15 s (some tests replay with none).
+    /// Waits (at most 15 s) until a packet socket is bound to either end of the pair: to
+    /// `host` (or to every interface) in the test's namespace, or to `peer` (or to every
+    /// interface) inside `ns`. A capturer started just before says nothing when its capture
+    /// begins, and on a loaded machine it may take seconds to get there; packets replayed
+    /// before would be missed. Without any capturer it returns after the 15 s (some tests
+    /// replay with none).
     pub fn wait_for_capture(&self) {
-        let Ok(index) = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", self.host))
-        else {
-            return;
-        };
-        let index = index.trim().to_string();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         while std::time::Instant::now() < deadline {
-            // /proc/net/packet: sk RefCnt Type Proto Iface R Rmem User Inode, one per socket.
-            let table = std::fs::read_to_string("/proc/net/packet").unwrap_or_default();
-            let bound = table
-                .lines()
-                .skip(1)
-                .filter_map(|l| l.split_whitespace().nth(4))
-                .any(|i| i == index || i == "0");
-            if bound {
+            if self.capture_bound() {
                 // Bound comes before the filter and the ring are in place: a moment for them.
                 std::thread::sleep(std::time::Duration::from_millis(100));
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// Whether a packet socket is bound to `host` here or to `peer` inside `ns`.
+    fn capture_bound(&self) -> bool {
+        let host = std::fs::read_to_string(format!("/sys/class/net/{}/ifindex", self.host));
+        let table = std::fs::read_to_string("/proc/net/packet").unwrap_or_default();
+        if host.is_ok_and(|index| bound_to(&table, index.trim())) {
+            return true;
+        }
+        // Inside the namespace: its own /proc/net/packet and ifindex, read from there.
+        let inside = Command::new("ip")
+            .args(["netns", "exec", &self.ns, "sh", "-c"])
+            .arg(format!(
+                "cat /sys/class/net/{}/ifindex /proc/net/packet",
+                self.peer
+            ))
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        let Ok(inside) = inside else { return false };
+        let text = String::from_utf8_lossy(&inside.stdout);
+        let mut lines = text.lines();
+        match lines.next() {
+            Some(index) => bound_to(&lines.collect::<Vec<_>>().join("\n"), index.trim()),
+            None => false,
         }
     }
 

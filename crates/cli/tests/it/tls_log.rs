@@ -49,10 +49,6 @@ const EXPLAINED: &[(&str, &str)] = &[
         "ndpi--capwap_data.pcapng",
         "CAPWAP (802.11 inside UDP) not descended",
     ),
-    (
-        "ndpi--ja3_lots_of_cipher_suites_2_anon.pcap",
-        "GTP-U not descended",
-    ),
     // A stray 1-byte segment starts the client's direction: the stream is not TLS from its
     // first byte; tshark dissects the next segments alone.
     (
