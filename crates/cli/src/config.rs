@@ -112,10 +112,16 @@ pub struct RunArgs {
     pub voip: Option<PathBuf>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
-    /// Write application-layer logs into this directory: `dns.jsonl`, `tls.jsonl`,
-    /// `http.jsonl` (appended to; docs/specs/logs.md), from the analysers `--analyze` names.
+    /// Write application-layer logs into this directory, one file per analyser and UTC hour
+    /// of the lines' time: DIR/dns-YYYY-MM-DDTHH.jsonl, tls-..., http-... (appended to, each
+    /// closed and fsynced when its hour is over; docs/specs/logs.md), from the analysers
+    /// `--analyze` names.
     #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
+    /// With --logs: delete the files of hours that ended longer ago than this (e.g. `7d`,
+    /// `36h`; at least 1h; checked every minute). Default: keep everything.
+    #[arg(help_heading = topic::OUTPUT, long = "logs-retention", value_name = "DURATION", value_parser = logs_retention, requires = "logs")]
+    pub logs_retention: Option<u64>,
     /// With --logs: the analysers to run (default all: dns,tls,http).
     #[arg(help_heading = topic::OUTPUT, long, value_name = "LIST", value_enum, value_delimiter = ',', requires = "logs")]
     pub analyze: Vec<crate::flag::Analyzer>,
@@ -186,6 +192,7 @@ impl RunArgs {
             ),
             (self.api.any(), "--api (the http_api block)"),
             (self.logs.is_some(), "--logs"),
+            (self.logs_retention.is_some(), "--logs-retention"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -364,6 +371,17 @@ pub struct RunPlan {
     pub logs: Option<crate::plan::logs::LogsOut>,
     /// VoIP records' directory (`--voip`), None = no VoIP monitoring.
     pub voip: Option<PathBuf>,
+}
+
+/// `--logs-retention`: a duration of at least an hour (whole hours' files are deleted).
+fn logs_retention(s: &str) -> Result<u64, String> {
+    let ns = trawl_time::parse_duration_ns(s)?;
+    if ns < trawl_blocks::hourly_out::HOUR_NS {
+        return Err(format!(
+            "{s} is less than an hour: the logs are kept by whole hours"
+        ));
+    }
+    Ok(ns)
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -577,7 +595,8 @@ impl RunPlan {
             logs: a.logs.as_ref().map(|dir| crate::plan::logs::LogsOut {
                 dir: dir.clone(),
                 analyzers: crate::plan::logs::LogsOut::selection(&a.analyze),
-                append: true,
+                hourly: true,
+                retention_ns: a.logs_retention,
                 max_pending: None,
                 max_conns: None,
             }),

@@ -576,6 +576,7 @@ mod kafka;
 mod kafka_batch;
 mod live;
 mod logs;
+mod logs_hourly;
 mod logs_live;
 mod modules;
 mod outputs;
