@@ -640,6 +640,7 @@ fn add_api(
         )
         .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
         .set_some("voip", plan.voip.as_deref().map(path))
+        .set_some("logs", plan.logs.as_ref().map(|l| path(&l.dir)))
         .set_some(
             "packets",
             plan.dump_settings

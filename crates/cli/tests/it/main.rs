@@ -559,6 +559,7 @@ fn series_of_files_out_of_time_order_are_one_increasing_stream() {
 
 mod anonymize;
 mod api;
+mod api_logs;
 mod app_label;
 mod central;
 mod cli;
