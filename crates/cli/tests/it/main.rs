@@ -561,6 +561,7 @@ mod anonymize;
 mod api;
 mod api_logs;
 mod app_label;
+mod app_live;
 mod central;
 mod cli;
 mod compose;
