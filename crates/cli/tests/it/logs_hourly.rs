@@ -181,3 +181,78 @@ fn run_logs_rotate_by_the_hour_of_each_line_and_old_hours_are_deleted() {
     assert_eq!(counter("files_closed"), Some(4), "{writer}");
     assert_eq!(counter("retention_files_deleted"), Some(1), "{writer}");
 }
+
+/// The lines in the hourly DNS files of `dir` (`.1` files, logrotate's, left out).
+fn hourly_lines(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+        .sum()
+}
+
+/// Polls until the hourly DNS files of `dir` hold `n` lines.
+fn wait_lines(dir: &Path, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dir.exists() || hourly_lines(dir) < n {
+        assert!(std::time::Instant::now() < deadline, "{n} lines never came");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// logrotate's way on a live monitor: the hour's file renamed, SIGHUP; the lines of before
+/// are in the renamed file, those of after in a new file at the path, none lost or doubled.
+#[test]
+fn run_logs_reopen_their_hour_files_on_sighup() {
+    use std::process::Command;
+    let lab = super::live::lab();
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let child = super::live::trawl_live(&[
+        "run",
+        "-i",
+        &lab.host,
+        "--no-ring",
+        "--summary",
+        "json",
+        "--logs",
+        logs.to_str().unwrap(),
+        "--analyze",
+        "dns",
+    ]);
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // 5 exchanges, then 10.
+    let first = testdata("app/dns/debian--dns_icmp.pcap");
+    let second = testdata("app/dns/ndpi--dns_ambiguous_names.pcap");
+    lab.replay_into_host(Path::new(&first), &["--topspeed"])
+        .expect("replay");
+    wait_lines(&logs, 5);
+    let mut rotated = Vec::new();
+    for e in std::fs::read_dir(&logs).unwrap() {
+        let path = e.unwrap().path();
+        let moved = path.with_extension("jsonl.1");
+        std::fs::rename(&path, &moved).unwrap();
+        rotated.push(moved);
+    }
+    signal("-HUP");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    lab.replay_into_host(Path::new(&second), &["--topspeed"])
+        .expect("replay");
+    wait_lines(&logs, 10);
+    signal("-INT");
+    super::live::wait_json(child);
+    let before: usize = rotated
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+        .sum();
+    assert_eq!((before, hourly_lines(&logs)), (5, 10));
+}
