@@ -40,6 +40,7 @@ impl Block for HttpApi {
         PathSetting::path("db"),
         PathSetting::path("packets"),
         PathSetting::path("voip"),
+        PathSetting::path("logs"),
     ];
     type Settings = ApiConfig;
 

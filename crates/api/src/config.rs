@@ -27,6 +27,9 @@ pub struct ApiConfig {
     /// The VoIP records (`trawl voip -o DIR`, `trawl run --voip DIR`) whose finished calls
     /// `/api/v1/calls` reads.
     pub voip: Option<PathBuf>,
+    /// The application-layer logs (`trawl run --logs DIR`: hourly files; `trawl logs -o DIR`)
+    /// `/api/v1/logs` reads.
+    pub logs: Option<PathBuf>,
     /// The interface name the live rows of the `series` input are served under when they
     /// name none (a sum over several interfaces, or rows not from live capture); rows that
     /// name their interface are served under it, each interface's apart.
@@ -55,6 +58,7 @@ impl Default for ApiConfig {
             db: None,
             packets: None,
             voip: None,
+            logs: None,
             iface: "all".into(),
             live_seconds: 3600,
             query_timeout_s: 30,

@@ -38,6 +38,7 @@ mod error;
 mod fleet_series;
 mod fleet_stream;
 mod live;
+mod logs;
 mod metrics;
 mod params;
 mod partial;

@@ -55,6 +55,7 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/v1/alarms", get(alarms))
         .route("/api/v1/alarms/stream", get(alarm_stream))
         .route("/api/v1/calls", get(crate::calls::calls))
+        .route("/api/v1/logs", get(crate::logs::logs))
         .fallback(not_found)
         // Outermost: an unknown path without the token is a 401 too (paths tell nothing).
         .layer(middleware::from_fn_with_state(state.clone(), authorize))

@@ -15,6 +15,7 @@ pub mod dumper;
 pub mod export;
 pub mod feed;
 pub mod filter;
+pub mod hourly_out;
 pub mod http_log;
 pub mod ipfix;
 #[cfg(feature = "kafka")]
@@ -73,6 +74,7 @@ pub fn registry() -> Registry {
         .register::<voip::RtpCalls>()
         .register::<voip::SipAnomaly>()
         .register::<voip_out::DailyWriter>()
+        .register::<hourly_out::HourlyWriter>()
         .register::<ipfix::IpfixSource>()
         .register::<applog::DnsLog>()
         .register::<tls_log::TlsLog>()

@@ -112,12 +112,20 @@ pub struct RunArgs {
     pub voip: Option<PathBuf>,
     #[command(flatten)]
     pub store: crate::dump::StoreSettings,
-    /// Write application-layer logs into this directory: `dns.jsonl`, `tls.jsonl`,
-    /// `http.jsonl` (appended to; docs/specs/logs.md), from the analysers `--analyze` names.
+    /// Write application-layer logs into this directory, one file per analyser and UTC hour
+    /// of the lines' time: DIR/dns-YYYY-MM-DDTHH.jsonl, tls-..., http-... (appended to, each
+    /// closed and fsynced when its hour is over; docs/specs/logs.md), from the analysers
+    /// `--analyze` names.
     #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
     pub logs: Option<PathBuf>,
-    /// With --logs: the analysers to run (default all: dns,tls,http).
-    #[arg(help_heading = topic::OUTPUT, long, value_name = "LIST", value_enum, value_delimiter = ',', requires = "logs")]
+    /// With --logs: delete the files of hours that ended longer ago than this (e.g. `7d`,
+    /// `36h`; at least 1h; checked every minute). Default: keep everything.
+    #[arg(help_heading = topic::OUTPUT, long = "logs-retention", value_name = "DURATION", value_parser = logs_retention, requires = "logs")]
+    pub logs_retention: Option<u64>,
+    /// The analysers to run: `dns`, `tls`, `http` write the logs of --logs (default with
+    /// --logs: all three); `app` labels the flow records of --flows, --db and --export with
+    /// their application (`app`, `app_source`; CSV gets the two columns).
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "LIST", value_enum, value_delimiter = ',')]
     pub analyze: Vec<crate::flag::Analyzer>,
     /// Summary on standard error at the end.
     #[arg(help_heading = topic::RUN, long, value_enum, default_value_t = SummaryFormat::Text)]
@@ -186,6 +194,8 @@ impl RunArgs {
             ),
             (self.api.any(), "--api (the http_api block)"),
             (self.logs.is_some(), "--logs"),
+            (self.logs_retention.is_some(), "--logs-retention"),
+            (!self.analyze.is_empty(), "--analyze"),
         ]
         .into_iter()
         .filter_map(|(on, name)| on.then_some(name))
@@ -362,8 +372,46 @@ pub struct RunPlan {
     pub api: Option<trawl_api::ApiConfig>,
     /// Application-layer logs (`--logs`, `--analyze`).
     pub logs: Option<crate::plan::logs::LogsOut>,
+    /// `--analyze app`: the meters label records with their application, CSV writers add the
+    /// columns.
+    pub app: bool,
     /// VoIP records' directory (`--voip`), None = no VoIP monitoring.
     pub voip: Option<PathBuf>,
+}
+
+/// `--analyze` of `trawl run`: each analyser needs what it writes into (the logs need
+/// --logs, `app` flow records); whether records are labelled with their application.
+fn check_analyze(given: &[crate::flag::Analyzer], logs: bool, records: bool) -> Result<bool> {
+    use crate::flag::Analyzer;
+    let app = given.contains(&Analyzer::App);
+    if let Some(a) = given.iter().find(|a| **a != Analyzer::App) {
+        if !logs {
+            anyhow::bail!("--analyze {}: writes logs, give --logs DIR", a.name());
+        }
+    }
+    if app && !records {
+        anyhow::bail!(
+            "--analyze app labels flow records: give --flows FILE, --db DIR or --export DEST"
+        );
+    }
+    if app && logs && given.iter().all(|a| *a == Analyzer::App) {
+        anyhow::bail!(
+            "--logs with --analyze app only writes no log: name the logs too \
+             (--analyze app,dns,tls,http)"
+        );
+    }
+    Ok(app)
+}
+
+/// `--logs-retention`: a duration of at least an hour (whole hours' files are deleted).
+fn logs_retention(s: &str) -> Result<u64, String> {
+    let ns = trawl_time::parse_duration_ns(s)?;
+    if ns < trawl_blocks::hourly_out::HOUR_NS {
+        return Err(format!(
+            "{s} is less than an hour: the logs are kept by whole hours"
+        ));
+    }
+    Ok(ns)
 }
 
 fn format_of(s: Option<&str>, key: &str) -> Result<OutputFormat> {
@@ -573,11 +621,21 @@ impl RunPlan {
                  rings hold packets as captured (anonymize extracted packets with trawl anonymize)"
             );
         }
+        let app = check_analyze(
+            &a.analyze,
+            a.logs.is_some(),
+            flows.is_some()
+                || a.db.is_some()
+                || file.store.db.is_some()
+                || !export.destinations.is_empty(),
+        )?;
         Ok(RunPlan {
+            app,
             logs: a.logs.as_ref().map(|dir| crate::plan::logs::LogsOut {
                 dir: dir.clone(),
                 analyzers: crate::plan::logs::LogsOut::selection(&a.analyze),
-                append: true,
+                hourly: true,
+                retention_ns: a.logs_retention,
                 max_pending: None,
                 max_conns: None,
             }),

@@ -56,7 +56,8 @@ pub fn document(a: &LogsArgs) -> Document {
     let logs = LogsOut {
         dir: a.out.clone(),
         analyzers: LogsOut::selection(&a.analyze),
-        append: false,
+        hourly: false,
+        retention_ns: None,
         max_pending: a.max_pending,
         max_conns: a.max_conns,
     };

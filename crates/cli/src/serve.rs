@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// The VoIP records (`trawl voip -o DIR`, `trawl run --voip DIR`) `/api/v1/calls` reads.
     #[arg(help_heading = topic::INPUT, long = "voip", value_name = "DIR")]
     pub voip: Option<PathBuf>,
+    /// The application-layer logs (`trawl run --logs DIR`, `trawl logs -o DIR`)
+    /// `/api/v1/logs` reads.
+    #[arg(help_heading = topic::INPUT, long = "logs", value_name = "DIR")]
+    pub logs: Option<PathBuf>,
     /// Serve as the coordinator of these probes (probes.toml): `/api/v1/query` and
     /// `/api/v1/series` answer for the fleet, `/api/v1/packets?probe=NAME` passes that probe's
     /// packets through (docs/specs/distributed.md).
@@ -93,12 +97,17 @@ pub struct ServeArgs {
 
 /// `trawl serve`: until SIGINT/SIGTERM.
 pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
-    if a.db.is_none() && a.packets.is_none() && a.voip.is_none() && a.probes.is_none() {
+    if a.db.is_none()
+        && a.packets.is_none()
+        && a.voip.is_none()
+        && a.logs.is_none()
+        && a.probes.is_none()
+    {
         bail!(
-            "nothing to serve: give --db DIR (flow database), --packets DIR (packet store) and/or --voip DIR (VoIP records), or --probes FILE (a fleet)"
+            "nothing to serve: give --db DIR (flow database), --packets DIR (packet store), --voip DIR (VoIP records) and/or --logs DIR (application logs), or --probes FILE (a fleet)"
         );
     }
-    for dir in a.db.iter().chain(&a.packets).chain(&a.voip) {
+    for dir in a.db.iter().chain(&a.packets).chain(&a.voip).chain(&a.logs) {
         if !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
@@ -110,6 +119,7 @@ pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
     config.db = a.db.clone();
     config.packets = a.packets.clone();
     config.voip = a.voip.clone();
+    config.logs = a.logs.clone();
     config.fleet = a
         .probes
         .as_deref()

@@ -346,7 +346,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 // The flow database needs records cut at its 5-minute blocks; the other
                 // outputs then get the same cut records (as the capture loop did).
                 .set_some("interval", plan.store.is_some().then_some("5m"))
-                .set_some("features", super::consumers::features(f));
+                .set_some("features", super::consumers::features(f))
+                .set_some("app", plan.app.then_some(true));
             meter_names.push((i, meter));
         }
         if let Some((prefix, ring_size)) = &plan.ring {
@@ -390,7 +391,11 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .on("outputs", Some(0))
             .set("path", path.display().to_string())
             .set("format", format_name(*format))
-            .set_some("features", super::consumers::features(&plan.flow));
+            .set_some("features", super::consumers::features(&plan.flow))
+            .set_some(
+                "app",
+                (plan.app && *format == OutputFormat::Csv).then_some(true),
+            );
     }
     // Several interfaces: the API gets each one's rows summed apart (`api_series`).
     let api_per_iface = plan.api.is_some() && live.interfaces.len() > 1;
@@ -640,6 +645,7 @@ fn add_api(
         )
         .set_some("db", plan.store.as_ref().map(|s| path(&s.db)))
         .set_some("voip", plan.voip.as_deref().map(path))
+        .set_some("logs", plan.logs.as_ref().map(|l| path(&l.dir)))
         .set_some(
             "packets",
             plan.dump_settings

@@ -1,6 +1,8 @@
 //! The application-layer analysers of a plan (`trawl logs`, `trawl run --logs DIR
 //! --analyze ...`): for each packet gate one block per analyser (`dns_log`, `tls_log`,
-//! `http_log`), and one `event_writer` per analyser into `DIR/<name>.jsonl`.
+//! `http_log`), and one writer per analyser: `event_writer` into `DIR/<name>.jsonl` (`trawl
+//! logs`), or `hourly_writer` into `DIR/<name>-YYYY-MM-DDTHH.jsonl` (`trawl run --logs`, one
+//! file per UTC hour of the lines' time, with retention).
 //!
 //! ```text
 //! gate0.packets ─┬─▶ dns0 ─┐
@@ -23,8 +25,11 @@ pub struct LogsOut {
     pub dir: std::path::PathBuf,
     /// Without duplicates, in [`Analyzer::ALL`] order.
     pub analyzers: Vec<Analyzer>,
-    /// Append to the files (a monitor) or truncate them (`trawl logs`).
-    pub append: bool,
+    /// One file per UTC hour, appended to (a monitor), or one file per analyser truncated
+    /// (`trawl logs`).
+    pub hourly: bool,
+    /// With `hourly`: delete the files of hours that ended longer ago (`--logs-retention`).
+    pub retention_ns: Option<u64>,
     /// `--max-pending` of `dns_log`.
     pub max_pending: Option<usize>,
     /// `--max-conns` of the stream analysers.
@@ -57,13 +62,17 @@ impl LogsOut {
     /// Adds the analysers of each gate (`block.gate`, with the capture thread it runs on when
     /// live) and their writers (on `pool` when given).
     pub fn add(&self, doc: &mut Document, gates: &[(String, Option<usize>)], pool: Option<&str>) {
-        let mode = if self.append { "append" } else { "truncate" };
         for &a in &self.analyzers {
-            let path = self.dir.join(a.file());
-            let mut w = doc
-                .block(&Self::writer_name(a), "event_writer")
-                .set("path", path_text(&path))
-                .set("mode", mode);
+            let mut w = if self.hourly {
+                doc.block(&Self::writer_name(a), "hourly_writer")
+                    .set("dir", path_text(&self.dir))
+                    .set("prefix", a.name())
+                    .set_some("retention", self.retention_ns.map(span))
+            } else {
+                doc.block(&Self::writer_name(a), "event_writer")
+                    .set("path", path_text(&self.dir.join(a.file())))
+                    .set("mode", "truncate")
+            };
             if let Some(p) = pool {
                 w = w.on(p, Some(0));
             }
@@ -98,6 +107,11 @@ impl LogsOut {
             }
         }
     }
+}
+
+/// A retention in whole seconds, as the block's setting reads it.
+fn span(ns: u64) -> String {
+    format!("{}s", ns / 1_000_000_000)
 }
 
 fn path_text(p: &Path) -> String {

@@ -559,7 +559,9 @@ fn series_of_files_out_of_time_order_are_one_increasing_stream() {
 
 mod anonymize;
 mod api;
+mod api_logs;
 mod app_label;
+mod app_live;
 mod central;
 mod cli;
 mod compose;
@@ -576,6 +578,7 @@ mod kafka;
 mod kafka_batch;
 mod live;
 mod logs;
+mod logs_hourly;
 mod logs_live;
 mod modules;
 mod outputs;
