@@ -320,6 +320,65 @@ impl DirColumns {
     }
 }
 
+/// The TCP round-trip columns of the standard feature level, in the CLI's JSON order: both
+/// handshake times, then per direction the sample count and min/mean/max (null without a
+/// sample, as the JSON's).
+struct RttColumns {
+    handshake: [UInt64Builder; 2],
+    samples: [UInt32Builder; 2],
+    min: [UInt64Builder; 2],
+    mean: [Float64Builder; 2],
+    max: [UInt64Builder; 2],
+}
+
+impl RttColumns {
+    fn new() -> Self {
+        RttColumns {
+            handshake: std::array::from_fn(|_| UInt64Builder::new()),
+            samples: std::array::from_fn(|_| UInt32Builder::new()),
+            min: std::array::from_fn(|_| UInt64Builder::new()),
+            mean: std::array::from_fn(|_| Float64Builder::new()),
+            max: std::array::from_fn(|_| UInt64Builder::new()),
+        }
+    }
+
+    fn fields(out: &mut Vec<Field>) {
+        let f = |name: String, ty: DataType, nullable| Field::new(name, ty, nullable);
+        for p in ["fwd_", "rev_"] {
+            out.push(f(format!("{p}rtt_handshake_ns"), DataType::UInt64, true));
+        }
+        for p in ["fwd_", "rev_"] {
+            out.push(f(format!("{p}rtt_samples"), DataType::UInt32, false));
+            out.push(f(format!("{p}rtt_min_ns"), DataType::UInt64, true));
+            out.push(f(format!("{p}rtt_mean_ns"), DataType::Float64, true));
+            out.push(f(format!("{p}rtt_max_ns"), DataType::UInt64, true));
+        }
+    }
+
+    fn push(&mut self, fwd: &DirectionRecord, rev: &DirectionRecord) {
+        for (i, d) in [fwd, rev].into_iter().enumerate() {
+            self.handshake[i].append_option(d.rtt_handshake_ns);
+            self.samples[i].append_value(d.rtt_samples);
+            let some = d.rtt_samples > 0;
+            self.min[i].append_option(some.then_some(d.rtt_min_ns));
+            self.mean[i].append_option(some.then_some(d.rtt_mean_ns));
+            self.max[i].append_option(some.then_some(d.rtt_max_ns));
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<ArrayRef>) {
+        for b in &mut self.handshake {
+            out.push(Arc::new(b.finish()));
+        }
+        for i in 0..2 {
+            out.push(Arc::new(self.samples[i].finish()));
+            out.push(Arc::new(self.min[i].finish()));
+            out.push(Arc::new(self.mean[i].finish()));
+            out.push(Arc::new(self.max[i].finish()));
+        }
+    }
+}
+
 /// An address column: text (`"10.0.0.1"`, `"2001:db8::1"`, as the CLI writes them) or the
 /// address's bytes (4 or 16).
 enum AddrColumn {
@@ -383,6 +442,7 @@ struct FlowColumns {
     payload: Option<[BinaryBuilder; 2]>,
     end_reason: StringBuilder,
     community_id: StringBuilder,
+    rtt: RttColumns,
 }
 
 /// The per-flow totals' names, in the order of [`FlowColumns::totals`].
@@ -430,8 +490,9 @@ impl FlowColumns {
             fields.push(f("rev_payload", DataType::Binary));
         }
         fields.push(f("end_reason", DataType::Utf8));
-        // Last, as in the CLI's JSON (docs/specs/flow-record.md).
+        // After the first schema's fields, as in the CLI's JSON (docs/specs/flow-record.md).
         fields.push(f("community_id", DataType::Utf8));
+        RttColumns::fields(&mut fields);
         FlowColumns {
             schema: Arc::new(Schema::new(fields)),
             rows: 0,
@@ -453,6 +514,7 @@ impl FlowColumns {
             payload: with_payload.then(|| [BinaryBuilder::new(), BinaryBuilder::new()]),
             end_reason: StringBuilder::new(),
             community_id: StringBuilder::new(),
+            rtt: RttColumns::new(),
         }
     }
 
@@ -503,6 +565,7 @@ impl FlowColumns {
         }
         self.end_reason.append_value(r.end_reason.name());
         self.community_id.append_value(r.community_id().as_str());
+        self.rtt.push(&r.fwd, &r.rev);
     }
 
     /// The rows so far as one batch; the builders start again empty.
@@ -533,6 +596,7 @@ impl FlowColumns {
         }
         cols.push(Arc::new(self.end_reason.finish()));
         cols.push(Arc::new(self.community_id.finish()));
+        self.rtt.finish(&mut cols);
         RecordBatch::try_new(self.schema.clone(), cols).expect("columns match the schema")
     }
 }
