@@ -27,6 +27,18 @@ pub enum Error {
         /// What is wrong.
         kind: TlsErrorKind,
     },
+    /// A QUIC Initial packet or its CRYPTO stream could not be read: `offset` is in the packet
+    /// for header and frame faults, in the CRYPTO stream for its bounds and the hello's type.
+    #[error("quic: {kind} at offset {offset} ({field})")]
+    Quic {
+        /// Byte offset of the fault.
+        offset: usize,
+        /// The field being read (`dcid`, `token`, `length`, `sample`, `payload`, `frame.type`,
+        /// `crypto.length`, `crypto.offset`, `handshake.type`, ...).
+        field: &'static str,
+        /// What is wrong.
+        kind: QuicErrorKind,
+    },
     /// An HTTP/1.x stream could not be read further: `offset` is in the direction's stream.
     #[error("http: {kind} at offset {offset} ({field})")]
     Http {
@@ -53,6 +65,25 @@ pub enum HttpErrorKind {
     /// A head longer than 64 KiB or a chunk-size line longer than 1 KiB.
     #[error("too large")]
     TooLarge = 2,
+}
+
+/// What is wrong in a QUIC Initial packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum QuicErrorKind {
+    /// A field runs past the end of the packet or its payload.
+    #[error("truncated")]
+    Truncated = 0,
+    /// A connection ID longer than 20 bytes, a frame an Initial may not carry, a CRYPTO stream
+    /// that does not start with the expected hello.
+    #[error("malformed")]
+    Malformed = 1,
+    /// The packet does not authenticate with the Initial keys.
+    #[error("decryption failed")]
+    Decryption = 2,
+    /// CRYPTO data past 16 KiB or in more than 64 separate ranges.
+    #[error("too large")]
+    TooLarge = 3,
 }
 
 /// What is wrong in a TLS hello.

@@ -58,6 +58,9 @@ pub struct Hello {
     pub supported_versions: Vec<u16>,
     /// signature_algorithms (client), in order.
     pub signature_algorithms: Vec<u16>,
+    /// Read from QUIC CRYPTO frames (`crate::quic`) rather than TLS records over TCP: JA4 and
+    /// JA4S start with `q`.
+    pub quic: bool,
 }
 
 impl Hello {
@@ -76,8 +79,8 @@ impl Hello {
         }
     }
 
-    /// The JA4 fingerprint of a ClientHello: `t` (or `q` when it carries QUIC transport
-    /// parameters), version, `d`/`i` for SNI, cipher and extension counts, ALPN first/last
+    /// The JA4 fingerprint of a ClientHello: `t` (or `q` when read from QUIC or carrying QUIC
+    /// transport parameters), version, `d`/`i` for SNI, cipher and extension counts, ALPN first/last
     /// characters, then the truncated SHA-256 of the sorted ciphers and of the sorted extensions
     /// (without SNI and ALPN) followed by the signature algorithms. GREASE is ignored.
     pub fn ja4(&self) -> String {
@@ -104,7 +107,7 @@ impl Hello {
             .copied()
             .filter(|&c| !is_grease(c))
             .collect();
-        let proto = if exts.contains(&EXT_QUIC_TRANSPORT_PARAMETERS) {
+        let proto = if self.quic || exts.contains(&EXT_QUIC_TRANSPORT_PARAMETERS) {
             'q'
         } else {
             't'
@@ -136,7 +139,7 @@ impl Hello {
     }
 
     #[cfg(feature = "ja4s")]
-    /// The JA4S fingerprint of a ServerHello: `t`, version, extension count, ALPN first/last
+    /// The JA4S fingerprint of a ServerHello: `t` (`q` over QUIC), version, extension count, ALPN first/last
     /// characters, the chosen cipher, and the truncated SHA-256 of the extensions in order
     /// (GREASE included, as FoxIO's implementation does).
     pub fn ja4s(&self) -> String {
@@ -167,7 +170,8 @@ impl Hello {
             .first()
             .map_or(String::new(), |c| format!("{c:04x}"));
         let a = format!(
-            "t{}{:02}{}_{cipher}",
+            "{}{}{:02}{}_{cipher}",
+            if self.quic { 'q' } else { 't' },
             version_code(self.version()),
             self.extensions.len().min(99),
             alpn_code(&self.alpn)
@@ -257,6 +261,7 @@ pub fn parse_hello(kind: HelloKind, body: &[u8]) -> Result<Hello, Error> {
         alpn: Vec::new(),
         supported_versions: Vec::new(),
         signature_algorithms: Vec::new(),
+        quic: false,
     };
     match kind {
         HelloKind::Client => {
@@ -546,6 +551,7 @@ mod tests {
             signature_algorithms: vec![
                 0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601,
             ],
+            quic: false,
         };
         assert_eq!(hello.ja4(), "t13d1516h2_8daaf6152771_e5627efa2ab1");
         assert_eq!(

@@ -580,6 +580,7 @@ mod logs_live;
 mod modules;
 mod outputs;
 mod progress;
+mod quic_log;
 mod reload;
 mod service;
 mod sflow;
