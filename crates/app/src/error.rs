@@ -39,6 +39,18 @@ pub enum Error {
         /// What is wrong.
         kind: QuicErrorKind,
     },
+    /// A certificate could not be read: `offset` is in the certificate's DER bytes (or, for
+    /// the Certificate message around it, in the handshake stream after the ServerHello).
+    #[error("x509: {kind} at offset {offset} ({field})")]
+    X509 {
+        /// Byte offset of the fault.
+        offset: usize,
+        /// The element being read (`tbsCertificate`, `issuer`, `notBefore`, `certificate_list`,
+        /// ...).
+        field: &'static str,
+        /// What is wrong.
+        kind: X509ErrorKind,
+    },
     /// An HTTP/1.x stream could not be read further: `offset` is in the direction's stream.
     #[error("http: {kind} at offset {offset} ({field})")]
     Http {
@@ -84,6 +96,22 @@ pub enum QuicErrorKind {
     /// CRYPTO data past 16 KiB or in more than 64 separate ranges.
     #[error("too large")]
     TooLarge = 3,
+}
+
+/// What is wrong in a certificate or the Certificate message holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum X509ErrorKind {
+    /// An element runs past its enclosing one.
+    #[error("truncated")]
+    Truncated = 0,
+    /// An unexpected tag, a length form DER does not allow, a time not in UTCTime or
+    /// GeneralizedTime form.
+    #[error("malformed")]
+    Malformed = 1,
+    /// A certificate over 64 KiB, or handshake messages past the reading budget.
+    #[error("too large")]
+    TooLarge = 2,
 }
 
 /// What is wrong in a TLS hello.

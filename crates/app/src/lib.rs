@@ -8,6 +8,8 @@
 //!   and computes JA4 and JA4S.
 //! - [`quic`] decrypts QUIC Initial packets and reads the hellos of their CRYPTO frames
 //!   ([`quic::Connection`]).
+//! - [`x509`] reads the fields the TLS log keeps of a certificate (a small bounded DER
+//!   reader); [`tls::CertificateReader`] finds the server's first certificate after its hello.
 //! - [`reassembly`] puts a TCP direction's segments in order ([`reassembly::Stream`]), bounded
 //!   and counted, for the TLS and HTTP readers.
 //! - [`classify`] labels a flow with its application from the first payload bytes of each
@@ -38,6 +40,7 @@ pub mod quic;
 pub mod reassembly;
 mod sha256;
 pub mod tls;
+pub mod x509;
 
 pub use community_id::{CommunityId, FlowTuple};
-pub use error::{DnsErrorKind, Error, HttpErrorKind, QuicErrorKind, TlsErrorKind};
+pub use error::{DnsErrorKind, Error, HttpErrorKind, QuicErrorKind, TlsErrorKind, X509ErrorKind};

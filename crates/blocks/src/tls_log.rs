@@ -9,7 +9,8 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use trawl_app::reassembly::Chunk;
-use trawl_app::tls::{Hello, HelloKind, HelloReader};
+use trawl_app::tls::{CertificateReader, Hello, HelloKind, HelloReader};
+use trawl_app::x509::Certificate;
 use trawl_capture::PacketRecord;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 use trawl_flow::community_id::{CommunityId, FlowTuple};
@@ -93,6 +94,38 @@ struct TlsDir {
     /// Bytes (and gaps) taken so far: the offset of a gap.
     offset: u64,
     outcome: Option<Outcome>,
+    /// After a ServerHello of TLS 1.2 or before: reading on to the Certificate message.
+    certs: Option<CertificateReader>,
+    /// The server's first certificate, `None` in a flight without one, or why it could not be
+    /// read.
+    cert: Option<Result<Option<Certificate>, String>>,
+}
+
+impl TlsDir {
+    /// Feeds the certificate reader, if one is reading.
+    fn certificate(&mut self, chunk: Chunk<'_>) {
+        let Some(r) = &mut self.certs else {
+            return;
+        };
+        let answer = match chunk {
+            Chunk::Data(bytes) => r.push(bytes).map(|a| a.map_err(|e| bare(&e))),
+            Chunk::Gap(n) => Some(Err(format!(
+                "gap of {n} bytes at offset {} (stream)",
+                self.offset
+            ))),
+        };
+        if let Some(a) = answer {
+            self.cert = Some(a);
+            self.certs = None;
+        }
+    }
+}
+
+/// An error's kind, offset and field without the crate's `tls: `/`x509: ` prefix.
+fn bare(e: &trawl_app::Error) -> String {
+    let text = e.to_string();
+    let cut = text.strip_prefix("tls: ").or(text.strip_prefix("x509: "));
+    cut.unwrap_or(&text).to_string()
 }
 
 /// A connection's two hello readers.
@@ -106,6 +139,10 @@ impl ConnState for TlsConn {
     fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
         let d = &mut self.dirs[dir];
         if d.outcome.is_some() {
+            d.certificate(chunk);
+            if let Chunk::Data(bytes) = chunk {
+                d.offset += bytes.len() as u64;
+            }
             return;
         }
         d.outcome = match chunk {
@@ -116,13 +153,7 @@ impl ConnState for TlsConn {
                         hello: Box::new(hello),
                         ts_ns,
                     }),
-                    Some(Err(e)) => {
-                        // The kind, offset and field without the crate's `tls: ` prefix.
-                        let text = e.to_string();
-                        Some(Outcome::Failed(
-                            text.strip_prefix("tls: ").unwrap_or(&text).to_string(),
-                        ))
-                    }
+                    Some(Err(e)) => Some(Outcome::Failed(bare(&e))),
                     None => None,
                 }
             }
@@ -131,6 +162,18 @@ impl ConnState for TlsConn {
                 d.offset
             ))),
         };
+        if let Some(Outcome::Hello { hello, .. }) = &d.outcome {
+            // TLS 1.3 encrypts the Certificate message: read on only before it.
+            if hello.kind == HelloKind::Server && hello.version() <= 0x0303 {
+                let mut certs = d.reader.certificate_reader();
+                // The bytes that came with the hello.
+                if let Some(a) = certs.push(&[]) {
+                    d.cert = Some(a.map_err(|e| bare(&e)));
+                } else {
+                    d.certs = Some(certs);
+                }
+            }
+        }
         if d.outcome.is_some() {
             // The reader's buffers are not needed any more.
             d.reader = HelloReader::new();
@@ -138,7 +181,9 @@ impl ConnState for TlsConn {
     }
 
     fn done(&self) -> bool {
-        self.dirs.iter().all(|d| d.outcome.is_some())
+        self.dirs
+            .iter()
+            .all(|d| d.outcome.is_some() && d.certs.is_none())
     }
 }
 
@@ -317,6 +362,9 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     j.insert("proto".into(), json!(TCP));
     j.insert("first_ns".into(), json!(conn.first_ns));
     hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
+    if let Some(cert) = &dirs[1 - client_dir].cert {
+        cert_fields(&mut j, cert);
+    }
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
         .into_iter()
@@ -356,6 +404,24 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
         }
         if let Some(ja4s) = h.ja4s_if_built() {
             j.insert("ja4s".into(), json!(ja4s));
+        }
+    }
+}
+
+/// The server certificate's fields (docs/specs/logs.md), or why it could not be read.
+fn cert_fields(j: &mut Map<String, Value>, cert: &Result<Option<Certificate>, String>) {
+    match cert {
+        Ok(Some(c)) => {
+            j.insert("cert_subject".into(), json!(c.subject));
+            j.insert("cert_issuer".into(), json!(c.issuer));
+            j.insert("cert_not_before".into(), json!(c.not_before));
+            j.insert("cert_not_after".into(), json!(c.not_after));
+            j.insert("cert_serial".into(), json!(c.serial));
+            j.insert("cert_san_dns".into(), json!(c.san_dns));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            j.insert("cert_error".into(), json!(e));
         }
     }
 }

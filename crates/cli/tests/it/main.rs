@@ -588,6 +588,7 @@ mod store;
 mod stored;
 mod svc;
 mod times;
+mod tls_cert;
 mod tls_log;
 mod tunnels;
 mod voip;
