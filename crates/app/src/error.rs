@@ -27,6 +27,30 @@ pub enum Error {
         /// What is wrong.
         kind: TlsErrorKind,
     },
+    /// A QUIC Initial packet or its CRYPTO stream could not be read: `offset` is in the packet
+    /// for header and frame faults, in the CRYPTO stream for its bounds and the hello's type.
+    #[error("quic: {kind} at offset {offset} ({field})")]
+    Quic {
+        /// Byte offset of the fault.
+        offset: usize,
+        /// The field being read (`dcid`, `token`, `length`, `sample`, `payload`, `frame.type`,
+        /// `crypto.length`, `crypto.offset`, `handshake.type`, ...).
+        field: &'static str,
+        /// What is wrong.
+        kind: QuicErrorKind,
+    },
+    /// A certificate could not be read: `offset` is in the certificate's DER bytes (or, for
+    /// the Certificate message around it, in the handshake stream after the ServerHello).
+    #[error("x509: {kind} at offset {offset} ({field})")]
+    X509 {
+        /// Byte offset of the fault.
+        offset: usize,
+        /// The element being read (`tbsCertificate`, `issuer`, `notBefore`, `certificate_list`,
+        /// ...).
+        field: &'static str,
+        /// What is wrong.
+        kind: X509ErrorKind,
+    },
     /// An HTTP/1.x stream could not be read further: `offset` is in the direction's stream.
     #[error("http: {kind} at offset {offset} ({field})")]
     Http {
@@ -51,6 +75,41 @@ pub enum HttpErrorKind {
     #[error("malformed")]
     Malformed = 1,
     /// A head longer than 64 KiB or a chunk-size line longer than 1 KiB.
+    #[error("too large")]
+    TooLarge = 2,
+}
+
+/// What is wrong in a QUIC Initial packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum QuicErrorKind {
+    /// A field runs past the end of the packet or its payload.
+    #[error("truncated")]
+    Truncated = 0,
+    /// A connection ID longer than 20 bytes, a frame an Initial may not carry, a CRYPTO stream
+    /// that does not start with the expected hello.
+    #[error("malformed")]
+    Malformed = 1,
+    /// The packet does not authenticate with the Initial keys.
+    #[error("decryption failed")]
+    Decryption = 2,
+    /// CRYPTO data past 16 KiB or in more than 64 separate ranges.
+    #[error("too large")]
+    TooLarge = 3,
+}
+
+/// What is wrong in a certificate or the Certificate message holding it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[repr(u8)]
+pub enum X509ErrorKind {
+    /// An element runs past its enclosing one.
+    #[error("truncated")]
+    Truncated = 0,
+    /// An unexpected tag, a length form DER does not allow, a time not in UTCTime or
+    /// GeneralizedTime form.
+    #[error("malformed")]
+    Malformed = 1,
+    /// A certificate over 64 KiB, or handshake messages past the reading budget.
     #[error("too large")]
     TooLarge = 2,
 }

@@ -6,6 +6,10 @@
 //!   responses ([`dns::Joiner`]).
 //! - [`tls`] reads the first ClientHello/ServerHello of a TCP direction ([`tls::HelloReader`])
 //!   and computes JA4 and JA4S.
+//! - [`quic`] decrypts QUIC Initial packets and reads the hellos of their CRYPTO frames
+//!   ([`quic::Connection`]).
+//! - [`x509`] reads the fields the TLS log keeps of a certificate (a small bounded DER
+//!   reader); [`tls::CertificateReader`] finds the server's first certificate after its hello.
 //! - [`reassembly`] puts a TCP direction's segments in order ([`reassembly::Stream`]), bounded
 //!   and counted, for the TLS and HTTP readers.
 //! - [`classify`] labels a flow with its application from the first payload bytes of each
@@ -32,9 +36,11 @@ pub use trawl_flow::community_id;
 pub mod dns;
 mod error;
 pub mod http;
+pub mod quic;
 pub mod reassembly;
 mod sha256;
 pub mod tls;
+pub mod x509;
 
 pub use community_id::{CommunityId, FlowTuple};
-pub use error::{DnsErrorKind, Error, HttpErrorKind, TlsErrorKind};
+pub use error::{DnsErrorKind, Error, HttpErrorKind, QuicErrorKind, TlsErrorKind, X509ErrorKind};

@@ -10,7 +10,8 @@
 //! published outputs for its test captures.
 
 use crate::sha256;
-use crate::{Error, TlsErrorKind};
+use crate::x509::{parse_certificate, Certificate, MAX_CERT_LEN};
+use crate::{Error, TlsErrorKind, X509ErrorKind};
 
 /// Largest hello accepted (handshake message body); real ones are a few KiB, post-quantum key
 /// shares included.
@@ -58,6 +59,9 @@ pub struct Hello {
     pub supported_versions: Vec<u16>,
     /// signature_algorithms (client), in order.
     pub signature_algorithms: Vec<u16>,
+    /// Read from QUIC CRYPTO frames (`crate::quic`) rather than TLS records over TCP: JA4 and
+    /// JA4S start with `q`.
+    pub quic: bool,
 }
 
 impl Hello {
@@ -76,8 +80,8 @@ impl Hello {
         }
     }
 
-    /// The JA4 fingerprint of a ClientHello: `t` (or `q` when it carries QUIC transport
-    /// parameters), version, `d`/`i` for SNI, cipher and extension counts, ALPN first/last
+    /// The JA4 fingerprint of a ClientHello: `t` (or `q` when read from QUIC or carrying QUIC
+    /// transport parameters), version, `d`/`i` for SNI, cipher and extension counts, ALPN first/last
     /// characters, then the truncated SHA-256 of the sorted ciphers and of the sorted extensions
     /// (without SNI and ALPN) followed by the signature algorithms. GREASE is ignored.
     pub fn ja4(&self) -> String {
@@ -104,7 +108,7 @@ impl Hello {
             .copied()
             .filter(|&c| !is_grease(c))
             .collect();
-        let proto = if exts.contains(&EXT_QUIC_TRANSPORT_PARAMETERS) {
+        let proto = if self.quic || exts.contains(&EXT_QUIC_TRANSPORT_PARAMETERS) {
             'q'
         } else {
             't'
@@ -136,7 +140,7 @@ impl Hello {
     }
 
     #[cfg(feature = "ja4s")]
-    /// The JA4S fingerprint of a ServerHello: `t`, version, extension count, ALPN first/last
+    /// The JA4S fingerprint of a ServerHello: `t` (`q` over QUIC), version, extension count, ALPN first/last
     /// characters, the chosen cipher, and the truncated SHA-256 of the extensions in order
     /// (GREASE included, as FoxIO's implementation does).
     pub fn ja4s(&self) -> String {
@@ -167,7 +171,8 @@ impl Hello {
             .first()
             .map_or(String::new(), |c| format!("{c:04x}"));
         let a = format!(
-            "t{}{:02}{}_{cipher}",
+            "{}{}{:02}{}_{cipher}",
+            if self.quic { 'q' } else { 't' },
             version_code(self.version()),
             self.extensions.len().min(99),
             alpn_code(&self.alpn)
@@ -257,6 +262,7 @@ pub fn parse_hello(kind: HelloKind, body: &[u8]) -> Result<Hello, Error> {
         alpn: Vec::new(),
         supported_versions: Vec::new(),
         signature_algorithms: Vec::new(),
+        quic: false,
     };
     match kind {
         HelloKind::Client => {
@@ -431,12 +437,37 @@ impl HelloReader {
         }
         self.raw.extend_from_slice(bytes);
         let result = self.advance();
-        if result.is_some() {
-            self.finished = true;
-            self.raw = Vec::new();
-            self.handshake = Vec::new();
+        match &result {
+            Some(Ok(_)) => {
+                self.finished = true;
+                // What follows the hello stays for `certificate_reader`.
+                let used = self.hello_len().map_or(self.handshake.len(), |l| 4 + l);
+                self.handshake.drain(..used.min(self.handshake.len()));
+            }
+            Some(Err(_)) => {
+                self.finished = true;
+                self.raw = Vec::new();
+                self.handshake = Vec::new();
+            }
+            None => {}
         }
         result
+    }
+
+    /// After a hello was returned: a reader of the handshake messages that follow it (the
+    /// bytes already taken past the hello included), for the server's Certificate.
+    pub fn certificate_reader(&mut self) -> CertificateReader {
+        CertificateReader {
+            raw: std::mem::take(&mut self.raw),
+            handshake: std::mem::take(&mut self.handshake),
+            ..CertificateReader::default()
+        }
+    }
+
+    /// The body length of the first handshake message, once its header is there.
+    fn hello_len(&self) -> Option<usize> {
+        let hs = self.handshake.get(..4)?;
+        Some((usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3]))
     }
 
     /// Unwraps the whole records in `raw`. Consumed records are dropped once at the end, so a
@@ -515,6 +546,154 @@ impl HelloReader {
     }
 }
 
+/// Handshake bytes after the ServerHello a [`CertificateReader`] reads at most before giving up
+/// (messages it skips included).
+pub const MAX_FLIGHT_LEN: usize = 256 * 1024;
+
+/// Reads the server's first certificate from the handshake messages after its ServerHello
+/// (TLS 1.2 and before, where the Certificate message is in clear): records of type handshake
+/// are unwrapped, messages other than Certificate skipped without being held, the first
+/// certificate of the Certificate message parsed ([`parse_certificate`]). Holds at most one
+/// record plus the first certificate ([`MAX_CERT_LEN`]); reads at most [`MAX_FLIGHT_LEN`].
+#[derive(Debug, Default)]
+pub struct CertificateReader {
+    raw: Vec<u8>,
+    handshake: Vec<u8>,
+    /// Bytes of a skipped message still to come.
+    skip: usize,
+    /// Handshake bytes unwrapped so far (offsets in errors).
+    read: usize,
+    finished: bool,
+}
+
+impl CertificateReader {
+    /// True once an answer was given: later bytes are ignored.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Takes the direction's next bytes. `None` while undecided; once: the certificate,
+    /// `Ok(None)` when the flight has none (ServerHelloDone, an empty list, or a record other
+    /// than handshake first: resumption, TLS 1.3), or why it could not be read.
+    pub fn push(&mut self, bytes: &[u8]) -> Option<Result<Option<Certificate>, Error>> {
+        if self.finished {
+            return None;
+        }
+        self.raw.extend_from_slice(bytes);
+        let result = self.advance();
+        if result.is_some() {
+            self.finished = true;
+            self.raw = Vec::new();
+            self.handshake = Vec::new();
+        }
+        result
+    }
+
+    fn advance(&mut self) -> Option<Result<Option<Certificate>, Error>> {
+        let mut pos = 0;
+        let result = loop {
+            if let Some(r) = self.message() {
+                break Some(r);
+            }
+            let rec = &self.raw[pos..];
+            if rec.len() < 5 {
+                break None;
+            }
+            if rec[0] != 22 {
+                break Some(Ok(None));
+            }
+            let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
+            if len > MAX_RECORD_LEN {
+                break Some(Err(x509_err(
+                    self.read,
+                    "record.length",
+                    X509ErrorKind::TooLarge,
+                )));
+            }
+            if rec.len() < 5 + len {
+                break None;
+            }
+            self.read += len;
+            if self.read > MAX_FLIGHT_LEN {
+                break Some(Err(x509_err(
+                    self.read,
+                    "handshake",
+                    X509ErrorKind::TooLarge,
+                )));
+            }
+            let skipped = self.skip.min(len);
+            self.skip -= skipped;
+            self.handshake.extend_from_slice(&rec[5 + skipped..5 + len]);
+            pos += 5 + len;
+        };
+        self.raw.drain(..pos.min(self.raw.len()));
+        result
+    }
+
+    /// The answer once the joined messages give one; skips the messages before Certificate.
+    fn message(&mut self) -> Option<Result<Option<Certificate>, Error>> {
+        loop {
+            let hs = &self.handshake;
+            if hs.len() < 4 {
+                return None;
+            }
+            let len = u24(&hs[1..4]);
+            match hs[0] {
+                11 => return self.certificate(len),
+                // ServerHelloDone: no certificate in this flight.
+                14 => return Some(Ok(None)),
+                _ if hs.len() >= 4 + len => {
+                    self.handshake.drain(..4 + len);
+                }
+                _ => {
+                    self.skip = 4 + len - hs.len();
+                    self.handshake.clear();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The first certificate of the Certificate message at the start of `handshake`.
+    fn certificate(&self, len: usize) -> Option<Result<Option<Certificate>, Error>> {
+        let hs = &self.handshake;
+        if len < 6 {
+            // An empty certificate_list (or one too short to hold a certificate).
+            return Some(Ok(None));
+        }
+        let head = hs.get(4..10)?;
+        let cert_len = u24(&head[3..6]);
+        if cert_len > MAX_CERT_LEN {
+            return Some(Err(x509_err(
+                7,
+                "certificate.length",
+                X509ErrorKind::TooLarge,
+            )));
+        }
+        if cert_len + 6 > len {
+            return Some(Err(x509_err(
+                7,
+                "certificate.length",
+                X509ErrorKind::Truncated,
+            )));
+        }
+        let der = hs.get(10..10 + cert_len)?;
+        Some(parse_certificate(der).map(Some))
+    }
+}
+
+fn u24(b: &[u8]) -> usize {
+    (usize::from(b[0]) << 16) | (usize::from(b[1]) << 8) | usize::from(b[2])
+}
+
+fn x509_err(offset: usize, field: &'static str, kind: X509ErrorKind) -> Error {
+    Error::X509 {
+        offset,
+        field,
+        kind,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -546,12 +725,97 @@ mod tests {
             signature_algorithms: vec![
                 0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601,
             ],
+            quic: false,
         };
         assert_eq!(hello.ja4(), "t13d1516h2_8daaf6152771_e5627efa2ab1");
         assert_eq!(
             hello.ja4_r(),
             "t13d1516h2_002f,0035,009c,009d,1301,1302,1303,c013,c014,c02b,c02c,c02f,c030,cca8,cca9_0005,000a,000b,000d,0012,0015,0017,001b,0023,002b,002d,0033,4469,ff01_0403,0804,0401,0503,0805,0501,0806,0601"
         );
+    }
+
+    fn record(body: &[u8]) -> Vec<u8> {
+        let mut r = vec![22, 3, 3];
+        r.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        r.extend_from_slice(body);
+        r
+    }
+
+    fn message(ty: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![ty];
+        m.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+        m.extend_from_slice(body);
+        m
+    }
+
+    /// A server direction: ServerHello and a 3000-byte ServerKeyExchange-like message in one
+    /// record set, then the Certificate over three records, then ServerHelloDone.
+    fn server_flight(cert: &[u8]) -> Vec<u8> {
+        let mut hello = vec![3, 3];
+        hello.extend_from_slice(&[0; 32]);
+        hello.extend_from_slice(&[0, 0x13, 0x01, 0]);
+        let mut list = (cert.len() as u32).to_be_bytes()[1..].to_vec();
+        list.extend_from_slice(cert);
+        let mut body = ((list.len()) as u32).to_be_bytes()[1..].to_vec();
+        body.extend_from_slice(&list);
+        let certificate = message(11, &body);
+        let other = message(12, &[7; 3000]);
+        let mut stream = record(&[message(2, &hello), other[..1000].to_vec()].concat());
+        stream.extend(record(&other[1000..]));
+        let third = certificate.len() / 3;
+        stream.extend(record(&certificate[..third]));
+        stream.extend(record(&certificate[third..2 * third]));
+        stream.extend(record(&certificate[2 * third..]));
+        stream.extend(record(&message(14, &[])));
+        stream
+    }
+
+    /// Pushes `stream` in pieces of `step` bytes: the hello, then the certificate reader's
+    /// answer.
+    fn read_flight(stream: &[u8], step: usize) -> Option<Result<Option<Certificate>, Error>> {
+        let mut hello = HelloReader::new();
+        let mut certs: Option<CertificateReader> = None;
+        for piece in stream.chunks(step) {
+            if let Some(c) = &mut certs {
+                if let Some(a) = c.push(piece) {
+                    return Some(a);
+                }
+            } else if let Some(h) = hello.push(piece) {
+                assert_eq!(h.unwrap().ciphers, [0x1301]);
+                let mut c = hello.certificate_reader();
+                if let Some(a) = c.push(&[]) {
+                    return Some(a);
+                }
+                certs = Some(c);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn certificate_after_the_hello_in_any_segmentation() {
+        let stream = server_flight(&crate::x509::tests::sample());
+        for step in [1, 7, 100, 1500, stream.len()] {
+            let got = read_flight(&stream, step);
+            let c = got.unwrap().unwrap().expect("a certificate");
+            assert_eq!(c.subject, "CN=www.example.org", "step {step}");
+            assert_eq!(c.serial, "009A0B");
+        }
+    }
+
+    #[test]
+    fn certificate_reader_answers_none_at_server_hello_done_and_names_bad_der() {
+        let mut stream = server_flight(&crate::x509::tests::sample());
+        // Certificate message type changed to another: the flight ends at ServerHelloDone.
+        let at = stream
+            .windows(4)
+            .position(|w| w[0] == 11 && w[1] == 0)
+            .unwrap();
+        stream[at] = 13;
+        assert!(matches!(read_flight(&stream, 50), Some(Ok(None))));
+        let bad = server_flight(&[0x30, 0x03, 0x02, 0x01]);
+        let got = read_flight(&bad, 50).unwrap();
+        assert!(matches!(got, Err(Error::X509 { .. })), "{got:?}");
     }
 
     #[test]

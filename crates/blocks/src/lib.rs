@@ -27,6 +27,7 @@ pub mod meter;
 pub mod output;
 pub mod pcap;
 pub mod printer;
+pub mod quic_conns;
 pub mod record_series;
 pub mod ring;
 pub mod ring_source;

@@ -1,5 +1,6 @@
-//! `tls_log`: the TLS hellos of each TCP connection as one log line (`tls.jsonl` of
-//! `trawl logs`, docs/specs/logs.md). Both directions are reassembled (`tcp_conns`), the first
+//! `tls_log`: the TLS hellos of each TCP connection, and of each QUIC connection's Initial
+//! packets (`crate::quic_conns`), as one log line (`tls.jsonl` of `trawl logs`,
+//! docs/specs/logs.md). Both directions are reassembled (`tcp_conns`), the first
 //! hello of each read by `trawl_app::tls::HelloReader`; a connection whose directions both
 //! start with something else is not TLS and writes nothing. The line is written as soon as
 //! both directions have answered (hello or error), else when the connection ends.
@@ -8,17 +9,21 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use trawl_app::reassembly::Chunk;
-use trawl_app::tls::{Hello, HelloKind, HelloReader};
+use trawl_app::tls::{CertificateReader, Hello, HelloKind, HelloReader};
+use trawl_app::x509::Certificate;
 use trawl_capture::PacketRecord;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 use trawl_flow::community_id::{CommunityId, FlowTuple};
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+use crate::quic_conns::{QuicTable, QUIC_COUNTERS};
 use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
 
 /// IP protocol number of TCP.
 const TCP: u8 = 6;
+/// IP protocol number of UDP (QUIC).
+const UDP: u8 = 17;
 
 /// Settings of `tls_log` (and of the other stream analysers).
 #[derive(Deserialize)]
@@ -89,6 +94,38 @@ struct TlsDir {
     /// Bytes (and gaps) taken so far: the offset of a gap.
     offset: u64,
     outcome: Option<Outcome>,
+    /// After a ServerHello of TLS 1.2 or before: reading on to the Certificate message.
+    certs: Option<CertificateReader>,
+    /// The server's first certificate, `None` in a flight without one, or why it could not be
+    /// read.
+    cert: Option<Result<Option<Certificate>, String>>,
+}
+
+impl TlsDir {
+    /// Feeds the certificate reader, if one is reading.
+    fn certificate(&mut self, chunk: Chunk<'_>) {
+        let Some(r) = &mut self.certs else {
+            return;
+        };
+        let answer = match chunk {
+            Chunk::Data(bytes) => r.push(bytes).map(|a| a.map_err(|e| bare(&e))),
+            Chunk::Gap(n) => Some(Err(format!(
+                "gap of {n} bytes at offset {} (stream)",
+                self.offset
+            ))),
+        };
+        if let Some(a) = answer {
+            self.cert = Some(a);
+            self.certs = None;
+        }
+    }
+}
+
+/// An error's kind, offset and field without the crate's `tls: `/`x509: ` prefix.
+fn bare(e: &trawl_app::Error) -> String {
+    let text = e.to_string();
+    let cut = text.strip_prefix("tls: ").or(text.strip_prefix("x509: "));
+    cut.unwrap_or(&text).to_string()
 }
 
 /// A connection's two hello readers.
@@ -102,6 +139,10 @@ impl ConnState for TlsConn {
     fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
         let d = &mut self.dirs[dir];
         if d.outcome.is_some() {
+            d.certificate(chunk);
+            if let Chunk::Data(bytes) = chunk {
+                d.offset += bytes.len() as u64;
+            }
             return;
         }
         d.outcome = match chunk {
@@ -112,13 +153,7 @@ impl ConnState for TlsConn {
                         hello: Box::new(hello),
                         ts_ns,
                     }),
-                    Some(Err(e)) => {
-                        // The kind, offset and field without the crate's `tls: ` prefix.
-                        let text = e.to_string();
-                        Some(Outcome::Failed(
-                            text.strip_prefix("tls: ").unwrap_or(&text).to_string(),
-                        ))
-                    }
+                    Some(Err(e)) => Some(Outcome::Failed(bare(&e))),
                     None => None,
                 }
             }
@@ -127,6 +162,18 @@ impl ConnState for TlsConn {
                 d.offset
             ))),
         };
+        if let Some(Outcome::Hello { hello, .. }) = &d.outcome {
+            // TLS 1.3 encrypts the Certificate message: read on only before it.
+            if hello.kind == HelloKind::Server && hello.version() <= 0x0303 {
+                let mut certs = d.reader.certificate_reader();
+                // The bytes that came with the hello.
+                if let Some(a) = certs.push(&[]) {
+                    d.cert = Some(a.map_err(|e| bare(&e)));
+                } else {
+                    d.certs = Some(certs);
+                }
+            }
+        }
         if d.outcome.is_some() {
             // The reader's buffers are not needed any more.
             d.reader = HelloReader::new();
@@ -134,7 +181,9 @@ impl ConnState for TlsConn {
     }
 
     fn done(&self) -> bool {
-        self.dirs.iter().all(|d| d.outcome.is_some())
+        self.dirs
+            .iter()
+            .all(|d| d.outcome.is_some() && d.certs.is_none())
     }
 }
 
@@ -143,6 +192,7 @@ pub struct TlsLog {
     decoded: Decoded,
     config: DecodeConfig,
     table: ConnTable<TlsConn>,
+    quic: QuicTable,
     out: Vec<Event>,
     lines: u64,
     pool: Pool<Events>,
@@ -151,7 +201,7 @@ pub struct TlsLog {
 
 impl Block for TlsLog {
     const TYPE: &'static str = "tls_log";
-    const SUMMARY: &'static str = "TLS over TCP, reassembled: ClientHello and ServerHello of each connection as one log line (tls.jsonl)";
+    const SUMMARY: &'static str = "TLS over TCP, reassembled, and QUIC Initial packets, decrypted: ClientHello and ServerHello of each connection as one log line (tls.jsonl)";
     const INPUTS: &'static [GateDef] = &[GateDef {
         name: "packets",
         ty: PACKETS,
@@ -178,6 +228,7 @@ impl Block for TlsLog {
                 tunnel: TunnelMode::Inner,
             },
             table: ConnTable::new(s.max_conns, s.max_stream_bytes, s.max_total_bytes),
+            quic: QuicTable::new(s.max_conns),
             out: Vec::new(),
             lines: 0,
             pool: Pool::new(Events::default),
@@ -186,7 +237,11 @@ impl Block for TlsLog {
     }
 
     fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        self.counters = STREAM_COUNTERS.iter().map(|n| ctx.counter(n)).collect();
+        self.counters = STREAM_COUNTERS
+            .iter()
+            .chain(&QUIC_COUNTERS)
+            .map(|n| ctx.counter(n))
+            .collect();
         Ok(())
     }
 
@@ -203,6 +258,7 @@ impl Block for TlsLog {
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         let out = &mut self.out;
         self.table.finish(&mut |k, c, _| write_line(k, c, out));
+        self.quic.finish(out);
         self.send(ctx);
     }
 }
@@ -210,7 +266,20 @@ impl Block for TlsLog {
 impl TlsLog {
     fn packet(&mut self, pkt: &PacketRecord<'_>) {
         let d = &mut self.decoded;
-        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() || d.proto != TCP {
+        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() {
+            return;
+        }
+        if d.proto == UDP {
+            let start = (d.payload_offset as usize).min(pkt.data.len());
+            let end = (start + d.payload_len as usize).min(pkt.data.len());
+            let src = SocketAddr::new(d.src_addr(), d.src_port);
+            let dst = SocketAddr::new(d.dst_addr(), d.dst_port);
+            let payload = &pkt.data[start..end];
+            self.quic
+                .packet(pkt.ts_ns, src, dst, payload, &mut self.out);
+            return;
+        }
+        if d.proto != TCP {
             return;
         }
         let Some(p) = TcpPacket::of(d, pkt.data, pkt.ts_ns) else {
@@ -223,6 +292,7 @@ impl TlsLog {
     fn send(&mut self, ctx: &mut Ctx<'_>) {
         crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
         let values = self.table.stats.values(self.lines);
+        let values = values.into_iter().chain(self.quic.values());
         for (c, v) in self.counters.iter().zip(values) {
             c.set(v);
         }
@@ -291,27 +361,9 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     j.insert("dst_port".into(), json!(server.port()));
     j.insert("proto".into(), json!(TCP));
     j.insert("first_ns".into(), json!(conn.first_ns));
-    if let Some((h, _)) = sh.or(ch) {
-        j.insert("version".into(), json!(version_name(h.version())));
-    }
-    if let Some((h, _)) = ch {
-        if let Some(sni) = &h.sni {
-            j.insert("sni".into(), json!(sni));
-        }
-        j.insert("alpn".into(), json!(alpn_texts(h)));
-        j.insert("supported_versions".into(), json!(h.supported_versions));
-        j.insert("ja4".into(), json!(h.ja4()));
-    }
-    if let Some((h, _)) = sh {
-        if let Some(a) = alpn_texts(h).into_iter().next() {
-            j.insert("alpn_server".into(), json!(a));
-        }
-        if let Some(c) = h.ciphers.first() {
-            j.insert("cipher".into(), json!(c));
-        }
-        if let Some(ja4s) = h.ja4s_if_built() {
-            j.insert("ja4s".into(), json!(ja4s));
-        }
+    hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
+    if let Some(cert) = &dirs[1 - client_dir].cert {
+        cert_fields(&mut j, cert);
     }
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
@@ -327,6 +379,51 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
         ts_ns,
         json: Value::Object(j),
     })
+}
+
+/// The fields of the hellos (version, SNI, ALPN, JA4 of the client's; cipher, ALPN, JA4S of
+/// the server's), for TLS over TCP and QUIC alike.
+pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: Option<&Hello>) {
+    if let Some(h) = sh.or(ch) {
+        j.insert("version".into(), json!(version_name(h.version())));
+    }
+    if let Some(h) = ch {
+        if let Some(sni) = &h.sni {
+            j.insert("sni".into(), json!(sni));
+        }
+        j.insert("alpn".into(), json!(alpn_texts(h)));
+        j.insert("supported_versions".into(), json!(h.supported_versions));
+        j.insert("ja4".into(), json!(h.ja4()));
+    }
+    if let Some(h) = sh {
+        if let Some(a) = alpn_texts(h).into_iter().next() {
+            j.insert("alpn_server".into(), json!(a));
+        }
+        if let Some(c) = h.ciphers.first() {
+            j.insert("cipher".into(), json!(c));
+        }
+        if let Some(ja4s) = h.ja4s_if_built() {
+            j.insert("ja4s".into(), json!(ja4s));
+        }
+    }
+}
+
+/// The server certificate's fields (docs/specs/logs.md), or why it could not be read.
+fn cert_fields(j: &mut Map<String, Value>, cert: &Result<Option<Certificate>, String>) {
+    match cert {
+        Ok(Some(c)) => {
+            j.insert("cert_subject".into(), json!(c.subject));
+            j.insert("cert_issuer".into(), json!(c.issuer));
+            j.insert("cert_not_before".into(), json!(c.not_before));
+            j.insert("cert_not_after".into(), json!(c.not_after));
+            j.insert("cert_serial".into(), json!(c.serial));
+            j.insert("cert_san_dns".into(), json!(c.san_dns));
+        }
+        Ok(None) => {}
+        Err(e) => {
+            j.insert("cert_error".into(), json!(e));
+        }
+    }
 }
 
 fn alpn_texts(h: &Hello) -> Vec<String> {

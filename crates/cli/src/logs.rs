@@ -13,8 +13,8 @@ use crate::flag::{topic, Analyzer};
 use crate::plan::logs::LogsOut;
 
 pub const LOGS_HELP: &str = "Output: DIR/dns.jsonl (a line per DNS request/response pair over
-UDP), DIR/tls.jsonl (a line per TCP connection with a TLS hello: SNI, ALPN, version,
-cipher, JA4) and DIR/http.jsonl (a line per HTTP/1.x request/response pair), each with
+UDP), DIR/tls.jsonl (a line per TCP connection with a TLS hello, and per QUIC connection
+with a hello in its Initial packets: SNI, ALPN, version, cipher, JA4) and DIR/http.jsonl (a line per HTTP/1.x request/response pair), each with
 community_id; fields in docs/specs/logs.md.
 A JSON summary goes to standard error.
 
@@ -115,11 +115,21 @@ fn summary(report: &Report, failure: Option<&str>) -> serde_json::Value {
             "duplicate_requests": counter("dns", "duplicate_requests"),
             "lines": items("dns_out"),
         },
-        "tls": stream_summary(report, "tls", "tls_out"),
+        "tls": tls_summary(report),
         "http": stream_summary(report, "http", "http_out"),
         "elapsed_s": report.elapsed_s,
         "failure": failure,
     })
+}
+
+/// `tls_log`'s stream counters and its QUIC ones.
+fn tls_summary(report: &Report) -> serde_json::Value {
+    let mut v = stream_summary(report, "tls", "tls_out");
+    let b = report.block("tls");
+    for name in trawl_blocks::quic_conns::QUIC_COUNTERS {
+        v[name] = b.and_then(|b| b.counter(name)).into();
+    }
+    v
 }
 
 /// The counters of a stream analyser (`tls_log`, `http_log`) and the lines its writer wrote.
