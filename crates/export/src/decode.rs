@@ -1696,7 +1696,7 @@ fn apply(f: Op, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t:
         RttMaxRev => rec.rev.rtt_max_ns = n,
         RttMeanFwd => rec.fwd.rtt_mean_ns = float(v),
         RttMeanRev => rec.rev.rtt_mean_ns = float(v),
-        TunnelType => rec.tunnel.kind = tunnel_type(n),
+        TunnelType => rec.tunnel.kind = trawl_flow::TunnelType::from_u8(n.min(255) as u8),
         TunnelSrc | TunnelDst => {
             let mut a = [0u8; 16];
             a.copy_from_slice(v);
@@ -1733,23 +1733,6 @@ fn apply(f: Op, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t:
 /// A handshake round trip as the element carries it: all ones when not timed.
 fn rtt_handshake(n: u64) -> Option<u64> {
     (n != RTT_NONE).then_some(n)
-}
-
-/// The tunnel type of a tunnelType element (`trawl_flow::TunnelType`'s numbers; none for an
-/// unknown one).
-fn tunnel_type(n: u64) -> trawl_flow::TunnelType {
-    use trawl_flow::TunnelType as T;
-    match n {
-        1 => T::Gre,
-        2 => T::Vxlan,
-        3 => T::IpIp,
-        4 => T::GtpU,
-        5 => T::Geneve,
-        6 => T::Erspan,
-        7 => T::Teredo,
-        8 => T::MplsUdp,
-        _ => T::None,
-    }
 }
 
 fn finish_times(rec: &mut FlowRecord<'static>, t: &Times, boot_ms: Option<u64>) {
