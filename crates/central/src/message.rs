@@ -656,8 +656,12 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
             (65..=68, _) => rtt_field(&mut r.fwd, field - 65, &item),
             (69..=72, _) => rtt_field(&mut r.rev, field - 69, &item),
             (73, Item::Bytes(b)) => r.tunnel.kind = TunnelType::from_name(text(73, b)?),
-            (74, Item::Bytes(b)) => tunnel_addr(&mut r.tunnel, true, ip("tunnel_src", text(74, b)?)?),
-            (75, Item::Bytes(b)) => tunnel_addr(&mut r.tunnel, false, ip("tunnel_dst", text(75, b)?)?),
+            (74, Item::Bytes(b)) => {
+                tunnel_addr(&mut r.tunnel, true, ip("tunnel_src", text(74, b)?)?)
+            }
+            (75, Item::Bytes(b)) => {
+                tunnel_addr(&mut r.tunnel, false, ip("tunnel_dst", text(75, b)?)?)
+            }
             (76, Item::Varint(v)) => r.tunnel.id = *v as u32,
             (77, Item::Varint(v)) => r.extra.sampling_rate = *v as u32,
             (78, Item::Bytes(b)) => r.extra.agent = Some(ip("agent", text(78, b)?)?),
