@@ -212,6 +212,12 @@ pub struct FlowMeterSettings {
     /// With `anonymize`: prefixes whose addresses stay as they are (`10.0.0.0/8`).
     #[serde(default)]
     pub keep: Vec<String>,
+    /// A MaxMind DB (GeoLite2-ASN, DB-IP ASN): every record gets `src_as` and `dst_as`, looked
+    /// up before `anonymize` changes the addresses (`trawl flows --geoip-asn`).
+    pub geoip_asn: Option<std::path::PathBuf>,
+    /// A MaxMind DB with countries (GeoLite2-Country, DB-IP Country): `src_country`,
+    /// `dst_country`.
+    pub geoip_country: Option<std::path::PathBuf>,
     /// What records keep: `minimal`, `standard` or `full` (default; `trawl flows
     /// --features`, docs/specs/flow-record.md).
     #[serde(default)]
@@ -302,6 +308,10 @@ impl FlowMeterSettings {
 
 impl Block for FlowMeterBlock {
     const TYPE: &'static str = "flow_meter";
+    const PATHS: &'static [trawl_compose::PathSetting] = &[
+        trawl_compose::PathSetting::path("geoip_asn"),
+        trawl_compose::PathSetting::path("geoip_country"),
+    ];
     const SUMMARY: &'static str =
         "meters packets into bidirectional flow records (its own flow table) and per-second series";
     const INPUTS: &'static [GateDef] = &[GateDef {
@@ -366,6 +376,12 @@ impl Block for FlowMeterBlock {
                 sent_clock: 0,
                 iface: Naming::Unknown,
                 anon: crate::anon::anonymizer(s.anonymize.as_deref(), &s.keep)?,
+                enrich: trawl_geo::Enricher::open(&trawl_geo::EnrichFiles {
+                    asn: s.geoip_asn,
+                    country: s.geoip_country,
+                    interfaces: None,
+                })
+                .map_err(|e| e.to_string())?,
             },
             rows: Vec::new(),
             series_pool: Pool::new(SeriesBatch::default),
@@ -583,6 +599,8 @@ struct FlowOut {
     iface: Naming,
     /// `anonymize`: applied to every record as it is queued.
     anon: Option<trawl_anon::Anonymizer>,
+    /// `geoip_asn`, `geoip_country`: applied to every record as it is queued, before `anon`.
+    enrich: Option<trawl_geo::Enricher>,
 }
 
 /// Which interface a meter's records belong to, learnt from its live packet batches.
@@ -635,6 +653,9 @@ impl FlowOut {
             self.pending.push(&labelled, self.payload > 0);
         } else {
             self.pending.push(r, self.payload > 0);
+        }
+        if let (Some(enrich), Some(queued)) = (&mut self.enrich, self.pending.records.last_mut()) {
+            enrich.record(queued, None);
         }
         if let (Some(anon), Some(queued)) = (&mut self.anon, self.pending.records.last_mut()) {
             crate::anon::record(anon, queued);

@@ -13,7 +13,10 @@ use std::borrow::Cow;
 use std::net::IpAddr;
 
 use serde::Deserialize;
-use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
+use trawl_flow::{
+    App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, Tunnel, TunnelType,
+    EARLY_PACKETS,
+};
 
 use crate::Error;
 
@@ -197,6 +200,36 @@ macro_rules! json_record {
             fwd_rtt_max_ns: Option<u64>,
             #[serde(default)]
             rev_rtt_max_ns: Option<u64>,
+            // The application label, tunnel, collected and enrichment fields (present only
+            // when the record has them, or null).
+            #[serde(default, borrow)]
+            app: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            app_source: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            tunnel_type: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            tunnel_src: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            tunnel_dst: Option<Cow<'a, str>>,
+            #[serde(default)]
+            tunnel_id: Option<u32>,
+            #[serde(default)]
+            sampling_rate: u32,
+            #[serde(default, borrow)]
+            agent: Option<Cow<'a, str>>,
+            #[serde(default)]
+            in_if: u32,
+            #[serde(default)]
+            out_if: u32,
+            #[serde(default)]
+            src_as: u32,
+            #[serde(default)]
+            dst_as: u32,
+            #[serde(default, borrow)]
+            src_country: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            dst_country: Option<Cow<'a, str>>,
         }
 
         impl JsonRecord<'_> {
@@ -331,9 +364,33 @@ fn parse_json(value: &[u8]) -> Result<Parsed<'_>, Error> {
             None => EndReason::End,
             Some(s) => end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?,
         },
-        extra: Default::default(),
-        app: None,
+        extra: trawl_flow::RecordExtra {
+            sampling_rate: j.sampling_rate,
+            agent: j.agent.as_deref().map(|a| ip("agent", a)).transpose()?,
+            in_if: j.in_if,
+            out_if: j.out_if,
+            src_as: j.src_as,
+            dst_as: j.dst_as,
+            src_country: country("src_country", j.src_country.as_deref().unwrap_or(""))?,
+            dst_country: country("dst_country", j.dst_country.as_deref().unwrap_or(""))?,
+            ..Default::default()
+        },
+        app: label(
+            j.app.as_deref().and_then(App::from_name),
+            j.app_source.as_deref().and_then(AppSource::from_name),
+        ),
     };
+    let mut record = record;
+    if let Some(kind) = j.tunnel_type.as_deref() {
+        record.tunnel.kind = TunnelType::from_name(kind);
+        if let Some(a) = j.tunnel_src.as_deref() {
+            tunnel_addr(&mut record.tunnel, true, ip("tunnel_src", a)?);
+        }
+        if let Some(a) = j.tunnel_dst.as_deref() {
+            tunnel_addr(&mut record.tunnel, false, ip("tunnel_dst", a)?);
+        }
+        record.tunnel.id = j.tunnel_id.unwrap_or(0);
+    }
     Ok(Parsed {
         record,
         iface: j.iface,
@@ -490,6 +547,48 @@ fn direction_field(d: &mut DirectionRecord, i: u32, item: &Item<'_>) {
     }
 }
 
+/// Fields 65-68 (`fwd_`) or 69-72 (`rev_`): round-trip samples, min, max, mean.
+fn rtt_field(d: &mut DirectionRecord, i: u32, item: &Item<'_>) {
+    match (i, item) {
+        (0, Item::Varint(v)) => d.rtt_samples = *v as u32,
+        (1, Item::Varint(v)) => d.rtt_min_ns = *v,
+        (2, Item::Varint(v)) => d.rtt_max_ns = *v,
+        (3, Item::Fixed64(bits)) => d.rtt_mean_ns = f64::from_bits(*bits),
+        _ => {}
+    }
+}
+
+/// A tunnel's outer address, kept as the meter keeps it (IPv4 as IPv4-mapped IPv6).
+fn tunnel_addr(t: &mut Tunnel, src: bool, a: IpAddr) {
+    let (version, bytes) = match a {
+        IpAddr::V4(v4) => (4, v4.to_ipv6_mapped().octets()),
+        IpAddr::V6(v6) => (6, v6.octets()),
+    };
+    t.ip_version = version;
+    if src {
+        t.src_ip = bytes;
+    } else {
+        t.dst_ip = bytes;
+    }
+}
+
+/// A country code: two ASCII letters (or empty: not known).
+fn country(field: &str, s: &str) -> Result<[u8; 2], Error> {
+    match s.as_bytes() {
+        [] => Ok([0; 2]),
+        [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Ok([*a, *b]),
+        _ => Err(bad(format!("`{field}` {s:?} is not a country code"))),
+    }
+}
+
+/// The application label of `app` and `app_source` (none without both).
+fn label(app: Option<App>, source: Option<AppSource>) -> Option<AppLabel> {
+    Some(AppLabel {
+        app: app?,
+        source: source?,
+    })
+}
+
 fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
     let mut r = FlowRecord {
         src_ip: IpAddr::from([0u8; 4]),
@@ -516,6 +615,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
     };
     let (mut iface, mut probe) = (None, None);
     let (mut lengths, mut iats) = (0, 0);
+    let (mut app, mut app_source) = (None, None);
     let mut w = Wire { b: value, at: 0 };
     let mut seen_src = false;
     while let Some((field, item)) = w.next()? {
@@ -549,6 +649,28 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
                 r.end_reason = end_reason(s).ok_or_else(|| bad(format!("`end_reason` {s:?}")))?;
             }
             (59, Item::Bytes(b)) => probe = Some(Cow::Borrowed(text(59, b)?)),
+            (61, Item::Bytes(b)) => app = App::from_name(text(61, b)?),
+            (62, Item::Bytes(b)) => app_source = AppSource::from_name(text(62, b)?),
+            (63, Item::Varint(v)) => r.fwd.rtt_handshake_ns = Some(*v),
+            (64, Item::Varint(v)) => r.rev.rtt_handshake_ns = Some(*v),
+            (65..=68, _) => rtt_field(&mut r.fwd, field - 65, &item),
+            (69..=72, _) => rtt_field(&mut r.rev, field - 69, &item),
+            (73, Item::Bytes(b)) => r.tunnel.kind = TunnelType::from_name(text(73, b)?),
+            (74, Item::Bytes(b)) => {
+                tunnel_addr(&mut r.tunnel, true, ip("tunnel_src", text(74, b)?)?)
+            }
+            (75, Item::Bytes(b)) => {
+                tunnel_addr(&mut r.tunnel, false, ip("tunnel_dst", text(75, b)?)?)
+            }
+            (76, Item::Varint(v)) => r.tunnel.id = *v as u32,
+            (77, Item::Varint(v)) => r.extra.sampling_rate = *v as u32,
+            (78, Item::Bytes(b)) => r.extra.agent = Some(ip("agent", text(78, b)?)?),
+            (79, Item::Varint(v)) => r.extra.in_if = *v as u32,
+            (80, Item::Varint(v)) => r.extra.out_if = *v as u32,
+            (81, Item::Varint(v)) => r.extra.src_as = *v as u32,
+            (82, Item::Varint(v)) => r.extra.dst_as = *v as u32,
+            (83, Item::Bytes(b)) => r.extra.src_country = country("src_country", text(83, b)?)?,
+            (84, Item::Bytes(b)) => r.extra.dst_country = country("dst_country", text(84, b)?)?,
             // Fields of a newer trawl.proto.
             _ => {}
         }
@@ -564,6 +686,7 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
         return Err(bad("`first_lengths` and `first_iats_ns` differ in length"));
     }
     r.first_count = lengths;
+    r.app = label(app, app_source);
     Ok(Parsed {
         record: r,
         iface,

@@ -153,6 +153,8 @@ pub struct FlowsArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub out: OutputArgs,
+    #[command(flatten)]
+    pub geo: crate::enrich::GeoArgs,
     /// Leading transport payload bytes kept per direction and written (hex) with each record
     /// (at most 65535, and capacity × 2 × N at most 16GiB).
     #[arg(help_heading = topic::METER, long = "payload-bytes", value_name = "N", default_value_t = 0)]

@@ -72,7 +72,7 @@ fn run(low: LowArgs) -> Result<ExitCode> {
             }
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
             let app = a.analyze.contains(&flag::Analyzer::App);
-            meter_command("flows", &input, &a.out, &a.export, app, false)
+            meter_command("flows", &input, &a.out, &a.export, app, false, &a.geo)
         }
         Command::Series(a) if a.stored.db.is_some() => {
             let db = a.stored.db.as_deref().unwrap_or(std::path::Path::new(""));
@@ -85,7 +85,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         }
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
-            meter_command("series", &input, &a.out, &a.export, false, true)
+            let no_geo = enrich::GeoArgs::default();
+            meter_command("series", &input, &a.out, &a.export, false, true, &no_geo)
         }
         Command::Run(a) => daemon::run(&a),
         Command::ConvertConfig(a) => daemon::convert_config(&a),
@@ -120,6 +121,7 @@ fn meter_command(
     export: &export::ExportArgs,
     app: bool,
     series: bool,
+    geo: &enrich::GeoArgs,
 ) -> Result<ExitCode> {
     if let Some(f) = &input.filter {
         check_filter(f)?;
@@ -173,6 +175,7 @@ fn meter_command(
             .map(|l| l.interfaces.clone())
             .unwrap_or_default(),
         app,
+        geo: geo.clone(),
     };
     let added = consumers.add(&mut doc, &gates);
     if input.live.is_none() {

@@ -23,6 +23,10 @@ enum Ty {
     Double,
     Str,
     LongArray,
+    /// `["null","long"]`, and the same for the others: a field a record may not have.
+    OptLong,
+    OptDouble,
+    OptStr,
 }
 
 impl Ty {
@@ -32,6 +36,9 @@ impl Ty {
             Ty::Double => "\"double\"",
             Ty::Str => "\"string\"",
             Ty::LongArray => "{\"type\":\"array\",\"items\":\"long\"}",
+            Ty::OptLong => "[\"null\",\"long\"]",
+            Ty::OptDouble => "[\"null\",\"double\"]",
+            Ty::OptStr => "[\"null\",\"string\"]",
         }
     }
 }
@@ -94,6 +101,45 @@ fn flow_fields() -> Vec<(String, Ty)> {
         // Last, as in the JSON and Protobuf forms: Community ID v1 (`1:` + base64).
         ("community_id".to_string(), Ty::Str),
     ]);
+    // Added for issues 22/23, in the order of trawl.proto's fields 61-84: null (or 0, "")
+    // when the record has none, as in the JSON lines.
+    f.extend(
+        [
+            ("app", Ty::OptStr),
+            ("app_source", Ty::OptStr),
+            ("fwd_rtt_handshake_ns", Ty::OptLong),
+            ("rev_rtt_handshake_ns", Ty::OptLong),
+        ]
+        .map(|(n, t)| (n.to_string(), t)),
+    );
+    for dir in ["fwd", "rev"] {
+        f.extend(
+            [
+                ("rtt_samples", Ty::Long),
+                ("rtt_min_ns", Ty::OptLong),
+                ("rtt_max_ns", Ty::OptLong),
+                ("rtt_mean_ns", Ty::OptDouble),
+            ]
+            .map(|(n, t)| (format!("{dir}_{n}"), t)),
+        );
+    }
+    f.extend(
+        [
+            ("tunnel_type", Ty::OptStr),
+            ("tunnel_src", Ty::OptStr),
+            ("tunnel_dst", Ty::OptStr),
+            ("tunnel_id", Ty::OptLong),
+            ("sampling_rate", Ty::Long),
+            ("agent", Ty::OptStr),
+            ("in_if", Ty::Long),
+            ("out_if", Ty::Long),
+            ("src_as", Ty::Long),
+            ("dst_as", Ty::Long),
+            ("src_country", Ty::Str),
+            ("dst_country", Ty::Str),
+        ]
+        .map(|(n, t)| (n.to_string(), t)),
+    );
     f
 }
 
@@ -310,6 +356,50 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     string(r.end_reason.name().as_bytes(), out);
     string(probe.as_bytes(), out);
     string(r.community_id().as_bytes(), out);
+    let label = r.app;
+    opt(label.map(|l| l.app.name()), out, |n, o| {
+        string(n.as_bytes(), o)
+    });
+    opt(label.map(|l| l.source.name()), out, |n, o| {
+        string(n.as_bytes(), o)
+    });
+    opt(r.fwd.rtt_handshake_ns, out, ulong);
+    opt(r.rev.rtt_handshake_ns, out, ulong);
+    for d in [&r.fwd, &r.rev] {
+        let sampled = d.rtt_samples > 0;
+        ulong(u64::from(d.rtt_samples), out);
+        opt(sampled.then_some(d.rtt_min_ns), out, ulong);
+        opt(sampled.then_some(d.rtt_max_ns), out, ulong);
+        opt(sampled.then_some(d.rtt_mean_ns), out, double);
+    }
+    let t = r.tunnel.is_some().then_some(r.tunnel);
+    opt(t.map(|t| t.kind.name()), out, |n, o| {
+        string(n.as_bytes(), o)
+    });
+    opt(t, out, |t, o| text(o, |o| crate::text::ip(t.src_addr(), o)));
+    opt(t, out, |t, o| text(o, |o| crate::text::ip(t.dst_addr(), o)));
+    opt(t.map(|t| t.id), out, |id, o| ulong(u64::from(id), o));
+    let x = &r.extra;
+    ulong(u64::from(x.sampling_rate), out);
+    opt(x.agent, out, |a, o| text(o, |o| crate::text::ip(a, o)));
+    for v in [x.in_if, x.out_if, x.src_as, x.dst_as] {
+        ulong(u64::from(v), out);
+    }
+    for c in [&x.src_country, &x.dst_country] {
+        let known = c.iter().all(u8::is_ascii_alphabetic);
+        string(if known { &c[..] } else { b"" }, out);
+    }
+}
+
+/// A `["null", T]` union: branch 0 (null) or branch 1 and the value.
+fn opt<T>(v: Option<T>, out: &mut Vec<u8>, put: impl FnOnce(T, &mut Vec<u8>)) {
+    match v {
+        None => long(0, out),
+        Some(v) => {
+            long(1, out);
+            put(v, out);
+        }
+    }
 }
 
 /// Appends `r` as one single-object-encoded `trawl.SeriesRow`.
@@ -358,6 +448,11 @@ mod tests {
     #[test]
     fn published_schemas_are_the_encoders() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/specs/avro");
+        let kafka_md = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/specs/kafka.md"
+        ))
+        .unwrap();
         for (file, s) in [
             ("FlowRecord.avsc", flow_schema()),
             ("SeriesRow.avsc", series_schema()),
@@ -365,6 +460,12 @@ mod tests {
         ] {
             let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
             assert_eq!(text.trim_end(), s.canonical, "{file}");
+            // docs/specs/kafka.md names each fingerprint as the header's bytes.
+            let hex: String = s.header[2..].iter().map(|b| format!("{b:02x}")).collect();
+            assert!(
+                kafka_md.contains(&format!("`{hex}`")),
+                "{file}: {hex} not in kafka.md"
+            );
         }
     }
 
@@ -390,6 +491,8 @@ mod tests {
         let mut tail = b"\x02\x77\x00\x02\x00\x00\x06end\x02p".to_vec();
         tail.push(60);
         tail.extend_from_slice(id.as_bytes());
+        // Then the fields of issues 22/23, each null, 0 or "": one byte each (24).
+        tail.extend_from_slice(&[0; 24]);
         assert_eq!(id.as_bytes().len(), 30);
         assert!(out.ends_with(&tail));
     }

@@ -19,7 +19,7 @@ use trawl_series::SeriesRow;
 use crate::encode::ns_from_ntp;
 use crate::ie::{
     lookup, Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, DEFAULT_PEN,
-    VARLEN,
+    RTT_NONE, VARLEN,
 };
 
 /// Settings of a decoder.
@@ -261,9 +261,10 @@ struct Template {
     kind: Kind,
     /// Smallest record length (variable fields count one byte).
     min_len: usize,
-    /// The layout of trawl's own flow templates (IPv6 addresses or not): records are read
-    /// by [`read_trawl_flow`] instead of field by field.
-    trawl: Option<bool>,
+    /// The layout of trawl's own flow templates (IPv6 addresses or not, and how many of the
+    /// fields that layout covers): records are read by [`read_trawl_flow`] instead of field
+    /// by field, the fields after it (an extended template's) field by field.
+    trawl: Option<(bool, usize)>,
 }
 
 /// Templates remembered in [`Decoder`]'s lookup cache.
@@ -1019,11 +1020,29 @@ impl Decoder {
         let mut off = 0;
         let init_key = (ctx.exporter, ctx.domain);
         while off + min_len <= body.len() {
-            if let Some(v6) = t.trawl {
+            if let Some((v6, covered)) = t.trawl {
                 // trawl's own layout: straight-line reads. A record that does not fit (or has
                 // the long form of a variable length) goes the general way below.
                 if let Some(n) = read_trawl_flow(&body[off..], v6, &mut self.scratch) {
                     off += n;
+                    // An extended template's fields after the layout: none of them a time.
+                    let rest = &t.fields[covered..];
+                    if !rest.is_empty() {
+                        let (mut row, mut times) = (SeriesRow::default(), Times::default());
+                        match read_fields(rest, body, off, &mut self.scratch, &mut row, &mut times)
+                        {
+                            Ok(end) => off = end,
+                            Err((at, what)) => {
+                                ctx.fail(
+                                    &mut self.stats,
+                                    base + at,
+                                    DecodeErrorKind::RecordPastEnd,
+                                    || format!("template {id}: {what}"),
+                                );
+                                return;
+                            }
+                        }
+                    }
                     self.stats.flows += 1;
                     ctx.records += 1;
                     sink(&origin, Item::Flow(&self.scratch));
@@ -1033,49 +1052,17 @@ impl Decoder {
             let mut rec = empty_record();
             let mut row = SeriesRow::default();
             let mut times = Times::default();
-            for &(target, len) in &t.fields {
-                let n = if len == VARLEN {
-                    // RFC 7011 7: one length byte, or 255 and two more.
-                    let Some(&l) = body.get(off) else {
-                        ctx.fail(
-                            &mut self.stats,
-                            base + off,
-                            DecodeErrorKind::RecordPastEnd,
-                            || format!("template {id}: variable-length field past the set end"),
-                        );
-                        return;
-                    };
-                    off += 1;
-                    if l == 255 {
-                        if off + 2 > body.len() {
-                            ctx.fail(
-                                &mut self.stats,
-                                base + off,
-                                DecodeErrorKind::RecordPastEnd,
-                                || format!("template {id}: variable-length field past the set end"),
-                            );
-                            return;
-                        }
-                        off += 2;
-                        usize::from(u16_at(body, off - 2))
-                    } else {
-                        usize::from(l)
-                    }
-                } else {
-                    usize::from(len)
-                };
-                if off + n > body.len() {
+            match read_fields(&t.fields, body, off, &mut rec, &mut row, &mut times) {
+                Ok(end) => off = end,
+                Err((at, what)) => {
                     ctx.fail(
                         &mut self.stats,
-                        base + off,
+                        base + at,
                         DecodeErrorKind::RecordPastEnd,
-                        || format!("template {id}: field of {n} bytes past the set end"),
+                        || format!("template {id}: {what}"),
                     );
                     return;
                 }
-                let v = &body[off..off + n];
-                off += n;
-                apply(target, v, &mut rec, &mut row, &mut times);
             }
             match t.kind {
                 // Left before the loop.
@@ -1107,20 +1094,61 @@ impl Decoder {
     }
 }
 
-/// Whether a template's fields (as the decoder reads them) are those of trawl's own IPv4 or
-/// IPv6 flow template; `Some(true)` for IPv6.
-fn trawl_layout(fields: &[(Op, u16)]) -> Option<bool> {
+/// Whether a template's fields (as the decoder reads them) begin with those of trawl's own
+/// IPv4 or IPv6 flow template (all of them, or an extended template's first ones);
+/// `Some((true, n))` for IPv6, `n` the fields of that layout.
+fn trawl_layout(fields: &[(Op, u16)]) -> Option<(bool, usize)> {
     use crate::template::{IPFIX_FLOW_V4, IPFIX_FLOW_V6};
     [(IPFIX_FLOW_V4, false), (IPFIX_FLOW_V6, true)]
         .into_iter()
         .find(|(t, _)| {
-            t.fields.len() == fields.len()
+            t.fields.len() <= fields.len()
                 && t.fields
                     .iter()
                     .zip(fields)
                     .all(|(f, &(o, len))| op(Some(*f)) == o && f.spec().len == len)
         })
-        .map(|(_, v6)| v6)
+        .map(|(t, v6)| (v6, t.fields.len()))
+}
+
+/// Reads the fields of a data record (or its last ones, after the fast path read the
+/// others) from `body[off..]`; the offset after them, or where a field runs past the set end
+/// and what.
+fn read_fields(
+    fields: &[(Op, u16)],
+    body: &[u8],
+    mut off: usize,
+    rec: &mut FlowRecord<'static>,
+    row: &mut SeriesRow,
+    times: &mut Times,
+) -> Result<usize, (usize, String)> {
+    for &(target, len) in fields {
+        let n = if len == VARLEN {
+            // RFC 7011 7: one length byte, or 255 and two more.
+            let Some(&l) = body.get(off) else {
+                return Err((off, "variable-length field past the set end".into()));
+            };
+            off += 1;
+            if l == 255 {
+                if off + 2 > body.len() {
+                    return Err((off, "variable-length field past the set end".into()));
+                }
+                off += 2;
+                usize::from(u16_at(body, off - 2))
+            } else {
+                usize::from(l)
+            }
+        } else {
+            usize::from(len)
+        };
+        if off + n > body.len() {
+            return Err((off, format!("field of {n} bytes past the set end")));
+        }
+        let v = &body[off..off + n];
+        off += n;
+        apply(target, v, rec, row, times);
+    }
+    Ok(off)
 }
 
 /// Reads big-endian values at increasing offsets; `None` past the end.
@@ -1243,7 +1271,7 @@ fn read_trawl_flow(b: &[u8], v6: bool, rec: &mut FlowRecord<'static>) -> Option<
             cwr: r.u32()?,
             zero_window: r.u32()?,
             retransmissions: r.u32()?,
-            // trawl's IPFIX template carries no round-trip times (docs/specs/ipfix.md).
+            // The base template carries no round-trip times; an extended one's follow it.
             rtt_handshake_ns: None,
             rtt_samples: 0,
             rtt_min_ns: 0,
@@ -1270,6 +1298,9 @@ fn read_trawl_flow(b: &[u8], v6: bool, rec: &mut FlowRecord<'static>) -> Option<
     // applicationName: the id names the application.
     r.var()?;
     rec.app = app_label(&id, r.u8()?);
+    // Only extended templates carry them (read after this).
+    rec.tunnel = Default::default();
+    rec.extra = trawl_flow::RecordExtra::default();
     Some(r.pos)
 }
 
@@ -1301,6 +1332,9 @@ fn length_fits(f: Field, len: u16) -> bool {
         CommunityId => len == COMMUNITY_ID_LEN,
         ApplicationId => len == APPLICATION_ID_LEN,
         ApplicationName => true,
+        TunnelSrc | TunnelDst => len == 16,
+        SrcCountry | DstCountry => len == 2,
+        RttMean(_) => len == 8 || len == 4,
         _ => (1..=8).contains(&len),
     }
 }
@@ -1404,6 +1438,24 @@ enum Op {
     ZeroWindowRev,
     RetransFwd,
     RetransRev,
+    RttHandshakeFwd,
+    RttHandshakeRev,
+    RttSamplesFwd,
+    RttSamplesRev,
+    RttMinFwd,
+    RttMinRev,
+    RttMaxFwd,
+    RttMaxRev,
+    RttMeanFwd,
+    RttMeanRev,
+    TunnelType,
+    TunnelSrc,
+    TunnelDst,
+    TunnelId,
+    SrcAs,
+    DstAs,
+    SrcCountry,
+    DstCountry,
 }
 
 fn op(f: Option<Field>) -> Op {
@@ -1497,6 +1549,24 @@ fn op(f: Option<Field>) -> Op {
         Field::ZeroWindow(Dir::Rev) => Op::ZeroWindowRev,
         Field::Retrans(Dir::Fwd) => Op::RetransFwd,
         Field::Retrans(Dir::Rev) => Op::RetransRev,
+        Field::RttHandshake(Dir::Fwd) => Op::RttHandshakeFwd,
+        Field::RttHandshake(Dir::Rev) => Op::RttHandshakeRev,
+        Field::RttSamples(Dir::Fwd) => Op::RttSamplesFwd,
+        Field::RttSamples(Dir::Rev) => Op::RttSamplesRev,
+        Field::RttMin(Dir::Fwd) => Op::RttMinFwd,
+        Field::RttMin(Dir::Rev) => Op::RttMinRev,
+        Field::RttMax(Dir::Fwd) => Op::RttMaxFwd,
+        Field::RttMax(Dir::Rev) => Op::RttMaxRev,
+        Field::RttMean(Dir::Fwd) => Op::RttMeanFwd,
+        Field::RttMean(Dir::Rev) => Op::RttMeanRev,
+        Field::TunnelType => Op::TunnelType,
+        Field::TunnelSrc => Op::TunnelSrc,
+        Field::TunnelDst => Op::TunnelDst,
+        Field::TunnelId => Op::TunnelId,
+        Field::SrcAs => Op::SrcAs,
+        Field::DstAs => Op::DstAs,
+        Field::SrcCountry => Op::SrcCountry,
+        Field::DstCountry => Op::DstCountry,
     }
 }
 
@@ -1616,6 +1686,37 @@ fn apply(f: Op, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t:
         ZeroWindowRev => rec.rev.zero_window = n32,
         RetransFwd => rec.fwd.retransmissions = n32,
         RetransRev => rec.rev.retransmissions = n32,
+        RttHandshakeFwd => rec.fwd.rtt_handshake_ns = rtt_handshake(n),
+        RttHandshakeRev => rec.rev.rtt_handshake_ns = rtt_handshake(n),
+        RttSamplesFwd => rec.fwd.rtt_samples = n32,
+        RttSamplesRev => rec.rev.rtt_samples = n32,
+        RttMinFwd => rec.fwd.rtt_min_ns = n,
+        RttMinRev => rec.rev.rtt_min_ns = n,
+        RttMaxFwd => rec.fwd.rtt_max_ns = n,
+        RttMaxRev => rec.rev.rtt_max_ns = n,
+        RttMeanFwd => rec.fwd.rtt_mean_ns = float(v),
+        RttMeanRev => rec.rev.rtt_mean_ns = float(v),
+        TunnelType => rec.tunnel.kind = trawl_flow::TunnelType::from_u8(n.min(255) as u8),
+        TunnelSrc | TunnelDst => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(v);
+            // IPv4 outer headers travel IPv4-mapped, as the meter keeps them.
+            rec.tunnel.ip_version = if Ipv6Addr::from(a).to_ipv4_mapped().is_some() {
+                4
+            } else {
+                6
+            };
+            if f == TunnelSrc {
+                rec.tunnel.src_ip = a;
+            } else {
+                rec.tunnel.dst_ip = a;
+            }
+        }
+        TunnelId => rec.tunnel.id = n32,
+        SrcAs => rec.extra.src_as = n32,
+        DstAs => rec.extra.dst_as = n32,
+        SrcCountry => rec.extra.src_country.copy_from_slice(v),
+        DstCountry => rec.extra.dst_country.copy_from_slice(v),
         SeriesSecond => row.second = n,
         Skip => {}
         SeriesPackets => row.packets = n,
@@ -1627,6 +1728,11 @@ fn apply(f: Op, v: &[u8], rec: &mut FlowRecord<'static>, row: &mut SeriesRow, t:
         SeriesOutPackets => row.out_packets = n,
         SeriesOutBytes => row.out_bytes = n,
     }
+}
+
+/// A handshake round trip as the element carries it: all ones when not timed.
+fn rtt_handshake(n: u64) -> Option<u64> {
+    (n != RTT_NONE).then_some(n)
 }
 
 fn finish_times(rec: &mut FlowRecord<'static>, t: &Times, boot_ms: Option<u64>) {
@@ -1696,6 +1802,47 @@ mod tests {
         }
     }
 
+    /// Every field of a record travels (round-trip times, tunnel, AS numbers and countries in
+    /// the extended templates, each announced before its first record): what the collector
+    /// reads back is the record, on both decoding paths, with templates announced once (a
+    /// file) and periodically (a feed), in one large message and in many small ones.
+    #[test]
+    fn every_field_of_a_record_round_trips_through_ipfix() {
+        use crate::{MessageEncoder, Protocol, TemplateRefresh};
+        let records = crate::encode::tests::varied_records();
+        for (refresh, max) in [
+            (TemplateRefresh::Once, 65_535),
+            (TemplateRefresh::Once, 1472),
+            (TemplateRefresh::FEED, 1472),
+        ] {
+            let mut enc = MessageEncoder::flows(Protocol::Ipfix, 7, DEFAULT_PEN, max, refresh);
+            let mut messages: Vec<Vec<u8>> = Vec::new();
+            for r in &records {
+                enc.add_flow(r, 1, &mut |m: &[u8]| messages.push(m.to_vec()));
+            }
+            enc.flush(1, &mut |m: &[u8]| messages.push(m.to_vec()));
+            // An announcement that leaves a fresh message no room for its record goes alone.
+            assert!(messages.iter().all(|m| m.len() <= max), "{max}");
+            for fast in [true, false] {
+                let mut dec = Decoder::new(DecoderConfig::default());
+                dec.fast_layouts = fast;
+                let mut got = Vec::new();
+                for m in &messages {
+                    let (_, err) = dec.decode("127.0.0.1:1".parse().unwrap(), m, &mut |_, item| {
+                        if let Item::Flow(r) = item {
+                            got.push(*r);
+                        }
+                    });
+                    assert!(err.is_none(), "{err:?}");
+                }
+                assert_eq!(got.len(), records.len());
+                for (g, w) in got.iter().zip(&records) {
+                    assert_eq!(g, w, "{refresh:?}, {max} bytes, fast path {fast}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn trawl_layout_fast_path_matches_the_general_path() {
         use crate::{MessageEncoder, Protocol, TemplateRefresh};
@@ -1715,8 +1862,15 @@ mod tests {
         cut.truncate(cut.len() - 2);
         let n = cut.len() as u16;
         cut[2..4].copy_from_slice(&n.to_be_bytes());
-        let set_len = u16::from_be_bytes([cut[18], cut[19]]) - 2;
-        cut[18..20].copy_from_slice(&set_len.to_be_bytes());
+        // The last set (a data set: extended templates are announced before their records).
+        let mut last = 16;
+        while last + usize::from(u16::from_be_bytes([cut[last + 2], cut[last + 3]])) < cut.len() + 2
+        {
+            last += usize::from(u16::from_be_bytes([cut[last + 2], cut[last + 3]]));
+        }
+        assert!(u16::from_be_bytes([cut[last], cut[last + 1]]) >= 256);
+        let set_len = u16::from_be_bytes([cut[last + 2], cut[last + 3]]) - 2;
+        cut[last + 2..last + 4].copy_from_slice(&set_len.to_be_bytes());
         messages.push(cut);
         let run = |fast: bool| {
             let mut dec = Decoder::new(DecoderConfig::default());

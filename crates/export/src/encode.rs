@@ -10,10 +10,13 @@ use std::time::{Duration, Instant};
 use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
 use trawl_series::SeriesRow;
 
-use crate::ie::{Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, VARLEN};
+use crate::ie::{
+    Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, RTT_NONE, VARLEN,
+};
 use crate::template::{
-    v9_len, Family, TemplateDef, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6,
-    IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4, V9_FLOW_V6,
+    ext, extended_flow, v9_len, Family, TemplateDef, EXTENDED_BASE_ID, IPFIX_FLOW_V4,
+    IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6, IPFIX_SERIES, PADDING_ID, PADDING_OCTETS,
+    V9_FLOW_V4, V9_FLOW_V6,
 };
 
 /// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
@@ -107,6 +110,10 @@ pub struct MessageEncoder {
     fill: bool,
     /// Whether this session's template set announced the padding template.
     padding_announced: bool,
+    /// The extended biflow templates announced since the last template set (bit
+    /// `2 * (mask - 1) + v6`): each is sent in a template set of its own just before its
+    /// first record, and again after every refresh.
+    extended_announced: u16,
 }
 
 const IPFIX_HEADER: usize = 16;
@@ -205,6 +212,7 @@ impl MessageEncoder {
             stats: EncoderStats::default(),
             fill: false,
             padding_announced: false,
+            extended_announced: 0,
         }
     }
 
@@ -282,6 +290,7 @@ impl MessageEncoder {
         self.templates_sent_at = None;
         self.messages_since_templates = 0;
         self.padding_announced = false;
+        self.extended_announced = 0;
     }
 
     fn header_len(&self) -> usize {
@@ -310,6 +319,8 @@ impl MessageEncoder {
         self.v9_count = 0;
         let now = Instant::now();
         if self.templates_due(now) {
+            // The extended templates go out again with their next record.
+            self.extended_announced = 0;
             self.write_templates();
             self.templates_sent_at = Some(now);
             self.messages_since_templates = 0;
@@ -326,28 +337,9 @@ impl MessageEncoder {
         self.buf.extend_from_slice(&set_id.to_be_bytes());
         self.buf.extend_from_slice(&[0, 0]);
         let count = if self.series { 1 } else { 2 };
-        for t in &self.templates[..count] {
-            self.buf.extend_from_slice(&t.id.to_be_bytes());
-            self.buf
-                .extend_from_slice(&(t.fields.len() as u16).to_be_bytes());
-            for f in t.fields {
-                let spec = f.spec();
-                match self.protocol {
-                    Protocol::Ipfix => {
-                        let pen = f.pen(self.pen);
-                        let id = if pen != 0 { spec.id | 0x8000 } else { spec.id };
-                        self.buf.extend_from_slice(&id.to_be_bytes());
-                        self.buf.extend_from_slice(&spec.len.to_be_bytes());
-                        if pen != 0 {
-                            self.buf.extend_from_slice(&pen.to_be_bytes());
-                        }
-                    }
-                    Protocol::NetflowV9 => {
-                        self.buf.extend_from_slice(&spec.id.to_be_bytes());
-                        self.buf.extend_from_slice(&v9_len(*f).to_be_bytes());
-                    }
-                }
-            }
+        for i in 0..count {
+            let t = self.templates[i];
+            self.put_template(t);
             self.v9_count += 1;
         }
         if self.fill {
@@ -359,6 +351,51 @@ impl MessageEncoder {
         }
         let len = (self.buf.len() - start) as u16;
         self.buf[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// One template record (id, field count, field specifiers) at the end of the buffer.
+    fn put_template(&mut self, t: TemplateDef) {
+        self.buf.extend_from_slice(&t.id.to_be_bytes());
+        self.buf
+            .extend_from_slice(&(t.fields.len() as u16).to_be_bytes());
+        for f in t.fields {
+            let spec = f.spec();
+            match self.protocol {
+                Protocol::Ipfix => {
+                    let pen = f.pen(self.pen);
+                    let id = if pen != 0 { spec.id | 0x8000 } else { spec.id };
+                    self.buf.extend_from_slice(&id.to_be_bytes());
+                    self.buf.extend_from_slice(&spec.len.to_be_bytes());
+                    if pen != 0 {
+                        self.buf.extend_from_slice(&pen.to_be_bytes());
+                    }
+                }
+                Protocol::NetflowV9 => {
+                    self.buf.extend_from_slice(&spec.id.to_be_bytes());
+                    self.buf.extend_from_slice(&v9_len(*f).to_be_bytes());
+                }
+            }
+        }
+    }
+
+    /// Announces extended template `t` (IPFIX) in a template set of its own, unless it went
+    /// out since the last template set; closes the open data set first.
+    fn announce_extended(&mut self, t: TemplateDef) {
+        if t.id < EXTENDED_BASE_ID {
+            return;
+        }
+        let bit = 1u16 << (t.id - EXTENDED_BASE_ID);
+        if self.extended_announced & bit != 0 {
+            return;
+        }
+        self.close_set();
+        let start = self.buf.len();
+        self.buf.extend_from_slice(&2u16.to_be_bytes());
+        self.buf.extend_from_slice(&[0, 0]);
+        self.put_template(t);
+        let len = (self.buf.len() - start) as u16;
+        self.buf[start + 2..start + 4].copy_from_slice(&len.to_be_bytes());
+        self.extended_announced |= bit;
     }
 
     fn close_set(&mut self) {
@@ -385,6 +422,11 @@ impl MessageEncoder {
         if self.msg_records == 0 {
             return;
         }
+        self.close_message(export_time_s, emit);
+    }
+
+    /// Closes the open message, records or not, and passes it to `emit`.
+    fn close_message(&mut self, export_time_s: u32, emit: &mut dyn FnMut(&[u8])) {
         self.close_set();
         match self.protocol {
             Protocol::Ipfix => {
@@ -451,11 +493,19 @@ impl MessageEncoder {
             IpAddr::V4(_) => Family::FlowV4,
             IpAddr::V6(_) => Family::FlowV6,
         };
-        let t = if self.templates[0].family == family {
+        let mut t = if self.templates[0].family == family {
             self.templates[0]
         } else {
             self.templates[1]
         };
+        if self.protocol == Protocol::Ipfix && !self.one_way {
+            // Round-trip times, tunnel and enrichment travel in an extended template, only
+            // with the records that have them.
+            let mask = extensions(r);
+            if mask != 0 {
+                t = extended_flow(mask, family == Family::FlowV6);
+            }
+        }
         self.add(t, export_time_s, emit, &mut |enc, out| {
             enc.put_flow(t, r, out)
         });
@@ -493,11 +543,16 @@ impl MessageEncoder {
         emit: &mut dyn FnMut(&[u8]),
         put: &mut dyn FnMut(&mut Self, &mut Vec<u8>),
     ) {
+        // Whether templates already went out in a message of their own for this record.
+        let mut templates_alone = false;
         loop {
             if self.buf.is_empty() {
                 self.begin();
             }
             let mark = (self.buf.len(), self.set_id, self.set_start);
+            let announced = self.extended_announced;
+            self.announce_extended(t);
+            let data_at = self.buf.len();
             if self.set_id != t.id {
                 self.close_set();
                 self.set_start = self.buf.len();
@@ -511,7 +566,18 @@ impl MessageEncoder {
             // v9 pads data sets to 4 bytes: leave room for it. A record that does not fit
             // even alone after the templates is sent anyway (IP fragments it) rather than
             // lost.
-            if self.buf.len() + 3 <= self.max_message || self.msg_records == 0 {
+            let fits = self.buf.len() + 3 <= self.max_message;
+            if !fits && self.msg_records == 0 && !templates_alone && data_at > self.header_len() {
+                // A fresh message whose templates (the session's, an extended one's
+                // announcement) leave no room for the record: they go alone, the record in
+                // the next message.
+                self.buf.truncate(data_at);
+                self.set_id = 0;
+                templates_alone = true;
+                self.close_message(export_time_s, emit);
+                continue;
+            }
+            if fits || self.msg_records == 0 {
                 self.msg_records += 1;
                 self.v9_count = self.v9_count.wrapping_add(1);
                 self.stats.records += 1;
@@ -521,6 +587,7 @@ impl MessageEncoder {
             self.buf.truncate(mark.0);
             self.set_id = mark.1;
             self.set_start = mark.2;
+            self.extended_announced = announced;
             if self.fill {
                 self.fill_message();
             }
@@ -551,6 +618,9 @@ impl MessageEncoder {
             // trawl's own IPFIX biflow templates: straight-line code (the field-by-field dispatch
             // of `put_fields` was most of the exporter's CPU time).
             put_ipfix_flow(r, &mut c);
+            for &f in &t.fields[IPFIX_FLOW_V4.fields.len()..] {
+                put_flow_field(f, r, &mut c);
+            }
         } else {
             self.put_fields(t, r, &mut c);
         }
@@ -638,8 +708,18 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>) {
 /// Largest flow record of any template: 60 fields of at most 16 bytes, the two arrays, the
 /// Community ID and the application label (id, name of at most 10 bytes with its length
 /// byte, source).
-const MAX_FLOW_RECORD: usize =
-    60 * 16 + 2 + 10 * 4 + 10 * 8 + COMMUNITY_ID_LEN as usize + APPLICATION_ID_LEN as usize + 12;
+const MAX_FLOW_RECORD: usize = 60 * 16
+    + 2
+    + 10 * 4
+    + 10 * 8
+    + COMMUNITY_ID_LEN as usize
+    + APPLICATION_ID_LEN as usize
+    + 12
+    + EXTENSIONS_LEN;
+
+/// The extension groups at their longest: ten round-trip fields of at most 8 bytes, the
+/// tunnel (1 + 16 + 16 + 4), the AS numbers and countries (4 + 4 + 2 + 2).
+const EXTENSIONS_LEN: usize = 10 * 8 + 37 + 12;
 
 /// Writes big-endian values at increasing offsets of a slice sized for the record.
 struct Cursor<'a> {
@@ -784,6 +864,20 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
         }
         // 0 without a label, else 1 + `AppSource` (1 payload, 2 port).
         Field::ApplicationSource => out.u8(r.app.map_or(0, |l| l.source as u8 + 1)),
+        Field::RttHandshake(d) => out.u64(dir(r, d).rtt_handshake_ns.unwrap_or(RTT_NONE)),
+        Field::RttSamples(d) => out.u32(dir(r, d).rtt_samples),
+        Field::RttMin(d) => out.u64(dir(r, d).rtt_min_ns),
+        Field::RttMax(d) => out.u64(dir(r, d).rtt_max_ns),
+        Field::RttMean(d) => out.u64(dir(r, d).rtt_mean_ns.to_bits()),
+        Field::TunnelType => out.u8(r.tunnel.kind as u8),
+        // Kept as the meter keeps them: IPv4 as IPv4-mapped IPv6.
+        Field::TunnelSrc => out.bytes(&r.tunnel.src_ip),
+        Field::TunnelDst => out.bytes(&r.tunnel.dst_ip),
+        Field::TunnelId => out.u32(r.tunnel.id),
+        Field::SrcAs => out.u32(r.extra.src_as),
+        Field::DstAs => out.u32(r.extra.dst_as),
+        Field::SrcCountry => out.bytes(&r.extra.src_country),
+        Field::DstCountry => out.bytes(&r.extra.dst_country),
         // Not in any flow template trawl writes; zeros of the element's length keep the
         // record aligned with its template should one ever list them.
         other => {
@@ -795,6 +889,22 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
             }
         }
     }
+}
+
+/// The extension groups ([`ext`]) a record fills: the template it travels in.
+pub fn extensions(r: &FlowRecord<'_>) -> u8 {
+    let timed = |d: &DirectionRecord| d.rtt_handshake_ns.is_some() || d.rtt_samples != 0;
+    let mut mask = 0;
+    if timed(&r.fwd) || timed(&r.rev) {
+        mask |= ext::RTT;
+    }
+    if r.tunnel.is_some() {
+        mask |= ext::TUNNEL;
+    }
+    if r.extra.is_enriched() {
+        mask |= ext::GEO;
+    }
+    mask
 }
 
 fn put_series(t: TemplateDef, r: &SeriesRow, out: &mut Vec<u8>) {
@@ -909,6 +1019,51 @@ pub(crate) mod tests {
                 d.tcp_flags = (b as u8).wrapping_add(20);
                 d.zero_window = b as u32 + 21;
                 d.retransmissions = b as u32 + 22;
+                // Round-trip times on some records, a handshake without samples on others.
+                if i % 4 == 1 {
+                    d.rtt_handshake_ns = (k == 0 || i % 8 == 1).then_some(b * 1000);
+                    d.rtt_samples = b as u32 % 5;
+                    if d.rtt_samples > 0 {
+                        d.rtt_min_ns = b + 23;
+                        d.rtt_max_ns = b + 24_000;
+                        d.rtt_mean_ns = b as f64 + 25.125;
+                    }
+                }
+            }
+            if i % 3 == 1 {
+                let v4 = i % 2 == 0;
+                use trawl_flow::TunnelType as T;
+                let kinds = [
+                    T::Gre,
+                    T::Vxlan,
+                    T::IpIp,
+                    T::GtpU,
+                    T::Geneve,
+                    T::Erspan,
+                    T::Teredo,
+                ];
+                let addr = |last: u8| {
+                    if v4 {
+                        std::net::Ipv4Addr::new(198, 51, 100, last)
+                            .to_ipv6_mapped()
+                            .octets()
+                    } else {
+                        [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]
+                    }
+                };
+                r.tunnel = trawl_flow::Tunnel {
+                    kind: kinds[i as usize % kinds.len()],
+                    ip_version: if v4 { 4 } else { 6 },
+                    id: i as u32 * 1_000_003,
+                    src_ip: addr(i as u8),
+                    dst_ip: addr(200),
+                };
+            }
+            if i % 5 >= 3 {
+                r.extra.src_as = 64_496 + i as u32;
+                r.extra.dst_as = if i % 5 == 3 { 0 } else { 4_200_000_000 };
+                r.extra.src_country = *b"DE";
+                r.extra.dst_country = if i % 5 == 3 { [0; 2] } else { *b"US" };
             }
             r.first_count = i as usize % 11;
             for k in 0..r.first_count {
@@ -934,11 +1089,11 @@ pub(crate) mod tests {
     #[test]
     fn ipfix_fast_path_matches_the_templates() {
         let mut enc = MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::Once);
+        let mut masks = std::collections::BTreeSet::new();
         for r in varied_records() {
-            let t = match r.src_ip {
-                IpAddr::V4(_) => IPFIX_FLOW_V4,
-                IpAddr::V6(_) => IPFIX_FLOW_V6,
-            };
+            let mask = extensions(&r);
+            masks.insert(mask);
+            let t = extended_flow(mask, r.src_ip.is_ipv6());
             let mut fast = Vec::new();
             enc.put_flow(t, &r, &mut fast);
             let mut generic = vec![0u8; MAX_FLOW_RECORD];
@@ -951,6 +1106,11 @@ pub(crate) mod tests {
             generic.truncate(len);
             assert_eq!(fast, generic, "record {r:?}");
         }
+        assert_eq!(
+            masks.len(),
+            usize::from(ext::ALL) + 1,
+            "every template used"
+        );
     }
 
     /// The flow record ends with trawl's communityId element (the spec's first vector, TCP

@@ -18,6 +18,9 @@ pub const COMMUNITY_ID_LEN: u16 = trawl_flow::community_id::TEXT_LEN as u16;
 pub const APPLICATION_ID_LEN: u16 = 3;
 /// The classification engine of trawl's application numbers (RFC 6759: 6, USER-Defined).
 pub const APPLICATION_ENGINE: u8 = 6;
+/// A handshake round trip that was not timed (`None` in the record): all ones, as 0 ns is a
+/// possible measurement between packets with the same timestamp.
+pub const RTT_NONE: u64 = u64::MAX;
 /// Length that marks a variable-length field in a template (RFC 7011 section 7).
 pub const VARLEN: u16 = 0xffff;
 
@@ -78,6 +81,19 @@ pub enum Field {
     ApplicationId,
     ApplicationName,
     ApplicationSource,
+    RttHandshake(Dir),
+    RttSamples(Dir),
+    RttMin(Dir),
+    RttMax(Dir),
+    RttMean(Dir),
+    TunnelType,
+    TunnelSrc,
+    TunnelDst,
+    TunnelId,
+    SrcAs,
+    DstAs,
+    SrcCountry,
+    DstCountry,
     SeriesSecond,
     SeriesPackets,
     SeriesBytes,
@@ -217,6 +233,21 @@ impl Field {
             ApplicationId => iana("applicationId", 95, APPLICATION_ID_LEN, "octetArray"),
             ApplicationName => iana("applicationName", 96, VARLEN, "string"),
             ApplicationSource => trawl("applicationSource", 24, 1, "unsigned8"),
+            RttHandshake(d) => {
+                directed(d, trawl("tcpHandshakeRttNanoseconds", 25, 8, "unsigned64"))
+            }
+            RttSamples(d) => directed(d, trawl("tcpRttSampleCount", 26, 4, "unsigned32")),
+            RttMin(d) => directed(d, trawl("tcpRttMinimumNanoseconds", 27, 8, "unsigned64")),
+            RttMax(d) => directed(d, trawl("tcpRttMaximumNanoseconds", 28, 8, "unsigned64")),
+            RttMean(d) => directed(d, trawl("tcpRttMeanNanoseconds", 29, 8, "float64")),
+            TunnelType => trawl("tunnelType", 36, 1, "unsigned8"),
+            TunnelSrc => trawl("tunnelSourceAddress", 37, 16, "ipv6Address"),
+            TunnelDst => trawl("tunnelDestinationAddress", 38, 16, "ipv6Address"),
+            TunnelId => trawl("tunnelId", 39, 4, "unsigned32"),
+            SrcAs => iana("bgpSourceAsNumber", 16, 4, "unsigned32"),
+            DstAs => iana("bgpDestinationAsNumber", 17, 4, "unsigned32"),
+            SrcCountry => trawl("sourceCountryCode", 40, 2, "string"),
+            DstCountry => trawl("destinationCountryCode", 41, 2, "string"),
             SeriesSecond => iana("observationTimeSeconds", 322, 4, "dateTimeSeconds"),
             SeriesPackets => iana("packetDeltaCount", 2, 8, "unsigned64"),
             SeriesBytes => iana("layer2OctetDeltaCount", 352, 8, "unsigned64"),
@@ -291,6 +322,8 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
             85 => OctetsTotal,
             95 => ApplicationId,
             96 => ApplicationName,
+            16 => SrcAs,
+            17 => DstAs,
             _ => return None,
         });
     }
@@ -335,12 +368,23 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
         22 if d == Dir::Fwd => FirstGaps,
         23 if d == Dir::Fwd => CommunityId,
         24 if d == Dir::Fwd => ApplicationSource,
+        25 => RttHandshake(d),
+        26 => RttSamples(d),
+        27 => RttMin(d),
+        28 => RttMax(d),
+        29 => RttMean(d),
         30 if d == Dir::Fwd => SeriesActiveFlows,
         31 if d == Dir::Fwd => SeriesNewFlows,
         32 if d == Dir::Fwd => SeriesInPackets,
         33 if d == Dir::Fwd => SeriesInBytes,
         34 if d == Dir::Fwd => SeriesOutPackets,
         35 if d == Dir::Fwd => SeriesOutBytes,
+        36 if d == Dir::Fwd => TunnelType,
+        37 if d == Dir::Fwd => TunnelSrc,
+        38 if d == Dir::Fwd => TunnelDst,
+        39 if d == Dir::Fwd => TunnelId,
+        40 if d == Dir::Fwd => SrcCountry,
+        41 if d == Dir::Fwd => DstCountry,
         _ => return None,
     })
 }
@@ -348,7 +392,7 @@ pub fn lookup(pen: u32, id: u16, trawl_pen: u32) -> Option<Field> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::template::{IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES};
+    use crate::template::{ext, extended_flow, IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES};
 
     /// `docs/specs/ipfix.md` lists every element the templates use, with its id.
     #[test]
@@ -358,7 +402,11 @@ mod tests {
             "/../../docs/specs/ipfix.md"
         ))
         .unwrap();
-        for t in [IPFIX_FLOW_V4, IPFIX_FLOW_V6, IPFIX_SERIES] {
+        for t in [
+            extended_flow(ext::ALL, false),
+            extended_flow(ext::ALL, true),
+            IPFIX_SERIES,
+        ] {
             for f in t.fields {
                 let s = f.spec();
                 let id = s.id & !REVERSE_BIT;
@@ -378,7 +426,12 @@ mod tests {
 
     #[test]
     fn every_exported_element_is_read_back() {
-        for t in [IPFIX_FLOW_V4, IPFIX_FLOW_V6] {
+        for t in [
+            IPFIX_FLOW_V4,
+            IPFIX_FLOW_V6,
+            extended_flow(ext::ALL, false),
+            extended_flow(ext::ALL, true),
+        ] {
             for f in t.fields {
                 let s = f.spec();
                 assert_eq!(

@@ -152,6 +152,45 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     string(58, r.end_reason.name().as_bytes(), out);
     string(59, probe.as_bytes(), out);
     string(60, r.community_id().as_bytes(), out);
+    // Fields 61-84: the application label, round trips, tunnel, collected and enrichment
+    // fields, each left out when the record has none (old readers skip them all).
+    if let Some(l) = r.app {
+        string(61, l.app.name().as_bytes(), out);
+        string(62, l.source.name().as_bytes(), out);
+    }
+    // `optional`: written when measured, 0 included.
+    for (field, h) in [(63, r.fwd.rtt_handshake_ns), (64, r.rev.rtt_handshake_ns)] {
+        if let Some(ns) = h {
+            tag(field, VARINT, out);
+            varint(ns, out);
+        }
+    }
+    for (first, d) in [(65, &r.fwd), (69, &r.rev)] {
+        uint(first, u64::from(d.rtt_samples), out);
+        uint(first + 1, d.rtt_min_ns, out);
+        uint(first + 2, d.rtt_max_ns, out);
+        double(first + 3, d.rtt_mean_ns, out);
+    }
+    if r.tunnel.is_some() {
+        string(73, r.tunnel.kind.name().as_bytes(), out);
+        ip(74, r.tunnel.src_addr(), out);
+        ip(75, r.tunnel.dst_addr(), out);
+        uint(76, u64::from(r.tunnel.id), out);
+    }
+    let x = &r.extra;
+    uint(77, u64::from(x.sampling_rate), out);
+    if let Some(a) = x.agent {
+        ip(78, a, out);
+    }
+    uint(79, u64::from(x.in_if), out);
+    uint(80, u64::from(x.out_if), out);
+    uint(81, u64::from(x.src_as), out);
+    uint(82, u64::from(x.dst_as), out);
+    for (field, c) in [(83, &x.src_country), (84, &x.dst_country)] {
+        if c.iter().all(u8::is_ascii_alphabetic) {
+            string(field, c, out);
+        }
+    }
 }
 
 /// Appends `r` as one `trawl.FlowRecord` message with its length in front (a varint: the

@@ -125,6 +125,100 @@ pub const IPFIX_FLOW_V6: TemplateDef = TemplateDef {
     family: Family::FlowV6,
 };
 
+/// Groups of optional fields that a biflow template (256/257) gains at its end when a record
+/// has them, each set of groups under a template id of its own ([`extended_flow`]): records
+/// without round-trip times, tunnel or enrichment keep the base template, and collectors
+/// that know none of trawl's enterprise elements see no more of them than before.
+pub mod ext {
+    /// TCP round-trip fields (`*_rtt_*`): the record has a timed handshake or samples.
+    pub const RTT: u8 = 1;
+    /// The outer tunnel (`--tunnel inner`).
+    pub const TUNNEL: u8 = 2;
+    /// Enrichment: AS numbers and countries.
+    pub const GEO: u8 = 4;
+    /// Every combination (1..=ALL).
+    pub const ALL: u8 = 7;
+}
+
+/// Template id of the biflow template with the extension groups `mask` (1..=[`ext::ALL`]):
+/// 262 (IPv4) and 263 (IPv6) for mask 1, two ids more for each mask after it, up to 275.
+pub const fn extended_flow_id(mask: u8, v6: bool) -> u16 {
+    EXTENDED_BASE_ID + 2 * (mask as u16 - 1) + v6 as u16
+}
+
+/// First id of the extended biflow templates.
+pub const EXTENDED_BASE_ID: u16 = 262;
+
+const RTT_FIELDS: [Field; 10] = [
+    Field::RttHandshake(Dir::Fwd),
+    Field::RttSamples(Dir::Fwd),
+    Field::RttMin(Dir::Fwd),
+    Field::RttMax(Dir::Fwd),
+    Field::RttMean(Dir::Fwd),
+    Field::RttHandshake(Dir::Rev),
+    Field::RttSamples(Dir::Rev),
+    Field::RttMin(Dir::Rev),
+    Field::RttMax(Dir::Rev),
+    Field::RttMean(Dir::Rev),
+];
+const TUNNEL_FIELDS: [Field; 4] = [
+    Field::TunnelType,
+    Field::TunnelSrc,
+    Field::TunnelDst,
+    Field::TunnelId,
+];
+const GEO_FIELDS: [Field; 4] = [
+    Field::SrcAs,
+    Field::DstAs,
+    Field::SrcCountry,
+    Field::DstCountry,
+];
+
+/// The fields of extension groups `mask` in template order (round trip, tunnel, enrichment).
+pub fn extension_fields(mask: u8) -> impl Iterator<Item = Field> {
+    let groups: [(u8, &'static [Field]); 3] = [
+        (ext::RTT, &RTT_FIELDS),
+        (ext::TUNNEL, &TUNNEL_FIELDS),
+        (ext::GEO, &GEO_FIELDS),
+    ];
+    groups
+        .into_iter()
+        .filter(move |(bit, _)| mask & bit != 0)
+        .flat_map(|(_, f)| f.iter().copied())
+}
+
+/// The biflow template of `v6` records with the extension groups `mask` (0: the base
+/// template 256/257): the base fields, then each group's.
+pub fn extended_flow(mask: u8, v6: bool) -> TemplateDef {
+    static ALL: std::sync::OnceLock<Vec<TemplateDef>> = std::sync::OnceLock::new();
+    let base = if v6 { IPFIX_FLOW_V6 } else { IPFIX_FLOW_V4 };
+    if mask == 0 {
+        return base;
+    }
+    let all = ALL.get_or_init(|| {
+        let mut v = Vec::new();
+        for m in 1..=ext::ALL {
+            for t in [IPFIX_FLOW_V4, IPFIX_FLOW_V6] {
+                let v6 = t.family == Family::FlowV6;
+                let fields: Vec<Field> = t
+                    .fields
+                    .iter()
+                    .copied()
+                    .chain(extension_fields(m))
+                    .collect();
+                v.push(TemplateDef {
+                    id: extended_flow_id(m, v6),
+                    // Built once per process, kept for its lifetime like the static ones.
+                    fields: Box::leak(fields.into_boxed_slice()),
+                    family: t.family,
+                });
+            }
+        }
+        v
+    });
+    all[2 * usize::from(mask - 1) + usize::from(v6)]
+}
+
 /// The fields of a one-way flow record (`biflow=off`): the biflow template without any
 /// reverse element (RFC 5103's, or trawl's `rev_` ones) and without the first packets'
 /// signed lengths and gaps, which only mean something for both directions together. Each

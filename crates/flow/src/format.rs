@@ -452,7 +452,9 @@ impl RecordWriter {
             rtt!(c, "rev_", &r.rev);
         }
         // Last: only `--tunnel inner` adds them, so records of the default mode keep theirs.
-        if self.tunnel_fields {
+        // JSON also for a record that has a tunnel without the writer being asked (one a
+        // collector read from IPFIX).
+        if self.tunnel_fields || (json && r.tunnel.is_some()) {
             tunnel_fields(&mut c, r);
         }
         if self.collected_fields || (json && r.extra.is_collected()) {

@@ -50,6 +50,36 @@ impl TunnelType {
             TunnelType::MplsUdp => "mpls_udp",
         }
     }
+
+    /// Every tunnel type, in number order (`None` first).
+    pub const ALL: [TunnelType; 9] = [
+        TunnelType::None,
+        TunnelType::Gre,
+        TunnelType::Vxlan,
+        TunnelType::IpIp,
+        TunnelType::GtpU,
+        TunnelType::Geneve,
+        TunnelType::Erspan,
+        TunnelType::Teredo,
+        TunnelType::MplsUdp,
+    ];
+
+    /// The type of a number (the discriminant; wire formats carry it), `None` for an
+    /// unknown one.
+    pub fn from_u8(n: u8) -> TunnelType {
+        TunnelType::ALL
+            .get(usize::from(n))
+            .copied()
+            .unwrap_or(TunnelType::None)
+    }
+
+    /// The type of a name ([`TunnelType::name`]); `None` for an unknown one.
+    pub fn from_name(name: &str) -> TunnelType {
+        TunnelType::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .unwrap_or(TunnelType::None)
+    }
 }
 
 /// The outermost tunnel of a packet: its type, the outer IP header's endpoints and the tunnel's

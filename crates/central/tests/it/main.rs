@@ -26,10 +26,66 @@ fn records(rel: &str) -> Vec<FlowRecord<'static>> {
     out
 }
 
+/// The records of a capture, some given what metering alone does not fill in: an
+/// application label, an outer tunnel, collected and enrichment fields (each on its own
+/// records and all together on others), and a handshake timed at 0 ns.
+fn varied_records(rel: &str) -> Vec<FlowRecord<'static>> {
+    use trawl_flow::{App, AppLabel, AppSource, Tunnel, TunnelType};
+    let mut all = records(rel);
+    for (i, r) in all.iter_mut().enumerate() {
+        if i % 3 == 1 {
+            r.app = Some(AppLabel {
+                app: App::ALL[i % App::ALL.len()],
+                source: if i % 2 == 0 {
+                    AppSource::Payload
+                } else {
+                    AppSource::Port
+                },
+            });
+        }
+        if i % 4 == 1 {
+            let v4 = i % 8 == 1;
+            let addr = |last: u8| -> [u8; 16] {
+                if v4 {
+                    std::net::Ipv4Addr::new(198, 51, 100, last)
+                        .to_ipv6_mapped()
+                        .octets()
+                } else {
+                    [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, last]
+                }
+            };
+            r.tunnel = Tunnel {
+                kind: TunnelType::ALL[1 + i % (TunnelType::ALL.len() - 1)],
+                ip_version: if v4 { 4 } else { 6 },
+                id: i as u32,
+                src_ip: addr(i as u8),
+                dst_ip: addr(1),
+            };
+        }
+        if i % 5 == 2 {
+            r.extra.src_as = 64_500 + i as u32;
+            r.extra.dst_as = 4_200_000_000;
+            r.extra.src_country = *b"NL";
+            r.extra.dst_country = if i % 10 == 2 { [0; 2] } else { *b"JP" };
+        }
+        if i % 7 == 3 {
+            r.extra.sampling_rate = 512;
+            r.extra.agent = Some("192.0.2.9".parse().unwrap());
+            r.extra.in_if = 3;
+            r.extra.out_if = i as u32;
+        }
+        if i == 11 {
+            r.fwd.rtt_handshake_ns = Some(0);
+        }
+    }
+    all
+}
+
 #[test]
 fn json_and_protobuf_messages_read_back_into_the_same_record() {
-    let all = records("oracle/many-protocols.pcap.gz");
+    let all = varied_records("oracle/many-protocols.pcap.gz");
     assert!(all.len() > 200);
+    assert!(all.iter().any(|r| r.fwd.rtt_samples > 0));
     let mut json = RecordWriter::new(RecordFormat::Json, false).with_iface("eth1");
     for r in &all {
         let mut line = Vec::new();
@@ -50,19 +106,147 @@ fn json_and_protobuf_messages_read_back_into_the_same_record() {
         let mut pb = Vec::new();
         trawl_export::pb::encode_flow(r, Some("eth2"), "probe-9", &mut pb);
         let p = trawl_central::message::parse(&pb).unwrap();
-        // The published .proto has no round-trip fields yet (docs/specs/kafka.md): the
-        // record read back is the one without them.
-        let mut without_rtt = *r;
-        for d in [&mut without_rtt.fwd, &mut without_rtt.rev] {
-            d.rtt_handshake_ns = None;
-            d.rtt_samples = 0;
-            d.rtt_min_ns = 0;
-            d.rtt_mean_ns = 0.0;
-            d.rtt_max_ns = 0;
-        }
-        assert_eq!(p.record, without_rtt);
+        assert_eq!(p.record, *r);
         assert_eq!(p.iface.as_deref(), Some("eth2"));
         assert_eq!(p.probe.as_deref(), Some("probe-9"));
         assert_eq!(p.store_iface("x"), "eth2");
+    }
+}
+
+/// The published `trawl.proto` names the fields trawl writes after the first 60 (protoc reads
+/// them as known fields, not as unknown numbers), with the handshake that took 0 ns present.
+#[test]
+fn protoc_reads_the_label_round_trip_tunnel_and_enrichment_fields_by_name() {
+    let all = varied_records("oracle/many-protocols.pcap.gz");
+    let mut r = *all.iter().find(|r| r.fwd.rtt_samples > 0).unwrap();
+    r.fwd.rtt_handshake_ns = Some(0);
+    r.app = all.iter().find_map(|r| r.app);
+    r.tunnel = all.iter().find(|r| r.tunnel.is_some()).unwrap().tunnel;
+    r.extra = all
+        .iter()
+        .find(|r| r.extra.is_enriched() && r.extra.dst_country != [0; 2])
+        .unwrap()
+        .extra;
+    r.extra.in_if = 3;
+    let mut pb = Vec::new();
+    trawl_export::pb::encode_flow(&r, None, "probe-9", &mut pb);
+    let specs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/specs");
+    let mut child = std::process::Command::new("protoc")
+        .arg(format!("--proto_path={specs}"))
+        .args(["--decode=trawl.FlowRecord", "trawl.proto"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run protoc (apt install protobuf-compiler)");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &pb).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = [
+        format!("app: \"{}\"", r.app.unwrap().app.name()),
+        "fwd_rtt_handshake_ns: 0".to_string(),
+        format!("tunnel_type: \"{}\"", r.tunnel.kind.name()),
+        format!("tunnel_src: \"{}\"", r.tunnel.src_addr()),
+        format!("tunnel_id: {}", r.tunnel.id),
+        format!("src_as: {}", r.extra.src_as),
+        "src_country: \"NL\"".to_string(),
+        "in_if: 3".to_string(),
+        format!("fwd_rtt_samples: {}", r.fwd.rtt_samples),
+    ];
+    for w in want {
+        assert!(text.lines().any(|l| l == w), "{w} not in\n{text}");
+    }
+    // No field protoc does not know (it prints those by number).
+    assert!(
+        !text.lines().any(|l| l.starts_with(char::is_numeric)),
+        "{text}"
+    );
+}
+
+/// `format=avro` without Kafka: every record (labels, round trips, tunnels, collected and
+/// enrichment fields among them) encoded as trawl's Avro and decoded by fastavro with the
+/// published `FlowRecord.avsc` alone has every field of its JSON line with the same value.
+#[test]
+fn avro_records_decode_with_the_published_schema_into_the_json_fields() {
+    const SCRIPT: &str = r#"
+import io, json, struct, sys
+from fastavro import parse_schema, schemaless_reader
+schema = parse_schema(json.load(open(sys.argv[1])))
+b = open(sys.argv[2], "rb").read()
+while b:
+    (n,) = struct.unpack(">I", b[:4])
+    r = io.BytesIO(b[14:4 + n])
+    print(json.dumps(schemaless_reader(r, schema)))
+    assert r.read() == b"", "bytes after the record"
+    b = b[4 + n:]
+"#;
+    let all = varied_records("oracle/many-protocols.pcap.gz");
+    let mut json = RecordWriter::new(RecordFormat::Json, false);
+    let (mut messages, mut lines) = (Vec::new(), Vec::new());
+    for r in &all {
+        let mut m = Vec::new();
+        trawl_export::avro::encode_flow(r, None, "p", &mut m);
+        messages.extend_from_slice(&(m.len() as u32).to_be_bytes());
+        messages.extend_from_slice(&m);
+        let mut line = Vec::new();
+        json.write(r, &mut line);
+        lines.push(serde_json::from_slice::<serde_json::Value>(&line).unwrap());
+    }
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("avro-records.bin");
+    std::fs::write(&file, &messages).unwrap();
+    let schema = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/specs/avro/FlowRecord.avsc"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", SCRIPT, schema])
+        .arg(&file)
+        .output()
+        .expect("run python3");
+    std::fs::remove_file(&file).unwrap();
+    assert!(
+        out.status.success(),
+        "fastavro (pip install fastavro): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let decoded: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(decoded.len(), lines.len());
+    let mut checked = std::collections::BTreeSet::new();
+    for (avro, json) in decoded.iter().zip(&lines) {
+        for (k, want) in json.as_object().unwrap() {
+            let got = &avro[k.as_str()];
+            if k == "proto" {
+                // Avro has the number, JSON its name.
+                continue;
+            }
+            let same = match (got, want) {
+                // The JSON lines round means and deviations to 3 decimals; Avro keeps them.
+                (serde_json::Value::Number(g), serde_json::Value::Number(w)) => {
+                    let (g, w) = (g.as_f64().unwrap(), w.as_f64().unwrap());
+                    (g - w).abs() <= 0.0005 * (1.0 + 1e-9 * w.abs())
+                }
+                _ => got == want,
+            };
+            assert!(same, "{k}: avro {got}, JSON {want}");
+            if !want.is_null() {
+                checked.insert(k.clone());
+            }
+        }
+    }
+    for k in [
+        "app",
+        "fwd_rtt_handshake_ns",
+        "rev_rtt_mean_ns",
+        "tunnel_src",
+        "tunnel_id",
+        "agent",
+        "dst_as",
+        "src_country",
+    ] {
+        assert!(checked.contains(k), "no record had {k}");
     }
 }

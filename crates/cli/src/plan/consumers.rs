@@ -59,6 +59,9 @@ pub struct Consumers {
     /// `--analyze app`: the meters label records with their application, CSV writers add
     /// the columns.
     pub app: bool,
+    /// `--geoip-asn`, `--geoip-country`: the meters enrich their records, CSV writers add
+    /// the columns.
+    pub geo: crate::enrich::GeoArgs,
 }
 
 /// A gate that emits packets, and where its source runs.
@@ -190,8 +193,9 @@ impl Consumers {
             many => (0..many.len()).map(|i| format!("meter{i}")).collect(),
         };
         for (gate, meter) in packet_gates.iter().zip(&meters) {
-            flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize)
+            let b = flow_meter(doc, meter, &self.flow, gate.thread, &self.anonymize)
                 .set_some("app", self.app.then_some(true));
+            let _ = self.geo.set_on(b);
             doc.connect(&gate.gate, &[&format!("{meter}.packets")], Policy::Wait);
         }
         let outputs = self.flows.is_some()
@@ -219,6 +223,10 @@ impl Consumers {
                 .set_some(
                     "app",
                     (self.app && out.format == TextFormat::Csv).then_some(true),
+                )
+                .set_some(
+                    "enriched",
+                    (self.geo.any() && out.format == TextFormat::Csv).then_some(true),
                 );
             flow_inputs.push("flows.flows".into());
         }

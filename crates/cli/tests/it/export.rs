@@ -805,9 +805,81 @@ fn ipfix_file_and_tcp_round_trip_every_field() {
             .unwrap();
         assert!(st.success());
         let got = sorted_lines(&std::fs::read_to_string(&back).unwrap());
-        // Every field of every record but the round trips, as trawl writes JSON.
+        // Every field of every record, as trawl writes JSON.
         assert_eq!(got, want, "{}", f.display());
     }
+}
+
+/// Issues 22/23: the round-trip times, application labels and outer tunnels of `--analyze
+/// app --tunnel inner` travel in IPFIX (trawl's extended templates) and `trawl collect`
+/// reads them back: the collected records are the exported ones, whole. (A record that came
+/// through no tunnel has its tunnel fields null in `--tunnel inner` output, absent in the
+/// collector's, which cannot know the mode: those nulls are left out.)
+#[test]
+fn ipfix_carries_round_trips_app_labels_and_tunnels_to_the_collector() {
+    let dir = tempdir("extended");
+    let mut kinds = std::collections::BTreeSet::new();
+    let (mut rtts, mut apps) = (0, 0);
+    for capture in [
+        "pcaps/geneve.pcap",
+        "pcaps/gtp-iphone.pcap",
+        "pcaps/various_gre.pcap",
+        "pcaps/teredo.pcap",
+        "pcaps/vxlan.pcap",
+    ] {
+        let file = dir.join("flows.ipfix");
+        let json = dir.join("flows.jsonl");
+        let status = Command::new(bin())
+            .args(["flows", "-r", &testdata(capture), "--summary", "none"])
+            .args(["--tunnel", "inner", "--analyze", "app", "-o"])
+            .arg(&json)
+            .arg("--export")
+            .arg(format!("ipfix:{}", file.display()))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{capture}");
+        let mut want: Vec<String> = sorted_lines(&std::fs::read_to_string(&json).unwrap())
+            .iter()
+            .map(|l| without_null_tunnel(l))
+            .collect();
+        want.sort();
+        let back = dir.join("back.jsonl");
+        let st = Command::new(bin())
+            .args(["collect", "-r"])
+            .arg(&file)
+            .args(["--summary", "none", "-o"])
+            .arg(&back)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{capture}");
+        // Both through the same map, whose keys are sorted.
+        let mut got: Vec<String> = sorted_lines(&std::fs::read_to_string(&back).unwrap())
+            .iter()
+            .map(|l| without_null_tunnel(l))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{capture}");
+        for l in &want {
+            let v: Value = serde_json::from_str(l).unwrap();
+            if let Some(k) = v["tunnel_type"].as_str() {
+                kinds.insert(k.to_string());
+            }
+            rtts += usize::from(v["fwd_rtt_samples"].as_u64().unwrap_or(0) > 0);
+            apps += usize::from(v["app"].is_string());
+        }
+    }
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    assert!(rtts > 5 && apps > 5, "{rtts} timed, {apps} labelled");
+}
+
+/// A JSON record without its tunnel fields when they are null (a flow that came through no
+/// tunnel).
+fn without_null_tunnel(line: &str) -> String {
+    let mut v: serde_json::Map<String, Value> = serde_json::from_str(line).unwrap();
+    if v.get("tunnel_type").is_some_and(Value::is_null) {
+        v.retain(|k, _| !k.starts_with("tunnel_"));
+    }
+    Value::Object(v).to_string()
 }
 
 #[test]
@@ -1205,10 +1277,8 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
         sorted_lines(&std::fs::read_to_string(&json).unwrap()),
     );
     assert!(want.len() > 5, "{} records", want.len());
-    let mut got: Vec<String> = got.iter().map(|l| without_rtt(l)).collect();
+    let mut got = got;
     got.sort();
-    let mut want: Vec<String> = want.iter().map(|l| without_rtt(l)).collect();
-    want.sort();
     assert_eq!(got, want);
     assert_eq!(domains, vec![ifindex]);
 
@@ -1879,31 +1949,11 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
     }
 }
 
-/// The lines of `s`, sorted (outputs whose order may differ between runs), JSON records
-/// without their TCP round-trip fields ([`without_rtt`]).
+/// The lines of `s`, sorted (outputs whose order may differ between runs).
 fn sorted_lines(s: &str) -> Vec<String> {
-    let mut v: Vec<String> = s.lines().map(without_rtt).collect();
+    let mut v: Vec<String> = s.lines().map(str::to_string).collect();
     v.sort();
     v
-}
-
-/// A TCP round-trip field of a JSON record (`fwd_rtt_handshake_ns` ...): no wire format
-/// but JSON carries them yet (IPFIX, feeds, Avro, Protobuf).
-pub(crate) fn rtt_field(name: &str) -> bool {
-    name.contains("_rtt_")
-}
-
-/// A JSON record line without the TCP round-trip fields (`*_rtt_*`), which IPFIX does not
-/// carry yet (docs/specs/ipfix.md): a record collected from IPFIX has them empty. Other
-/// lines as they are.
-fn without_rtt(line: &str) -> String {
-    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(line) {
-        Ok(mut record) if record.keys().any(|k| rtt_field(k)) => {
-            record.retain(|k, _| !rtt_field(k));
-            serde_json::Value::Object(record).to_string()
-        }
-        _ => line.to_string(),
-    }
 }
 
 /// `got` and `want` hold the same rows in any order (more than 50 of them); the first row

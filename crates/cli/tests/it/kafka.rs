@@ -392,10 +392,6 @@ for path in sys.argv[2:]:
     /// Avro's `0.0` is the JSON lines' `0`).
     fn same_fields(avro: &serde_json::Value, json: &serde_json::Value) {
         for (k, want) in json.as_object().unwrap() {
-            // The published schema has no TCP round-trip fields yet (docs/specs/kafka.md).
-            if crate::export::rtt_field(k) {
-                continue;
-            }
             let got = &avro[k.as_str()];
             let same = match (got, want) {
                 // The JSON lines round means and deviations to 3 decimals; Avro keeps them.

@@ -1249,8 +1249,6 @@ fn without_iface_and_payload(line: &str) -> String {
     for k in ["iface", "fwd_payload", "rev_payload"] {
         m.remove(k);
     }
-    // Feeds carry records over IPFIX, which has no TCP round-trip fields yet.
-    m.retain(|k, _| !crate::export::rtt_field(k));
     v.to_string()
 }
 

@@ -569,6 +569,7 @@ mod console;
 mod depth;
 mod detect;
 mod dump;
+mod enrich;
 mod export;
 mod features;
 mod fields;
