@@ -5,12 +5,12 @@
 //! ClientHellos (SNI, ALPN) and ServerHellos (chosen cipher) of tshark and of the log lines are
 //! compared as multisets; every difference is in `EXPLAINED`, and an explanation that no longer
 //! applies fails too.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use crate::tls_log::{from_golden_columns, from_lines, logs, Hellos};
 
-use super::{summary, testdata, trawl};
+use super::testdata;
 
 /// (capture, reason): captures whose hellos differ from tshark's, and why.
 const EXPLAINED: &[(&str, &str)] = &[
@@ -40,75 +40,10 @@ const EXPLAINED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Client hellos as (SNI, ALPN list), server hellos as the chosen cipher, each counted.
-#[derive(Debug, Default, PartialEq)]
-struct Hellos {
-    client: BTreeMap<(String, String), usize>,
-    server: BTreeMap<String, usize>,
-}
-
-/// tshark's lines: frame, QUIC versions, handshake types, hello version, SNI, ALPN, ciphers.
+/// tshark's QUIC lines: frame, QUIC versions, handshake types, hello version, SNI, ALPN,
+/// ciphers.
 fn from_golden(path: &Path) -> Hellos {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut h = Hellos::default();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let cols: Vec<&str> = line.split('\t').collect();
-        let col = |i: usize| cols.get(i).copied().unwrap_or("");
-        let types: Vec<&str> = col(2).split(',').collect();
-        if types.contains(&"1") {
-            *h.client
-                .entry((col(4).to_string(), col(5).to_string()))
-                .or_default() += 1;
-        }
-        if types.contains(&"2") {
-            *h.server.entry(col(6).to_string()).or_default() += 1;
-        }
-    }
-    h
-}
-
-fn from_lines(lines: &[Value]) -> Hellos {
-    let mut h = Hellos::default();
-    for l in lines {
-        if l.get("ja4").is_some() {
-            let alpn: Vec<&str> = l["alpn"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|a| a.as_str().unwrap())
-                .collect();
-            let sni = l["sni"].as_str().unwrap_or("").to_string();
-            *h.client.entry((sni, alpn.join(","))).or_default() += 1;
-        }
-        if let Some(c) = l["cipher"].as_u64() {
-            *h.server.entry(format!("0x{c:04x}")).or_default() += 1;
-        }
-    }
-    h
-}
-
-fn logs(capture: &Path, out: &Path) -> (Vec<Value>, Value) {
-    let o = trawl(&[
-        "logs",
-        "-r",
-        capture.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--analyze",
-        "tls",
-    ]);
-    assert!(
-        o.status.success(),
-        "{}: {}",
-        capture.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let text = std::fs::read_to_string(out.join("tls.jsonl")).unwrap();
-    let lines = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    (lines, summary(&o))
+    from_golden_columns(path, 2)
 }
 
 /// Compares each (capture, golden) pair; returns the captures that differ and the number of

@@ -57,34 +57,42 @@ const EXPLAINED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Client hellos as (SNI, ALPN list), server hellos as the chosen cipher, each counted.
+/// Client hellos as (SNI, ALPN list), server hellos as the chosen cipher, each counted (also
+/// the QUIC test's).
 #[derive(Debug, Default, PartialEq)]
-struct Hellos {
+pub(crate) struct Hellos {
     client: BTreeMap<(String, String), usize>,
     server: BTreeMap<String, usize>,
 }
 
+/// tshark's TLS lines: frame, handshake types, hello version, SNI, ALPN, ciphers.
 fn from_golden(path: &Path) -> Hellos {
+    from_golden_columns(path, 1)
+}
+
+/// A golden's hellos whose handshake types are in column `types`, followed by the hello
+/// version, SNI, ALPN and cipher suites (the QUIC goldens have their versions before them).
+pub(crate) fn from_golden_columns(path: &Path, types: usize) -> Hellos {
     let text = std::fs::read_to_string(path).unwrap();
     let mut h = Hellos::default();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let cols: Vec<&str> = line.split('\t').collect();
-        let col = |i: usize| cols.get(i).copied().unwrap_or("");
-        let types: Vec<&str> = col(1).split(',').collect();
-        if types.contains(&"1") {
+        let col = |i: usize| cols.get(types + i).copied().unwrap_or("");
+        let kinds: Vec<&str> = col(0).split(',').collect();
+        if kinds.contains(&"1") {
             *h.client
-                .entry((col(3).to_string(), col(4).to_string()))
+                .entry((col(2).to_string(), col(3).to_string()))
                 .or_default() += 1;
         }
-        if types.contains(&"2") {
+        if kinds.contains(&"2") {
             // A ServerHello lists its one chosen suite.
-            *h.server.entry(col(5).to_string()).or_default() += 1;
+            *h.server.entry(col(4).to_string()).or_default() += 1;
         }
     }
     h
 }
 
-fn from_lines(lines: &[Value]) -> Hellos {
+pub(crate) fn from_lines(lines: &[Value]) -> Hellos {
     let mut h = Hellos::default();
     for l in lines {
         if l.get("ja4").is_some() {
@@ -123,13 +131,16 @@ fn tls_captures() -> Vec<PathBuf> {
     v
 }
 
-fn logs(capture: &Path, out: &Path) -> (Vec<Value>, Value) {
+/// `trawl logs` over `capture` into `out`: its TLS lines and its summary.
+pub(crate) fn logs(capture: &Path, out: &Path) -> (Vec<Value>, Value) {
     let o = trawl(&[
         "logs",
         "-r",
         capture.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
+        "--analyze",
+        "tls",
     ]);
     assert!(
         o.status.success(),
