@@ -8,7 +8,9 @@
 //! by newlines, or `format=protobuf-delimited` records each after its length (a varint). A
 //! delimited value cannot open with 0x0a (a record is longer than 10 bytes), and one that
 //! opens with `{` (a record of 123 bytes) has the record's 0x0a next, which no JSON line
-//! has.
+//! has. Avro's single-object marker `C3 01` is also the length of a 195-byte record: a value
+//! is taken for Avro only when the marker is followed by the fingerprint of one of trawl's
+//! published schemas.
 use std::borrow::Cow;
 use std::net::IpAddr;
 
@@ -94,7 +96,8 @@ pub fn parse_each(value: &[u8], f: &mut dyn FnMut(Result<Parsed<'_>, Error>)) {
                 f(parse_json(line));
             }
         }
-        [] | [0x0a, ..] | [0xc3, 0x01, ..] => f(parse(value)),
+        [] | [0x0a, ..] => f(parse(value)),
+        _ if is_avro(value) => f(parse(value)),
         _ => {
             let mut w = Wire::new(value);
             while w.at < value.len() {
@@ -118,12 +121,21 @@ pub fn parse_each(value: &[u8], f: &mut dyn FnMut(Result<Parsed<'_>, Error>)) {
     }
 }
 
+/// Whether `value` opens with the single-object header (`C3 01` and the fingerprint) of one of
+/// trawl's Avro schemas (`format=avro`).
+fn is_avro(value: &[u8]) -> bool {
+    use trawl_export::avro::{alarm_schema, flow_schema, series_schema};
+    [flow_schema(), series_schema(), alarm_schema()]
+        .iter()
+        .any(|s| value.starts_with(&s.header))
+}
+
 /// Reads one message value (JSON or Protobuf, told by its first byte).
 pub fn parse(value: &[u8]) -> Result<Parsed<'_>, Error> {
     match value.first() {
         Some(b'{') => parse_json(value),
         // Avro's single-object marker: `format=avro` is for readers other than trawl.
-        Some(0xc3) if value.get(1) == Some(&0x01) => Err(bad(
+        Some(0xc3) if is_avro(value) => Err(bad(
             "an Avro message (format=avro): trawl's consumers read JSON and Protobuf",
         )),
         Some(_) => parse_protobuf(value),
@@ -726,7 +738,8 @@ mod tests {
     }
 
     /// Batched messages: JSON lines each read (a bad one an error of its own), delimited
-    /// Protobuf records each read, also when the first one's length is `{` (123).
+    /// Protobuf records each read, also when the first one's length is `{` (123) or Avro's
+    /// marker `C3 01` (195: `trawl clickhouse load` refused a bench's message as Avro).
     #[test]
     fn parse_each_splits_batched_messages() {
         let other = LINE.replace("\"src_port\":1234", "\"src_port\":1235");
@@ -760,6 +773,26 @@ mod tests {
         r.src_port = 7;
         trawl_export::pb::encode_flow_delimited(&r, Some("eth1"), "p", &mut value);
         assert_eq!(ports(&value), [Ok(1234), Ok(7)]);
+        let mut avro_like = Vec::new();
+        let mut r195 = r;
+        r195.src_port = 1234;
+        (1..300)
+            .map(|n| "p".repeat(n))
+            .find(|p| {
+                avro_like.clear();
+                trawl_export::pb::encode_flow_delimited(&r195, None, p, &mut avro_like);
+                avro_like.starts_with(&[0xc3, 0x01])
+            })
+            .expect("a probe name that makes the record 195 bytes long");
+        trawl_export::pb::encode_flow_delimited(&r, None, "p", &mut avro_like);
+        assert_eq!(ports(&avro_like), [Ok(1234), Ok(7)]);
+        // A real Avro message is still named as one.
+        let avro = [&trawl_export::avro::flow_schema().header[..], &[0, 1, 2]].concat();
+        let e = ports(&avro);
+        assert!(
+            e[0].as_ref().unwrap_err().contains("an Avro message"),
+            "{e:?}"
+        );
         // A length past the end: an error, and the end of the message.
         value.extend_from_slice(&[100, 0x0a, 1]);
         let got = ports(&value);
