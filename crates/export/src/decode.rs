@@ -356,29 +356,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 /// A flow record with every field zero (what a collector fills in from a data record).
 pub fn empty_record() -> FlowRecord<'static> {
-    FlowRecord {
-        src_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        dst_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        src_port: 0,
-        dst_port: 0,
-        proto: 0,
-        vlan: 0,
-        tunnel: Default::default(),
-        src_mac: [0; 6],
-        dst_mac: [0; 6],
-        first_ns: 0,
-        last_ns: 0,
-        fwd: Default::default(),
-        rev: Default::default(),
-        first_lengths: [0; EARLY_PACKETS],
-        first_iats_ns: [0; EARLY_PACKETS],
-        first_count: 0,
-        fwd_payload: &[],
-        rev_payload: &[],
-        end_reason: EndReason::End,
-        extra: trawl_flow::RecordExtra::default(),
-        app: None,
-    }
+    FlowRecord::empty()
 }
 
 /// Times as a data record gave them, resolved once the record is complete.

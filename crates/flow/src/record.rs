@@ -314,6 +314,37 @@ impl RecordExtra {
     }
 }
 
+impl FlowRecord<'static> {
+    /// A record with every field zero, addresses 0.0.0.0: what a collector fills in from a
+    /// data record, and what tests and benchmarks start from.
+    pub fn empty() -> Self {
+        let zero = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+        FlowRecord {
+            src_ip: zero,
+            dst_ip: zero,
+            src_port: 0,
+            dst_port: 0,
+            proto: 0,
+            vlan: 0,
+            tunnel: Default::default(),
+            src_mac: [0; 6],
+            dst_mac: [0; 6],
+            first_ns: 0,
+            last_ns: 0,
+            fwd: Default::default(),
+            rev: Default::default(),
+            first_lengths: [0; EARLY_PACKETS],
+            first_iats_ns: [0; EARLY_PACKETS],
+            first_count: 0,
+            fwd_payload: &[],
+            rev_payload: &[],
+            end_reason: EndReason::End,
+            extra: RecordExtra::default(),
+            app: None,
+        }
+    }
+}
+
 impl<'a> FlowRecord<'a> {
     pub(crate) fn from_entry(
         e: &FlowEntry,

@@ -277,30 +277,7 @@ pub fn read_interfaces(path: &Path) -> Result<InterfaceMap, Error> {
 /// A record with every field zero, addresses 0.0.0.0 (tests and benchmarks fill it in).
 #[doc(hidden)]
 pub fn record() -> FlowRecord<'static> {
-    use std::net::Ipv4Addr;
-    FlowRecord {
-        src_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        dst_ip: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-        src_port: 0,
-        dst_port: 0,
-        proto: 0,
-        vlan: 0,
-        tunnel: Default::default(),
-        src_mac: [0; 6],
-        dst_mac: [0; 6],
-        first_ns: 0,
-        last_ns: 0,
-        fwd: Default::default(),
-        rev: Default::default(),
-        first_lengths: [0; trawl_flow::EARLY_PACKETS],
-        first_iats_ns: [0; trawl_flow::EARLY_PACKETS],
-        first_count: 0,
-        fwd_payload: &[],
-        rev_payload: &[],
-        end_reason: trawl_flow::EndReason::End,
-        extra: Default::default(),
-        app: None,
-    }
+    FlowRecord::empty()
 }
 
 #[cfg(test)]
