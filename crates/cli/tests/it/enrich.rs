@@ -2,12 +2,11 @@
 //! gives every record the AS numbers and countries of its addresses as python's `maxminddb`
 //! reads the same files, and an IPFIX export carries them to the collector
 //! (bgpSourceAsNumber/bgpDestinationAsNumber and trawl's country elements).
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+use super::sflow::{python, READ_MMDB};
 use super::{testdata, trawl};
 
 /// Writes `asn.mmdb` and `country.mmdb` into the directory `argv[1]` with PyPI's
@@ -29,42 +28,6 @@ for line in sys.stdin.read().splitlines():
 asn.to_db_file(out + '/asn.mmdb')
 country.to_db_file(out + '/country.mmdb')
 "#;
-
-/// The oracle: one `ASN COUNTRY` line per address of standard input (0 and `-` for none).
-const READ_MMDB: &str = r#"
-import sys, maxminddb
-d = sys.argv[1]
-asn = maxminddb.open_database(d + '/asn.mmdb')
-country = maxminddb.open_database(d + '/country.mmdb')
-for ip in sys.stdin.read().split():
-    a = (asn.get(ip) or {}).get('autonomous_system_number', 0)
-    c = ((country.get(ip) or {}).get('country') or {}).get('iso_code') or '-'
-    print(a, c)
-"#;
-
-fn python(script: &str, dir: &Path, input: &str) -> String {
-    let mut child = Command::new("python3")
-        .args(["-c", script])
-        .arg(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 is required");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "python (pip install mmdb-writer maxminddb): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 fn lines(out: &[u8]) -> Vec<Value> {
     String::from_utf8_lossy(out)

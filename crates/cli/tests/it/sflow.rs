@@ -365,9 +365,9 @@ for net, c in [('50.0.0.0/8', 'SE'), ('52.52.52.0/24', 'US'), ('53.0.0.0/8', 'DE
 country.to_db_file(out + '/country.mmdb')
 "#;
 
-/// The oracle: python's `maxminddb` reader; one line per address on standard input, one
+/// The oracle (also the enrichment test's): python's `maxminddb` reader; one line per address on standard input, one
 /// `ASN COUNTRY` line out (0 and `-` when the file has nothing).
-const READ_MMDB: &str = r#"
+pub(crate) const READ_MMDB: &str = r#"
 import sys, maxminddb
 d = sys.argv[1]
 asn = maxminddb.open_database(d + '/asn.mmdb')
@@ -378,7 +378,7 @@ for ip in sys.stdin.read().split():
     print(a, c)
 "#;
 
-fn python(script: &str, arg: &Path, input: &str) -> String {
+pub(crate) fn python(script: &str, arg: &Path, input: &str) -> String {
     use std::io::Write;
     let mut child = Command::new("python3")
         .args(["-c", script])
