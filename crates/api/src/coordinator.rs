@@ -84,7 +84,7 @@ pub(crate) async fn packets(State(s): State<Shared>, Query(raw): Raw) -> Respons
     let path = format!("/api/v1/packets?{}", forwarded(&raw, &["probe"]));
     let opened = tokio::time::timeout(fleet.timeout, client::open(probe, &path, fleet.retries));
     let resp = match opened.await {
-        Ok(Ok(r)) => r,
+        Ok(Ok((r, _))) => r,
         Ok(Err(Failure::Refused(m))) | Ok(Err(Failure::Error(m))) => {
             return error(StatusCode::BAD_GATEWAY, &format!("probe {name}: {m}"), None)
         }

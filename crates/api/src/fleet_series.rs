@@ -237,7 +237,8 @@ async fn ask_all(
             continue;
         };
         r.time_ms = took.as_secs_f64() * 1e3;
-        let doc = got.and_then(|b| {
+        let doc = got.and_then(|(b, protocol)| {
+            r.protocol = Some(protocol);
             serde_json::from_slice::<serde_json::Value>(&b)
                 .map_err(|e| Failure::Error(format!("the series answer is not JSON: {e}")))
         });

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use trawl_compose::Reporter;
@@ -22,8 +22,14 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD: usize = 32 * 1024;
 /// Connections served at once; more wait to be accepted.
 const MAX_CONNECTIONS: usize = 256;
+/// Requests in flight on one HTTP/2 connection (a coordinator's concurrent queries).
+const MAX_STREAMS: u32 = 64;
 /// How long shutting down waits for requests in flight.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// Nice value of the API's threads: queries, packet reads and answers run below capture and
+/// below whatever else an operator runs on the probe (a fleet's coordinator, when the probes
+/// share its machine, merges as answers arrive instead of after the last one).
+const API_NICE: i32 = 10;
 
 /// What the handlers share.
 pub(crate) struct AppState {
@@ -69,6 +75,11 @@ impl Server {
             .worker_threads(cfg.threads)
             .max_blocking_threads(8)
             .thread_name("trawl-api")
+            .on_thread_start(|| {
+                if let Err(e) = trawl_packets::set_cpu_nice(API_NICE) {
+                    tracing::debug!(message = "API thread keeps its CPU priority.", %e);
+                }
+            })
             .enable_all()
             .build()
             .map_err(Error::Runtime)?;
@@ -173,16 +184,25 @@ where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper_util::service::TowerToHyperService::new(router);
-    let _ = hyper::server::conn::http1::Builder::new()
+    // HTTP/1.1, or HTTP/2 when the client opens with its preface (h2c by prior knowledge, or
+    // after ALPN "h2" over TLS): the fleet's coordinator multiplexes its queries to a probe
+    // over one HTTP/2 connection.
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
-        .max_buf_size(MAX_HEAD)
-        .serve_connection(TokioIo::new(io), service)
-        .await;
+        .max_buf_size(MAX_HEAD);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(MAX_HEAD as u32)
+        .max_concurrent_streams(MAX_STREAMS);
+    let _ = builder.serve_connection(TokioIo::new(io), service).await;
 }
 
 /// The TLS side: the certificate chain and key from PEM files, TLS 1.2 and 1.3 (rustls'
-/// safe defaults), HTTP/1.1.
+/// safe defaults), HTTP/2 or HTTP/1.1 by ALPN.
 fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -205,6 +225,6 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, Error> {
         .with_no_client_auth()
         .with_single_cert(certs, key_der)
         .map_err(|e| file_error(key, "key (does it belong to the certificate?)", &e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
 }

@@ -1,5 +1,9 @@
-//! One probe asked over HTTP/1.1 (hyper's connection-level client: one connection per probe
-//! and query, so nothing is pooled or shared between probes), optionally over TLS. Connecting
+//! One probe asked over HTTP/2 (hyper's connection-level client: one connection per probe
+//! and query, so nothing is pooled or shared between probes), optionally over TLS. Over TLS
+//! the version is ALPN's choice (`h2`, else `http/1.1`); in clear text the client opens with
+//! HTTP/2's preface (prior knowledge, RFC 9113 3.3) and, when the peer answers that with
+//! something that is not HTTP/2 (an HTTP/1.1-only server or proxy), asks again over HTTP/1.1
+//! on a new connection: the preface is no request, so nothing was scanned twice. Connecting
 //! is retried with doubling back-off; anything after the connection is not (a probe that
 //! answered badly would answer badly again, and a retried scan costs the probe twice).
 use std::path::Path;
@@ -9,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::header;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -31,7 +35,24 @@ pub enum Failure {
     Error(String),
 }
 
-/// The rustls settings trusting the CA certificates of `ca` (PEM).
+/// The HTTP version a probe was asked in (its report's `protocol`, named as ALPN names it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum Protocol {
+    /// HTTP/2.
+    #[default]
+    #[serde(rename = "h2")]
+    Http2,
+    /// HTTP/1.1: the probe (or a proxy before it) does not speak HTTP/2.
+    #[serde(rename = "http/1.1")]
+    Http1,
+}
+
+/// A probe's answer as soon as its head has come (the body still streaming), and the
+/// version it came in.
+pub type Opened = (hyper::Response<hyper::body::Incoming>, Protocol);
+
+/// The rustls settings trusting the CA certificates of `ca` (PEM), offering `h2` and
+/// `http/1.1` by ALPN.
 pub fn tls_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
@@ -53,24 +74,26 @@ pub fn tls_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, Error> {
         .map_err(|e| err(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+    let mut config = config;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
 /// GETs `path` (with its query string) from `probe` before `deadline`: the body of a 200
-/// answer of at most `max_body` bytes.
+/// answer of at most `max_body` bytes, and the version it came in.
 pub async fn get(
     probe: &Probe,
     path: &str,
     deadline: Instant,
     retries: u32,
     max_body: usize,
-) -> Result<Bytes, Failure> {
+) -> Result<(Bytes, Protocol), Failure> {
     let exchange = async {
-        let resp = open(probe, path, retries).await?;
+        let (resp, protocol) = open(probe, path, retries).await?;
         let status = resp.status();
         let body = read_body(resp.into_body(), max_body).await?;
         if status.is_success() {
-            Ok(body)
+            Ok((body, protocol))
         } else {
             Err(refusal(status, &body))
         }
@@ -114,11 +137,23 @@ fn cut(e: &hyper::Error, received: usize) -> String {
     }
 }
 
-/// The kind of the I/O error under `e`, if one is.
+/// The kind of the I/O error under `e`, if one is: in the error's chain, or held by an
+/// HTTP/2 error (which has no chain of its own). HTTP/2's I/O errors other than a reset are
+/// the connection ending under an open stream (`BrokenPipe`; "bytes remaining on stream" when
+/// it ends before the length the answer declared): read as a close, HTTP/1.1's
+/// `UnexpectedEof`.
 fn io_kind(e: &hyper::Error) -> Option<std::io::ErrorKind> {
-    std::iter::successors(std::error::Error::source(e), |s| s.source())
-        .find_map(|s| s.downcast_ref::<std::io::Error>())
-        .map(std::io::Error::kind)
+    use std::io::ErrorKind;
+    std::iter::successors(std::error::Error::source(e), |s| s.source()).find_map(|s| {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        let kind = s.downcast_ref::<h2::Error>()?.get_io()?.kind();
+        Some(match kind {
+            ErrorKind::ConnectionReset => kind,
+            _ => ErrorKind::UnexpectedEof,
+        })
+    })
 }
 
 /// What ended a connection before the answer's head: a reset or a close are named as such.
@@ -126,6 +161,9 @@ fn no_answer(e: &hyper::Error) -> String {
     match io_kind(e) {
         Some(std::io::ErrorKind::ConnectionReset) => {
             "connection reset before the answer began".to_string()
+        }
+        Some(std::io::ErrorKind::UnexpectedEof) => {
+            "the connection closed before the answer began".to_string()
         }
         _ if e.is_incomplete_message() => {
             "the connection closed before the answer began".to_string()
@@ -151,15 +189,18 @@ pub fn refusal(status: hyper::StatusCode, body: &[u8]) -> Failure {
 
 /// Sends `GET path` to `probe` and returns its answer as soon as its head has arrived, the
 /// body still streaming (what a proxy passes on). No deadline: the caller sets one.
-pub async fn open(
-    probe: &Probe,
-    path: &str,
-    retries: u32,
-) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+pub async fn open(probe: &Probe, path: &str, retries: u32) -> Result<Opened, Failure> {
     let tcp = connect(&probe.endpoint.authority, retries).await?;
-    let _ = tcp.set_nodelay(true);
     match &probe.tls {
-        None => request(tcp, probe, path).await,
+        None => match request_h2(tcp, probe, path).await {
+            Err(H2Failure::NotHttp2(why)) => {
+                tracing::debug!(message = "Probe does not speak HTTP/2, asking over HTTP/1.1.", probe = %probe.name, %why);
+                let tcp = connect(&probe.endpoint.authority, retries).await?;
+                request_h1(tcp, probe, path).await
+            }
+            Err(H2Failure::Failed(f)) => Err(f),
+            Ok(r) => Ok(r),
+        },
         Some(config) => {
             let name = rustls::pki_types::ServerName::try_from(probe.endpoint.host.clone())
                 .map_err(|e| Failure::Error(format!("TLS server name: {e}")))?;
@@ -167,7 +208,16 @@ pub async fn open(
                 .connect(name, tcp)
                 .await
                 .map_err(|e| Failure::Error(format!("TLS handshake: {e}")))?;
-            request(tls, probe, path).await
+            if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
+                request_h2(tls, probe, path).await.map_err(|f| match f {
+                    H2Failure::NotHttp2(why) => {
+                        Failure::Error(format!("HTTP/2 chosen by ALPN, then: {why}"))
+                    }
+                    H2Failure::Failed(f) => f,
+                })
+            } else {
+                request_h1(tls, probe, path).await
+            }
         }
     }
 }
@@ -178,7 +228,10 @@ async fn connect(authority: &str, retries: u32) -> Result<TcpStream, Failure> {
     let mut attempt = 0;
     loop {
         match TcpStream::connect(authority).await {
-            Ok(s) => return Ok(s),
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
             Err(e) if attempt < retries => {
                 tracing::debug!(message = "Probe connection failed, retrying.", authority, %e);
                 attempt += 1;
@@ -199,32 +252,79 @@ async fn connect(authority: &str, retries: u32) -> Result<TcpStream, Failure> {
     }
 }
 
-async fn request<S>(
-    io: S,
+/// Why an HTTP/2 request got no answer.
+enum H2Failure {
+    /// The peer answered the preface with something that is not HTTP/2 (why).
+    NotHttp2(String),
+    /// Any other failure.
+    Failed(Failure),
+}
+
+/// The request of `path` to `probe`, with its token.
+fn get_request(
     probe: &Probe,
     path: &str,
-) -> Result<hyper::Response<hyper::body::Incoming>, Failure>
+    host: bool,
+) -> Result<hyper::Request<Empty<Bytes>>, Failure> {
+    let mut req = hyper::Request::get(format!("{}{path}", probe.endpoint.prefix));
+    if host {
+        req = req.header(header::HOST, &probe.endpoint.authority);
+    }
+    if let Some(t) = &probe.token {
+        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    req.body(Empty::<Bytes>::new())
+        .map_err(|e| Failure::Error(format!("request: {e}")))
+}
+
+async fn request_h1<S>(io: S, probe: &Probe, path: &str) -> Result<Opened, Failure>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let failed = |what: &str, e: &dyn std::fmt::Display| Failure::Error(format!("{what}: {e}"));
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
-        .map_err(|e| failed("HTTP handshake", &e))?;
+        .map_err(|e| Failure::Error(format!("HTTP handshake: {e}")))?;
     // The connection task ends with the answer (or when the request is dropped).
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let mut req = hyper::Request::get(format!("{}{path}", probe.endpoint.prefix))
-        .header(header::HOST, &probe.endpoint.authority);
-    if let Some(t) = &probe.token {
-        req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
-    }
-    let req = req
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| failed("request", &e))?;
-    sender
-        .send_request(req)
+    let resp = sender
+        .send_request(get_request(probe, path, true)?)
         .await
-        .map_err(|e| Failure::Error(no_answer(&e)))
+        .map_err(|e| Failure::Error(no_answer(&e)))?;
+    Ok((resp, Protocol::Http1))
+}
+
+async fn request_h2<S>(io: S, probe: &Probe, path: &str) -> Result<Opened, H2Failure>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| H2Failure::Failed(Failure::Error(format!("HTTP/2 handshake: {e}"))))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    // The URI carries the authority (HTTP/2's `:authority`), not a Host header.
+    let mut req = get_request(probe, path, false).map_err(H2Failure::Failed)?;
+    *req.uri_mut() = format!(
+        "http://{}{}{path}",
+        probe.endpoint.authority, probe.endpoint.prefix
+    )
+    .parse()
+    .map_err(|e| H2Failure::Failed(Failure::Error(format!("request URI: {e}"))))?;
+    match sender.send_request(req).await {
+        Ok(resp) => Ok((resp, Protocol::Http2)),
+        Err(e) if not_http2(&e) => Err(H2Failure::NotHttp2(e.to_string())),
+        Err(e) => Err(H2Failure::Failed(Failure::Error(no_answer(&e)))),
+    }
+}
+
+/// Whether an HTTP/2 request failed because the peer's bytes were not HTTP/2 frames (an
+/// HTTP/1.1 server answering the preface: its status line read as a frame header), rather than
+/// a connection that was closed or reset.
+fn not_http2(e: &hyper::Error) -> bool {
+    io_kind(e).is_none() && !e.is_canceled() && !e.is_timeout() && !e.is_incomplete_message()
 }

@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::Semaphore;
 use trawl_query::{Attribute, PartialAggregate, Query};
 
-use crate::client::{self, Failure};
+use crate::client::{self, Failure, Protocol};
 use crate::condition::{for_probe, ForProbe};
 use crate::config::{Fleet, Probe};
 use crate::Error;
@@ -58,6 +58,9 @@ pub struct ProbeReport {
     pub rows_scanned: u64,
     /// Time from asking it to its decoded answer, ms.
     pub time_ms: f64,
+    /// The HTTP version it answered in (`h2`, or `http/1.1` when it does not speak HTTP/2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
 }
 
 impl ProbeReport {
@@ -73,6 +76,7 @@ impl ProbeReport {
             blocks_scanned: 0,
             rows_scanned: 0,
             time_ms: 0.0,
+            protocol: None,
         }
     }
 
@@ -197,8 +201,11 @@ fn max_body(max_groups: usize) -> usize {
     max_groups.saturating_mul(1024).saturating_add(1 << 20)
 }
 
+/// A probe's answer, decoded, and the HTTP version it came in.
+type Answer = Result<(PartialAggregate, Protocol), Failure>;
+
 /// A probe's outcome as it reaches the merging thread.
-type Arrival = (usize, Result<PartialAggregate, Failure>, f64);
+type Arrival = (usize, Answer, f64);
 
 /// Asks one probe and decodes its answer.
 async fn ask(
@@ -206,17 +213,18 @@ async fn ask(
     path: String,
     fleet: (std::time::Duration, u32),
     query: Arc<Query>,
-) -> (Result<PartialAggregate, Failure>, f64) {
+) -> (Answer, f64) {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + fleet.0;
     let max_groups = query.max_groups;
     let outcome = match client::get(&probe, &path, deadline, fleet.1, max_body(max_groups)).await {
         Err(f) => Err(f),
-        Ok(body) => {
+        Ok((body, protocol)) => {
             let name = probe.key().to_string();
             let decode = tokio::task::spawn_blocking(move || {
                 PartialAggregate::from_bytes(&body, max_groups)
                     .and_then(|p| p.for_probe(&name, &query.attributes))
+                    .map(|p| (p, protocol))
                     .map_err(|e| Failure::Error(e.to_string()))
             });
             match tokio::time::timeout_at(deadline, decode).await {
@@ -282,8 +290,9 @@ pub fn run_with(
         let r = &mut reports[i];
         r.time_ms = ms;
         let answered = match outcome {
-            Ok(p) => {
+            Ok((p, protocol)) => {
                 r.status = Status::Ok;
+                r.protocol = Some(protocol);
                 r.groups = p.len() as u64;
                 r.blocks_scanned = p.stats.blocks_scanned;
                 r.rows_scanned = p.stats.rows_scanned;

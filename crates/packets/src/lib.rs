@@ -43,5 +43,5 @@ pub use layout::{list_segments, SegmentName, StoredSegment};
 pub use reader::{PacketStore, ReadStats, Selection, StoreSpan, StoredPacket};
 pub use repair::{repair_segment, RepairReport};
 pub use retention::{Budget, Retention, RetentionConfig, RetentionHandle, RetentionStats};
-pub use sys::{set_io_priority, IoPriority};
+pub use sys::{set_cpu_nice, set_io_priority, IoPriority};
 pub use terms::required_items;

@@ -42,6 +42,35 @@ pub fn set_io_priority(p: IoPriority) -> io::Result<()> {
     Ok(())
 }
 
+/// Lowers the CPU priority of the calling thread to at least `nice` (`setpriority(2)` on the
+/// thread's id: Linux gives each thread its own nice value); a thread already nicer keeps its
+/// value, so this never raises a priority (`nice -n 15 trawl serve` stays at 15). Serving
+/// queries and packets must not take CPU from capture, or from what an operator runs
+/// interactively on the same machine.
+pub fn set_cpu_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid takes no argument and touches no memory.
+    let tid = unsafe { libc::gettid() } as libc::id_t;
+    // getpriority returns the nice value, which may be -1: errno tells an error from it.
+    // SAFETY: errno is this thread's; getpriority takes two integers and touches no memory.
+    let now = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, tid)
+    };
+    if now == -1 && io::Error::last_os_error().raw_os_error() != Some(0) {
+        return Err(io::Error::last_os_error());
+    }
+    if now >= nice {
+        return Ok(());
+    }
+    // SAFETY: setpriority takes three integers and touches no memory of ours; `who` is the
+    // calling thread's id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Advice about a file range (`posix_fadvise(2)`); advisory, so errors are ignored.
 pub(crate) fn advise(file: &File, offset: u64, len: u64, advice: libc::c_int) {
     // SAFETY: the descriptor is valid for the borrow of `file`; no memory is passed.
@@ -96,4 +125,34 @@ pub(crate) fn volume_space(path: &Path) -> io::Result<(u64, u64)> {
     #[allow(clippy::unnecessary_cast)]
     let (frsize, blocks, avail) = (s.f_frsize as u64, s.f_blocks as u64, s.f_bavail as u64);
     Ok((blocks * frsize, avail * frsize))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The nice value of the calling thread, as the kernel shows it (field 19 of its stat).
+    fn own_nice() -> i32 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+        // The command name (field 2) may hold spaces: count from its closing parenthesis.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        after.split(' ').nth(16).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn a_thread_is_made_nicer_never_less_nice() {
+        std::thread::spawn(|| {
+            let before = own_nice();
+            super::set_cpu_nice(before + 5).unwrap();
+            assert_eq!(own_nice(), before + 5);
+            // Asking for less leaves it as it is (raising a priority is not this call's job).
+            super::set_cpu_nice(before).unwrap();
+            assert_eq!(own_nice(), before + 5);
+        })
+        .join()
+        .unwrap();
+        // Other threads keep theirs.
+        let main = own_nice();
+        std::thread::spawn(move || assert_eq!(own_nice(), main))
+            .join()
+            .unwrap();
+    }
 }

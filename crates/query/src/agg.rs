@@ -333,6 +333,60 @@ impl Part {
 /// conversation table is ~100 k groups, a few MB).
 const PART_BITS: u32 = 8;
 const PARTS: usize = 1 << PART_BITS;
+/// Groups of the smaller side from which [`AggTable::absorb`] merges on every core (a
+/// thread's start costs tens of microseconds; a group's addition about 0.1).
+const PARALLEL_ABSORB_MIN: usize = 16_384;
+
+/// Puts a partition's groups held outside its hash table into it.
+fn unpack_part(part: &mut Part, packed: &mut Groups) {
+    part.reserve(part.len + packed.len);
+    part.add_recs(packed.iter().map(group_item));
+    packed.clear(false);
+}
+
+/// [`AggTable::absorb`] of a run of partitions: each of `theirs` (hashed, or held outside a
+/// table) added to the same partition of `mine`.
+fn absorb_run(
+    mine: &mut [Part],
+    mine_packed: &mut [Groups],
+    theirs: &mut [Part],
+    their_packed: &mut [Groups],
+) {
+    let metrics = |m: Metrics| {
+        [
+            m.fwd_packets,
+            m.rev_packets,
+            m.fwd_bytes,
+            m.rev_bytes,
+            m.flows,
+        ]
+    };
+    for p in 0..mine.len() {
+        let theirs = std::mem::take(&mut theirs[p]);
+        let packed = std::mem::take(&mut their_packed[p]);
+        if theirs.len + packed.len == 0 {
+            continue;
+        }
+        if mine[p].len + mine_packed[p].len == 0 {
+            // Nothing here yet: their groups as they are (distinct keys, either form).
+            mine[p] = theirs;
+            mine_packed[p] = packed;
+            continue;
+        }
+        if mine_packed[p].len > 0 {
+            unpack_part(&mut mine[p], &mut mine_packed[p]);
+        }
+        let part = &mut mine[p];
+        // The union holds at least the larger side.
+        part.reserve(part.len.max(theirs.len + packed.len));
+        part.add_recs(
+            theirs
+                .iter()
+                .map(|(k, m)| (k, metrics(m)))
+                .chain(packed.iter().map(group_item)),
+        );
+    }
+}
 const PART_SHIFT: u32 = 64 - PART_BITS;
 
 /// Words of a staged row: key (low, high), forward and reverse packets (32 bits each),
@@ -675,10 +729,7 @@ impl AggTable {
 
     #[cold]
     fn unpack_slow(&mut self, p: usize) {
-        let part = &mut self.parts[p];
-        part.reserve(part.len + self.packed[p].len);
-        part.add_recs(self.packed[p].iter().map(group_item));
-        self.packed[p].clear(false);
+        unpack_part(&mut self.parts[p], &mut self.packed[p]);
     }
 
     /// Adds `m` to the group `key`.
@@ -890,38 +941,29 @@ impl AggTable {
             if other.len() > self.len() {
                 std::mem::swap(self, &mut other);
             }
-            for p in 0..PARTS {
-                let theirs = std::mem::take(&mut other.parts[p]);
-                let packed = std::mem::take(&mut other.packed[p]);
-                if theirs.len + packed.len == 0 {
-                    continue;
+            // Partitions are disjoint: a large merge (a probe's answer at the coordinator, a
+            // worker's table) runs on every core, each thread taking a run of partitions.
+            let threads = if other.len() >= PARALLEL_ABSORB_MIN {
+                std::thread::available_parallelism().map_or(1, |n| n.get().min(PARTS))
+            } else {
+                1
+            };
+            let run = PARTS.div_ceil(threads);
+            let mine = self.parts.chunks_mut(run).zip(self.packed.chunks_mut(run));
+            let theirs = other
+                .parts
+                .chunks_mut(run)
+                .zip(other.packed.chunks_mut(run));
+            let mut runs: Vec<_> = mine.zip(theirs).collect();
+            let last = runs.pop();
+            std::thread::scope(|sc| {
+                for ((parts, packed), (their_parts, their_packed)) in runs {
+                    sc.spawn(move || absorb_run(parts, packed, their_parts, their_packed));
                 }
-                if self.parts[p].len + self.packed[p].len == 0 {
-                    // Nothing here yet: their groups as they are (distinct keys, either form).
-                    self.parts[p] = theirs;
-                    self.packed[p] = packed;
-                    continue;
+                if let Some(((parts, packed), (their_parts, their_packed))) = last {
+                    absorb_run(parts, packed, their_parts, their_packed);
                 }
-                self.unpack(p);
-                let mine = &mut self.parts[p];
-                // The union holds at least the larger side.
-                mine.reserve(mine.len.max(theirs.len + packed.len));
-                let metrics = |m: Metrics| {
-                    [
-                        m.fwd_packets,
-                        m.rev_packets,
-                        m.fwd_bytes,
-                        m.rev_bytes,
-                        m.flows,
-                    ]
-                };
-                mine.add_recs(
-                    theirs
-                        .iter()
-                        .map(|(k, m)| (k, metrics(m)))
-                        .chain(packed.iter().map(group_item)),
-                );
-            }
+            });
             return;
         };
         // Mapped keys land in other partitions: added in batches, prefetching ahead.

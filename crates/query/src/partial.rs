@@ -660,6 +660,10 @@ mod tests {
     use super::*;
 
     fn partial(groups: &[(u16, u64)]) -> PartialAggregate {
+        partial_of(groups, 3)
+    }
+
+    fn partial_of(groups: &[(u16, u64)], max_groups: usize) -> PartialAggregate {
         let wire = Wire {
             version: PARTIAL_JSON_VERSION,
             attributes: vec!["dport".into()],
@@ -682,7 +686,37 @@ mod tests {
                 ..ScanStats::default()
             },
         };
-        PartialAggregate::from_json(&serde_json::to_string(&wire).unwrap(), 3).unwrap()
+        PartialAggregate::from_json(&serde_json::to_string(&wire).unwrap(), max_groups).unwrap()
+    }
+
+    /// Merges large enough to run on every core (`AggTable::absorb` splits the partitions
+    /// between threads) give what adding group by group gives, for hashed groups and for the
+    /// packed ones a binary answer decodes into.
+    #[test]
+    fn a_large_merge_on_every_core_adds_every_group_once() {
+        let a: Vec<(u16, u64)> = (0..40_000u16).map(|p| (p, u64::from(p) + 1)).collect();
+        let b: Vec<(u16, u64)> = (20_000..60_000u16).map(|p| (p, 7)).collect();
+        let mut want = std::collections::HashMap::new();
+        for &(p, bytes) in a.iter().chain(&b) {
+            *want.entry(p).or_insert(0) += bytes;
+        }
+        let as_sent = |g: &[(u16, u64)]| {
+            PartialAggregate::from_bytes(&partial_of(g, 100_000).to_bytes(), 100_000).unwrap()
+        };
+        for (mut into, other) in [
+            (partial_of(&a, 100_000), partial_of(&b, 100_000)),
+            (as_sent(&a), as_sent(&b)),
+            (as_sent(&b), partial_of(&a, 100_000)),
+        ] {
+            into.merge(other).unwrap();
+            let got: std::collections::HashMap<u16, u64> = into
+                .groups()
+                .into_iter()
+                .map(|(k, m)| (k.dport.unwrap(), m.fwd_bytes))
+                .collect();
+            assert_eq!(got.len(), 60_000);
+            assert_eq!(got, want);
+        }
     }
 
     #[test]

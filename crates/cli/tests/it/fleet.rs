@@ -383,18 +383,32 @@ fn fake_probe(answer: Vec<u8>) -> String {
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut s in l.incoming().flatten() {
-            let mut buf = [0u8; 4096];
-            let mut head = Vec::new();
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match s.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
+            if read_head(&mut s).is_some() {
+                let _ = s.write_all(&answer);
             }
-            let _ = s.write_all(&answer);
         }
     });
     format!("http://{addr}")
+}
+
+/// Reads a request's head, as an HTTP/1.1-only server does: an HTTP/2 preface is answered
+/// at once with 400 and the connection closed (`None`), as a real one answers it.
+fn read_head(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 4096];
+    let mut head = Vec::new();
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    if head.starts_with(b"PRI * HTTP/2.0") {
+        let _ = s.write_all(
+            b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        );
+        return None;
+    }
+    Some(head)
 }
 
 fn http_200(body: &[u8], claimed_len: usize) -> Vec<u8> {
@@ -1201,16 +1215,10 @@ fn late_probe(answer: Vec<u8>, delay: Duration) -> String {
         for mut s in l.incoming().flatten() {
             let answer = answer.clone();
             std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+                if read_head(&mut s).is_some() {
+                    std::thread::sleep(delay);
+                    let _ = s.write_all(&answer);
                 }
-                std::thread::sleep(delay);
-                let _ = s.write_all(&answer);
             });
         }
     });
@@ -1302,4 +1310,109 @@ fn coordinator_streams_the_fleet_query_as_probes_answer() {
         coordinator.url
     ));
     assert_eq!(code, 400);
+}
+
+/// Issue 21: the coordinator asks probes over HTTP/2 (h2c, by prior knowledge) and a probe
+/// that speaks only HTTP/1.1 (an older trawl, or a proxy before it) over HTTP/1.1 on a new
+/// connection; each report names the version, and both answers are merged. The probe API
+/// answers both versions (curl, an independent client).
+#[test]
+fn fleet_asks_over_http2_and_an_http1_only_probe_over_http1() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let db = dir.path().join("db");
+    ingest(PROBES[0].2, &db, "new");
+    let probe = Probe::serve(&db, None, &token_file);
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2-prior-knowledge", "2")] {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_version} %{http_code}",
+            ])
+            .args([flag, "-H", &format!("Authorization: Bearer {TOKEN}")])
+            .arg(format!("{}/api/v1/partial?attrs=dport", probe.url))
+            .output()
+            .expect("curl (scripts/deps.sh installs it)");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{version} 200"),
+            "curl {flag}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let real = partial_bytes(&probe.url, "dport");
+    let old = fake_probe(http_200(&real, real.len()));
+    let file = dir.path().join("probes.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[probe]]\nname = \"new\"\nurl = \"{}\"\ntoken_file = \"token\"\n\n\
+             [[probe]]\nname = \"old\"\nurl = \"{old}\"\n",
+            probe.url
+        ),
+    )
+    .unwrap();
+    let got = json_of(&trawl_ok(&[
+        "query",
+        "--probes",
+        file.to_str().unwrap(),
+        "dport,probe",
+        "-n",
+        "0",
+        "--format",
+        "json",
+    ]));
+    let reports: Vec<(String, String, String)> = got["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or("").to_string();
+            (s("name"), s("status"), s("protocol"))
+        })
+        .collect();
+    assert_eq!(
+        reports,
+        [
+            ("new".into(), "ok".into(), "h2".into()),
+            ("old".into(), "ok".into(), "http/1.1".into())
+        ],
+        "{}",
+        got["probes"]
+    );
+    // Each probe's rows are the probe's own database's (the old one answered with them too).
+    let local = rows(&json_of(&trawl_ok(&[
+        "query",
+        "-d",
+        db.to_str().unwrap(),
+        "dport,iface",
+        "-n",
+        "0",
+        "--format",
+        "json",
+    ])));
+    assert!(!local.is_empty());
+    let sorted = |mut v: Vec<Value>| {
+        v.sort_by_key(|r| r.to_string());
+        v
+    };
+    for name in ["new", "old"] {
+        let of_probe: Vec<Value> = rows(&got)
+            .into_iter()
+            .filter(|r| r["probe"] == name)
+            .collect();
+        let want: Vec<Value> = local
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r["probe"] = name.into();
+                r
+            })
+            .collect();
+        assert_eq!(sorted(of_probe), sorted(want), "{name}");
+    }
 }
