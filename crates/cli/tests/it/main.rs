@@ -579,6 +579,7 @@ mod kafka;
 mod kafka_batch;
 mod live;
 mod logs;
+mod logs_flows;
 mod logs_hourly;
 mod logs_live;
 mod modules;
