@@ -94,10 +94,11 @@ struct TlsDir {
     /// Bytes (and gaps) taken so far: the offset of a gap.
     offset: u64,
     outcome: Option<Outcome>,
-    /// After a ServerHello of TLS 1.2 or before: reading on to the Certificate message.
+    /// After a ServerHello of TLS 1.2 or before, and after any ClientHello (a client
+    /// certificate, TLS 1.2 and before): reading on to the Certificate message.
     certs: Option<CertificateReader>,
-    /// The server's first certificate, `None` in a flight without one, or why it could not be
-    /// read.
+    /// The direction's first certificate (the server's, or the client's after a
+    /// CertificateRequest), `None` in a flight without one, or why it could not be read.
     cert: Option<Result<Option<Certificate>, String>>,
 }
 
@@ -163,8 +164,10 @@ impl ConnState for TlsConn {
             ))),
         };
         if let Some(Outcome::Hello { hello, .. }) = &d.outcome {
-            // TLS 1.3 encrypts the Certificate message: read on only before it.
-            if hello.kind == HelloKind::Server && hello.version() <= 0x0303 {
+            // TLS 1.3 encrypts the Certificate message: read on only before it. The client's
+            // version is the server's to choose: its direction is read on in any case, and its
+            // next record in TLS 1.3 (ChangeCipherSpec or application data) ends the reading.
+            if hello.kind == HelloKind::Client || hello.version() <= 0x0303 {
                 let mut certs = d.reader.certificate_reader();
                 // The bytes that came with the hello.
                 if let Some(a) = certs.push(&[]) {
@@ -363,7 +366,10 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     j.insert("first_ns".into(), json!(conn.first_ns));
     hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
     if let Some(cert) = &dirs[1 - client_dir].cert {
-        cert_fields(&mut j, cert);
+        cert_fields(&mut j, "cert_", cert);
+    }
+    if let Some(cert) = &dirs[client_dir].cert {
+        cert_fields(&mut j, "client_cert_", cert);
     }
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
@@ -408,21 +414,27 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
     }
 }
 
-/// The server certificate's fields (docs/specs/logs.md), or why it could not be read.
-fn cert_fields(j: &mut Map<String, Value>, cert: &Result<Option<Certificate>, String>) {
+/// A certificate's fields (docs/specs/logs.md) under `prefix` (`cert_`: the server's,
+/// `client_cert_`: the client's), or why it could not be read.
+fn cert_fields(
+    j: &mut Map<String, Value>,
+    prefix: &str,
+    cert: &Result<Option<Certificate>, String>,
+) {
+    let mut put = |name: &str, v: Value| {
+        j.insert(format!("{prefix}{name}"), v);
+    };
     match cert {
         Ok(Some(c)) => {
-            j.insert("cert_subject".into(), json!(c.subject));
-            j.insert("cert_issuer".into(), json!(c.issuer));
-            j.insert("cert_not_before".into(), json!(c.not_before));
-            j.insert("cert_not_after".into(), json!(c.not_after));
-            j.insert("cert_serial".into(), json!(c.serial));
-            j.insert("cert_san_dns".into(), json!(c.san_dns));
+            put("subject", json!(c.subject));
+            put("issuer", json!(c.issuer));
+            put("not_before", json!(c.not_before));
+            put("not_after", json!(c.not_after));
+            put("serial", json!(c.serial));
+            put("san_dns", json!(c.san_dns));
         }
         Ok(None) => {}
-        Err(e) => {
-            j.insert("cert_error".into(), json!(e));
-        }
+        Err(e) => put("error", json!(e)),
     }
 }
 
