@@ -100,9 +100,42 @@ struct TlsDir {
     /// The direction's first certificate (the server's, or the client's after a
     /// CertificateRequest), `None` in a flight without one, or why it could not be read.
     cert: Option<Result<Option<Certificate>, String>>,
+    /// The client's direction after the server's HelloRetryRequest: reading its second
+    /// ClientHello (instead of a certificate).
+    retry: Option<HelloReader>,
+    /// The client's second ClientHello, or why it could not be read.
+    second: Option<Result<Box<Hello>, String>>,
 }
 
 impl TlsDir {
+    /// The server's hello was a HelloRetryRequest: a client direction still reading on after
+    /// its first hello reads the second one instead.
+    fn expect_second_hello(&mut self) {
+        if hello_of(self, HelloKind::Client).is_some() {
+            if let Some(certs) = self.certs.take() {
+                self.retry = Some(HelloReader::after_retry(certs));
+            }
+        }
+    }
+
+    /// Feeds the reader of the second ClientHello, if one is reading.
+    fn second_hello(&mut self, chunk: Chunk<'_>) {
+        let Some(r) = &mut self.retry else {
+            return;
+        };
+        let answer = match chunk {
+            Chunk::Data(bytes) => r.push(bytes).map(|a| a.map(Box::new).map_err(|e| bare(&e))),
+            Chunk::Gap(n) => Some(Err(format!(
+                "gap of {n} bytes at offset {} (stream)",
+                self.offset
+            ))),
+        };
+        if let Some(a) = answer {
+            self.second = Some(a);
+            self.retry = None;
+        }
+    }
+
     /// Feeds the certificate reader, if one is reading.
     fn certificate(&mut self, chunk: Chunk<'_>) {
         let Some(r) = &mut self.certs else {
@@ -140,7 +173,11 @@ impl ConnState for TlsConn {
     fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
         let d = &mut self.dirs[dir];
         if d.outcome.is_some() {
-            d.certificate(chunk);
+            if d.retry.is_some() {
+                d.second_hello(chunk);
+            } else {
+                d.certificate(chunk);
+            }
             if let Chunk::Data(bytes) = chunk {
                 d.offset += bytes.len() as u64;
             }
@@ -181,12 +218,15 @@ impl ConnState for TlsConn {
             // The reader's buffers are not needed any more.
             d.reader = HelloReader::new();
         }
+        if hello_of(d, HelloKind::Server).is_some_and(|(h, _)| h.retry_request) {
+            self.dirs[1 - dir].expect_second_hello();
+        }
     }
 
     fn done(&self) -> bool {
         self.dirs
             .iter()
-            .all(|d| d.outcome.is_some() && d.certs.is_none())
+            .all(|d| d.outcome.is_some() && d.certs.is_none() && d.retry.is_none())
     }
 }
 
@@ -371,6 +411,16 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     if let Some(cert) = &dirs[client_dir].cert {
         cert_fields(&mut j, "client_cert_", cert);
     }
+    match &dirs[client_dir].second {
+        Some(Ok(h)) => {
+            j.insert("retry_ja4".into(), json!(h.ja4()));
+            j.insert("retry_key_share".into(), json!(h.key_share));
+        }
+        Some(Err(e)) => {
+            j.insert("retry_error".into(), json!(e));
+        }
+        None => {}
+    }
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
         .into_iter()
@@ -399,9 +449,16 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
         }
         j.insert("alpn".into(), json!(alpn_texts(h)));
         j.insert("supported_versions".into(), json!(h.supported_versions));
+        j.insert("key_share".into(), json!(h.key_share));
         j.insert("ja4".into(), json!(h.ja4()));
     }
     if let Some(h) = sh {
+        if h.retry_request {
+            j.insert("hrr".into(), json!(true));
+            if let Some(g) = h.key_share.first() {
+                j.insert("hrr_group".into(), json!(g));
+            }
+        }
         if let Some(a) = alpn_texts(h).into_iter().next() {
             j.insert("alpn_server".into(), json!(a));
         }

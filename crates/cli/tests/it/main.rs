@@ -594,6 +594,7 @@ mod stored;
 mod svc;
 mod times;
 mod tls_cert;
+mod tls_hrr;
 mod tls_log;
 mod tunnels;
 mod voip;
