@@ -411,16 +411,8 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     if let Some(cert) = &dirs[client_dir].cert {
         cert_fields(&mut j, "client_cert_", cert);
     }
-    match &dirs[client_dir].second {
-        Some(Ok(h)) => {
-            j.insert("retry_ja4".into(), json!(h.ja4()));
-            j.insert("retry_key_share".into(), json!(h.key_share));
-        }
-        Some(Err(e)) => {
-            j.insert("retry_error".into(), json!(e));
-        }
-        None => {}
-    }
+    let second = dirs[client_dir].second.as_ref();
+    retry_fields(&mut j, second.map(|r| r.as_deref().map_err(String::clone)));
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
         .into_iter()
@@ -468,6 +460,21 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
         if let Some(ja4s) = h.ja4s_if_built() {
             j.insert("ja4s".into(), json!(ja4s));
         }
+    }
+}
+
+/// The fields of the client's second ClientHello after a HelloRetryRequest (`retry_*`), or
+/// why it could not be read, for TLS over TCP and QUIC alike.
+pub(crate) fn retry_fields(j: &mut Map<String, Value>, second: Option<Result<&Hello, String>>) {
+    match second {
+        Some(Ok(h)) => {
+            j.insert("retry_ja4".into(), json!(h.ja4()));
+            j.insert("retry_key_share".into(), json!(h.key_share));
+        }
+        Some(Err(e)) => {
+            j.insert("retry_error".into(), json!(e));
+        }
+        None => {}
     }
 }
 

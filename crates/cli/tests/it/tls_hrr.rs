@@ -1,9 +1,11 @@
-//! TLS 1.3 HelloRetryRequests over TCP (issue 23): the line of a connection whose server asked
+//! TLS 1.3 HelloRetryRequests over TCP and QUIC (issue 23): the line of a connection whose server asked
 //! the client to retry says so (`hrr`, `hrr_group`) and has the client's second ClientHello
 //! (`retry_key_share`, `retry_ja4`) beside its first (`key_share`, `ja4`). Against tshark's
 //! hellos of the streams with a HelloRetryRequest (goldens `*.hrr.tsv`, scripts/app-oracle.sh):
-//! the committed `testdata/app/tls/hrr/ndpi--steam.pcapng` and the corpus's `reddit.pcap` and
-//! `dnscrypt-v2-doh.pcap`. No other line of these captures has the fields.
+//! the committed `testdata/app/tls/hrr/ndpi--steam.pcapng`, the corpus's `reddit.pcap` and
+//! `dnscrypt-v2-doh.pcap` (TCP), `quic-24.pcap` and `quic-29.pcap` (QUIC: the second
+//! ClientHello in the client's next Initials). No other line of these captures has the
+//! fields.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -76,8 +78,9 @@ fn as_u64s(v: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// Compares one capture; returns the lines with a HelloRetryRequest.
-fn check(capture: &Path, golden: &Path, out: &Path) -> usize {
+/// Compares one capture (its lines of IP protocol `proto`); returns the lines with a
+/// HelloRetryRequest.
+fn check(capture: &Path, golden: &Path, out: &Path, proto: u64) -> usize {
     let name = capture.file_name().unwrap().to_string_lossy().to_string();
     let o = trawl(&[
         "logs",
@@ -111,7 +114,7 @@ fn check(capture: &Path, golden: &Path, out: &Path) -> usize {
         );
         let line = lines
             .iter()
-            .find(|l| l["src_port"].as_u64() == Some(first.port) && l["proto"] == 6)
+            .find(|l| l["src_port"].as_u64() == Some(first.port) && l["proto"] == proto)
             .unwrap_or_else(|| panic!("{name}: no line of client port {}", first.port));
         let at = format!("{name} stream {stream}: {line}");
         assert_eq!(line["hrr"], true, "{at}");
@@ -146,18 +149,20 @@ fn tls_log_second_client_hello_after_a_hello_retry_request_equals_tsharks() {
     let tmp = tempfile::tempdir().unwrap();
     let cap = PathBuf::from(testdata("app/tls/hrr/ndpi--steam.pcapng"));
     let golden = PathBuf::from(format!("{}.hrr.tsv", cap.display()));
-    assert_eq!(check(&cap, &golden, &tmp.path().join("steam")), 2);
+    assert_eq!(check(&cap, &golden, &tmp.path().join("steam"), 6), 2);
     let Some(root) = trawl_testkit::corpus() else {
         return;
     };
     let mut n = 0;
-    for c in ["reddit.pcap", "dnscrypt-v2-doh.pcap"] {
-        let golden = PathBuf::from(testdata(&format!("app/tls/corpus/ndpi--{c}.hrr.tsv")));
-        n += check(
-            &root.join("ndpi/default").join(c),
-            &golden,
-            &tmp.path().join(c),
-        );
+    for (c, dir, proto) in [
+        ("reddit.pcap", "tls", 6),
+        ("dnscrypt-v2-doh.pcap", "tls", 6),
+        ("quic-24.pcap", "quic", 17),
+        ("quic-29.pcap", "quic", 17),
+    ] {
+        let golden = PathBuf::from(testdata(&format!("app/{dir}/corpus/ndpi--{c}.hrr.tsv")));
+        let cap = root.join("ndpi/default").join(c);
+        n += check(&cap, &golden, &tmp.path().join(c), proto);
     }
-    assert_eq!(n, 2, "HelloRetryRequests of the corpus captures");
+    assert_eq!(n, 4, "HelloRetryRequests of the corpus captures");
 }
