@@ -158,7 +158,7 @@ fi
 # constant): stream, sender's port, handshake types, randoms, key_share groups (a
 # ClientHello's entries; a ServerHello's), the HelloRetryRequest's selected group, cipher
 # suites, extension types. The same over QUIC (UDP streams, tshark decrypting the Initials)
-# for the corpus's ndpi quic-24 and quic-29, into testdata/app/quic/corpus/.
+# for testdata/app/quic/hrr/* and the corpus's ndpi quic-24 (into testdata/app/quic/corpus/).
 hrr_random=cf:21:ad:74:e5:9a:61:11:be:1d:8c:02:1e:65:b8:91:c2:a2:11:16:7a:bb:8c:5e:07:9e:09:e2:c8:a8:33:9c
 hrr_fields=(stream srcport tls.handshake.type tls.handshake.random
     tls.handshake.extensions_key_share_group tls.handshake.extensions_key_share_selected_group
@@ -183,11 +183,12 @@ hrr_golden() {
 for c in testdata/app/tls/hrr/*.pcapng; do
     hrr_golden "$c" "$c.hrr.tsv"
 done
+for c in testdata/app/quic/hrr/*.pcap; do
+    hrr_golden "$c" "$c.hrr.tsv" udp
+done
 if [ -d "$corpus" ]; then
     for n in reddit.pcap dnscrypt-v2-doh.pcap; do
         hrr_golden "$corpus/ndpi/default/$n" "testdata/app/tls/corpus/ndpi--$n.hrr.tsv"
     done
-    for n in quic-24.pcap quic-29.pcap; do
-        hrr_golden "$corpus/ndpi/default/$n" "testdata/app/quic/corpus/ndpi--$n.hrr.tsv" udp
-    done
+    hrr_golden "$corpus/ndpi/default/quic-24.pcap" testdata/app/quic/corpus/ndpi--quic-24.pcap.hrr.tsv udp
 fi
