@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use super::{summary, testdata, trawl};
+use super::{ok, s, summary, testdata, trawl};
 
 /// Captures merged into one input: each analyser has lines.
 fn captures() -> Vec<String> {
@@ -29,19 +29,6 @@ fn args<'a>(command: &'a str, files: &'a [String], rest: &[&'a str]) -> Vec<&'a 
     }
     a.extend_from_slice(rest);
     a
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// The three log files of `dir`.
