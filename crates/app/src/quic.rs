@@ -523,6 +523,13 @@ impl CryptoStream {
         }
     }
 
+    /// The length of the first handshake message (header included), once its header is
+    /// held.
+    fn message_len(&self) -> Option<usize> {
+        let hs = self.prefix().get(..4)?;
+        Some(4 + ((usize::from(hs[1]) << 16) | (usize::from(hs[2]) << 8) | usize::from(hs[3])))
+    }
+
     /// True when no data was taken.
     pub fn is_empty(&self) -> bool {
         self.have.is_empty()
@@ -578,6 +585,67 @@ pub struct SideState {
     pub outcome: Option<Result<Hello, Error>>,
     /// The version of the side's first decrypted Initial.
     pub version: Option<u32>,
+    /// The client's second ClientHello (after a HelloRetryRequest), or why there is none,
+    /// once known.
+    pub second: Option<Result<Hello, Error>>,
+    /// The client's: the server's hello was a HelloRetryRequest, the second hello is read.
+    pub wants_second: bool,
+    /// CRYPTO stream offset where the first hello ended (`stream` then holds what follows).
+    hello_end: u64,
+}
+
+impl SideState {
+    /// Adds a decrypted Initial's CRYPTO frames to the stream (those of the second hello after
+    /// the first, their offsets counted from its end); false when they do not fit (`outcome`
+    /// or `second` then says why).
+    fn take(&mut self, frames: Vec<(u64, &[u8])>) -> bool {
+        for (offset, data) in frames {
+            // Bytes of the first hello sent again after it was read: not the second's.
+            let skip = self.hello_end.saturating_sub(offset);
+            let Some(data) = usize::try_from(skip).ok().and_then(|n| data.get(n..)) else {
+                continue;
+            };
+            let at = offset.max(self.hello_end) - self.hello_end;
+            if let Err(e) = self.stream.insert(at, data) {
+                match self.outcome {
+                    None => self.outcome = Some(Err(e)),
+                    Some(_) => self.second = Some(Err(e)),
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Reads the hello the stream holds (the second one once the first is read).
+    fn read_hello(&mut self, kind: HelloKind) {
+        let quic = |r: Result<Hello, Error>| {
+            r.map(|mut h| {
+                h.quic = true;
+                h
+            })
+        };
+        if self.outcome.is_none() {
+            let len = self.stream.message_len();
+            self.outcome = self.stream.hello(kind).map(quic);
+            if let (Some(Ok(_)), Some(len)) = (&self.outcome, len) {
+                self.hello_end = len as u64;
+            }
+        } else if self.wants_second && self.second.is_none() {
+            self.second = self.stream.hello(kind).map(quic);
+        } else {
+            return;
+        }
+        if self.outcome.is_some() && (self.second.is_some() || !self.wants_second) {
+            // Emptied: from here on it holds what follows the first hello (or nothing).
+            self.stream = CryptoStream::default();
+        }
+    }
+
+    /// True once nothing more is read from this side.
+    fn finished(&self) -> bool {
+        self.outcome.is_some() && (!self.wants_second || self.second.is_some())
+    }
 }
 
 /// One QUIC connection: the client's and the server's Initial-level hellos.
@@ -596,9 +664,10 @@ impl Connection {
         Self::default()
     }
 
-    /// True once both sides' hellos are read (or failed).
+    /// True once both sides' hellos are read (or failed), and after a HelloRetryRequest the
+    /// client's second one.
     pub fn done(&self) -> bool {
-        self.sides.iter().all(|s| s.outcome.is_some())
+        self.sides.iter().all(SideState::finished)
     }
 
     /// Takes a UDP payload sent by `side`: each coalesced long header packet is read, Initials
@@ -676,34 +745,26 @@ impl Connection {
         stats.decrypted += 1;
         let s = &mut self.sides[side as usize];
         s.version.get_or_insert(h.version);
-        if s.outcome.is_some() {
+        if s.finished() {
             return;
         }
         let (frames, err) = crypto_frames_lossy(&plain, params.crypto);
         if err.is_some() {
             stats.frame_errors += 1;
         }
-        for (offset, data) in frames {
-            if let Err(e) = s.stream.insert(offset, data) {
-                stats.capped += 1;
-                s.outcome = Some(Err(e));
-                break;
-            }
+        if !s.take(frames) {
+            stats.capped += 1;
         }
         let kind = match side {
             Side::Client => HelloKind::Client,
             Side::Server => HelloKind::Server,
         };
-        if s.outcome.is_none() {
-            s.outcome = s.stream.hello(kind).map(|r| {
-                r.map(|mut h| {
-                    h.quic = true;
-                    h
-                })
-            });
-        }
-        if s.outcome.is_some() {
-            s.stream = CryptoStream::default();
+        s.read_hello(kind);
+        let retry = matches!(&s.outcome, Some(Ok(h)) if h.retry_request);
+        let client = &mut self.sides[Side::Client as usize];
+        if side == Side::Server && retry && matches!(client.outcome, Some(Ok(_))) {
+            // The client answers with a second ClientHello in its next Initials.
+            client.wants_second = true;
         }
     }
 }

@@ -18,11 +18,20 @@ use crate::{Error, TlsErrorKind, X509ErrorKind};
 pub const MAX_HELLO_LEN: usize = 64 * 1024;
 /// Largest TLS record (2^14 plus the expansion RFC 8446 allows).
 const MAX_RECORD_LEN: usize = 16_384 + 2_048;
+/// The `random` of a ServerHello that is a HelloRetryRequest (RFC 8446 4.1.3: SHA-256 of
+/// "HelloRetryRequest").
+pub const HELLO_RETRY_RANDOM: [u8; 32] = [
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+];
+/// TLS record type of ChangeCipherSpec.
+const CHANGE_CIPHER_SPEC: u8 = 20;
 
 const EXT_SERVER_NAME: u16 = 0;
 const EXT_SIGNATURE_ALGORITHMS: u16 = 13;
 const EXT_ALPN: u16 = 16;
 const EXT_SUPPORTED_VERSIONS: u16 = 43;
+const EXT_KEY_SHARE: u16 = 51;
 const EXT_QUIC_TRANSPORT_PARAMETERS: u16 = 57;
 
 /// True for the 16 GREASE values (RFC 8701): 0x0a0a, 0x1a1a, ... 0xfafa.
@@ -59,6 +68,12 @@ pub struct Hello {
     pub supported_versions: Vec<u16>,
     /// signature_algorithms (client), in order.
     pub signature_algorithms: Vec<u16>,
+    /// key_share groups: a ClientHello's entries in order (GREASE kept), a ServerHello's
+    /// entry, a HelloRetryRequest's selected group.
+    pub key_share: Vec<u16>,
+    /// A ServerHello whose `random` is [`HELLO_RETRY_RANDOM`]: a HelloRetryRequest, which the
+    /// client answers with a second ClientHello.
+    pub retry_request: bool,
     /// Read from QUIC CRYPTO frames (`crate::quic`) rather than TLS records over TCP: JA4 and
     /// JA4S start with `q`.
     pub quic: bool,
@@ -245,7 +260,7 @@ fn tls_err(offset: usize, field: &'static str, kind: TlsErrorKind) -> Error {
 pub fn parse_hello(kind: HelloKind, body: &[u8]) -> Result<Hello, Error> {
     let mut c = Cursor { buf: body, pos: 0 };
     let legacy_version = c.u16("legacy_version")?;
-    c.take(32, "random")?;
+    let random = c.take(32, "random")?;
     // TLS 1.3 drafts before 22 (0x7f00-0x7f15) had no session id or compression in the
     // ServerHello (arkime--tls13.pcap: draft 18).
     let draft_server = kind == HelloKind::Server && (0x7f00..=0x7f15).contains(&legacy_version);
@@ -262,6 +277,8 @@ pub fn parse_hello(kind: HelloKind, body: &[u8]) -> Result<Hello, Error> {
         alpn: Vec::new(),
         supported_versions: Vec::new(),
         signature_algorithms: Vec::new(),
+        key_share: Vec::new(),
+        retry_request: kind == HelloKind::Server && random == HELLO_RETRY_RANDOM,
         quic: false,
     };
     match kind {
@@ -359,6 +376,20 @@ fn extension(hello: &mut Hello, ty: u16, data: &[u8], start: usize) -> Result<()
                 .supported_versions
                 .push(c.u16("supported_versions.selected").map_err(at)?),
         },
+        EXT_KEY_SHARE => match hello.kind {
+            HelloKind::Client => {
+                let n = usize::from(c.u16("key_share.length").map_err(at)?);
+                let list = c.take(n, "key_share.entries").map_err(at)?;
+                let mut l = Cursor { buf: list, pos: 0 };
+                while l.pos < list.len() {
+                    hello.key_share.push(l.u16("key_share.group").map_err(at)?);
+                    let len = usize::from(l.u16("key_share.key_exchange_length").map_err(at)?);
+                    l.take(len, "key_share.key_exchange").map_err(at)?;
+                }
+            }
+            // A ServerHello's entry starts with its group; a HelloRetryRequest's is the group.
+            HelloKind::Server => hello.key_share.push(c.u16("key_share.group").map_err(at)?),
+        },
         EXT_SIGNATURE_ALGORITHMS if hello.kind == HelloKind::Client => {
             let n = usize::from(c.u16("signature_algorithms.length").map_err(at)?);
             hello.signature_algorithms = u16_list(c.take(n, "signature_algorithms").map_err(at)?);
@@ -412,6 +443,9 @@ pub struct HelloReader {
     /// Stream offset of `raw[0]`.
     offset: usize,
     finished: bool,
+    /// Reading a client's second hello after a HelloRetryRequest: ChangeCipherSpec records
+    /// (TLS 1.3's middlebox compatibility) are passed over.
+    retry: bool,
 }
 
 impl HelloReader {
@@ -454,6 +488,20 @@ impl HelloReader {
         result
     }
 
+    /// A reader of a client's second ClientHello, answering a HelloRetryRequest: it reads
+    /// the direction from where `certs` (the reader of the client's bytes after its first
+    /// hello) got to, the bytes it holds included, passing ChangeCipherSpec records over.
+    /// Stream offsets in its errors count from there.
+    pub fn after_retry(certs: CertificateReader) -> HelloReader {
+        HelloReader {
+            raw: certs.raw,
+            handshake: certs.handshake,
+            offset: 0,
+            finished: false,
+            retry: true,
+        }
+    }
+
     /// After a hello was returned: a reader of the handshake messages that follow it (the
     /// bytes already taken past the hello included), for the server's Certificate.
     pub fn certificate_reader(&mut self) -> CertificateReader {
@@ -480,6 +528,14 @@ impl HelloReader {
                 break None;
             }
             let at = self.offset + pos;
+            let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
+            if self.retry && rec[0] == CHANGE_CIPHER_SPEC && self.handshake.is_empty() {
+                if rec.len() < 5 + len {
+                    break None;
+                }
+                pos += 5 + len;
+                continue;
+            }
             if rec[0] != 22 {
                 let sslv2 = at == 0 && rec[0] & 0x80 != 0;
                 let field = if sslv2 {
@@ -496,7 +552,6 @@ impl HelloReader {
                     TlsErrorKind::NotHandshake,
                 )));
             }
-            let len = usize::from(u16::from_be_bytes([rec[3], rec[4]]));
             if len > MAX_RECORD_LEN {
                 break Some(Err(tls_err(
                     at + 3,
@@ -725,6 +780,8 @@ mod tests {
             signature_algorithms: vec![
                 0x0403, 0x0804, 0x0401, 0x0503, 0x0805, 0x0501, 0x0806, 0x0601,
             ],
+            key_share: vec![0x001d],
+            retry_request: false,
             quic: false,
         };
         assert_eq!(hello.ja4(), "t13d1516h2_8daaf6152771_e5627efa2ab1");
@@ -816,6 +873,110 @@ mod tests {
         let bad = server_flight(&[0x30, 0x03, 0x02, 0x01]);
         let got = read_flight(&bad, 50).unwrap();
         assert!(matches!(got, Err(Error::X509 { .. })), "{got:?}");
+    }
+
+    /// An extension: type, length, data.
+    fn ext(ty: u16, data: &[u8]) -> Vec<u8> {
+        [
+            &ty.to_be_bytes()[..],
+            &(data.len() as u16).to_be_bytes(),
+            data,
+        ]
+        .concat()
+    }
+
+    /// A hello body: version 0x0303, `random`, an empty session id, `middle` (ciphers and
+    /// compression), then `exts`.
+    fn hello_body(random: &[u8; 32], middle: &[u8], exts: &[Vec<u8>]) -> Vec<u8> {
+        let exts = exts.concat();
+        let len = (exts.len() as u16).to_be_bytes();
+        [&[3, 3][..], random, &[0], middle, &len, &exts].concat()
+    }
+
+    /// A ClientHello offering TLS 1.3 with key shares of `groups` (32-byte keys).
+    fn client_hello(groups: &[u16]) -> Vec<u8> {
+        let mut entries = Vec::new();
+        for g in groups {
+            entries.extend_from_slice(&g.to_be_bytes());
+            entries.extend_from_slice(&[0, 32]);
+            entries.extend_from_slice(&[0x42; 32]);
+        }
+        let shares = [&(entries.len() as u16).to_be_bytes()[..], &entries].concat();
+        let ciphers = [0, 2, 0x13, 0x01, 1, 0];
+        let exts = [ext(43, &[2, 3, 4]), ext(51, &shares)];
+        message(1, &hello_body(&[1; 32], &ciphers, &exts))
+    }
+
+    #[test]
+    fn parse_hello_retry_request_and_key_shares() {
+        let hrr = hello_body(
+            &HELLO_RETRY_RANDOM,
+            &[0x13, 0x01, 0],
+            &[ext(43, &[3, 4]), ext(51, &[0, 23])],
+        );
+        let h = parse_hello(HelloKind::Server, &hrr).unwrap();
+        assert!(h.retry_request);
+        assert_eq!((h.key_share.as_slice(), h.version()), (&[23][..], 0x0304));
+        let mut sh = hrr.clone();
+        sh[2] ^= 1;
+        let h = parse_hello(HelloKind::Server, &sh).unwrap();
+        assert!(!h.retry_request, "another random: a ServerHello");
+        let ch = client_hello(&[0x0a0a, 29]);
+        let h = parse_hello(HelloKind::Client, &ch[4..]).unwrap();
+        assert_eq!(h.key_share, [0x0a0a, 29]);
+        // A key_share entry running past the extension is truncated.
+        let mut bad = ch[4..].to_vec();
+        let n = bad.len();
+        bad[n - 34] = 0xff;
+        let e = parse_hello(HelloKind::Client, &bad).unwrap_err();
+        assert!(e.to_string().contains("key_share"), "{e}");
+    }
+
+    /// After a HelloRetryRequest the client sends a ChangeCipherSpec record (middlebox
+    /// compatibility) and its second ClientHello: read from where the reader of its first
+    /// flight got to, in any segmentation.
+    #[test]
+    fn second_client_hello_after_change_cipher_spec() {
+        let mut stream = record(&client_hello(&[29]));
+        let first_len = stream.len();
+        stream.extend_from_slice(&[20, 3, 3, 0, 1, 1]);
+        // The second hello over two records: its first 4 bytes, then the rest.
+        let second = client_hello(&[23]);
+        stream.extend(record(&second[..4]));
+        stream.extend(record(&second[4..]));
+        for step in [1, 5, 40, stream.len()] {
+            let mut first = HelloReader::new();
+            let mut retry: Option<HelloReader> = None;
+            let mut got = None;
+            for piece in stream.chunks(step) {
+                match &mut retry {
+                    Some(r) => {
+                        if let Some(a) = r.push(piece) {
+                            got = Some(a.unwrap());
+                        }
+                    }
+                    None => {
+                        if let Some(h) = first.push(piece) {
+                            assert_eq!(h.unwrap().key_share, [29]);
+                            let mut r = HelloReader::after_retry(first.certificate_reader());
+                            if let Some(a) = r.push(&[]) {
+                                got = Some(a.unwrap());
+                            }
+                            retry = Some(r);
+                        }
+                    }
+                }
+            }
+            let h = got.unwrap_or_else(|| panic!("no second hello at step {step}"));
+            assert_eq!(
+                (h.kind, h.key_share.as_slice()),
+                (HelloKind::Client, &[23][..])
+            );
+        }
+        // A reader of a first hello does not pass a ChangeCipherSpec over.
+        let mut plain = HelloReader::new();
+        let e = plain.push(&stream[first_len..]).unwrap().unwrap_err();
+        assert!(e.to_string().contains("record.type"), "{e}");
     }
 
     #[test]

@@ -251,6 +251,7 @@ fn line(c: &QuicConn) -> Option<Event> {
     }
     j.insert("first_ns".into(), json!(c.first_ns));
     crate::tls_log::hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
+    crate::tls_log::retry_fields(&mut j, second(c));
     if let Some(e) = error(c) {
         j.insert("error".into(), json!(e));
     }
@@ -263,18 +264,39 @@ fn line(c: &QuicConn) -> Option<Event> {
 /// Why a side has no hello: its error, or the CRYPTO bytes it was left with (the client's
 /// first).
 fn error(c: &QuicConn) -> Option<String> {
-    c.conn.sides.iter().find_map(|s| match &s.outcome {
+    c.conn
+        .sides
+        .iter()
+        .find_map(|s| answer_or_why(s.outcome.as_ref(), &s.stream)?.err())
+}
+
+/// After a HelloRetryRequest: the client's second hello, or why there is none (offsets from
+/// the end of its first).
+fn second(c: &QuicConn) -> Option<Result<&Hello, String>> {
+    let s = &c.conn.sides[Side::Client as usize];
+    if !s.wants_second {
+        return None;
+    }
+    answer_or_why(s.second.as_ref(), &s.stream)
+}
+
+/// A hello, its error, or the CRYPTO bytes that were left without one.
+fn answer_or_why<'a>(
+    outcome: Option<&'a Result<Hello, trawl_app::Error>>,
+    stream: &trawl_app::quic::CryptoStream,
+) -> Option<Result<&'a Hello, String>> {
+    match outcome {
+        Some(Ok(h)) => Some(Ok(h)),
         Some(Err(e)) => {
             // The kind, offset and field without the crate's `quic: `/`tls: ` prefix.
             let text = e.to_string();
             let bare = text.strip_prefix("quic: ").or(text.strip_prefix("tls: "));
-            Some(bare.unwrap_or(&text).to_string())
+            Some(Err(bare.unwrap_or(&text).to_string()))
         }
-        Some(Ok(_)) => None,
-        None if !s.stream.is_empty() => Some(format!(
+        None if !stream.is_empty() => Some(Err(format!(
             "incomplete hello: {} bytes from offset 0",
-            s.stream.prefix().len()
-        )),
+            stream.prefix().len()
+        ))),
         None => None,
-    })
+    }
 }

@@ -94,14 +94,48 @@ struct TlsDir {
     /// Bytes (and gaps) taken so far: the offset of a gap.
     offset: u64,
     outcome: Option<Outcome>,
-    /// After a ServerHello of TLS 1.2 or before: reading on to the Certificate message.
+    /// After a ServerHello of TLS 1.2 or before, and after any ClientHello (a client
+    /// certificate, TLS 1.2 and before): reading on to the Certificate message.
     certs: Option<CertificateReader>,
-    /// The server's first certificate, `None` in a flight without one, or why it could not be
-    /// read.
+    /// The direction's first certificate (the server's, or the client's after a
+    /// CertificateRequest), `None` in a flight without one, or why it could not be read.
     cert: Option<Result<Option<Certificate>, String>>,
+    /// The client's direction after the server's HelloRetryRequest: reading its second
+    /// ClientHello (instead of a certificate).
+    retry: Option<HelloReader>,
+    /// The client's second ClientHello, or why it could not be read.
+    second: Option<Result<Box<Hello>, String>>,
 }
 
 impl TlsDir {
+    /// The server's hello was a HelloRetryRequest: a client direction still reading on after
+    /// its first hello reads the second one instead.
+    fn expect_second_hello(&mut self) {
+        if hello_of(self, HelloKind::Client).is_some() {
+            if let Some(certs) = self.certs.take() {
+                self.retry = Some(HelloReader::after_retry(certs));
+            }
+        }
+    }
+
+    /// Feeds the reader of the second ClientHello, if one is reading.
+    fn second_hello(&mut self, chunk: Chunk<'_>) {
+        let Some(r) = &mut self.retry else {
+            return;
+        };
+        let answer = match chunk {
+            Chunk::Data(bytes) => r.push(bytes).map(|a| a.map(Box::new).map_err(|e| bare(&e))),
+            Chunk::Gap(n) => Some(Err(format!(
+                "gap of {n} bytes at offset {} (stream)",
+                self.offset
+            ))),
+        };
+        if let Some(a) = answer {
+            self.second = Some(a);
+            self.retry = None;
+        }
+    }
+
     /// Feeds the certificate reader, if one is reading.
     fn certificate(&mut self, chunk: Chunk<'_>) {
         let Some(r) = &mut self.certs else {
@@ -139,7 +173,11 @@ impl ConnState for TlsConn {
     fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
         let d = &mut self.dirs[dir];
         if d.outcome.is_some() {
-            d.certificate(chunk);
+            if d.retry.is_some() {
+                d.second_hello(chunk);
+            } else {
+                d.certificate(chunk);
+            }
             if let Chunk::Data(bytes) = chunk {
                 d.offset += bytes.len() as u64;
             }
@@ -163,8 +201,10 @@ impl ConnState for TlsConn {
             ))),
         };
         if let Some(Outcome::Hello { hello, .. }) = &d.outcome {
-            // TLS 1.3 encrypts the Certificate message: read on only before it.
-            if hello.kind == HelloKind::Server && hello.version() <= 0x0303 {
+            // TLS 1.3 encrypts the Certificate message: read on only before it. The client's
+            // version is the server's to choose: its direction is read on in any case, and its
+            // next record in TLS 1.3 (ChangeCipherSpec or application data) ends the reading.
+            if hello.kind == HelloKind::Client || hello.version() <= 0x0303 {
                 let mut certs = d.reader.certificate_reader();
                 // The bytes that came with the hello.
                 if let Some(a) = certs.push(&[]) {
@@ -178,12 +218,15 @@ impl ConnState for TlsConn {
             // The reader's buffers are not needed any more.
             d.reader = HelloReader::new();
         }
+        if hello_of(d, HelloKind::Server).is_some_and(|(h, _)| h.retry_request) {
+            self.dirs[1 - dir].expect_second_hello();
+        }
     }
 
     fn done(&self) -> bool {
         self.dirs
             .iter()
-            .all(|d| d.outcome.is_some() && d.certs.is_none())
+            .all(|d| d.outcome.is_some() && d.certs.is_none() && d.retry.is_none())
     }
 }
 
@@ -363,8 +406,13 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     j.insert("first_ns".into(), json!(conn.first_ns));
     hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
     if let Some(cert) = &dirs[1 - client_dir].cert {
-        cert_fields(&mut j, cert);
+        cert_fields(&mut j, "cert_", cert);
     }
+    if let Some(cert) = &dirs[client_dir].cert {
+        cert_fields(&mut j, "client_cert_", cert);
+    }
+    let second = dirs[client_dir].second.as_ref();
+    retry_fields(&mut j, second.map(|r| r.as_deref().map_err(String::clone)));
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
         .into_iter()
@@ -393,9 +441,16 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
         }
         j.insert("alpn".into(), json!(alpn_texts(h)));
         j.insert("supported_versions".into(), json!(h.supported_versions));
+        j.insert("key_share".into(), json!(h.key_share));
         j.insert("ja4".into(), json!(h.ja4()));
     }
     if let Some(h) = sh {
+        if h.retry_request {
+            j.insert("hrr".into(), json!(true));
+            if let Some(g) = h.key_share.first() {
+                j.insert("hrr_group".into(), json!(g));
+            }
+        }
         if let Some(a) = alpn_texts(h).into_iter().next() {
             j.insert("alpn_server".into(), json!(a));
         }
@@ -408,21 +463,42 @@ pub(crate) fn hello_fields(j: &mut Map<String, Value>, ch: Option<&Hello>, sh: O
     }
 }
 
-/// The server certificate's fields (docs/specs/logs.md), or why it could not be read.
-fn cert_fields(j: &mut Map<String, Value>, cert: &Result<Option<Certificate>, String>) {
+/// The fields of the client's second ClientHello after a HelloRetryRequest (`retry_*`), or
+/// why it could not be read, for TLS over TCP and QUIC alike.
+pub(crate) fn retry_fields(j: &mut Map<String, Value>, second: Option<Result<&Hello, String>>) {
+    match second {
+        Some(Ok(h)) => {
+            j.insert("retry_ja4".into(), json!(h.ja4()));
+            j.insert("retry_key_share".into(), json!(h.key_share));
+        }
+        Some(Err(e)) => {
+            j.insert("retry_error".into(), json!(e));
+        }
+        None => {}
+    }
+}
+
+/// A certificate's fields (docs/specs/logs.md) under `prefix` (`cert_`: the server's,
+/// `client_cert_`: the client's), or why it could not be read.
+fn cert_fields(
+    j: &mut Map<String, Value>,
+    prefix: &str,
+    cert: &Result<Option<Certificate>, String>,
+) {
+    let mut put = |name: &str, v: Value| {
+        j.insert(format!("{prefix}{name}"), v);
+    };
     match cert {
         Ok(Some(c)) => {
-            j.insert("cert_subject".into(), json!(c.subject));
-            j.insert("cert_issuer".into(), json!(c.issuer));
-            j.insert("cert_not_before".into(), json!(c.not_before));
-            j.insert("cert_not_after".into(), json!(c.not_after));
-            j.insert("cert_serial".into(), json!(c.serial));
-            j.insert("cert_san_dns".into(), json!(c.san_dns));
+            put("subject", json!(c.subject));
+            put("issuer", json!(c.issuer));
+            put("not_before", json!(c.not_before));
+            put("not_after", json!(c.not_after));
+            put("serial", json!(c.serial));
+            put("san_dns", json!(c.san_dns));
         }
         Ok(None) => {}
-        Err(e) => {
-            j.insert("cert_error".into(), json!(e));
-        }
+        Err(e) => put("error", json!(e)),
     }
 }
 

@@ -379,30 +379,6 @@ pub struct RunPlan {
     pub voip: Option<PathBuf>,
 }
 
-/// `--analyze` of `trawl run`: each analyser needs what it writes into (the logs need
-/// --logs, `app` flow records); whether records are labelled with their application.
-fn check_analyze(given: &[crate::flag::Analyzer], logs: bool, records: bool) -> Result<bool> {
-    use crate::flag::Analyzer;
-    let app = given.contains(&Analyzer::App);
-    if let Some(a) = given.iter().find(|a| **a != Analyzer::App) {
-        if !logs {
-            anyhow::bail!("--analyze {}: writes logs, give --logs DIR", a.name());
-        }
-    }
-    if app && !records {
-        anyhow::bail!(
-            "--analyze app labels flow records: give --flows FILE, --db DIR or --export DEST"
-        );
-    }
-    if app && logs && given.iter().all(|a| *a == Analyzer::App) {
-        anyhow::bail!(
-            "--logs with --analyze app only writes no log: name the logs too \
-             (--analyze app,dns,tls,http)"
-        );
-    }
-    Ok(app)
-}
-
 /// `--logs-retention`: a duration of at least an hour (whole hours' files are deleted).
 fn logs_retention(s: &str) -> Result<u64, String> {
     let ns = trawl_time::parse_duration_ns(s)?;
@@ -621,7 +597,7 @@ impl RunPlan {
                  rings hold packets as captured (anonymize extracted packets with trawl anonymize)"
             );
         }
-        let app = check_analyze(
+        let app = crate::plan::logs::check(
             &a.analyze,
             a.logs.is_some(),
             flows.is_some()
@@ -632,12 +608,9 @@ impl RunPlan {
         Ok(RunPlan {
             app,
             logs: a.logs.as_ref().map(|dir| crate::plan::logs::LogsOut {
-                dir: dir.clone(),
-                analyzers: crate::plan::logs::LogsOut::selection(&a.analyze),
                 hourly: true,
                 retention_ns: a.logs_retention,
-                max_pending: None,
-                max_conns: None,
+                ..crate::plan::logs::LogsOut::new(dir.clone(), &a.analyze)
             }),
             anonymize: a.anonymize.clone(),
             api: a.api.config(None)?,

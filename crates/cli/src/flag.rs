@@ -110,6 +110,24 @@ impl Analyzer {
     }
 }
 
+/// `--analyze` and `--logs` of the commands that meter capture files or interfaces in one
+/// pass (`trawl flows`, `trawl ingest`): one struct, flattened into both, so that they cannot
+/// spell the analysers two ways.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AnalyzeArgs {
+    /// Application-layer analysers: `app` labels every flow record with its application
+    /// (`app`, `app_source`, from the first 32 payload bytes of each direction, which the meter
+    /// then keeps per flow: 64 bytes a table slot); `dns`, `tls`, `http` write the logs of
+    /// --logs (default with --logs: all three).
+    #[arg(help_heading = topic::METER, long, value_name = "LIST", value_enum, value_delimiter = ',')]
+    pub analyze: Vec<Analyzer>,
+    /// Write application-layer logs into this directory in the same pass as the records:
+    /// DIR/dns.jsonl, tls.jsonl, http.jsonl (created; files replaced), the lines `trawl logs -o
+    /// DIR` writes (docs/specs/logs.md), from the analysers --analyze names.
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DIR")]
+    pub logs: Option<std::path::PathBuf>,
+}
+
 /// `--progress` and the like: on, off, or when standard error is a terminal.
 /// `--features`: what each flow record keeps (docs/specs/flow-record.md).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -159,11 +159,8 @@ pub struct FlowsArgs {
     /// (at most 65535, and capacity × 2 × N at most 16GiB).
     #[arg(help_heading = topic::METER, long = "payload-bytes", value_name = "N", default_value_t = 0)]
     pub payload_bytes: usize,
-    /// Application-layer analysers: `app` labels every record with its application (`app`,
-    /// `app_source`) from the first 32 payload bytes of each direction, which the meter then
-    /// keeps per flow (64 bytes a table slot).
-    #[arg(help_heading = topic::METER, long, value_name = "LIST", value_enum, value_delimiter = ',')]
-    pub analyze: Vec<crate::flag::Analyzer>,
+    #[command(flatten)]
+    pub analysis: crate::flag::AnalyzeArgs,
     #[command(flatten)]
     pub export: crate::export::ExportArgs,
 }

@@ -13,6 +13,7 @@ use trawl_store::{Codec, IngestStats, Retention, BLOCK_NS};
 use crate::flag::{parse_duration_ns, parse_size, topic, SummaryFormat};
 use crate::plan::consumers::{Consumers, StoreOut};
 use crate::plan::files::{FileInput, SOURCE};
+use crate::plan::logs::Analysis;
 use crate::plan::{self};
 use crate::run::check_filter;
 
@@ -87,13 +88,14 @@ pub struct IngestArgs {
     pub summary: SummaryFormat,
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
-    /// Application-layer analysers: `app` labels every record with its application (the
-    /// database's `app` and `app_source` columns; `trawl query ... app` groups by it).
-    #[arg(help_heading = topic::METER, long, value_name = "LIST", value_enum, value_delimiter = ',')]
-    pub analyze: Vec<crate::flag::Analyzer>,
+    // `--analyze` (`app`: the database's `app` and `app_source` columns, which `trawl query
+    // ... app` groups by) and `--logs`.
+    #[command(flatten)]
+    pub analysis: crate::flag::AnalyzeArgs,
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
+    let analysis = Analysis::of_args(&a.analysis, a.anonymize.key.is_some())?;
     let flow = FlowConfig {
         idle_timeout_ns: a.idle,
         tcp_linger_ns: a.tcp_linger,
@@ -142,7 +144,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
             change: !a.no_series_change,
         }),
         anonymize: a.anonymize.clone(),
-        app: a.analyze.contains(&crate::flag::Analyzer::App),
+        app: analysis.app,
         ..Consumers::default()
     };
     let workers = trawl_capture::live::limits::WORKERS
@@ -155,6 +157,11 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
     if !a.no_series_store && a.anonymize.key.is_none() {
         packet_detectors(&mut doc, a, &gate);
     }
+    if let Some(logs) = &analysis.logs {
+        // On the reading thread, before `--workers` spreads the packets.
+        logs.add(&mut doc, &[(gate.clone(), None)], None);
+    }
+    analysis.prepare()?;
     let finished = plan::run(&doc, crate::progress::on_terminal().then_some(SOURCE))?;
     let report = plan::input_report(&finished, SOURCE);
     let (meter, table, _) = plan::meters(&finished, &added.meters);
@@ -171,7 +178,8 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
                 .context("cannot apply retention")?,
         )
     };
-    crate::summary::print("ingest", a.summary, &report, &meter, table, None);
+    let logs = analysis.report(a.summary, &finished.report);
+    crate::summary::print_with("ingest", a.summary, &report, &meter, table, None, logs);
     print_store(a.summary, &stats, report.elapsed.as_secs_f64());
     if let (Some(r), SummaryFormat::Text) = (retained, a.summary) {
         eprintln!(

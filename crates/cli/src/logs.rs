@@ -54,12 +54,9 @@ pub fn document(a: &LogsArgs) -> Document {
     let mut doc = Document::new();
     doc.block("file", "pcap_source").set("files", files);
     let logs = LogsOut {
-        dir: a.out.clone(),
-        analyzers: LogsOut::selection(&a.analyze),
-        hourly: false,
-        retention_ns: None,
         max_pending: a.max_pending,
         max_conns: a.max_conns,
+        ..LogsOut::new(a.out.clone(), &a.analyze)
     };
     logs.add(&mut doc, &[("file.packets".to_string(), None)], None);
     doc

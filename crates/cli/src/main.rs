@@ -71,8 +71,9 @@ fn run(low: LowArgs) -> Result<ExitCode> {
                 anyhow::bail!("--payload-bytes cannot be combined with --anonymize");
             }
             let input = HiInput::from_low(&a.input, a.payload_bytes)?;
-            let app = a.analyze.contains(&flag::Analyzer::App);
-            meter_command("flows", &input, &a.out, &a.export, app, false, &a.geo)
+            let analysis =
+                plan::logs::Analysis::of_args(&a.analysis, a.out.anonymize.key.is_some())?;
+            meter_command("flows", &input, &a.out, &a.export, &analysis, false, &a.geo)
         }
         Command::Series(a) if a.stored.db.is_some() => {
             let db = a.stored.db.as_deref().unwrap_or(std::path::Path::new(""));
@@ -86,7 +87,8 @@ fn run(low: LowArgs) -> Result<ExitCode> {
         Command::Series(a) => {
             let input = HiInput::from_low(&a.input, 0)?;
             let no_geo = enrich::GeoArgs::default();
-            meter_command("series", &input, &a.out, &a.export, false, true, &no_geo)
+            let none = plan::logs::Analysis::default();
+            meter_command("series", &input, &a.out, &a.export, &none, true, &no_geo)
         }
         Command::Run(a) => daemon::run(&a),
         Command::ConvertConfig(a) => daemon::convert_config(&a),
@@ -112,14 +114,15 @@ fn run(low: LowArgs) -> Result<ExitCode> {
 
 /// `trawl flows` and `trawl series` as a composition: the source part (the files'
 /// `pcap_source`, or an `afpacket_source` per interface and worker), a flow meter per source,
-/// and the writer of its records (or of its per-second rows), the exporters and the feeds.
-/// Files and live capture differ only in the source part.
+/// and the writer of its records (or of its per-second rows), the exporters and the feeds,
+/// and the application-layer analysers of `--logs` on the sources' packets. Files and live
+/// capture differ only in the source part.
 fn meter_command(
     command: &str,
     input: &HiInput,
     out: &flows::OutputArgs,
     export: &export::ExportArgs,
-    app: bool,
+    analysis: &plan::logs::Analysis,
     series: bool,
     geo: &enrich::GeoArgs,
 ) -> Result<ExitCode> {
@@ -128,7 +131,7 @@ fn meter_command(
     }
     let exports = export::ExportPlan::from_args(export)?;
     let mut doc = trawl_compose::Document::new();
-    let (gates, sources) = match &input.live {
+    let (gates, sources, log_gates) = match &input.live {
         None => {
             let files = plan::files::FileInput {
                 files: input.files.clone(),
@@ -136,9 +139,19 @@ fn meter_command(
                 format: input.forced_format,
             };
             let gate = files.add(&mut doc);
-            let gates =
-                plan::files::spread(&mut doc, gate, input.workers, input.flow.decode.tunnel);
-            (gates, vec![plan::files::SOURCE.to_string()])
+            let gates = plan::files::spread(
+                &mut doc,
+                gate.clone(),
+                input.workers,
+                input.flow.decode.tunnel,
+            );
+            // The analysers take the file's packets before `--workers` spreads them, on the
+            // reading thread.
+            (
+                gates,
+                vec![plan::files::SOURCE.to_string()],
+                vec![(gate, None)],
+            )
         }
         Some(live) => {
             let workers = plan::live::capture(&mut doc, live, input.filter.as_deref(), 0);
@@ -150,7 +163,15 @@ fn meter_command(
                     thread: Some(w.thread),
                 })
                 .collect();
-            (gates, workers.into_iter().map(|w| w.name).collect())
+            let log_gates = workers
+                .iter()
+                .map(|w| (format!("{}.packets", w.name), Some(w.thread)))
+                .collect();
+            (
+                gates,
+                workers.into_iter().map(|w| w.name).collect(),
+                log_gates,
+            )
         }
     };
     let text = plan::consumers::TextOut {
@@ -174,17 +195,24 @@ fn meter_command(
             .as_ref()
             .map(|l| l.interfaces.clone())
             .unwrap_or_default(),
-        app,
+        app: analysis.app,
         geo: geo.clone(),
     };
     let added = consumers.add(&mut doc, &gates);
     if input.live.is_none() {
         plan::files::set_lanes(&mut doc, &added.meters);
     }
+    if let Some(logs) = &analysis.logs {
+        // Live, the log writers go with the other outputs (the flow writer's or the
+        // exporters' pool: flows always has one of them).
+        let pool = input.live.is_some().then_some(plan::consumers::OUTPUTS);
+        logs.add(&mut doc, &log_gates, pool);
+    }
     if input.print_composition {
         print!("{}", doc.to_toml());
         return Ok(ExitCode::SUCCESS);
     }
+    analysis.prepare()?;
     let (finished, report) = match &input.live {
         None => {
             let source = plan::files::SOURCE;
@@ -223,6 +251,8 @@ fn meter_command(
         }
         f
     });
+    let mut extra = export::report(input.summary, &exporters, feed);
+    extra.extend(analysis.report(input.summary, &finished.report));
     summary::print_with(
         command,
         input.summary,
@@ -230,7 +260,7 @@ fn meter_command(
         &meter,
         table,
         series_stats,
-        export::report(input.summary, &exporters, feed),
+        extra,
     );
     Ok(match input.live {
         None => file_exit_code(&report, &exporters, input.summary),

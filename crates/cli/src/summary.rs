@@ -8,19 +8,6 @@ use trawl_compose::human_rate;
 
 use crate::run::RunReport;
 
-pub fn print(
-    command: &str,
-    format: SummaryFormat,
-    report: &RunReport,
-    m: &MeterStats,
-    table: TableSize,
-    series: Option<SeriesStats>,
-) {
-    print_with(command, format, report, m, table, series, Vec::new())
-}
-
-/// [`print()`] with more sections in the JSON object (exporters, `trawl run`'s packet store
-/// and flow database): one object, whatever the run had.
 /// The rare parts of the capture line: said only when they happened.
 fn live_notes(s: &trawl_capture::live::LiveStats) -> String {
     let mut notes = String::new();
@@ -36,6 +23,8 @@ fn live_notes(s: &trawl_capture::live::LiveStats) -> String {
     notes
 }
 
+/// The summary of a run that metered: text, or one JSON object with `extra`'s sections
+/// (exporters, logs, `trawl run`'s packet store and flow database), whatever the run had.
 pub fn print_with(
     command: &str,
     format: SummaryFormat,

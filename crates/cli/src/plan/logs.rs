@@ -13,11 +13,113 @@
 //! reads). Live, an analyser runs on its gate's capture thread (a connection's packets all
 //! come to one worker, the fanout being symmetric) and takes packets lossily: a slow analyser
 //! loses packets (counted by the runtime), it does not hold capture back.
-use std::path::Path;
+//!
+//! `trawl flows` and `trawl ingest` add the same analysers beside their meters ([`Analysis`]):
+//! their `--logs DIR` is one file per analyser, as `trawl logs -o DIR` writes, since a command
+//! over files is not a monitor whose files must be closed and retained by the hour.
+use std::path::{Path, PathBuf};
 
-use trawl_compose::{Document, Policy};
+use anyhow::Result;
+use trawl_compose::{Document, Policy, Report};
 
-use crate::flag::Analyzer;
+use crate::flag::{AnalyzeArgs, Analyzer, SummaryFormat};
+
+/// What `--analyze` (and `--logs`) ask of a command that meters: application labels on the
+/// records, logs beside them.
+#[derive(Clone, Debug, Default)]
+pub struct Analysis {
+    /// `--analyze app`: the meters label records with their application.
+    pub app: bool,
+    /// `--logs DIR` and the log analysers of `--analyze`.
+    pub logs: Option<LogsOut>,
+}
+
+impl Analysis {
+    /// `--analyze` and `--logs` of `trawl flows` and `trawl ingest`, whose records always go
+    /// somewhere (an output, exporters, the database). The logs hold addresses and names as
+    /// captured: not beside anonymized records.
+    pub fn of_args(a: &AnalyzeArgs, anonymized: bool) -> Result<Analysis> {
+        let app = check(&a.analyze, a.logs.is_some(), true)?;
+        if a.logs.is_some() && anonymized {
+            anyhow::bail!(
+                "--logs cannot be combined with --anonymize: the logs hold addresses and names \
+                 as captured"
+            );
+        }
+        Ok(Analysis {
+            app,
+            logs: a
+                .logs
+                .as_ref()
+                .map(|dir| LogsOut::new(dir.clone(), &a.analyze)),
+        })
+    }
+
+    /// Creates the logs' directory (before the run: its writers open their files in it).
+    pub fn prepare(&self) -> Result<()> {
+        use anyhow::Context;
+        if let Some(l) = &self.logs {
+            std::fs::create_dir_all(&l.dir)
+                .with_context(|| format!("cannot create the logs directory {}", l.dir.display()))?;
+        }
+        Ok(())
+    }
+}
+
+impl Analysis {
+    /// The logs' part of a command's summary: the lines each analyser wrote, as a JSON
+    /// section (`logs`: `dir`, `lines` by analyser) or a line of text.
+    pub fn report(
+        &self,
+        format: SummaryFormat,
+        report: &Report,
+    ) -> Vec<(&'static str, serde_json::Value)> {
+        let Some(logs) = &self.logs else {
+            return Vec::new();
+        };
+        let lines = logs.lines(report);
+        match format {
+            SummaryFormat::None => Vec::new(),
+            SummaryFormat::Json => vec![(
+                "logs",
+                serde_json::json!({ "dir": path_text(&logs.dir), "lines": lines }),
+            )],
+            SummaryFormat::Text => {
+                let each: Vec<String> = logs
+                    .analyzers
+                    .iter()
+                    .map(|a| format!("{} {} lines", a.name(), lines[a.name()]))
+                    .collect();
+                eprintln!("logs in {}: {}", logs.dir.display(), each.join(", "));
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// `--analyze` of a command with `--logs` (`logs`) and flow records (`records`): each
+/// analyser needs what it writes into (the logs need --logs, `app` flow records). Returns
+/// whether records are labelled with their application.
+pub fn check(given: &[Analyzer], logs: bool, records: bool) -> Result<bool> {
+    let app = given.contains(&Analyzer::App);
+    if let Some(a) = given.iter().find(|a| **a != Analyzer::App) {
+        if !logs {
+            anyhow::bail!("--analyze {}: writes logs, give --logs DIR", a.name());
+        }
+    }
+    if app && !records {
+        anyhow::bail!(
+            "--analyze app labels flow records: give --flows FILE, --db DIR or --export DEST"
+        );
+    }
+    if app && logs && given.iter().all(|a| *a == Analyzer::App) {
+        anyhow::bail!(
+            "--logs with --analyze app only writes no log: name the logs too \
+             (--analyze app,dns,tls,http)"
+        );
+    }
+    Ok(app)
+}
 
 /// What to analyse and where the logs go.
 #[derive(Clone, Debug)]
@@ -37,6 +139,33 @@ pub struct LogsOut {
 }
 
 impl LogsOut {
+    /// The logs of the analysers of `given` (empty: all of them) in `dir`: one file per
+    /// analyser, replaced (a command over files; a monitor sets `hourly`).
+    pub fn new(dir: PathBuf, given: &[Analyzer]) -> LogsOut {
+        LogsOut {
+            dir,
+            analyzers: LogsOut::selection(given),
+            hourly: false,
+            retention_ns: None,
+            max_pending: None,
+            max_conns: None,
+        }
+    }
+
+    /// The lines each analyser's writer wrote (`{"dns": N, ...}`), for a command's summary.
+    pub fn lines(&self, report: &Report) -> serde_json::Value {
+        let lines = |a: &Analyzer| {
+            report
+                .block(&Self::writer_name(*a))
+                .map_or(0, |b| b.items_in)
+        };
+        self.analyzers
+            .iter()
+            .map(|a| (a.name().to_string(), lines(a).into()))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    }
+
     /// `--analyze` as given (empty: all of them) into the analysers, in order.
     pub fn selection(given: &[Analyzer]) -> Vec<Analyzer> {
         Analyzer::ALL

@@ -6,11 +6,11 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use trawl_anon::{Anonymizer, CryptoPan, Key, Prefix};
 
-use super::{testdata, trawl};
+use super::{ok, s, testdata, trawl};
 
 /// Captures of the repository with IPv4, IPv6, ARP, NDP, VLAN/QinQ, MPLS, PPPoE, SLL2, raw IP,
 /// loopback, GRE (with keepalives), PPTP, VXLAN, IP-in-IP, fragments, pcapng with several
@@ -69,19 +69,6 @@ fn key_file(dir: &Path) -> PathBuf {
 
 fn mapping(keep: Vec<Prefix>) -> Anonymizer {
     Anonymizer::new(CryptoPan::new(&Key::from_bytes(&KEY).unwrap()), keep)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// tshark's fields, one row a frame (tab-separated, repeated values comma-separated).

@@ -43,6 +43,20 @@ fn hour_files(dir: &Path, prefix: &str) -> Vec<std::path::PathBuf> {
     files
 }
 
+/// `trawl logs -r` of `captures` into `out`, TLS and HTTP.
+fn file_logs(captures: &[String], out: &Path) {
+    let mut args = vec!["logs", "-o", out.to_str().unwrap(), "--analyze", "tls,http"];
+    for c in captures {
+        args.extend(["-r", c.as_str()]);
+    }
+    let out = trawl(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn run_logs_equal_the_logs_of_the_replayed_files() {
     let lab = lab();
@@ -75,23 +89,7 @@ fn run_logs_equal_the_logs_of_the_replayed_files() {
     wait_json(run);
 
     let file_dir = dir.path().join("files");
-    let mut args = vec![
-        "logs",
-        "-o",
-        file_dir.to_str().unwrap(),
-        "--analyze",
-        "tls,http",
-    ];
-    for c in &captures {
-        args.extend(["-r", c.as_str()]);
-    }
-    let out = trawl(&args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
+    file_logs(&captures, &file_dir);
     for name in ["tls", "http"] {
         let want = timeless(&file_dir.join(format!("{name}.jsonl")));
         assert!(!want.is_empty(), "{name}: the files have lines");
@@ -106,4 +104,57 @@ fn run_logs_equal_the_logs_of_the_replayed_files() {
     // Not asked for: not written.
     assert!(hour_files(&live_dir, "dns").is_empty());
     assert!(!file_dir.join("dns.jsonl").exists());
+}
+
+/// `trawl flows -i IFACE --workers 2 --logs DIR`: each capture worker's analysers, the one file
+/// per analyser of a command (not hourly), equal to `trawl logs -r` of the replayed files but
+/// for the times; the records are written beside them.
+#[test]
+fn flows_live_logs_equal_the_logs_of_the_replayed_files() {
+    let lab = lab();
+    let dir = tempfile::tempdir().unwrap();
+    let live_dir = dir.path().join("live");
+    let records = dir.path().join("flows.jsonl");
+    let captures = [
+        testdata("app/tls/arkime--curl-enabled-tls13.pcap"),
+        testdata("app/http/arkime--http-301-get.pcap"),
+    ];
+    let run = trawl_live(&[
+        "flows",
+        "-i",
+        &lab.host,
+        "--workers",
+        "2",
+        "--duration",
+        "3s",
+        "--summary",
+        "json",
+        "-o",
+        records.to_str().unwrap(),
+        "--logs",
+        live_dir.to_str().unwrap(),
+        "--analyze",
+        "tls,http",
+    ]);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    for c in &captures {
+        lab.replay_into_host(Path::new(c), &["--topspeed"])
+            .expect("replay");
+    }
+    let (_, summary) = wait_json(run);
+    let file_dir = dir.path().join("files");
+    file_logs(&captures, &file_dir);
+    for name in ["tls", "http"] {
+        let want = timeless(&file_dir.join(format!("{name}.jsonl")));
+        let got = timeless(&live_dir.join(format!("{name}.jsonl")));
+        assert!(!want.is_empty(), "{name}: the files have lines");
+        assert_eq!(got, want, "{name}");
+        assert_eq!(
+            summary["logs"]["lines"][name].as_u64(),
+            Some(want.len() as u64)
+        );
+    }
+    assert!(!live_dir.join("dns.jsonl").exists());
+    let flows = std::fs::read_to_string(&records).unwrap();
+    assert!(flows.lines().count() >= 2, "{flows}");
 }

@@ -25,6 +25,21 @@ fn summary(out: &Output) -> serde_json::Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("summary is not JSON ({e}): {stderr}"))
 }
 
+/// `out` of a run that must succeed (its standard error shown when it did not).
+fn ok(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A path as the argument text of a command.
+fn s(p: &std::path::Path) -> &str {
+    p.to_str().unwrap()
+}
+
 #[test]
 fn flows_json_records_add_up_to_the_summary() {
     let sample = testdata("oracle/many-protocols.pcap.gz");
@@ -579,6 +594,7 @@ mod kafka;
 mod kafka_batch;
 mod live;
 mod logs;
+mod logs_flows;
 mod logs_hourly;
 mod logs_live;
 mod modules;
@@ -593,6 +609,7 @@ mod stored;
 mod svc;
 mod times;
 mod tls_cert;
+mod tls_hrr;
 mod tls_log;
 mod tunnels;
 mod voip;

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use super::testdata;
+use super::{ok, testdata};
 
 const NS: u64 = 1_000_000_000;
 /// 13 flows over 25 minutes (six 5-minute blocks), with quiet minutes between them.
@@ -19,15 +19,6 @@ fn trawl_tz(tz: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run trawl")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
 }
 
 /// `date` formatting the instant `secs` in the zone `tz`.

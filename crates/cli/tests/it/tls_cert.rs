@@ -17,12 +17,6 @@ const EXPLAINED: &[(&str, &str)] = &[
     // plaintext upgrade is not read, so neither is its certificate.
     ("arkime--ldap-ssl.pcap", "LDAP StartTLS"),
     ("arkime--mysql-tls.pcap", "MySQL: TLS after the greeting"),
-    // Only the server's certificate is logged: here the two Certificate messages tshark shows
-    // are the client's (client authentication; the server sent none).
-    (
-        "ndpi--tls_client_certificate_with_missing_server_one.pcapng",
-        "client certificates only",
-    ),
 ];
 
 /// One Certificate message as tshark shows it.
@@ -59,8 +53,12 @@ fn iso(t: &str) -> String {
 
 fn golden(path: &Path) -> Vec<Message> {
     let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
+    messages(text.lines().filter(|l| !l.starts_with('#')))
+}
+
+/// The messages of a golden's lines (without its comment lines).
+fn messages<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<Message> {
+    lines
         .map(|line| {
             let cols: Vec<&str> = line.split('\t').collect();
             let col = |i: usize| cols.get(i).copied().unwrap_or("");
@@ -121,8 +119,13 @@ fn compare(name: &str, want: &[Message], got: &[Value]) -> Option<String> {
         }
     }
     let mut ours: BTreeMap<String, usize> = BTreeMap::new();
-    for l in got {
-        let Some(serial) = l["cert_serial"].as_str() else {
+    // The server's certificate and the client's (client authentication).
+    let certs = got
+        .iter()
+        .flat_map(|l| ["cert_", "client_cert_"].map(|p| (l, p)));
+    for (l, prefix) in certs {
+        let field = |f: &str| &l[format!("{prefix}{f}")];
+        let Some(serial) = field("serial").as_str() else {
             continue;
         };
         let serial = serial.to_lowercase();
@@ -130,13 +133,13 @@ fn compare(name: &str, want: &[Message], got: &[Value]) -> Option<String> {
         let Some(m) = want.iter().find(|m| m.serials.first() == Some(&serial)) else {
             continue;
         };
-        for f in ["cert_not_before", "cert_not_after"] {
-            let t = l[f].as_str().unwrap().to_string();
+        for f in ["not_before", "not_after"] {
+            let t = field(f).as_str().unwrap().to_string();
             if !m.times.contains(&t) {
-                return Some(format!("{name}: {f} {t} not in {:?}", m.times));
+                return Some(format!("{name}: {prefix}{f} {t} not in {:?}", m.times));
             }
         }
-        let san: Vec<String> = l["cert_san_dns"]
+        let san: Vec<String> = field("san_dns")
             .as_array()
             .unwrap()
             .iter()
@@ -145,10 +148,13 @@ fn compare(name: &str, want: &[Message], got: &[Value]) -> Option<String> {
         if !m.dns.starts_with(&san) {
             return Some(format!("{name}: SAN {san:?} vs tshark {:?}", m.dns));
         }
-        for f in ["cert_subject", "cert_issuer"] {
-            if let Some(cn) = cn(l[f].as_str().unwrap()) {
+        for f in ["subject", "issuer"] {
+            if let Some(cn) = cn(field(f).as_str().unwrap()) {
                 if !m.strings.contains(&cn) {
-                    return Some(format!("{name}: {f} CN {cn:?} not in {:?}", m.strings));
+                    return Some(format!(
+                        "{name}: {prefix}{f} CN {cn:?} not in {:?}",
+                        m.strings
+                    ));
                 }
             }
         }
@@ -180,10 +186,9 @@ fn sweep(pairs: &[(PathBuf, PathBuf)]) -> usize {
                 differ.insert(name);
             }
             None => {
-                certs += got
-                    .iter()
-                    .filter(|l| l.get("cert_serial").is_some())
-                    .count()
+                let has = |l: &&Value, f: &str| l.get(f).is_some();
+                certs += got.iter().filter(|l| has(l, "cert_serial")).count();
+                certs += got.iter().filter(|l| has(l, "client_cert_serial")).count();
             }
         }
     }
@@ -245,4 +250,92 @@ fn tls_log_long_certificates_of_the_corpus_equal_tsharks() {
     assert_eq!(pairs.len(), 4, "{pairs:?}");
     let certs = sweep(&pairs);
     assert!(certs >= 11, "{certs} certificates equal tshark's");
+}
+
+/// The client's certificates (client authentication, `client_cert_*`): on the line of the
+/// connection whose client port tshark names (goldens `*.client-cert.tsv`, the Certificate
+/// messages sent by the sender of the stream's ClientHello), the leaf serial of each, and its
+/// validity, SAN and CNs among tshark's values; no client certificate on any other line, and
+/// none for an empty Certificate message.
+fn client_certificates(capture: &Path, golden: &Path, out: &Path) -> usize {
+    let name = capture.file_name().unwrap().to_string_lossy().to_string();
+    let text = std::fs::read_to_string(golden).unwrap();
+    let rows: Vec<(u64, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (port, rest) = l.split_once('\t').unwrap();
+            (port.parse().unwrap(), rest)
+        })
+        .collect();
+    let got = lines(capture, out);
+    let mut certs = 0;
+    for l in &got {
+        let port = l["src_port"].as_u64().unwrap();
+        let row = rows.iter().find(|(p, _)| *p == port);
+        let want = row.map(|(_, rest)| messages(std::iter::once(*rest)));
+        let serial = l["client_cert_serial"].as_str();
+        assert!(l.get("client_cert_error").is_none(), "{name}: {l}");
+        match (want.as_deref(), serial) {
+            (Some([m]), Some(_)) => {
+                if let Some(why) = compare(&name, std::slice::from_ref(m), &[client_only(l)]) {
+                    panic!("{why}");
+                }
+                certs += 1;
+            }
+            (Some([m]), None) => assert!(m.serials.is_empty(), "{name}: {l} misses {m:?}"),
+            (None, None) => {}
+            (w, s) => panic!("{name}: port {port}: tshark {w:?}, trawl {s:?}"),
+        }
+    }
+    let ports: BTreeSet<u64> = got.iter().filter_map(|l| l["src_port"].as_u64()).collect();
+    for (p, _) in &rows {
+        assert!(ports.contains(p), "{name}: no line for client port {p}");
+    }
+    certs
+}
+
+/// A line's client certificate fields alone, for [`compare`].
+fn client_only(l: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    for (k, v) in l.as_object().unwrap() {
+        if k.starts_with("client_cert_") {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
+
+#[test]
+fn tls_log_client_certificates_equal_tsharks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut certs = 0;
+    let mut goldens: Vec<PathBuf> = ["app/tls", "app/tls/client"]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(testdata(d)).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".client-cert.tsv"))
+        .collect();
+    goldens.sort();
+    assert_eq!(goldens.len(), 2, "{goldens:?}");
+    for (i, g) in goldens.iter().enumerate() {
+        let cap = PathBuf::from(g.to_string_lossy().trim_end_matches(".client-cert.tsv"));
+        certs += client_certificates(&cap, g, &tmp.path().join(i.to_string()));
+    }
+    assert_eq!(certs, 3, "client certificates equal to tshark's");
+    let Some(root) = trawl_testkit::corpus() else {
+        return;
+    };
+    let mut certs = 0;
+    for n in ["anyconnect-vpn.pcap", "anydesk.pcapng"] {
+        let g = PathBuf::from(testdata(&format!(
+            "app/tls/corpus/ndpi--{n}.client-cert.tsv"
+        )));
+        let cap = root.join("ndpi/default").join(n);
+        certs += client_certificates(&cap, &g, &tmp.path().join(n));
+    }
+    assert_eq!(
+        certs, 6,
+        "client certificates of the corpus equal to tshark's"
+    );
 }
