@@ -1,6 +1,8 @@
-//! TCP connections for the stream analysers (`tls_log`, later `http_log`): each connection's two
-//! directions reassembled by `trawl_app::reassembly` and handed to the analyser's per-connection
-//! state `S`.
+//! TCP connections for the stream analysers (`stream_log`: TLS, HTTP, DNS over TCP): each
+//! connection is tracked once, its two directions reassembled by `trawl_app::reassembly` and
+//! handed to the per-connection state `S` (the analysers that still want it). Once `S` is done
+//! (no analyser wants the connection) its buffers are freed and its segments skipped: the
+//! connection stays in the table only so that its later packets find it (bypass).
 //!
 //! Bounded and counted: at most `max_conns` connections are held; a new one beyond that evicts
 //! the oldest (first seen), which the analyser gets to finish like a closed one (`evicted`).
@@ -56,7 +58,11 @@ impl<'a> TcpPacket<'a> {
 }
 
 /// What a connection's analyser does with its directions' bytes.
-pub trait ConnState: Default {
+pub trait ConnState {
+    /// What every connection's state is made from (which analysers are on).
+    type Config;
+    /// The state of a new connection `key`.
+    fn new(config: &Self::Config, key: ConnKey) -> Self;
     /// Takes the next chunk of direction `dir` (0: from the key's first endpoint, 1: from the
     /// second), sent by `src` at `ts_ns`.
     fn chunk(&mut self, dir: usize, src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>);
@@ -115,8 +121,9 @@ impl ConnStats {
     }
 }
 
-/// The connections of one analyser.
-pub struct ConnTable<S> {
+/// The connections of the stream analysers.
+pub struct ConnTable<S: ConnState> {
+    config: S::Config,
     conns: HashMap<ConnKey, Conn<S>>,
     /// Keys in creation order with their ids (entries of removed connections are skipped).
     order: VecDeque<(ConnKey, u64)>,
@@ -129,9 +136,10 @@ pub struct ConnTable<S> {
 
 impl<S: ConnState> ConnTable<S> {
     /// A table of at most `max_conns` connections, `max_stream`/`max_total` bytes of
-    /// out-of-order data per direction and in all.
-    pub fn new(max_conns: usize, max_stream: usize, max_total: usize) -> Self {
+    /// out-of-order data per direction and in all, each connection's state made from `config`.
+    pub fn new(config: S::Config, max_conns: usize, max_stream: usize, max_total: usize) -> Self {
         ConnTable {
+            config,
             conns: HashMap::new(),
             order: VecDeque::new(),
             next_id: 0,
@@ -221,7 +229,7 @@ impl<S: ConnState> ConnTable<S> {
                 last_ns: ts_ns,
                 syn_from: None,
                 fins: [false; 2],
-                state: S::default(),
+                state: S::new(&self.config, key),
                 streams: [Stream::new(), Stream::new()],
                 id: self.next_id,
             },

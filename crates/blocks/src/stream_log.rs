@@ -1,0 +1,413 @@
+//! `stream_log`: the application-layer analysers that read TCP streams (TLS, HTTP/1.x, DNS over
+//! TCP) over one shared reassembly, and QUIC's hellos with TLS's (docs/specs/logs.md).
+//!
+//! One block with analyser plugins rather than a block per analyser: a TCP connection is
+//! tracked and reassembled once whatever reads it (as in Suricata's and Zeek's stream engines),
+//! each packet is decoded once, and an analyser that is done with a connection stops receiving
+//! it; when none wants it any more its buffers are freed and its later segments are skipped at
+//! the cost of a table look-up (bypass). Separate blocks would each need their own table (the
+//! first implementation, which tracked every segment twice). An analyser is on when its output
+//! gate is connected (`tls`, `http`, `dns`): composition still chooses what runs and where the
+//! lines go.
+//!
+//! Per connection ([`Apps`]): TLS reads the hellos (and the certificate of TLS <= 1.2) and is
+//! done after them; HTTP is done at the first bytes of a stream that is not HTTP/1.x; DNS reads
+//! connections to or from port 53 only, its length-prefixed messages (RFC 1035 4.2.2) both
+//! ways, joined to each other as `dns_log` joins UDP's (a request meets its response by client,
+//! server and transaction ID).
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+use trawl_app::dns::{Joiner, TcpFramer};
+use trawl_app::reassembly::Chunk;
+use trawl_capture::PacketRecord;
+use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
+use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
+
+use crate::applog::{dns_values, emit_lines, exchange_event, join_message, ClientServer};
+use crate::http_log::{self, HttpConn};
+use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
+use crate::quic_conns::{QuicTable, QUIC_COUNTERS};
+use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
+use crate::tls_log::{self, TlsConn};
+
+/// IP protocol number of TCP.
+const TCP: u8 = 6;
+/// IP protocol number of UDP (QUIC).
+const UDP: u8 = 17;
+/// The TCP port DNS is read on.
+const DNS_PORT: u16 = 53;
+
+/// Output gates, by index.
+const OUT_TLS: usize = 0;
+const OUT_HTTP: usize = 1;
+const OUT_DNS: usize = 2;
+
+/// Settings of `stream_log`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamLogSettings {
+    /// Connections followed at once (default 65536); beyond it the oldest is ended (counted
+    /// `evicted`).
+    #[serde(default = "default_conns")]
+    pub max_conns: usize,
+    /// Out-of-order bytes one direction may hold waiting for earlier ones (default 256 KiB).
+    #[serde(default = "default_stream_bytes")]
+    pub max_stream_bytes: usize,
+    /// Out-of-order bytes all connections together may hold (default 64 MiB).
+    #[serde(default = "default_total_bytes")]
+    pub max_total_bytes: usize,
+    /// DNS-over-TCP requests waiting for their response at once (default 65536).
+    #[serde(default = "default_conns")]
+    pub max_pending: usize,
+}
+
+fn default_conns() -> usize {
+    65536
+}
+
+fn default_stream_bytes() -> usize {
+    256 * 1024
+}
+
+fn default_total_bytes() -> usize {
+    64 * 1024 * 1024
+}
+
+/// The counters of the shared reassembly, in the order
+/// [`crate::tcp_conns::ConnStats::values`] gives them (its `lines`: all analysers').
+pub const STREAM_COUNTERS: [&str; 11] = [
+    "connections",
+    "evicted",
+    "segments",
+    "retransmitted",
+    "out_of_order",
+    "overlaps",
+    "overlap_conflicts",
+    "gaps",
+    "gap_bytes",
+    "capped",
+    "lines",
+];
+
+/// The counters of DNS over TCP: those of `dns_log` with a `dns_tcp_` prefix.
+pub const DNS_TCP_COUNTERS: [&str; 8] = [
+    "dns_tcp_messages",
+    "dns_tcp_truncated_header",
+    "dns_tcp_faults",
+    "dns_tcp_joined",
+    "dns_tcp_unmatched_responses",
+    "dns_tcp_evicted",
+    "dns_tcp_duplicate_requests",
+    "dns_tcp_lines",
+];
+
+/// Which analysers are on (their output gate is connected).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Wanted {
+    /// TLS hellos.
+    pub tls: bool,
+    /// HTTP/1.x pairs.
+    pub http: bool,
+    /// DNS over TCP.
+    pub dns: bool,
+}
+
+/// DNS over TCP on one connection: each direction's messages, framed.
+#[derive(Default)]
+struct DnsConn {
+    framers: [TcpFramer; 2],
+    /// A direction that had a gap: its framing is lost, the analyser stops there.
+    lost: [bool; 2],
+    /// Messages framed and not yet joined: (direction, time, message).
+    messages: Vec<(usize, u64, Vec<u8>)>,
+}
+
+impl DnsConn {
+    fn chunk(&mut self, dir: usize, ts_ns: u64, chunk: Chunk<'_>) {
+        if self.lost[dir] {
+            return;
+        }
+        match chunk {
+            Chunk::Data(bytes) => {
+                let messages = &mut self.messages;
+                self.framers[dir].push(bytes, |m| messages.push((dir, ts_ns, m.to_vec())));
+            }
+            Chunk::Gap(_) => self.lost[dir] = true,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.lost == [true; 2]
+    }
+}
+
+/// The analysers of one connection: TLS's until its line is written, HTTP's until the
+/// connection ends (pairs not yet ended are written then), DNS's until both directions lost
+/// their framing; boxed so that a connection no analyser reads (or
+/// that has not sent a byte yet) costs three pointers.
+pub struct Apps {
+    tls: Option<Box<TlsConn>>,
+    http: Option<Box<HttpConn>>,
+    dns: Option<Box<DnsConn>>,
+    /// TLS's state is done (its line is due); it takes no more bytes.
+    tls_done: bool,
+}
+
+impl ConnState for Apps {
+    type Config = Wanted;
+
+    fn new(w: &Wanted, key: ConnKey) -> Self {
+        let dns = w.dns && (key.0.port() == DNS_PORT || key.1.port() == DNS_PORT);
+        Apps {
+            tls: w.tls.then(Box::default),
+            http: w.http.then(Box::default),
+            dns: dns.then(Box::default),
+            tls_done: false,
+        }
+    }
+
+    fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
+        if let Some(t) = self.tls.as_mut().filter(|_| !self.tls_done) {
+            t.chunk(dir, ts_ns, chunk);
+            self.tls_done = t.done();
+        }
+        if let Some(h) = self.http.as_mut().filter(|h| !h.done()) {
+            h.chunk(dir, ts_ns, chunk);
+        }
+        if let Some(d) = self.dns.as_mut() {
+            d.chunk(dir, ts_ns, chunk);
+        }
+    }
+
+    fn done(&self) -> bool {
+        (self.tls.is_none() || self.tls_done)
+            && self.http.as_ref().is_none_or(|h| h.done())
+            && self.dns.as_ref().is_none_or(|d| d.done())
+    }
+
+    fn ready(&self) -> bool {
+        (self.tls_done && self.tls.is_some())
+            || self.http.as_ref().is_some_and(|h| h.ready())
+            || self.dns.as_ref().is_some_and(|d| !d.messages.is_empty())
+    }
+}
+
+/// What the analysers write, per output, and DNS's join table.
+struct Outs {
+    tls: Vec<Event>,
+    http: Vec<Event>,
+    dns: Vec<Event>,
+    joiner: Joiner<ClientServer>,
+}
+
+impl Outs {
+    /// The lines of a connection that has some ready, or that `ended`; an analyser done with
+    /// the connection is dropped once its lines are out (its memory freed).
+    fn report(&mut self, key: ConnKey, conn: &mut Conn<Apps>, ended: bool) {
+        let apps = &mut conn.state;
+        if let Some(t) = apps.tls.as_mut().filter(|_| ended || apps.tls_done) {
+            tls_log::write_line(key, conn.first_ns, t, &mut self.tls);
+            apps.tls = None;
+        }
+        if let Some(h) = apps.http.as_mut() {
+            http_log::write_lines(key, h, ended, &mut self.http);
+        }
+        if let Some(d) = apps.dns.as_mut() {
+            for (dir, ts_ns, m) in d.messages.drain(..) {
+                let (src, dst) = if dir == 0 { key } else { (key.1, key.0) };
+                join_message(&mut self.joiner, TCP, (src, dst), ts_ns, &m, &mut self.dns);
+            }
+            if d.done() {
+                apps.dns = None;
+            }
+        }
+    }
+}
+
+/// TLS, HTTP/1.x and DNS over one TCP reassembly, and QUIC's hellos, as log lines.
+pub struct StreamLog {
+    decoded: Decoded,
+    config: DecodeConfig,
+    settings: StreamLogSettings,
+    /// Made at `start`, once the connected outputs say which analysers are on.
+    table: Option<ConnTable<Apps>>,
+    quic: Option<QuicTable>,
+    outs: Outs,
+    lines: [u64; 3],
+    pool: Pool<Events>,
+    counters: Vec<Counter>,
+}
+
+impl Block for StreamLog {
+    const TYPE: &'static str = "stream_log";
+    const SUMMARY: &'static str = "TLS hellos, HTTP/1.x pairs and DNS over one shared TCP reassembly, and QUIC Initial hellos, as log lines (tls.jsonl, http.jsonl, DNS over TCP into dns.jsonl); an analyser runs when its output is connected";
+    const INPUTS: &'static [GateDef] = &[GateDef {
+        name: "packets",
+        ty: PACKETS,
+        required: true,
+        doc: "packets to read TLS, QUIC, HTTP and DNS over TCP from",
+    }];
+    const OUTPUTS: &'static [GateDef] = &[
+        GateDef {
+            name: "tls",
+            ty: EVENTS,
+            required: false,
+            doc: "a log line per TCP or QUIC connection with a TLS hello",
+        },
+        GateDef {
+            name: "http",
+            ty: EVENTS,
+            required: false,
+            doc: "a log line per HTTP request/response pair, unanswered request or lone response",
+        },
+        GateDef {
+            name: "dns",
+            ty: EVENTS,
+            required: false,
+            doc: "a log line per DNS-over-TCP request/response pair, unanswered request or lone response",
+        },
+    ];
+    type Settings = StreamLogSettings;
+
+    fn check(s: &StreamLogSettings) -> Result<(), String> {
+        if s.max_conns == 0 {
+            return Err("max_conns must be at least 1".into());
+        }
+        if s.max_pending == 0 {
+            return Err("max_pending must be at least 1".into());
+        }
+        if s.max_stream_bytes > s.max_total_bytes {
+            return Err("max_stream_bytes must not exceed max_total_bytes".into());
+        }
+        Ok(())
+    }
+
+    fn build(s: StreamLogSettings, _env: &BuildEnv) -> Result<Self, String> {
+        Ok(StreamLog {
+            decoded: Decoded::default(),
+            // Tunnels descended: the application data is inside.
+            config: DecodeConfig {
+                tunnel: TunnelMode::Inner,
+            },
+            outs: Outs {
+                tls: Vec::new(),
+                http: Vec::new(),
+                dns: Vec::new(),
+                joiner: Joiner::new(s.max_pending),
+            },
+            settings: s,
+            table: None,
+            quic: None,
+            lines: [0; 3],
+            pool: Pool::new(Events::default),
+            counters: Vec::new(),
+        })
+    }
+
+    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
+        let wanted = Wanted {
+            tls: ctx.is_connected(OUT_TLS),
+            http: ctx.is_connected(OUT_HTTP),
+            dns: ctx.is_connected(OUT_DNS),
+        };
+        let s = &self.settings;
+        if wanted.tls || wanted.http || wanted.dns {
+            self.table = Some(ConnTable::new(
+                wanted,
+                s.max_conns,
+                s.max_stream_bytes,
+                s.max_total_bytes,
+            ));
+        }
+        if wanted.tls {
+            self.quic = Some(QuicTable::new(s.max_conns));
+        }
+        self.counters = STREAM_COUNTERS
+            .iter()
+            .chain(&QUIC_COUNTERS)
+            .chain(&DNS_TCP_COUNTERS)
+            .chain(&["tls_lines", "http_lines"])
+            .map(|n| ctx.counter(n))
+            .collect();
+        Ok(())
+    }
+
+    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
+        let Some(packets) = msg.get::<PacketBatch>() else {
+            return;
+        };
+        for pkt in packets.batch().iter() {
+            self.packet(&pkt);
+        }
+        self.send(ctx);
+    }
+
+    fn finish(&mut self, ctx: &mut Ctx<'_>) {
+        let outs = &mut self.outs;
+        if let Some(t) = &mut self.table {
+            t.finish(&mut |k, c, ended| outs.report(k, c, ended));
+        }
+        if let Some(q) = &mut self.quic {
+            q.finish(&mut outs.tls);
+        }
+        outs.joiner
+            .finish(|x| outs.dns.push(exchange_event(&x, TCP)));
+        self.send(ctx);
+    }
+}
+
+impl StreamLog {
+    fn packet(&mut self, pkt: &PacketRecord<'_>) {
+        let d = &mut self.decoded;
+        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() {
+            return;
+        }
+        if d.proto == UDP {
+            let Some(q) = &mut self.quic else {
+                return;
+            };
+            let start = (d.payload_offset as usize).min(pkt.data.len());
+            let end = (start + d.payload_len as usize).min(pkt.data.len());
+            let src = SocketAddr::new(d.src_addr(), d.src_port);
+            let dst = SocketAddr::new(d.dst_addr(), d.dst_port);
+            q.packet(
+                pkt.ts_ns,
+                src,
+                dst,
+                &pkt.data[start..end],
+                &mut self.outs.tls,
+            );
+            return;
+        }
+        let (Some(table), Some(p)) = (&mut self.table, TcpPacket::of(d, pkt.data, pkt.ts_ns))
+        else {
+            return;
+        };
+        let outs = &mut self.outs;
+        table.packet(&p, &mut |k, c, ended| outs.report(k, c, ended));
+    }
+
+    fn send(&mut self, ctx: &mut Ctx<'_>) {
+        let o = &mut self.outs;
+        for (gate, out) in [
+            (OUT_TLS, &mut o.tls),
+            (OUT_HTTP, &mut o.http),
+            (OUT_DNS, &mut o.dns),
+        ] {
+            emit_lines(gate, out, &mut self.lines[gate], &mut self.pool, ctx);
+        }
+        let all = self.lines.iter().sum();
+        let stream = self.table.as_ref().map(|t| t.stats.values(all));
+        let quic = self.quic.as_ref().map(QuicTable::values);
+        let values = stream
+            .unwrap_or_default()
+            .into_iter()
+            .chain(quic.unwrap_or_default())
+            .chain(dns_values(&o.joiner.stats, self.lines[OUT_DNS]))
+            .chain([self.lines[OUT_TLS], self.lines[OUT_HTTP]]);
+        for (c, v) in self.counters.iter().zip(values) {
+            c.set(v);
+        }
+    }
+}
