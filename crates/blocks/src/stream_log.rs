@@ -411,3 +411,148 @@ impl StreamLog {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trawl_flow::decode::tcp_flags;
+
+    const CLIENT: &str = "10.0.0.1:40000";
+    const SERVER: &str = "10.0.0.2:80";
+
+    fn packet<'a>(from_client: bool, seq: u32, flags: u8, data: &'a [u8]) -> TcpPacket<'a> {
+        let (c, s) = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let (src, dst) = if from_client { (c, s) } else { (s, c) };
+        TcpPacket {
+            ts_ns: u64::from(seq),
+            src,
+            dst,
+            seq,
+            flags,
+            data,
+            missing: 0,
+        }
+    }
+
+    /// Feeds `packets` to a table with every analyser on; the lines per output.
+    fn run(table: &mut ConnTable<Apps>, packets: &[TcpPacket<'_>]) -> Outs {
+        let mut outs = Outs {
+            tls: Vec::new(),
+            http: Vec::new(),
+            dns: Vec::new(),
+            joiner: Joiner::new(16),
+        };
+        for p in packets {
+            table.packet(p, &mut |k, c, ended| outs.report(k, c, ended));
+        }
+        outs
+    }
+
+    fn table() -> ConnTable<Apps> {
+        let all = Wanted {
+            tls: true,
+            http: true,
+            dns: true,
+        };
+        ConnTable::new(all, 16, 1 << 16, 1 << 20)
+    }
+
+    #[test]
+    fn a_stream_no_analyser_wants_is_skipped_after_its_first_bytes() {
+        let mut t = table();
+        let noise = [0x00u8, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07];
+        let outs = run(
+            &mut t,
+            &[
+                packet(true, 100, tcp_flags::SYN, b""),
+                packet(true, 101, tcp_flags::ACK, &noise),
+                packet(false, 500, tcp_flags::ACK, &noise),
+                // Neither TLS nor HTTP: from here on the connection is bypassed.
+                packet(true, 109, tcp_flags::ACK, &noise),
+                packet(false, 508, tcp_flags::ACK, &noise),
+                // Out of order: would wait in a reassembly buffer if the stream were read.
+                packet(true, 200, tcp_flags::ACK, &noise),
+            ],
+        );
+        assert_eq!(t.stats.reassembly.segments, 2, "{:?}", t.stats);
+        assert_eq!(t.held(), 0);
+        assert!(outs.tls.is_empty() && outs.http.is_empty() && outs.dns.is_empty());
+    }
+
+    #[test]
+    fn http_goes_on_after_tls_gave_up_and_each_output_gets_its_own_lines() {
+        let mut t = table();
+        let req = b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+        let resp = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nbody";
+        let mut outs = run(
+            &mut t,
+            &[
+                packet(true, 100, tcp_flags::SYN, b""),
+                packet(true, 101, tcp_flags::ACK, req),
+                packet(false, 500, tcp_flags::ACK, resp),
+                // A second exchange: TLS is done (neither direction was TLS), HTTP reads on.
+                packet(true, 101 + req.len() as u32, tcp_flags::ACK, req),
+                packet(false, 500 + resp.len() as u32, tcp_flags::ACK, resp),
+            ],
+        );
+        assert_eq!(t.stats.reassembly.segments, 4);
+        t.finish(&mut |k, c, ended| outs.report(k, c, ended));
+        assert!(outs.tls.is_empty() && outs.dns.is_empty());
+        assert_eq!(outs.http.len(), 2);
+        for l in &outs.http {
+            assert_eq!(l.json["uri"], "/a");
+            assert_eq!(l.json["status"], 200);
+            assert_eq!(l.json["response_body_len"], 4);
+        }
+    }
+
+    #[test]
+    fn dns_over_tcp_reads_messages_split_and_joined_across_segments() {
+        let mut t = table();
+        // A query for "a." (type A) and its response, each with its 2-byte length; the
+        // request split inside its length prefix, the response in a segment with nothing else.
+        let query: &[u8] = &[
+            0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0, 1, b'a', 0, 0, 1, 0, 1,
+        ];
+        let answer: &[u8] = &[
+            0x12, 0x34, 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0, 1, b'a', 0, 0, 1, 0, 1, 0xc0, 12, 0, 1,
+            0, 1, 0, 0, 0, 60, 0, 4, 192, 0, 2, 1,
+        ];
+        let mut q = (query.len() as u16).to_be_bytes().to_vec();
+        q.extend_from_slice(query);
+        let mut a = (answer.len() as u16).to_be_bytes().to_vec();
+        a.extend_from_slice(answer);
+        let c: std::net::SocketAddr = CLIENT.parse().unwrap();
+        let s: std::net::SocketAddr = "10.0.0.2:53".parse().unwrap();
+        let seg = |from_client: bool, seq: u32, data: &'static [u8]| TcpPacket {
+            ts_ns: u64::from(seq),
+            src: if from_client { c } else { s },
+            dst: if from_client { s } else { c },
+            seq,
+            flags: tcp_flags::ACK,
+            data,
+            missing: 0,
+        };
+        let (q, a): (&'static [u8], &'static [u8]) = (q.leak(), a.leak());
+        let mut outs = run(
+            &mut t,
+            &[
+                seg(true, 1000, &q[..1]),
+                seg(true, 1001, &q[1..]),
+                seg(false, 7000, a),
+            ],
+        );
+        t.finish(&mut |k, c, ended| outs.report(k, c, ended));
+        outs.joiner
+            .finish(|x| outs.dns.push(exchange_event(&x, TCP)));
+        assert_eq!(outs.dns.len(), 1);
+        let l = &outs.dns[0].json;
+        assert_eq!(l["proto"], 6);
+        assert_eq!(l["query"], "a");
+        assert_eq!(l["answers"][0], "192.0.2.1");
+        // From the segment that completed the request to the response.
+        assert_eq!(l["rtt_ns"], 7000 - 1001);
+        assert_eq!(l["src_port"], 40000);
+        assert_eq!(outs.joiner.stats.joined, 1);
+    }
+}
