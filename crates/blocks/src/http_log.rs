@@ -211,6 +211,11 @@ impl HttpConn {
         (self.heads == 0 && self.dirs.iter().any(failed)) || self.dirs.iter().all(failed)
     }
 
+    /// True when nothing is left to write, now or at the connection's end.
+    pub(crate) fn idle(&self) -> bool {
+        self.ready.is_empty() && self.current.is_none() && self.requests.is_empty()
+    }
+
     /// True when pairs wait to be written.
     pub(crate) fn ready(&self) -> bool {
         !self.ready.is_empty()

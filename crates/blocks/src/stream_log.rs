@@ -18,7 +18,7 @@
 use std::net::SocketAddr;
 
 use serde::Deserialize;
-use trawl_app::dns::{Joiner, TcpFramer};
+use trawl_app::dns::{DnsStats, Joiner, TcpFramer};
 use trawl_app::reassembly::Chunk;
 use trawl_capture::PacketRecord;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
@@ -28,7 +28,7 @@ use crate::applog::{dns_values, emit_lines, exchange_event, join_message, Client
 use crate::http_log::{self, HttpConn};
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 use crate::quic_conns::{QuicTable, QUIC_COUNTERS};
-use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
+use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnStats, ConnTable, TcpPacket};
 use crate::tls_log::{self, TlsConn};
 
 /// IP protocol number of TCP.
@@ -142,16 +142,22 @@ impl DnsConn {
     }
 }
 
-/// The analysers of one connection: TLS's until its line is written, HTTP's until the
-/// connection ends (pairs not yet ended are written then), DNS's until both directions lost
-/// their framing; boxed so that a connection no analyser reads (or
-/// that has not sent a byte yet) costs three pointers.
+/// Bits of [`Apps::wants`].
+const TLS: u8 = 1;
+const HTTP: u8 = 2;
+const DNS: u8 = 4;
+
+/// The analysers of one connection. Each is made at the connection's first bytes (a connection
+/// that never carries any, half-open or all pure ACKs, costs three null pointers) and boxed;
+/// each drops out of `wants` when done with the connection, and its state is freed once its
+/// lines are written: TLS's at once, HTTP's when nothing is left to write at the end (a stream
+/// that never was HTTP), DNS's once both directions lost their framing.
 pub struct Apps {
     tls: Option<Box<TlsConn>>,
     http: Option<Box<HttpConn>>,
     dns: Option<Box<DnsConn>>,
-    /// TLS's state is done (its line is due); it takes no more bytes.
-    tls_done: bool,
+    /// The analysers that still want the connection's bytes.
+    wants: u8,
 }
 
 impl ConnState for Apps {
@@ -159,35 +165,48 @@ impl ConnState for Apps {
 
     fn new(w: &Wanted, key: ConnKey) -> Self {
         let dns = w.dns && (key.0.port() == DNS_PORT || key.1.port() == DNS_PORT);
+        let wants = [(w.tls, TLS), (w.http, HTTP), (dns, DNS)]
+            .into_iter()
+            .filter(|&(on, _)| on)
+            .fold(0, |bits, (_, bit)| bits | bit);
         Apps {
-            tls: w.tls.then(Box::default),
-            http: w.http.then(Box::default),
-            dns: dns.then(Box::default),
-            tls_done: false,
+            tls: None,
+            http: None,
+            dns: None,
+            wants,
         }
     }
 
     fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
-        if let Some(t) = self.tls.as_mut().filter(|_| !self.tls_done) {
+        if self.wants & TLS != 0 {
+            let t = self.tls.get_or_insert_with(Box::default);
             t.chunk(dir, ts_ns, chunk);
-            self.tls_done = t.done();
+            if t.done() {
+                self.wants &= !TLS;
+            }
         }
-        if let Some(h) = self.http.as_mut().filter(|h| !h.done()) {
+        if self.wants & HTTP != 0 {
+            let h = self.http.get_or_insert_with(Box::default);
             h.chunk(dir, ts_ns, chunk);
+            if h.done() {
+                self.wants &= !HTTP;
+            }
         }
-        if let Some(d) = self.dns.as_mut() {
+        if self.wants & DNS != 0 {
+            let d = self.dns.get_or_insert_with(Box::default);
             d.chunk(dir, ts_ns, chunk);
+            if d.done() {
+                self.wants &= !DNS;
+            }
         }
     }
 
     fn done(&self) -> bool {
-        (self.tls.is_none() || self.tls_done)
-            && self.http.as_ref().is_none_or(|h| h.done())
-            && self.dns.as_ref().is_none_or(|d| d.done())
+        self.wants == 0
     }
 
     fn ready(&self) -> bool {
-        (self.tls_done && self.tls.is_some())
+        (self.tls.is_some() && self.wants & TLS == 0)
             || self.http.as_ref().is_some_and(|h| h.ready())
             || self.dns.as_ref().is_some_and(|d| !d.messages.is_empty())
     }
@@ -206,22 +225,104 @@ impl Outs {
     /// the connection is dropped once its lines are out (its memory freed).
     fn report(&mut self, key: ConnKey, conn: &mut Conn<Apps>, ended: bool) {
         let apps = &mut conn.state;
-        if let Some(t) = apps.tls.as_mut().filter(|_| ended || apps.tls_done) {
-            tls_log::write_line(key, conn.first_ns, t, &mut self.tls);
-            apps.tls = None;
+        if let Some(t) = apps.tls.as_mut() {
+            if ended || apps.wants & TLS == 0 {
+                tls_log::write_line(key, conn.first_ns, t, &mut self.tls);
+                apps.tls = None;
+            }
         }
         if let Some(h) = apps.http.as_mut() {
             http_log::write_lines(key, h, ended, &mut self.http);
+            if apps.wants & HTTP == 0 && h.idle() {
+                apps.http = None;
+            }
         }
         if let Some(d) = apps.dns.as_mut() {
             for (dir, ts_ns, m) in d.messages.drain(..) {
                 let (src, dst) = if dir == 0 { key } else { (key.1, key.0) };
                 join_message(&mut self.joiner, TCP, (src, dst), ts_ns, &m, &mut self.dns);
             }
-            if d.done() {
+            if apps.wants & DNS == 0 {
                 apps.dns = None;
             }
         }
+    }
+}
+
+/// The TCP side of `stream_log`: the shared connection table with its analysers, and the lines
+/// they wrote (taken by [`TcpAnalysers::take`]).
+pub struct TcpAnalysers {
+    table: ConnTable<Apps>,
+    outs: Outs,
+}
+
+impl TcpAnalysers {
+    /// The analysers `wanted`, within the bounds of `s`.
+    pub fn new(wanted: Wanted, s: &StreamLogSettings) -> Self {
+        TcpAnalysers {
+            table: ConnTable::new(wanted, s.max_conns, s.max_stream_bytes, s.max_total_bytes),
+            outs: Outs {
+                tls: Vec::new(),
+                http: Vec::new(),
+                dns: Vec::new(),
+                joiner: Joiner::new(s.max_pending),
+            },
+        }
+    }
+
+    /// Takes one TCP packet.
+    pub fn packet(&mut self, p: &TcpPacket<'_>) {
+        let outs = &mut self.outs;
+        self.table
+            .packet(p, &mut |k, c, ended| outs.report(k, c, ended));
+    }
+
+    /// Ends every connection and every DNS request (the end of the input).
+    pub fn finish(&mut self) {
+        self.finish_tcp();
+        self.finish_dns();
+    }
+
+    fn finish_tcp(&mut self) {
+        let outs = &mut self.outs;
+        self.table
+            .finish(&mut |k, c, ended| outs.report(k, c, ended));
+    }
+
+    fn finish_dns(&mut self) {
+        let outs = &mut self.outs;
+        outs.joiner
+            .finish(|x| outs.dns.push(exchange_event(&x, TCP)));
+    }
+
+    /// The lines written since the last call: TLS's, HTTP's, DNS's.
+    pub fn take(&mut self) -> [Vec<Event>; 3] {
+        let o = &mut self.outs;
+        [
+            std::mem::take(&mut o.tls),
+            std::mem::take(&mut o.http),
+            std::mem::take(&mut o.dns),
+        ]
+    }
+
+    /// The shared table's counters.
+    pub fn stats(&self) -> &ConnStats {
+        &self.table.stats
+    }
+
+    /// The DNS joiner's counters.
+    pub fn dns_stats(&self) -> &DnsStats {
+        &self.outs.joiner.stats
+    }
+
+    /// Out-of-order bytes held now (within `max_total_bytes`).
+    pub fn held(&self) -> usize {
+        self.table.held()
+    }
+
+    /// Connections held now (within `max_conns`).
+    pub fn conns(&self) -> usize {
+        self.table.len()
     }
 }
 
@@ -231,9 +332,9 @@ pub struct StreamLog {
     config: DecodeConfig,
     settings: StreamLogSettings,
     /// Made at `start`, once the connected outputs say which analysers are on.
-    table: Option<ConnTable<Apps>>,
+    tcp: Option<TcpAnalysers>,
+    /// With TLS on (its lines go into TLS's of `tcp`).
     quic: Option<QuicTable>,
-    outs: Outs,
     lines: [u64; 3],
     pool: Pool<Events>,
     counters: Vec<Counter>,
@@ -290,14 +391,8 @@ impl Block for StreamLog {
             config: DecodeConfig {
                 tunnel: TunnelMode::Inner,
             },
-            outs: Outs {
-                tls: Vec::new(),
-                http: Vec::new(),
-                dns: Vec::new(),
-                joiner: Joiner::new(s.max_pending),
-            },
             settings: s,
-            table: None,
+            tcp: None,
             quic: None,
             lines: [0; 3],
             pool: Pool::new(Events::default),
@@ -313,12 +408,7 @@ impl Block for StreamLog {
         };
         let s = &self.settings;
         if wanted.tls || wanted.http || wanted.dns {
-            self.table = Some(ConnTable::new(
-                wanted,
-                s.max_conns,
-                s.max_stream_bytes,
-                s.max_total_bytes,
-            ));
+            self.tcp = Some(TcpAnalysers::new(wanted, s));
         }
         if wanted.tls {
             self.quic = Some(QuicTable::new(s.max_conns));
@@ -344,15 +434,13 @@ impl Block for StreamLog {
     }
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let outs = &mut self.outs;
-        if let Some(t) = &mut self.table {
-            t.finish(&mut |k, c, ended| outs.report(k, c, ended));
+        if let Some(t) = &mut self.tcp {
+            t.finish_tcp();
+            if let Some(q) = &mut self.quic {
+                q.finish(&mut t.outs.tls);
+            }
+            t.finish_dns();
         }
-        if let Some(q) = &mut self.quic {
-            q.finish(&mut outs.tls);
-        }
-        outs.joiner
-            .finish(|x| outs.dns.push(exchange_event(&x, TCP)));
         self.send(ctx);
     }
 }
@@ -371,40 +459,43 @@ impl StreamLog {
             let end = (start + d.payload_len as usize).min(pkt.data.len());
             let src = SocketAddr::new(d.src_addr(), d.src_port);
             let dst = SocketAddr::new(d.dst_addr(), d.dst_port);
-            q.packet(
-                pkt.ts_ns,
-                src,
-                dst,
-                &pkt.data[start..end],
-                &mut self.outs.tls,
-            );
+            if let Some(t) = &mut self.tcp {
+                // Into TLS's lines, in packet order with TCP's.
+                q.packet(pkt.ts_ns, src, dst, &pkt.data[start..end], &mut t.outs.tls);
+            }
             return;
         }
-        let (Some(table), Some(p)) = (&mut self.table, TcpPacket::of(d, pkt.data, pkt.ts_ns))
-        else {
-            return;
-        };
-        let outs = &mut self.outs;
-        table.packet(&p, &mut |k, c, ended| outs.report(k, c, ended));
+        if let (Some(t), Some(p)) = (&mut self.tcp, TcpPacket::of(d, pkt.data, pkt.ts_ns)) {
+            t.packet(&p);
+        }
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        let o = &mut self.outs;
+        let [mut tls, mut http, mut dns] = self
+            .tcp
+            .as_mut()
+            .map(TcpAnalysers::take)
+            .unwrap_or_default();
         for (gate, out) in [
-            (OUT_TLS, &mut o.tls),
-            (OUT_HTTP, &mut o.http),
-            (OUT_DNS, &mut o.dns),
+            (OUT_TLS, &mut tls),
+            (OUT_HTTP, &mut http),
+            (OUT_DNS, &mut dns),
         ] {
             emit_lines(gate, out, &mut self.lines[gate], &mut self.pool, ctx);
         }
         let all = self.lines.iter().sum();
-        let stream = self.table.as_ref().map(|t| t.stats.values(all));
+        let stream = self.tcp.as_ref().map(|t| t.stats().values(all));
         let quic = self.quic.as_ref().map(QuicTable::values);
+        let dns = self
+            .tcp
+            .as_ref()
+            .map(|t| *t.dns_stats())
+            .unwrap_or_default();
         let values = stream
             .unwrap_or_default()
             .into_iter()
             .chain(quic.unwrap_or_default())
-            .chain(dns_values(&o.joiner.stats, self.lines[OUT_DNS]))
+            .chain(dns_values(&dns, self.lines[OUT_DNS]))
             .chain([self.lines[OUT_TLS], self.lines[OUT_HTTP]]);
         for (c, v) in self.counters.iter().zip(values) {
             c.set(v);

@@ -10,11 +10,12 @@
 //! at a RST, once both directions sent a FIN (a half-closed connection still carries the other
 //! direction's bytes), by eviction, or at the end of the input; what still waits then is read
 //! after a gap.
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use trawl_app::reassembly::{Budget, Chunk, ReassemblyStats, Segment, Stream};
 use trawl_flow::decode::{tcp_flags, Decoded};
+use trawl_flow::hash::SeededFxMap;
 
 /// A connection's key: the two endpoints, the smaller first, so both directions find it.
 pub type ConnKey = (SocketAddr, SocketAddr);
@@ -124,7 +125,9 @@ impl ConnStats {
 /// The connections of the stream analysers.
 pub struct ConnTable<S: ConnState> {
     config: S::Config,
-    conns: HashMap<ConnKey, Conn<S>>,
+    /// Keys come off the wire: the seeded fast hash (SipHash is slow on small keys,
+    /// `trawl_flow::hash`).
+    conns: SeededFxMap<ConnKey, Conn<S>>,
     /// Keys in creation order with their ids (entries of removed connections are skipped).
     order: VecDeque<(ConnKey, u64)>,
     next_id: u64,
@@ -140,13 +143,23 @@ impl<S: ConnState> ConnTable<S> {
     pub fn new(config: S::Config, max_conns: usize, max_stream: usize, max_total: usize) -> Self {
         ConnTable {
             config,
-            conns: HashMap::new(),
+            conns: SeededFxMap::default(),
             order: VecDeque::new(),
             next_id: 0,
             max_conns: max_conns.max(1),
             budget: Budget::new(max_stream, max_total),
             stats: ConnStats::default(),
         }
+    }
+
+    /// Connections held now.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// True when no connection is held.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
     }
 
     /// Out-of-order bytes held now.
