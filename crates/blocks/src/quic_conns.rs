@@ -1,4 +1,4 @@
-//! QUIC connections for `tls_log`: the hellos of each connection's Initial packets
+//! QUIC connections for `stream_log`'s TLS analyser: the hellos of each connection's Initial packets
 //! (`trawl_app::quic`), written as `tls.jsonl` lines with `proto` 17 and `transport` `quic`.
 //!
 //! A connection starts at a datagram whose first packet is an Initial of a version with known

@@ -103,7 +103,7 @@ pub struct ConnStats {
 }
 
 impl ConnStats {
-    /// The counters in the order of `tls_log::STREAM_COUNTERS`, `lines` last.
+    /// The counters in the order of `stream_log::STREAM_COUNTERS`, `lines` last.
     pub fn values(&self, lines: u64) -> [u64; 11] {
         let r = &self.reassembly;
         [
