@@ -41,10 +41,18 @@ fuzz_target!(|data: &[u8]| {
     // Each packet: endpoints, flags, sequence, payload kind and length, then payload bytes.
     while rest.len() >= 5 {
         let (h, tail) = rest.split_at(5);
-        let client = std::net::SocketAddr::from(([10, 0, 0, 1 + (h[0] & 3)], 40000 + u16::from(h[0] >> 6)));
-        let server = std::net::SocketAddr::from(([10, 0, 1, 1], [53, 80, 443][usize::from(h[0] >> 2 & 3) % 3]));
+        let client =
+            std::net::SocketAddr::from(([10, 0, 0, 1 + (h[0] & 3)], 40000 + u16::from(h[0] >> 6)));
+        let server = std::net::SocketAddr::from((
+            [10, 0, 1, 1],
+            [53, 80, 443][usize::from(h[0] >> 2 & 3) % 3],
+        ));
         let from_client = h[0] & 0x10 == 0;
-        let (src, dst) = if from_client { (client, server) } else { (server, client) };
+        let (src, dst) = if from_client {
+            (client, server)
+        } else {
+            (server, client)
+        };
         let seq = u32::from(h[2]) * 8 + if from_client { 0 } else { 1 << 31 };
         let len = usize::from(h[3] % 64).min(tail.len());
         let (own, tail) = tail.split_at(len);

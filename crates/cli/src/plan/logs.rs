@@ -13,7 +13,8 @@
 //!                            .http ─────▶ http_out (event_writer)
 //! gate1.packets ─── ...
 //! ```
-//! With one gate the blocks are named `dns` and `stream` (what `trawl logs`' summary reads). Live, an analyser runs on its gate's capture thread (a connection's packets all
+//! With one gate the blocks are named `dns` and `stream` (what `trawl logs`' summary reads).
+//! Live, an analyser runs on its gate's capture thread (a connection's packets all
 //! come to one worker, the fanout being symmetric) and takes packets lossily: a slow analyser
 //! loses packets (counted by the runtime), it does not hold capture back.
 use std::path::Path;
