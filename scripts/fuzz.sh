@@ -31,7 +31,11 @@
 # header: no panic, inflation bounded by max_groups, what decodes re-encodes to the same groups
 # and merges). tcp_reassembly (segments cut from the bytes at any sequence numbers, overlapping,
 # retransmitted and out of order, through the bounded reassembler of the log blocks: no panic,
-# memory within its caps, bytes delivered in order). tunnel_decode (any tunnel header and
+# memory within its caps, bytes delivered in order). stream_conns (packets between a few
+# endpoints on ports 53/80/443, any flags and nearby sequence numbers, payloads starting as TLS,
+# HTTP, DNS-over-TCP or anything, through `stream_log`'s shared connection table with every
+# analyser on: no panic, connections and waiting bytes within their caps, nothing held after
+# the end). tunnel_decode (any tunnel header and
 # payload behind a valid Ethernet / IPv4 frame, by UDP port or GRE type: GTP-U, Geneve, Teredo,
 # MPLS over UDP, VXLAN, ERSPAN I/II/III, WCCP, MPLS, Aruba 802.11, PPTP: no panic, a descended
 # packet names the outer addresses and its tunnel type, any other keeps the outer key).
@@ -49,7 +53,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
-targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder sflow query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly tunnel_decode app_classify quic_initial x509_certificate)
+targets_all=(pcap_reader decode bpf_filter tpacket_block packet_store flow_decoder sflow query_syntax composition store_pages flow_meter sip_message sdp_body rtp_stream dns_message tls_hello http_stream anonymize_packet partial_decode tcp_reassembly stream_conns tunnel_decode app_classify quic_initial x509_certificate)
 
 in_ci() { [ -n "${CI:-}" ] && [ "${CI}" != false ] && [ "${CI}" != 0 ]; }
 

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use trawl_app::dns::{self, Exchange, Joiner, Message};
+use trawl_app::dns::{self, DnsStats, Exchange, Joiner, Message};
 use trawl_capture::PacketRecord;
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 use trawl_flow::community_id::{CommunityId, FlowTuple};
@@ -24,7 +24,7 @@ const UDP: u8 = 17;
 
 /// Client and server of an exchange: the sender of the request first, whichever direction a
 /// message travels (the key under which its request and response meet).
-type ClientServer = (SocketAddr, SocketAddr);
+pub(crate) type ClientServer = (SocketAddr, SocketAddr);
 
 /// Settings of `dns_log`.
 #[derive(Deserialize)]
@@ -40,8 +40,8 @@ fn default_pending() -> usize {
     65536
 }
 
-/// The counters of `dns_log`, in the order [`DnsLog::update_counters`] sets them.
-const COUNTERS: [&str; 8] = [
+/// The counters of `dns_log`, in the order [`dns_values`] gives them.
+pub(crate) const COUNTERS: [&str; 8] = [
     "messages",
     "truncated_header",
     "faults",
@@ -115,7 +115,7 @@ impl Block for DnsLog {
 
     fn finish(&mut self, ctx: &mut Ctx<'_>) {
         let out = &mut self.out;
-        self.joiner.finish(|x| out.push(exchange_event(&x)));
+        self.joiner.finish(|x| out.push(exchange_event(&x, UDP)));
         self.send(ctx);
     }
 }
@@ -133,47 +133,72 @@ impl DnsLog {
         let end = (start + d.payload_len as usize).min(pkt.data.len());
         let src = SocketAddr::new(d.src_addr(), d.src_port);
         let dst = SocketAddr::new(d.dst_addr(), d.dst_port);
-        let parsed = dns::parse(&pkt.data[start..end]);
-        self.joiner.stats.count(&parsed);
-        let Ok(msg) = parsed else {
-            return;
-        };
-        let key = if msg.flags.response {
-            (dst, src)
-        } else {
-            (src, dst)
-        };
-        let out = &mut self.out;
-        self.joiner
-            .push(key, pkt.ts_ns, msg, |x| out.push(exchange_event(&x)));
+        join_message(
+            &mut self.joiner,
+            UDP,
+            (src, dst),
+            pkt.ts_ns,
+            &pkt.data[start..end],
+            &mut self.out,
+        );
     }
 
     fn update_counters(&self) {
-        let s = &self.joiner.stats;
-        let values = [
-            s.messages,
-            s.truncated_header,
-            s.faults.iter().sum(),
-            s.joined,
-            s.unmatched_responses,
-            s.evicted,
-            s.duplicate_requests,
-            self.lines,
-        ];
+        let values = dns_values(&self.joiner.stats, self.lines);
         for (c, v) in self.counters.iter().zip(values) {
             c.set(v);
         }
     }
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
-        crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
+        emit_lines(0, &mut self.out, &mut self.lines, &mut self.pool, ctx);
         self.update_counters();
     }
 }
 
-/// Sends the log lines `out` holds (if any) as one batch on output 0, counting them in
-/// `lines`: the log blocks' (`dns_log`, `tls_log`, `http_log`) common way out.
+/// The values of [`COUNTERS`]: a joiner's counts and the lines written.
+pub(crate) fn dns_values(s: &DnsStats, lines: u64) -> [u64; 8] {
+    [
+        s.messages,
+        s.truncated_header,
+        s.faults.iter().sum(),
+        s.joined,
+        s.unmatched_responses,
+        s.evicted,
+        s.duplicate_requests,
+        lines,
+    ]
+}
+
+/// Counts and parses one DNS message (`payload`, a UDP datagram's or one of a TCP stream's
+/// length-prefixed messages) sent from `src` to `dst` over `proto`, and joins it: the lines of
+/// the exchanges it ends go to `out`. DNS over UDP (`dns_log`) and over TCP (`stream_log`) are
+/// joined alike, each in its own table.
+pub(crate) fn join_message(
+    joiner: &mut Joiner<ClientServer>,
+    proto: u8,
+    (src, dst): ClientServer,
+    ts_ns: u64,
+    payload: &[u8],
+    out: &mut Vec<Event>,
+) {
+    let parsed = dns::parse(payload);
+    joiner.stats.count(&parsed);
+    let Ok(msg) = parsed else {
+        return;
+    };
+    let key = if msg.flags.response {
+        (dst, src)
+    } else {
+        (src, dst)
+    };
+    joiner.push(key, ts_ns, msg, |x| out.push(exchange_event(&x, proto)));
+}
+
+/// Sends the log lines `out` holds (if any) as one batch on output `gate`, counting them in
+/// `lines`: the log blocks' (`dns_log`, `stream_log`) common way out.
 pub(crate) fn emit_lines(
+    gate: usize,
     out: &mut Vec<Event>,
     lines: &mut u64,
     pool: &mut Pool<Events>,
@@ -187,16 +212,16 @@ pub(crate) fn emit_lines(
     let batch = slot.get_mut();
     batch.events.clear();
     batch.events.append(out);
-    ctx.emit(0, slot.into_msg());
+    ctx.emit(gate, slot.into_msg());
 }
 
-/// The log line of one exchange (fields of docs/specs/logs.md, DNS).
-pub fn exchange_event(x: &Exchange<ClientServer>) -> Event {
+/// The log line of one exchange over `proto` (fields of docs/specs/logs.md, DNS).
+pub(crate) fn exchange_event(x: &Exchange<ClientServer>, proto: u8) -> Event {
     let (client, server) = x.key;
     let (req, resp) = (x.request.as_ref(), x.response.as_ref());
     let ts_ns = x.request_ts_ns.or(x.response_ts_ns).unwrap_or(0);
     let tuple = FlowTuple {
-        proto: UDP,
+        proto,
         src_ip: client.ip(),
         dst_ip: server.ip(),
         src_port: client.port(),
@@ -211,7 +236,7 @@ pub fn exchange_event(x: &Exchange<ClientServer>) -> Event {
     j.insert("src_port".into(), json!(client.port()));
     j.insert("dst_ip".into(), json!(server.ip().to_string()));
     j.insert("dst_port".into(), json!(server.port()));
-    j.insert("proto".into(), json!(UDP));
+    j.insert("proto".into(), json!(proto));
     j.insert("trans_id".into(), json!(x.trans_id));
     // One of the two is always there; the request speaks for the exchange when both are.
     if let Some(first) = req.or(resp) {

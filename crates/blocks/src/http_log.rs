@@ -1,24 +1,21 @@
-//! `http_log`: HTTP/1.x requests joined to their responses, one log line per pair
-//! (`http.jsonl` of `trawl logs`, docs/specs/logs.md). Both directions of each TCP connection
-//! are reassembled (`tcp_conns`) and read by `trawl_app::http::HttpStream`; responses meet
-//! requests in order on the connection (pipelining: the n-th final response answers the n-th
-//! request; 1xx responses are interim and answer none). A pair is written once its response's
-//! body has ended (the next response's head, or the connection's end); requests left without a
-//! response are written at the end, unanswered.
+//! The HTTP analyser of `stream_log` (`crate::stream_log`): HTTP/1.x requests joined to their
+//! responses, one log line per pair (`http.jsonl` of `trawl logs`, docs/specs/logs.md). Both
+//! directions of each TCP connection are reassembled (`tcp_conns`, shared with the other stream
+//! analysers) and read by `trawl_app::http::HttpStream`, which skips bodies by their length or
+//! chunk sizes without keeping them; responses meet requests in order on the connection
+//! (pipelining: the n-th final response answers the n-th request; 1xx responses are interim and
+//! answer none). A pair is written once its response's body has ended (the next response's head,
+//! or the connection's end); requests left without a response are written at the end,
+//! unanswered. A connection that is not HTTP is dropped by the analyser at its first bytes.
 use std::collections::VecDeque;
-use std::net::SocketAddr;
 
 use serde_json::{json, Map, Value};
 use trawl_app::http::{Direction, Head, HttpStream};
 use trawl_app::reassembly::Chunk;
-use trawl_capture::PacketRecord;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 use trawl_flow::community_id::{CommunityId, FlowTuple};
-use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
 
-use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
-use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
-use crate::tls_log::{StreamLogSettings, STREAM_COUNTERS};
+use crate::messages::Event;
+use crate::tcp_conns::ConnKey;
 
 /// IP protocol number of TCP.
 const TCP: u8 = 6;
@@ -149,8 +146,9 @@ impl HttpConn {
     }
 }
 
-impl ConnState for HttpConn {
-    fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
+impl HttpConn {
+    /// Takes the next chunk of direction `dir` (as `tcp_conns` numbers them), at `ts_ns`.
+    pub(crate) fn chunk(&mut self, dir: usize, ts_ns: u64, chunk: Chunk<'_>) {
         if self.dirs[dir].is_none() {
             let Chunk::Data(bytes) = chunk else {
                 return;
@@ -206,115 +204,30 @@ impl ConnState for HttpConn {
         }
     }
 
-    fn done(&self) -> bool {
+    /// True once the analyser wants no more of the connection's bytes.
+    pub(crate) fn done(&self) -> bool {
         // Not HTTP (nothing found and a direction refused), or both directions stopped.
         let failed = |d: &Option<HttpDir>| d.as_ref().is_some_and(|d| d.error.is_some());
         (self.heads == 0 && self.dirs.iter().any(failed)) || self.dirs.iter().all(failed)
     }
 
-    fn ready(&self) -> bool {
+    /// True when nothing is left to write, now or at the connection's end.
+    pub(crate) fn idle(&self) -> bool {
+        self.ready.is_empty() && self.current.is_none() && self.requests.is_empty()
+    }
+
+    /// True when pairs wait to be written.
+    pub(crate) fn ready(&self) -> bool {
         !self.ready.is_empty()
     }
 }
 
-/// HTTP/1.x request/response pairs as log lines.
-pub struct HttpLog {
-    decoded: Decoded,
-    config: DecodeConfig,
-    table: ConnTable<HttpConn>,
-    out: Vec<Event>,
-    lines: u64,
-    pool: Pool<Events>,
-    counters: Vec<Counter>,
-}
-
-impl Block for HttpLog {
-    const TYPE: &'static str = "http_log";
-    const SUMMARY: &'static str = "HTTP/1.x over TCP, reassembled: each request joined to its response (pipelining), one log line per pair (http.jsonl)";
-    const INPUTS: &'static [GateDef] = &[GateDef {
-        name: "packets",
-        ty: PACKETS,
-        required: true,
-        doc: "packets to read HTTP from",
-    }];
-    const OUTPUTS: &'static [GateDef] = &[GateDef {
-        name: "events",
-        ty: EVENTS,
-        required: true,
-        doc: "a log line per request/response pair, unanswered request or lone response",
-    }];
-    type Settings = StreamLogSettings;
-
-    fn check(s: &StreamLogSettings) -> Result<(), String> {
-        s.check()
-    }
-
-    fn build(s: StreamLogSettings, _env: &BuildEnv) -> Result<Self, String> {
-        Ok(HttpLog {
-            decoded: Decoded::default(),
-            config: DecodeConfig {
-                tunnel: TunnelMode::Inner,
-            },
-            table: ConnTable::new(s.max_conns, s.max_stream_bytes, s.max_total_bytes),
-            out: Vec::new(),
-            lines: 0,
-            pool: Pool::new(Events::default),
-            counters: Vec::new(),
-        })
-    }
-
-    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        self.counters = STREAM_COUNTERS.iter().map(|n| ctx.counter(n)).collect();
-        Ok(())
-    }
-
-    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
-        let Some(packets) = msg.get::<PacketBatch>() else {
-            return;
-        };
-        for pkt in packets.batch().iter() {
-            self.packet(&pkt);
-        }
-        self.send(ctx);
-    }
-
-    fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let out = &mut self.out;
-        self.table
-            .finish(&mut |k, c, ended| write_lines(k, c, ended, out));
-        self.send(ctx);
-    }
-}
-
-impl HttpLog {
-    fn packet(&mut self, pkt: &PacketRecord<'_>) {
-        let d = &mut self.decoded;
-        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() || d.proto != TCP {
-            return;
-        }
-        let Some(p) = TcpPacket::of(d, pkt.data, pkt.ts_ns) else {
-            return;
-        };
-        let out = &mut self.out;
-        self.table
-            .packet(&p, &mut |k, c, ended| write_lines(k, c, ended, out));
-    }
-
-    fn send(&mut self, ctx: &mut Ctx<'_>) {
-        crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
-        let values = self.table.stats.values(self.lines);
-        for (c, v) in self.counters.iter().zip(values) {
-            c.set(v);
-        }
-    }
-}
-
 /// Writes the connection's ready pairs (all that is left when it `ended`).
-fn write_lines(key: ConnKey, conn: &mut Conn<HttpConn>, ended: bool, out: &mut Vec<Event>) {
+pub(crate) fn write_lines(key: ConnKey, conn: &mut HttpConn, ended: bool, out: &mut Vec<Event>) {
     if ended {
-        conn.state.finish();
+        conn.finish();
     }
-    for p in conn.state.ready.drain(..) {
+    for p in conn.ready.drain(..) {
         out.push(line(key, &p));
     }
 }

@@ -34,6 +34,7 @@ pub mod ring_source;
 pub mod series;
 pub mod store;
 pub mod stored;
+pub mod stream_log;
 pub mod tcp_conns;
 pub mod tls_log;
 mod util;
@@ -78,8 +79,7 @@ pub fn registry() -> Registry {
         .register::<hourly_out::HourlyWriter>()
         .register::<ipfix::IpfixSource>()
         .register::<applog::DnsLog>()
-        .register::<tls_log::TlsLog>()
-        .register::<http_log::HttpLog>();
+        .register::<stream_log::StreamLog>();
     #[cfg(feature = "kafka")]
     r.register::<kafka_source::KafkaSourceBlock>()
         .register::<clickhouse_sink::ClickHouseSink>();

@@ -1,6 +1,8 @@
-//! TCP connections for the stream analysers (`tls_log`, later `http_log`): each connection's two
-//! directions reassembled by `trawl_app::reassembly` and handed to the analyser's per-connection
-//! state `S`.
+//! TCP connections for the stream analysers (`stream_log`: TLS, HTTP, DNS over TCP): each
+//! connection is tracked once, its two directions reassembled by `trawl_app::reassembly` and
+//! handed to the per-connection state `S` (the analysers that still want it). Once `S` is done
+//! (no analyser wants the connection) its buffers are freed and its segments skipped: the
+//! connection stays in the table only so that its later packets find it (bypass).
 //!
 //! Bounded and counted: at most `max_conns` connections are held; a new one beyond that evicts
 //! the oldest (first seen), which the analyser gets to finish like a closed one (`evicted`).
@@ -8,11 +10,12 @@
 //! at a RST, once both directions sent a FIN (a half-closed connection still carries the other
 //! direction's bytes), by eviction, or at the end of the input; what still waits then is read
 //! after a gap.
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use trawl_app::reassembly::{Budget, Chunk, ReassemblyStats, Segment, Stream};
 use trawl_flow::decode::{tcp_flags, Decoded};
+use trawl_flow::hash::SeededFxMap;
 
 /// A connection's key: the two endpoints, the smaller first, so both directions find it.
 pub type ConnKey = (SocketAddr, SocketAddr);
@@ -56,7 +59,11 @@ impl<'a> TcpPacket<'a> {
 }
 
 /// What a connection's analyser does with its directions' bytes.
-pub trait ConnState: Default {
+pub trait ConnState {
+    /// What every connection's state is made from (which analysers are on).
+    type Config;
+    /// The state of a new connection `key`.
+    fn new(config: &Self::Config, key: ConnKey) -> Self;
     /// Takes the next chunk of direction `dir` (0: from the key's first endpoint, 1: from the
     /// second), sent by `src` at `ts_ns`.
     fn chunk(&mut self, dir: usize, src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>);
@@ -96,7 +103,7 @@ pub struct ConnStats {
 }
 
 impl ConnStats {
-    /// The counters in the order of `tls_log::STREAM_COUNTERS`, `lines` last.
+    /// The counters in the order of `stream_log::STREAM_COUNTERS`, `lines` last.
     pub fn values(&self, lines: u64) -> [u64; 11] {
         let r = &self.reassembly;
         [
@@ -115,9 +122,12 @@ impl ConnStats {
     }
 }
 
-/// The connections of one analyser.
-pub struct ConnTable<S> {
-    conns: HashMap<ConnKey, Conn<S>>,
+/// The connections of the stream analysers.
+pub struct ConnTable<S: ConnState> {
+    config: S::Config,
+    /// Keys come off the wire: the seeded fast hash (SipHash is slow on small keys,
+    /// `trawl_flow::hash`).
+    conns: SeededFxMap<ConnKey, Conn<S>>,
     /// Keys in creation order with their ids (entries of removed connections are skipped).
     order: VecDeque<(ConnKey, u64)>,
     next_id: u64,
@@ -129,16 +139,27 @@ pub struct ConnTable<S> {
 
 impl<S: ConnState> ConnTable<S> {
     /// A table of at most `max_conns` connections, `max_stream`/`max_total` bytes of
-    /// out-of-order data per direction and in all.
-    pub fn new(max_conns: usize, max_stream: usize, max_total: usize) -> Self {
+    /// out-of-order data per direction and in all, each connection's state made from `config`.
+    pub fn new(config: S::Config, max_conns: usize, max_stream: usize, max_total: usize) -> Self {
         ConnTable {
-            conns: HashMap::new(),
+            config,
+            conns: SeededFxMap::default(),
             order: VecDeque::new(),
             next_id: 0,
             max_conns: max_conns.max(1),
             budget: Budget::new(max_stream, max_total),
             stats: ConnStats::default(),
         }
+    }
+
+    /// Connections held now.
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// True when no connection is held.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
     }
 
     /// Out-of-order bytes held now.
@@ -221,7 +242,7 @@ impl<S: ConnState> ConnTable<S> {
                 last_ns: ts_ns,
                 syn_from: None,
                 fins: [false; 2],
-                state: S::default(),
+                state: S::new(&self.config, key),
                 streams: [Stream::new(), Stream::new()],
                 id: self.next_id,
             },

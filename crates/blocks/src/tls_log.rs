@@ -1,86 +1,22 @@
-//! `tls_log`: the TLS hellos of each TCP connection, and of each QUIC connection's Initial
-//! packets (`crate::quic_conns`), as one log line (`tls.jsonl` of `trawl logs`,
-//! docs/specs/logs.md). Both directions are reassembled (`tcp_conns`), the first
+//! The TLS analyser of `stream_log` (`crate::stream_log`): the TLS hellos of each TCP
+//! connection as one log line (`tls.jsonl` of `trawl logs`, docs/specs/logs.md). Both
+//! directions are reassembled (`tcp_conns`, shared with the other stream analysers), the first
 //! hello of each read by `trawl_app::tls::HelloReader`; a connection whose directions both
 //! start with something else is not TLS and writes nothing. The line is written as soon as
-//! both directions have answered (hello or error), else when the connection ends.
-use std::net::SocketAddr;
-
-use serde::Deserialize;
+//! both directions have answered (hello or error, and the server's certificate of TLS <= 1.2),
+//! which is also when the analyser stops taking the connection's bytes; else when the
+//! connection ends. QUIC's hellos go to the same log through `crate::quic_conns`.
 use serde_json::{json, Map, Value};
 use trawl_app::reassembly::Chunk;
 use trawl_app::tls::{CertificateReader, Hello, HelloKind, HelloReader};
 use trawl_app::x509::Certificate;
-use trawl_capture::PacketRecord;
-use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, Pool};
 use trawl_flow::community_id::{CommunityId, FlowTuple};
-use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
 
-use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
-use crate::quic_conns::{QuicTable, QUIC_COUNTERS};
-use crate::tcp_conns::{Conn, ConnKey, ConnState, ConnTable, TcpPacket};
+use crate::messages::Event;
+use crate::tcp_conns::ConnKey;
 
 /// IP protocol number of TCP.
 const TCP: u8 = 6;
-/// IP protocol number of UDP (QUIC).
-const UDP: u8 = 17;
-
-/// Settings of `tls_log` (and of the other stream analysers).
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamLogSettings {
-    /// Connections followed at once (default 65536); beyond it the oldest is ended (counted
-    /// `evicted`).
-    #[serde(default = "default_conns")]
-    pub max_conns: usize,
-    /// Out-of-order bytes one direction may hold waiting for earlier ones (default 256 KiB).
-    #[serde(default = "default_stream_bytes")]
-    pub max_stream_bytes: usize,
-    /// Out-of-order bytes all connections together may hold (default 64 MiB).
-    #[serde(default = "default_total_bytes")]
-    pub max_total_bytes: usize,
-}
-
-fn default_conns() -> usize {
-    65536
-}
-
-fn default_stream_bytes() -> usize {
-    256 * 1024
-}
-
-fn default_total_bytes() -> usize {
-    64 * 1024 * 1024
-}
-
-impl StreamLogSettings {
-    /// Checks the settings (the blocks' `check`).
-    pub fn check(&self) -> Result<(), String> {
-        if self.max_conns == 0 {
-            return Err("max_conns must be at least 1".into());
-        }
-        if self.max_stream_bytes > self.max_total_bytes {
-            return Err("max_stream_bytes must not exceed max_total_bytes".into());
-        }
-        Ok(())
-    }
-}
-
-/// The counters of the stream analysers (`tls_log`, `http_log`), in the order
-/// [`crate::tcp_conns::ConnStats::values`] gives them.
-pub const STREAM_COUNTERS: [&str; 11] = [
-    "connections",
-    "evicted",
-    "segments",
-    "retransmitted",
-    "out_of_order",
-    "overlaps",
-    "overlap_conflicts",
-    "gaps",
-    "gap_bytes",
-    "capped",
-    "lines",
-];
 
 /// What one direction's hello reading came to.
 enum Outcome {
@@ -169,8 +105,9 @@ pub struct TlsConn {
     written: bool,
 }
 
-impl ConnState for TlsConn {
-    fn chunk(&mut self, dir: usize, _src: SocketAddr, ts_ns: u64, chunk: Chunk<'_>) {
+impl TlsConn {
+    /// Takes the next chunk of direction `dir` (as `tcp_conns` numbers them), at `ts_ns`.
+    pub(crate) fn chunk(&mut self, dir: usize, ts_ns: u64, chunk: Chunk<'_>) {
         let d = &mut self.dirs[dir];
         if d.outcome.is_some() {
             if d.retry.is_some() {
@@ -223,132 +160,22 @@ impl ConnState for TlsConn {
         }
     }
 
-    fn done(&self) -> bool {
+    /// True once both directions answered (and the certificate was read): the line can be
+    /// written and the connection's bytes are not wanted any more.
+    pub(crate) fn done(&self) -> bool {
         self.dirs
             .iter()
             .all(|d| d.outcome.is_some() && d.certs.is_none() && d.retry.is_none())
     }
 }
 
-/// TLS hellos as log lines.
-pub struct TlsLog {
-    decoded: Decoded,
-    config: DecodeConfig,
-    table: ConnTable<TlsConn>,
-    quic: QuicTable,
-    out: Vec<Event>,
-    lines: u64,
-    pool: Pool<Events>,
-    counters: Vec<Counter>,
-}
-
-impl Block for TlsLog {
-    const TYPE: &'static str = "tls_log";
-    const SUMMARY: &'static str = "TLS over TCP, reassembled, and QUIC Initial packets, decrypted: ClientHello and ServerHello of each connection as one log line (tls.jsonl)";
-    const INPUTS: &'static [GateDef] = &[GateDef {
-        name: "packets",
-        ty: PACKETS,
-        required: true,
-        doc: "packets to read TLS from",
-    }];
-    const OUTPUTS: &'static [GateDef] = &[GateDef {
-        name: "events",
-        ty: EVENTS,
-        required: true,
-        doc: "a log line per connection with a TLS hello",
-    }];
-    type Settings = StreamLogSettings;
-
-    fn check(s: &StreamLogSettings) -> Result<(), String> {
-        s.check()
-    }
-
-    fn build(s: StreamLogSettings, _env: &BuildEnv) -> Result<Self, String> {
-        Ok(TlsLog {
-            decoded: Decoded::default(),
-            // Tunnels descended: the application data is inside.
-            config: DecodeConfig {
-                tunnel: TunnelMode::Inner,
-            },
-            table: ConnTable::new(s.max_conns, s.max_stream_bytes, s.max_total_bytes),
-            quic: QuicTable::new(s.max_conns),
-            out: Vec::new(),
-            lines: 0,
-            pool: Pool::new(Events::default),
-            counters: Vec::new(),
-        })
-    }
-
-    fn start(&mut self, ctx: &mut Ctx<'_>) -> Result<(), String> {
-        self.counters = STREAM_COUNTERS
-            .iter()
-            .chain(&QUIC_COUNTERS)
-            .map(|n| ctx.counter(n))
-            .collect();
-        Ok(())
-    }
-
-    fn receive(&mut self, _input: usize, msg: &Msg, ctx: &mut Ctx<'_>) {
-        let Some(packets) = msg.get::<PacketBatch>() else {
-            return;
-        };
-        for pkt in packets.batch().iter() {
-            self.packet(&pkt);
-        }
-        self.send(ctx);
-    }
-
-    fn finish(&mut self, ctx: &mut Ctx<'_>) {
-        let out = &mut self.out;
-        self.table.finish(&mut |k, c, _| write_line(k, c, out));
-        self.quic.finish(out);
-        self.send(ctx);
-    }
-}
-
-impl TlsLog {
-    fn packet(&mut self, pkt: &PacketRecord<'_>) {
-        let d = &mut self.decoded;
-        if !decode(pkt.link_type, pkt.data, &self.config, d).has_key() {
-            return;
-        }
-        if d.proto == UDP {
-            let start = (d.payload_offset as usize).min(pkt.data.len());
-            let end = (start + d.payload_len as usize).min(pkt.data.len());
-            let src = SocketAddr::new(d.src_addr(), d.src_port);
-            let dst = SocketAddr::new(d.dst_addr(), d.dst_port);
-            let payload = &pkt.data[start..end];
-            self.quic
-                .packet(pkt.ts_ns, src, dst, payload, &mut self.out);
-            return;
-        }
-        if d.proto != TCP {
-            return;
-        }
-        let Some(p) = TcpPacket::of(d, pkt.data, pkt.ts_ns) else {
-            return;
-        };
-        let out = &mut self.out;
-        self.table.packet(&p, &mut |k, c, _| write_line(k, c, out));
-    }
-
-    fn send(&mut self, ctx: &mut Ctx<'_>) {
-        crate::applog::emit_lines(&mut self.out, &mut self.lines, &mut self.pool, ctx);
-        let values = self.table.stats.values(self.lines);
-        let values = values.into_iter().chain(self.quic.values());
-        for (c, v) in self.counters.iter().zip(values) {
-            c.set(v);
-        }
-    }
-}
-
 /// Writes the connection's line once, if one of its directions had a hello.
-fn write_line(key: ConnKey, conn: &mut Conn<TlsConn>, out: &mut Vec<Event>) {
-    if conn.state.written {
+pub(crate) fn write_line(key: ConnKey, first_ns: u64, conn: &mut TlsConn, out: &mut Vec<Event>) {
+    if conn.written {
         return;
     }
-    if let Some(e) = line(key, conn) {
-        conn.state.written = true;
+    if let Some(e) = line(key, first_ns, conn) {
+        conn.written = true;
         out.push(e);
     }
 }
@@ -373,8 +200,8 @@ fn version_name(v: u16) -> String {
 }
 
 /// The log line of a connection (fields of docs/specs/logs.md, TLS), `None` without a hello.
-fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
-    let dirs = &conn.state.dirs;
+fn line(key: ConnKey, first_ns: u64, conn: &TlsConn) -> Option<Event> {
+    let dirs = &conn.dirs;
     let client_dir = (0..2)
         .find(|&i| hello_of(&dirs[i], HelloKind::Client).is_some())
         .or_else(|| {
@@ -385,7 +212,7 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     let (client, server) = if client_dir == 0 { key } else { (key.1, key.0) };
     let ch = hello_of(&dirs[client_dir], HelloKind::Client);
     let sh = hello_of(&dirs[1 - client_dir], HelloKind::Server);
-    let ts_ns = ch.or(sh).map_or(conn.first_ns, |(_, t)| t);
+    let ts_ns = ch.or(sh).map_or(first_ns, |(_, t)| t);
     let tuple = FlowTuple {
         proto: TCP,
         src_ip: client.ip(),
@@ -403,7 +230,7 @@ fn line(key: ConnKey, conn: &Conn<TlsConn>) -> Option<Event> {
     j.insert("dst_ip".into(), json!(server.ip().to_string()));
     j.insert("dst_port".into(), json!(server.port()));
     j.insert("proto".into(), json!(TCP));
-    j.insert("first_ns".into(), json!(conn.first_ns));
+    j.insert("first_ns".into(), json!(first_ns));
     hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
     if let Some(cert) = &dirs[1 - client_dir].cert {
         cert_fields(&mut j, "cert_", cert);

@@ -69,11 +69,11 @@ pub enum SummaryFormat {
 /// (docs/specs/logs.md).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Analyzer {
-    /// DNS over UDP: `dns_log`, `dns.jsonl`.
+    /// DNS over UDP (`dns_log`) and TCP (`stream_log`): `dns.jsonl`.
     Dns,
-    /// TLS hellos over TCP: `tls_log`, `tls.jsonl`.
+    /// TLS hellos over TCP and QUIC: `stream_log`, `tls.jsonl`.
     Tls,
-    /// HTTP/1.x over TCP: `http_log`, `http.jsonl`.
+    /// HTTP/1.x over TCP: `stream_log`, `http.jsonl`.
     Http,
     /// Application labels on flow records (`app`, `app_source`; `flow_meter`'s `app`): no
     /// log file.
@@ -84,23 +84,13 @@ impl Analyzer {
     /// Every analyser with a log, in the order their logs are listed.
     pub const ALL: [Analyzer; 3] = [Analyzer::Dns, Analyzer::Tls, Analyzer::Http];
 
-    /// `dns`, `tls`, `http`: the flag's value, the summary's key, the block's name.
+    /// `dns`, `tls`, `http`: the flag's value, the summary's key, `stream_log`'s output gate.
     pub fn name(self) -> &'static str {
         match self {
             Analyzer::Dns => "dns",
             Analyzer::Tls => "tls",
             Analyzer::Http => "http",
             Analyzer::App => "app",
-        }
-    }
-
-    /// The block type.
-    pub fn block_type(self) -> &'static str {
-        match self {
-            Analyzer::Dns => "dns_log",
-            Analyzer::Tls => "tls_log",
-            Analyzer::Http => "http_log",
-            Analyzer::App => "flow_meter",
         }
     }
 

@@ -1,6 +1,6 @@
 //! `trawl logs -r FILE -o DIR`: application-layer logs from capture files (issue 23,
-//! docs/specs/logs.md), as a composition (pcap_source -> dns_log, tls_log, http_log ->
-//! event_writers, `plan::logs`) built in code and run by the block runtime, so `trawl run -c`
+//! docs/specs/logs.md), as a composition (pcap_source -> dns_log (UDP), stream_log (TCP and
+//! QUIC) -> event_writers, `plan::logs`) built in code and run by the block runtime, so `trawl run -c`
 //! with the same blocks (and `trawl run --logs`) gives the same lines.
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,7 +13,7 @@ use crate::flag::{topic, Analyzer};
 use crate::plan::logs::LogsOut;
 
 pub const LOGS_HELP: &str = "Output: DIR/dns.jsonl (a line per DNS request/response pair over
-UDP), DIR/tls.jsonl (a line per TCP connection with a TLS hello, and per QUIC connection
+UDP or TCP), DIR/tls.jsonl (a line per TCP connection with a TLS hello, and per QUIC connection
 with a hello in its Initial packets: SNI, ALPN, version, cipher, JA4) and DIR/http.jsonl (a line per HTTP/1.x request/response pair), each with
 community_id; fields in docs/specs/logs.md.
 A JSON summary goes to standard error.
@@ -36,8 +36,8 @@ pub struct LogsArgs {
     /// unanswered (and counted).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "N")]
     pub max_pending: Option<usize>,
-    /// TCP connections followed at once by each stream analyser (TLS, HTTP); beyond it the oldest
-    /// is ended (and counted).
+    /// TCP connections followed at once by the stream analysers (TLS, HTTP, DNS over TCP share
+    /// them); beyond it the oldest is ended (and counted).
     #[arg(help_heading = topic::DETECTOR, long, value_name = "N")]
     pub max_conns: Option<usize>,
     /// The analysers to run (default all: dns,tls,http); only their files are written.
@@ -101,7 +101,7 @@ fn summary(report: &Report, failure: Option<&str>) -> serde_json::Value {
     serde_json::json!({
         "command": "logs",
         // Every analyser takes every packet: any of those that ran says how many.
-        "packets": Analyzer::ALL.iter().map(|a| items(a.name())).max(),
+        "packets": items("dns").max(items(LogsOut::STREAM)),
         "dns": {
             "messages": counter("dns", "messages"),
             "truncated_header": counter("dns", "truncated_header"),
@@ -110,30 +110,35 @@ fn summary(report: &Report, failure: Option<&str>) -> serde_json::Value {
             "unmatched_responses": counter("dns", "unmatched_responses"),
             "evicted": counter("dns", "evicted"),
             "duplicate_requests": counter("dns", "duplicate_requests"),
+            // DNS over TCP, read by the stream analysers' block.
+            "tcp_messages": counter(LogsOut::STREAM, "dns_tcp_messages"),
+            "tcp_joined": counter(LogsOut::STREAM, "dns_tcp_joined"),
+            "tcp_lines": counter(LogsOut::STREAM, "dns_tcp_lines"),
             "lines": items("dns_out"),
         },
         "tls": tls_summary(report),
-        "http": stream_summary(report, "http", "http_out"),
+        "http": stream_summary(report, "http_out"),
         "elapsed_s": report.elapsed_s,
         "failure": failure,
     })
 }
 
-/// `tls_log`'s stream counters and its QUIC ones.
+/// The shared reassembly's counters and QUIC's.
 fn tls_summary(report: &Report) -> serde_json::Value {
-    let mut v = stream_summary(report, "tls", "tls_out");
-    let b = report.block("tls");
+    let mut v = stream_summary(report, "tls_out");
+    let b = report.block(LogsOut::STREAM);
     for name in trawl_blocks::quic_conns::QUIC_COUNTERS {
         v[name] = b.and_then(|b| b.counter(name)).into();
     }
     v
 }
 
-/// The counters of a stream analyser (`tls_log`, `http_log`) and the lines its writer wrote.
-fn stream_summary(report: &Report, block: &str, writer: &str) -> serde_json::Value {
-    let b = report.block(block);
+/// The counters of the shared TCP reassembly (`stream_log`, the same for TLS and HTTP) and the
+/// lines `writer` wrote.
+fn stream_summary(report: &Report, writer: &str) -> serde_json::Value {
+    let b = report.block(LogsOut::STREAM);
     let mut m = serde_json::Map::new();
-    for name in trawl_blocks::tls_log::STREAM_COUNTERS {
+    for name in trawl_blocks::stream_log::STREAM_COUNTERS {
         if name != "lines" {
             m.insert(name.into(), b.and_then(|b| b.counter(name)).into());
         }

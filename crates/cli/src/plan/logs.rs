@@ -1,16 +1,20 @@
 //! The application-layer analysers of a plan (`trawl logs`, `trawl run --logs DIR
-//! --analyze ...`): for each packet gate one block per analyser (`dns_log`, `tls_log`,
-//! `http_log`), and one writer per analyser: `event_writer` into `DIR/<name>.jsonl` (`trawl
-//! logs`), or `hourly_writer` into `DIR/<name>-YYYY-MM-DDTHH.jsonl` (`trawl run --logs`, one
-//! file per UTC hour of the lines' time, with retention).
+//! --analyze ...`): for each packet gate a `dns_log` block (DNS over UDP) and a `stream_log`
+//! block (everything over TCP, reassembled once: TLS, HTTP, DNS over TCP; and QUIC's hellos),
+//! and one writer per analyser: `event_writer` into `DIR/<name>.jsonl` (`trawl logs`), or
+//! `hourly_writer` into `DIR/<name>-YYYY-MM-DDTHH.jsonl` (`trawl run --logs`, one file per
+//! UTC hour of the lines' time, with retention). `stream_log` runs the analysers whose output
+//! is connected; `dns_out` takes the lines of both blocks.
 //!
 //! ```text
-//! gate0.packets ─┬─▶ dns0 ─┐
-//!                ├─▶ tls0 ─┼─▶ dns_out, tls_out, http_out (event_writer)
-//! gate1.packets ─┴─▶ ...  ─┘
+//! gate0.packets ─┬─▶ dns0 ──────────────▶ dns_out
+//!                └─▶ stream0 .dns ──────▶ dns_out
+//!                            .tls ──────▶ tls_out
+//!                            .http ─────▶ http_out (event_writer)
+//! gate1.packets ─── ...
 //! ```
-//! With one gate the analysers are named `dns`, `tls`, `http` (what `trawl logs`' summary
-//! reads). Live, an analyser runs on its gate's capture thread (a connection's packets all
+//! With one gate the blocks are named `dns` and `stream` (what `trawl logs`' summary reads).
+//! Live, an analyser runs on its gate's capture thread (a connection's packets all
 //! come to one worker, the fanout being symmetric) and takes packets lossily: a slow analyser
 //! loses packets (counted by the runtime), it does not hold capture back.
 //!
@@ -132,9 +136,9 @@ pub struct LogsOut {
     pub hourly: bool,
     /// With `hourly`: delete the files of hours that ended longer ago (`--logs-retention`).
     pub retention_ns: Option<u64>,
-    /// `--max-pending` of `dns_log`.
+    /// `--max-pending` of `dns_log` (and of DNS over TCP in `stream_log`).
     pub max_pending: Option<usize>,
-    /// `--max-conns` of the stream analysers.
+    /// `--max-conns` of `stream_log`.
     pub max_conns: Option<usize>,
 }
 
@@ -179,12 +183,15 @@ impl LogsOut {
         format!("{}_out", a.name())
     }
 
-    /// The analyser blocks of gate `i` of `n`.
-    pub fn block_name(a: Analyzer, i: usize, n: usize) -> String {
+    /// The stream analysers' block of a single gate (`trawl logs`' summary reads it).
+    pub const STREAM: &'static str = "stream";
+
+    /// Block `base` of gate `i` of `n`.
+    fn block_name(base: &str, i: usize, n: usize) -> String {
         if n == 1 {
-            a.name().to_string()
+            base.to_string()
         } else {
-            format!("{}{i}", a.name())
+            format!("{base}{i}")
         }
     }
 
@@ -206,30 +213,51 @@ impl LogsOut {
                 w = w.on(p, Some(0));
             }
             let _ = w;
-            for (i, (gate, thread)) in gates.iter().enumerate() {
-                let name = Self::block_name(a, i, gates.len());
-                let mut b = doc.block(&name, a.block_type());
-                b = match a {
-                    Analyzer::Dns => b.set_some("max_pending", self.max_pending.map(|n| n as i64)),
-                    Analyzer::Tls | Analyzer::Http => {
-                        b.set_some("max_conns", self.max_conns.map(|n| n as i64))
-                    }
-                    // Not a log: `selection` leaves it out.
-                    Analyzer::App => b,
-                };
+        }
+        if self.analyzers.is_empty() {
+            return;
+        }
+        for (i, (gate, thread)) in gates.iter().enumerate() {
+            // Files wait for the analysers; live capture does not (see the module doc).
+            let policy = if thread.is_some() {
+                Policy::Drop
+            } else {
+                Policy::Wait
+            };
+            // (block, its output gate) of each analyser's lines.
+            let mut outputs = Vec::new();
+            if self.analyzers.contains(&Analyzer::Dns) {
+                let name = Self::block_name("dns", i, gates.len());
+                let mut b = doc
+                    .block(&name, "dns_log")
+                    .set_some("max_pending", self.max_pending.map(|n| n as i64));
                 if thread.is_some() {
                     b = b.on("capture", *thread);
                 }
                 let _ = b;
-                // Files wait for the analysers; live capture does not (see the module doc).
-                let policy = if thread.is_some() {
-                    Policy::Drop
-                } else {
-                    Policy::Wait
-                };
                 doc.connect(gate, &[&format!("{name}.packets")], policy);
+                outputs.push((Analyzer::Dns, format!("{name}.events")));
+            }
+            // One block for everything read over TCP (and QUIC): a connection is reassembled
+            // once for all its analysers (crates/blocks/src/stream_log.rs).
+            let name = Self::block_name(Self::STREAM, i, gates.len());
+            let mut b = doc
+                .block(&name, "stream_log")
+                .set_some("max_conns", self.max_conns.map(|n| n as i64))
+                .set_some("max_pending", self.max_pending.map(|n| n as i64));
+            if thread.is_some() {
+                b = b.on("capture", *thread);
+            }
+            let _ = b;
+            doc.connect(gate, &[&format!("{name}.packets")], policy);
+            for &a in &self.analyzers {
+                if a != Analyzer::App {
+                    outputs.push((a, format!("{name}.{}", a.name())));
+                }
+            }
+            for (a, from) in outputs {
                 doc.connect(
-                    &format!("{name}.events"),
+                    &from,
                     &[&format!("{}.events", Self::writer_name(a))],
                     Policy::Wait,
                 );

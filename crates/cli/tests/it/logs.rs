@@ -1,5 +1,5 @@
 //! `trawl logs` (issue 23): `dns.jsonl` against tshark's DNS fields over the committed DNS
-//! captures whose DNS is all over UDP (goldens `testdata/app/dns/*.dns.tsv`, made by
+//! captures whose DNS is all over UDP, and over those whose DNS is all over TCP (goldens `testdata/app/dns/*.dns.tsv`, made by
 //! scripts/app-oracle.sh; columns in their header). tshark's frames are joined here as the
 //! `dns_log` block joins messages (a response meets the pending request of its transaction ID,
 //! in capture order; requests left over are unanswered lines), and each line must equal the
@@ -164,6 +164,30 @@ fn dns_log_lines_equal_tsharks_joined_messages() {
         lines += check(name, dir.path());
     }
     assert!(lines >= 30, "{lines} lines compared");
+}
+
+/// DNS over TCP (RFC 1035 4.2.2: length-prefixed messages, both directions reassembled by
+/// `stream_log`'s shared TCP table) is joined as UDP's is: every line equals the oracle's join
+/// of tshark's frames, with `proto` 6. The captures: requests and responses each in one
+/// segment (arkime, tcpdump), and a connection whose first message is a response without its
+/// request, followed by a second connection (pcapplusplus).
+#[test]
+fn dns_log_over_tcp_lines_equal_tsharks_joined_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = 0;
+    for name in [
+        "arkime--dns-tcp.pcap",
+        "tcpdump--dns_tcp.pcap",
+        "pcapplusplus--dns_over_tcp.pcapng",
+    ] {
+        lines += check(name, dir.path());
+        let text = std::fs::read_to_string(dir.path().join(name).join("dns.jsonl")).unwrap();
+        for l in text.lines() {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["proto"], 6, "{name}: {l}");
+        }
+    }
+    assert_eq!(lines, 5);
 }
 
 /// A request and its response make one line whose `community_id` is that of the flow record
