@@ -4,7 +4,17 @@
 //! both directions every `ptime` with `frame`-byte frames. Deterministic; packets in time
 //! order (Ethernet, pcap with microsecond times). Prints what it wrote as JSON.
 //!
-//! voipgen --concurrent N --rate R --seconds S [--ptime-ms 20] [--frame 200] -o FILE
+//! With `--warmup W` the trace is an operator's link in steady state: calls start at `rate`
+//! from time 0 until the trace ends at `W + seconds`, where it is cut (the calls still up are
+//! in progress at its end); during the first `W` seconds only their SIP is written (their RTP is
+//! left out to keep the file small: with W = concurrent / rate, `concurrent` calls are set up
+//! when it ends), after it everything. `--seconds 0` writes the warm-up alone: the same packets
+//! as the warm-up of any longer trace, to measure the window by difference.
+//! `--expect FILE` writes per call its Call-ID, how it ends (`bye_caller` or `active_at_end`)
+//! and the RTP packets written each way, for an exact check of what a monitor reports.
+//!
+//! voipgen --concurrent N --rate R --seconds S [--warmup W] [--ptime-ms 20] [--frame 200]
+//!         [--expect FILE] -o FILE
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::File;
@@ -16,6 +26,8 @@ struct Args {
     seconds: u64,
     ptime_ms: u64,
     frame: usize,
+    warmup: Option<u64>,
+    expect: Option<String>,
     out: String,
 }
 
@@ -26,6 +38,8 @@ fn args() -> Args {
         seconds: 20,
         ptime_ms: 20,
         frame: 200,
+        warmup: None,
+        expect: None,
         out: String::new(),
     };
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -38,6 +52,8 @@ fn args() -> Args {
             "--seconds" => a.seconds = n(),
             "--ptime-ms" => a.ptime_ms = n(),
             "--frame" => a.frame = n() as usize,
+            "--warmup" => a.warmup = Some(n()),
+            "--expect" => a.expect = Some(v),
             "-o" => a.out = v,
             other => panic!("voipgen: unknown argument {other}"),
         }
@@ -112,10 +128,42 @@ struct Next {
     step: u64,
 }
 
+/// The first step from RTP step `step` (at `at`) on whose time is at least `from`: RTP steps
+/// go two per tick (forward, then backward 1 ms later), ticks `ptime` apart, and the BYE
+/// (`rtp_end`) comes a tick after the last one.
+fn first_step_from(at: u64, step: u64, rtp_end: u64, ptime: u64, from: u64) -> (u64, u64) {
+    let time = |t4: u64, s: u64| t4 + (s - 4) / 2 * ptime + (s - 4) % 2 * 1_000;
+    let t4 = at - (step - 4) / 2 * ptime - (step - 4) % 2 * 1_000;
+    let k = (from.saturating_sub(t4)).div_ceil(ptime);
+    let mut best = (4 + 2 * k).min(rtp_end);
+    // The backward packet of the tick before may already be inside.
+    if k >= 1 {
+        let back = 4 + 2 * (k - 1) + 1;
+        if back >= step && back < best && time(t4, back) >= from {
+            best = back;
+        }
+    }
+    let best = best.max(step);
+    (time(t4, best), best)
+}
+
+/// What was written of each call, for `--expect`.
+#[derive(Clone, Copy, Default)]
+struct Written {
+    answered: bool,
+    bye: bool,
+    forward: u32,
+    backward: u32,
+}
+
 fn main() {
     let a = args();
     let duration_us = a.concurrent * 1_000_000 / a.rate;
-    let calls = a.rate * a.seconds;
+    let warmup = a.warmup.unwrap_or(0);
+    // Operator mode: calls start until the trace is cut at its end; else they all complete.
+    let end_us = a.warmup.map(|w| (w + a.seconds) * 1_000_000);
+    let media_from_us = warmup * 1_000_000;
+    let calls = a.rate * (warmup + a.seconds);
     let ptime_us = a.ptime_ms * 1000;
     let payload = a.frame - 42 - 12;
     let mut out = BufWriter::with_capacity(1 << 20, File::create(&a.out).expect("create"));
@@ -137,14 +185,28 @@ fn main() {
         }));
     }
     let (mut packets, mut rtp_packets, mut bytes) = (0u64, 0u64, 0u64);
+    // Calls set up and not yet ended by BYE; their number when the media window opens.
+    let (mut up, mut up_at_window) = (0u64, None);
+    let (mut window_packets, mut window_rtp_packets) = (0u64, 0u64);
+    let mut written = vec![Written::default(); calls as usize];
     let mut buf = Vec::with_capacity(2048);
     let mut rtp = vec![0u8; 12 + payload];
     let rtp_steps = duration_us / ptime_us;
     while let Some(Reverse(n)) = heap.pop() {
+        if end_us.is_some_and(|end| n.at_us >= end) {
+            // In time order: everything left is after the cut.
+            break;
+        }
+        let in_window = n.at_us >= media_from_us;
+        if in_window && up_at_window.is_none() {
+            up_at_window = Some(up);
+        }
         let (caller, callee, port) = endpoints(n.call);
         let i = n.call;
+        let w = &mut written[i as usize];
         // Steps: 0 INVITE, 1 180, 2 200, 3 ACK, 4.. RTP (two per tick), then BYE, 200.
         let rtp_end = 4 + 2 * rtp_steps;
+        let mut write = true;
         match n.step {
             0 => {
                 let m = sip(
@@ -154,6 +216,7 @@ fn main() {
                     &sdp(caller, port),
                 );
                 frame(&mut buf, caller, 5060, callee, 5060, m.as_bytes());
+                up += 1;
             }
             1 => frame(
                 &mut buf,
@@ -166,6 +229,7 @@ fn main() {
             2 => {
                 let m = sip("SIP/2.0 200 OK", i, "1 INVITE", &sdp(callee, port));
                 frame(&mut buf, callee, 5060, caller, 5060, m.as_bytes());
+                w.answered = true;
             }
             3 => frame(
                 &mut buf,
@@ -175,6 +239,8 @@ fn main() {
                 5060,
                 sip(&format!("ACK sip:b{i}@op.example SIP/2.0"), i, "1 ACK", "").as_bytes(),
             ),
+            // RTP before the window is left out (the sequence numbers go on as if sent).
+            s if s < rtp_end && !in_window => write = false,
             s if s < rtp_end => {
                 let k = (s - 4) / 2;
                 let forward = (s - 4) % 2 == 0;
@@ -186,19 +252,26 @@ fn main() {
                 rtp[8..12].copy_from_slice(&ssrc.to_be_bytes());
                 if forward {
                     frame(&mut buf, caller, port, callee, port, &rtp);
+                    w.forward += 1;
                 } else {
                     frame(&mut buf, callee, port, caller, port, &rtp);
+                    w.backward += 1;
                 }
                 rtp_packets += 1;
+                window_rtp_packets += 1;
             }
-            s if s == rtp_end => frame(
-                &mut buf,
-                caller,
-                5060,
-                callee,
-                5060,
-                sip(&format!("BYE sip:b{i}@op.example SIP/2.0"), i, "2 BYE", "").as_bytes(),
-            ),
+            s if s == rtp_end => {
+                frame(
+                    &mut buf,
+                    caller,
+                    5060,
+                    callee,
+                    5060,
+                    sip(&format!("BYE sip:b{i}@op.example SIP/2.0"), i, "2 BYE", "").as_bytes(),
+                );
+                w.bye = true;
+                up -= 1;
+            }
             _ => frame(
                 &mut buf,
                 callee,
@@ -208,16 +281,19 @@ fn main() {
                 sip("SIP/2.0 200 OK", i, "2 BYE", "").as_bytes(),
             ),
         }
-        let ts = base_us + n.at_us;
-        let mut rec = [0u8; 16];
-        rec[0..4].copy_from_slice(&((ts / 1_000_000) as u32).to_le_bytes());
-        rec[4..8].copy_from_slice(&((ts % 1_000_000) as u32).to_le_bytes());
-        rec[8..12].copy_from_slice(&(buf.len() as u32).to_le_bytes());
-        rec[12..16].copy_from_slice(&(buf.len() as u32).to_le_bytes());
-        out.write_all(&rec).unwrap();
-        out.write_all(&buf).unwrap();
-        packets += 1;
-        bytes += buf.len() as u64;
+        if write {
+            let ts = base_us + n.at_us;
+            let mut rec = [0u8; 16];
+            rec[0..4].copy_from_slice(&((ts / 1_000_000) as u32).to_le_bytes());
+            rec[4..8].copy_from_slice(&((ts % 1_000_000) as u32).to_le_bytes());
+            rec[8..12].copy_from_slice(&(buf.len() as u32).to_le_bytes());
+            rec[12..16].copy_from_slice(&(buf.len() as u32).to_le_bytes());
+            out.write_all(&rec).unwrap();
+            out.write_all(&buf).unwrap();
+            packets += 1;
+            window_packets += in_window as u64;
+            bytes += buf.len() as u64;
+        }
         // SIP steps 1 ms apart (200 OK 1 s after 180); RTP every ptime, the two directions
         // 1 ms apart; BYE one ptime after the last RTP.
         let next = match n.step {
@@ -232,19 +308,47 @@ fn main() {
             s if s == rtp_end => Some(1_000),
             _ => None,
         };
-        if let Some(d) = next {
+        let mut following = next.map(|d| (n.at_us + d, n.step + 1));
+        if let Some((at, step)) = following {
+            if (4..rtp_end).contains(&step) && at < media_from_us {
+                // RTP left out before the window: on to its first step in the window (or
+                // the BYE), not through the heap step by step (billions of steps).
+                following = Some(first_step_from(at, step, rtp_end, ptime_us, media_from_us));
+            }
+        }
+        if let Some((at_us, step)) = following {
             heap.push(Reverse(Next {
-                at_us: n.at_us + d,
+                at_us,
                 call: n.call,
-                step: n.step + 1,
+                step,
             }));
         }
     }
     out.flush().unwrap();
+    if let Some(path) = &a.expect {
+        let mut e = BufWriter::new(File::create(path).expect("create the expect file"));
+        for (i, w) in written.iter().enumerate() {
+            let reason = if w.bye { "bye_caller" } else { "active_at_end" };
+            let status = if w.answered { 200 } else { 0 };
+            writeln!(
+                e,
+                "{i}@voipgen {reason} {status} {} {}",
+                w.forward, w.backward
+            )
+            .unwrap();
+        }
+        e.flush().unwrap();
+    }
+    let streams: u64 = written
+        .iter()
+        .map(|w| (w.forward > 0) as u64 + (w.backward > 0) as u64)
+        .sum();
+    let ended = written.iter().filter(|w| w.bye).count();
     println!(
-        "{{\"calls\":{calls},\"streams\":{},\"rtp_packets_per_stream\":{rtp_steps},\"rtp_packets\":{rtp_packets},\"packets\":{packets},\"bytes\":{bytes},\"concurrent\":{},\"rate\":{}}}",
-        2 * calls,
+        "{{\"calls\":{calls},\"ended\":{ended},\"streams\":{streams},\"rtp_packets\":{rtp_packets},\"packets\":{packets},\"bytes\":{bytes},\"concurrent\":{},\"rate\":{},\"window_s\":{},\"window_packets\":{window_packets},\"window_rtp_packets\":{window_rtp_packets},\"calls_up_at_window\":{}}}",
         a.concurrent,
-        a.rate
+        a.rate,
+        if a.warmup.is_some() { a.seconds } else { 0 },
+        up_at_window.unwrap_or(up)
     );
 }

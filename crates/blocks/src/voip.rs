@@ -11,7 +11,7 @@ use serde::Deserialize;
 use trawl_capture::{LinkType, PacketRecord};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool, TimerId};
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, ParseOutcome};
-use trawl_voip::{sip, Output, SipEvent, Tracker, TrackerConfig};
+use trawl_voip::{sip, Datagram, Output, PacketKind, SipEvent, Tracker, TrackerConfig};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 
@@ -651,21 +651,40 @@ impl RtpCalls {
             if let Some(last) = packets.metas.last() {
                 self.last_packet = Some((last.ts_ns, Instant::now(), packets.live));
             }
-            for pkt in packets.batch().iter() {
-                while next < events.len() && events[next].ts_ns <= pkt.ts_ns {
-                    self.tracker.on_sip(&events[next], &mut self.out);
-                    next += 1;
-                }
-                let Some(t) = transport(pkt.link_type, pkt.data, &mut self.decoded) else {
-                    continue;
+            let batch = packets.batch();
+            let mut datagrams = Vec::with_capacity(batch.len());
+            for pkt in batch.iter() {
+                let any = || SocketAddr::from(([0, 0, 0, 0], 0));
+                let d = match transport(pkt.link_type, pkt.data, &mut self.decoded) {
+                    Some(t) => Datagram {
+                        ts_ns: pkt.ts_ns,
+                        src: t.src,
+                        dst: t.dst,
+                        payload: t.payload,
+                        kind: if !t.tcp && !sip::looks_like_sip(t.payload) {
+                            PacketKind::Media
+                        } else {
+                            PacketKind::Other
+                        },
+                    },
+                    None => Datagram {
+                        ts_ns: pkt.ts_ns,
+                        src: any(),
+                        dst: any(),
+                        payload: &[],
+                        kind: PacketKind::Ignored,
+                    },
                 };
-                if !t.tcp && !sip::looks_like_sip(t.payload) {
-                    self.tracker
-                        .on_udp(pkt.ts_ns, t.src, t.dst, t.payload, &mut self.out);
-                } else {
-                    self.tracker.advance(pkt.ts_ns, &mut self.out);
-                }
+                datagrams.push(d);
             }
+            // The table prefetches its streams a few packets ahead (Tracker::on_packets).
+            self.tracker
+                .on_packets(&datagrams, &mut self.out, |table, ts_ns, out| {
+                    while next < events.len() && events[next].ts_ns <= ts_ns {
+                        table.on_sip(&events[next], out);
+                        next += 1;
+                    }
+                });
         }
         for e in &events[next..] {
             self.tracker.on_sip(e, &mut self.out);

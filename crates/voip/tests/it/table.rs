@@ -231,3 +231,98 @@ fn calls_in_progress_are_listed_as_active_and_end_as_shutdown_when_a_monitor_sto
     ended.sort();
     assert_eq!(ended, [("call-1", "bye_caller"), ("call-2", "shutdown")]);
 }
+
+/// Timeouts come from deadline queues: a call kept alive by RTP alone times out
+/// `call_timeout` after its last packet (not its INVITE), one ended by BYE `linger` after it,
+/// an orphan stream `stream_timeout` after its last packet; each is written by the first
+/// sweep (once a second of packet time) after its deadline, and calls due together in slot
+/// order.
+#[test]
+fn timeouts_follow_the_last_packet_and_calls_due_together_end_in_slot_order() {
+    const S: u64 = 1_000_000_000;
+    let cfg = TrackerConfig {
+        call_timeout_ns: 10 * S,
+        linger_ns: 2 * S,
+        stream_timeout_ns: 5 * S,
+        ..TrackerConfig::default()
+    };
+    let mut t = Tracker::new(cfg).unwrap();
+    let mut out = Output::default();
+    let (a, b) = (addr("10.9.9.9:5060"), addr("10.0.0.2:5060"));
+    for i in [1, 2, 3] {
+        let bytes = invite(i, true);
+        let m = sip::parse(&bytes).unwrap();
+        t.on_sip(&SipEvent::new(0, a, b, false, &m), &mut out);
+    }
+    // Call 1: RTP every second up to 20 s, then nothing. Call 2: answered at 1 s, a BYE at
+    // 3 s. Call 3: nothing after its INVITE. An orphan stream: packets up to 4 s.
+    let ok = b"SIP/2.0 200 OK\r\nCall-ID: call-2\r\nFrom: <sip:alice2@a.org>;tag=a2\r\n\
+        To: <sip:bob2@b.org>;tag=b2\r\nCSeq: 1 INVITE\r\nContent-Length: 0\r\n\r\n";
+    let m = sip::parse(ok).unwrap();
+    t.on_sip(&SipEvent::new(S, b, a, false, &m), &mut out);
+    let bytes = bye(2);
+    let m = sip::parse(&bytes).unwrap();
+    t.on_sip(&SipEvent::new(3 * S, a, b, false, &m), &mut out);
+    let ended = |out: &Output| {
+        let mut ids: Vec<(String, &str)> = out
+            .calls
+            .iter()
+            .map(|c| (c.call_id.clone(), c.end_reason))
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut last_len = 0;
+    let mut when = Vec::new();
+    for sec in 0..=40u64 {
+        if sec <= 20 {
+            let p = rtp(sec as u16);
+            t.on_udp(
+                sec * S,
+                addr("10.5.5.5:20000"),
+                addr("10.0.0.1:10002"),
+                &p,
+                &mut out,
+            );
+        }
+        if sec <= 4 {
+            let p = rtp(sec as u16);
+            t.on_udp(
+                sec * S + 1,
+                addr("10.7.7.7:30000"),
+                addr("10.8.8.8:30002"),
+                &p,
+                &mut out,
+            );
+        }
+        t.advance(sec * S + S / 2, &mut out);
+        if out.calls.len() != last_len {
+            when.push((sec, out.calls.last().unwrap().call_id.clone()));
+            last_len = out.calls.len();
+        }
+    }
+    assert_eq!(
+        ended(&out),
+        vec![
+            ("call-1".to_string(), "timeout"),
+            ("call-2".to_string(), "bye_caller"),
+            ("call-3".to_string(), "timeout"),
+        ]
+    );
+    // Deadlines: BYE at 3 s + 2 s linger; call 3's INVITE at 0 + 10 s; call 1's last RTP at
+    // 20 s + 10 s. The sweep runs once a second of packet time, after a deadline (strictly):
+    // here at whole seconds (the RTP) while RTP comes, then at half seconds (`advance`).
+    let at = |id: &str| when.iter().find(|(_, c)| c == id).map(|(s, _)| *s);
+    assert_eq!(at("call-2"), Some(6), "{when:?}");
+    assert_eq!(at("call-3"), Some(11), "{when:?}");
+    assert_eq!(at("call-1"), Some(30), "{when:?}");
+    let call1 = out.calls.iter().find(|c| c.call_id == "call-1").unwrap();
+    assert_eq!(call1.end_ns, 20 * S, "a timeout ends at the last packet");
+    let orphan: Vec<_> = out.streams.iter().filter(|s| s.orphan).collect();
+    assert_eq!(
+        orphan.len(),
+        1,
+        "the orphan written once, after 4 s + 5 s idle"
+    );
+    assert_eq!(orphan[0].packets, 5);
+}
