@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{testdata, trawl};
+use super::testdata;
 
 /// (capture, reason): captures whose certificates differ from tshark's, and why.
 const EXPLAINED: &[(&str, &str)] = &[
@@ -79,20 +79,7 @@ fn messages<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<Message> {
 }
 
 fn lines(capture: &Path, out: &Path) -> Vec<Value> {
-    let o = trawl(&[
-        "logs",
-        "-r",
-        capture.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--analyze",
-        "tls",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(out.join("tls.jsonl")).unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    super::tls_log::logs(capture, out).0
 }
 
 /// The CN value of an RFC 4514 string, unescaped.

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{testdata, trawl};
+use super::testdata;
 
 /// The RFC 8446 random of a HelloRetryRequest, as tshark prints it.
 const HRR_RANDOM: &str = "cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c";
@@ -82,21 +82,7 @@ fn as_u64s(v: &Value) -> Vec<u64> {
 /// HelloRetryRequest.
 fn check(capture: &Path, golden: &Path, out: &Path, proto: u64) -> usize {
     let name = capture.file_name().unwrap().to_string_lossy().to_string();
-    let o = trawl(&[
-        "logs",
-        "-r",
-        capture.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--analyze",
-        "tls",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = std::fs::read_to_string(out.join("tls.jsonl")).unwrap();
-    let lines: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (lines, _) = super::tls_log::logs(capture, out);
     let mut checked = 0;
     for (stream, frames) in streams(golden) {
         let hrr_at = frames
