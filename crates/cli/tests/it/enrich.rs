@@ -32,7 +32,7 @@ country.to_db_file(out + '/country.mmdb')
 /// Writes `asn.mmdb` and `country.mmdb` into `dir` for the addresses of the records of
 /// `captures` (`trawl flows` with `flags`): every second address an AS, every third a
 /// country, IPv4 and IPv6 alike. Returns the addresses.
-fn write_mmdbs(dir: &Path, captures: &[&str], flags: &[&str]) -> Vec<String> {
+pub(crate) fn write_mmdbs(dir: &Path, captures: &[&str], flags: &[&str]) -> Vec<String> {
     let mut addrs = Vec::new();
     for capture in captures {
         let plain = trawl(&[&["flows", "-r", capture, "--summary", "none"], flags].concat());
