@@ -366,14 +366,32 @@ pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str)
              fwd_ip_bytes, rev_ip_bytes, toUInt8(fwd_tcp_flags) AS fwd_tcp_flags,\n    \
              toUInt8(rev_tcp_flags) AS rev_tcp_flags, toUInt32(fwd_retrans) AS fwd_retrans,\n    \
              toUInt32(rev_retrans) AS rev_retrans,\n    \
-             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason\n\
+             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason,\n    {}\n\
              FROM {db}.flows_queue",
             ip("src_ip"),
             ip("dst_ip"),
             names.join(", "),
             numbers.join(", "),
+            later_defaults(),
         ),
     ]
+}
+
+/// The later flow columns' "not known" values as a `SELECT` list: a materialized view must
+/// name every column of its target on 18.16 (`Expected column ...` otherwise).
+fn later_defaults() -> String {
+    FLOW_COLUMNS[FIRST_FLOW_COLUMNS..]
+        .iter()
+        .map(|(c, ty)| match ty {
+            ColType::Label => format!("'' AS {c}"),
+            ColType::Plain(t) if t.starts_with("Nullable") => format!("CAST(NULL AS {t}) AS {c}"),
+            ColType::Plain(t) if t.starts_with("FixedString") => {
+                format!("toFixedString('', 16) AS {c}")
+            }
+            ColType::Plain(t) => format!("to{t}(0) AS {c}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
