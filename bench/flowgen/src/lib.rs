@@ -206,5 +206,6 @@ pub fn row(r: &mut Rng, w: &World, block: u64) -> StoredFlow {
         rev_tcp_flags: if proto == 6 { 0x1b } else { 0 },
         end_reason,
         app: None,
+        extra: Default::default(),
     }
 }

@@ -16,8 +16,7 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 use trawl_flow::{
-    App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, Tunnel, TunnelType,
-    EARLY_PACKETS,
+    App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, TunnelType, EARLY_PACKETS,
 };
 
 use crate::Error;
@@ -396,10 +395,10 @@ fn parse_json(value: &[u8]) -> Result<Parsed<'_>, Error> {
     if let Some(kind) = j.tunnel_type.as_deref() {
         record.tunnel.kind = TunnelType::from_name(kind);
         if let Some(a) = j.tunnel_src.as_deref() {
-            tunnel_addr(&mut record.tunnel, true, ip("tunnel_src", a)?);
+            record.tunnel.set_addr(true, ip("tunnel_src", a)?);
         }
         if let Some(a) = j.tunnel_dst.as_deref() {
-            tunnel_addr(&mut record.tunnel, false, ip("tunnel_dst", a)?);
+            record.tunnel.set_addr(false, ip("tunnel_dst", a)?);
         }
         record.tunnel.id = j.tunnel_id.unwrap_or(0);
     }
@@ -570,27 +569,10 @@ fn rtt_field(d: &mut DirectionRecord, i: u32, item: &Item<'_>) {
     }
 }
 
-/// A tunnel's outer address, kept as the meter keeps it (IPv4 as IPv4-mapped IPv6).
-fn tunnel_addr(t: &mut Tunnel, src: bool, a: IpAddr) {
-    let (version, bytes) = match a {
-        IpAddr::V4(v4) => (4, v4.to_ipv6_mapped().octets()),
-        IpAddr::V6(v6) => (6, v6.octets()),
-    };
-    t.ip_version = version;
-    if src {
-        t.src_ip = bytes;
-    } else {
-        t.dst_ip = bytes;
-    }
-}
-
 /// A country code: two ASCII letters (or empty: not known).
 fn country(field: &str, s: &str) -> Result<[u8; 2], Error> {
-    match s.as_bytes() {
-        [] => Ok([0; 2]),
-        [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Ok([*a, *b]),
-        _ => Err(bad(format!("`{field}` {s:?} is not a country code"))),
-    }
+    trawl_flow::RecordExtra::parse_country(s)
+        .ok_or_else(|| bad(format!("`{field}` {s:?} is not a country code")))
 }
 
 /// The application label of `app` and `app_source` (none without both).
@@ -668,12 +650,8 @@ fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
             (65..=68, _) => rtt_field(&mut r.fwd, field - 65, &item),
             (69..=72, _) => rtt_field(&mut r.rev, field - 69, &item),
             (73, Item::Bytes(b)) => r.tunnel.kind = TunnelType::from_name(text(73, b)?),
-            (74, Item::Bytes(b)) => {
-                tunnel_addr(&mut r.tunnel, true, ip("tunnel_src", text(74, b)?)?)
-            }
-            (75, Item::Bytes(b)) => {
-                tunnel_addr(&mut r.tunnel, false, ip("tunnel_dst", text(75, b)?)?)
-            }
+            (74, Item::Bytes(b)) => r.tunnel.set_addr(true, ip("tunnel_src", text(74, b)?)?),
+            (75, Item::Bytes(b)) => r.tunnel.set_addr(false, ip("tunnel_dst", text(75, b)?)?),
             (76, Item::Varint(v)) => r.tunnel.id = *v as u32,
             (77, Item::Varint(v)) => r.extra.sampling_rate = *v as u32,
             (78, Item::Bytes(b)) => r.extra.agent = Some(ip("agent", text(78, b)?)?),

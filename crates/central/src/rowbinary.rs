@@ -4,7 +4,7 @@
 //! servers read it alike.
 use std::net::IpAddr;
 
-use trawl_flow::FlowRecord;
+use trawl_flow::{FlowRecord, RecordExtra};
 
 /// An address as the 16 bytes of the `src_ip`/`dst_ip` columns: IPv6 as is, IPv4 mapped
 /// (`::ffff:a.b.c.d`).
@@ -56,6 +56,39 @@ pub fn flow_row(r: &FlowRecord<'_>, probe: &str, iface: &str, out: &mut Vec<u8>)
     out.extend_from_slice(&r.fwd.retransmissions.to_le_bytes());
     out.extend_from_slice(&r.rev.retransmissions.to_le_bytes());
     out.push(r.end_reason as u8);
+    let (app, app_source) = r.app.map_or(("", ""), |l| (l.app.name(), l.source.name()));
+    string(app, out);
+    string(app_source, out);
+    let x = &r.extra;
+    out.extend_from_slice(&x.src_as.to_le_bytes());
+    out.extend_from_slice(&x.dst_as.to_le_bytes());
+    string(RecordExtra::country_text(&x.src_country), out);
+    string(RecordExtra::country_text(&x.dst_country), out);
+    for d in [&r.fwd, &r.rev] {
+        // Nullable: a null flag byte, then the value when not null.
+        let nullable = |v: Option<[u8; 8]>, out: &mut Vec<u8>| match v {
+            Some(b) => {
+                out.push(0);
+                out.extend_from_slice(&b);
+            }
+            None => out.push(1),
+        };
+        let sampled = d.rtt_samples > 0;
+        nullable(d.rtt_handshake_ns.map(u64::to_le_bytes), out);
+        out.extend_from_slice(&d.rtt_samples.to_le_bytes());
+        nullable(sampled.then(|| d.rtt_min_ns.to_le_bytes()), out);
+        nullable(sampled.then(|| d.rtt_max_ns.to_le_bytes()), out);
+        nullable(sampled.then(|| d.rtt_mean_ns.to_le_bytes()), out);
+    }
+    let t = &r.tunnel;
+    string(t.kind.name(), out);
+    if t.is_some() {
+        out.extend_from_slice(&ip16(t.src_addr()));
+        out.extend_from_slice(&ip16(t.dst_addr()));
+        out.extend_from_slice(&t.id.to_le_bytes());
+    } else {
+        out.extend_from_slice(&[0; 36]);
+    }
 }
 
 #[cfg(test)]
@@ -82,7 +115,15 @@ mod tests {
             &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]
         );
         assert_eq!(out[45..52], [1, 0, 2, 0, 6, 5, 0]);
-        assert_eq!(out.len(), 52 + 8 * 8 + 2 + 8 + 1);
-        assert_eq!(*out.last().unwrap(), 2, "fin");
+        let first = 52 + 8 * 8 + 2 + 8 + 1;
+        assert_eq!(out[first - 1], 2, "fin");
+        // No label, AS numbers, countries, round trips (null: flag 1; samples 0) or tunnel.
+        let mut later = vec![0; 12];
+        for _ in 0..2 {
+            later.extend([1, 0, 0, 0, 0, 1, 1, 1]);
+        }
+        later.push(0);
+        later.extend([0; 36]);
+        assert_eq!(out[first..], later[..]);
     }
 }

@@ -91,7 +91,32 @@ pub const FLOW_COLUMNS: &[(&str, ColType)] = &[
     ("fwd_retrans", ColType::Plain("UInt32")),
     ("rev_retrans", ColType::Plain("UInt32")),
     ("end_reason", ColType::Plain(END_REASON_TYPE)),
+    // Added later (`LATER_FLOW_COLUMNS`): a table made before gets them by `ALTER TABLE`.
+    ("app", ColType::Label),
+    ("app_source", ColType::Label),
+    ("src_as", ColType::Plain("UInt32")),
+    ("dst_as", ColType::Plain("UInt32")),
+    ("src_country", ColType::Label),
+    ("dst_country", ColType::Label),
+    ("fwd_rtt_handshake_ns", ColType::Plain("Nullable(UInt64)")),
+    ("fwd_rtt_samples", ColType::Plain("UInt32")),
+    ("fwd_rtt_min_ns", ColType::Plain("Nullable(UInt64)")),
+    ("fwd_rtt_max_ns", ColType::Plain("Nullable(UInt64)")),
+    ("fwd_rtt_mean_ns", ColType::Plain("Nullable(Float64)")),
+    ("rev_rtt_handshake_ns", ColType::Plain("Nullable(UInt64)")),
+    ("rev_rtt_samples", ColType::Plain("UInt32")),
+    ("rev_rtt_min_ns", ColType::Plain("Nullable(UInt64)")),
+    ("rev_rtt_max_ns", ColType::Plain("Nullable(UInt64)")),
+    ("rev_rtt_mean_ns", ColType::Plain("Nullable(Float64)")),
+    ("tunnel_type", ColType::Label),
+    ("tunnel_src", ColType::Plain("FixedString(16)")),
+    ("tunnel_dst", ColType::Plain("FixedString(16)")),
+    ("tunnel_id", ColType::Plain("UInt32")),
 ];
+
+/// How many of [`FLOW_COLUMNS`] the first flow tables had: the others (from `app` on) are
+/// added to an existing table by the `ALTER TABLE ... ADD COLUMN` statements of [`ddl`].
+pub const FIRST_FLOW_COLUMNS: usize = 23;
 
 /// Per-second series rows (the fields of `trawl series -o json`).
 pub const SERIES_COLUMNS: &[(&str, ColType)] = &[
@@ -176,17 +201,21 @@ fn columns(cols: &[(&str, ColType)], v: ServerVersion) -> String {
     s
 }
 
-/// The DDL statements, in the order to run them (each without a trailing `;`).
-pub fn ddl(o: &SchemaOptions) -> Vec<String> {
-    let db = &o.database;
-    // Distributed DDL needs ZooKeeper/Keeper, as replication does: without replication the
-    // script is run on every server instead.
-    let on = o
-        .cluster
+/// ` ON CLUSTER NAME` of a replicated cluster's statements, else nothing: distributed DDL
+/// needs ZooKeeper/Keeper, as replication does; without replication the script is run on
+/// every server instead.
+fn on_cluster(o: &SchemaOptions) -> String {
+    o.cluster
         .as_ref()
         .filter(|_| o.replicated)
         .map(|c| format!(" ON CLUSTER {c}"))
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The DDL statements, in the order to run them (each without a trailing `;`).
+pub fn ddl(o: &SchemaOptions) -> Vec<String> {
+    let db = &o.database;
+    let on = on_cluster(o);
     let mut out = vec![format!("CREATE DATABASE IF NOT EXISTS {db}{on}")];
     for (name, cols, order) in TABLES {
         let local = if o.cluster.is_some() {
@@ -211,14 +240,60 @@ pub fn ddl(o: &SchemaOptions) -> Vec<String> {
              PARTITION BY date\nORDER BY ({order}){ttl}\nSETTINGS index_granularity = 8192",
             columns(cols, o.version)
         ));
+        let mut tables = vec![local.clone()];
         if let Some(cluster) = &o.cluster {
             out.push(format!(
                 "CREATE TABLE IF NOT EXISTS {db}.{name}{on} AS {db}.{local}\n\
                  ENGINE = Distributed({cluster}, {db}, {local}, rand())"
             ));
+            tables.push(name.to_string());
+        }
+        if name == "flows" && o.version == ServerVersion::Current {
+            // A table made by an earlier trawl gets the columns added since (no-ops on the
+            // table just created). 18.16 has no `IF NOT EXISTS` here: see `add_flow_columns`.
+            for table in tables {
+                out.extend(add_flow_columns(o, &table, None));
+            }
         }
     }
     out
+}
+
+/// The flow tables of `o`: the one table, or the per-shard local table then the
+/// distributed one.
+pub fn flow_tables(o: &SchemaOptions) -> Vec<String> {
+    match o.cluster {
+        Some(_) => vec!["flows_local".into(), "flows".into()],
+        None => vec!["flows".into()],
+    }
+}
+
+/// `ALTER TABLE DB.table ADD COLUMN` statements giving a flow table of an earlier trawl the
+/// columns added since ([`FIRST_FLOW_COLUMNS`] on), in order: with `existing` (the table's
+/// column names, from `system.columns`) only those it lacks, as plain `ADD COLUMN` (what
+/// 18.16 understands); without, all of them with `IF NOT EXISTS` (current servers).
+pub fn add_flow_columns(
+    o: &SchemaOptions,
+    table: &str,
+    existing: Option<&[String]>,
+) -> Vec<String> {
+    let db = &o.database;
+    let on = on_cluster(o);
+    let if_not = if existing.is_none() {
+        " IF NOT EXISTS"
+    } else {
+        ""
+    };
+    FLOW_COLUMNS[FIRST_FLOW_COLUMNS..]
+        .iter()
+        .filter(|(c, _)| existing.is_none_or(|e| !e.iter().any(|n| n == c)))
+        .map(|(c, ty)| {
+            format!(
+                "ALTER TABLE {db}.{table}{on} ADD COLUMN{if_not} {c} {}",
+                ty.sql(o.version)
+            )
+        })
+        .collect()
 }
 
 /// The statements as a script: `;` after each, a blank line between.
@@ -291,14 +366,32 @@ pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str)
              fwd_ip_bytes, rev_ip_bytes, toUInt8(fwd_tcp_flags) AS fwd_tcp_flags,\n    \
              toUInt8(rev_tcp_flags) AS rev_tcp_flags, toUInt32(fwd_retrans) AS fwd_retrans,\n    \
              toUInt32(rev_retrans) AS rev_retrans,\n    \
-             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason\n\
+             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason,\n    {}\n\
              FROM {db}.flows_queue",
             ip("src_ip"),
             ip("dst_ip"),
             names.join(", "),
             numbers.join(", "),
+            later_defaults(),
         ),
     ]
+}
+
+/// The later flow columns' "not known" values as a `SELECT` list: a materialized view must
+/// name every column of its target on 18.16 (`Expected column ...` otherwise).
+fn later_defaults() -> String {
+    FLOW_COLUMNS[FIRST_FLOW_COLUMNS..]
+        .iter()
+        .map(|(c, ty)| match ty {
+            ColType::Label => format!("'' AS {c}"),
+            ColType::Plain(t) if t.starts_with("Nullable") => format!("CAST(NULL AS {t}) AS {c}"),
+            ColType::Plain(t) if t.starts_with("FixedString") => {
+                format!("toFixedString('', 16) AS {c}")
+            }
+            ColType::Plain(t) => format!("to{t}(0) AS {c}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]
@@ -331,8 +424,32 @@ mod tests {
             cluster: Some("trawl".into()),
             ..SchemaOptions::default()
         });
-        // Database, then local + distributed per table.
-        assert_eq!(st.len(), 7);
+        // Database, then local + distributed per table, and the flow tables' later columns
+        // for each.
+        let later = FLOW_COLUMNS.len() - FIRST_FLOW_COLUMNS;
+        // 18.16: none (the server's columns decide, `add_flow_columns`).
+        let v18 = ddl(&SchemaOptions {
+            cluster: Some("trawl".into()),
+            version: ServerVersion::V18,
+            ..SchemaOptions::default()
+        });
+        assert_eq!(v18.len(), 7);
+        let o = SchemaOptions::default();
+        let have: Vec<String> = FLOW_COLUMNS[..FIRST_FLOW_COLUMNS + 2]
+            .iter()
+            .map(|(c, _)| c.to_string())
+            .collect();
+        let add = add_flow_columns(&o, "flows", Some(&have));
+        assert_eq!(add.len(), later - 2);
+        assert_eq!(
+            add[0], "ALTER TABLE trawl.flows ADD COLUMN src_as UInt32",
+            "{add:?}"
+        );
+        assert_eq!(st.len(), 7 + 2 * later);
+        assert!(st[3].starts_with(
+            "ALTER TABLE trawl.flows_local ON CLUSTER trawl ADD COLUMN IF NOT EXISTS app "
+        ));
+        assert!(st[3 + later].starts_with("ALTER TABLE trawl.flows ON CLUSTER trawl"));
         assert!(st[1].contains("trawl.flows_local ON CLUSTER trawl"));
         assert!(st[1].contains(
             "ReplicatedMergeTree('/clickhouse/tables/{shard}/trawl/flows_local', '{replica}')"

@@ -150,15 +150,35 @@ fn print_schema(a: &SchemaArgs) -> Result<ExitCode> {
         );
     }
     match server {
-        Some(s) => {
-            for st in &statements {
-                s.query(st)
-                    .with_context(|| format!("running {}", first_line(st)))?;
-            }
-        }
+        Some(s) => create(&s, &o, &statements)?,
         None => print!("{}", schema::script(&statements)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `statements` (the DDL of `o`, and more) on `server`, then gives flow tables an
+/// earlier trawl made the columns added since (`ALTER TABLE ... ADD COLUMN` of those the
+/// server's `system.columns` lacks).
+fn create(server: &Server, o: &SchemaOptions, statements: &[String]) -> Result<()> {
+    for st in statements {
+        server
+            .query(st)
+            .with_context(|| format!("running {}", first_line(st)))?;
+    }
+    for table in schema::flow_tables(o) {
+        let existing: Vec<String> = server
+            .query_text(&format!(
+                "SELECT name FROM system.columns WHERE database = '{}' AND table = '{table}'",
+                o.database
+            ))?
+            .lines()
+            .map(str::to_string)
+            .collect();
+        for st in schema::add_flow_columns(o, &table, Some(&existing)) {
+            server.query(&st).with_context(|| format!("running {st}"))?;
+        }
+    }
+    Ok(())
 }
 
 fn first_line(s: &str) -> &str {
@@ -209,15 +229,12 @@ fn load(a: &LoadArgs) -> Result<ExitCode> {
     if a.create {
         let server = Server::parse(&a.url)?;
         let version = ServerVersion::of_server(&server.query_text("SELECT version()")?);
-        for st in schema::ddl(&SchemaOptions {
+        let o = SchemaOptions {
             database: database.to_string(),
             version,
             ..SchemaOptions::default()
-        }) {
-            server
-                .query(&st)
-                .with_context(|| format!("running {}", first_line(&st)))?;
-        }
+        };
+        create(&server, &o, &schema::ddl(&o))?;
     }
     let (failure, report, elapsed) = run_composition(&doc, "clickhouse load")?;
     let b = report.block(SINK).context("the composition has no sink")?;

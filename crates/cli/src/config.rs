@@ -135,6 +135,8 @@ pub struct RunArgs {
     #[command(flatten)]
     pub anonymize: crate::flag::AnonymizeKey,
     #[command(flatten)]
+    pub geo: crate::enrich::GeoArgs,
+    #[command(flatten)]
     pub api: crate::serve::ApiArgs,
 }
 
@@ -368,6 +370,9 @@ pub struct RunPlan {
     pub dump_settings: Option<crate::dump::StoreSettings>,
     /// `--anonymize`/`--keep`, set on every `flow_meter`.
     pub anonymize: crate::flag::AnonymizeKey,
+    /// `--geoip-asn`, `--geoip-country`, set on every `flow_meter`: records in the database,
+    /// the files and the exports carry AS numbers and countries.
+    pub geo: crate::enrich::GeoArgs,
     /// The HTTP API (`--api`): its address, token and TLS; the plan adds what it serves.
     pub api: Option<trawl_api::ApiConfig>,
     /// Application-layer logs (`--logs`, `--analyze`).
@@ -613,6 +618,7 @@ impl RunPlan {
                 ..crate::plan::logs::LogsOut::new(dir.clone(), &a.analyze)
             }),
             anonymize: a.anonymize.clone(),
+            geo: a.geo.clone(),
             api: a.api.config(None)?,
             voip: a.voip.clone(),
             export,

@@ -191,6 +191,16 @@ pub enum Tunnel {
     Inner,
 }
 
+impl Tunnel {
+    /// The decoder's mode of the flag.
+    pub fn mode(self) -> TunnelMode {
+        match self {
+            Tunnel::Outer => TunnelMode::Outer,
+            Tunnel::Inner => TunnelMode::Inner,
+        }
+    }
+}
+
 /// Checked settings shared by the commands that read captures.
 #[derive(Debug)]
 pub struct HiInput {
@@ -222,10 +232,7 @@ impl HiInput {
             InputFormat::Pcapng => Some(FileFormat::Pcapng),
             InputFormat::Hpcap => Some(FileFormat::HpcapRaw),
         };
-        let tunnel = match a.tunnel {
-            Tunnel::Outer => TunnelMode::Outer,
-            Tunnel::Inner => TunnelMode::Inner,
-        };
+        let tunnel = a.tunnel.mode();
         let flow = FlowConfig {
             idle_timeout_ns: a.idle,
             active_timeout_ns: a.active,

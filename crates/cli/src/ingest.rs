@@ -39,6 +39,10 @@ pub struct IngestArgs {
     /// Only packets matching this tcpdump filter expression (libpcap syntax).
     #[arg(help_heading = topic::FILTER, short = 'f', long = "filter", value_name = "BPF")]
     pub filter: Option<String>,
+    /// Key tunnelled traffic on the outer or the innermost IP header; `inner` stores the
+    /// outer tunnel's fields (`tunnel_type`, `tunnel_src`, `tunnel_dst`, `tunnel_id`).
+    #[arg(help_heading = topic::METER, long, value_enum, default_value_t = crate::flows::Tunnel::Outer)]
+    pub tunnel: crate::flows::Tunnel,
     /// Idle timeout of the flow meter.
     #[arg(help_heading = topic::METER, long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration_ns)]
     pub idle: u64,
@@ -46,7 +50,7 @@ pub struct IngestArgs {
     #[arg(help_heading = topic::METER, long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
     pub tcp_linger: u64,
     /// What each flow record keeps (the database stores the fields of `minimal` at every
-    /// level: docs/specs/flow-record.md).
+    /// level, and the round-trip fields of `standard` and `full`: docs/specs/store.md).
     #[arg(help_heading = topic::METER, long, value_enum, default_value_t = crate::flag::FeaturesArg::Full)]
     pub features: crate::flag::FeaturesArg,
     /// Flow table capacity.
@@ -92,6 +96,8 @@ pub struct IngestArgs {
     // ... app` groups by) and `--logs`.
     #[command(flatten)]
     pub analysis: crate::flag::AnalyzeArgs,
+    #[command(flatten)]
+    pub geo: crate::enrich::GeoArgs,
 }
 
 pub fn run(a: &IngestArgs) -> Result<ExitCode> {
@@ -104,6 +110,9 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         // Every record then holds the packets of one block interval: time-range sums over
         // the store are exact.
         interval_align_ns: BLOCK_NS,
+        decode: trawl_flow::decode::DecodeConfig {
+            tunnel: a.tunnel.mode(),
+        },
         ..FlowConfig::default()
     };
     crate::flag::check_flow_flags(&flow)?;
@@ -145,6 +154,7 @@ pub fn run(a: &IngestArgs) -> Result<ExitCode> {
         }),
         anonymize: a.anonymize.clone(),
         app: analysis.app,
+        geo: a.geo.clone(),
         ..Consumers::default()
     };
     let workers = trawl_capture::live::limits::WORKERS

@@ -294,6 +294,24 @@ pub struct InterfaceInfo {
 }
 
 impl RecordExtra {
+    /// The text of a country code: its two letters, empty when not known (or not letters).
+    pub fn country_text(code: &[u8; 2]) -> &str {
+        match std::str::from_utf8(code) {
+            Ok(s) if code.iter().all(u8::is_ascii_alphabetic) => s,
+            _ => "",
+        }
+    }
+
+    /// A country code from its text: two ASCII letters, or empty for not known (zeros);
+    /// `None` for anything else.
+    pub fn parse_country(s: &str) -> Option<[u8; 2]> {
+        match s.as_bytes() {
+            [] => Some([0; 2]),
+            [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Some([*a, *b]),
+            _ => None,
+        }
+    }
+
     /// Whether the record came from a sampler or an exporter that named an agent or
     /// interfaces (the collected fields are worth writing).
     pub fn is_collected(&self) -> bool {

@@ -115,6 +115,21 @@ impl Tunnel {
     pub fn dst_addr(&self) -> std::net::IpAddr {
         to_ip(self.ip_version, &self.dst_ip)
     }
+
+    /// Sets the outer source (`src`) or destination address, kept as the meter keeps it
+    /// (IPv4 as IPv4-mapped IPv6; `ip_version` from the address).
+    pub fn set_addr(&mut self, src: bool, a: std::net::IpAddr) {
+        let (version, bytes) = match a {
+            std::net::IpAddr::V4(v4) => (4, v4.to_ipv6_mapped().octets()),
+            std::net::IpAddr::V6(v6) => (6, v6.octets()),
+        };
+        self.ip_version = version;
+        if src {
+            self.src_ip = bytes;
+        } else {
+            self.dst_ip = bytes;
+        }
+    }
 }
 
 /// What a tunnel header carries.

@@ -1608,6 +1608,7 @@ mod tests {
                     rev_tcp_flags: 0,
                     end_reason: trawl_flow::EndReason::Idle,
                     app: None,
+                    extra: Default::default(),
                 },
             )
             .unwrap();

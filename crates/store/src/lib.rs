@@ -30,7 +30,7 @@
 //!     fwd_packets: 3, rev_packets: 2, fwd_bytes: 300, rev_bytes: 200,
 //!     fwd_ip_bytes: 258, rev_ip_bytes: 172, fwd_tcp_flags: 2, rev_tcp_flags: 18,
 //!     end_reason: trawl_flow::EndReason::End,
-//!     app: None,
+//!     app: None, extra: Default::default(),
 //! };
 //! ingest.push_row(eth0, row).unwrap();
 //! ingest.finish().unwrap();

@@ -5,17 +5,18 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int32Type, UInt16Type, UInt64Type, UInt8Type};
+use arrow_array::types::{Float64Type, Int32Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::ParquetMetaDataReader;
-use trawl_flow::{EndReason, ProtoName};
+use trawl_flow::{EndReason, ProtoName, RecordExtra, Tunnel, TunnelType};
 
 use crate::pages::{Chunk, DictColumn, DictType, PageCodec, PageDecoder, Values};
 
 use crate::error::{Error, Result};
-use crate::schema::{col, StoredFlow};
+use crate::schema::{col, StoredExtra, StoredFlow, StoredRtt, LATER_COLUMNS};
 
 /// Reads every row of the block file at `path`. Any defect (not Parquet, truncated, a column
 /// missing or of another type, an unparsable address) is an [`Error::Block`] naming the file
@@ -163,7 +164,154 @@ fn decode(batch: &RecordBatch, rows: &mut Vec<StoredFlow>) -> std::result::Resul
                 .find(|e| e.name() == reason[i])
                 .ok_or_else(|| format!("column end_reason: unknown value {:?}", reason[i]))?,
             app: crate::schema::app_from_text(&app[i], &app_source[i])?,
+            extra: StoredExtra::default(),
         });
+    }
+    let start = rows.len() - batch.num_rows();
+    decode_extra(batch, &mut rows[start..])
+}
+
+/// Fills the [`StoredExtra`] of `rows` (as many as the batch has) from the batch's
+/// enrichment, round-trip and tunnel columns. A block written before them lacks them (each
+/// column missing gives its "not known" value); any other defect is an error naming the column.
+fn decode_extra(batch: &RecordBatch, rows: &mut [StoredFlow]) -> std::result::Result<(), String> {
+    let has = |name: &str| batch.column_by_name(name).is_some();
+    if !LATER_COLUMNS.iter().any(|c| has(c)) {
+        return Ok(());
+    }
+    let n = batch.num_rows();
+    let u32s = |name: &str| match has(name) {
+        true => prim::<UInt32Type>(batch, name),
+        false => Ok(vec![0; n]),
+    };
+    let texts = |name: &str| match has(name) {
+        true => strings(batch, name),
+        false => Ok(vec![String::new(); n]),
+    };
+    // Nullable: `None` for null and for a missing column.
+    fn nullable<T: arrow_array::ArrowPrimitiveType>(
+        batch: &RecordBatch,
+        name: &str,
+    ) -> std::result::Result<Vec<Option<T::Native>>, String> {
+        let Some(a) = batch.column_by_name(name) else {
+            return Ok(vec![None; batch.num_rows()]);
+        };
+        let p = a
+            .as_primitive_opt::<T>()
+            .ok_or_else(|| format!("column {name}: unexpected type {}", a.data_type()))?;
+        Ok(p.iter().collect())
+    }
+    let country = |name: &str, v: Vec<String>| -> std::result::Result<Vec<[u8; 2]>, String> {
+        v.iter()
+            .map(|s| {
+                RecordExtra::parse_country(s)
+                    .ok_or_else(|| format!("column {name}: not a country code: {s:?}"))
+            })
+            .collect()
+    };
+    let (sas, das) = (u32s(col::SRC_AS)?, u32s(col::DST_AS)?);
+    let scountry = country(col::SRC_COUNTRY, texts(col::SRC_COUNTRY)?)?;
+    let dcountry = country(col::DST_COUNTRY, texts(col::DST_COUNTRY)?)?;
+    type Rtt = (
+        Vec<Option<u64>>,
+        Vec<u32>,
+        Vec<Option<u64>>,
+        Vec<Option<u64>>,
+        Vec<Option<f64>>,
+    );
+    let rtt = |names: [&str; 5]| -> std::result::Result<Rtt, String> {
+        Ok((
+            nullable::<UInt64Type>(batch, names[0])?,
+            u32s(names[1])?,
+            nullable::<UInt64Type>(batch, names[2])?,
+            nullable::<UInt64Type>(batch, names[3])?,
+            nullable::<Float64Type>(batch, names[4])?,
+        ))
+    };
+    let fwd = rtt([
+        col::FWD_RTT_HANDSHAKE_NS,
+        col::FWD_RTT_SAMPLES,
+        col::FWD_RTT_MIN_NS,
+        col::FWD_RTT_MAX_NS,
+        col::FWD_RTT_MEAN_NS,
+    ])?;
+    let rev = rtt([
+        col::REV_RTT_HANDSHAKE_NS,
+        col::REV_RTT_SAMPLES,
+        col::REV_RTT_MIN_NS,
+        col::REV_RTT_MAX_NS,
+        col::REV_RTT_MEAN_NS,
+    ])?;
+    let at = |r: &Rtt, i: usize| StoredRtt {
+        handshake_ns: r.0[i],
+        samples: r.1[i],
+        min_ns: r.2[i].unwrap_or(0),
+        max_ns: r.3[i].unwrap_or(0),
+        mean_ns: r.4[i].unwrap_or(0.0),
+    };
+    let ttype = texts(col::TUNNEL_TYPE)?;
+    let (tsrc, tdst) = (texts(col::TUNNEL_SRC)?, texts(col::TUNNEL_DST)?);
+    let tid = u32s(col::TUNNEL_ID)?;
+    for (i, row) in rows.iter_mut().enumerate().take(n) {
+        let mut tunnel = Tunnel::default();
+        if !ttype[i].is_empty() {
+            tunnel.kind = TunnelType::from_name(&ttype[i]);
+            if !tunnel.is_some() {
+                return Err(format!("column tunnel_type: unknown value {:?}", ttype[i]));
+            }
+            for (src, name, text) in [
+                (true, col::TUNNEL_SRC, &tsrc[i]),
+                (false, col::TUNNEL_DST, &tdst[i]),
+            ] {
+                let a: IpAddr = text
+                    .parse()
+                    .map_err(|_| format!("column {name}: bad address {text:?}"))?;
+                tunnel.set_addr(src, a);
+            }
+            tunnel.id = tid[i];
+        }
+        row.extra = StoredExtra {
+            src_as: sas[i],
+            dst_as: das[i],
+            src_country: scountry[i],
+            dst_country: dcountry[i],
+            fwd_rtt: at(&fwd, i),
+            rev_rtt: at(&rev, i),
+            tunnel,
+        };
+    }
+    Ok(())
+}
+
+/// Fills the [`StoredExtra`] of the rows of the block file at `path` (all of them, in file
+/// order) through the general reader: the direct decoder reads required columns only, and
+/// the round-trip columns hold nulls.
+fn read_extra(path: &Path, rows: &mut [StoredFlow]) -> Result<()> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| Error::block(path, e))?;
+    let parquet_schema = builder.parquet_schema();
+    let leaves: Vec<usize> = (0..parquet_schema.num_columns())
+        .filter(|&i| LATER_COLUMNS.contains(&parquet_schema.column(i).name()))
+        .collect();
+    if leaves.is_empty() {
+        return Ok(());
+    }
+    let mask = ProjectionMask::leaves(parquet_schema, leaves);
+    let reader = builder
+        .with_projection(mask)
+        .with_batch_size(65_536)
+        .build()
+        .map_err(|e| Error::block(path, e))?;
+    let mut at = 0;
+    for batch in reader {
+        let batch = batch.map_err(|e| Error::block(path, e))?;
+        let end = at + batch.num_rows();
+        let part = rows
+            .get_mut(at..end)
+            .ok_or_else(|| Error::block(path, "more rows in the later columns than the block"))?;
+        decode_extra(&batch, part).map_err(|m| Error::block(path, m))?;
+        at = end;
     }
     Ok(())
 }
@@ -173,7 +321,8 @@ fn decode(batch: &RecordBatch, rows: &mut Vec<StoredFlow>) -> std::result::Resul
 /// direct decoder does not handle (another writer's encoding or codec) is an error here, where
 /// [`read_block`] reads any Parquet file: this is the reference the tests hold the direct
 /// decoder to, and a check of a block's pages. Errors name the file, row group, column and
-/// file offset.
+/// file offset. The enrichment, round-trip and tunnel columns (which the query engine does
+/// not decode this way) are read through the general reader.
 pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -326,8 +475,10 @@ pub fn read_block_direct(path: &Path) -> Result<Vec<StoredFlow>> {
                         Error::block(path, format!("column end_reason: unknown value {reason:?}"))
                     })?,
                 app,
+                extra: StoredExtra::default(),
             });
         }
     }
+    read_extra(path, &mut rows)?;
     Ok(rows)
 }

@@ -4,7 +4,10 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use trawl_flow::community_id::FlowTuple;
-use trawl_flow::{App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
+use trawl_flow::{
+    App, AppLabel, AppSource, DirectionRecord, EndReason, FlowRecord, RecordExtra, Tunnel,
+    EARLY_PACKETS,
+};
 
 /// Version of the block schema and layout (`docs/specs/store.md`), stored in each file's
 /// key-value metadata under [`VERSION_KEY`].
@@ -56,6 +59,44 @@ pub mod col {
     pub const APP: &str = "app";
     /// How the label was found: `payload`, `port`, empty without a label.
     pub const APP_SOURCE: &str = "app_source";
+    /// Autonomous system of the source address (enrichment), 0 when not known. This and the
+    /// columns after it were added later: blocks written before have none of them, and
+    /// trawl's readers give their rows the values of "not known".
+    pub const SRC_AS: &str = "src_as";
+    /// Autonomous system of the destination address.
+    pub const DST_AS: &str = "dst_as";
+    /// ISO 3166 country of the source address (two letters), empty when not known.
+    pub const SRC_COUNTRY: &str = "src_country";
+    /// Country of the destination address.
+    pub const DST_COUNTRY: &str = "dst_country";
+    /// TCP handshake round trip, initiator's SYN → responder's SYN-ACK, ns; null without one.
+    pub const FWD_RTT_HANDSHAKE_NS: &str = "fwd_rtt_handshake_ns";
+    /// Round-trip samples of the initiator's segments.
+    pub const FWD_RTT_SAMPLES: &str = "fwd_rtt_samples";
+    /// Smallest sample, ns; null without samples.
+    pub const FWD_RTT_MIN_NS: &str = "fwd_rtt_min_ns";
+    /// Largest sample, ns; null without samples.
+    pub const FWD_RTT_MAX_NS: &str = "fwd_rtt_max_ns";
+    /// Mean of the samples, ns; null without samples.
+    pub const FWD_RTT_MEAN_NS: &str = "fwd_rtt_mean_ns";
+    /// Handshake round trip, SYN-ACK → initiator's ACK, ns; null without one.
+    pub const REV_RTT_HANDSHAKE_NS: &str = "rev_rtt_handshake_ns";
+    /// Round-trip samples of the responder's segments.
+    pub const REV_RTT_SAMPLES: &str = "rev_rtt_samples";
+    /// Smallest sample, ns; null without samples.
+    pub const REV_RTT_MIN_NS: &str = "rev_rtt_min_ns";
+    /// Largest sample, ns; null without samples.
+    pub const REV_RTT_MAX_NS: &str = "rev_rtt_max_ns";
+    /// Mean of the samples, ns; null without samples.
+    pub const REV_RTT_MEAN_NS: &str = "rev_rtt_mean_ns";
+    /// The outer tunnel's type (`gre`, `vxlan`, ...), empty without one (`--tunnel inner`).
+    pub const TUNNEL_TYPE: &str = "tunnel_type";
+    /// The outer IP header's source address, empty without a tunnel.
+    pub const TUNNEL_SRC: &str = "tunnel_src";
+    /// The outer IP header's destination address, empty without a tunnel.
+    pub const TUNNEL_DST: &str = "tunnel_dst";
+    /// The tunnel's id (GRE key, VNI, TEID, ...), 0 without one.
+    pub const TUNNEL_ID: &str = "tunnel_id";
 }
 
 /// The 64-bit time and counter columns (unsigned 64-bit integers, written bit-packed as
@@ -73,7 +114,7 @@ pub(crate) const U64_COLUMNS: [&str; 8] = [
 
 /// Columns stored dictionary-encoded (low cardinality per block; the query engine works on
 /// the dictionary indices).
-pub const DICTIONARY_COLUMNS: [&str; 9] = [
+pub const DICTIONARY_COLUMNS: [&str; 14] = [
     col::SRC_IP,
     col::DST_IP,
     col::SRC_PORT,
@@ -83,6 +124,45 @@ pub const DICTIONARY_COLUMNS: [&str; 9] = [
     col::END_REASON,
     col::APP,
     col::APP_SOURCE,
+    col::SRC_COUNTRY,
+    col::DST_COUNTRY,
+    col::TUNNEL_TYPE,
+    col::TUNNEL_SRC,
+    col::TUNNEL_DST,
+];
+
+/// The round-trip columns holding nanoseconds (optional unsigned 64-bit integers, written as
+/// the counters are).
+pub(crate) const RTT_NS_COLUMNS: [&str; 6] = [
+    col::FWD_RTT_HANDSHAKE_NS,
+    col::FWD_RTT_MIN_NS,
+    col::FWD_RTT_MAX_NS,
+    col::REV_RTT_HANDSHAKE_NS,
+    col::REV_RTT_MIN_NS,
+    col::REV_RTT_MAX_NS,
+];
+
+/// The columns added after the first blocks of version 1 were written: `app` and
+/// `app_source` first, then these. A block written before has none of them.
+pub const LATER_COLUMNS: [&str; 18] = [
+    col::SRC_AS,
+    col::DST_AS,
+    col::SRC_COUNTRY,
+    col::DST_COUNTRY,
+    col::FWD_RTT_HANDSHAKE_NS,
+    col::FWD_RTT_SAMPLES,
+    col::FWD_RTT_MIN_NS,
+    col::FWD_RTT_MAX_NS,
+    col::FWD_RTT_MEAN_NS,
+    col::REV_RTT_HANDSHAKE_NS,
+    col::REV_RTT_SAMPLES,
+    col::REV_RTT_MIN_NS,
+    col::REV_RTT_MAX_NS,
+    col::REV_RTT_MEAN_NS,
+    col::TUNNEL_TYPE,
+    col::TUNNEL_SRC,
+    col::TUNNEL_DST,
+    col::TUNNEL_ID,
 ];
 
 fn dict_utf8() -> DataType {
@@ -116,13 +196,31 @@ pub fn schema() -> SchemaRef {
                 Field::new(col::COMMUNITY_ID, DataType::FixedSizeBinary(20), false),
                 Field::new(col::APP, dict_utf8(), false),
                 Field::new(col::APP_SOURCE, dict_utf8(), false),
+                Field::new(col::SRC_AS, DataType::UInt32, false),
+                Field::new(col::DST_AS, DataType::UInt32, false),
+                Field::new(col::SRC_COUNTRY, dict_utf8(), false),
+                Field::new(col::DST_COUNTRY, dict_utf8(), false),
+                Field::new(col::FWD_RTT_HANDSHAKE_NS, DataType::UInt64, true),
+                Field::new(col::FWD_RTT_SAMPLES, DataType::UInt32, false),
+                Field::new(col::FWD_RTT_MIN_NS, DataType::UInt64, true),
+                Field::new(col::FWD_RTT_MAX_NS, DataType::UInt64, true),
+                Field::new(col::FWD_RTT_MEAN_NS, DataType::Float64, true),
+                Field::new(col::REV_RTT_HANDSHAKE_NS, DataType::UInt64, true),
+                Field::new(col::REV_RTT_SAMPLES, DataType::UInt32, false),
+                Field::new(col::REV_RTT_MIN_NS, DataType::UInt64, true),
+                Field::new(col::REV_RTT_MAX_NS, DataType::UInt64, true),
+                Field::new(col::REV_RTT_MEAN_NS, DataType::Float64, true),
+                Field::new(col::TUNNEL_TYPE, dict_utf8(), false),
+                Field::new(col::TUNNEL_SRC, dict_utf8(), false),
+                Field::new(col::TUNNEL_DST, dict_utf8(), false),
+                Field::new(col::TUNNEL_ID, DataType::UInt32, false),
             ]))
         })
         .clone()
 }
 
 /// One stored row: the key, times and counters of a flow record within one block interval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StoredFlow {
     /// Initiator address.
     pub src_ip: IpAddr,
@@ -160,6 +258,64 @@ pub struct StoredFlow {
     pub end_reason: EndReason,
     /// The application label, if the meter labelled the record (`--analyze app`).
     pub app: Option<AppLabel>,
+    /// Enrichment, round trips and tunnel (all "not known" by default).
+    pub extra: StoredExtra,
+}
+
+/// The fields of a row beyond the key, counters and label: what enrichment, the `standard`
+/// level and `--tunnel inner` add to a record. The default is a record without any.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StoredExtra {
+    /// Autonomous system of the source address, 0 when not known.
+    pub src_as: u32,
+    /// Autonomous system of the destination address, 0 when not known.
+    pub dst_as: u32,
+    /// Country of the source address (two ASCII letters), zeros when not known.
+    pub src_country: [u8; 2],
+    /// Country of the destination address.
+    pub dst_country: [u8; 2],
+    /// Round trips of the initiator's segments.
+    pub fwd_rtt: StoredRtt,
+    /// Round trips of the responder's segments.
+    pub rev_rtt: StoredRtt,
+    /// The outer tunnel (type `None` without one).
+    pub tunnel: Tunnel,
+}
+
+/// One direction's round-trip fields ([`DirectionRecord`]'s `rtt_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StoredRtt {
+    /// Handshake half, ns; `None` without a timed handshake.
+    pub handshake_ns: Option<u64>,
+    /// Samples taken.
+    pub samples: u32,
+    /// Smallest sample, ns (0 without samples).
+    pub min_ns: u64,
+    /// Largest sample, ns.
+    pub max_ns: u64,
+    /// Mean of the samples, ns.
+    pub mean_ns: f64,
+}
+
+impl StoredRtt {
+    fn of(d: &DirectionRecord) -> StoredRtt {
+        StoredRtt {
+            handshake_ns: d.rtt_handshake_ns,
+            samples: d.rtt_samples,
+            min_ns: d.rtt_min_ns,
+            max_ns: d.rtt_max_ns,
+            mean_ns: d.rtt_mean_ns,
+        }
+    }
+
+    /// Sets the round-trip fields of `d`.
+    fn apply(&self, d: &mut DirectionRecord) {
+        d.rtt_handshake_ns = self.handshake_ns;
+        d.rtt_samples = self.samples;
+        d.rtt_min_ns = self.min_ns;
+        d.rtt_max_ns = self.max_ns;
+        d.rtt_mean_ns = self.mean_ns;
+    }
 }
 
 impl StoredFlow {
@@ -178,15 +334,21 @@ impl StoredFlow {
     /// The row as a flow record (the shape the subscriber API hands out for live and stored
     /// flows alike). What the database does not keep is zero or empty: MAC addresses, the
     /// per-direction statistics (lengths, gaps, flag counts, zero windows,
-    /// retransmissions), the first packets' lengths and gaps, payload bytes.
+    /// retransmissions), the first packets' lengths and gaps, payload bytes, the collected
+    /// fields (sampling rate, agent, interfaces).
     pub fn to_record(&self) -> FlowRecord<'static> {
-        let dir = |packets, bytes, ip_bytes, tcp_flags| DirectionRecord {
-            packets,
-            bytes,
-            ip_bytes,
-            tcp_flags,
-            ..DirectionRecord::default()
+        let dir = |packets, bytes, ip_bytes, tcp_flags, rtt: &StoredRtt| {
+            let mut d = DirectionRecord {
+                packets,
+                bytes,
+                ip_bytes,
+                tcp_flags,
+                ..DirectionRecord::default()
+            };
+            rtt.apply(&mut d);
+            d
         };
+        let x = &self.extra;
         FlowRecord {
             src_ip: self.src_ip,
             dst_ip: self.dst_ip,
@@ -194,7 +356,7 @@ impl StoredFlow {
             dst_port: self.dst_port,
             proto: self.proto,
             vlan: self.vlan,
-            tunnel: Default::default(),
+            tunnel: x.tunnel,
             src_mac: [0; 6],
             dst_mac: [0; 6],
             first_ns: self.first_ns,
@@ -204,12 +366,14 @@ impl StoredFlow {
                 self.fwd_bytes,
                 self.fwd_ip_bytes,
                 self.fwd_tcp_flags,
+                &x.fwd_rtt,
             ),
             rev: dir(
                 self.rev_packets,
                 self.rev_bytes,
                 self.rev_ip_bytes,
                 self.rev_tcp_flags,
+                &x.rev_rtt,
             ),
             first_lengths: [0; EARLY_PACKETS],
             first_iats_ns: [0; EARLY_PACKETS],
@@ -217,7 +381,13 @@ impl StoredFlow {
             fwd_payload: &[],
             rev_payload: &[],
             end_reason: self.end_reason,
-            extra: Default::default(),
+            extra: RecordExtra {
+                src_as: x.src_as,
+                dst_as: x.dst_as,
+                src_country: x.src_country,
+                dst_country: x.dst_country,
+                ..RecordExtra::default()
+            },
             app: self.app,
         }
     }
@@ -244,6 +414,20 @@ impl From<&FlowRecord<'_>> for StoredFlow {
             rev_tcp_flags: r.rev.tcp_flags,
             end_reason: r.end_reason,
             app: r.app,
+            extra: StoredExtra {
+                src_as: r.extra.src_as,
+                dst_as: r.extra.dst_as,
+                src_country: r.extra.src_country,
+                dst_country: r.extra.dst_country,
+                fwd_rtt: StoredRtt::of(&r.fwd),
+                rev_rtt: StoredRtt::of(&r.rev),
+                // Only a tunnel's fields are kept (`tunnel_*` columns are empty without one).
+                tunnel: if r.tunnel.is_some() {
+                    r.tunnel
+                } else {
+                    Tunnel::default()
+                },
+            },
         }
     }
 }

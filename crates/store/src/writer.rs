@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
-    Array, ArrayRef, DictionaryArray, FixedSizeBinaryArray, Int32Array, RecordBatch, StringArray,
-    UInt16Array, UInt64Array, UInt8Array,
+    Array, ArrayRef, DictionaryArray, FixedSizeBinaryArray, Float64Array, Int32Array, RecordBatch,
+    StringArray, UInt16Array, UInt32Array, UInt64Array, UInt8Array,
 };
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use parquet::arrow::ArrowWriter;
@@ -27,7 +27,8 @@ use crate::error::{Error, Result};
 use crate::hash::FxHashMap;
 use crate::layout::{block_file_name, block_start, day_dir, valid_iface, BlockRef, Date, BLOCK_NS};
 use crate::schema::{
-    col, schema, StoredFlow, DICTIONARY_COLUMNS, STORE_VERSION, U64_COLUMNS, VERSION_KEY,
+    col, schema, StoredFlow, StoredRtt, DICTIONARY_COLUMNS, RTT_NS_COLUMNS, STORE_VERSION,
+    U64_COLUMNS, VERSION_KEY,
 };
 
 /// Compression of block pages.
@@ -398,7 +399,7 @@ fn writer_properties(config: &StoreConfig) -> WriterProperties {
     // than zstd over plain 8-byte values, and a general-purpose codec on top would only cost
     // decompression time at query time (measured: bytes per row unchanged).
     // Counter and time columns: stored as bit-packed deltas, uncompressed.
-    for c in U64_COLUMNS {
+    for c in U64_COLUMNS.into_iter().chain(RTT_NS_COLUMNS) {
         b = b
             .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
             .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
@@ -617,7 +618,14 @@ pub struct BlockScratch {
     /// `app` and `app_source`: the application number and the source + 1 (0: no label).
     app: DictBuilder<u8, ByteIndex>,
     app_source: DictBuilder<u8, ByteIndex>,
+    src_country: DictBuilder<[u8; 2]>,
+    dst_country: DictBuilder<[u8; 2]>,
+    tunnel_type: DictBuilder<u8, ByteIndex>,
+    /// Outer addresses, `None` without a tunnel.
+    tunnel_src: DictBuilder<Option<AddrOrd>>,
+    tunnel_dst: DictBuilder<Option<AddrOrd>>,
     u64s: Vec<Vec<u64>>,
+    u32s: Vec<Vec<u32>>,
     u16s: Vec<Vec<u16>>,
     u8s: Vec<Vec<u8>>,
 }
@@ -633,6 +641,11 @@ impl BlockScratch {
                 drop(c);
                 if let Ok(v) = a.into_parts().1.into_inner().into_vec::<u64>() {
                     self.u64s.push(v);
+                }
+            } else if let Some(a) = any.downcast_ref::<UInt32Array>().cloned() {
+                drop(c);
+                if let Ok(v) = a.into_parts().1.into_inner().into_vec::<u32>() {
+                    self.u32s.push(v);
                 }
             } else if let Some(a) = any.downcast_ref::<UInt16Array>().cloned() {
                 drop(c);
@@ -742,6 +755,11 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
     s.reason.reset(n);
     s.app.reset(n);
     s.app_source.reset(n);
+    s.src_country.reset(n);
+    s.dst_country.reset(n);
+    s.tunnel_type.reset(n);
+    s.tunnel_src.reset(n);
+    s.tunnel_dst.reset(n);
     for r in rows.iter() {
         s.sip.push(addr_ord(&r.src_ip));
         s.dip.push(addr_ord(&r.dst_ip));
@@ -749,14 +767,30 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
         s.reason.push(r.end_reason as u8);
         s.app.push(r.app.map_or(0, |l| l.app as u8));
         s.app_source.push(r.app.map_or(0, |l| l.source as u8 + 1));
+        let x = &r.extra;
+        s.src_country.push(x.src_country);
+        s.dst_country.push(x.dst_country);
+        let t = &x.tunnel;
+        s.tunnel_type.push(t.kind as u8);
+        let outer = |a: IpAddr| t.is_some().then(|| addr_ord(&a));
+        s.tunnel_src.push(outer(t.src_addr()));
+        s.tunnel_dst.push(outer(t.dst_addr()));
     }
+    let country = |c: &[u8; 2], out: &mut Vec<u8>| {
+        out.extend_from_slice(trawl_flow::RecordExtra::country_text(c).as_bytes());
+    };
+    let outer_text = |a: &Option<AddrOrd>, out: &mut Vec<u8>| {
+        if let Some(a) = a {
+            addr_text(a, out);
+        }
+    };
     let name = |t: &dyn std::fmt::Display, out: &mut Vec<u8>| {
         use std::io::Write;
         // Writing into a Vec cannot fail.
         let _ = write!(out, "{t}");
     };
-    let (u64s, u16s, u8s) = (&mut s.u64s, &mut s.u16s, &mut s.u8s);
-    let columns: Vec<ArrayRef> = vec![
+    let (u64s, u32s, u16s, u8s) = (&mut s.u64s, &mut s.u32s, &mut s.u16s, &mut s.u8s);
+    let mut columns: Vec<ArrayRef> = vec![
         s.sip.finish(addr_text),
         s.dip.finish(addr_text),
         column::<_, UInt16Array>(u16s, rows, |r| r.src_port),
@@ -792,11 +826,75 @@ fn encode_sorted(rows: &mut Vec<StoredFlow>, s: &mut BlockScratch) -> Result<Rec
             };
             out.extend_from_slice(name.as_bytes());
         }),
+        column::<_, UInt32Array>(u32s, rows, |r| r.extra.src_as),
+        column::<_, UInt32Array>(u32s, rows, |r| r.extra.dst_as),
+        s.src_country.finish(country),
+        s.dst_country.finish(country),
     ];
+    let directions: [fn(&StoredFlow) -> &StoredRtt; 2] =
+        [|r| &r.extra.fwd_rtt, |r| &r.extra.rev_rtt];
+    for rtt in directions {
+        columns.extend(rtt_columns(u64s, u32s, rows, rtt));
+    }
+    columns.extend([
+        s.tunnel_type.finish(|&t, out| {
+            out.extend_from_slice(trawl_flow::TunnelType::from_u8(t).name().as_bytes());
+        }),
+        s.tunnel_src.finish(outer_text),
+        s.tunnel_dst.finish(outer_text),
+        column::<_, UInt32Array>(u32s, rows, |r| r.extra.tunnel.id),
+    ]);
     RecordBatch::try_new(schema(), columns).map_err(|e| Error::Block {
         path: PathBuf::new(),
         message: format!("internal error, please report: {e}"),
     })
+}
+
+/// The five round-trip columns of one direction (`rtt` picks it), in file order: the
+/// handshake (null without one), the samples, and their minimum, maximum and mean (null
+/// without samples).
+fn rtt_columns(
+    u64s: &mut Vec<Vec<u64>>,
+    u32s: &mut Vec<Vec<u32>>,
+    rows: &[StoredFlow],
+    rtt: fn(&StoredFlow) -> &StoredRtt,
+) -> [ArrayRef; 5] {
+    let sampled = |r: &StoredFlow| rtt(r).samples > 0;
+    let mut ns = |f: &dyn Fn(&StoredRtt) -> Option<u64>| -> ArrayRef {
+        let values = column::<_, UInt64Array>(u64s, rows, |r| f(rtt(r)).unwrap_or(0));
+        with_nulls(values, rows, |r| f(rtt(r)).is_some())
+    };
+    let handshake = ns(&|t| t.handshake_ns);
+    let min = ns(&|t| (t.samples > 0).then_some(t.min_ns));
+    let max = ns(&|t| (t.samples > 0).then_some(t.max_ns));
+    let mean = Arc::new(Float64Array::from_iter_values(
+        rows.iter().map(|r| rtt(r).mean_ns),
+    ));
+    [
+        handshake,
+        column::<_, UInt32Array>(u32s, rows, |r| rtt(r).samples),
+        min,
+        max,
+        with_nulls(mean, rows, sampled),
+    ]
+}
+
+/// `array` (one value per row) with the rows where `valid` is false null; as it is when no
+/// row is null (no validity bitmap is written then).
+fn with_nulls(
+    array: ArrayRef,
+    rows: &[StoredFlow],
+    valid: impl Fn(&StoredFlow) -> bool,
+) -> ArrayRef {
+    if rows.iter().all(&valid) {
+        return array;
+    }
+    let nulls = arrow_buffer::NullBuffer::from_iter(rows.iter().map(valid));
+    // Same length, and the values' type allows nulls (the schema's fields are nullable).
+    match array.to_data().into_builder().nulls(Some(nulls)).build() {
+        Ok(data) => arrow_array::make_array(data),
+        Err(_) => array,
+    }
 }
 
 /// The `community_id` column: each row's digest, computed here at block end (one SHA-1 block
@@ -1059,6 +1157,7 @@ mod tests {
             rev_tcp_flags: 0,
             end_reason: trawl_flow::EndReason::ALL[(next() % 3) as usize],
             app: None,
+            extra: Default::default(),
         }
     }
 

@@ -29,5 +29,6 @@ pub fn row(i: u64, t: u64) -> StoredFlow {
         rev_tcp_flags: 0x10,
         end_reason: EndReason::Fin,
         app: None,
+        extra: Default::default(),
     }
 }

@@ -332,7 +332,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             let meter = format!("meter_{}_{w}", ident(iface));
             let f = &plan.flow;
             let b = doc.block(&meter, "flow_meter");
-            plan.anonymize
+            let b = plan
+                .anonymize
                 .set_on(b)
                 .on("capture", Some(thread))
                 .set("idle", span(f.idle_timeout_ns))
@@ -348,6 +349,7 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
                 .set_some("interval", plan.store.is_some().then_some("5m"))
                 .set_some("features", super::consumers::features(f))
                 .set_some("app", plan.app.then_some(true));
+            let _ = plan.geo.set_on(b);
             meter_names.push((i, meter));
         }
         if let Some((prefix, ring_size)) = &plan.ring {
@@ -395,6 +397,10 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             .set_some(
                 "app",
                 (plan.app && *format == OutputFormat::Csv).then_some(true),
+            )
+            .set_some(
+                "enriched",
+                (plan.geo.any() && *format == OutputFormat::Csv).then_some(true),
             );
     }
     // Several interfaces: the API gets each one's rows summed apart (`api_series`).

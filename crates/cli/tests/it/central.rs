@@ -697,7 +697,10 @@ mod with_brokers {
         ok(&schema);
         let mut setup = String::from_utf8(schema.stdout).unwrap();
         setup.push_str(&format!(
-            "INSERT INTO trawl.flows SELECT date, time, probe, iface, \
+            "INSERT INTO trawl.flows (date, time, probe, iface, src_ip, dst_ip, src_port, \
+             dst_port, proto, vlan, first_ns, last_ns, fwd_packets, rev_packets, fwd_bytes, \
+             rev_bytes, fwd_ip_bytes, rev_ip_bytes, fwd_tcp_flags, rev_tcp_flags, fwd_retrans, \
+             rev_retrans, end_reason) SELECT date, time, probe, iface, \
              toFixedString(unhex(s), 16), toFixedString(unhex(d), 16), sp, dp, pr, vl, f, l, \
              fp, rp, fb, rb, fib, rib, ff, rf, fr, rr, er FROM file('{}', 'TabSeparated', \
              'date Date, time DateTime, probe String, iface String, s String, d String, \
@@ -936,5 +939,181 @@ mod with_brokers {
                 "query {attrs} {cond:?} -s {sort}"
             );
         }
+    }
+
+    /// The flow table of an earlier trawl (23 columns, as `trawl clickhouse schema` made it
+    /// before the label, enrichment, round-trip and tunnel columns): `trawl clickhouse load
+    /// --create` adds the columns in place on ClickHouse 18.16 (which has no `ADD COLUMN IF
+    /// NOT EXISTS`), and fills them with what `trawl flows` writes for the same records
+    /// (GTP-U tunnels, AS numbers and countries, round trips, app labels) after the trip
+    /// through Kafka's Protobuf. The printed script does the same upgrade on a current
+    /// engine (chDB).
+    #[test]
+    fn clickhouse_load_upgrades_an_old_table_and_fills_every_column() {
+        const OLD: &str = "CREATE TABLE trawl.flows (date Date, time DateTime, probe String, \
+            iface String, src_ip FixedString(16), dst_ip FixedString(16), src_port UInt16, \
+            dst_port UInt16, proto UInt8, vlan UInt16, first_ns UInt64, last_ns UInt64, \
+            fwd_packets UInt64, rev_packets UInt64, fwd_bytes UInt64, rev_bytes UInt64, \
+            fwd_ip_bytes UInt64, rev_ip_bytes UInt64, fwd_tcp_flags UInt8, rev_tcp_flags UInt8, \
+            fwd_retrans UInt32, rev_retrans UInt32, end_reason Enum8('idle' = 0, 'active' = 1, \
+            'fin' = 2, 'rst' = 3, 'pressure' = 4, 'end' = 5)) ENGINE = MergeTree() \
+            PARTITION BY date ORDER BY (time, probe, iface, src_ip, dst_ip, src_port, dst_port, proto)";
+        const LATER: &str = "app, app_source, src_as, dst_as, src_country, dst_country, \
+            fwd_rtt_handshake_ns, fwd_rtt_samples, fwd_rtt_min_ns, fwd_rtt_max_ns, \
+            fwd_rtt_mean_ns, rev_rtt_handshake_ns, rev_rtt_samples, rev_rtt_min_ns, \
+            rev_rtt_max_ns, rev_rtt_mean_ns, tunnel_type, IPv6NumToString(tunnel_src), \
+            IPv6NumToString(tunnel_dst), tunnel_id";
+        let cluster = Cluster::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let ch = ClickHouse::start(Path::new(env!("CARGO_TARGET_TMPDIR")), 1);
+        let b = &cluster.bootstrap;
+        let tmp = tempfile::tempdir().unwrap();
+        let capture = testdata("pcaps/gtp-iphone.pcap");
+        let inner = ["--tunnel", "inner", "--analyze", "app"];
+        crate::enrich::write_mmdbs(tmp.path(), &[&capture], &inner[..2]);
+        let (asn, country) = (tmp.path().join("asn.mmdb"), tmp.path().join("country.mmdb"));
+        let geo = [
+            "--geoip-asn",
+            asn.to_str().unwrap(),
+            "--geoip-country",
+            country.to_str().unwrap(),
+        ];
+        let json = tmp.path().join("flows.jsonl");
+        let flows = trawl(
+            &[
+                &["flows", "-r", &capture, "--summary", "none"][..],
+                &inner,
+                &geo,
+                &["--export", &format!("kafka://{b}/ch-later?format=protobuf")],
+                &["-o", json.to_str().unwrap()],
+            ]
+            .concat(),
+        );
+        ok(&flows);
+        let recs: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(recs.len() >= 17);
+
+        ch.query("CREATE DATABASE trawl");
+        ch.query(OLD);
+        let out = trawl(&[
+            "clickhouse",
+            "load",
+            "--kafka",
+            &format!("{b}/ch-later"),
+            "--url",
+            &ch.url,
+            "--create",
+            "--kafka-end",
+            "--summary",
+            "json",
+        ]);
+        ok(&out);
+        assert_eq!(
+            summary(&out)["rows_inserted"].as_u64(),
+            Some(recs.len() as u64)
+        );
+        // Again: the table is as it should be, nothing to add.
+        ok(&trawl(&["clickhouse", "schema", "--url", &ch.url]));
+        let got = tsv_rows(&ch.query(&format!(
+            "SELECT IPv6NumToString(src_ip), src_port, first_ns, {LATER} FROM trawl.flows \
+             FORMAT TabSeparated"
+        )));
+        let text = |v: &serde_json::Value| match v {
+            serde_json::Value::Null => "\\N".to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mapped = |v: &serde_json::Value| match v.as_str() {
+            Some(a) => {
+                let ip: std::net::IpAddr = a.parse().unwrap();
+                std::net::Ipv6Addr::from(trawl_central::rowbinary::ip16(ip)).to_string()
+            }
+            None => "::".to_string(),
+        };
+        let mut want: Vec<Vec<String>> = recs
+            .iter()
+            .map(|r| {
+                let mut row = vec![
+                    mapped(&r["src_ip"]),
+                    text(&r["src_port"]),
+                    text(&r["first_ns"]),
+                ];
+                for k in ["app", "app_source"] {
+                    row.push(r[k].as_str().unwrap_or("").to_string());
+                }
+                // JSON leaves the enrichment out of a record it found nothing for.
+                for k in ["src_as", "dst_as"] {
+                    row.push(r[k].as_u64().unwrap_or(0).to_string());
+                }
+                for k in ["src_country", "dst_country"] {
+                    row.push(r[k].as_str().unwrap_or("").to_string());
+                }
+                for d in ["fwd", "rev"] {
+                    for k in ["handshake_ns", "samples", "min_ns", "max_ns", "mean_ns"] {
+                        row.push(text(&r[format!("{d}_rtt_{k}")]));
+                    }
+                }
+                row.push(text(&r["tunnel_type"]));
+                row.push(mapped(&r["tunnel_src"]));
+                row.push(mapped(&r["tunnel_dst"]));
+                row.push(text(&r["tunnel_id"]));
+                row
+            })
+            .collect();
+        // Means to 3 decimals, as JSON has them.
+        let round = |rows: &mut Vec<Vec<String>>| {
+            for r in rows.iter_mut() {
+                for i in [13, 18] {
+                    if let Ok(f) = r[i].parse::<f64>() {
+                        r[i] = format!("{f:.3}");
+                    }
+                }
+            }
+            rows.sort();
+        };
+        let mut got = got;
+        round(&mut got);
+        round(&mut want);
+        assert_eq!(got, want);
+        assert!(got.iter().all(|r| r[19] == "gtpu"));
+        assert!(
+            got.iter().filter(|r| !r[3].is_empty()).count() >= 5,
+            "app labels"
+        );
+        assert!(
+            got.iter().filter(|r| r[5] != "0").count() >= 3,
+            "AS numbers"
+        );
+        assert!(
+            got.iter().filter(|r| r[9] != "\\N").count() >= 3,
+            "handshakes"
+        );
+
+        // A current engine: the printed script upgrades the old table in place.
+        let mut setup = format!("CREATE DATABASE trawl;\n{OLD};\n");
+        let schema = trawl(&["clickhouse", "schema"]);
+        ok(&schema);
+        setup.push_str(&String::from_utf8(schema.stdout).unwrap());
+        setup.push_str(
+            "SELECT name, type FROM system.columns WHERE database = 'trawl' AND table = 'flows' \
+             ORDER BY position;\n",
+        );
+        let columns = chdb(&tmp.path().join("chdb"), &setup);
+        let schema = trawl_central::schema::FLOW_COLUMNS;
+        for (name, ty) in &schema[trawl_central::schema::FIRST_FLOW_COLUMNS..] {
+            let ty = match ty {
+                trawl_central::schema::ColType::Plain(t) => *t,
+                trawl_central::schema::ColType::Label => "LowCardinality(String)",
+            };
+            let line = format!("{name}\t{ty}");
+            assert!(
+                columns.lines().any(|l| l == line),
+                "{line} not in\n{columns}"
+            );
+        }
+        assert_eq!(columns.lines().count(), schema.len());
     }
 }

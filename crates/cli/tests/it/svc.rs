@@ -176,6 +176,7 @@ fn big_db(db: &std::path::Path, rows: u64, links: u64) -> u64 {
             rev_tcp_flags: 0,
             end_reason: trawl_flow::EndReason::Idle,
             app: None,
+            extra: Default::default(),
         };
         ing.push_row(eth0, row).unwrap();
     }

@@ -37,6 +37,7 @@ fn row(i: u64) -> StoredFlow {
         rev_tcp_flags: 0,
         end_reason: EndReason::Idle,
         app: None,
+        extra: Default::default(),
     }
 }
 

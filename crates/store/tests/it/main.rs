@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use trawl_flow::EndReason;
+use trawl_flow::{EndReason, Tunnel, TunnelType};
 use trawl_store::retention::{self, Retention};
+use trawl_store::schema::{StoredExtra, StoredRtt};
 use trawl_store::{
     list_blocks, read_block, BlockFilter, Ingest, StoreConfig, StoredFlow, BLOCK_NS,
 };
@@ -310,6 +311,142 @@ fn varied_row(i: u64, t: u64) -> StoredFlow {
         rev_tcp_flags: (x >> 8) as u8,
         end_reason: EndReason::ALL[(i as usize) % EndReason::ALL.len()],
         app: None,
+        extra: varied_extra(i, x),
+    }
+}
+
+/// Enrichment, round trips and tunnels of every kind, and rows without them: AS numbers up to
+/// 32 bits, countries or none, handshakes with or without samples and samples without a
+/// handshake, IPv4 and IPv6 outer addresses of each tunnel type.
+fn varied_extra(i: u64, x: u64) -> StoredExtra {
+    let rtt = |k: u64| StoredRtt {
+        handshake_ns: (!k.is_multiple_of(3)).then_some(k * 1000 + 1),
+        samples: (k % 4) as u32,
+        min_ns: if k.is_multiple_of(4) { 0 } else { k * 10 },
+        max_ns: if k.is_multiple_of(4) {
+            0
+        } else {
+            k * 10 + (x >> 50)
+        },
+        mean_ns: if k.is_multiple_of(4) {
+            0.0
+        } else {
+            k as f64 * 10.5
+        },
+    };
+    let mut tunnel = Tunnel::default();
+    let kind = TunnelType::ALL[(i % 9) as usize];
+    if kind != TunnelType::None && i.is_multiple_of(2) {
+        tunnel.kind = kind;
+        let (a, b): (IpAddr, IpAddr) = if i.is_multiple_of(3) {
+            (
+                "2001:db8::1".parse().unwrap(),
+                IpAddr::from([0x2001, 0xdb8, 1, 0, 0, 0, 0, i as u16]),
+            )
+        } else {
+            (
+                IpAddr::from([172, 16, 0, i as u8]),
+                "172.16.255.1".parse().unwrap(),
+            )
+        };
+        tunnel.set_addr(true, a);
+        tunnel.set_addr(false, b);
+        tunnel.id = (x >> 32) as u32;
+    }
+    let countries = [[0; 2], *b"DE", *b"US", *b"CH"];
+    StoredExtra {
+        src_as: if i.is_multiple_of(5) {
+            0
+        } else {
+            (x >> 32) as u32
+        },
+        dst_as: (i % 7) as u32 * 13_335,
+        src_country: countries[(i % 4) as usize],
+        dst_country: countries[(x % 4) as usize],
+        fwd_rtt: if i.is_multiple_of(6) {
+            StoredRtt::default()
+        } else {
+            rtt(i)
+        },
+        rev_rtt: rtt(x % 97),
+        tunnel,
+    }
+}
+
+/// Rows keep their enrichment, round trips and tunnel through a block (both readers), and
+/// a block written before those columns existed (the same block without them) still reads,
+/// its rows with none.
+#[test]
+fn later_columns_round_trip_and_blocks_without_them_still_read() {
+    use arrow_array::RecordBatch;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    use trawl_store::read_block_direct;
+    use trawl_store::schema::LATER_COLUMNS;
+    let dir = tempfile::tempdir().unwrap();
+    let mut ing = Ingest::open(dir.path(), StoreConfig::default()).unwrap();
+    let eth0 = ing.iface("eth0").unwrap();
+    let mut pushed: Vec<StoredFlow> = (0..3000).map(|i| varied_row(i, DAY0)).collect();
+    for r in &pushed {
+        ing.push_row(eth0, *r).unwrap();
+    }
+    ing.finish().unwrap();
+    let path = list_blocks(dir.path(), &BlockFilter::default()).unwrap()[0]
+        .path
+        .clone();
+    let key = |r: &StoredFlow| (r.first_ns, r.src_ip, r.dst_ip);
+    pushed.sort_by_key(key);
+    for read in [read_block, read_block_direct] {
+        let mut got = read(&path).unwrap();
+        got.sort_by_key(key);
+        assert!(got == pushed);
+    }
+    assert!(pushed.iter().any(|r| r.extra.tunnel.is_some()));
+    assert!(pushed
+        .iter()
+        .any(|r| r.extra.fwd_rtt.handshake_ns.is_none()));
+
+    // The same block as an older writer made it: without the later columns.
+    let file = std::fs::File::open(&path).unwrap();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).unwrap();
+    let metadata = builder
+        .metadata()
+        .file_metadata()
+        .key_value_metadata()
+        .cloned();
+    let batches: Vec<RecordBatch> = builder.build().unwrap().map(|b| b.unwrap()).collect();
+    let keep: Vec<usize> = (0..batches[0].num_columns())
+        .filter(|&c| !LATER_COLUMNS.contains(&batches[0].schema().field(c).name().as_str()))
+        .collect();
+    assert_eq!(keep.len(), 20);
+    let old_schema = std::sync::Arc::new(batches[0].schema().project(&keep).unwrap());
+    let props = StoreConfig::default().writer_properties();
+    let mut w = ArrowWriter::try_new(
+        std::fs::File::create(&path).unwrap(),
+        old_schema,
+        Some(props),
+    )
+    .unwrap();
+    for b in &batches {
+        w.write(&b.project(&keep).unwrap()).unwrap();
+    }
+    for kv in metadata.unwrap_or_default() {
+        if kv.key.starts_with("trawl.") {
+            w.append_key_value_metadata(kv);
+        }
+    }
+    w.close().unwrap();
+    let without: Vec<StoredFlow> = pushed
+        .iter()
+        .map(|r| StoredFlow {
+            extra: StoredExtra::default(),
+            ..*r
+        })
+        .collect();
+    for read in [read_block, read_block_direct] {
+        let mut got = read(&path).unwrap();
+        got.sort_by_key(key);
+        assert!(got == without);
     }
 }
 
