@@ -286,7 +286,9 @@ pub fn run_with(
         });
     }
     drop(tx);
+    let started = Instant::now();
     for (i, outcome, ms) in rx.iter().take(asked) {
+        let arrived = started.elapsed();
         let r = &mut reports[i];
         r.time_ms = ms;
         let answered = match outcome {
@@ -304,6 +306,13 @@ pub fn run_with(
             }
         };
         merger.arrive(&fleet.probes[i], answered)?;
+        tracing::debug!(
+            message = "Probe merged.",
+            probe = %fleet.probes[i].name,
+            arrived_ms = arrived.as_secs_f64() * 1e3,
+            merged_ms = started.elapsed().as_secs_f64() * 1e3,
+            groups = merger.merged.len()
+        );
         on_arrival(i, &reports, &merger.merged);
     }
     // Probes still connecting or answering past their timeout are abandoned, not awaited.
