@@ -74,7 +74,8 @@ fn decode_threads() -> usize {
 }
 
 /// The coordinator's path: answers decoded on [`decode_threads`] threads while the calling
-/// thread merges each as it is decoded; the wall time until the merge is complete.
+/// thread merges each as it is decoded (its table sized after the first, as the coordinator's
+/// is); the wall time until the merge is complete.
 fn as_the_coordinator(
     answers: &[Vec<u8>],
     attrs: &[trawl_query::Attribute],
@@ -98,8 +99,17 @@ fn as_the_coordinator(
             });
         }
         drop(tx);
-        for p in rx {
+        let mut waiting = answers.len();
+        for (n, p) in rx.into_iter().enumerate() {
+            waiting -= 1;
+            let before = merged.len();
             merged.merge(p).expect("merges");
+            if n == 1 && waiting > 0 {
+                // As the coordinator's merger: sized once, after the second answer, for the
+                // union the answers still to come will make.
+                let added = merged.len() - before;
+                merged.reserve((merged.len() + added * waiting).min(max_groups));
+            }
         }
     });
     let took = started.elapsed();

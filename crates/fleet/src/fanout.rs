@@ -330,6 +330,10 @@ struct Merger {
     merged: PartialAggregate,
     /// Per pair: members still to arrive, and the pair's aggregate so far.
     pairs: HashMap<String, (usize, Option<PartialAggregate>)>,
+    /// Probes asked and not arrived yet.
+    waiting: usize,
+    /// Answers merged into `merged` (a pair's counts once).
+    merged_answers: usize,
 }
 
 impl Merger {
@@ -337,11 +341,14 @@ impl Merger {
         Merger {
             merged: PartialAggregate::new(query.attributes.clone(), query.max_groups),
             pairs: HashMap::new(),
+            waiting: 0,
+            merged_answers: 0,
         }
     }
 
     /// `probe` is asked.
     fn expect(&mut self, probe: &Probe) {
+        self.waiting += 1;
         if let Some(pair) = &probe.pair {
             self.pairs.entry(pair.clone()).or_default().0 += 1;
         }
@@ -349,9 +356,10 @@ impl Merger {
 
     /// `probe` arrived with its answer (`None`: it failed).
     fn arrive(&mut self, probe: &Probe, answer: Option<PartialAggregate>) -> Result<(), Error> {
+        self.waiting = self.waiting.saturating_sub(1);
         let Some(pair) = &probe.pair else {
             if let Some(p) = answer {
-                self.merged.merge(p)?;
+                self.merge(p)?;
             }
             return Ok(());
         };
@@ -367,8 +375,24 @@ impl Merger {
         }
         if *waiting == 0 {
             if let Some(a) = so_far.take() {
-                self.merged.merge(a)?;
+                self.merge(a)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Adds an answer (or a pair's). The answers come in a burst at the end, when the probes
+    /// share a machine or a query's cost: after the second, the merged table is sized once for
+    /// the union to expect (the groups the second added, again for every answer still to
+    /// come; within `--max-groups`) instead of doubling under the burst.
+    fn merge(&mut self, p: PartialAggregate) -> Result<(), Error> {
+        let before = self.merged.len();
+        self.merged.merge(p)?;
+        self.merged_answers += 1;
+        if self.merged_answers == 2 && self.waiting > 0 && self.merged.contexts() == 1 {
+            let added = self.merged.len() - before;
+            let want = self.merged.len() + added.saturating_mul(self.waiting);
+            self.merged.reserve(want.min(self.merged.max_groups));
         }
         Ok(())
     }

@@ -279,6 +279,20 @@ impl PartialAggregate {
         }
     }
 
+    /// Makes room for `groups` groups in each context this aggregate holds (a fleet's merge
+    /// sizes its table for the answers still to come once the first is in).
+    pub fn reserve(&mut self, groups: usize) {
+        for m in self.maps.values_mut() {
+            m.reserve(groups);
+        }
+    }
+
+    /// Number of contexts: the combinations of interface, probe and time bucket grouped by,
+    /// each a table of its own.
+    pub fn contexts(&self) -> usize {
+        self.maps.len()
+    }
+
     /// Number of groups.
     pub fn len(&self) -> usize {
         self.maps.values().map(|m| m.len()).sum()
