@@ -96,3 +96,19 @@ if ! python3 -c 'import prometheus_client' 2>/dev/null; then
         || python3 -m pip install --quiet --break-system-packages prometheus_client \
         || echo "deps: WARNING: could not install prometheus_client; the API metrics test will fail"
 fi
+
+# GoFlow2 (the Kafka collector test and bench/kafka.sh compare trawl's collector with it):
+# `go install`ed into $HOME/go/bin, where the test looks ($GOFLOW2 overrides), when Go is here.
+goflow2=${GOFLOW2:-$HOME/go/bin/goflow2}
+if [ ! -x "$goflow2" ]; then
+    go_cmd=$(command -v go || true)
+    [ -z "$go_cmd" ] && [ -x /usr/local/go/bin/go ] && go_cmd=/usr/local/go/bin/go
+    if [ -n "$go_cmd" ]; then
+        echo "deps: installing GoFlow2 (go install, into $HOME/go/bin)"
+        GOBIN=$HOME/go/bin "$go_cmd" install github.com/netsampler/goflow2/v2/cmd/goflow2@v2.2.3 \
+            || GOBIN=$HOME/go/bin "$go_cmd" install github.com/netsampler/goflow2/v2/cmd/goflow2@latest \
+            || echo "deps: WARNING: could not install GoFlow2; the GoFlow2 Kafka test will fail"
+    else
+        echo "deps: WARNING: no Go toolchain; the GoFlow2 Kafka test needs ~/go/bin/goflow2 (go install github.com/netsampler/goflow2/v2/cmd/goflow2@latest)"
+    fi
+fi
