@@ -7,7 +7,7 @@
 //! forward counters, nothing in the reverse ones (`docs/specs/kafka.md`, "GoFlow2's topic").
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use trawl_flow::{DirectionRecord, EndReason, FlowRecord, EARLY_PACKETS};
+use trawl_flow::FlowRecord;
 
 use crate::message::{Item, Parsed, Wire};
 use crate::Error;
@@ -51,29 +51,7 @@ fn mac(v: u64) -> [u8; 6] {
 /// Reads one message value of a GoFlow2 topic.
 pub fn parse(value: &[u8]) -> Result<Parsed<'static>, Error> {
     let msg = unprefixed(value);
-    let mut r = FlowRecord {
-        src_ip: IpAddr::from([0u8; 4]),
-        dst_ip: IpAddr::from([0u8; 4]),
-        src_port: 0,
-        dst_port: 0,
-        proto: 0,
-        vlan: 0,
-        tunnel: Default::default(),
-        src_mac: [0; 6],
-        dst_mac: [0; 6],
-        first_ns: 0,
-        last_ns: 0,
-        fwd: DirectionRecord::default(),
-        rev: DirectionRecord::default(),
-        first_lengths: [0; EARLY_PACKETS],
-        first_iats_ns: [0; EARLY_PACKETS],
-        first_count: 0,
-        fwd_payload: &[],
-        rev_payload: &[],
-        end_reason: EndReason::End,
-        extra: Default::default(),
-        app: None,
-    };
+    let mut r = FlowRecord::empty();
     let (mut kind, mut rate, mut bytes, mut received) = (0, 0, 0, 0);
     let (mut src_vlan, mut vlan_id) = (0u16, 0u16);
     let mut seen_src = false;
@@ -162,7 +140,7 @@ mod tests {
             assert_eq!((r.src_port, r.dst_port, r.proto), (1234, 53, 17));
             assert_eq!((r.fwd.packets, r.fwd.ip_bytes, r.fwd.bytes), (3, 300, 0));
             assert_eq!((r.first_ns, r.last_ns), (5, 9));
-            assert_eq!(r.rev, DirectionRecord::default());
+            assert_eq!(r.rev, trawl_flow::DirectionRecord::default());
         }
     }
 

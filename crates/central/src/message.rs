@@ -584,29 +584,7 @@ fn label(app: Option<App>, source: Option<AppSource>) -> Option<AppLabel> {
 }
 
 fn parse_protobuf(value: &[u8]) -> Result<Parsed<'_>, Error> {
-    let mut r = FlowRecord {
-        src_ip: IpAddr::from([0u8; 4]),
-        dst_ip: IpAddr::from([0u8; 4]),
-        src_port: 0,
-        dst_port: 0,
-        proto: 0,
-        vlan: 0,
-        tunnel: Default::default(),
-        src_mac: [0; 6],
-        dst_mac: [0; 6],
-        first_ns: 0,
-        last_ns: 0,
-        fwd: DirectionRecord::default(),
-        rev: DirectionRecord::default(),
-        first_lengths: [0; EARLY_PACKETS],
-        first_iats_ns: [0; EARLY_PACKETS],
-        first_count: 0,
-        fwd_payload: &[],
-        rev_payload: &[],
-        end_reason: EndReason::End,
-        extra: Default::default(),
-        app: None,
-    };
+    let mut r = FlowRecord::empty();
     let (mut iface, mut probe) = (None, None);
     let (mut lengths, mut iats) = (0, 0);
     let (mut app, mut app_source) = (None, None);
