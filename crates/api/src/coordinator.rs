@@ -82,7 +82,10 @@ pub(crate) async fn packets(State(s): State<Shared>, Query(raw): Raw) -> Respons
         return bad(BadParam::new("probe", format!("no probe named {name:?}")));
     };
     let path = format!("/api/v1/packets?{}", forwarded(&raw, &["probe"]));
-    let opened = tokio::time::timeout(fleet.timeout, client::open(probe, &path, fleet.retries));
+    let opened = tokio::time::timeout(
+        fleet.timeout,
+        client::open(&fleet.connections, probe, &path, fleet.retries),
+    );
     let resp = match opened.await {
         Ok(Ok((r, _))) => r,
         Ok(Err(Failure::Refused(m))) | Ok(Err(Failure::Error(m))) => {

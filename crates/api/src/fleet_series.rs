@@ -219,10 +219,11 @@ async fn ask_all(
     let asks = asked.into_iter().map(|p| {
         let path = path.to_string();
         let (timeout, retries) = (fleet.timeout, fleet.retries);
+        let conns = fleet.connections.clone();
         async move {
             let started = std::time::Instant::now();
             let deadline = tokio::time::Instant::now() + timeout;
-            let got = client::get(&p, &path, deadline, retries, MAX_SERIES_BODY).await;
+            let got = client::get(&conns, &p, &path, deadline, retries, MAX_SERIES_BODY).await;
             (p, got, started.elapsed())
         }
     });

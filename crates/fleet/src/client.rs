@@ -1,19 +1,24 @@
-//! One probe asked over HTTP/2 (hyper's connection-level client: one connection per probe
-//! and query, so nothing is pooled or shared between probes), optionally over TLS. Over TLS
-//! the version is ALPN's choice (`h2`, else `http/1.1`); in clear text the client opens with
-//! HTTP/2's preface (prior knowledge, RFC 9113 3.3) and, when the peer answers that with
+//! One probe asked over HTTP/2 (hyper's connection-level client), optionally over TLS. Over
+//! TLS the version is ALPN's choice (`h2`, else `http/1.1`); in clear text the client opens
+//! with HTTP/2's preface (prior knowledge, RFC 9113 3.3) and, when the peer answers that with
 //! something that is not HTTP/2 (an HTTP/1.1-only server or proxy), asks again over HTTP/1.1
 //! on a new connection: the preface is no request, so nothing was scanned twice. Connecting
 //! is retried with doubling back-off; anything after the connection is not (a probe that
 //! answered badly would answer badly again, and a retried scan costs the probe twice).
+//!
+//! [`Connections`] keeps each probe's HTTP/2 connection between requests (a coordinator's
+//! console asks many queries; a connection, and over TLS a handshake, per probe and query is
+//! what it saves), and the runtime those connections live on.
+use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::header;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -23,6 +28,136 @@ use crate::Error;
 
 /// First pause before a connection is tried again; doubled each time.
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a probe found to speak only HTTP/1.1 is asked over HTTP/1.1 before HTTP/2 is
+/// tried again (it may have been upgraded, or a proxy before it removed).
+const HTTP1_REMEMBERED: Duration = Duration::from_secs(600);
+
+/// The connections kept between requests, per probe, and the runtime they (and a fleet
+/// query's requests) run on. Shared by every query of a [`crate::Fleet`]; a connection the
+/// probe closed (restarted, its machine gone) is noticed before it is used and replaced.
+#[derive(Default)]
+pub struct Connections {
+    runtime: OnceLock<tokio::runtime::Runtime>,
+    kept: Mutex<HashMap<String, Kept>>,
+}
+
+/// What is kept of a probe.
+enum Kept {
+    /// Its HTTP/2 connection: requests become streams on it.
+    Http2(hyper::client::conn::http2::SendRequest<Empty<Bytes>>),
+    /// It answered HTTP/2's preface with HTTP/1.1 at this time: asked over HTTP/1.1 (a new
+    /// connection per request) until [`HTTP1_REMEMBERED`] has passed.
+    Http1Only(std::time::Instant),
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept.lock().map_or(0, |k| k.len());
+        f.debug_struct("Connections").field("kept", &kept).finish()
+    }
+}
+
+impl Drop for Connections {
+    fn drop(&mut self) {
+        // A runtime dropped on an async thread panics; its tasks (idle connections) are
+        // abandoned instead of awaited.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Connections {
+    /// The runtime the probes are asked on (started on first use: two threads, enough to
+    /// decode answers while others arrive).
+    pub fn runtime(&self) -> Result<&tokio::runtime::Runtime, Error> {
+        if let Some(rt) = self.runtime.get() {
+            return Ok(rt);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trawl-fleet")
+            .enable_all()
+            .build()
+            .map_err(Error::Runtime)?;
+        // Two first uses at once: one runtime is kept, the other dropped here (not async).
+        let _ = self.runtime.set(rt);
+        Ok(self.runtime.get().expect("set above"))
+    }
+
+    /// Probes with an HTTP/2 connection kept (open or not yet noticed closed).
+    pub fn kept_http2(&self) -> usize {
+        self.lock()
+            .values()
+            .filter(|k| matches!(k, Kept::Http2(_)))
+            .count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Kept>> {
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The key of a probe: a renamed probe or a changed URL is another connection.
+    fn key(probe: &Probe) -> String {
+        format!("{} {}", probe.name, probe.url)
+    }
+
+    /// The probe's kept HTTP/2 connection, when it is still open.
+    fn http2(
+        &self,
+        probe: &Probe,
+    ) -> Option<hyper::client::conn::http2::SendRequest<Empty<Bytes>>> {
+        let mut kept = self.lock();
+        let key = Self::key(probe);
+        match kept.get(&key) {
+            Some(Kept::Http2(s)) if !s.is_closed() => Some(s.clone()),
+            Some(Kept::Http2(_)) => {
+                kept.remove(&key);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the probe was found to speak only HTTP/1.1 lately.
+    fn http1_only(&self, probe: &Probe) -> bool {
+        matches!(self.lock().get(&Self::key(probe)),
+            Some(Kept::Http1Only(at)) if at.elapsed() < HTTP1_REMEMBERED)
+    }
+
+    fn keep(&self, probe: &Probe, k: Kept) {
+        self.lock().insert(Self::key(probe), k);
+    }
+
+    fn forget(&self, probe: &Probe) {
+        self.lock().remove(&Self::key(probe));
+    }
+
+    /// Runs a connection's task on this runtime, whichever runtime asked (a connection
+    /// outlives the request that opened it).
+    fn spawn<F>(&self, f: F) -> Result<(), Failure>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let rt = self.runtime().map_err(|e| Failure::Error(e.to_string()))?;
+        rt.spawn(f);
+        Ok(())
+    }
+}
+
+/// hyper's executor for a connection's streams: this runtime's.
+#[derive(Clone)]
+struct OnRuntime(tokio::runtime::Handle);
+
+impl<F> hyper::rt::Executor<F> for OnRuntime
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        self.0.spawn(fut);
+    }
+}
 
 /// Why a probe gave no answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +217,7 @@ pub fn tls_config(ca: &Path) -> Result<Arc<rustls::ClientConfig>, Error> {
 /// GETs `path` (with its query string) from `probe` before `deadline`: the body of a 200
 /// answer of at most `max_body` bytes, and the version it came in.
 pub async fn get(
+    conns: &Connections,
     probe: &Probe,
     path: &str,
     deadline: Instant,
@@ -89,7 +225,7 @@ pub async fn get(
     max_body: usize,
 ) -> Result<(Bytes, Protocol), Failure> {
     let exchange = async {
-        let (resp, protocol) = open(probe, path, retries).await?;
+        let (resp, protocol) = open(conns, probe, path, retries).await?;
         let status = resp.status();
         let body = read_body(resp.into_body(), max_body).await?;
         if status.is_success() {
@@ -188,15 +324,36 @@ pub fn refusal(status: hyper::StatusCode, body: &[u8]) -> Failure {
 }
 
 /// Sends `GET path` to `probe` and returns its answer as soon as its head has arrived, the
-/// body still streaming (what a proxy passes on). No deadline: the caller sets one.
-pub async fn open(probe: &Probe, path: &str, retries: u32) -> Result<Opened, Failure> {
+/// body still streaming (what a proxy passes on). No deadline: the caller sets one. The
+/// probe's kept HTTP/2 connection carries the request when it is still open; otherwise a new
+/// connection is made, and kept when it turns out to be HTTP/2.
+pub async fn open(
+    conns: &Connections,
+    probe: &Probe,
+    path: &str,
+    retries: u32,
+) -> Result<Opened, Failure> {
+    if let Some(mut sender) = conns.http2(probe) {
+        // `ready` fails on a connection the probe closed since (restarted, idle timeout):
+        // nothing was sent on it, so the request goes out on a new one.
+        if sender.ready().await.is_ok() {
+            return request_on(sender, probe, path).await.map_err(|f| match f {
+                H2Failure::NotHttp2(why) => Failure::Error(format!("HTTP/2: {why}")),
+                H2Failure::Failed(f) => f,
+            });
+        }
+        tracing::debug!(message = "Kept connection closed, connecting again.", probe = %probe.name);
+        conns.forget(probe);
+    }
     let tcp = connect(&probe.endpoint.authority, retries).await?;
     match &probe.tls {
-        None => match request_h2(tcp, probe, path).await {
+        None if conns.http1_only(probe) => request_h1(conns, tcp, probe, path).await,
+        None => match request_h2(conns, tcp, probe, path).await {
             Err(H2Failure::NotHttp2(why)) => {
                 tracing::debug!(message = "Probe does not speak HTTP/2, asking over HTTP/1.1.", probe = %probe.name, %why);
+                conns.keep(probe, Kept::Http1Only(std::time::Instant::now()));
                 let tcp = connect(&probe.endpoint.authority, retries).await?;
-                request_h1(tcp, probe, path).await
+                request_h1(conns, tcp, probe, path).await
             }
             Err(H2Failure::Failed(f)) => Err(f),
             Ok(r) => Ok(r),
@@ -209,14 +366,16 @@ pub async fn open(probe: &Probe, path: &str, retries: u32) -> Result<Opened, Fai
                 .await
                 .map_err(|e| Failure::Error(format!("TLS handshake: {e}")))?;
             if tls.get_ref().1.alpn_protocol() == Some(b"h2") {
-                request_h2(tls, probe, path).await.map_err(|f| match f {
-                    H2Failure::NotHttp2(why) => {
-                        Failure::Error(format!("HTTP/2 chosen by ALPN, then: {why}"))
-                    }
-                    H2Failure::Failed(f) => f,
-                })
+                request_h2(conns, tls, probe, path)
+                    .await
+                    .map_err(|f| match f {
+                        H2Failure::NotHttp2(why) => {
+                            Failure::Error(format!("HTTP/2 chosen by ALPN, then: {why}"))
+                        }
+                        H2Failure::Failed(f) => f,
+                    })
             } else {
-                request_h1(tls, probe, path).await
+                request_h1(conns, tls, probe, path).await
             }
         }
     }
@@ -277,7 +436,12 @@ fn get_request(
         .map_err(|e| Failure::Error(format!("request: {e}")))
 }
 
-async fn request_h1<S>(io: S, probe: &Probe, path: &str) -> Result<Opened, Failure>
+async fn request_h1<S>(
+    conns: &Connections,
+    io: S,
+    probe: &Probe,
+    path: &str,
+) -> Result<Opened, Failure>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -285,9 +449,9 @@ where
         .await
         .map_err(|e| Failure::Error(format!("HTTP handshake: {e}")))?;
     // The connection task ends with the answer (or when the request is dropped).
-    tokio::spawn(async move {
+    conns.spawn(async move {
         let _ = conn.await;
-    });
+    })?;
     let resp = sender
         .send_request(get_request(probe, path, true)?)
         .await
@@ -295,18 +459,38 @@ where
     Ok((resp, Protocol::Http1))
 }
 
-async fn request_h2<S>(io: S, probe: &Probe, path: &str) -> Result<Opened, H2Failure>
+/// A new HTTP/2 connection over `io` and the request on it; the connection is kept for the
+/// probe's next requests once it has answered as HTTP/2.
+async fn request_h2<S>(
+    conns: &Connections,
+    io: S,
+    probe: &Probe,
+    path: &str,
+) -> Result<Opened, H2Failure>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+    let failed = |m: String| H2Failure::Failed(Failure::Error(m));
+    let handle = conns.runtime().map_err(|e| failed(e.to_string()))?.handle();
+    let (sender, conn) = hyper::client::conn::http2::Builder::new(OnRuntime(handle.clone()))
         .timer(TokioTimer::new())
         .handshake(TokioIo::new(io))
         .await
-        .map_err(|e| H2Failure::Failed(Failure::Error(format!("HTTP/2 handshake: {e}"))))?;
-    tokio::spawn(async move {
+        .map_err(|e| failed(format!("HTTP/2 handshake: {e}")))?;
+    handle.spawn(async move {
         let _ = conn.await;
     });
+    let answer = request_on(sender.clone(), probe, path).await?;
+    conns.keep(probe, Kept::Http2(sender));
+    Ok(answer)
+}
+
+/// The request of `path` as a stream of an HTTP/2 connection.
+async fn request_on(
+    mut sender: hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    probe: &Probe,
+    path: &str,
+) -> Result<Opened, H2Failure> {
     // The URI carries the authority (HTTP/2's `:authority`), not a Host header.
     let mut req = get_request(probe, path, false).map_err(H2Failure::Failed)?;
     *req.uri_mut() = format!(

@@ -147,6 +147,8 @@ pub struct Fleet {
     /// Connection attempts after the first one (connect errors only; a probe that answered
     /// badly is not asked again).
     pub retries: u32,
+    /// The probes' connections kept between queries, and the runtime asking them.
+    pub connections: Arc<crate::client::Connections>,
 }
 
 /// Default per-probe timeout.
@@ -163,6 +165,7 @@ impl Default for Fleet {
             timeout: DEFAULT_TIMEOUT,
             concurrency: DEFAULT_CONCURRENCY,
             retries: DEFAULT_RETRIES,
+            connections: Arc::default(),
         }
     }
 }

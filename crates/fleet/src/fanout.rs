@@ -209,6 +209,7 @@ type Arrival = (usize, Answer, f64);
 
 /// Asks one probe and decodes its answer.
 async fn ask(
+    conns: &client::Connections,
     probe: Probe,
     path: String,
     fleet: (std::time::Duration, u32),
@@ -217,7 +218,16 @@ async fn ask(
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + fleet.0;
     let max_groups = query.max_groups;
-    let outcome = match client::get(&probe, &path, deadline, fleet.1, max_body(max_groups)).await {
+    let outcome = match client::get(
+        conns,
+        &probe,
+        &path,
+        deadline,
+        fleet.1,
+        max_body(max_groups),
+    )
+    .await
+    {
         Err(f) => Err(f),
         Ok((body, protocol)) => {
             let name = probe.key().to_string();
@@ -253,18 +263,14 @@ pub fn run_with(
     query: &Query,
     mut on_arrival: impl FnMut(usize, &[ProbeReport], &PartialAggregate),
 ) -> Result<FleetAnswer, Error> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("trawl-fleet")
-        .enable_all()
-        .build()
-        .map_err(Error::Runtime)?;
+    let runtime = fleet.connections.runtime()?;
     let mut reports: Vec<ProbeReport> = fleet.probes.iter().map(ProbeReport::of).collect();
     let (tx, rx) = std::sync::mpsc::channel::<Arrival>();
     let permits = Arc::new(Semaphore::new(fleet.concurrency.max(1)));
     let shared = Arc::new(query.clone());
     let mut merger = Merger::new(query);
     let mut asked = 0;
+    let mut tasks = Vec::new();
     for (i, probe) in fleet.probes.iter().enumerate() {
         let cond = match for_probe(query.condition.as_ref(), probe) {
             ForProbe::Excluded => continue,
@@ -274,16 +280,17 @@ pub fn run_with(
         let path = partial_path(query, cond.as_ref());
         let (probe, tx, permits, q) = (probe.clone(), tx.clone(), permits.clone(), shared.clone());
         let settings = (fleet.timeout, fleet.retries);
+        let conns = fleet.connections.clone();
         merger.expect(&probe);
         reports[i].status = Status::Pending;
         asked += 1;
-        runtime.spawn(async move {
+        tasks.push(runtime.spawn(async move {
             let Ok(_permit) = permits.acquire_owned().await else {
                 return;
             };
-            let (outcome, ms) = ask(probe, path, settings, q).await;
+            let (outcome, ms) = ask(&conns, probe, path, settings, q).await;
             let _ = tx.send((i, outcome, ms));
-        });
+        }));
     }
     drop(tx);
     let started = Instant::now();
@@ -315,8 +322,9 @@ pub fn run_with(
         );
         on_arrival(i, &reports, &merger.merged);
     }
-    // Probes still connecting or answering past their timeout are abandoned, not awaited.
-    runtime.shutdown_background();
+    // Probes still connecting or answering past their timeout are abandoned, not awaited (the
+    // runtime and the connections stay for the next query).
+    tasks.iter().for_each(|t| t.abort());
     Ok(FleetAnswer {
         partial: merger.merged,
         probes: reports,

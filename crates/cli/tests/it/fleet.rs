@@ -410,6 +410,11 @@ fn read_head(s: &mut std::net::TcpStream) -> Option<Vec<u8>> {
         let _ = s.write_all(
             b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
         );
+        // A lingering close, as real servers make: closed with the client's SETTINGS frame
+        // unread, the socket would send a reset that can overtake the 400.
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
         return None;
     }
     Some(head)
@@ -1421,4 +1426,88 @@ fn fleet_asks_over_http2_and_an_http1_only_probe_over_http1() {
             .collect();
         assert_eq!(sorted(of_probe), sorted(want), "{name}");
     }
+}
+
+/// The local ports of the established connections to `url`'s port (on loopback: the
+/// coordinator's client side; the probe's own accepted side has the port as its source).
+fn connections_to(url: &str) -> Vec<String> {
+    let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
+    let out = Command::new("ss")
+        .args(["-Htn", "state", "established"])
+        .arg(format!("( dport = :{port} )"))
+        .output()
+        .expect("ss (iproute2)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut local: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(str::to_string))
+        .collect();
+    local.sort();
+    local
+}
+
+/// Issue 21: a coordinator keeps one HTTP/2 connection per probe between queries (the console
+/// asks many) instead of one per probe and query; a probe restarted in between (its kept
+/// connection closed) is asked on a new connection, not reported failed.
+#[test]
+fn coordinator_keeps_one_connection_per_probe_and_replaces_a_closed_one() {
+    let mut fleet = Fleet::new();
+    let file = fleet.probes_file("");
+    let coordinator = Probe::start(&["--probes", &file]);
+    let query = format!("{}/api/v1/query?attrs=dport&limit=10", coordinator.url);
+    let ask = || {
+        let (code, body) = curl(&query);
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let doc = json_of(&body);
+        assert_eq!(doc["incomplete"], false, "{doc}");
+        for p in doc["probes"].as_array().unwrap() {
+            assert_eq!(p["status"], "ok", "{p}");
+            assert_eq!(p["protocol"], "h2", "{p}");
+        }
+        doc
+    };
+    let first = ask();
+    let kept: Vec<Vec<String>> = fleet
+        .probes
+        .iter()
+        .map(|p| connections_to(&p.url))
+        .collect();
+    for (k, (name, _, _)) in kept.iter().zip(PROBES) {
+        assert_eq!(k.len(), 1, "{name}: one connection after a query: {k:?}");
+    }
+    let second = ask();
+    assert_eq!(rows(&second), rows(&first));
+    for (p, k) in fleet.probes.iter().zip(&kept) {
+        assert_eq!(
+            &connections_to(&p.url),
+            k,
+            "the same connection, asked again"
+        );
+    }
+    // The first probe restarts on its address: the coordinator's connection to it is closed.
+    let addr = fleet.probes[0]
+        .url
+        .trim_start_matches("http://")
+        .to_string();
+    drop(fleet.probes.remove(0));
+    let dir = fleet.dir.path();
+    let name = PROBES[0].0;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["serve", "--api", &addr, "--db"])
+        .arg(dir.join(name))
+        .arg("--packets")
+        .arg(dir.join(format!("{name}-packets")))
+        .arg("--api-token-file")
+        .arg(dir.join("token"));
+    let restarted = Probe::spawn(cmd);
+    assert_eq!(restarted.url, format!("http://{addr}"));
+    let third = ask();
+    assert_eq!(rows(&third), rows(&first));
+    let now = connections_to(&restarted.url);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now, kept[0], "a new connection to the restarted probe");
 }
