@@ -5,7 +5,10 @@
 #     the slowest probe's own time + 100 ms: reported are the query's wall time, the slowest
 #     probe's time as the coordinator saw it, and each probe's own time (a direct
 #     GET /api/v1/partial, and the same `trawl query -d` locally).
-#  2. merge: 50 partials of 100k groups each decoded and merged (crates/fleet/benches/merge.rs);
+#  2. coordinator: `trawl serve --probes` over the same probes, `/api/v1/query` asked again and
+#     again (what a console does): the first query's time (connections made) against the
+#     following ones' (each probe's HTTP/2 connection kept between queries).
+#  3. merge: 50 partials of 100k groups each decoded and merged (crates/fleet/benches/merge.rs);
 #     issue 21 asks < 1 s.
 #
 #   bench/fleet.sh [PROBES] [ROWS]      (default 50 probes of 20000 rows)
@@ -97,6 +100,28 @@ for name, flags, qs in queries:
                       "overhead_ms": round(m(walls) - m(slowest), 1),
                       "slowest_probe_alone_api_ms": round(m(own_api), 1),
                       "one_probe_local_trawl_query_ms": round(m(own_cli), 1)}))
+PY
+
+log=$work/coordinator.log
+"$trawl" serve --probes "$work/probes.toml" --api 127.0.0.1:0 2> "$log" &
+pids+=($!)
+for _ in $(seq 200); do grep -q 'serving on' "$log" && break; sleep 0.1; done
+coordinator=$(grep -o 'http://[0-9.:]*' "$log")
+python3 - "$coordinator" "$runs" "$PROBES" <<'PY'
+import json, statistics, sys, time, urllib.request
+url, runs, probes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for name, qs in [("top 10 talkers", "attrs=talk_conv&limit=10"), ("ports", "attrs=dport,proto&limit=10")]:
+    times = []
+    for _ in range(1 + 4 * runs):
+        t = time.perf_counter()
+        doc = json.loads(urllib.request.urlopen(f"{url}/api/v1/query?{qs}").read())
+        times.append((time.perf_counter() - t) * 1e3)
+        assert not doc["incomplete"], doc["probes"]
+    warm = statistics.median(times[1:])
+    print(json.dumps({"coordinator query": name, "probes": probes,
+                      "first_ms (connections made)": round(times[0], 1),
+                      "following_median_ms (connections kept)": round(warm, 1),
+                      "first / following": round(times[0] / warm, 2)}))
 PY
 
 if [ "${TRAWL_BENCH_MERGE:-1}" != 0 ]; then
