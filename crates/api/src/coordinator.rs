@@ -44,14 +44,26 @@ pub(crate) async fn query(State(s): State<Shared>, Query(raw): Raw) -> Response 
         trawl_fleet::run(&fleet, &plan.query).map(|answer| {
             let mut result = answer.partial.finish(plan.sort, plan.limit);
             result.elapsed = started.elapsed();
-            trawl_fleet::to_json(&result, &answer.probes)
+            fleet_document(&result, &answer.probes)
         })
     });
     match task.await {
-        Ok(Ok(doc)) => json(&doc),
+        Ok(Ok(doc)) => ([(header::CONTENT_TYPE, "application/json")], doc).into_response(),
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     }
+}
+
+/// The fleet query's JSON document, its rows written one by one (no tree of values for an
+/// answer of a hundred thousand rows).
+pub(crate) fn fleet_document(
+    result: &trawl_query::QueryResult,
+    probes: &[trawl_fleet::ProbeReport],
+) -> Vec<u8> {
+    let mut doc = Vec::new();
+    // Writing into memory does not fail.
+    let _ = trawl_fleet::write_json(result, probes, &mut doc);
+    doc
 }
 
 /// The query string of `raw` without the parameters `skip` names.

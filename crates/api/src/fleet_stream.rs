@@ -25,6 +25,14 @@ fn event(name: &str, data: &impl Serialize) -> Event {
         .data(serde_json::to_string(data).unwrap_or_default())
 }
 
+/// An event whose data is a fleet query's document.
+fn answer_event(name: &str, result: &trawl_query::QueryResult, probes: &[ProbeReport]) -> Event {
+    let doc = crate::coordinator::fleet_document(result, probes);
+    Event::default()
+        .event(name)
+        .data(String::from_utf8_lossy(&doc))
+}
+
 /// `/api/v1/query/stream` over the fleet.
 pub(crate) async fn query_stream(
     State(s): State<Shared>,
@@ -43,13 +51,13 @@ pub(crate) async fn query_stream(
             let _ = tx.send(event("probe", &reports[i]));
             let mut so_far = merged.clone().finish(plan.sort, plan.limit);
             so_far.elapsed = started.elapsed();
-            let _ = tx.send(event("partial", &trawl_fleet::to_json(&so_far, reports)));
+            let _ = tx.send(answer_event("partial", &so_far, reports));
         };
         let last = match trawl_fleet::run_with(&fleet, &plan.query, on_arrival) {
             Ok(answer) => {
                 let mut result = answer.partial.finish(plan.sort, plan.limit);
                 result.elapsed = started.elapsed();
-                event("result", &trawl_fleet::to_json(&result, &answer.probes))
+                answer_event("result", &result, &answer.probes)
             }
             Err(e) => event("error", &serde_json::json!({ "error": e.to_string() })),
         };

@@ -100,16 +100,9 @@ pub fn incomplete(probes: &[ProbeReport]) -> bool {
         .any(|p| !matches!(p.status, Status::Ok | Status::Skipped))
 }
 
-/// The JSON document of a fleet query: the local query's (`trawl_query::output::to_json`) with
-/// `incomplete` and the `probes` reports added.
-pub fn to_json(result: &trawl_query::QueryResult, probes: &[ProbeReport]) -> serde_json::Value {
-    let mut doc = head(result, probes);
-    doc["rows"] = trawl_query::output::to_json(result)["rows"].take();
-    doc
-}
-
-/// [`to_json`]'s document written to `out` with its rows one by one (never all of them as one
-/// document in memory).
+/// The JSON document of a fleet query, written to `out`: the local query's
+/// (`trawl_query::output::to_json`) with `incomplete` and the `probes` reports added, its rows
+/// written one by one (never all of them as one document in memory).
 pub fn write_json(
     result: &trawl_query::QueryResult,
     probes: &[ProbeReport],
@@ -118,7 +111,7 @@ pub fn write_json(
     trawl_query::output::write_json_with_rows(head(result, probes), result, out)
 }
 
-/// [`to_json`]'s document without its rows.
+/// [`write_json`]'s document without its rows.
 fn head(result: &trawl_query::QueryResult, probes: &[ProbeReport]) -> serde_json::Value {
     let mut doc = trawl_query::output::without_rows(result);
     doc["incomplete"] = serde_json::json!(incomplete(probes));

@@ -34,6 +34,4 @@ mod fanout;
 
 pub use config::{Endpoint, Fleet, Probe, ProbeConfig};
 pub use error::Error;
-pub use fanout::{
-    encode, incomplete, run, run_with, to_json, write_json, FleetAnswer, ProbeReport, Status,
-};
+pub use fanout::{encode, incomplete, run, run_with, write_json, FleetAnswer, ProbeReport, Status};
