@@ -116,7 +116,7 @@ pub(crate) fn get(url: &str, extra: &[&str]) -> (u16, Vec<u8>) {
 fn get_in(mut cmd: Command, url: &str, extra: &[&str]) -> (u16, Vec<u8>) {
     let body = tempfile::NamedTempFile::new().unwrap();
     let out = cmd
-        .args(["-sS", "--max-time", "30", "-o"])
+        .args(["-sS", "--max-time", "60", "-o"])
         .arg(body.path())
         .args(["-w", "%{http_code}"])
         .args(extra)

@@ -582,24 +582,7 @@ fn fleet_query_marks_dead_slow_refusing_and_garbage_probes_and_merges_the_rest()
 
 /// A GET with curl: the status and the body.
 fn curl(url: &str) -> (u16, Vec<u8>) {
-    let body = tempfile::NamedTempFile::new().unwrap();
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "60", "-o"])
-        .arg(body.path())
-        .args(["-w", "%{http_code}"])
-        .arg(url)
-        .output()
-        .expect("curl (scripts/deps.sh installs it)");
-    let code = String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0);
-    assert!(
-        code != 0,
-        "curl {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (code, std::fs::read(body.path()).unwrap())
+    crate::api::get(url, &[])
 }
 
 #[test]
