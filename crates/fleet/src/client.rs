@@ -38,6 +38,9 @@ const HTTP1_REMEMBERED: Duration = Duration::from_secs(600);
 #[derive(Default)]
 pub struct Connections {
     runtime: OnceLock<tokio::runtime::Runtime>,
+    /// Held while the runtime is started: two first uses at once start one (a second one
+    /// dropped on an async thread would panic).
+    starting: Mutex<()>,
     kept: Mutex<HashMap<String, Kept>>,
 }
 
@@ -74,15 +77,17 @@ impl Connections {
         if let Some(rt) = self.runtime.get() {
             return Ok(rt);
         }
+        let _starting = self.starting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rt) = self.runtime.get() {
+            return Ok(rt);
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("trawl-fleet")
             .enable_all()
             .build()
             .map_err(Error::Runtime)?;
-        // Two first uses at once: one runtime is kept, the other dropped here (not async).
-        let _ = self.runtime.set(rt);
-        Ok(self.runtime.get().expect("set above"))
+        Ok(self.runtime.get_or_init(|| rt))
     }
 
     /// Probes with an HTTP/2 connection kept (open or not yet noticed closed).
