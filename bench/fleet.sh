@@ -16,7 +16,8 @@
 # Environment: CARGO_TARGET_DIR (default <repo>/target), TRAWL_BENCH_RUNS (default 5; medians),
 # TRAWL_BENCH_PROFILE (release, or debug to use the test build's binaries as they are, unbuilt:
 # a fan-out's waiting is I/O, but every probe's own time is then a debug build's; the merge is
-# always release), TRAWL_BENCH_MERGE (default 1; 0 skips the merge bench). Without a flowgen
+# always release), TRAWL_BENCH_FANOUT (default 1; 0 skips the `trawl query --probes` part),
+# TRAWL_BENCH_MERGE (default 1; 0 skips the merge bench). Without a flowgen
 # binary the probes' databases are testdata captures ingested (one of five per probe).
 set -euo pipefail
 export LC_ALL=C
@@ -38,7 +39,9 @@ trawl=$target/$profile/trawl
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
-: > "$work/probes.toml"
+# A minute per probe: a loaded machine (or a debug build) must not turn a slow answer into a
+# missing one; the times are what is measured.
+printf 'timeout = "60s"\n\n' > "$work/probes.toml"
 for i in $(seq 1 "$PROBES"); do
     db=$work/db$i
     if [ ! -f "$db/.complete" ]; then
@@ -63,7 +66,7 @@ for i in $(seq 1 "$PROBES"); do
 done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores" >&2
 
-python3 - "$trawl" "$work" "$PROBES" "$runs" <<'PY'
+[ "${TRAWL_BENCH_FANOUT:-1}" = 0 ] || python3 - "$trawl" "$work" "$PROBES" "$runs" <<'PY'
 import json, statistics, subprocess, sys, time, urllib.request, re
 trawl, work, probes, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 urls = re.findall(r'url = "([^"]+)"', open(f"{work}/probes.toml").read())
