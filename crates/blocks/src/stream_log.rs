@@ -48,8 +48,8 @@ const OUT_DNS: usize = 2;
 #[serde(deny_unknown_fields)]
 pub struct StreamLogSettings {
     /// Connections followed at once (default 1,048,576); beyond it the oldest is ended
-    /// (counted `evicted`). The table grows with the connections held, about 250 bytes each
-    /// (and the analysers' state of those still read).
+    /// (counted `evicted`). The table grows with the connections held: about 820 bytes of
+    /// peak memory each, with the analysers' state of a connection waiting for its server.
     #[serde(default = "default_max_conns")]
     pub max_conns: usize,
     /// Out-of-order bytes one direction may hold waiting for earlier ones (default 256 KiB).
