@@ -600,7 +600,7 @@ mod tests {
         assert_eq!(apps.wants, TLS);
         assert!(apps.tls.as_ref().is_some_and(|t| t.waiting()));
         assert!(
-            std::mem::size_of::<TlsConn>() <= 80,
+            std::mem::size_of::<TlsConn>() <= 72,
             "{}",
             std::mem::size_of::<TlsConn>()
         );
