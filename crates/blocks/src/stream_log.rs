@@ -47,9 +47,10 @@ const OUT_DNS: usize = 2;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StreamLogSettings {
-    /// Connections followed at once (default 65536); beyond it the oldest is ended (counted
-    /// `evicted`).
-    #[serde(default = "default_conns")]
+    /// Connections followed at once (default 1,048,576); beyond it the oldest is ended
+    /// (counted `evicted`). The table grows with the connections held: about 820 bytes of
+    /// peak memory each, with the analysers' state of a connection waiting for its server.
+    #[serde(default = "default_max_conns")]
     pub max_conns: usize,
     /// Out-of-order bytes one direction may hold waiting for earlier ones (default 256 KiB).
     #[serde(default = "default_stream_bytes")]
@@ -60,6 +61,13 @@ pub struct StreamLogSettings {
     /// DNS-over-TCP requests waiting for their response at once (default 65536).
     #[serde(default = "default_conns")]
     pub max_pending: usize,
+}
+
+/// Enough for the connections of a link carrying a million flows at once (trace (a) of
+/// bench/README.md: 662,858 TCP connections in 30 s, none ended): a table that evicts them
+/// cuts their streams, which come back mid-stream as new connections.
+fn default_max_conns() -> usize {
+    1 << 20
 }
 
 fn default_conns() -> usize {
@@ -190,6 +198,11 @@ impl ConnState for Apps {
             h.chunk(dir, ts_ns, chunk);
             if h.done() {
                 self.wants &= !HTTP;
+                if h.idle() {
+                    // Nothing to write, now or at the end (a stream that is not HTTP): freed
+                    // now, not when the connection ends.
+                    self.http = None;
+                }
             }
         }
         if self.wants & DNS != 0 {
@@ -569,6 +582,62 @@ mod tests {
         assert_eq!(t.held(), 0);
         assert!(outs.tls.is_empty() && outs.http.is_empty() && outs.dns.is_empty());
     }
+
+    #[test]
+    fn a_connection_waiting_for_its_server_keeps_a_small_state() {
+        // The 1 M-connection case (bench/RESULTS.md): the client's first bytes are neither
+        // TLS nor HTTP and the server never answers. HTTP's state is freed at once; TLS keeps
+        // why the client failed (a line is still written if the server sends a hello).
+        let all = Wanted {
+            tls: true,
+            http: true,
+            dns: true,
+        };
+        let key = (CLIENT.parse().unwrap(), SERVER.parse().unwrap());
+        let mut apps = Apps::new(&all, key);
+        apps.chunk(0, key.0, 1, Chunk::Data(b"abcdefghij"));
+        assert!(apps.http.is_none());
+        assert_eq!(apps.wants, TLS);
+        assert!(apps.tls.as_ref().is_some_and(|t| t.waiting()));
+        assert!(
+            std::mem::size_of::<TlsConn>() <= 72,
+            "{}",
+            std::mem::size_of::<TlsConn>()
+        );
+        // The server's hello comes after all: the line has it and the client's failure.
+        let mut t = table();
+        let mut outs = run(
+            &mut t,
+            &[
+                packet(true, 100, tcp_flags::SYN, b""),
+                packet(true, 101, tcp_flags::ACK, b"abcdefghij"),
+                packet(false, 500, tcp_flags::ACK, SERVER_HELLO),
+            ],
+        );
+        t.finish(&mut |k, c, ended| outs.report(k, c, ended));
+        assert_eq!(outs.tls.len(), 1);
+        let l = &outs.tls[0].json;
+        assert_eq!(l["cipher"], 0x1301);
+        assert_eq!(l["src_port"], 40000);
+        assert_eq!(
+            l["error"], "not a TLS handshake at offset 0 (record.type)",
+            "{l}"
+        );
+    }
+
+    /// A ServerHello record (TLS 1.3: supported_versions 0x0304, cipher 0x1301).
+    const SERVER_HELLO: &[u8] = &[
+        22, 3, 3, 0, 50, // record: handshake, 50 bytes
+        2, 0, 0, 46, // ServerHello, 46 bytes
+        3, 3, // legacy version
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, // random
+        0, // session id
+        0x13, 0x01, // cipher
+        0,    // compression
+        0, 6, // extensions
+        0, 43, 0, 2, 3, 4, // supported_versions: TLS 1.3
+    ];
 
     #[test]
     fn http_goes_on_after_tls_gave_up_and_each_output_gets_its_own_lines() {

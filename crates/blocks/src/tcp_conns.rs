@@ -10,6 +10,7 @@
 //! at a RST, once both directions sent a FIN (a half-closed connection still carries the other
 //! direction's bytes), by eviction, or at the end of the input; what still waits then is read
 //! after a gap.
+use std::collections::hash_map::Entry;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
@@ -81,8 +82,6 @@ pub struct Conn<S> {
     pub first_ns: u64,
     /// Time of its latest packet (ns).
     pub last_ns: u64,
-    /// The endpoint that sent the first SYN without ACK, if seen.
-    pub syn_from: Option<SocketAddr>,
     /// Which directions sent a FIN.
     fins: [bool; 2],
     /// The analyser's state.
@@ -181,19 +180,36 @@ impl<S: ConnState> ConnTable<S> {
         };
         let dir = usize::from(p.src != key.0);
         let syn = p.flags & tcp_flags::SYN != 0;
-        if !self.conns.contains_key(&key) {
-            // Pure ACKs and the last FIN/RST of a connection already ended start nothing.
-            if !syn && p.data.is_empty() && p.missing == 0 {
-                return;
-            }
+        // Pure ACKs and the last FIN/RST of a connection already ended start nothing.
+        let starts = syn || !p.data.is_empty() || p.missing > 0;
+        if starts && self.conns.len() >= self.max_conns && !self.conns.contains_key(&key) {
             self.make_room(report);
-            self.create(key, p.ts_ns);
         }
-        let conn = self.conns.get_mut(&key).expect("present or just created");
+        if starts && self.order.len() >= 2 * self.max_conns {
+            // Drop the entries of connections that ended, so the queue stays bounded too.
+            let conns = &self.conns;
+            self.order
+                .retain(|(k, id)| conns.get(k).is_some_and(|c| c.id == *id));
+        }
+        // One look-up per packet: the entry is the connection, or where a new one goes.
+        let conn = match self.conns.entry(key) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(_) if !starts => return,
+            Entry::Vacant(v) => {
+                self.next_id += 1;
+                self.stats.conns += 1;
+                self.order.push_back((key, self.next_id));
+                v.insert(Conn {
+                    first_ns: p.ts_ns,
+                    last_ns: p.ts_ns,
+                    fins: [false; 2],
+                    state: S::new(&self.config, key),
+                    streams: [Stream::new(), Stream::new()],
+                    id: self.next_id,
+                })
+            }
+        };
         conn.last_ns = p.ts_ns;
-        if syn && p.flags & tcp_flags::ACK == 0 && conn.syn_from.is_none() {
-            conn.syn_from = Some(p.src);
-        }
         if !conn.state.done() {
             let seg = Segment {
                 seq: p.seq,
@@ -229,30 +245,6 @@ impl<S: ConnState> ConnTable<S> {
         let keys: Vec<ConnKey> = self.order.drain(..).map(|(k, _)| k).collect();
         for key in keys {
             self.end(key, report);
-        }
-    }
-
-    fn create(&mut self, key: ConnKey, ts_ns: u64) {
-        self.next_id += 1;
-        self.stats.conns += 1;
-        self.conns.insert(
-            key,
-            Conn {
-                first_ns: ts_ns,
-                last_ns: ts_ns,
-                syn_from: None,
-                fins: [false; 2],
-                state: S::new(&self.config, key),
-                streams: [Stream::new(), Stream::new()],
-                id: self.next_id,
-            },
-        );
-        self.order.push_back((key, self.next_id));
-        if self.order.len() > 2 * self.max_conns {
-            // Drop the entries of connections that ended, so the queue stays bounded too.
-            let conns = &self.conns;
-            self.order
-                .retain(|(k, id)| conns.get(k).is_some_and(|c| c.id == *id));
         }
     }
 

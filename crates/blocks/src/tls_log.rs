@@ -21,7 +21,31 @@ const TCP: u8 = 6;
 /// What one direction's hello reading came to.
 enum Outcome {
     Hello { hello: Box<Hello>, ts_ns: u64 },
-    Failed(String),
+    Failed(Failure),
+}
+
+/// Why a direction has no hello, kept as data: most such directions are streams that are not
+/// TLS, whose connection writes no line, so the text is made only for a line written.
+#[derive(Clone, Copy, Debug)]
+enum Failure {
+    /// The hello reader's error.
+    Read(trawl_app::Error),
+    /// A gap of `n` bytes at stream offset `offset` before the hello was whole.
+    Gap { n: u64, offset: u64 },
+}
+
+impl Failure {
+    fn text(&self) -> String {
+        match self {
+            Failure::Read(e) => bare(e),
+            Failure::Gap { n, offset } => gap_text(*n, *offset),
+        }
+    }
+}
+
+/// The error text of a gap in a direction's stream.
+fn gap_text(n: u64, offset: u64) -> String {
+    format!("gap of {n} bytes at offset {offset} (stream)")
 }
 
 #[derive(Default)]
@@ -61,10 +85,7 @@ impl TlsDir {
         };
         let answer = match chunk {
             Chunk::Data(bytes) => r.push(bytes).map(|a| a.map(Box::new).map_err(|e| bare(&e))),
-            Chunk::Gap(n) => Some(Err(format!(
-                "gap of {n} bytes at offset {} (stream)",
-                self.offset
-            ))),
+            Chunk::Gap(n) => Some(Err(gap_text(n, self.offset))),
         };
         if let Some(a) = answer {
             self.second = Some(a);
@@ -79,10 +100,7 @@ impl TlsDir {
         };
         let answer = match chunk {
             Chunk::Data(bytes) => r.push(bytes).map(|a| a.map_err(|e| bare(&e))),
-            Chunk::Gap(n) => Some(Err(format!(
-                "gap of {n} bytes at offset {} (stream)",
-                self.offset
-            ))),
+            Chunk::Gap(n) => Some(Err(gap_text(n, self.offset))),
         };
         if let Some(a) = answer {
             self.cert = Some(a);
@@ -98,74 +116,159 @@ fn bare(e: &trawl_app::Error) -> String {
     cut.unwrap_or(&text).to_string()
 }
 
+/// One direction of a connection. The state of a direction that has no hello to offer is a
+/// few bytes: before its first bytes nothing, after a failure only why (the reader's buffers,
+/// the certificate slot and the retry readers, about 500 bytes, live only while a hello is
+/// being read and after one). A connection whose server never answers waits in this state.
+#[derive(Default)]
+enum Side {
+    /// No bytes yet.
+    #[default]
+    Fresh,
+    /// Reading the hello, or after it (its certificate, a second ClientHello).
+    Open(Box<TlsDir>),
+    /// No hello: later bytes are ignored.
+    Failed(Failure),
+}
+
+impl Side {
+    fn dir(&self) -> Option<&TlsDir> {
+        match self {
+            Side::Open(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    fn failure(&self) -> Option<Failure> {
+        match self {
+            Side::Failed(f) => Some(*f),
+            _ => None,
+        }
+    }
+
+    fn hello(&self, kind: HelloKind) -> Option<(&Hello, u64)> {
+        self.dir().and_then(|d| hello_of(d, kind))
+    }
+}
+
 /// A connection's two hello readers.
 #[derive(Default)]
 pub struct TlsConn {
-    dirs: [TlsDir; 2],
+    sides: [Side; 2],
     written: bool,
+}
+
+impl TlsDir {
+    /// Takes the direction's next chunk; true when it was read for the hello (none before).
+    fn read(&mut self, ts_ns: u64, chunk: Chunk<'_>) -> bool {
+        if self.outcome.is_some() {
+            if self.retry.is_some() {
+                self.second_hello(chunk);
+            } else {
+                self.certificate(chunk);
+            }
+            if let Chunk::Data(bytes) = chunk {
+                self.offset += bytes.len() as u64;
+            }
+            return false;
+        }
+        self.outcome = match chunk {
+            Chunk::Data(bytes) => {
+                self.offset += bytes.len() as u64;
+                match self.reader.push(bytes) {
+                    Some(Ok(hello)) => Some(Outcome::Hello {
+                        hello: Box::new(hello),
+                        ts_ns,
+                    }),
+                    Some(Err(e)) => Some(Outcome::Failed(Failure::Read(e))),
+                    None => None,
+                }
+            }
+            Chunk::Gap(n) => Some(Outcome::Failed(Failure::Gap {
+                n,
+                offset: self.offset,
+            })),
+        };
+        if let Some(Outcome::Hello { hello, .. }) = &self.outcome {
+            // TLS 1.3 encrypts the Certificate message: read on only before it. The client's
+            // version is the server's to choose: its direction is read on in any case, and its
+            // next record in TLS 1.3 (ChangeCipherSpec or application data) ends the reading.
+            if hello.kind == HelloKind::Client || hello.version() <= 0x0303 {
+                let mut certs = self.reader.certificate_reader();
+                // The bytes that came with the hello.
+                if let Some(a) = certs.push(&[]) {
+                    self.cert = Some(a.map_err(|e| bare(&e)));
+                } else {
+                    self.certs = Some(certs);
+                }
+            }
+        }
+        if self.outcome.is_some() {
+            // The reader's buffers are not needed any more.
+            self.reader = HelloReader::new();
+        }
+        true
+    }
+
+    /// Why the direction has no hello, once it failed.
+    fn failed(&self) -> Option<Failure> {
+        match self.outcome {
+            Some(Outcome::Failed(f)) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 impl TlsConn {
     /// Takes the next chunk of direction `dir` (as `tcp_conns` numbers them), at `ts_ns`.
     pub(crate) fn chunk(&mut self, dir: usize, ts_ns: u64, chunk: Chunk<'_>) {
-        let d = &mut self.dirs[dir];
-        if d.outcome.is_some() {
-            if d.retry.is_some() {
-                d.second_hello(chunk);
-            } else {
-                d.certificate(chunk);
+        let side = &mut self.sides[dir];
+        // A failed direction keeps only why (a stream that is not TLS is never boxed).
+        let reading_hello = match side {
+            Side::Failed(_) => return,
+            Side::Fresh => {
+                let mut d = TlsDir::default();
+                let reading = d.read(ts_ns, chunk);
+                *side = match d.failed() {
+                    Some(f) => Side::Failed(f),
+                    None => Side::Open(Box::new(d)),
+                };
+                reading
             }
-            if let Chunk::Data(bytes) = chunk {
-                d.offset += bytes.len() as u64;
-            }
-            return;
-        }
-        d.outcome = match chunk {
-            Chunk::Data(bytes) => {
-                d.offset += bytes.len() as u64;
-                match d.reader.push(bytes) {
-                    Some(Ok(hello)) => Some(Outcome::Hello {
-                        hello: Box::new(hello),
-                        ts_ns,
-                    }),
-                    Some(Err(e)) => Some(Outcome::Failed(bare(&e))),
-                    None => None,
+            Side::Open(d) => {
+                let reading = d.read(ts_ns, chunk);
+                if let Some(f) = d.failed() {
+                    *side = Side::Failed(f);
                 }
+                reading
             }
-            Chunk::Gap(n) => Some(Outcome::Failed(format!(
-                "gap of {n} bytes at offset {} (stream)",
-                d.offset
-            ))),
         };
-        if let Some(Outcome::Hello { hello, .. }) = &d.outcome {
-            // TLS 1.3 encrypts the Certificate message: read on only before it. The client's
-            // version is the server's to choose: its direction is read on in any case, and its
-            // next record in TLS 1.3 (ChangeCipherSpec or application data) ends the reading.
-            if hello.kind == HelloKind::Client || hello.version() <= 0x0303 {
-                let mut certs = d.reader.certificate_reader();
-                // The bytes that came with the hello.
-                if let Some(a) = certs.push(&[]) {
-                    d.cert = Some(a.map_err(|e| bare(&e)));
-                } else {
-                    d.certs = Some(certs);
-                }
+        if reading_hello
+            && side
+                .hello(HelloKind::Server)
+                .is_some_and(|(h, _)| h.retry_request)
+        {
+            if let Side::Open(other) = &mut self.sides[1 - dir] {
+                other.expect_second_hello();
             }
         }
-        if d.outcome.is_some() {
-            // The reader's buffers are not needed any more.
-            d.reader = HelloReader::new();
-        }
-        if hello_of(d, HelloKind::Server).is_some_and(|(h, _)| h.retry_request) {
-            self.dirs[1 - dir].expect_second_hello();
-        }
+    }
+
+    /// True while no direction is reading or has read a hello (nothing boxed: the state of a
+    /// connection that is not TLS, or not yet).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> bool {
+        self.sides.iter().all(|s| !matches!(s, Side::Open(_)))
     }
 
     /// True once both directions answered (and the certificate was read): the line can be
     /// written and the connection's bytes are not wanted any more.
     pub(crate) fn done(&self) -> bool {
-        self.dirs
-            .iter()
-            .all(|d| d.outcome.is_some() && d.certs.is_none() && d.retry.is_none())
+        self.sides.iter().all(|s| match s {
+            Side::Fresh => false,
+            Side::Failed(_) => true,
+            Side::Open(d) => d.outcome.is_some() && d.certs.is_none() && d.retry.is_none(),
+        })
     }
 }
 
@@ -201,17 +304,17 @@ fn version_name(v: u16) -> String {
 
 /// The log line of a connection (fields of docs/specs/logs.md, TLS), `None` without a hello.
 fn line(key: ConnKey, first_ns: u64, conn: &TlsConn) -> Option<Event> {
-    let dirs = &conn.dirs;
+    let sides = &conn.sides;
     let client_dir = (0..2)
-        .find(|&i| hello_of(&dirs[i], HelloKind::Client).is_some())
+        .find(|&i| sides[i].hello(HelloKind::Client).is_some())
         .or_else(|| {
             (0..2)
-                .find(|&i| hello_of(&dirs[i], HelloKind::Server).is_some())
+                .find(|&i| sides[i].hello(HelloKind::Server).is_some())
                 .map(|i| 1 - i)
         })?;
     let (client, server) = if client_dir == 0 { key } else { (key.1, key.0) };
-    let ch = hello_of(&dirs[client_dir], HelloKind::Client);
-    let sh = hello_of(&dirs[1 - client_dir], HelloKind::Server);
+    let ch = sides[client_dir].hello(HelloKind::Client);
+    let sh = sides[1 - client_dir].hello(HelloKind::Server);
     let ts_ns = ch.or(sh).map_or(first_ns, |(_, t)| t);
     let tuple = FlowTuple {
         proto: TCP,
@@ -232,23 +335,21 @@ fn line(key: ConnKey, first_ns: u64, conn: &TlsConn) -> Option<Event> {
     j.insert("proto".into(), json!(TCP));
     j.insert("first_ns".into(), json!(first_ns));
     hello_fields(&mut j, ch.map(|h| h.0), sh.map(|h| h.0));
-    if let Some(cert) = &dirs[1 - client_dir].cert {
+    let (client, server) = (sides[client_dir].dir(), sides[1 - client_dir].dir());
+    if let Some(cert) = server.and_then(|d| d.cert.as_ref()) {
         cert_fields(&mut j, "cert_", cert);
     }
-    if let Some(cert) = &dirs[client_dir].cert {
+    if let Some(cert) = client.and_then(|d| d.cert.as_ref()) {
         cert_fields(&mut j, "client_cert_", cert);
     }
-    let second = dirs[client_dir].second.as_ref();
+    let second = client.and_then(|d| d.second.as_ref());
     retry_fields(&mut j, second.map(|r| r.as_deref().map_err(String::clone)));
     // Why a direction has no hello (the client's first).
     let error = [client_dir, 1 - client_dir]
         .into_iter()
-        .find_map(|i| match &dirs[i].outcome {
-            Some(Outcome::Failed(e)) => Some(e.clone()),
-            _ => None,
-        });
+        .find_map(|i| sides[i].failure());
     if let Some(e) = error {
-        j.insert("error".into(), json!(e));
+        j.insert("error".into(), json!(e.text()));
     }
     Some(Event {
         ts_ns,
