@@ -298,7 +298,8 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
         })
         .collect();
     // The sort metric, then GroupKey's field order: time, iface, sip, dip, sport, dport,
-    // proto, vlan (IPv4 before IPv6, as IpAddr orders them).
+    // proto, vlan (IPv4 before IPv6, as IpAddr orders them), then the enrichment and tunnel
+    // attributes.
     let mut order: Vec<String> = Vec::new();
     let time = attrs.iter().find(|(a, _)| *a == Attribute::Time);
     match sort {
@@ -321,6 +322,14 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
         Attribute::Dport,
         Attribute::Proto,
         Attribute::Vlan,
+        Attribute::Sas,
+        Attribute::Das,
+        Attribute::Scountry,
+        Attribute::Dcountry,
+        Attribute::TunnelType,
+        // Text, as GroupKey holds them.
+        Attribute::TunnelSrc,
+        Attribute::TunnelDst,
     ];
     for k in key_order {
         if let Some((a, alias)) = attrs.iter().find(|(a, _)| *a == k) {
@@ -565,6 +574,61 @@ mod tests {
                 .contains("ORDER BY a0 ASC, fb + rb DESC, a0 ASC FORMAT"),
             "{}",
             st.rows
+        );
+    }
+
+    /// The enrichment and tunnel attributes and fields: the table's columns, a tunnel
+    /// address empty (all zero) without a tunnel, and read back as a local scan keys them.
+    #[test]
+    fn enrichment_and_tunnel_attributes_translate_and_read_back() {
+        let query = q(
+            "sas,dcountry,tunnel_type,tunnel_src",
+            Some("das = 64496-64511 and scountry = de and tunnel_dst = \"\" or tunnel_src = 10.0.0.0/8"),
+        );
+        let st = statements(&query, "f", SortBy::Bytes, None);
+        let zero = "unhex('00000000000000000000000000000000')";
+        assert!(
+            st.rows.starts_with(&format!(
+                "SELECT src_as AS a0, dst_country AS a1, tunnel_type AS a2, \
+                 if(tunnel_src = {zero}, '', IPv6NumToString(tunnel_src)) AS a3, "
+            )),
+            "{}",
+            st.rows
+        );
+        assert!(
+            st.rows.contains(&format!(
+                "WHERE ((((dst_as >= 64496 AND dst_as <= 64511) AND (src_country = 'DE')) AND (tunnel_dst = {zero})) \
+                 OR (tunnel_src != {zero} AND (tunnel_src >= "
+            )),
+            "{}",
+            st.rows
+        );
+        assert!(
+            st.rows.contains("GROUP BY a0, a1, a2, tunnel_src ORDER BY fb + rb DESC, fp + rp DESC, a0 ASC, a1 ASC, a2 ASC, a3 ASC"),
+            "{}",
+            st.rows
+        );
+        assert_eq!(condition(&syntax::parse("sas > 4294967295").unwrap()), "0");
+        let r = result(
+            &query,
+            "4294967295\tDE\tgtpu\t::ffff:192.0.2.1\t1\t2\t3\t4\t1\n0\t\t\t\t5\t6\t7\t8\t2\n",
+            "6\t8\t10\t12\t3\t2\n",
+        )
+        .unwrap();
+        let k = &r.rows[0].0;
+        assert_eq!(
+            (
+                k.sas,
+                k.dcountry.as_deref(),
+                k.tunnel_type.as_deref(),
+                k.tunnel_src.as_deref()
+            ),
+            (Some(u32::MAX), Some("DE"), Some("gtpu"), Some("192.0.2.1"))
+        );
+        let k = &r.rows[1].0;
+        assert_eq!(
+            (k.sas, k.dcountry.as_deref(), k.tunnel_src.as_deref()),
+            (Some(0), Some(""), Some(""))
         );
     }
 

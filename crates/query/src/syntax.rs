@@ -225,8 +225,15 @@ impl fmt::Display for Value {
             Value::Num(n) => write!(f, "{n}"),
             Value::Range(a, b) => write!(f, "{a}-{b}"),
             Value::Proto(p) => write!(f, "{}", ProtoName(*p)),
-            // Quoted when it would not read back as one word (the empty value).
-            Value::Name(n) if n.is_empty() || !n.chars().all(word_char) => write!(f, "\"{n}\""),
+            // Quoted when it would not read back as that one word (the empty value, spaces,
+            // a keyword).
+            Value::Name(n)
+                if n.is_empty()
+                    || !n.chars().all(word_char)
+                    || ["and", "or", "not"].contains(&n.to_ascii_lowercase().as_str()) =>
+            {
+                write!(f, "\"{n}\"")
+            }
             Value::Name(n) => f.write_str(n),
         }
     }
@@ -783,6 +790,7 @@ mod tests {
                 "dcountry = \"\" and iface = \"a b\"",
                 "dcountry = \"\" and iface = \"a b\"",
             ),
+            ("iface = \"Or\" or iface = x", "iface = \"Or\" or iface = x"),
         ];
         for (input, printed) in cases {
             let e = parse(input).unwrap();
