@@ -98,8 +98,24 @@ fn ip_cmp(col: &str, op: Op, value: &Value) -> String {
     }
 }
 
+/// The all-zero address of a row without a tunnel (`tunnel_src`, `tunnel_dst`).
+const NO_TUNNEL: &str = "unhex('00000000000000000000000000000000')";
+
+/// `ip_cmp` on a tunnel address: rows without a tunnel hold none (`""` asks for them).
+fn tunnel_cmp(col: &str, op: Op, value: &Value) -> String {
+    match value {
+        Value::Name(n) if n.is_empty() => format!("({col} = {NO_TUNNEL})"),
+        _ => format!("({col} != {NO_TUNNEL} AND {})", ip_cmp(col, op, value)),
+    }
+}
+
 fn num_cmp(col: &str, op: Op, value: &Value) -> String {
-    let max = u64::from(u16::MAX);
+    let wide = matches!(col, "src_as" | "dst_as");
+    let max = if wide {
+        u64::from(u32::MAX)
+    } else {
+        u64::from(u16::MAX)
+    };
     let (lo, hi) = match (value, op) {
         (Value::Range(a, b), _) => (*a, *b),
         (Value::Num(n), Op::Eq) => (*n, *n),
@@ -141,6 +157,14 @@ fn comparison(c: &Comparison) -> String {
         Field::Sport => num_cmp("src_port", c.op, &c.value),
         Field::Dport => num_cmp("dst_port", c.op, &c.value),
         Field::Vlan => num_cmp("vlan", c.op, &c.value),
+        Field::Sas => num_cmp("src_as", c.op, &c.value),
+        Field::Das => num_cmp("dst_as", c.op, &c.value),
+        Field::Scountry | Field::Dcountry | Field::TunnelType => match &c.value {
+            Value::Name(n) => format!("({} = {})", text_column(c.field), quote(n)),
+            _ => "0".into(),
+        },
+        Field::TunnelSrc => tunnel_cmp("tunnel_src", c.op, &c.value),
+        Field::TunnelDst => tunnel_cmp("tunnel_dst", c.op, &c.value),
         Field::Proto => match c.value {
             Value::Proto(p) => format!("(proto = {p})"),
             _ => "0".into(),
@@ -157,6 +181,15 @@ fn comparison(c: &Comparison) -> String {
         // Tags of a fleet's probes file: the table has no such columns, and
         // `trawl query --clickhouse` refuses them before translating (`fleet_tags`).
         Field::Site | Field::Role => "0".into(),
+    }
+}
+
+/// The text column of a country or tunnel type field.
+fn text_column(f: Field) -> &'static str {
+    match f {
+        Field::Scountry => "src_country",
+        Field::Dcountry => "dst_country",
+        _ => "tunnel_type",
     }
 }
 
@@ -195,6 +228,13 @@ fn attribute(a: Attribute, q: &Query) -> String {
         // The ClickHouse tables keep no application label (docs/specs/clickhouse.md): every
         // row is unlabelled, the empty value a local scan gives such rows.
         Attribute::App => "''".into(),
+        Attribute::Sas => "src_as".into(),
+        Attribute::Das => "dst_as".into(),
+        Attribute::Scountry => "src_country".into(),
+        Attribute::Dcountry => "dst_country".into(),
+        Attribute::TunnelType => "tunnel_type".into(),
+        Attribute::TunnelSrc => "tunnel_src".into(),
+        Attribute::TunnelDst => "tunnel_dst".into(),
     }
 }
 
@@ -239,6 +279,10 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
             match a {
                 // Addresses come back as text; the 16 bytes stay the grouping key.
                 Attribute::Sip | Attribute::Dip => format!("IPv6NumToString({e}) AS {alias}"),
+                // Empty without a tunnel, as a local scan gives it.
+                Attribute::TunnelSrc | Attribute::TunnelDst => {
+                    format!("if({e} = {NO_TUNNEL}, '', IPv6NumToString({e})) AS {alias}")
+                }
                 _ => format!("{e} AS {alias}"),
             }
         })
@@ -247,12 +291,15 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
     let group: Vec<String> = attrs
         .iter()
         .map(|(a, alias)| match a {
-            Attribute::Sip | Attribute::Dip => attribute(*a, q),
+            Attribute::Sip | Attribute::Dip | Attribute::TunnelSrc | Attribute::TunnelDst => {
+                attribute(*a, q)
+            }
             _ => alias.clone(),
         })
         .collect();
     // The sort metric, then GroupKey's field order: time, iface, sip, dip, sport, dport,
-    // proto, vlan (IPv4 before IPv6, as IpAddr orders them).
+    // proto, vlan (IPv4 before IPv6, as IpAddr orders them), then the enrichment and tunnel
+    // attributes.
     let mut order: Vec<String> = Vec::new();
     let time = attrs.iter().find(|(a, _)| *a == Attribute::Time);
     match sort {
@@ -275,6 +322,14 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
         Attribute::Dport,
         Attribute::Proto,
         Attribute::Vlan,
+        Attribute::Sas,
+        Attribute::Das,
+        Attribute::Scountry,
+        Attribute::Dcountry,
+        Attribute::TunnelType,
+        // Text, as GroupKey holds them.
+        Attribute::TunnelSrc,
+        Attribute::TunnelDst,
     ];
     for k in key_order {
         if let Some((a, alias)) = attrs.iter().find(|(a, _)| *a == k) {
@@ -385,6 +440,22 @@ pub fn result(q: &Query, rows_tsv: &str, totals_tsv: &str) -> Result<QueryResult
                 Attribute::Proto => key.proto = Some(field(line, cell, "proto")?),
                 Attribute::Vlan => key.vlan = Some(field(line, cell, "vlan")?),
                 Attribute::App => key.app = Some(unescape(cell.unwrap_or_default())),
+                Attribute::Sas => key.sas = Some(field(line, cell, "src_as")?),
+                Attribute::Das => key.das = Some(field(line, cell, "dst_as")?),
+                Attribute::Scountry => key.scountry = Some(unescape(cell.unwrap_or_default())),
+                Attribute::Dcountry => key.dcountry = Some(unescape(cell.unwrap_or_default())),
+                Attribute::TunnelType => key.tunnel_type = Some(unescape(cell.unwrap_or_default())),
+                Attribute::TunnelSrc | Attribute::TunnelDst => {
+                    let text = match cell.unwrap_or_default() {
+                        "" => String::new(),
+                        t => address(t).ok_or_else(|| bad_ip(line))?.to_string(),
+                    };
+                    if *a == Attribute::TunnelSrc {
+                        key.tunnel_src = Some(text);
+                    } else {
+                        key.tunnel_dst = Some(text);
+                    }
+                }
             }
         }
         let m = metrics(line, &mut cells)?;
@@ -503,6 +574,61 @@ mod tests {
                 .contains("ORDER BY a0 ASC, fb + rb DESC, a0 ASC FORMAT"),
             "{}",
             st.rows
+        );
+    }
+
+    /// The enrichment and tunnel attributes and fields: the table's columns, a tunnel
+    /// address empty (all zero) without a tunnel, and read back as a local scan keys them.
+    #[test]
+    fn enrichment_and_tunnel_attributes_translate_and_read_back() {
+        let query = q(
+            "sas,dcountry,tunnel_type,tunnel_src",
+            Some("das = 64496-64511 and scountry = de and tunnel_dst = \"\" or tunnel_src = 10.0.0.0/8"),
+        );
+        let st = statements(&query, "f", SortBy::Bytes, None);
+        let zero = "unhex('00000000000000000000000000000000')";
+        assert!(
+            st.rows.starts_with(&format!(
+                "SELECT src_as AS a0, dst_country AS a1, tunnel_type AS a2, \
+                 if(tunnel_src = {zero}, '', IPv6NumToString(tunnel_src)) AS a3, "
+            )),
+            "{}",
+            st.rows
+        );
+        assert!(
+            st.rows.contains(&format!(
+                "WHERE ((((dst_as >= 64496 AND dst_as <= 64511) AND (src_country = 'DE')) AND (tunnel_dst = {zero})) \
+                 OR (tunnel_src != {zero} AND (tunnel_src >= "
+            )),
+            "{}",
+            st.rows
+        );
+        assert!(
+            st.rows.contains("GROUP BY a0, a1, a2, tunnel_src ORDER BY fb + rb DESC, fp + rp DESC, a0 ASC, a1 ASC, a2 ASC, a3 ASC"),
+            "{}",
+            st.rows
+        );
+        assert_eq!(condition(&syntax::parse("sas > 4294967295").unwrap()), "0");
+        let r = result(
+            &query,
+            "4294967295\tDE\tgtpu\t::ffff:192.0.2.1\t1\t2\t3\t4\t1\n0\t\t\t\t5\t6\t7\t8\t2\n",
+            "6\t8\t10\t12\t3\t2\n",
+        )
+        .unwrap();
+        let k = &r.rows[0].0;
+        assert_eq!(
+            (
+                k.sas,
+                k.dcountry.as_deref(),
+                k.tunnel_type.as_deref(),
+                k.tunnel_src.as_deref()
+            ),
+            (Some(u32::MAX), Some("DE"), Some("gtpu"), Some("192.0.2.1"))
+        );
+        let k = &r.rows[1].0;
+        assert_eq!(
+            (k.sas, k.dcountry.as_deref(), k.tunnel_src.as_deref()),
+            (Some(0), Some(""), Some(""))
         );
     }
 

@@ -43,7 +43,8 @@ Exit codes:
 #[derive(Args, Debug)]
 pub struct QueryArgs {
     /// Attributes to group by, comma-separated: sip, dip, sport, dport, proto, iface, vlan,
-    /// time, or talk_conv (sip,dip), talk_src, talk_dst, apps (dport,proto).
+    /// time, app, sas, das, scountry, dcountry, tunnel_type, tunnel_src, tunnel_dst, or
+    /// talk_conv (sip,dip), talk_src, talk_dst, apps (dport,proto).
     #[arg(value_name = "ATTRIBUTES", default_value = "talk_conv")]
     pub attributes: String,
     /// The database directory.

@@ -26,6 +26,10 @@ pub enum Error {
     /// The scan was cancelled through its [`crate::ScanControl`] (a query past its time).
     #[error("the scan was cancelled")]
     Cancelled,
+    /// The attributes' values do not fit in a packed group key together
+    /// (`partial::KEY_BITS`); the message names them and their widths.
+    #[error("{0}")]
+    KeyTooWide(String),
     /// A bug, please report.
     #[error("internal error, please report: {0}")]
     Internal(String),

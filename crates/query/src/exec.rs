@@ -18,12 +18,15 @@ use parquet::file::metadata::RowGroupMetaData;
 use parquet::file::statistics::Statistics;
 use trawl_store::hash::FxHashMap;
 use trawl_store::pages::DictColumn;
-use trawl_store::schema::{col, STORE_VERSION, VERSION_KEY};
+use trawl_store::schema::{STORE_VERSION, VERSION_KEY};
 use trawl_store::{list_blocks_and_strays, proto_number, BlockFilter, BlockRef};
 
 use crate::control::ScanControl;
 use crate::error::Error;
-use crate::partial::{context, shift, Inner, Metrics, PartialAggregate, ScanStats, Tables, V4_TAG};
+use crate::partial::{
+    context, country_code, tunnel_type_code, Inner, Layout, Metrics, PartialAggregate, ScanStats,
+    Tables, NO_ADDR, V4_TAG,
+};
 use crate::plan::{eval3, Attribute, IpCol, IpPred, Leaf, Node, NumCol, Program, Query};
 use crate::read::{BlockFile, Col, ColumnReader, CounterPages, RowGroup, DICTS};
 
@@ -78,6 +81,7 @@ pub fn scan_blocks_with(
     {
         return Err(Error::FleetOnly);
     }
+    let layout = Layout::of(&query.attributes)?;
     let program = Program::compile(query.condition.as_ref());
     let named = |n: &str| Col::of(n).ok_or_else(|| Error::Internal(format!("column {n}")));
     let mut columns: Vec<Col> = Vec::new();
@@ -104,6 +108,7 @@ pub fn scan_blocks_with(
     let ctx = Ctx {
         query,
         control,
+        layout,
         program,
         columns,
         resolution: query.time_resolution_ns.max(1),
@@ -222,6 +227,8 @@ struct Ctx<'a> {
     query: &'a Query,
     /// Looked at before every row group: a cancelled scan stops.
     control: &'a ScanControl,
+    /// Where each attribute goes in a packed key.
+    layout: Layout,
     program: Program,
     /// Columns read: the attributes', the condition's, the four counters.
     columns: Vec<Col>,
@@ -314,18 +321,22 @@ const UNSET: u64 = u64::MAX;
 /// dictionary.
 type OtherAddrs = FxHashMap<Box<[u8]>, (u64, IpAddr)>;
 
-/// Resolves entry `d` of an address dictionary.
+/// Resolves entry `d` of an address dictionary (of column `c`: a tunnel address may be
+/// empty, [`NO_ADDR`]).
 #[inline(never)]
 fn resolve_ip(
     cache: &mut DictCache,
     dict: &DictColumn,
     shared: &Mutex<IpInterner>,
     others: &mut OtherAddrs,
-    name: &str,
+    c: Col,
     d: usize,
 ) -> Result<u64, String> {
     let text = dict.bytes(d);
-    let (code, ip) = if let Some(ip) = parse_v4(text) {
+    let name = c.name();
+    let (code, ip) = if text.is_empty() && matches!(c, Col::TunnelSrc | Col::TunnelDst) {
+        (NO_ADDR, IpAddr::V4(0.into()))
+    } else if let Some(ip) = parse_v4(text) {
         (V4_TAG | u64::from(ip), IpAddr::V4(ip.into()))
     } else if let Some(&known) = others.get(text) {
         known
@@ -436,6 +447,17 @@ fn num_col(c: NumCol) -> Col {
         NumCol::Sport => Col::Sport,
         NumCol::Dport => Col::Dport,
         NumCol::Vlan => Col::Vlan,
+        NumCol::SrcAs => Col::SrcAs,
+        NumCol::DstAs => Col::DstAs,
+    }
+}
+
+fn ip_col(c: IpCol) -> Col {
+    match c {
+        IpCol::Src => Col::Sip,
+        IpCol::Dst => Col::Dip,
+        IpCol::TunnelSrc => Col::TunnelSrc,
+        IpCol::TunnelDst => Col::TunnelDst,
     }
 }
 
@@ -508,9 +530,10 @@ impl<'a> Worker<'a> {
         };
         let mut leaves = [usize::MAX; Col::ALL.len()];
         for &c in &self.ctx.columns {
-            leaves[c as usize] = match (c, file.leaf(c.name())) {
-                // Blocks written before the label have no `app`: unlabelled rows.
-                (Col::App, None) => crate::read::MISSING,
+            leaves[c as usize] = match file.leaf(c.name()) {
+                // Blocks written before the label (or the enrichment and tunnel columns) have
+                // none: their rows are unlabelled, not enriched, not tunnelled.
+                None if c.later() => crate::read::MISSING,
                 _ => index_of(c.name())?,
             };
         }
@@ -734,7 +757,7 @@ impl<'a> Worker<'a> {
                 }
             }
         };
-        Ok(u128::from(code) << shift(a))
+        Ok(self.ctx.layout.put(a, code))
     }
 
     /// Takes a block's groups (`pending`, added to table `map`, creating `created`) back out
@@ -800,10 +823,38 @@ impl<'a> Worker<'a> {
         let n = d.dict_len();
         cache.codes.clear();
         cache.ips.clear();
+        let text = |e: usize| String::from_utf8_lossy(d.bytes(e));
         match c {
-            Col::Sip | Col::Dip => {
+            Col::Sip | Col::Dip | Col::TunnelSrc | Col::TunnelDst => {
                 cache.codes.resize(n, UNSET);
                 cache.ips.resize(n, IpAddr::V4(0.into()));
+            }
+            Col::SrcCountry | Col::DstCountry => {
+                for e in 0..n {
+                    let code = country_code(d.bytes(e)).ok_or_else(|| {
+                        format!("column {}: not a country code: {:?}", c.name(), text(e))
+                    })?;
+                    cache.codes.push(code);
+                }
+            }
+            Col::TunnelType => {
+                for e in 0..n {
+                    let code = tunnel_type_code(d.bytes(e)).ok_or_else(|| {
+                        format!("column {}: unknown tunnel type {:?}", c.name(), text(e))
+                    })?;
+                    cache.codes.push(code);
+                }
+            }
+            // Any 32-bit number (stored as INT32 bits).
+            Col::SrcAs | Col::DstAs => cache
+                .codes
+                .extend(d.ints().iter().map(|&v| u64::from(v as u32))),
+            Col::Vlan => {
+                // 12 bits in a packed key: a VLAN id is no more.
+                if let Some(v) = d.ints().iter().find(|&&v| v > 4095) {
+                    return Err(format!("column {}: {v} is not a VLAN id", c.name()));
+                }
+                cache.codes.extend(d.ints().iter().map(|&v| v as u64));
             }
             Col::App => {
                 // 0: no label (the empty value).
@@ -857,14 +908,14 @@ impl<'a> Worker<'a> {
         for &a in &ctx.query.attributes {
             let Some(c) = dict_col(a) else { continue };
             self.refresh(c, rg)?;
-            let sh = shift(a);
+            let sh = ctx.layout.shift(a);
             let d = &rg.dicts[c as usize];
             let dk = d.keys.as_slice();
             let cache = &mut self.caches[c as usize];
             let mut put = |k: &mut u128, e: usize| -> Result<(), String> {
                 let mut code = cache.codes[e];
                 if code == UNSET {
-                    code = resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
+                    code = resolve_ip(cache, d, &ctx.ips, &mut self.others, c, e)?;
                 }
                 *k |= u128::from(code) << sh;
                 Ok(())
@@ -1098,12 +1149,12 @@ impl<'a> Worker<'a> {
                         &rg.dicts[*c as usize],
                         &ctx.ips,
                         &mut self.others,
-                        c.name(),
+                        *c,
                         local,
                     )?,
                     code => code,
                 };
-                key |= u128::from(code) << shift(*a);
+                key |= u128::from(code) << ctx.layout.shift(*a);
             }
             pending.push((key, m));
         }
@@ -1193,10 +1244,12 @@ impl<'a> Worker<'a> {
         let ctx = self.ctx;
         let leaf = &ctx.program.leaves[i];
         let c = match leaf {
-            Leaf::Ip(IpCol::Src, _) => Col::Sip,
-            Leaf::Ip(IpCol::Dst, _) => Col::Dip,
+            Leaf::Ip(c, _) => ip_col(*c),
             Leaf::Num(c, ..) => num_col(*c),
             Leaf::Proto(_) => Col::Proto,
+            Leaf::Text(name, _) => {
+                Col::of(name).ok_or_else(|| format!("internal error: column {name}"))?
+            }
             // Folded per block before the scan.
             Leaf::Iface(_) => return Ok(self.flags(rg.rows, false)),
         };
@@ -1218,6 +1271,9 @@ impl<'a> Worker<'a> {
                 Leaf::Proto(p) => lc
                     .table
                     .extend(cache.codes.iter().map(|&v| u8::from(v == u64::from(*p)))),
+                Leaf::Text(_, want) => lc
+                    .table
+                    .extend((0..d.dict_len()).map(|e| u8::from(d.bytes(e) == &**want))),
                 _ => lc.table.resize(d.dict_len(), 2),
             }
             lc.gen = rg.gens[s];
@@ -1238,9 +1294,10 @@ impl<'a> Worker<'a> {
                             Some(p) if !d.bytes(e).starts_with(p) => 0,
                             _ => {
                                 if cache.codes[e] == UNSET {
-                                    resolve_ip(cache, d, &ctx.ips, &mut self.others, c.name(), e)?;
+                                    resolve_ip(cache, d, &ctx.ips, &mut self.others, c, e)?;
                                 }
-                                u8::from(pred.eval(&cache.ips[e]))
+                                // No tunnel: no address, which no address predicate holds for.
+                                u8::from(cache.codes[e] != NO_ADDR && pred.eval(&cache.ips[e]))
                             }
                         };
                         lc.table[e] = t;
@@ -1470,12 +1527,14 @@ fn leaf_on_stats(
 ) -> Option<bool> {
     let stats = |name: &str| index_of(name).ok().and_then(|i| rg.column(i).statistics());
     match leaf {
+        // AS numbers are unsigned 32-bit: their statistics are not compared as `i32`.
+        Leaf::Num(NumCol::SrcAs | NumCol::DstAs, ..) => None,
         Leaf::Num(c, lo, hi) => {
             let Some(Statistics::Int32(s)) = stats(c.column()) else {
                 return None;
             };
             let (min, max) = (*s.min_opt()?, *s.max_opt()?);
-            let (lo, hi) = (i32::from(*lo), i32::from(*hi));
+            let (lo, hi) = (*lo as i32, *hi as i32);
             if hi < min || lo > max {
                 Some(false)
             } else if lo <= min && max <= hi {
@@ -1484,13 +1543,15 @@ fn leaf_on_stats(
                 None
             }
         }
-        Leaf::Ip(c, pred) => {
-            let name = if *c == IpCol::Src {
-                col::SRC_IP
-            } else {
-                col::DST_IP
-            };
+        Leaf::Text(name, want) => {
             let Some(Statistics::ByteArray(s)) = stats(name) else {
+                return None;
+            };
+            let (min, max) = (s.min_opt()?.data(), s.max_opt()?.data());
+            (&**want < min || &**want > max).then_some(false)
+        }
+        Leaf::Ip(c, pred) => {
+            let Some(Statistics::ByteArray(s)) = stats(c.column()) else {
                 return None;
             };
             let (min, max) = (s.min_opt()?.data(), s.max_opt()?.data());

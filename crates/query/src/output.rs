@@ -52,6 +52,13 @@ fn attr_text(a: Attribute, k: &GroupKey, zone: Zone) -> String {
         Attribute::Time => k.time_ns.map(|t| trawl_time::rfc3339(t, zone, false)),
         Attribute::Probe => k.probe.clone(),
         Attribute::App => k.app.clone(),
+        Attribute::Sas => k.sas.map(|x| x.to_string()),
+        Attribute::Das => k.das.map(|x| x.to_string()),
+        Attribute::Scountry => k.scountry.clone(),
+        Attribute::Dcountry => k.dcountry.clone(),
+        Attribute::TunnelType => k.tunnel_type.clone(),
+        Attribute::TunnelSrc => k.tunnel_src.clone(),
+        Attribute::TunnelDst => k.tunnel_dst.clone(),
     }
     .unwrap_or_default()
 }
@@ -61,6 +68,8 @@ fn attr_json(a: Attribute, k: &GroupKey) -> Value {
         Attribute::Sport => json!(k.sport),
         Attribute::Dport => json!(k.dport),
         Attribute::Vlan => json!(k.vlan),
+        Attribute::Sas => json!(k.sas),
+        Attribute::Das => json!(k.das),
         _ => Value::String(attr_text(a, k, Zone::Utc)),
     }
 }
@@ -379,6 +388,17 @@ mod tests {
                     vlan: (i % 2 == 0).then_some(100),
                     probe: Some(format!("p{i}")),
                     app: None,
+                    sas: Some(13335 + i as u32),
+                    das: (i % 2 == 1).then_some(u32::MAX),
+                    scountry: Some(if i % 2 == 0 { "DE" } else { "" }.into()),
+                    dcountry: Some("US".into()),
+                    tunnel_type: Some(if i % 3 == 0 { "" } else { "vxlan" }.into()),
+                    tunnel_src: Some(if i % 3 == 0 {
+                        String::new()
+                    } else {
+                        format!("192.0.2.{i}")
+                    }),
+                    tunnel_dst: Some("2001:db8::1".into()),
                 };
                 let m = Metrics {
                     fwd_packets: i,
@@ -401,6 +421,13 @@ mod tests {
                 Attribute::Proto,
                 Attribute::Vlan,
                 Attribute::Probe,
+                Attribute::Sas,
+                Attribute::Das,
+                Attribute::Scountry,
+                Attribute::Dcountry,
+                Attribute::TunnelType,
+                Attribute::TunnelSrc,
+                Attribute::TunnelDst,
             ],
             rows,
             totals: Metrics::default(),

@@ -15,8 +15,10 @@ use crate::plan::Attribute;
 mod wire;
 
 /// Schema version of the binary form ([`PartialAggregate::to_bytes`]), after its magic.
-/// Version 1 was the JSON document zstd-compressed; 2 is columnar.
-pub const PARTIAL_VERSION: u32 = 2;
+/// Version 1 was the JSON document zstd-compressed; 2 columnar with a fixed bit position per
+/// attribute in a packed key; 3 packs the attributes asked for in their order ([`Layout`])
+/// and knows the enrichment and tunnel attributes.
+pub const PARTIAL_VERSION: u32 = 3;
 
 /// Version of the JSON document ([`PartialAggregate::to_json`], `trawl query --partial`).
 pub const PARTIAL_JSON_VERSION: u32 = 1;
@@ -92,6 +94,27 @@ pub struct GroupKey {
     /// Application label (`trawl_flow::App::name`; empty: rows without one).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub app: Option<String>,
+    /// Autonomous system of the initiator address (0: not known).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub sas: Option<u32>,
+    /// Autonomous system of the responder address (0: not known).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub das: Option<u32>,
+    /// Country of the initiator address (two letters; empty: not known).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scountry: Option<String>,
+    /// Country of the responder address (two letters; empty: not known).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub dcountry: Option<String>,
+    /// The outer tunnel's type (`trawl_flow::TunnelType::name`; empty: not tunnelled).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tunnel_type: Option<String>,
+    /// The outer header's source address as text (empty: not tunnelled).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tunnel_src: Option<String>,
+    /// The outer header's destination address as text (empty: not tunnelled).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tunnel_dst: Option<String>,
 }
 
 /// Counters of a scan.
@@ -160,6 +183,10 @@ pub(crate) struct Tables {
 /// table needed), clear for IPv6 (the low 32 bits are an id into [`Tables::ips`]).
 pub(crate) const V4_TAG: u64 = 1 << 32;
 
+/// The code of "no address" (a tunnel address of a flow not tunnelled): the tag clear and an
+/// id no table reaches (address tables are bounded far below 2^32 entries).
+pub(crate) const NO_ADDR: u64 = u32::MAX as u64;
+
 impl Tables {
     /// The 33-bit code of `ip`, interning IPv6 addresses.
     pub(crate) fn ip_code(&mut self, ip: IpAddr) -> u64 {
@@ -174,6 +201,26 @@ impl Tables {
                 u64::from(id)
             }
         }
+    }
+
+    /// The text of an optional address's code (empty for [`NO_ADDR`]).
+    fn ip_text(&self, code: u64) -> String {
+        if code == NO_ADDR {
+            String::new()
+        } else {
+            self.ip(code).to_string()
+        }
+    }
+
+    /// The code of an optional address given as text (empty: [`NO_ADDR`]).
+    fn ip_text_code(&mut self, text: &str) -> Result<u64, Error> {
+        if text.is_empty() {
+            return Ok(NO_ADDR);
+        }
+        let ip = text
+            .parse()
+            .map_err(|_| Error::Partial(format!("{text:?} is not an address")))?;
+        Ok(self.ip_code(ip))
     }
 
     /// The address of a code.
@@ -206,19 +253,153 @@ fn intern(names: &mut Vec<String>, name: &str) -> u32 {
     }
 }
 
-/// Bit position of each attribute in a packed row key (sip code 33 bits, dip code 33, sport 16,
-/// dport 16, proto 8, vlan 16, app 6: 128 bits). Interface id and time bucket live in the
-/// per-block context key.
-pub(crate) fn shift(a: Attribute) -> u32 {
+/// Bits of an attribute's value in a packed row key (0: the attribute is part of the context
+/// key, or of none). Addresses are 33-bit codes (see [`V4_TAG`]), countries two letters
+/// (26 × 26 + 1 values), the VLAN id 12 bits, the application and tunnel type their numbers.
+pub(crate) fn width(a: Attribute) -> u32 {
     match a {
-        Attribute::App => 122,
-        Attribute::Sip => 89,
-        Attribute::Dip => 56,
-        Attribute::Sport => 40,
-        Attribute::Dport => 24,
-        Attribute::Proto => 16,
-        Attribute::Vlan | Attribute::Iface | Attribute::Time | Attribute::Probe => 0,
+        Attribute::Sip | Attribute::Dip | Attribute::TunnelSrc | Attribute::TunnelDst => 33,
+        Attribute::Sas | Attribute::Das => 32,
+        Attribute::Sport | Attribute::Dport => 16,
+        Attribute::Vlan => 12,
+        Attribute::Scountry | Attribute::Dcountry => 10,
+        Attribute::Proto => 8,
+        Attribute::App => 6,
+        Attribute::TunnelType => 4,
+        Attribute::Iface | Attribute::Time | Attribute::Probe => 0,
     }
+}
+
+/// Most bits of a packed row key: bit 127 stays clear, so a key is never all ones (the
+/// aggregation table stores key + 1) and groups keyed by an address's text are told apart by
+/// it (`exec::TEXT_TAG`).
+pub const KEY_BITS: u32 = 127;
+
+/// Where each grouped-by attribute sits in a packed row key: the attributes a query asks for,
+/// in its order, from bit 0 up, each as wide as [`width`] says — as goProbe packs only the
+/// attributes asked for. Any list whose widths add up to [`KEY_BITS`] or less packs; every
+/// list of the original attributes does (124 bits for all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Per attribute (`Attribute as usize`), its bit position, or [`Layout::ABSENT`].
+    at: [u8; Attribute::COUNT],
+    /// Bits used.
+    bits: u32,
+}
+
+impl Layout {
+    const ABSENT: u8 = u8::MAX;
+
+    /// The layout of `attributes`; fails when their values need more than [`KEY_BITS`] bits,
+    /// naming the attributes and their widths.
+    pub(crate) fn of(attributes: &[Attribute]) -> Result<Layout, Error> {
+        let mut l = Layout {
+            at: [Self::ABSENT; Attribute::COUNT],
+            bits: 0,
+        };
+        for &a in attributes {
+            let w = width(a);
+            if w == 0 || l.at[a as usize] != Self::ABSENT {
+                continue;
+            }
+            l.at[a as usize] = l.bits as u8;
+            l.bits += w;
+            if l.bits > KEY_BITS {
+                let wide: Vec<String> = attributes
+                    .iter()
+                    .filter(|&&a| width(a) > 0)
+                    .map(|&a| format!("{} ({} bits)", a.name(), width(a)))
+                    .collect();
+                let total: u32 = attributes.iter().map(|&a| width(a)).sum();
+                return Err(Error::KeyTooWide(format!(
+                    "the attributes {} need {total} bits of group key, more than the {KEY_BITS} it holds: group by fewer of them (or narrow with a condition instead)",
+                    wide.join(", ")
+                )));
+            }
+        }
+        Ok(l)
+    }
+
+    /// The bit position of `a` (0 for an attribute not packed: its values are 0).
+    #[inline]
+    pub(crate) fn shift(&self, a: Attribute) -> u32 {
+        match self.at[a as usize] {
+            Self::ABSENT => 0,
+            s => u32::from(s),
+        }
+    }
+
+    /// Whether `a` is packed.
+    #[inline]
+    pub(crate) fn has(&self, a: Attribute) -> bool {
+        self.at[a as usize] != Self::ABSENT
+    }
+
+    /// `code` in the place of `a` (nothing for an attribute not packed).
+    #[inline]
+    pub(crate) fn put(&self, a: Attribute, code: u64) -> u128 {
+        if self.has(a) {
+            u128::from(code) << self.shift(a)
+        } else {
+            0
+        }
+    }
+
+    /// The value of `a` in key `k`.
+    #[inline]
+    pub(crate) fn get(&self, k: u128, a: Attribute) -> u64 {
+        ((k >> self.shift(a)) & ((1u128 << width(a)) - 1)) as u64
+    }
+
+    /// The bits the packed attributes use.
+    pub(crate) fn mask(&self) -> u128 {
+        (1u128 << self.bits) - 1
+    }
+
+    /// The packed attributes that hold address codes, with their positions.
+    pub(crate) fn addresses(&self) -> Vec<u32> {
+        [
+            Attribute::Sip,
+            Attribute::Dip,
+            Attribute::TunnelSrc,
+            Attribute::TunnelDst,
+        ]
+        .into_iter()
+        .filter(|&a| self.has(a))
+        .map(|a| self.shift(a))
+        .collect()
+    }
+}
+
+/// The 10-bit code of a country (two ASCII capitals; empty: 0), `None` for other text.
+pub(crate) fn country_code(text: &[u8]) -> Option<u64> {
+    match text {
+        [] => Some(0),
+        [a @ b'A'..=b'Z', b @ b'A'..=b'Z'] => {
+            Some(u64::from(a - b'A') * 26 + u64::from(b - b'A') + 1)
+        }
+        _ => None,
+    }
+}
+
+/// The country of a code (0 and codes beyond the letters: empty).
+fn country_name(code: u64) -> String {
+    if code == 0 || code > 26 * 26 {
+        return String::new();
+    }
+    let c = code - 1;
+    [b'A' + (c / 26) as u8, b'A' + (c % 26) as u8]
+        .iter()
+        .map(|&b| b as char)
+        .collect()
+}
+
+/// The code of a tunnel type's name (empty: 0), `None` for an unknown name.
+pub(crate) fn tunnel_type_code(name: &[u8]) -> Option<u64> {
+    let t = trawl_flow::TunnelType::ALL
+        .into_iter()
+        .find(|t| t.name().as_bytes() == name)?;
+    Some(t as u64)
 }
 
 /// Bits of a context key below the interface id.
@@ -303,10 +484,29 @@ impl PartialAggregate {
         self.len() == 0
     }
 
-    pub(crate) fn decode(&self, ctx: u64, k: u128) -> GroupKey {
+    /// The layout of this aggregate's packed keys.
+    pub(crate) fn layout(&self) -> Layout {
+        // Checked when the attribute list was parsed or read; a list built by hand that does
+        // not pack gets a layout of what fits.
+        Layout::of(&self.attributes).unwrap_or_else(|_| {
+            let fits: Vec<Attribute> = self
+                .attributes
+                .iter()
+                .scan(0, |bits, &a| {
+                    *bits += width(a);
+                    (*bits <= KEY_BITS).then_some(a)
+                })
+                .collect();
+            Layout::of(&fits).unwrap_or(Layout {
+                at: [Layout::ABSENT; Attribute::COUNT],
+                bits: 0,
+            })
+        })
+    }
+
+    pub(crate) fn decode(&self, l: &Layout, ctx: u64, k: u128) -> GroupKey {
         let has = |a| self.attributes.contains(&a);
-        let field =
-            |a: Attribute, bits: u32| -> u64 { ((k >> shift(a)) & ((1u128 << bits) - 1)) as u64 };
+        let field = |a: Attribute| l.get(k, a);
         let t = &self.tables;
         GroupKey {
             time_ns: has(Attribute::Time).then_some((ctx & TIME_MASK) * trawl_store::BLOCK_NS),
@@ -316,48 +516,88 @@ impl PartialAggregate {
                     .cloned()
                     .unwrap_or_default()
             }),
-            sip: has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip, 33))),
-            dip: has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip, 33))),
-            sport: has(Attribute::Sport).then(|| field(Attribute::Sport, 16) as u16),
-            dport: has(Attribute::Dport).then(|| field(Attribute::Dport, 16) as u16),
-            proto: has(Attribute::Proto).then(|| field(Attribute::Proto, 8) as u8),
-            vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan, 16) as u16),
-            app: has(Attribute::App).then(|| app_name(field(Attribute::App, 6))),
+            sip: has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip))),
+            dip: has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip))),
+            sport: has(Attribute::Sport).then(|| field(Attribute::Sport) as u16),
+            dport: has(Attribute::Dport).then(|| field(Attribute::Dport) as u16),
+            proto: has(Attribute::Proto).then(|| field(Attribute::Proto) as u8),
+            vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan) as u16),
+            app: has(Attribute::App).then(|| app_name(field(Attribute::App))),
             probe: has(Attribute::Probe).then(|| {
                 t.probes
                     .get(((ctx >> PROBE_SHIFT) & 0xffff) as usize)
                     .cloned()
                     .unwrap_or_default()
             }),
+            sas: has(Attribute::Sas).then(|| field(Attribute::Sas) as u32),
+            das: has(Attribute::Das).then(|| field(Attribute::Das) as u32),
+            scountry: has(Attribute::Scountry).then(|| country_name(field(Attribute::Scountry))),
+            dcountry: has(Attribute::Dcountry).then(|| country_name(field(Attribute::Dcountry))),
+            tunnel_type: has(Attribute::TunnelType).then(|| {
+                trawl_flow::TunnelType::from_u8(field(Attribute::TunnelType) as u8)
+                    .name()
+                    .to_string()
+            }),
+            tunnel_src: has(Attribute::TunnelSrc).then(|| t.ip_text(field(Attribute::TunnelSrc))),
+            tunnel_dst: has(Attribute::TunnelDst).then(|| t.ip_text(field(Attribute::TunnelDst))),
         }
     }
 
-    fn encode(tables: &mut Tables, key: &GroupKey) -> (u64, u128) {
+    /// The packed form of `key` (values of attributes not packed are ignored). Fails on a
+    /// value the key cannot hold: a country that is not two letters, an unknown tunnel type,
+    /// a tunnel address that is not one.
+    fn encode(l: &Layout, tables: &mut Tables, key: &GroupKey) -> Result<(u64, u128), Error> {
         let ctx = context(
             key.iface.as_deref().map(|i| tables.iface_id(i)),
             key.probe.as_deref().map(|p| tables.probe_id(p)),
             key.time_ns,
         );
+        let bad = |what: &str, v: &str| Error::Partial(format!("{v:?} is not a {what}"));
+        let country = |c: &Option<String>| -> Result<u64, Error> {
+            let c = c.as_deref().unwrap_or("");
+            country_code(c.as_bytes()).ok_or_else(|| bad("country code", c))
+        };
         let mut k = 0u128;
         if let Some(ip) = key.sip {
-            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Sip);
+            k |= l.put(Attribute::Sip, tables.ip_code(ip));
         }
         if let Some(ip) = key.dip {
-            k |= u128::from(tables.ip_code(ip)) << shift(Attribute::Dip);
+            k |= l.put(Attribute::Dip, tables.ip_code(ip));
         }
-        k |= u128::from(key.sport.unwrap_or(0)) << shift(Attribute::Sport);
-        k |= u128::from(key.dport.unwrap_or(0)) << shift(Attribute::Dport);
-        k |= u128::from(key.proto.unwrap_or(0)) << shift(Attribute::Proto);
-        k |= u128::from(key.vlan.unwrap_or(0)) << shift(Attribute::Vlan);
-        k |= u128::from(app_code(key.app.as_deref())) << shift(Attribute::App);
-        (ctx, k)
+        k |= l.put(Attribute::Sport, u64::from(key.sport.unwrap_or(0)));
+        k |= l.put(Attribute::Dport, u64::from(key.dport.unwrap_or(0)));
+        k |= l.put(Attribute::Proto, u64::from(key.proto.unwrap_or(0)));
+        if key.vlan.is_some_and(|v| v > 4095) {
+            return Err(bad("VLAN id", &key.vlan.unwrap_or(0).to_string()));
+        }
+        k |= l.put(Attribute::Vlan, u64::from(key.vlan.unwrap_or(0)));
+        k |= l.put(Attribute::App, u64::from(app_code(key.app.as_deref())));
+        k |= l.put(Attribute::Sas, u64::from(key.sas.unwrap_or(0)));
+        k |= l.put(Attribute::Das, u64::from(key.das.unwrap_or(0)));
+        k |= l.put(Attribute::Scountry, country(&key.scountry)?);
+        k |= l.put(Attribute::Dcountry, country(&key.dcountry)?);
+        if l.has(Attribute::TunnelType) {
+            let t = key.tunnel_type.as_deref().unwrap_or("");
+            let code = tunnel_type_code(t.as_bytes()).ok_or_else(|| bad("tunnel type", t))?;
+            k |= l.put(Attribute::TunnelType, code);
+        }
+        for (a, v) in [
+            (Attribute::TunnelSrc, &key.tunnel_src),
+            (Attribute::TunnelDst, &key.tunnel_dst),
+        ] {
+            if l.has(a) {
+                k |= l.put(a, tables.ip_text_code(v.as_deref().unwrap_or(""))?);
+            }
+        }
+        Ok((ctx, k))
     }
 
     /// Every group, decoded (unordered).
     pub fn groups(&self) -> Vec<(GroupKey, Metrics)> {
+        let l = self.layout();
         self.maps
             .iter()
-            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(c, k), v)))
+            .flat_map(|(&c, m)| m.iter().map(move |(k, v)| (self.decode(&l, c, k), v)))
             .collect()
     }
 
@@ -387,8 +627,9 @@ impl PartialAggregate {
         } else if Arc::ptr_eq(&self.tables, &other.tables) {
             None
         } else {
+            let l = self.layout();
             let mine = Arc::make_mut(&mut self.tables);
-            Some(IdMap::new(mine, &other.tables, &self.attributes))
+            Some(IdMap::new(mine, &other.tables, &self.attributes, &l))
         };
         for (c, theirs) in other.maps {
             let (c, keys) = match &ids {
@@ -437,8 +678,9 @@ impl PartialAggregate {
         // Rebuilt from the decoded groups: a pair is two answers, not the fleet's hundreds.
         let mut tables = Tables::default();
         let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
+        let l = self.layout();
         for (key, m) in best {
-            let (c, k) = Self::encode(&mut tables, &key);
+            let (c, k) = Self::encode(&l, &mut tables, &key)?;
             maps.entry(c).or_default().add(k, &m);
         }
         self.tables = Arc::new(tables);
@@ -534,12 +776,13 @@ impl PartialAggregate {
                     .ok_or_else(|| Error::Partial(format!("unknown attribute {a:?}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let l = Layout::of(&attributes)?;
         let mut tables = Tables::default();
         let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
         for g in w.groups {
             // Values of attributes not grouped by would make keys that decode alike.
             let key = only(g.key, &attributes);
-            let (c, k) = Self::encode(&mut tables, &key);
+            let (c, k) = Self::encode(&l, &mut tables, &key)?;
             maps.entry(c).or_default().add(k, &g.metrics);
         }
         let p = PartialAggregate {
@@ -572,13 +815,9 @@ struct IdMap {
 }
 
 impl IdMap {
-    fn new(mine: &mut Tables, theirs: &Tables, attributes: &[Attribute]) -> IdMap {
+    fn new(mine: &mut Tables, theirs: &Tables, attributes: &[Attribute], l: &Layout) -> IdMap {
         let has = |a| attributes.contains(&a);
-        let addrs: Vec<u32> = [Attribute::Sip, Attribute::Dip]
-            .into_iter()
-            .filter(|&a| has(a))
-            .map(shift)
-            .collect();
+        let addrs = l.addresses();
         let ips: Vec<u64> = if addrs.is_empty() {
             Vec::new()
         } else {
@@ -629,7 +868,7 @@ impl IdMap {
         const CODE: u128 = (1 << 33) - 1;
         for &s in &self.addrs {
             let code = ((k >> s) & CODE) as u64;
-            if code & V4_TAG == 0 {
+            if code & V4_TAG == 0 && code != NO_ADDR {
                 let to = self.ips.get(code as usize).copied().unwrap_or(code);
                 k = (k & !(CODE << s)) | (u128::from(to) << s);
             }
@@ -652,6 +891,13 @@ fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
         vlan: key.vlan.filter(|_| has(Attribute::Vlan)),
         probe: key.probe.filter(|_| has(Attribute::Probe)),
         app: key.app.filter(|_| has(Attribute::App)),
+        sas: key.sas.filter(|_| has(Attribute::Sas)),
+        das: key.das.filter(|_| has(Attribute::Das)),
+        scountry: key.scountry.filter(|_| has(Attribute::Scountry)),
+        dcountry: key.dcountry.filter(|_| has(Attribute::Dcountry)),
+        tunnel_type: key.tunnel_type.filter(|_| has(Attribute::TunnelType)),
+        tunnel_src: key.tunnel_src.filter(|_| has(Attribute::TunnelSrc)),
+        tunnel_dst: key.tunnel_dst.filter(|_| has(Attribute::TunnelDst)),
     }
 }
 
@@ -768,7 +1014,8 @@ mod tests {
 
     /// A binary answer around `doc` (an inflated document written by hand).
     fn framed(doc: &[u8]) -> Vec<u8> {
-        let mut out = b"TRPA\x02\0\0\0".to_vec();
+        let mut out = PARTIAL_MAGIC.to_vec();
+        out.extend_from_slice(&PARTIAL_VERSION.to_le_bytes());
         out.extend(zstd::encode_all(doc, 1).unwrap());
         out
     }
@@ -803,7 +1050,7 @@ mod tests {
     fn binary_form_round_trips_and_names_its_flaws() {
         let a = partial(&[(80, 10), (443, 5)]);
         let bytes = a.to_bytes();
-        assert_eq!(&bytes[..8], b"TRPA\x02\0\0\0");
+        assert_eq!(&bytes[..8], b"TRPA\x03\0\0\0");
         let back = PartialAggregate::from_bytes(&bytes, 3).unwrap();
         assert_eq!(back.to_json(), a.to_json());
         let msg = |r: Result<PartialAggregate, Error>| r.unwrap_err().to_string();
@@ -812,14 +1059,17 @@ mod tests {
             truncated.contains("corrupt or truncated zstd"),
             "{truncated}"
         );
-        // A version 1 answer (an older probe: the JSON document compressed) is refused.
-        let mut v1 = bytes.clone();
-        v1[4] = 1;
-        let version = msg(PartialAggregate::from_bytes(&v1, 3));
-        assert!(
-            version.contains("schema version 1 (this trawl reads 2)"),
-            "{version}"
-        );
+        // A version 1 answer (an older probe: the JSON document compressed) is refused, and
+        // so is version 2 (the fixed bit position per attribute).
+        for old in [1, 2] {
+            let mut v = bytes.clone();
+            v[4] = old;
+            let version = msg(PartialAggregate::from_bytes(&v, 3));
+            assert!(
+                version.contains(&format!("schema version {old} (this trawl reads 3)")),
+                "{version}"
+            );
+        }
         let magic = msg(PartialAggregate::from_bytes(b"{\"version\":1}", 3));
         assert!(magic.contains("no \"TRPA\" magic"), "{magic}");
         let mut corrupt = bytes.clone();
@@ -1004,6 +1254,132 @@ mod tests {
         }
         assert_eq!(sorted(&by_bytes), want.into_iter().collect::<Vec<_>>());
         assert_eq!(by_bytes.len(), 5);
+    }
+
+    /// The packed key follows the attribute list: each attribute from bit 0 up in the order
+    /// asked, so the same attributes in another order pack elsewhere; a list that needs more
+    /// than 127 bits is refused naming its attributes.
+    #[test]
+    fn layouts_follow_the_attribute_list() {
+        use Attribute::*;
+        let l = Layout::of(&[Dport, Iface, Sas, Scountry]).unwrap();
+        assert_eq!(
+            (l.shift(Dport), l.shift(Sas), l.shift(Scountry)),
+            (0, 16, 48)
+        );
+        assert_eq!(l.mask(), (1 << 58) - 1);
+        assert!(!l.has(Sip) && l.put(Sip, 5) == 0);
+        let k = l.put(Sas, u64::from(u32::MAX)) | l.put(Scountry, 676) | l.put(Dport, 443);
+        assert_eq!(
+            (l.get(k, Dport), l.get(k, Sas), l.get(k, Scountry)),
+            (443, u64::from(u32::MAX), 676)
+        );
+        let every_old = [Sip, Dip, Sport, Dport, Proto, Vlan, App, Iface, Time, Probe];
+        assert_eq!(Layout::of(&every_old).unwrap().bits, 124);
+        assert_eq!(
+            Layout::of(&[Sip, Dip, Sas, Dport, Scountry]).unwrap().bits,
+            124
+        );
+        let e = Layout::of(&[Sip, Dip, TunnelSrc, TunnelDst])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sip (33 bits), dip (33 bits), tunnel_src (33 bits), tunnel_dst (33 bits) need 132 bits")
+                && e.contains("127"),
+            "{e}"
+        );
+        assert!(crate::parse_attributes("talk_conv,sas,das")
+            .unwrap_err()
+            .contains("need 130 bits"));
+        for (text, code) in [("", 0), ("AA", 1), ("DE", 3 * 26 + 4 + 1), ("ZZ", 676)] {
+            assert_eq!(country_code(text.as_bytes()), Some(code));
+            assert_eq!(country_name(code), text);
+        }
+        for bad in ["de", "D", "DEU", "D1"] {
+            assert_eq!(country_code(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    /// Groups of the enrichment and tunnel attributes (empty values and the "no address"
+    /// code among them) survive the JSON and binary forms and a merge of two probes whose
+    /// address tables differ; damaged codes in a binary answer are refused.
+    #[test]
+    fn enrichment_and_tunnel_groups_round_trip_and_merge() {
+        let doc = |groups: &[(&str, &str, &str, u32)]| {
+            let groups: Vec<String> = groups
+                .iter()
+                .map(|(c, t, src, asn)| format!(r#"{{"key":{{"scountry":"{c}","tunnel_type":"{t}","tunnel_src":"{src}","das":{asn}}},"fwd_packets":1,"rev_packets":0,"fwd_bytes":{asn},"rev_bytes":0,"flows":1}}"#))
+                .collect();
+            format!(
+                r#"{{"version":1,"attributes":["tunnel_src","scountry","das","tunnel_type"],"groups":[{}],"stats":{{"blocks":0,"blocks_scanned":0,"blocks_pruned":0,"blocks_failed":0,"row_groups":0,"row_groups_pruned":0,"rows_scanned":0,"rows_matched":0,"bytes_scanned":0,"errors":[]}}}}"#,
+                groups.join(",")
+            )
+        };
+        let one = doc(&[
+            ("DE", "gtpu", "2001:db8::1", 13335),
+            ("", "", "", 0),
+            ("JP", "vxlan", "192.0.2.1", u32::MAX),
+        ]);
+        let two = doc(&[("", "", "", 0), ("DE", "gtpu", "2001:db8::2", 13335)]);
+        let a = PartialAggregate::from_json(&one, 10).unwrap();
+        assert_eq!(
+            PartialAggregate::from_json(&a.to_json(), 10)
+                .unwrap()
+                .to_json(),
+            a.to_json()
+        );
+        let sent = PartialAggregate::from_bytes(&a.to_bytes(), 10).unwrap();
+        assert_eq!(sorted(&sent), sorted(&a));
+        let none = sorted(&a)
+            .into_iter()
+            .find(|(k, _)| k.tunnel_src.as_deref() == Some(""))
+            .unwrap();
+        assert_eq!(
+            (
+                none.0.scountry.as_deref(),
+                none.0.tunnel_type.as_deref(),
+                none.0.das
+            ),
+            (Some(""), Some(""), Some(0))
+        );
+        let mut merged = sent;
+        merged
+            .merge(
+                PartialAggregate::from_bytes(
+                    &PartialAggregate::from_json(&two, 10).unwrap().to_bytes(),
+                    10,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        let mut want: std::collections::BTreeMap<GroupKey, Metrics> = Default::default();
+        for d in [&one, &two] {
+            for (k, m) in PartialAggregate::from_json(d, 10).unwrap().groups() {
+                want.entry(k).or_default().add(&m);
+            }
+        }
+        assert_eq!(sorted(&merged), want.into_iter().collect::<Vec<_>>());
+        assert_eq!(merged.len(), 4);
+        for (bad, what) in [
+            (r#""scountry":"DE""#, r#""scountry":"de""#),
+            (r#""tunnel_type":"gtpu""#, r#""tunnel_type":"ppp""#),
+            (r#""tunnel_src":"192.0.2.1""#, r#""tunnel_src":"host""#),
+        ] {
+            let e = PartialAggregate::from_json(&one.replacen(bad, what, 1), 10).unwrap_err();
+            assert!(e.to_string().contains("is not a"), "{e}");
+        }
+        // A country code beyond ZZ in a binary answer: the first key's bits 33..43 (after
+        // tunnel_src), keys at byte 4 + 4 + 10 + 4 + 8 + 3 + 4 + 11 + 80 + 8 + 4 + 16 + 12 + 4 + 12.
+        let doc = doc_of(&a);
+        let keys_at = doc.len() - 3 * 56;
+        let mut far = doc.clone();
+        let k = u128::from_le_bytes(far[keys_at..keys_at + 16].try_into().unwrap());
+        let k = k | (1023u128 << 33);
+        far[keys_at..keys_at + 16].copy_from_slice(&k.to_le_bytes());
+        let e = PartialAggregate::from_bytes(&framed(&far), 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("scountry code 1023 beyond 676"), "{e}");
     }
 
     #[test]

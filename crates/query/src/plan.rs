@@ -31,9 +31,27 @@ pub enum Attribute {
     Probe,
     /// The application label (`--analyze app`; empty for rows without one).
     App,
+    /// Autonomous system of the initiator address (`--geoip-asn`; 0: not known).
+    Sas,
+    /// Autonomous system of the responder address.
+    Das,
+    /// Country of the initiator address (`--geoip-country`; ISO 3166 alpha-2, empty: not
+    /// known).
+    Scountry,
+    /// Country of the responder address.
+    Dcountry,
+    /// The outer tunnel's type (`--tunnel inner`; empty: not tunnelled).
+    TunnelType,
+    /// The outer IP header's source address (empty: not tunnelled).
+    TunnelSrc,
+    /// The outer IP header's destination address.
+    TunnelDst,
 }
 
 impl Attribute {
+    /// Number of attributes (`Attribute as usize` is below it).
+    pub(crate) const COUNT: usize = 17;
+
     /// The name in queries and output.
     pub fn name(self) -> &'static str {
         match self {
@@ -47,6 +65,13 @@ impl Attribute {
             Attribute::Time => "time",
             Attribute::Probe => "probe",
             Attribute::App => "app",
+            Attribute::Sas => "sas",
+            Attribute::Das => "das",
+            Attribute::Scountry => "scountry",
+            Attribute::Dcountry => "dcountry",
+            Attribute::TunnelType => "tunnel_type",
+            Attribute::TunnelSrc => "tunnel_src",
+            Attribute::TunnelDst => "tunnel_dst",
         }
     }
 
@@ -60,6 +85,10 @@ impl Attribute {
             Attribute::Dip => "dst_ip",
             Attribute::Sport => "src_port",
             Attribute::Dport => "dst_port",
+            Attribute::Sas => "src_as",
+            Attribute::Das => "dst_as",
+            Attribute::Scountry => "src_country",
+            Attribute::Dcountry => "dst_country",
             other => other.name(),
         }
     }
@@ -77,6 +106,13 @@ impl Attribute {
             "time" => Attribute::Time,
             "probe" => Attribute::Probe,
             "app" => Attribute::App,
+            "sas" | "src_as" => Attribute::Sas,
+            "das" | "dst_as" => Attribute::Das,
+            "scountry" | "src_country" => Attribute::Scountry,
+            "dcountry" | "dst_country" => Attribute::Dcountry,
+            "tunnel_type" => Attribute::TunnelType,
+            "tunnel_src" => Attribute::TunnelSrc,
+            "tunnel_dst" => Attribute::TunnelDst,
             _ => return None,
         })
     }
@@ -91,6 +127,13 @@ impl Attribute {
             Attribute::Proto => Some(col::PROTO),
             Attribute::Vlan => Some(col::VLAN),
             Attribute::App => Some(col::APP),
+            Attribute::Sas => Some(col::SRC_AS),
+            Attribute::Das => Some(col::DST_AS),
+            Attribute::Scountry => Some(col::SRC_COUNTRY),
+            Attribute::Dcountry => Some(col::DST_COUNTRY),
+            Attribute::TunnelType => Some(col::TUNNEL_TYPE),
+            Attribute::TunnelSrc => Some(col::TUNNEL_SRC),
+            Attribute::TunnelDst => Some(col::TUNNEL_DST),
             Attribute::Iface | Attribute::Time | Attribute::Probe => None,
         }
     }
@@ -110,7 +153,7 @@ pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
             "none" => vec![],
             w => vec![Attribute::parse(w).ok_or_else(|| {
                 format!(
-                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, probe, app, talk_conv, talk_src, talk_dst, apps or none)"
+                    "unknown attribute {w:?} (expected sip, dip, sport, dport, proto, iface, vlan, time, probe, app, sas, das, scountry, dcountry, tunnel_type, tunnel_src, tunnel_dst, talk_conv, talk_src, talk_dst, apps or none)"
                 )
             })?],
         };
@@ -120,6 +163,7 @@ pub fn parse_attributes(s: &str) -> Result<Vec<Attribute>, String> {
             }
         }
     }
+    crate::partial::Layout::of(&out).map_err(|e| e.to_string())?;
     Ok(out)
 }
 
@@ -170,14 +214,30 @@ impl Default for Query {
 pub(crate) enum IpCol {
     Src = 0,
     Dst = 1,
+    /// The outer header's addresses (empty without a tunnel: no address matches).
+    TunnelSrc = 2,
+    TunnelDst = 3,
 }
 
-/// Which 16-bit column a range predicate reads.
+impl IpCol {
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            IpCol::Src => col::SRC_IP,
+            IpCol::Dst => col::DST_IP,
+            IpCol::TunnelSrc => col::TUNNEL_SRC,
+            IpCol::TunnelDst => col::TUNNEL_DST,
+        }
+    }
+}
+
+/// Which integer column a range predicate reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum NumCol {
     Sport = 0,
     Dport = 1,
     Vlan = 2,
+    SrcAs = 3,
+    DstAs = 4,
 }
 
 impl NumCol {
@@ -186,6 +246,8 @@ impl NumCol {
             NumCol::Sport => col::SRC_PORT,
             NumCol::Dport => col::DST_PORT,
             NumCol::Vlan => col::VLAN,
+            NumCol::SrcAs => col::SRC_AS,
+            NumCol::DstAs => col::DST_AS,
         }
     }
 }
@@ -224,9 +286,12 @@ impl IpPred {
 pub(crate) enum Leaf {
     Ip(IpCol, IpPred),
     /// Inclusive range.
-    Num(NumCol, u16, u16),
+    Num(NumCol, u32, u32),
     Proto(u8),
     Iface(String),
+    /// A text column (country, tunnel type, or a tunnel address compared with the empty
+    /// value) equal to this text.
+    Text(&'static str, Box<[u8]>),
 }
 
 /// The condition as a tree over leaves.
@@ -293,11 +358,20 @@ impl Program {
         match c.field {
             Field::Host => either(self, Field::Sip, Field::Dip),
             Field::Port => either(self, Field::Sport, Field::Dport),
-            Field::Sip | Field::Dip => {
-                let col = if c.field == Field::Sip {
-                    IpCol::Src
+            Field::TunnelSrc | Field::TunnelDst if c.value == Value::Name(String::new()) => {
+                let column = if c.field == Field::TunnelSrc {
+                    col::TUNNEL_SRC
                 } else {
-                    IpCol::Dst
+                    col::TUNNEL_DST
+                };
+                self.leaf(Leaf::Text(column, Box::default()))
+            }
+            Field::Sip | Field::Dip | Field::TunnelSrc | Field::TunnelDst => {
+                let col = match c.field {
+                    Field::Sip => IpCol::Src,
+                    Field::Dip => IpCol::Dst,
+                    Field::TunnelSrc => IpCol::TunnelSrc,
+                    _ => IpCol::TunnelDst,
                 };
                 let pred = match &c.value {
                     Value::Net(n) => IpPred::In(*n),
@@ -306,13 +380,14 @@ impl Program {
                 };
                 self.leaf(Leaf::Ip(col, pred))
             }
-            Field::Sport | Field::Dport | Field::Vlan => {
-                let col = match c.field {
-                    Field::Sport => NumCol::Sport,
-                    Field::Dport => NumCol::Dport,
-                    _ => NumCol::Vlan,
+            Field::Sport | Field::Dport | Field::Vlan | Field::Sas | Field::Das => {
+                let (col, max) = match c.field {
+                    Field::Sport => (NumCol::Sport, u64::from(u16::MAX)),
+                    Field::Dport => (NumCol::Dport, u64::from(u16::MAX)),
+                    Field::Sas => (NumCol::SrcAs, u64::from(u32::MAX)),
+                    Field::Das => (NumCol::DstAs, u64::from(u32::MAX)),
+                    _ => (NumCol::Vlan, u64::from(u16::MAX)),
                 };
-                let max = u64::from(u16::MAX);
                 let (lo, hi) = match (&c.value, c.op) {
                     (Value::Range(a, b), _) => (*a, *b),
                     (Value::Num(n), Op::Eq) => (*n, *n),
@@ -324,7 +399,18 @@ impl Program {
                     (Value::Num(n), Op::Ge) => (*n, max),
                     _ => return Node::Const(false),
                 };
-                self.leaf(Leaf::Num(col, lo.min(max) as u16, hi.min(max) as u16))
+                self.leaf(Leaf::Num(col, lo.min(max) as u32, hi.min(max) as u32))
+            }
+            Field::Scountry | Field::Dcountry | Field::TunnelType => {
+                let column = match c.field {
+                    Field::Scountry => col::SRC_COUNTRY,
+                    Field::Dcountry => col::DST_COUNTRY,
+                    _ => col::TUNNEL_TYPE,
+                };
+                match &c.value {
+                    Value::Name(n) => self.leaf(Leaf::Text(column, n.as_bytes().into())),
+                    _ => Node::Const(false),
+                }
             }
             Field::Proto => match c.value {
                 Value::Proto(p) => self.leaf(Leaf::Proto(p)),
@@ -345,10 +431,10 @@ impl Program {
         let mut out = Vec::new();
         for l in &self.leaves {
             let c = match l {
-                Leaf::Ip(IpCol::Src, _) => col::SRC_IP,
-                Leaf::Ip(IpCol::Dst, _) => col::DST_IP,
+                Leaf::Ip(c, _) => c.column(),
                 Leaf::Num(c, ..) => c.column(),
                 Leaf::Proto(_) => col::PROTO,
+                Leaf::Text(c, _) => c,
                 Leaf::Iface(_) => continue,
             };
             if !out.contains(&c) {

@@ -36,17 +36,26 @@ pub(crate) enum Col {
     Proto,
     Vlan,
     App,
+    SrcAs,
+    DstAs,
+    SrcCountry,
+    DstCountry,
+    TunnelType,
+    TunnelSrc,
+    TunnelDst,
     FwdPackets,
     RevPackets,
     FwdBytes,
     RevBytes,
 }
 
-/// Dictionary-encoded columns, indexing [`RowGroup::dicts`].
-pub(crate) const DICTS: usize = 7;
+/// Dictionary-encoded columns, indexing [`RowGroup::dicts`] (the AS numbers are stored plain
+/// and given a dictionary per row group when read, so that they are grouped and filtered
+/// like the others).
+pub(crate) const DICTS: usize = 14;
 
 impl Col {
-    pub(crate) const ALL: [Col; 11] = [
+    pub(crate) const ALL: [Col; 18] = [
         Col::Sip,
         Col::Dip,
         Col::Sport,
@@ -54,6 +63,13 @@ impl Col {
         Col::Proto,
         Col::Vlan,
         Col::App,
+        Col::SrcAs,
+        Col::DstAs,
+        Col::SrcCountry,
+        Col::DstCountry,
+        Col::TunnelType,
+        Col::TunnelSrc,
+        Col::TunnelDst,
         Col::FwdPackets,
         Col::RevPackets,
         Col::FwdBytes,
@@ -77,6 +93,13 @@ impl Col {
             Col::Proto => col::PROTO,
             Col::Vlan => col::VLAN,
             Col::App => col::APP,
+            Col::SrcAs => col::SRC_AS,
+            Col::DstAs => col::DST_AS,
+            Col::SrcCountry => col::SRC_COUNTRY,
+            Col::DstCountry => col::DST_COUNTRY,
+            Col::TunnelType => col::TUNNEL_TYPE,
+            Col::TunnelSrc => col::TUNNEL_SRC,
+            Col::TunnelDst => col::TUNNEL_DST,
             Col::FwdPackets => col::FWD_PACKETS,
             Col::RevPackets => col::REV_PACKETS,
             Col::FwdBytes => col::FWD_BYTES,
@@ -102,10 +125,30 @@ impl Col {
 
     fn physical(self) -> PhysicalType {
         match self {
-            Col::Sip | Col::Dip | Col::Proto | Col::App => PhysicalType::BYTE_ARRAY,
-            Col::Sport | Col::Dport | Col::Vlan => PhysicalType::INT32,
+            Col::Sip
+            | Col::Dip
+            | Col::Proto
+            | Col::App
+            | Col::SrcCountry
+            | Col::DstCountry
+            | Col::TunnelType
+            | Col::TunnelSrc
+            | Col::TunnelDst => PhysicalType::BYTE_ARRAY,
+            Col::Sport | Col::Dport | Col::Vlan | Col::SrcAs | Col::DstAs => PhysicalType::INT32,
             _ => PhysicalType::INT64,
         }
+    }
+
+    /// Whether the column holds 32-bit numbers stored plain (AS numbers), not 16-bit ones
+    /// stored as a dictionary.
+    pub(crate) fn wide(self) -> bool {
+        matches!(self, Col::SrcAs | Col::DstAs)
+    }
+
+    /// Whether blocks written before the column existed lack it (`app` and the later
+    /// columns, `trawl_store::schema::LATER_COLUMNS`): their rows read as its empty value.
+    pub(crate) fn later(self) -> bool {
+        self == Col::App || trawl_store::schema::LATER_COLUMNS.contains(&self.name())
     }
 }
 
@@ -113,8 +156,9 @@ impl Col {
 #[derive(Default)]
 pub(crate) struct RowGroup {
     pub(crate) rows: usize,
-    /// Sip, dip, sport, dport, proto, vlan, app: the dictionary and per row an index into it.
-    /// Port and VLAN dictionaries hold values in 0..=65535.
+    /// Sip, dip, sport, dport, proto, vlan, app, the AS numbers, countries and tunnel
+    /// columns: the dictionary and per row an index into it. Port and VLAN dictionaries hold
+    /// values in 0..=65535, AS dictionaries any 32-bit number (as `i32` bits).
     pub(crate) dicts: [DictColumn; DICTS],
     /// Identity of each dictionary: a new value whenever one is loaded, so caches derived
     /// from a dictionary know when to start over.
@@ -128,7 +172,8 @@ pub(crate) struct RowGroup {
     pub(crate) sel: Option<Vec<bool>>,
 }
 
-/// The leaf index of a column the block does not have (only [`Col::App`] may be missing).
+/// The leaf index of a column the block does not have (only [`Col::later`] ones may be
+/// missing).
 pub(crate) const MISSING: usize = usize::MAX;
 
 /// Largest row group decoded directly (a corrupt footer must not make the decoder allocate
@@ -197,6 +242,8 @@ pub(crate) struct ColumnReader {
     general_only: bool,
     /// Column chunks read by the general reader.
     pub(crate) general_chunks: u64,
+    /// Values of a plain 32-bit column (AS numbers) before they get a dictionary.
+    plain: Values<i32>,
 }
 
 /// Where a decoded column goes.
@@ -228,6 +275,7 @@ impl ColumnReader {
             next_gen: 1,
             general_only: !direct,
             general_chunks: 0,
+            plain: Values::default(),
         }
     }
 
@@ -244,14 +292,18 @@ impl ColumnReader {
         out: &mut RowGroup,
     ) -> Result<(), String> {
         if leaf == MISSING {
-            // A column the block was written without (the `app` label, before it existed):
-            // one empty value for every row.
+            // A column the block was written without (the `app` label or the enrichment and
+            // tunnel columns, before they existed): one empty value (or 0) for every row.
             let Ok(i) = c.slot() else {
                 return Err(format!("column {} missing", c.name()));
             };
             let d = &mut out.dicts[i];
             d.clear_dict();
-            d.push_bytes(b"");
+            if c.physical() == PhysicalType::BYTE_ARRAY {
+                d.push_bytes(b"");
+            } else {
+                d.push_int(0);
+            }
             d.keys.prepare(out.rows).fill(0);
             out.gens[i] = self.next_gen;
             self.next_gen += 1;
@@ -288,6 +340,11 @@ impl ColumnReader {
         let r = self.read_direct(f, g, c, leaf, 4).and_then(|at| {
             let chunk = at.chunk(&self.io[4]);
             match &mut out {
+                Out::Dict(d, _) if c.wide() => {
+                    self.pages.i32_chunk(&chunk, &mut self.plain)?;
+                    ints_to_wide_dict(self.plain.as_slice().iter().copied(), d);
+                    Ok(())
+                }
                 Out::Dict(d, ty) => {
                     self.pages.dict_chunk(&chunk, *ty, needed, d)?;
                     // Ports and VLANs are 16-bit: anything else is left to the general
@@ -305,7 +362,7 @@ impl ColumnReader {
             Ok(()) => Ok(()),
             Err(PageError::Unsupported(_)) => {
                 self.general_chunks += 1;
-                self.load_general(f, g, leaf, out)
+                self.load_general(f, g, c, leaf, out)
                     .map_err(|e| chunk_error(g, c, &e))
             }
             Err(e) => Err(chunk_error(g, c, &e)),
@@ -459,6 +516,7 @@ impl ColumnReader {
         &mut self,
         f: &mut BlockFile,
         g: usize,
+        c: Col,
         leaf: usize,
         out: Out<'_>,
     ) -> Result<(), String> {
@@ -494,6 +552,21 @@ impl ColumnReader {
         }
         match out {
             Out::Dict(d, DictType::Bytes) => strings_to_dict(&arrays, rows, d)?,
+            Out::Dict(d, DictType::Int32) if c.wide() => {
+                let mut values = Vec::with_capacity(rows);
+                for a in &arrays {
+                    integers(
+                        a,
+                        &mut |_, v| {
+                            values.push(v as u32 as i32);
+                            Ok(())
+                        },
+                        i128::from(u32::MAX),
+                        false,
+                    )?;
+                }
+                ints_to_wide_dict(values.into_iter(), d);
+            }
             Out::Dict(d, DictType::Int32) => ints_to_dict(&arrays, rows, d)?,
             Out::Counter(v) => {
                 let dst = v.prepare(rows);
@@ -604,6 +677,24 @@ fn ints_to_dict(arrays: &[ArrayRef], rows: usize, d: &mut DictColumn) -> Result<
         d.push_int(v);
     }
     Ok(())
+}
+
+/// Builds a dictionary column from 32-bit values (AS numbers, as `i32` bits): one entry per
+/// distinct value, in the order first met.
+fn ints_to_wide_dict(values: impl ExactSizeIterator<Item = i32>, d: &mut DictColumn) {
+    d.clear_dict();
+    let keys = d.keys.prepare(values.len());
+    let mut index: FxHashMap<i32, u32> = FxHashMap::default();
+    let mut entries = Vec::new();
+    for (k, v) in keys.iter_mut().zip(values) {
+        *k = *index.entry(v).or_insert_with(|| {
+            entries.push(v);
+            entries.len() as u32 - 1
+        });
+    }
+    for v in entries {
+        d.push_int(v);
+    }
 }
 
 /// The values of a string or binary array, by row.

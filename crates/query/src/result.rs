@@ -71,8 +71,10 @@ impl PartialAggregate {
         let mut totals = Metrics::default();
         let mut groups = 0u64;
         // Ties are broken by the decoded key, so equal inputs give identical output.
+        let l = self.layout();
         let cmp = |a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)| {
-            order(sort, a, b).then_with(|| self.decode(a.0, a.1).cmp(&self.decode(b.0, b.1)))
+            order(sort, a, b)
+                .then_with(|| self.decode(&l, a.0, a.1).cmp(&self.decode(&l, b.0, b.1)))
         };
         // Top-N in one pass with a buffer of at most 2N candidates, cut back to the best N
         // whenever it fills: no vector of every group.
@@ -112,7 +114,7 @@ impl PartialAggregate {
         // O(n log n) decodes (120 k rows of `dport,probe`: most tie on their metrics).
         let mut rows: Vec<((u64, u128, Metrics), GroupKey)> = rows
             .into_iter()
-            .map(|r| (r, self.decode(r.0, r.1)))
+            .map(|r| (r, self.decode(&l, r.0, r.1)))
             .collect();
         rows.sort_unstable_by(|a, b| order(sort, &a.0, &b.0).then_with(|| a.1.cmp(&b.1)));
         let rows = rows.into_iter().map(|((_, _, m), key)| (key, m)).collect();

@@ -9,8 +9,11 @@
 //! comparison := FIELD OP VALUE
 //! FIELD      := sip | src_ip | dip | dst_ip | host | snet | dnet | net
 //!             | sport | src_port | dport | dst_port | port | proto | vlan | iface
+//!             | sas | src_as | das | dst_as | scountry | src_country | dcountry
+//!             | dst_country | tunnel_type | tunnel_src | tunnel_dst
 //! OP         := = | == | != | < | > | <= | >=
 //! VALUE      := address | address/prefix | number | number-number | protocol name | name
+//!             | "text" (quoted; `""` is the empty value)
 //! ```
 //!
 //! Depth is bounded: at most [`MAX_NESTING`] `(` and `not` open at once, and a tree at most
@@ -67,6 +70,20 @@ pub enum Field {
     Site,
     /// The probe's `role` tag (fleet queries).
     Role,
+    /// Autonomous system of the initiator address (0: not known).
+    Sas,
+    /// Autonomous system of the responder address.
+    Das,
+    /// Country of the initiator address (two letters; empty: not known).
+    Scountry,
+    /// Country of the responder address.
+    Dcountry,
+    /// The outer tunnel's type (empty: not tunnelled).
+    TunnelType,
+    /// The outer header's source address (`""`: not tunnelled).
+    TunnelSrc,
+    /// The outer header's destination address.
+    TunnelDst,
 }
 
 impl Field {
@@ -84,6 +101,13 @@ impl Field {
             "probe" => Field::Probe,
             "site" => Field::Site,
             "role" => Field::Role,
+            "sas" | "src_as" => Field::Sas,
+            "das" | "dst_as" => Field::Das,
+            "scountry" | "src_country" => Field::Scountry,
+            "dcountry" | "dst_country" => Field::Dcountry,
+            "tunnel_type" => Field::TunnelType,
+            "tunnel_src" => Field::TunnelSrc,
+            "tunnel_dst" => Field::TunnelDst,
             _ => return None,
         })
     }
@@ -103,6 +127,13 @@ impl Field {
             Field::Probe => "probe",
             Field::Site => "site",
             Field::Role => "role",
+            Field::Sas => "sas",
+            Field::Das => "das",
+            Field::Scountry => "scountry",
+            Field::Dcountry => "dcountry",
+            Field::TunnelType => "tunnel_type",
+            Field::TunnelSrc => "tunnel_src",
+            Field::TunnelDst => "tunnel_dst",
         }
     }
 }
@@ -194,6 +225,15 @@ impl fmt::Display for Value {
             Value::Num(n) => write!(f, "{n}"),
             Value::Range(a, b) => write!(f, "{a}-{b}"),
             Value::Proto(p) => write!(f, "{}", ProtoName(*p)),
+            // Quoted when it would not read back as that one word (the empty value, spaces,
+            // a keyword).
+            Value::Name(n)
+                if n.is_empty()
+                    || !n.chars().all(word_char)
+                    || ["and", "or", "not"].contains(&n.to_ascii_lowercase().as_str()) =>
+            {
+                write!(f, "\"{n}\"")
+            }
             Value::Name(n) => f.write_str(n),
         }
     }
@@ -315,6 +355,11 @@ fn describe(t: &Tok) -> String {
     }
 }
 
+/// A character of an unquoted word.
+fn word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_' | '-')
+}
+
 fn lex(input: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
     let chars: Vec<char> = input.chars().collect();
     let mut out = Vec::new();
@@ -330,6 +375,18 @@ fn lex(input: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
             }
             '(' => Tok::Open,
             ')' => Tok::Close,
+            '"' => {
+                // A quoted value: everything up to the next quote, keywords included.
+                let Some(len) = chars[i + 1..].iter().position(|&c| c == '"') else {
+                    return Err(ParseError {
+                        pos: start,
+                        message: "the quote is not closed".into(),
+                    });
+                };
+                let w: String = chars[i + 1..i + 1 + len].iter().collect();
+                i += len + 1;
+                Tok::Word(w)
+            }
             '=' => {
                 if next == Some('=') {
                     i += 1;
@@ -363,12 +420,9 @@ fn lex(input: &str) -> Result<Vec<(Tok, usize)>, ParseError> {
                     Tok::Or
                 }
             }
-            c if c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '/' | '_' | '-') => {
+            c if word_char(c) => {
                 let mut j = i;
-                while j < chars.len()
-                    && (chars[j].is_ascii_alphanumeric()
-                        || matches!(chars[j], '.' | ':' | '/' | '_' | '-'))
-                {
+                while j < chars.len() && word_char(chars[j]) {
                     j += 1;
                 }
                 let w: String = chars[i..j].iter().collect();
@@ -507,7 +561,7 @@ impl Parser {
                 let field = Field::parse(&w.to_ascii_lowercase()).ok_or_else(|| ParseError {
                     pos,
                     message: format!(
-                        "unknown field {w:?} (expected sip, dip, host, snet, dnet, sport, dport, port, proto, vlan, iface, probe, site or role)"
+                        "unknown field {w:?} (expected sip, dip, host, snet, dnet, sport, dport, port, proto, vlan, iface, sas, das, scountry, dcountry, tunnel_type, tunnel_src, tunnel_dst, probe, site or role)"
                     ),
                 })?;
                 let (t, opos) = self.bump();
@@ -569,7 +623,16 @@ fn net(s: &str) -> Result<Net, String> {
 fn value(field: Field, op: Op, v: &str, fname: &str) -> Result<Value, String> {
     let ordered = !matches!(op, Op::Eq | Op::Ne);
     match field {
-        Field::Sip | Field::Dip | Field::Host => {
+        Field::TunnelSrc | Field::TunnelDst if v.is_empty() => {
+            if ordered {
+                return Err(format!(
+                    "the empty value takes = or !=, not {}",
+                    op.as_str()
+                ));
+            }
+            Ok(Value::Name(String::new()))
+        }
+        Field::Sip | Field::Dip | Field::Host | Field::TunnelSrc | Field::TunnelDst => {
             let is_net = v.contains('/') || matches!(fname, "snet" | "dnet" | "net");
             if is_net {
                 if ordered {
@@ -593,8 +656,12 @@ fn value(field: Field, op: Op, v: &str, fname: &str) -> Result<Value, String> {
                     .map_err(|_| format!("{v:?} is not an IPv4 or IPv6 address"))
             }
         }
-        Field::Sport | Field::Dport | Field::Port | Field::Vlan => {
-            let max = if field == Field::Vlan { 4095 } else { 65535 };
+        Field::Sport | Field::Dport | Field::Port | Field::Vlan | Field::Sas | Field::Das => {
+            let max = match field {
+                Field::Vlan => 4095,
+                Field::Sas | Field::Das => u64::from(u32::MAX),
+                _ => 65535,
+            };
             let num = |s: &str| -> Result<u64, String> {
                 s.parse::<u64>()
                     .ok()
@@ -625,6 +692,43 @@ fn value(field: Field, op: Op, v: &str, fname: &str) -> Result<Value, String> {
                 .ok_or_else(|| {
                     format!("{v:?} is not a protocol name (tcp, udp, icmp, ...) or number 0-255")
                 })
+        }
+        Field::Scountry | Field::Dcountry => {
+            if ordered {
+                return Err(format!(
+                    "{} takes = or !=, not {}",
+                    field.name(),
+                    op.as_str()
+                ));
+            }
+            let upper = v.to_ascii_uppercase();
+            if !(upper.is_empty()
+                || upper.len() == 2 && upper.bytes().all(|b| b.is_ascii_uppercase()))
+            {
+                return Err(format!(
+                    "{v:?} is not a country code (two letters, ISO 3166; \"\" for not known)"
+                ));
+            }
+            Ok(Value::Name(upper))
+        }
+        Field::TunnelType => {
+            if ordered {
+                return Err(format!("tunnel_type takes = or !=, not {}", op.as_str()));
+            }
+            let lower = v.to_ascii_lowercase();
+            if !lower.is_empty()
+                && trawl_flow::TunnelType::from_name(&lower) == trawl_flow::TunnelType::None
+            {
+                let names: Vec<&str> = trawl_flow::TunnelType::ALL[1..]
+                    .iter()
+                    .map(|t| t.name())
+                    .collect();
+                return Err(format!(
+                    "{v:?} is not a tunnel type ({}; \"\" for none)",
+                    names.join(", ")
+                ));
+            }
+            Ok(Value::Name(lower))
         }
         Field::Iface | Field::Probe | Field::Site | Field::Role => {
             if ordered {
@@ -674,6 +778,19 @@ mod tests {
             ("sip = 10.0.0.0/8", "sip = 10.0.0.0/8"),
             ("snet = 10.1.2.3/16", "sip = 10.1.0.0/16"),
             ("dport=443 and proto=TCP", "dport = 443 and proto = tcp"),
+            (
+                "src_country = de and dst_as = 4294967295 or tunnel_src = \"\"",
+                "scountry = DE and das = 4294967295 or tunnel_src = \"\"",
+            ),
+            (
+                "tunnel_type != GTPU and tunnel_dst = 2001:db8::/32 and sas = 64496-64511",
+                "tunnel_type != gtpu and tunnel_dst = 2001:db8::/32 and sas = 64496-64511",
+            ),
+            (
+                "dcountry = \"\" and iface = \"a b\"",
+                "dcountry = \"\" and iface = \"a b\"",
+            ),
+            ("iface = \"Or\" or iface = x", "iface = \"Or\" or iface = x"),
         ];
         for (input, printed) in cases {
             let e = parse(input).unwrap();
@@ -719,6 +836,12 @@ mod tests {
             ("dport = 443 or or", 15, "expected a comparison"),
             ("vlan = 5000", 7, "0 to 4095"),
             ("dport = 9-3", 8, "empty"),
+            ("scountry = DEU", 11, "not a country code"),
+            ("scountry < DE", 11, "takes = or !="),
+            ("tunnel_type = ppp", 14, "gre, vxlan"),
+            ("das = 4294967296", 6, "0 to 4294967295"),
+            ("tunnel_src > \"\"", 13, "empty value takes"),
+            ("iface = \"eth0", 8, "quote is not closed"),
         ];
         for (input, pos, text) in cases {
             let e = parse(input).unwrap_err();

@@ -600,6 +600,7 @@ mod logs_live;
 mod modules;
 mod outputs;
 mod progress;
+mod query_attrs;
 mod quic_log;
 mod reload;
 mod service;

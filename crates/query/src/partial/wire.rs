@@ -1,4 +1,4 @@
-//! The binary form of a partial aggregate (schema version 2; byte by byte in
+//! The binary form of a partial aggregate (schema version 3; byte by byte in
 //! `docs/specs/distributed.md`): what a probe's `/api/v1/partial` sends and the coordinator
 //! decodes, once per probe and query.
 //!
@@ -14,8 +14,8 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv6Addr};
 
 use super::{
-    shift, Inner, PartialAggregate, ScanStats, Tables, IFACE_SHIFT, PARTIAL_MAGIC, PARTIAL_VERSION,
-    PROBE_SHIFT, TIME_MASK, V4_TAG,
+    Inner, Layout, PartialAggregate, ScanStats, Tables, IFACE_SHIFT, NO_ADDR, PARTIAL_MAGIC,
+    PARTIAL_VERSION, PROBE_SHIFT, TIME_MASK, V4_TAG,
 };
 use crate::error::Error;
 use crate::plan::Attribute;
@@ -277,7 +277,7 @@ fn decode(doc: &[u8], max_groups: usize) -> Result<PartialAggregate, Error> {
     let attributes = attributes(&mut r)?;
     let stats = stats(&mut r)?;
     let tables = tables(&mut r, max_groups)?;
-    let check = Checker::new(&attributes, &tables);
+    let check = Checker::new(&attributes, &tables).map_err(|e| r.flaw(4, "attribute", e))?;
     let contexts = r.count("context count", 12 + GROUP_BYTES, max_groups)?;
     let mut maps: FxHashMap<u64, Inner> = FxHashMap::default();
     let mut total = 0usize;
@@ -433,10 +433,14 @@ fn names(r: &mut Reader<'_>, what: &str) -> Result<Vec<String>, Error> {
 
 /// What a packed key and a context key of these attributes and tables may hold.
 struct Checker {
+    layout: Layout,
     /// Bits a row key may set.
     key_mask: u128,
     /// Address attributes grouped by, with their bit positions.
     addrs: Vec<(Attribute, u32)>,
+    /// Attributes whose codes stop short of their width (countries, tunnel types), with
+    /// the largest code.
+    bounded: Vec<(Attribute, u64)>,
     ips: usize,
     ifaces: Option<usize>,
     probes: Option<usize>,
@@ -444,31 +448,36 @@ struct Checker {
 }
 
 impl Checker {
-    fn new(attributes: &[Attribute], t: &Tables) -> Checker {
+    fn new(attributes: &[Attribute], t: &Tables) -> Result<Checker, Error> {
         let has = |a| attributes.contains(&a);
-        let width = |a| match a {
-            Attribute::Sip | Attribute::Dip => 33,
-            Attribute::Sport | Attribute::Dport | Attribute::Vlan => 16,
-            Attribute::Proto => 8,
-            Attribute::App => 6,
-            Attribute::Iface | Attribute::Time | Attribute::Probe => 0,
-        };
-        let key_mask = attributes
-            .iter()
-            .map(|&a| ((1u128 << width(a)) - 1) << shift(a))
-            .fold(0, |m, f| m | f);
-        Checker {
-            key_mask,
-            addrs: [Attribute::Sip, Attribute::Dip]
-                .into_iter()
-                .filter(|&a| has(a))
-                .map(|a| (a, shift(a)))
-                .collect(),
+        let layout = Layout::of(attributes)?;
+        let bounded = [
+            (Attribute::Scountry, 26 * 26),
+            (Attribute::Dcountry, 26 * 26),
+            (
+                Attribute::TunnelType,
+                trawl_flow::TunnelType::ALL.len() as u64 - 1,
+            ),
+        ];
+        Ok(Checker {
+            layout,
+            key_mask: layout.mask(),
+            addrs: [
+                Attribute::Sip,
+                Attribute::Dip,
+                Attribute::TunnelSrc,
+                Attribute::TunnelDst,
+            ]
+            .into_iter()
+            .filter(|&a| has(a))
+            .map(|a| (a, layout.shift(a)))
+            .collect(),
+            bounded: bounded.into_iter().filter(|&(a, _)| has(a)).collect(),
             ips: t.ips.len(),
             ifaces: has(Attribute::Iface).then_some(t.ifaces.len()),
             probes: has(Attribute::Probe).then_some(t.probes.len()),
             time: has(Attribute::Time),
-        }
+        })
     }
 
     fn key(&self, k: u128) -> Result<(), String> {
@@ -480,12 +489,19 @@ impl Checker {
         }
         for &(a, s) in &self.addrs {
             let code = ((k >> s) as u64) & ((1 << 33) - 1);
-            if code & V4_TAG == 0 && code as usize >= self.ips {
+            let optional = matches!(a, Attribute::TunnelSrc | Attribute::TunnelDst);
+            if code & V4_TAG == 0 && code as usize >= self.ips && !(optional && code == NO_ADDR) {
                 return Err(format!(
                     "{} address id {code} beyond the {} IPv6 addresses listed",
                     a.name(),
                     self.ips
                 ));
+            }
+        }
+        for &(a, most) in &self.bounded {
+            let code = self.layout.get(k, a);
+            if code > most {
+                return Err(format!("{} code {code} beyond {most}", a.name()));
             }
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! The binary partial aggregate (schema version 2) on databases built from corpus captures:
+//! The binary partial aggregate (schema version 3) on databases built from corpus captures:
 //! each probe's answer decodes to the groups and counters of its JSON form, and answers merged
 //! through the binary form equal answers merged through JSON, with and without `probe`.
 use std::path::Path;
