@@ -258,6 +258,32 @@ mod tests {
     }
 
     #[test]
+    fn release_some_visits_every_unheld_payload_within_a_round() {
+        let mut pool = Pool::new(Numbers::default);
+        // Ten payloads, the third held by a receiver, the rest spent.
+        let msgs: Vec<Msg> = (0..10)
+            .map(|i| {
+                let mut s = pool.take();
+                s.get_mut().0.push(i);
+                s.into_msg()
+            })
+            .collect();
+        let held = msgs[2].clone();
+        drop(msgs);
+        let mut released = Vec::new();
+        for _ in 0..10usize.div_ceil(RELEASE_STEP) {
+            pool.release_some(|n| released.append(&mut n.0));
+        }
+        released.sort();
+        assert_eq!(
+            released,
+            [0, 1, 3, 4, 5, 6, 7, 8, 9],
+            "the held payload is never touched"
+        );
+        assert_eq!(held.get::<Numbers>().unwrap().0, vec![2]);
+    }
+
+    #[test]
     fn for_each_unheld_visits_only_payloads_nobody_holds() {
         let mut pool = Pool::new(Numbers::default);
         let mut s = pool.take();
