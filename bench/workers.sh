@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Parallel metering of files (issue 26): `trawl flows -r TRACE -o /dev/null --workers N`
 # against one worker, alternated, the file in the page cache. Prints per run the wall time,
-# CPU time (user + system) and packets per wall-second, and the ratio of the medians.
+# CPU time (user + system) and packets per wall-second, and the ratios of the medians: packets
+# per wall-second (N workers against one) and CPU time (N workers' against one's).
 #
 #   bench/workers.sh [--runs N] [--workers N] [--format json|csv] TRACE...
 #
@@ -48,11 +49,17 @@ for trace in "$@"; do
                 "$wall" "$(echo "$user + $sys" | bc)" "$(echo "$packets / $wall / 1000000" | bc -l)"
         done
     done
-    med() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
-    one=$(med /tmp/workers-bench-1.txt)
-    many=$(med "/tmp/workers-bench-$WORKERS.txt")
+    # med FILE COLUMN: the median of a column (1 wall, 2+3 CPU).
+    med() { awk -v c="$2" '{ print (c == 1 ? $1 : $2 + $3) }' "$1" | sort -n |
+        awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+    one=$(med /tmp/workers-bench-1.txt 1)
+    many=$(med "/tmp/workers-bench-$WORKERS.txt" 1)
     printf '  median wall: 1 worker %s s, %s workers %s s: %.2fx packets per wall-second\n' \
         "$one" "$WORKERS" "$many" "$(echo "$one / $many" | bc -l)"
+    one=$(med /tmp/workers-bench-1.txt 2)
+    many=$(med "/tmp/workers-bench-$WORKERS.txt" 2)
+    printf '  median CPU: 1 worker %s s, %s workers %s s: %.2fx the CPU of one\n' \
+        "$one" "$WORKERS" "$many" "$(echo "$many / $one" | bc -l)"
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 rm -f /tmp/workers-bench-*.txt

@@ -8,7 +8,7 @@
 use serde::Deserialize;
 use trawl_capture::Batch;
 use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, Pool};
-use trawl_flow::decode::{decode, DecodeConfig, Decoded, TunnelMode};
+use trawl_flow::decode::{decode, outer_addresses, DecodeConfig, Decoded, TunnelMode};
 
 use crate::messages::{PacketBatch, PACKETS};
 use crate::meter::Tunnel;
@@ -16,7 +16,7 @@ use crate::meter::Tunnel;
 /// Most lanes (meters) one stream is spread over.
 pub const MAX_LANES: usize = 64;
 
-/// The lane of each packet, computed with the decoder a meter uses.
+/// The lane of each packet, from the addresses the meters key its flow on.
 pub struct LaneHasher {
     config: DecodeConfig,
     decoded: Decoded,
@@ -41,14 +41,25 @@ impl LaneHasher {
     /// Replaces `out` with the lane of every packet of `batch`, in order.
     pub fn fill(&mut self, batch: &Batch<'_>, out: &mut Vec<u8>) {
         out.clear();
-        out.extend(batch.iter().map(|p| {
-            let outcome = decode(p.link_type, p.data, &self.config, &mut self.decoded);
-            if outcome.has_key() {
-                lane_of(&self.decoded.src_ip, &self.decoded.dst_ip, self.lanes)
-            } else {
-                0
-            }
-        }));
+        let lanes = self.lanes;
+        let decoded = &mut self.decoded;
+        match self.config.tunnel {
+            // The outermost IP header keys the flow: its addresses are all a lane needs, and
+            // reading them costs a fraction of a decode (the meter decodes the packet anyway).
+            TunnelMode::Outer => out.extend(batch.iter().map(|p| {
+                outer_addresses(p.link_type, p.data, decoded)
+                    .map_or(0, |(src, dst)| lane_of(&src, &dst, lanes))
+            })),
+            // Only a whole decode finds the innermost header.
+            TunnelMode::Inner => out.extend(batch.iter().map(|p| {
+                let outcome = decode(p.link_type, p.data, &self.config, decoded);
+                if outcome.has_key() {
+                    lane_of(&decoded.src_ip, &decoded.dst_ip, lanes)
+                } else {
+                    0
+                }
+            })),
+        }
     }
 }
 
@@ -117,7 +128,9 @@ impl Block for PacketLanes {
         let Some(input) = msg.get::<PacketBatch>() else {
             return;
         };
-        self.pool.for_each_unheld(|b| b.shared = None);
+        // Spent batches still share the source's buffer: let go of a few per batch (the
+        // pool is as deep as the meters' queues).
+        self.pool.release_some(|b| b.shared = None);
         let mut slot = self.pool.take();
         let out = slot.get_mut();
         out.interfaces.clone_from(&input.interfaces);

@@ -520,24 +520,29 @@ impl FlowMeterBlock {
     ) -> Option<u64> {
         let mut seen = self.clock.map(|(c, _)| c);
         let mut metered_to = seen.unwrap_or(0);
-        for (p, &l) in batch.iter().zip(lanes) {
+        let mut latest = None;
+        // Other lanes' packets give only their times: the whole record is read for this
+        // lane's alone (a meter of N sees every packet of the stream).
+        for (i, (m, &l)) in batch.metas().iter().zip(lanes).enumerate() {
+            let ts = m.ts_ns;
             if l == lane {
-                if let Some(t) = seen.filter(|&t| p.ts_ns < t && metered_to < t) {
+                if let Some(t) = seen.filter(|&t| ts < t && metered_to < t) {
                     self.meter_packets(selected, ctx);
                     selected.clear();
                     self.advance(t, ctx);
                     metered_to = t;
                 }
-                metered_to = metered_to.max(p.ts_ns);
-                selected.push(p);
+                metered_to = metered_to.max(ts);
+                selected.push(batch.get(i));
             }
-            seen = Some(seen.map_or(p.ts_ns, |t| t.max(p.ts_ns)));
+            seen = Some(seen.map_or(ts, |t| t.max(ts)));
+            latest = Some(latest.map_or(ts, |t: u64| t.max(ts)));
         }
         self.meter_packets(selected, ctx);
         if let Some(t) = seen.filter(|&t| t > metered_to) {
             self.advance(t, ctx);
         }
-        batch.iter().map(|p| p.ts_ns).max()
+        latest
     }
 
     fn advance(&mut self, now: u64, ctx: &mut Ctx<'_>) {

@@ -102,6 +102,8 @@ impl fmt::Debug for Msg {
 pub struct Pool<T: Payload> {
     slots: Vec<Arc<T>>,
     next: usize,
+    /// Where [`Pool::release_some`] looks next.
+    release_at: usize,
     make: fn() -> T,
     allocated: u64,
 }
@@ -112,6 +114,7 @@ impl<T: Payload> Pool<T> {
         Pool {
             slots: Vec::new(),
             next: 0,
+            release_at: 0,
             make,
             allocated: 0,
         }
@@ -153,7 +156,27 @@ impl<T: Payload> Pool<T> {
             }
         }
     }
+
+    /// [`Pool::for_each_unheld`] a few slots at a time: visits the next [`RELEASE_STEP`]
+    /// slots round the pool, at a cost per call that does not grow with the pool, so a
+    /// sender may call it per message. A pool grows as deep as its messages in flight (a
+    /// thousand batches queued for slower receivers), and a whole visit per message was then
+    /// the sender's largest cost: each slot's check is an atomic read-modify-write of a
+    /// counter the receivers' threads write (bench/RESULTS.md, issue 26). A payload spent now
+    /// is visited within `len / RELEASE_STEP` calls.
+    pub fn release_some(&mut self, mut f: impl FnMut(&mut T)) {
+        let n = self.slots.len();
+        for _ in 0..RELEASE_STEP.min(n) {
+            self.release_at = (self.release_at + 1) % n;
+            if let Some(p) = Arc::get_mut(&mut self.slots[self.release_at]) {
+                f(p);
+            }
+        }
+    }
 }
+
+/// Slots [`Pool::release_some`] visits per call.
+const RELEASE_STEP: usize = 4;
 
 /// A payload taken from a [`Pool`], writable until it is sent.
 pub struct PoolSlot<'a, T: Payload> {
@@ -232,6 +255,32 @@ mod tests {
             drop(s.into_msg());
         }
         assert_eq!(pool.allocated(), 2, "a warm pool allocates no more");
+    }
+
+    #[test]
+    fn release_some_visits_every_unheld_payload_within_a_round() {
+        let mut pool = Pool::new(Numbers::default);
+        // Ten payloads, the third held by a receiver, the rest spent.
+        let msgs: Vec<Msg> = (0..10)
+            .map(|i| {
+                let mut s = pool.take();
+                s.get_mut().0.push(i);
+                s.into_msg()
+            })
+            .collect();
+        let held = msgs[2].clone();
+        drop(msgs);
+        let mut released = Vec::new();
+        for _ in 0..10usize.div_ceil(RELEASE_STEP) {
+            pool.release_some(|n| released.append(&mut n.0));
+        }
+        released.sort();
+        assert_eq!(
+            released,
+            [0, 1, 3, 4, 5, 6, 7, 8, 9],
+            "the held payload is never touched"
+        );
+        assert_eq!(held.get::<Numbers>().unwrap().0, vec![2]);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The flow table: a slab of preallocated entries, an open-addressing index over them, and a
 //! timer wheel that orders flows by when they may expire.
 //!
-//! Nothing here allocates after construction (the slab reserves its capacity up front; pages are
-//! touched only as flows arrive) and nothing scans the whole table: a packet costs one probe
+//! Nothing here allocates per packet (the slab reserves its capacity up front; pages are
+//! touched only as flows arrive; the index starts small and doubles as flows arrive, see
+//! [`INITIAL_SLOTS`]) and nothing scans the whole table per packet: a packet costs one probe
 //! sequence; expiry visits only the wheel slots whose time has come. Flows are scheduled lazily:
 //! a packet does not move its flow in the wheel; when a slot comes due, each flow in it either
 //! expires or is moved to the slot of its real deadline (at most once per timeout period).
@@ -68,6 +69,18 @@ const HASH_TAG_MASK: u32 = !((1 << (INDEX_BITS + DISTANCE_BITS)) - 1);
 #[inline]
 fn tag_distance(slot: u32) -> usize {
     (slot >> INDEX_BITS) as usize & FAR
+}
+
+/// Indexes entry `idx`, whose key hashes to `hash`, in the first free slot from its home on.
+#[inline]
+fn place(slots: &mut [u32], mask: usize, hash: u64, idx: u32) {
+    let mut pos = home_bits(hash) & mask;
+    let mut distance = 0;
+    while slots[pos] != 0 {
+        pos = (pos + 1) & mask;
+        distance += 1;
+    }
+    slots[pos] = slot_value(hash_tag(hash), idx, distance);
 }
 
 /// A fixed-length array of plain-old-data `T` in its own anonymous mapping, which starts
@@ -141,6 +154,16 @@ const INDEX_PAGES: memmap2::Advice = memmap2::Advice::HugePage;
 /// doubled `trawl flows`'s system time on a 1.1 M-flow trace (bench/RESULTS.md, run 10).
 const ENTRY_PAGES: memmap2::Advice = memmap2::Advice::NoHugePage;
 
+/// Index slots a table starts with (or its whole index, when smaller): 64 KiB. The index
+/// doubles each time it would pass a load of one half, up to twice the capacity, so its size
+/// follows the flows the table has held rather than its capacity. A fresh index at full size
+/// (32 MiB at the default capacity) had every one of its huge pages faulted in and zeroed by
+/// the first few thousand flows, whose homes land all over it: a fixed cost of each table,
+/// 20-27 % of a 1 M-packet run's time, paid once more by each worker of `--workers N`
+/// (bench/RESULTS.md, issue 26). Doubling costs a pass over the slab's used entries each
+/// time (their keys are hashed again): under two passes over the flows in all.
+const INITIAL_SLOTS: usize = 1 << 14;
+
 /// Slab entries backed with memory at a time, ahead of use: one `madvise` for 4 MiB of entries
 /// instead of a thousand page faults.
 const POPULATE_ENTRIES: usize = (4 << 20) / core::mem::size_of::<FlowEntry>();
@@ -170,6 +193,8 @@ pub(crate) struct FlowTable {
     /// the TLB less.
     slots: Mapped<u32>,
     mask: usize,
+    /// Slots the index grows to at most: twice the capacity, a power of two.
+    max_slots: usize,
     capacity: usize,
     len: usize,
     wheel: Vec<u32>,
@@ -187,7 +212,8 @@ impl FlowTable {
     pub(crate) fn new(capacity: usize, timing: bool) -> Self {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
         // Load factor <= 0.5 keeps linear-probe sequences short.
-        let nslots = (capacity * 2).next_power_of_two();
+        let max_slots = (capacity * 2).next_power_of_two();
+        let nslots = max_slots.min(INITIAL_SLOTS);
         FlowTable {
             entries: Mapped::zeroed(capacity, ENTRY_PAGES),
             used: 0,
@@ -197,6 +223,7 @@ impl FlowTable {
             free: Vec::with_capacity(capacity),
             slots: Mapped::zeroed(nslots, INDEX_PAGES),
             mask: nslots - 1,
+            max_slots,
             capacity,
             len: 0,
             wheel: vec![NIL; WHEEL_SLOTS],
@@ -222,11 +249,12 @@ impl FlowTable {
     }
 
     /// Bytes of table memory per flow slot: entry, timing record (counted whole, though only
-    /// TCP flows' pages are backed), index slots, free-list slot.
+    /// TCP flows' pages are backed), index slots (as many as the index grows to), free-list
+    /// slot.
     pub(crate) fn bytes_per_flow(&self) -> usize {
         core::mem::size_of::<FlowEntry>()
             + self.timing.len() * core::mem::size_of::<TcpTiming>() / self.capacity
-            + self.slots.len() * core::mem::size_of::<u32>() / self.capacity
+            + self.max_slots * core::mem::size_of::<u32>() / self.capacity
             + core::mem::size_of::<u32>()
     }
 
@@ -257,6 +285,9 @@ impl FlowTable {
     /// Panics if the table is full: callers evict first (a broken invariant otherwise).
     pub(crate) fn insert(&mut self, key: &FlowKey, hash: u64) -> u32 {
         assert!(!self.is_full(), "flow table insert while full");
+        if (self.len + 1) * 2 > self.slots.len() && self.slots.len() < self.max_slots {
+            self.grow();
+        }
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -269,18 +300,28 @@ impl FlowTable {
                 (self.used - 1) as u32
             }
         };
-        let mut pos = home_bits(hash) & self.mask;
-        let mut distance = 0;
-        while self.slots[pos] != 0 {
-            pos = (pos + 1) & self.mask;
-            distance += 1;
-        }
-        self.slots[pos] = slot_value(hash_tag(hash), idx, distance);
+        place(&mut self.slots, self.mask, hash, idx);
         let e = &mut self.entries[idx as usize];
         e.key = *key;
         e.live = 1;
         self.len += 1;
         idx
+    }
+
+    /// Doubles the index and indexes every live entry again (in slab order, reading each
+    /// key's line once, sequentially).
+    #[cold]
+    fn grow(&mut self) {
+        let nslots = self.slots.len() * 2;
+        let mask = nslots - 1;
+        let mut slots = Mapped::zeroed(nslots, INDEX_PAGES);
+        for (idx, e) in self.entries[..self.used].iter().enumerate() {
+            if e.live != 0 {
+                place(&mut slots, mask, e.key.hash(), idx as u32);
+            }
+        }
+        self.slots = slots;
+        self.mask = mask;
     }
 
     /// Unindexes and unschedules an entry and returns it to the free list.
@@ -435,8 +476,11 @@ impl FlowTable {
         self.wides.clear();
         self.free.clear();
         // A fresh zeroed allocation is lazily mapped; filling the old one would touch every
-        // page of the index (32 MiB at the default capacity) even for a handful of flows.
-        self.slots = Mapped::zeroed(self.slots.len(), INDEX_PAGES);
+        // page of the index (up to 32 MiB at the default capacity) even for a handful of
+        // flows. It starts small again, as a new table's.
+        let nslots = self.max_slots.min(INITIAL_SLOTS);
+        self.slots = Mapped::zeroed(nslots, INDEX_PAGES);
+        self.mask = nslots - 1;
         self.wheel.fill(NIL);
         self.wheel_occupied = [0; WHEEL_SLOTS / 64];
         self.len = 0;
@@ -632,6 +676,53 @@ mod tests {
             t.slots.iter().any(|&s| s != 0 && tag_distance(s) == FAR),
             "some occupant was far from home"
         );
+    }
+
+    #[test]
+    fn index_grows_with_the_flows_and_keeps_them() {
+        let capacity = 100_000;
+        let mut t = FlowTable::new(capacity, false);
+        assert_eq!(t.slots.len(), INITIAL_SLOTS);
+        let per_flow = t.bytes_per_flow();
+        let mut idx = Vec::new();
+        for i in 0..capacity as u32 {
+            let k = key(i);
+            let e = t.insert(&k, k.hash());
+            t.schedule(e, 0);
+            idx.push(e);
+            // Never above half full, never grown ahead of the flows.
+            assert!(
+                t.len() * 2 <= t.slots.len(),
+                "{} flows, {} slots",
+                t.len(),
+                t.slots.len()
+            );
+            assert!(t.slots.len() == INITIAL_SLOTS || t.len() * 4 > t.slots.len());
+            if i % 20_000 == 7 {
+                // Entries freed before a growth are not indexed again.
+                t.remove(e);
+                idx.pop();
+                let again = t.insert(&k, k.hash());
+                t.schedule(again, 0);
+                idx.push(again);
+            }
+        }
+        assert_eq!(t.slots.len(), 262_144, "twice the capacity, a power of two");
+        check_index(&t);
+        for i in (0..capacity).step_by(3) {
+            t.remove(idx[i]);
+        }
+        for (i, &e) in idx.iter().enumerate() {
+            let k = key(i as u32);
+            assert_eq!(t.find(&k, k.hash()), (i % 3 != 0).then_some(e), "key {i}");
+        }
+        check_index(&t);
+        // What the summary reports does not depend on how far the index has grown.
+        assert_eq!(t.bytes_per_flow(), per_flow);
+        t.clear();
+        assert_eq!(t.slots.len(), INITIAL_SLOTS);
+        let e = t.insert(&key(5), key(5).hash());
+        assert_eq!(t.find(&key(5), key(5).hash()), Some(e));
     }
 
     #[test]
