@@ -115,6 +115,18 @@ pub struct Output {
     pub streams: Vec<StreamRecord>,
 }
 
+impl Output {
+    /// Records held (calls and streams).
+    pub fn len(&self) -> usize {
+        self.calls.len() + self.streams.len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.streams.is_empty()
+    }
+}
+
 #[derive(Debug)]
 struct Call {
     id: Box<str>,
@@ -333,15 +345,34 @@ impl Tracker {
     /// Writes everything still held; calls in progress (not yet ended by BYE, CANCEL or a
     /// failure) end as `reason` (`shutdown` when a live monitor stops).
     pub fn finish_as(&mut self, reason: &'static str, out: &mut Output) {
+        self.finish_in_parts(reason, out, usize::MAX, |_| {});
+    }
+
+    /// [`Tracker::finish_as`] in parts: `part(out)` is called each time `out` holds `records`
+    /// records or more, to take them away, so that the records of a full table are never
+    /// all held at once (100,000 calls in progress and their streams were 1.4 GB).
+    pub fn finish_in_parts(
+        &mut self,
+        reason: &'static str,
+        out: &mut Output,
+        records: usize,
+        mut part: impl FnMut(&mut Output),
+    ) {
         for slot in 0..self.calls.len() as u32 {
             let open = match &self.calls[slot as usize] {
                 Some(c) => c.end_ns.is_none(),
                 None => continue,
             };
             self.close_call(slot, open.then_some(reason), out);
+            if out.len() >= records {
+                part(out);
+            }
         }
         for slot in 0..self.streams.len() as u32 {
             self.close_stream(slot, out);
+            if out.len() >= records {
+                part(out);
+            }
         }
     }
 
