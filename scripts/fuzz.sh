@@ -19,7 +19,8 @@
 # no panic or overflow, every packet counted in a flow is in exactly one record).
 # sip_message (any bytes as a SIP datagram through the parser, its SDP and a small call table),
 # sdp_body (any bytes as an SDP body), rtp_stream (any bytes cut into RTP/RTCP datagrams at
-# times that jump or go back, through a small call table's stream statistics).
+# times that jump or go back, in batches through a small call table's prefetching path,
+# `on_packets`, as `rtp_calls` feeds it).
 # dns_message (any bytes as a DNS message over UDP and as a TCP stream through the framer and
 # a small joiner: no panic, sections within their counts, names within their bound), tls_hello
 # (any bytes as the start of a TCP direction, whole and in segments, and as a hello body: no

@@ -1,10 +1,13 @@
-//! Fuzzes RTP and RTCP parsing and stream statistics: the input is cut into datagrams (a
-//! length byte, then that many bytes) sent from two endpoints at times that may jump or go
-//! back. Nothing may panic or overflow; every stream written has at least one packet.
+//! Fuzzes RTP and RTCP parsing and stream statistics through the path `rtp_calls` uses,
+//! batches of packets ([`Tracker::on_packets`], with its prefetching pipeline): the input is
+//! cut into datagrams (a length byte, then that many bytes) sent from two endpoints at times
+//! that may jump or go back, some of them TCP or undecoded packets; a datagram whose length
+//! byte is a multiple of 7 ends the batch. Nothing may panic or overflow; every stream
+//! written has at least one packet, and the counts add up.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use trawl_voip::{rtp, Output, Tracker, TrackerConfig};
+use trawl_voip::{rtp, Datagram, Output, PacketKind, Tracker, TrackerConfig};
 
 fuzz_target!(|data: &[u8]| {
     let cfg = TrackerConfig {
@@ -18,6 +21,9 @@ fuzz_target!(|data: &[u8]| {
     let mut rest = data;
     let mut ts = 0u64;
     let mut report = rtp::Rtcp::default();
+    let mut batch: Vec<Datagram<'_>> = Vec::new();
+    let mut before_calls = 0;
+    let mut taken = 0;
     while let Some((&len, tail)) = rest.split_first() {
         let n = (len as usize).min(tail.len());
         let (pkt, next) = tail.split_at(n);
@@ -28,8 +34,22 @@ fuzz_target!(|data: &[u8]| {
         let _ = rtp::parse_rtp(pkt);
         rtp::parse_rtcp(pkt, &mut report);
         let (src, dst) = if len % 3 == 0 { (b, a) } else { (a, b) };
-        table.on_udp(ts, src, dst, pkt, &mut out);
+        let kind = match len % 11 {
+            5 => PacketKind::Other,
+            9 => PacketKind::Ignored,
+            _ => PacketKind::Media,
+        };
+        batch.push(Datagram { ts_ns: ts, src, dst, payload: pkt, kind });
+        if len % 7 == 0 || rest.is_empty() {
+            table.on_packets(&batch, &mut out, |_, _, _| before_calls += 1);
+            taken += batch.len();
+            batch.clear();
+        }
     }
+    // Each packet is taken once, after its `before`.
+    assert_eq!(before_calls, taken);
+    let rtp_packets = table.stats().rtp_packets;
     table.finish(&mut out);
     assert!(out.streams.iter().all(|s| s.packets >= 1));
+    assert!(out.streams.iter().map(|s| s.packets).sum::<u64>() <= rtp_packets);
 });

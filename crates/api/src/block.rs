@@ -71,7 +71,7 @@ impl Block for HttpApi {
             if let (Some(calls), Ok(mut held)) =
                 (msg.get::<Events>(), server.state.active_calls.lock())
             {
-                held.0 = Some(calls.events.iter().map(|e| e.json.clone()).collect());
+                held.0 = Some(calls.iter().map(|e| e.to_event().json).collect());
             }
             return;
         }

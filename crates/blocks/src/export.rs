@@ -277,11 +277,13 @@ impl FlowExport {
             return;
         };
         let alarms: Vec<Alarm> = b
-            .events
             .iter()
-            .map(|e| Alarm {
-                ts_ns: e.ts_ns,
-                json: e.json.clone(),
+            .map(|e| {
+                let e = e.to_event();
+                Alarm {
+                    ts_ns: e.ts_ns,
+                    json: e.json,
+                }
             })
             .collect();
         hub.push_alarms(&alarms);

@@ -21,7 +21,7 @@ use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, PathSetting, Ti
 
 use crate::messages::{Events, EVENTS};
 use crate::output::{FileMode, OutputFile, TimeFormat};
-use crate::write::{rfc3339_instants, REOPEN_CHECK};
+use crate::write::REOPEN_CHECK;
 
 /// One hour in nanoseconds.
 pub const HOUR_NS: u64 = 3_600 * 1_000_000_000;
@@ -222,25 +222,21 @@ impl Block for HourlyWriter {
             return;
         };
         let rfc3339_times = self.rfc3339_times;
-        for e in &b.events {
-            let hour = hour_start(e.ts_ns);
+        for e in b.iter() {
+            let ts_ns = e.ts_ns();
+            let hour = hour_start(ts_ns);
             let o = match self.file_of(hour) {
                 Ok(o) => o,
                 Err(err) => return ctx.fail(err),
             };
             o.written_at = Instant::now();
             let buf = o.out.buf();
-            // Writing JSON into a Vec cannot fail.
-            let _ = if rfc3339_times {
-                serde_json::to_writer(&mut *buf, &rfc3339_instants(&e.json))
-            } else {
-                serde_json::to_writer(&mut *buf, &e.json)
-            };
+            e.write_json(rfc3339_times, buf);
             buf.push(b'\n');
             // Only a line that moves time on closes files (a late line's file waits for the
             // batch's end: several late lines of a burst are written into it at once).
-            if e.ts_ns > self.newest_ns {
-                self.newest_ns = e.ts_ns;
+            if ts_ns > self.newest_ns {
+                self.newest_ns = ts_ns;
                 if self.newest_ns >= self.next_close_ns {
                     self.close_finished(ctx);
                 }

@@ -320,11 +320,127 @@ impl Payload for SeriesBatch {
     }
 }
 
-/// Events of monitoring applications (alarms, reports), each one JSON object.
+/// Events of monitoring applications (alarms, reports, call records), each one JSON object:
+/// as a `serde_json::Value` ([`Events::events`]) or already written as JSON text
+/// ([`Events::lines`]: records of which a run writes millions, `rtp_calls`'). Readers take
+/// both through [`Events::iter`].
 #[derive(Default)]
 pub struct Events {
     /// The events, oldest first.
     pub events: Vec<Event>,
+    /// Events written as JSON text, after [`Events::events`].
+    pub lines: JsonLines,
+}
+
+impl Events {
+    /// Empties both lists (a pooled batch being refilled).
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.lines.clear();
+    }
+
+    /// Every event, those of [`Events::events`] first.
+    pub fn iter(&self) -> impl Iterator<Item = EventRef<'_>> {
+        self.events.iter().map(EventRef::Value).chain(
+            self.lines
+                .iter()
+                .map(|(ts_ns, json)| EventRef::Text(ts_ns, json)),
+        )
+    }
+}
+
+/// Events as JSON text: objects back to back in one buffer, each with its time.
+#[derive(Default)]
+pub struct JsonLines {
+    bytes: Vec<u8>,
+    /// Per event: its time and where its text ends in `bytes`.
+    ends: Vec<(u64, usize)>,
+}
+
+impl JsonLines {
+    /// Adds an event of time `ts_ns` whose JSON object `write` appends to the buffer it is
+    /// given (one object, no newline).
+    pub fn push(&mut self, ts_ns: u64, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.bytes);
+        self.ends.push((ts_ns, self.bytes.len()));
+    }
+
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes of text held.
+    pub fn text_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Removes them all (the buffers keep their capacity).
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Each event's time and text.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&(_, end)| end));
+        self.ends
+            .iter()
+            .zip(starts)
+            .map(|(&(ts_ns, end), start)| (ts_ns, &self.bytes[start..end]))
+    }
+}
+
+/// One event of [`Events`], in either form.
+#[derive(Clone, Copy, Debug)]
+pub enum EventRef<'a> {
+    /// An event held as a `Value`.
+    Value(&'a Event),
+    /// An event held as JSON text (its time, its object).
+    Text(u64, &'a [u8]),
+}
+
+impl EventRef<'_> {
+    /// Packet time the event refers to (ns).
+    pub fn ts_ns(&self) -> u64 {
+        match self {
+            EventRef::Value(e) => e.ts_ns,
+            EventRef::Text(ts_ns, _) => *ts_ns,
+        }
+    }
+
+    /// The event as a [`Event`] (text is parsed: for readers of a few events, such as the
+    /// alarm store; writers use [`EventRef::write_json`]).
+    pub fn to_event(&self) -> Event {
+        match self {
+            EventRef::Value(e) => (*e).clone(),
+            EventRef::Text(ts_ns, text) => Event {
+                ts_ns: *ts_ns,
+                json: serde_json::from_slice(text).unwrap_or_default(),
+            },
+        }
+    }
+
+    /// Appends the event's JSON object (no newline), with its top-level `*_ns` integers as
+    /// RFC 3339 text when `rfc3339_times` (`time_format = "rfc3339"`).
+    pub fn write_json(&self, rfc3339_times: bool, out: &mut Vec<u8>) {
+        // Writing JSON into a Vec cannot fail.
+        match (self, rfc3339_times) {
+            (EventRef::Value(e), false) => {
+                let _ = serde_json::to_writer(&mut *out, &e.json);
+            }
+            (EventRef::Value(e), true) => {
+                let _ = serde_json::to_writer(&mut *out, &crate::write::rfc3339_instants(&e.json));
+            }
+            (EventRef::Text(_, text), false) => out.extend_from_slice(text),
+            (EventRef::Text(_, text), true) => crate::write::rfc3339_instants_text(text, out),
+        }
+    }
 }
 
 /// One event.
@@ -338,7 +454,7 @@ pub struct Event {
 
 impl Payload for Events {
     fn items(&self) -> usize {
-        self.events.len()
+        self.events.len() + self.lines.len()
     }
 }
 

@@ -236,7 +236,7 @@ impl Block for AlarmStore {
         self.alarms.clear();
         let iface = self.iface.as_deref();
         self.alarms
-            .extend(b.events.iter().map(|e| alarm_of(e, iface)));
+            .extend(b.iter().map(|e| alarm_of(&e.to_event(), iface)));
         if let Err(e) = self.writer.append(&self.alarms) {
             return ctx.fail(format_args!("alarms of {}: {e}", self.dir.display()));
         }

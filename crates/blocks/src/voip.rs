@@ -24,13 +24,76 @@ use tcp::{Placed, TcpStreams};
 /// Gates carrying [`SipBatch`].
 pub const SIP: MsgType = MsgType::of::<SipBatch>("sip");
 
-/// The SIP messages found in one packet batch, in packet order (one per batch, even empty).
+/// The SIP messages found in one packet batch, in packet order (one per batch, even empty),
+/// and what each packet of the batch decoded to.
 #[derive(Default)]
 pub struct SipBatch {
     /// The messages.
     pub events: Vec<SipEvent>,
     /// From live capture (receivers may move their clocks on by wall time when it is quiet).
     pub live: bool,
+    /// One per packet of the batch, in order: `rtp_calls` takes the packets' transport from
+    /// here instead of decoding them a second time (bench/RESULTS.md, "VoIP").
+    pub transports: Vec<PacketTransport>,
+}
+
+/// A packet's transport as `sip` decoded it, for `rtp_calls`: the endpoints, where the
+/// payload lies in the packet's bytes, and what the call table does with the packet.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketTransport {
+    /// Source address and port.
+    pub src: SocketAddr,
+    /// Destination address and port.
+    pub dst: SocketAddr,
+    /// Offset of the transport payload in the captured bytes.
+    pub start: u32,
+    /// Its length.
+    pub len: u32,
+    /// UDP that is not SIP ([`PacketKind::Media`]), TCP or SIP ([`PacketKind::Other`]), or
+    /// not decoded ([`PacketKind::Ignored`]).
+    pub kind: PacketKind,
+}
+
+impl PacketTransport {
+    /// What a packet decodes to (`transport`'s answer about `data`).
+    fn of(data: &[u8], t: Option<&Transport<'_>>, looks_like_sip: bool) -> PacketTransport {
+        let any = SocketAddr::from(([0, 0, 0, 0], 0));
+        match t {
+            Some(t) => PacketTransport {
+                src: t.src,
+                dst: t.dst,
+                // The payload is a part of `data` (maybe of a tunnel's inner packet in it).
+                start: (t.payload.as_ptr() as usize - data.as_ptr() as usize) as u32,
+                len: t.payload.len() as u32,
+                kind: if !t.tcp && !looks_like_sip {
+                    PacketKind::Media
+                } else {
+                    PacketKind::Other
+                },
+            },
+            None => PacketTransport {
+                src: any,
+                dst: any,
+                start: 0,
+                len: 0,
+                kind: PacketKind::Ignored,
+            },
+        }
+    }
+
+    /// The packet as the call table takes it.
+    #[inline]
+    fn datagram<'a>(&self, pkt: &PacketRecord<'a>) -> Datagram<'a> {
+        let start = (self.start as usize).min(pkt.data.len());
+        let end = (start + self.len as usize).min(pkt.data.len());
+        Datagram {
+            ts_ns: pkt.ts_ns,
+            src: self.src,
+            dst: self.dst,
+            payload: &pkt.data[start..end],
+            kind: self.kind,
+        }
+    }
 }
 
 impl Payload for SipBatch {
@@ -169,6 +232,20 @@ fn decoded_transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Opt
     None
 }
 
+/// A packet's transport ([`transport`]) and what `rtp_calls` does with it: what `sip`
+/// decodes once for both.
+fn decode_packet<'a>(
+    pkt: &PacketRecord<'a>,
+    d: &mut Decoded,
+) -> (Option<Transport<'a>>, PacketTransport) {
+    let t = transport(pkt.link_type, pkt.data, d);
+    let is_sip = t
+        .as_ref()
+        .is_some_and(|t| !t.tcp && sip::looks_like_sip(t.payload));
+    let decoded = PacketTransport::of(pkt.data, t.as_ref(), is_sip);
+    (t, decoded)
+}
+
 /// The T-PDU of a GTPv1-U G-PDU (message type 255), after the optional fields and extension
 /// headers.
 fn gtp_u_payload(b: &[u8]) -> Option<&[u8]> {
@@ -212,6 +289,8 @@ pub struct SipBlock {
     websocket: Option<Counter>,
     /// A WebSocket message's payload, unmasked.
     ws_message: Vec<u8>,
+    /// The transports of the batch's packets so far.
+    transports: Vec<PacketTransport>,
 }
 
 /// Settings of `sip`.
@@ -270,6 +349,7 @@ impl Block for SipBlock {
             tcp_gaps: None,
             websocket: None,
             ws_message: Vec::new(),
+            transports: Vec::new(),
         })
     }
 
@@ -298,6 +378,8 @@ impl Block for SipBlock {
         let batch = slot.get_mut();
         batch.events.clear();
         batch.events.append(&mut self.out);
+        std::mem::swap(&mut batch.transports, &mut self.transports);
+        self.transports.clear();
         batch.live = packets.live;
         ctx.emit(0, slot.into_msg());
         if ctx.is_connected(1) {
@@ -308,11 +390,14 @@ impl Block for SipBlock {
 
 impl SipBlock {
     fn packet(&mut self, pkt: &PacketRecord<'_>) {
-        let Some(t) = transport(pkt.link_type, pkt.data, &mut self.decoded) else {
+        let (t, decoded) = decode_packet(pkt, &mut self.decoded);
+        self.transports.push(decoded);
+        let Some(t) = t else {
             return;
         };
         if !t.tcp {
-            if sip::looks_like_sip(t.payload) {
+            // UDP the call table does not take as media is SIP.
+            if decoded.kind == PacketKind::Other {
                 match sip::parse(t.payload) {
                     Ok(m) => self
                         .out
@@ -519,6 +604,9 @@ impl RtpCallsSettings {
     }
 }
 
+/// Records per message when the calls in progress are written at the end of the input.
+const RECORDS_PER_BATCH: usize = 4096;
+
 /// How often `rtp_calls` sends the calls in progress and moves an idle live clock on.
 const TICK: Duration = Duration::from_secs(1);
 
@@ -634,7 +722,12 @@ impl Block for RtpCalls {
             let (p, s) = (self.packets.pop_front(), self.sips.pop_front());
             self.pair(p.as_ref(), s.as_ref());
         }
-        self.tracker.finish_as(self.open_at_end, &mut self.out);
+        // The calls in progress are written in parts, each sent on before the next is made.
+        let (out, pool) = (&mut self.out, &mut self.pool);
+        self.tracker
+            .finish_in_parts(self.open_at_end, out, RECORDS_PER_BATCH, |out| {
+                Self::send_records(out, pool, ctx)
+            });
         self.send(ctx);
     }
 }
@@ -653,29 +746,17 @@ impl RtpCalls {
             }
             let batch = packets.batch();
             let mut datagrams = Vec::with_capacity(batch.len());
-            for pkt in batch.iter() {
-                let any = || SocketAddr::from(([0, 0, 0, 0], 0));
-                let d = match transport(pkt.link_type, pkt.data, &mut self.decoded) {
-                    Some(t) => Datagram {
-                        ts_ns: pkt.ts_ns,
-                        src: t.src,
-                        dst: t.dst,
-                        payload: t.payload,
-                        kind: if !t.tcp && !sip::looks_like_sip(t.payload) {
-                            PacketKind::Media
-                        } else {
-                            PacketKind::Other
-                        },
-                    },
-                    None => Datagram {
-                        ts_ns: pkt.ts_ns,
-                        src: any(),
-                        dst: any(),
-                        payload: &[],
-                        kind: PacketKind::Ignored,
-                    },
-                };
-                datagrams.push(d);
+            let decoded = sip
+                .and_then(|m| m.get::<SipBatch>())
+                .map_or(&[][..], |b| &b.transports[..]);
+            if decoded.len() == batch.len() {
+                datagrams.extend(batch.iter().zip(decoded).map(|(p, t)| t.datagram(&p)));
+            } else {
+                // No `sip` batch of these packets (an input ended early): decode them here.
+                for pkt in batch.iter() {
+                    let (_, t) = decode_packet(&pkt, &mut self.decoded);
+                    datagrams.push(t.datagram(&pkt));
+                }
             }
             // The table prefetches its streams a few packets ahead (Tracker::on_packets).
             self.tracker
@@ -710,28 +791,42 @@ impl RtpCalls {
 
     fn send(&mut self, ctx: &mut Ctx<'_>) {
         self.update_counters();
-        if !self.out.calls.is_empty() {
-            let events = self.out.calls.drain(..).map(|c| Event {
-                ts_ns: c.end_ns,
-                json: serde_json::to_value(&c).unwrap_or_default(),
-            });
-            let msg = Self::batch(&mut self.pool, events);
-            ctx.emit(0, msg);
+        Self::send_records(&mut self.out, &mut self.pool, ctx);
+    }
+
+    /// Sends the records in `out` as JSON text, calls on gate 0 and streams on gate 1, each
+    /// written straight from its record (no `serde_json::Value`: bench/RESULTS.md, "VoIP").
+    fn send_records(out: &mut Output, pool: &mut Pool<Events>, ctx: &mut Ctx<'_>) {
+        if !out.calls.is_empty() {
+            if ctx.is_connected(0) {
+                let mut slot = pool.take();
+                let batch = slot.get_mut();
+                batch.clear();
+                for c in &out.calls {
+                    batch.lines.push(c.end_ns, |buf| c.write_json(buf));
+                }
+                ctx.emit(0, slot.into_msg());
+            }
+            out.calls.clear();
         }
-        if !self.out.streams.is_empty() {
-            let events = self.out.streams.drain(..).map(|s| Event {
-                ts_ns: s.last_ns,
-                json: serde_json::to_value(&s).unwrap_or_default(),
-            });
-            let msg = Self::batch(&mut self.pool, events);
-            ctx.emit(1, msg);
+        if !out.streams.is_empty() {
+            if ctx.is_connected(1) {
+                let mut slot = pool.take();
+                let batch = slot.get_mut();
+                batch.clear();
+                for st in &out.streams {
+                    batch.lines.push(st.last_ns, |buf| st.write_json(buf));
+                }
+                ctx.emit(1, slot.into_msg());
+            }
+            out.streams.clear();
         }
     }
 
     fn batch(pool: &mut Pool<Events>, events: impl Iterator<Item = Event>) -> Msg {
         let mut slot = pool.take();
         let out = slot.get_mut();
-        out.events.clear();
+        out.clear();
         out.events.extend(events);
         slot.into_msg()
     }

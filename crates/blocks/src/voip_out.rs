@@ -8,7 +8,7 @@ use trawl_compose::{Block, BuildEnv, Ctx, GateDef, Msg, PathSetting, TimerId};
 
 use crate::messages::{Events, EVENTS};
 use crate::output::{FileMode, OutputFile, TimeFormat};
-use crate::write::{rfc3339_instants, REOPEN_CHECK};
+use crate::write::REOPEN_CHECK;
 
 /// Writes events into `DIR/PREFIX-YYYY-MM-DD.jsonl`, the day (UTC) of each event's time.
 pub struct DailyWriter {
@@ -93,8 +93,8 @@ impl Block for DailyWriter {
         let Some(b) = msg.get::<Events>() else {
             return;
         };
-        for e in &b.events {
-            let day = day_of(e.ts_ns);
+        for e in b.iter() {
+            let day = day_of(e.ts_ns());
             if let Err(err) = self.switch_to(&day) {
                 return ctx.fail(err);
             }
@@ -102,12 +102,7 @@ impl Block for DailyWriter {
                 return;
             };
             let buf = out.buf();
-            // Writing JSON into a Vec cannot fail.
-            let _ = if self.rfc3339_times {
-                serde_json::to_writer(&mut *buf, &rfc3339_instants(&e.json))
-            } else {
-                serde_json::to_writer(&mut *buf, &e.json)
-            };
+            e.write_json(self.rfc3339_times, buf);
             buf.push(b'\n');
         }
         // Calls end a few a second: flush every batch, as event_writer does.

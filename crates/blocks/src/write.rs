@@ -303,14 +303,9 @@ impl Block for EventFileWriter {
         let Some(b) = msg.get::<Events>() else {
             return;
         };
-        for e in &b.events {
+        for e in b.iter() {
             let buf = self.out.buf();
-            // Writing JSON into a Vec cannot fail.
-            let _ = if self.rfc3339_times {
-                serde_json::to_writer(&mut *buf, &rfc3339_instants(&e.json))
-            } else {
-                serde_json::to_writer(&mut *buf, &e.json)
-            };
+            e.write_json(self.rfc3339_times, buf);
             buf.push(b'\n');
         }
         // Events are rare and wanted at once: flush every batch.
@@ -493,6 +488,62 @@ fn write_failed(path: &str, e: std::io::Error, ctx: &mut Ctx<'_>) {
     }
 }
 
+/// [`rfc3339_instants`] on an event written as JSON text (an object whose keys need no
+/// escaping, as `rtp_calls` writes them): the same bytes as parsing it, converting and writing
+/// it again, but without the `Value` and without a float parsed back (which might not come
+/// back to the same bits).
+pub(crate) fn rfc3339_instants_text(text: &[u8], out: &mut Vec<u8>) {
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                let end = string_end(text, i);
+                out.extend_from_slice(&text[i..end]);
+                i = end;
+                // A key of the top level naming an instant, and its value an integer.
+                if depth == 1 && text[..end].ends_with(b"_ns\"") && text.get(i) == Some(&b':') {
+                    let digits = text[i + 1..]
+                        .iter()
+                        .take_while(|b| b.is_ascii_digit())
+                        .count();
+                    let after = text.get(i + 1 + digits);
+                    let ns = std::str::from_utf8(&text[i + 1..i + 1 + digits])
+                        .ok()
+                        .and_then(|d| d.parse::<u64>().ok());
+                    if let (Some(ns), Some(b',' | b'}')) = (ns, after) {
+                        out.extend_from_slice(b":\"");
+                        out.extend_from_slice(
+                            trawl_time::rfc3339(ns, trawl_time::Zone::Utc, true).as_bytes(),
+                        );
+                        out.push(b'"');
+                        i += 1 + digits;
+                    }
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        out.push(text[i]);
+        i += 1;
+    }
+}
+
+/// Where the JSON string starting at `text[start]` (a quote) ends: after its closing quote.
+fn string_end(text: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    while i < text.len() {
+        match text[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    text.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,5 +599,53 @@ mod tests {
             })
             .collect();
         assert_eq!(names, [None, Some("eth0".to_string()), None]);
+    }
+
+    /// The text path gives the bytes of the `Value` path, on records as `rtp_calls` writes
+    /// them and on objects with instants in strings, nested objects and other numbers.
+    #[test]
+    fn rfc3339_instants_text_is_the_value_path() {
+        let mut texts: Vec<String> = vec![
+            r#"{"a_ns":0,"b":{"c_ns":5},"d_ns":-3,"e_ns":1.5,"f":"\"g_ns\":7","h_ns":18446744073709551615,"i_ns":[1],"j_ns":null}"#.into(),
+            r#"{"x\\_ns":1,"y_ns":"2026","z_ns":1795823999999000001}"#.into(),
+            "{}".into(),
+        ];
+        let call = trawl_voip::CallRecord {
+            call_id: "c\"1".into(),
+            from: "sip:a@b".into(),
+            from_display: "A_ns\":1".into(),
+            from_user: String::new(),
+            to: String::new(),
+            to_display: String::new(),
+            to_user: String::new(),
+            caller: "10.0.0.1:5060".into(),
+            callee: "10.0.0.2:5060".into(),
+            caller_agent: String::new(),
+            callee_agent: String::new(),
+            tcp: false,
+            invite_ns: 1_795_823_999_999_000_001,
+            ringing_ns: None,
+            answer_ns: Some(1_795_824_000_000_000_000),
+            end_ns: 0,
+            setup_ms: None,
+            answer_ms: Some(0.5),
+            duration_ms: 1.0 / 3.0,
+            end_reason: "timeout",
+            status: 200,
+            reinvites: 0,
+            streams: 0,
+            rtp_packets: 0,
+            worst_mos: None,
+        };
+        let mut out = Vec::new();
+        call.write_json(&mut out);
+        texts.push(String::from_utf8(out).unwrap());
+        for text in &texts {
+            let value: serde_json::Value = serde_json::from_str(text).unwrap();
+            let want = serde_json::to_string(&rfc3339_instants(&value)).unwrap();
+            let mut got = Vec::new();
+            rfc3339_instants_text(text.as_bytes(), &mut got);
+            assert_eq!(String::from_utf8(got).unwrap(), want, "{text}");
+        }
     }
 }

@@ -33,6 +33,7 @@ mod error;
 mod event;
 mod hash;
 mod index;
+mod json;
 pub mod lookup;
 mod record;
 pub mod rtp;

@@ -115,6 +115,18 @@ pub struct Output {
     pub streams: Vec<StreamRecord>,
 }
 
+impl Output {
+    /// Records held (calls and streams).
+    pub fn len(&self) -> usize {
+        self.calls.len() + self.streams.len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty() && self.streams.is_empty()
+    }
+}
+
 #[derive(Debug)]
 struct Call {
     id: Box<str>,
@@ -159,10 +171,19 @@ struct Stream {
     /// Cached clock rate of `last_pt`.
     last_pt: u8,
     last_rate: u32,
-    rtcp_reports: u32,
-    rtcp_lost: Option<i32>,
-    rtcp_fraction: Option<u8>,
-    rtcp_jitter: Option<u32>,
+    /// What RTCP said about the stream: most streams of a busy link never get a report, and
+    /// every RTP packet reads the stream's other lines, so this lives apart (464 bytes a
+    /// stream with it inline, 416 without, on x86-64).
+    rtcp: Option<Box<RtcpState>>,
+}
+
+/// RTCP's reports about a stream ([`Stream::rtcp`]).
+#[derive(Debug, Default)]
+struct RtcpState {
+    reports: u32,
+    lost: Option<i32>,
+    fraction: Option<u8>,
+    jitter: Option<u32>,
     rtt_ms: Option<f64>,
     /// Last SR this source sent: (NTP middle 32 bits, capture time).
     last_sr: Option<(u32, u64)>,
@@ -333,15 +354,34 @@ impl Tracker {
     /// Writes everything still held; calls in progress (not yet ended by BYE, CANCEL or a
     /// failure) end as `reason` (`shutdown` when a live monitor stops).
     pub fn finish_as(&mut self, reason: &'static str, out: &mut Output) {
+        self.finish_in_parts(reason, out, usize::MAX, |_| {});
+    }
+
+    /// [`Tracker::finish_as`] in parts: `part(out)` is called each time `out` holds `records`
+    /// records or more, to take them away, so that the records of a full table are never
+    /// all held at once (100,000 calls in progress and their streams were 1.4 GB).
+    pub fn finish_in_parts(
+        &mut self,
+        reason: &'static str,
+        out: &mut Output,
+        records: usize,
+        mut part: impl FnMut(&mut Output),
+    ) {
         for slot in 0..self.calls.len() as u32 {
             let open = match &self.calls[slot as usize] {
                 Some(c) => c.end_ns.is_none(),
                 None => continue,
             };
             self.close_call(slot, open.then_some(reason), out);
+            if out.len() >= records {
+                part(out);
+            }
         }
         for slot in 0..self.streams.len() as u32 {
             self.close_stream(slot, out);
+            if out.len() >= records {
+                part(out);
+            }
         }
     }
 
@@ -800,12 +840,7 @@ impl Tracker {
             stats: StreamStats::default(),
             last_pt: 255,
             last_rate: 0,
-            rtcp_reports: 0,
-            rtcp_lost: None,
-            rtcp_fraction: None,
-            rtcp_jitter: None,
-            rtt_ms: None,
-            last_sr: None,
+            rtcp: None,
         };
         let slot = match self.free_streams.pop() {
             Some(s) => {
@@ -892,7 +927,7 @@ impl Tracker {
         for i in 0..self.rtcp.sender_reports.len() {
             let (ssrc, ntp) = self.rtcp.sender_reports[i];
             if let Some(s) = self.stream_of_ssrc(ssrc) {
-                s.last_sr = Some((ntp, ts_ns));
+                s.rtcp.get_or_insert_default().last_sr = Some((ntp, ts_ns));
             }
         }
         for i in 0..self.rtcp.reports.len() {
@@ -900,10 +935,11 @@ impl Tracker {
             let Some(s) = self.stream_of_ssrc(r.source) else {
                 continue;
             };
-            s.rtcp_reports += 1;
-            s.rtcp_lost = Some(r.cumulative_lost);
-            s.rtcp_fraction = Some(r.fraction_lost);
-            s.rtcp_jitter = Some(r.jitter);
+            let s = s.rtcp.get_or_insert_default();
+            s.reports += 1;
+            s.lost = Some(r.cumulative_lost);
+            s.fraction = Some(r.fraction_lost);
+            s.jitter = Some(r.jitter);
             if let Some((ntp, sr_ns)) = s.last_sr {
                 if r.lsr != 0 && r.lsr == ntp && ts_ns >= sr_ns {
                     let dlsr_ns = r.dlsr as u64 * SECOND / 65536;
@@ -1044,7 +1080,9 @@ fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
     };
     // One-way delay: half the RTCP round trip when known, plus a jitter buffer of twice the
     // largest jitter and one 20 ms packet of packetisation.
-    let delay = s.rtt_ms.map_or(0.0, |r| r / 2.0) + 2.0 * st.jitter_max_ms + 20.0;
+    let rtcp = s.rtcp.as_deref();
+    let rtt_ms = rtcp.and_then(|r| r.rtt_ms);
+    let delay = rtt_ms.map_or(0.0, |r| r / 2.0) + 2.0 * st.jitter_max_ms + 20.0;
     let clock = codec::clock_rate(pt, mapped);
     StreamRecord {
         call_id: call.map(|c| c.id.to_string()),
@@ -1075,14 +1113,14 @@ fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
         size_max: st.size.max as u32,
         size_mean: st.size.mean(),
         size_std: st.size.std(),
-        rtcp_reports: s.rtcp_reports,
-        rtcp_lost: s.rtcp_lost,
-        rtcp_fraction_lost: s.rtcp_fraction.map(|f| f as f64 / 256.0),
-        rtcp_jitter_ms: s
-            .rtcp_jitter
+        rtcp_reports: rtcp.map_or(0, |r| r.reports),
+        rtcp_lost: rtcp.and_then(|r| r.lost),
+        rtcp_fraction_lost: rtcp.and_then(|r| r.fraction).map(|f| f as f64 / 256.0),
+        rtcp_jitter_ms: rtcp
+            .and_then(|r| r.jitter)
             .filter(|_| clock != 0)
             .map(|j| j as f64 * 1000.0 / clock as f64),
-        rtt_ms: s.rtt_ms,
+        rtt_ms,
         mos: (codec::mos(&codec, loss_pct, delay) * 100.0).round() / 100.0,
     }
 }

@@ -110,7 +110,7 @@ impl Block for Collect {
             c.clocks.push(f.clock_ns);
         }
         if let Some(e) = msg.get::<Events>() {
-            c.events.extend(e.events.iter().map(|e| e.json.clone()));
+            c.events.extend(e.iter().map(|e| e.to_event().json));
         }
         if self.hold > 0 {
             if self.held.len() == self.hold {

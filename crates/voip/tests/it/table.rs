@@ -326,3 +326,62 @@ fn timeouts_follow_the_last_packet_and_calls_due_together_end_in_slot_order() {
     );
     assert_eq!(orphan[0].packets, 5);
 }
+
+/// The end of the input written in parts gives the records of one `finish`, in the same
+/// order, never more than a part (and a call's streams) held at once.
+#[test]
+fn finish_in_parts_writes_what_finish_does_a_part_at_a_time() {
+    let build = || {
+        let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+        let mut out = Output::default();
+        for i in 0..50u32 {
+            let m = invite(i, true);
+            let m = sip::parse(&m).unwrap();
+            let ev = SipEvent::new(
+                u64::from(i),
+                addr("10.9.9.9:5060"),
+                addr("10.0.0.2:5060"),
+                false,
+                &m,
+            );
+            t.on_sip(&ev, &mut out);
+            let dst = SocketAddr::new(format!("10.0.0.{i}").parse().unwrap(), 10000 + 2 * i as u16);
+            for seq in 0..3 {
+                t.on_udp(
+                    1_000 + u64::from(seq),
+                    addr("10.5.5.5:20000"),
+                    dst,
+                    &rtp(seq),
+                    &mut out,
+                );
+            }
+        }
+        // An orphan stream too.
+        for seq in 0..5 {
+            t.on_udp(
+                2_000 + u64::from(seq),
+                addr("10.6.6.6:30000"),
+                addr("10.7.7.7:30002"),
+                &rtp(seq),
+                &mut out,
+            );
+        }
+        assert!(out.is_empty());
+        t
+    };
+    let mut whole = Output::default();
+    build().finish(&mut whole);
+    assert_eq!((whole.calls.len(), whole.streams.len()), (50, 51));
+    let (mut calls, mut streams, mut parts) = (Vec::new(), Vec::new(), 0);
+    let mut out = Output::default();
+    build().finish_in_parts("active_at_end", &mut out, 7, |out| {
+        assert!(out.len() <= 7 + 1, "{} records held", out.len());
+        parts += 1;
+        calls.append(&mut out.calls);
+        streams.append(&mut out.streams);
+    });
+    calls.append(&mut out.calls);
+    streams.append(&mut out.streams);
+    assert!(parts >= 101 / 8, "{parts} parts");
+    assert_eq!((calls, streams), (whole.calls, whole.streams));
+}
