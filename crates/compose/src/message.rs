@@ -157,7 +157,7 @@ impl<T: Payload> Pool<T> {
         }
     }
 
-    /// [`Pool::for_each_unheld`] a few slots at a time: visits the next [`RELEASE_STEP`]
+    /// [`Pool::for_each_unheld`] a few slots at a time: visits the next `RELEASE_STEP`
     /// slots round the pool, at a cost per call that does not grow with the pool, so a
     /// sender may call it per message. A pool grows as deep as its messages in flight (a
     /// thousand batches queued for slower receivers), and a whole visit per message was then

@@ -16,7 +16,7 @@ mod wire;
 
 /// Schema version of the binary form ([`PartialAggregate::to_bytes`]), after its magic.
 /// Version 1 was the JSON document zstd-compressed; 2 columnar with a fixed bit position per
-/// attribute in a packed key; 3 packs the attributes asked for in their order ([`Layout`])
+/// attribute in a packed key; 3 packs the attributes asked for in their order (`Layout`)
 /// and knows the enrichment and tunnel attributes.
 pub const PARTIAL_VERSION: u32 = 3;
 

@@ -136,7 +136,7 @@ pub struct StreamRecord {
 
 impl CallRecord {
     /// Appends the record as one JSON object (no newline): the bytes `serde_json` writes for
-    /// its `Value` (keys sorted), without building one ([`crate::json`]).
+    /// its `Value` (keys sorted), without building one (the `json` module).
     pub fn write_json(&self, out: &mut Vec<u8>) {
         let mut o = Object::new(out);
         o.opt_float("answer_ms", self.answer_ms);
