@@ -1012,6 +1012,23 @@ mod tests {
         g
     }
 
+    /// The JSON document `doc` as a probe sends it: encoded to the binary form and decoded.
+    fn through_bytes(doc: &str) -> PartialAggregate {
+        let sent = PartialAggregate::from_json(doc, 10).unwrap().to_bytes();
+        PartialAggregate::from_bytes(&sent, 10).unwrap()
+    }
+
+    /// The reference merge of `docs`: every group decoded and added by its key, in key order.
+    fn added_by_key(docs: &[&str]) -> Vec<(GroupKey, Metrics)> {
+        let mut want: std::collections::BTreeMap<GroupKey, Metrics> = Default::default();
+        for d in docs {
+            for (k, m) in PartialAggregate::from_json(d, 10).unwrap().groups() {
+                want.entry(k).or_default().add(&m);
+            }
+        }
+        want.into_iter().collect()
+    }
+
     /// A binary answer around `doc` (an inflated document written by hand).
     fn framed(doc: &[u8]) -> Vec<u8> {
         let mut out = PARTIAL_MAGIC.to_vec();
@@ -1231,28 +1248,11 @@ mod tests {
             ("eth2", "2001:db8::1"),
             ("eth0", "2001:db8::2"),
         ]);
-        let mut by_bytes = PartialAggregate::from_bytes(
-            &PartialAggregate::from_json(&one, 10).unwrap().to_bytes(),
-            10,
-        )
-        .unwrap();
-        by_bytes
-            .merge(
-                PartialAggregate::from_bytes(
-                    &PartialAggregate::from_json(&two, 10).unwrap().to_bytes(),
-                    10,
-                )
-                .unwrap(),
-            )
-            .unwrap();
+        let mut by_bytes = through_bytes(&one);
+        by_bytes.merge(through_bytes(&two)).unwrap();
         // The reference: every group decoded and added by its key.
-        let mut want: std::collections::BTreeMap<GroupKey, Metrics> = Default::default();
-        for d in [&one, &two] {
-            for (k, m) in PartialAggregate::from_json(d, 10).unwrap().groups() {
-                want.entry(k).or_default().add(&m);
-            }
-        }
-        assert_eq!(sorted(&by_bytes), want.into_iter().collect::<Vec<_>>());
+        let want = added_by_key(&[one.as_str(), two.as_str()]);
+        assert_eq!(sorted(&by_bytes), want);
         assert_eq!(by_bytes.len(), 5);
     }
 
@@ -1343,22 +1343,9 @@ mod tests {
             (Some(""), Some(""), Some(0))
         );
         let mut merged = sent;
-        merged
-            .merge(
-                PartialAggregate::from_bytes(
-                    &PartialAggregate::from_json(&two, 10).unwrap().to_bytes(),
-                    10,
-                )
-                .unwrap(),
-            )
-            .unwrap();
-        let mut want: std::collections::BTreeMap<GroupKey, Metrics> = Default::default();
-        for d in [&one, &two] {
-            for (k, m) in PartialAggregate::from_json(d, 10).unwrap().groups() {
-                want.entry(k).or_default().add(&m);
-            }
-        }
-        assert_eq!(sorted(&merged), want.into_iter().collect::<Vec<_>>());
+        merged.merge(through_bytes(&two)).unwrap();
+        let want = added_by_key(&[one.as_str(), two.as_str()]);
+        assert_eq!(sorted(&merged), want);
         assert_eq!(merged.len(), 4);
         for (bad, what) in [
             (r#""scountry":"DE""#, r#""scountry":"de""#),
