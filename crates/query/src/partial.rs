@@ -1151,12 +1151,16 @@ mod tests {
         unknown[8] = b'x';
         assert!(err(&unknown)
             .contains("attribute at byte 4 of the inflated document: unknown: \"xport\""));
+        // The two keys swapped: in each of the 16 byte planes (2 bytes each here).
         let mut swapped = doc.clone();
-        swapped[keys_at..keys_at + 32].rotate_left(16);
+        for plane in swapped[keys_at..keys_at + 32].chunks_exact_mut(2) {
+            plane.swap(0, 1);
+        }
         let e = err(&swapped);
-        assert!(e.contains(&format!("group key at byte {} of the inflated document: context 0 key 1: keys do not ascend", keys_at + 16)), "{e}");
+        assert!(e.contains(&format!("group key at byte {} of the inflated document: context 0 key 1: keys do not ascend", keys_at + 1)), "{e}");
+        // Key 0's byte 15: the last plane's first byte.
         let mut sip_bits = doc.clone();
-        sip_bits[keys_at + 15] = 0x10;
+        sip_bits[keys_at + 15 * 2] = 0x10;
         let e = err(&sip_bits);
         assert!(e.contains("sets bits of attributes not grouped by"), "{e}");
         let mut iface = doc.clone();
@@ -1360,9 +1364,14 @@ mod tests {
         let doc = doc_of(&a);
         let keys_at = doc.len() - 3 * 56;
         let mut far = doc.clone();
-        let k = u128::from_le_bytes(far[keys_at..keys_at + 16].try_into().unwrap());
+        // Key 0 of 3: byte b is at plane b (3 bytes each), place 0.
+        let k = (0..16).fold(0u128, |k, b| {
+            k | u128::from(far[keys_at + 3 * b]) << (8 * b)
+        });
         let k = k | (1023u128 << 33);
-        far[keys_at..keys_at + 16].copy_from_slice(&k.to_le_bytes());
+        for b in 0..16 {
+            far[keys_at + 3 * b] = (k >> (8 * b)) as u8;
+        }
         let e = PartialAggregate::from_bytes(&framed(&far), 10)
             .unwrap_err()
             .to_string();

@@ -4,7 +4,8 @@
 //!
 //! Columnar and packed as the aggregate holds itself in memory: the attribute list, the scan's
 //! counters, the decoding tables (IPv6 addresses, interface and probe names), then per context
-//! key the packed row keys (ascending) and the five metric columns, all little-endian, in one
+//! key the packed row keys (ascending, in 16 byte planes) and the five metric columns, all
+//! little-endian, in one
 //! zstd frame with its checksum. Decoding is bounds-checked copying into the aggregation
 //! table's records: no group key is decoded to text or re-encoded, nothing is allocated per
 //! group, and the inflated document is bounded by what `max_groups` allows. Every flaw is an
@@ -116,8 +117,11 @@ fn document(p: &PartialAggregate) -> Vec<u8> {
         groups.sort_unstable_by_key(|g| g.0);
         w.extend_from_slice(&c.to_le_bytes());
         put_u32(&mut w, groups.len());
-        for (k, _) in &groups {
-            w.extend_from_slice(&k.to_le_bytes());
+        // Byte planes, lowest byte first (every key's byte 0, then every key's byte 1, ...):
+        // the packed layout puts the first attribute in the low bits, so ascending keys vary
+        // most there; a plane of high bytes is long runs that zstd takes almost for free.
+        for b in 0..16 {
+            w.extend(groups.iter().map(|(k, _)| (k >> (8 * b)) as u8));
         }
         for col in 0..5 {
             for (_, m) in &groups {
@@ -302,17 +306,23 @@ fn decode(doc: &[u8], max_groups: usize) -> Result<PartialAggregate, Error> {
             return Err(Error::TooManyGroups(max_groups));
         }
         let keys_at = r.at;
-        let keys = r.take(n.saturating_mul(16), "group keys")?;
+        let planes = r.take(n.saturating_mul(16), "group keys")?;
         let columns = r.take(n.saturating_mul(40), "metric columns")?;
-        let key = |i: usize| {
-            u128::from_le_bytes(keys[i * 16..i * 16 + 16].try_into().unwrap_or_default())
-        };
+        // The keys from their 16 byte planes, a plane at a time (one allocation a context).
+        let mut keys = vec![0u128; n];
+        for (b, plane) in planes.chunks_exact(n).enumerate() {
+            for (k, &byte) in keys.iter_mut().zip(plane) {
+                *k |= u128::from(byte) << (8 * b);
+            }
+        }
+        let key = |i: usize| keys[i];
         let mut before: Option<u128> = None;
         for i in 0..n {
             let k = key(i);
+            // The place of its lowest byte (a key's bytes are a plane, n bytes, apart).
             let flaw = |m: String| {
                 r.flaw(
-                    keys_at + i * 16,
+                    keys_at + i,
                     "group key",
                     format!("context {ci} key {i}: {m}"),
                 )
