@@ -140,8 +140,16 @@ fn oracle(db: &Path, case: &Case) -> Vec<Vec<String>> {
         db = db.display(),
         filter = case.filter,
     );
+    let stdout = python(&script);
+    let mut rows: Vec<Vec<String>> = serde_json::from_slice(&stdout).unwrap();
+    rows.sort();
+    rows
+}
+
+/// Runs a python script; its standard output (a failure is the test's, with python's error).
+fn python(script: &str) -> Vec<u8> {
     let out = Command::new("python3")
-        .args(["-c", &script])
+        .args(["-c", script])
         .output()
         .unwrap();
     assert!(
@@ -149,9 +157,7 @@ fn oracle(db: &Path, case: &Case) -> Vec<Vec<String>> {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut rows: Vec<Vec<String>> = serde_json::from_slice(&out.stdout).unwrap();
-    rows.sort();
-    rows
+    out.stdout
 }
 
 /// The database: three tunnel captures ingested with enrichment and `--tunnel inner`, and one
@@ -208,15 +214,7 @@ fn database(dir: &Path) -> std::path::PathBuf {
         block.display(),
         old.join(block.file_name().unwrap()).display()
     );
-    let out = Command::new("python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python(&script);
     db
 }
 
