@@ -11,9 +11,10 @@
 # The topic's messages are batched (`batch=BYTES`, default 262144; 0: one record per
 # message). Reports the load's rows/s over its whole run (consumer start and group join
 # included) and its CPU seconds, with the server's; then the server's own insert rate: the
-# same rows read back as one RowBinary file and inserted again, once with curl over HTTP in
-# inserts of --batch-rows rows (what the loader sends), once with clickhouse-client (native
-# protocol). Raw output in bench/work/clickhouse/. Stops what it started.
+# same rows read back and inserted again: with curl over HTTP in inserts of --batch-rows
+# rows as RowBinary in arrival order (what the loader sent before 2026-11-27 late night) and
+# as Native blocks in sorting-key order (what it sends now), and with clickhouse-client
+# (native protocol, one insert). Raw output in bench/work/clickhouse/. Stops what it started.
 set -euo pipefail
 export LC_ALL=C
 
@@ -142,10 +143,25 @@ http_parts() {
             --data-binary @"$f" >/dev/null
     done
 }
+# What the loader sends: Native blocks of --batch-rows rows in the table's sorting-key order
+# (the key of `trawl clickhouse schema`'s flow table).
+KEY="time, probe, iface, src_ip, dst_ip, src_port, dst_port, proto"
+for ((o = 0; o < rows; o += BATCH)); do
+    curl -s "$URL/?max_block_size=$BATCH" --data-binary \
+        "SELECT $COLS FROM trawl.flows ORDER BY $KEY LIMIT $BATCH OFFSET $o FORMAT Native" \
+        > "$WORK/native.$(printf %010d $o)"
+done
+http_native() {
+    for f in "$WORK"/native.*; do
+        curl -s -f "$URL/?query=INSERT%20INTO%20trawl.flows%20($(echo "$COLS" | sed 's/, /,/g'))%20FORMAT%20Native" \
+            --data-binary @"$f" >/dev/null
+    done
+}
 native() {
     clickhouse-client --port $(( ${URL##*:} + 900 )) \
         --query "INSERT INTO trawl.flows ($COLS) FORMAT RowBinary" < "$WORK/rows.bin"
 }
 server_insert "server alone, curl over HTTP, inserts of $BATCH rows" http_parts
+server_insert "server alone, curl over HTTP, sorted Native blocks of $BATCH rows" http_native
 server_insert "server alone, clickhouse-client, one insert" native
-rm -f "$WORK"/rows.bin "$WORK"/part.*
+rm -f "$WORK"/rows.bin "$WORK"/part.* "$WORK"/native.*

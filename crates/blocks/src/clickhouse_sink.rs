@@ -1,5 +1,5 @@
 //! `clickhouse_sink`: trawl's flow records from a Kafka topic into ClickHouse's flow table
-//! (`trawl clickhouse schema`), Akvorado-style: rows batched as `RowBinary`, one
+//! (`trawl clickhouse schema`), Akvorado-style: rows batched as `RowBinary` (sent as `Native`, below), one
 //! `INSERT` over HTTP per batch, and the batch's offsets committed only after ClickHouse
 //! acknowledged the insert. A failed insert is retried (the batch is kept, consuming waits);
 //! a crash loses nothing (the batch is read again: at least once).
@@ -293,7 +293,7 @@ fn check_table(what: &str, table: &str) -> Result<(), String> {
 
 impl Block for ClickHouseSink {
     const TYPE: &'static str = "clickhouse_sink";
-    const SUMMARY: &'static str = "consumes trawl's flow records (and its series and alarms topics) from Kafka and batch-inserts them into ClickHouse (RowBinary over HTTP), committing offsets after each insert";
+    const SUMMARY: &'static str = "consumes trawl's flow records (and its series and alarms topics) from Kafka and batch-inserts them into ClickHouse (sorted Native blocks over HTTP), committing offsets after each insert";
     const INPUTS: &'static [GateDef] = &[];
     const OUTPUTS: &'static [GateDef] = &[];
     type Settings = ClickHouseSinkSettings;
