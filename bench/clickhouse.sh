@@ -11,9 +11,10 @@
 # The topic's messages are batched (`batch=BYTES`, default 262144; 0: one record per
 # message). Reports the load's rows/s over its whole run (consumer start and group join
 # included) and its CPU seconds, with the server's; then the server's own insert rate: the
-# same rows read back as one RowBinary file and inserted again, once with curl over HTTP in
-# inserts of --batch-rows rows (what the loader sends), once with clickhouse-client (native
-# protocol). Raw output in bench/work/clickhouse/. Stops what it started.
+# same rows read back and inserted again: with curl over HTTP in inserts of --batch-rows
+# rows as RowBinary in arrival order (what the loader sent before 2026-11-27 late night) and
+# as Native blocks in sorting-key order (what it sends now), and with clickhouse-client
+# (native protocol, one insert). Raw output in bench/work/clickhouse/. Stops what it started.
 set -euo pipefail
 export LC_ALL=C
 
@@ -70,22 +71,42 @@ curl -s "$URL/" --data-binary "DROP TABLE IF EXISTS trawl.flows" >/dev/null
 
 note "loading"
 server_pid=$(cat "$TRAWL_SERVICES_DIR/clickhouse/server1/pid")
-server_cpu() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
+broker_pid=$(cat "$TRAWL_SERVICES_DIR/kafka/node1/pid")
+ticks=$(getconf CLK_TCK)
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+server_cpu() { cpu_of "$server_pid"; }
+# The server's CPU for an insert includes its background merges of the parts the insert
+# made: read it once no merge runs (at most 30 s after the inserts).
+settled_server_cpu() {
+    local i
+    for ((i = 0; i < 60; i++)); do
+        [ "$(curl -s "$URL/" --data-binary "SELECT count() FROM system.merges")" = 0 ] && break
+        sleep 0.5
+    done
+    server_cpu
+}
+# The server's own CPU while idle over 5 s (its background threads), in ticks per second.
+i0=$(server_cpu); sleep 5; idle_rate=$(echo "($(server_cpu) - $i0) / 5" | bc -l)
 s0=$(server_cpu)
+b0=$(cpu_of "$broker_pid")
 /usr/bin/time -f "%U %S %e" -o "$WORK/time.txt" \
     "$TRAWL" clickhouse load --kafka "$BROKER/$TOPIC" --url "$URL" --create --kafka-end \
     --batch-rows "$BATCH" --summary json 2> "$WORK/summary.json"
-s1=$(server_cpu)
+s_end=$(server_cpu)
+b1=$(cpu_of "$broker_pid")
+s1=$(settled_server_cpu)
 tail -1 "$WORK/summary.json"
 read -r user sys wall < "$WORK/time.txt"
 rows=$(curl -s "$URL/" --data-binary "SELECT count() FROM trawl.flows")
-ticks=$(getconf CLK_TCK)
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/env.txt"
 printf 'rows in the table: %s\n' "$rows"
 printf 'trawl clickhouse load: %.1f s wall, %.1f s CPU (user %s, sys %s): %.0f rows/s, %.0f rows per CPU-second\n' \
     "$wall" "$(echo "$user + $sys" | bc -l)" "$user" "$sys" \
     "$(echo "$rows / $wall" | bc -l)" "$(echo "$rows / ($user + $sys)" | bc -l)"
-printf 'clickhouse-server 18.16: %.1f s CPU\n' "$(echo "($s1 - $s0) / $ticks" | bc -l)"
+printf 'clickhouse-server 18.16: %.2f s CPU during the load, %.2f s with the merges after it (idle: %.2f s CPU per s)\n' \
+    "$(echo "($s_end - $s0) / $ticks" | bc -l)" "$(echo "($s1 - $s0) / $ticks" | bc -l)" \
+    "$(echo "$idle_rate / $ticks" | bc -l)"
+printf 'kafka broker: %.2f s CPU during the load\n' "$(echo "($b1 - $b0) / $ticks" | bc -l)"
 
 # The server alone: the same rows as RowBinary, inserted again (the loader's insert size over
 # HTTP, then clickhouse-client's native protocol), wall time of each.
@@ -101,19 +122,38 @@ else
 fi
 note "server alone ($(stat -c %s "$WORK/rows.bin") bytes of RowBinary, $ROW_BYTES bytes a row)"
 server_insert() { # label, command...
-    local label=$1 t0 t1 n
+    local label=$1 t0 t1 n c0 c1 c2
     shift
     curl -s "$URL/" --data-binary "TRUNCATE TABLE trawl.flows" >/dev/null
+    settled_server_cpu >/dev/null
+    c0=$(server_cpu)
     t0=$(date +%s.%N)
     "$@"
     t1=$(date +%s.%N)
+    c1=$(server_cpu)
+    c2=$(settled_server_cpu)
     n=$(curl -s "$URL/" --data-binary "SELECT count() FROM trawl.flows")
-    printf '%s: %s rows in %.2f s: %.0f rows/s\n' "$label" "$n" "$(echo "$t1 - $t0" | bc -l)" \
-        "$(echo "$n / ($t1 - $t0)" | bc -l)"
+    printf '%s: %s rows in %.2f s: %.0f rows/s; server %.2f s CPU during the inserts, %.2f s with the merges after\n' \
+        "$label" "$n" "$(echo "$t1 - $t0" | bc -l)" "$(echo "$n / ($t1 - $t0)" | bc -l)" \
+        "$(echo "($c1 - $c0) / $ticks" | bc -l)" "$(echo "($c2 - $c0) / $ticks" | bc -l)"
 }
 http_parts() {
     for f in "$WORK"/part.*; do
         curl -s -f "$URL/?query=INSERT%20INTO%20trawl.flows%20($(echo "$COLS" | sed 's/, /,/g'))%20FORMAT%20RowBinary" \
+            --data-binary @"$f" >/dev/null
+    done
+}
+# What the loader sends: Native blocks of --batch-rows rows in the table's sorting-key order
+# (the key of `trawl clickhouse schema`'s flow table).
+KEY="time, probe, iface, src_ip, dst_ip, src_port, dst_port, proto"
+for ((o = 0; o < rows; o += BATCH)); do
+    curl -s "$URL/?max_block_size=$BATCH" --data-binary \
+        "SELECT $COLS FROM trawl.flows ORDER BY $KEY LIMIT $BATCH OFFSET $o FORMAT Native" \
+        > "$WORK/native.$(printf %010d $o)"
+done
+http_native() {
+    for f in "$WORK"/native.*; do
+        curl -s -f "$URL/?query=INSERT%20INTO%20trawl.flows%20($(echo "$COLS" | sed 's/, /,/g'))%20FORMAT%20Native" \
             --data-binary @"$f" >/dev/null
     done
 }
@@ -122,5 +162,6 @@ native() {
         --query "INSERT INTO trawl.flows ($COLS) FORMAT RowBinary" < "$WORK/rows.bin"
 }
 server_insert "server alone, curl over HTTP, inserts of $BATCH rows" http_parts
+server_insert "server alone, curl over HTTP, sorted Native blocks of $BATCH rows" http_native
 server_insert "server alone, clickhouse-client, one insert" native
-rm -f "$WORK"/rows.bin "$WORK"/part.*
+rm -f "$WORK"/rows.bin "$WORK"/part.* "$WORK"/native.*

@@ -8,7 +8,7 @@
 //! - [`goflow2`]: GoFlow2's `FlowMessage`s (`goflow2 -format=bin`) as one-way records.
 //! - [`series_alarms`]: the series and alarms topics' messages, and their table rows.
 //! - [`schema`]: the ClickHouse DDL per server generation; [`rowbinary`]: rows for
-//!   `INSERT ... FORMAT RowBinary`; [`http`]: the HTTP interface; [`sql`]: the query
+//!   `INSERT ... FORMAT RowBinary`, [`native`]: those rows as a sorted `Native` block; [`http`]: the HTTP interface; [`sql`]: the query
 //!   language as SQL, and the answer back into a [`QueryResult`](trawl_query::QueryResult).
 //!
 //! ```
@@ -28,6 +28,7 @@ pub mod consumer;
 pub mod goflow2;
 pub mod http;
 pub mod message;
+pub mod native;
 mod offsets;
 pub mod rowbinary;
 pub mod schema;

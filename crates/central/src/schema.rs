@@ -51,7 +51,8 @@ pub enum ColType {
 }
 
 impl ColType {
-    fn sql(self, v: ServerVersion) -> &'static str {
+    /// The type's SQL name on servers of generation `v`.
+    pub fn sql(self, v: ServerVersion) -> &'static str {
         match (self, v) {
             (ColType::Plain(t), _) => t,
             (ColType::Label, ServerVersion::V18) => "String",
@@ -179,7 +180,7 @@ impl Default for SchemaOptions {
 }
 
 /// A table's columns, in order.
-type Columns = &'static [(&'static str, ColType)];
+pub type Columns = &'static [(&'static str, ColType)];
 
 /// The three tables: name, columns, sorting key.
 const TABLES: [(&str, Columns, &str); 3] = [
@@ -191,6 +192,15 @@ const TABLES: [(&str, Columns, &str); 3] = [
     ("series", SERIES_COLUMNS, "time, probe, iface"),
     ("alarms", ALARM_COLUMNS, "time, probe, iface, detector"),
 ];
+
+/// A table of [`ddl`] by its name (`flows`, `series`, `alarms`): its columns and its
+/// sorting key (the `ORDER BY` columns, comma-separated).
+pub fn table(name: &str) -> Option<(Columns, &'static str)> {
+    TABLES
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, cols, order)| (*cols, *order))
+}
 
 fn columns(cols: &[(&str, ColType)], v: ServerVersion) -> String {
     let mut s = String::new();

@@ -29,7 +29,7 @@ pub enum ClickhouseCommand {
     /// Print (or run with --url) the DDL of the flow, series and alarm tables.
     Schema(SchemaArgs),
     /// Consume trawl's flow records from a Kafka topic and batch-insert them into ClickHouse
-    /// (RowBinary over HTTP), committing offsets after each insert (builds with the `kafka`
+    /// (sorted Native blocks over HTTP), committing offsets after each insert (builds with the `kafka`
     /// feature).
     Load(LoadArgs),
 }

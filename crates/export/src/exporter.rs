@@ -100,6 +100,10 @@ pub struct ExporterReport {
     pub messages: u64,
     /// Bytes written.
     pub bytes: u64,
+    /// Kafka: flow records in the messages the brokers acknowledged as first produced (the
+    /// records of a message resent from the spool are not counted: the spool keeps messages,
+    /// not their records). `None` for the other exporters, which get no acknowledgement.
+    pub records_delivered: Option<u64>,
     /// Send/write errors.
     pub send_errors: u64,
     /// The last send error, for the summary.

@@ -36,8 +36,33 @@ use crate::exporter::{Alarm, Batch, Counters, ExportConfig, ExporterReport, Pool
 use crate::spool::Spool;
 use crate::Error;
 
-/// The delivery opaque of a message produced from the records handed in (not the spool).
+/// A message's origin in [`State`]: produced from the records handed in (not the spool).
+/// Otherwise the origin is the spool segment's sequence number (1 and up).
 const FRESH: usize = 0;
+
+/// The top bit of a delivery opaque: set, the rest is the spool segment the message was sent
+/// from; clear, the message is fresh and the rest is how many flow records it carries (what
+/// `records_delivered` counts when it is acknowledged).
+const SPOOLED: usize = 1 << (usize::BITS - 1);
+
+/// The delivery opaque of a fresh message of `records` flow records.
+fn fresh(records: usize) -> usize {
+    records & !SPOOLED
+}
+
+/// The delivery opaque of a message of spool segment `seq`.
+fn spooled(seq: u64) -> usize {
+    seq as usize | SPOOLED
+}
+
+/// A delivery opaque's origin ([`FRESH`] or a spool segment) and the flow records it counts.
+fn origin(opaque: usize) -> (usize, u64) {
+    if opaque & SPOOLED != 0 {
+        (opaque & !SPOOLED, 0)
+    } else {
+        (FRESH, opaque as u64)
+    }
+}
 
 /// Whether librdkafka's error `code` refuses the message itself, for good: it is too large,
 /// malformed, or its topic does not exist (librdkafka reports that only after its own
@@ -174,6 +199,8 @@ struct Delivery {
     /// Messages acknowledged, and their value bytes: counted without the lock.
     acked: AtomicU64,
     acked_bytes: AtomicU64,
+    /// Flow records in the fresh messages acknowledged.
+    acked_records: AtomicU64,
     /// The last delivery report said the brokers answer: an acknowledgement, or a refusal
     /// for good.
     healthy: AtomicBool,
@@ -209,10 +236,12 @@ impl ClientContext for Delivery {
 impl ProducerContext for Delivery {
     type DeliveryOpaque = usize;
 
-    fn delivery(&self, result: &DeliveryResult<'_>, from: usize) {
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: usize) {
+        let (from, records) = origin(opaque);
         match result {
             Ok(m) => {
                 self.acked.fetch_add(1, Ordering::Relaxed);
+                self.acked_records.fetch_add(records, Ordering::Relaxed);
                 self.acked_bytes
                     .fetch_add(m.payload_len() as u64, Ordering::Relaxed);
                 self.healthy.store(true, Ordering::Relaxed);
@@ -258,7 +287,13 @@ impl ProducerContext for Delivery {
 ///   the queue counts as full (a live run then spools, a file run waits).
 /// - `compression.type` from `compression=` (default none: loopback and LANs have the
 ///   bandwidth, the CPU is what an exporter lacks).
-fn producer_config(target: &KafkaTarget) -> ClientConfig {
+/// - `lossless` (a capture-file run, which waits for room in the queue instead of spooling):
+///   `queue.buffering.max.kbytes=32768`. A message's timeout runs from when it is queued,
+///   and the default queue (1 GB) holds far more than brokers take within it: a file run,
+///   which fills any queue, then had its youngest messages time out and dropped (a third of
+///   a JSON export's records, 1.2 KB each, in `bench/kafka.sh`). 32 MB is a fraction of a
+///   second of a broker's intake and still a few dozen full produce requests in flight.
+fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &target.brokers)
         // librdkafka's idempotence needs acks=all: fewer acks give it up.
@@ -274,8 +309,14 @@ fn producer_config(target: &KafkaTarget) -> ClientConfig {
         .set("compression.type", target.compression.config_value())
         .set("message.timeout.ms", target.timeout_ms.to_string())
         .set("client.id", format!("trawl-{}", target.probe));
+    if lossless {
+        c.set("queue.buffering.max.kbytes", LOSSLESS_QUEUE_KB.to_string());
+    }
     c
 }
+
+/// librdkafka's queue of a lossless producer, in KB ([`producer_config`]).
+const LOSSLESS_QUEUE_KB: u32 = 32 << 10;
 
 /// One Kafka destination's thread.
 pub(crate) struct KafkaWorker {
@@ -316,13 +357,14 @@ impl KafkaWorker {
         let delivery = Delivery {
             acked: AtomicU64::new(0),
             acked_bytes: AtomicU64::new(0),
+            acked_records: AtomicU64::new(0),
             healthy: AtomicBool::new(false),
             state: Mutex::new(State {
                 spool,
                 ..State::default()
             }),
         };
-        let producer: BaseProducer<Delivery> = producer_config(target)
+        let producer: BaseProducer<Delivery> = producer_config(target, config.lossless)
             .create_with_context(delivery)
             .map_err(|e| Error::BadDestination {
                 text: format!("kafka://{}/{}", target.brokers, target.topic),
@@ -429,7 +471,7 @@ impl KafkaWorker {
             std::mem::take(&mut self.key),
             std::mem::take(&mut self.value),
         );
-        self.produce(&topic, &key, &value, FRESH);
+        self.produce(&topic, &key, &value, fresh(self.packed));
         (self.key, self.value) = (key, value);
         self.target.topic = topic;
         self.value.clear();
@@ -495,7 +537,7 @@ impl KafkaWorker {
         for item in items {
             value.clear();
             encode(self, item, &mut value);
-            self.produce(topic, &key, &value, FRESH);
+            self.produce(topic, &key, &value, fresh(0));
         }
     }
 
@@ -535,9 +577,10 @@ impl KafkaWorker {
 
     /// Hands a message to librdkafka; when its queue is full, a file run waits for room and
     /// a live run spools the message (never waits).
-    fn produce(&mut self, topic: &str, key: &[u8], value: &[u8], from: usize) {
+    fn produce(&mut self, topic: &str, key: &[u8], value: &[u8], opaque: usize) {
+        let (from, _) = origin(opaque);
         loop {
-            let record = BaseRecord::with_opaque_to(topic, from)
+            let record = BaseRecord::with_opaque_to(topic, opaque)
                 .key(key)
                 .payload(value);
             match self.producer.send(record) {
@@ -610,7 +653,7 @@ impl KafkaWorker {
         }
         let (seq, entries) = taken;
         for e in entries {
-            self.produce(&e.topic, &e.key, &e.value, seq as usize);
+            self.produce(&e.topic, &e.key, &e.value, spooled(seq));
         }
     }
 
@@ -665,6 +708,7 @@ impl KafkaWorker {
         ExporterReport {
             messages: delivery.acked.load(Ordering::Relaxed),
             bytes: delivery.acked_bytes.load(Ordering::Relaxed),
+            records_delivered: Some(delivery.acked_records.load(Ordering::Relaxed)),
             dropped_send: st.dropped + st.rejected_total() + stats.dropped,
             rejected: st.rejected_total(),
             rejected_reasons: std::mem::take(&mut st.rejected),

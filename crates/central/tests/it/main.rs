@@ -250,3 +250,133 @@ while b:
         assert!(checked.contains(k), "no record had {k}");
     }
 }
+
+/// The sorted Native block of a batch of flow rows (what `trawl clickhouse load` inserts) is
+/// the block ClickHouse 18.16 itself writes for the same rows in sorting-key order, byte for
+/// byte, and inserting it fills the table as the RowBinary rows do.
+#[test]
+fn native_blocks_are_the_servers_own_and_load_the_same_rows() {
+    use trawl_central::http::Server;
+    use trawl_central::native::NativeWriter;
+    use trawl_central::schema::{self, SchemaOptions, ServerVersion};
+    let ch = trawl_testkit::clickhouse::ClickHouse::start(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        1,
+    );
+    let o = SchemaOptions {
+        version: ServerVersion::V18,
+        ..SchemaOptions::default()
+    };
+    for st in schema::ddl(&o) {
+        ch.query(&st);
+    }
+    ch.query("CREATE TABLE trawl.flows_rb AS trawl.flows");
+    let all = varied_records("oracle/many-protocols.pcap.gz");
+    let mut rows = Vec::new();
+    for (i, r) in all.iter().enumerate() {
+        // Probes and interfaces of several lengths: the key compares them as bytes, the
+        // shorter first.
+        let probe = ["p", "p1", "", "p10"][i % 4];
+        let iface = ["eth0", "eth", "x"][i % 3];
+        trawl_central::rowbinary::flow_row(r, probe, iface, &mut rows);
+    }
+    let (cols, key) = schema::table("flows").unwrap();
+    let mut w = NativeWriter::new(cols, key).unwrap();
+    let mut block = Vec::new();
+    w.write(&rows, all.len(), &mut block).unwrap();
+    let names = w.column_list();
+    let server = Server::parse(&ch.url).unwrap();
+    server
+        .insert(
+            &format!("INSERT INTO trawl.flows ({names}) FORMAT Native"),
+            &block,
+        )
+        .unwrap();
+    server
+        .insert(
+            &format!("INSERT INTO trawl.flows_rb ({names}) FORMAT RowBinary"),
+            &rows,
+        )
+        .unwrap();
+    let every = |t: &str| ch.query(&format!("SELECT * FROM trawl.{t} ORDER BY {names}"));
+    assert_eq!(every("flows"), every("flows_rb"));
+    assert_eq!(
+        ch.query("SELECT count() FROM trawl.flows").trim(),
+        all.len().to_string()
+    );
+    // Every key distinct (so that the order is the key's alone): then the server's block of
+    // the rows in key order is ours.
+    assert_eq!(
+        ch.query(&format!("SELECT uniqExact({key}) FROM trawl.flows_rb"))
+            .trim(),
+        all.len().to_string()
+    );
+    // A few hundred rows: one block (the server's blocks are up to 65,536 rows).
+    assert!(all.len() < 65_536);
+    let theirs = server
+        .query(&format!(
+            "SELECT {names} FROM trawl.flows_rb ORDER BY {key} FORMAT Native"
+        ))
+        .unwrap();
+    assert!(
+        theirs == block,
+        "the server's Native block differs from ours"
+    );
+}
+
+/// A current server (chDB) reads the same block into its flow table, whose text columns are
+/// `LowCardinality(String)` where the block says `String`: every row arrives, equal to the
+/// rows' own values.
+#[test]
+fn native_blocks_load_into_a_current_servers_flow_table() {
+    use trawl_central::native::NativeWriter;
+    use trawl_central::schema::{self, SchemaOptions};
+    let dir = tempfile_dir("native-chdb");
+    let all = varied_records("oracle/many-protocols.pcap.gz");
+    let mut rows = Vec::new();
+    for r in &all {
+        trawl_central::rowbinary::flow_row(r, "probe-1", "eth0", &mut rows);
+    }
+    let (cols, key) = schema::table("flows").unwrap();
+    let mut w = NativeWriter::new(cols, key).unwrap();
+    let mut block = Vec::new();
+    w.write(&rows, all.len(), &mut block).unwrap();
+    let file = dir.join("block.native");
+    std::fs::write(&file, &block).unwrap();
+    let mut sql = schema::script(&schema::ddl(&SchemaOptions {
+        replicated: false,
+        ..SchemaOptions::default()
+    }));
+    sql.push_str(&format!(
+        "INSERT INTO trawl.flows ({}) FROM INFILE '{}' FORMAT Native;\n",
+        w.column_list(),
+        file.display()
+    ));
+    sql.push_str(
+        "SELECT count(), uniqExact(src_ip, dst_ip, src_port, dst_port, first_ns), \
+         sum(fwd_bytes + rev_bytes), any(toTypeName(probe)), any(probe) FROM trawl.flows",
+    );
+    let out = trawl_testkit::clickhouse::chdb(&dir.join("session"), &sql);
+    let bytes: u64 = all.iter().map(|r| r.fwd.bytes + r.rev.bytes).sum();
+    let distinct: std::collections::BTreeSet<_> = all
+        .iter()
+        .map(|r| (r.src_ip, r.dst_ip, r.src_port, r.dst_port, r.first_ns))
+        .collect();
+    assert_eq!(
+        out.trim(),
+        format!(
+            "{}\t{}\t{bytes}\tLowCardinality(String)\tprobe-1",
+            all.len(),
+            distinct.len()
+        )
+    );
+}
+
+/// A fresh directory under the test binary's scratch directory.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
