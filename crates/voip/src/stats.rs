@@ -22,9 +22,10 @@ use crate::rtp::RtpHeader;
 /// Sequence numbers remembered behind the highest one, to tell duplicates from late packets.
 const WINDOW: i64 = 512;
 
-/// Blocks of 64 sequence numbers kept for the window: it spans at most 9 blocks, and a ring
-/// of 16 never gives two of them the same place.
-const RING: usize = 16;
+/// Blocks of 64 sequence numbers kept for the window behind the highest number's own block
+/// (which the meter holds): the window reaches at most 8 blocks back, so a ring of 8 never
+/// gives two of them the same place.
+const RING: usize = 8;
 
 /// Fraction bits of [`Clock`]'s nanoseconds per timestamp unit.
 const TICK_BITS: u32 = 16;
