@@ -741,7 +741,7 @@ impl Tracker {
     /// one ([`PacketKind`]); `before(table, ts_ns, out)` is called before each packet
     /// is taken (to apply the SIP messages up to its time). A software pipeline: packet
     /// `i + 2 * LEAD` is hashed and its index line prefetched, `i + LEAD` has its stream's
-    /// [`HotStream`] lines prefetched, and packet `i` is taken: at 100,000 calls every RTP
+    /// `HotStream` lines prefetched, and packet `i` is taken: at 100,000 calls every RTP
     /// packet's stream is a cache miss otherwise. The early stages only read and prefetch,
     /// so the result is the same as one by one.
     pub fn on_packets(
