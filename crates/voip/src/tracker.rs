@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use trawl_flow::hash::SeededFxBuild;
 
@@ -19,7 +19,7 @@ use crate::index::SlotIndex;
 use crate::record::{CallRecord, StreamRecord};
 use crate::rtp::{self, Rtcp, RtpHeader};
 use crate::sip::name_addr;
-use crate::stats::StreamStats;
+use crate::stats::{Clock, StreamMeter, StreamTally, StreamTotals};
 use crate::Error;
 
 const SECOND: u64 = 1_000_000_000;
@@ -157,6 +157,8 @@ struct Call {
     streams: Vec<u32>,
 }
 
+/// A stream: who it is, its call, its deadline and RTCP. What its RTP packets read and write
+/// is in [`HotStream`] and [`StreamTally`], in slabs of their own at the same slot.
 #[derive(Debug)]
 struct Stream {
     generation: u64,
@@ -166,15 +168,44 @@ struct Stream {
     dst: SocketAddr,
     ssrc: u32,
     call: Option<u32>,
-    confirmed: bool,
-    stats: StreamStats,
-    /// Cached clock rate of `last_pt`.
-    last_pt: u8,
-    last_rate: u32,
-    /// What RTCP said about the stream: most streams of a busy link never get a report, and
-    /// every RTP packet reads the stream's other lines, so this lives apart (464 bytes a
-    /// stream with it inline, 416 without, on x86-64).
+    /// What RTCP said about the stream: most streams of a busy link never get a report.
     rtcp: Option<Box<RtcpState>>,
+}
+
+/// What every RTP packet of a stream reads and writes, and nothing else: the key it is found
+/// by, the clock of its payload type, its flags and its [`StreamMeter`], in three cache lines
+/// (192 bytes, aligned) of a slab of their own. At 100,000 calls every packet's stream is a
+/// cache miss; the whole stream was 416 bytes (7 lines) touched all over (bench/RESULTS.md,
+/// "VoIP").
+#[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
+struct HotStream {
+    /// The key packed ([`packed_key`]); 0 for a key with an IPv6 address, which is then
+    /// compared in [`Stream`].
+    key: u128,
+    /// The clock of `clock_pt`.
+    clock: Clock,
+    v6: bool,
+    /// Attached to a call ([`Stream::call`] is set).
+    in_call: bool,
+    /// Written when it ends: in a call, or RTP by its sequence numbers.
+    confirmed: bool,
+    /// In the stream queue (a stream without a call, from its first packet).
+    queued: bool,
+    /// The payload type `clock` is for (255: none yet).
+    clock_pt: u8,
+    meter: StreamMeter,
+}
+
+impl HotStream {
+    /// Hints the CPU to fetch the entry's three lines (a test checks they are three).
+    #[inline]
+    fn prefetch(&self) {
+        let (_, block, delta) = self.meter.line_fields();
+        mem_prefetch::prefetch_write_data::<_, 3>(&self.key);
+        mem_prefetch::prefetch_write_data::<_, 3>(block);
+        mem_prefetch::prefetch_write_data::<_, 3>(delta);
+    }
 }
 
 /// RTCP's reports about a stream ([`Stream::rtcp`]).
@@ -191,14 +222,19 @@ struct RtcpState {
 
 type StreamKey = (SocketAddr, SocketAddr, u32);
 
-impl Stream {
-    /// Hints the CPU to fetch what a packet of the stream reads and writes.
-    #[inline]
-    fn prefetch(&self) {
-        mem_prefetch::prefetch_write_data::<_, 3>(&self.src);
-        mem_prefetch::prefetch_write_data::<_, 3>(&self.dst);
-        mem_prefetch::prefetch_write_data::<_, 3>(&self.last_rate);
-        self.stats.prefetch();
+/// A key of two IPv4 endpoints in 128 bits (addresses, ports, SSRC), compared at once; `None`
+/// with an IPv6 address.
+#[inline]
+fn packed_key(key: &StreamKey) -> Option<u128> {
+    match (key.0, key.1) {
+        (SocketAddr::V4(a), SocketAddr::V4(b)) => Some(
+            u128::from(a.ip().to_bits()) << 96
+                | u128::from(b.ip().to_bits()) << 64
+                | u128::from(a.port()) << 48
+                | u128::from(b.port()) << 32
+                | u128::from(key.2),
+        ),
+        _ => None,
     }
 }
 
@@ -252,6 +288,9 @@ pub struct Tracker {
     generation: u64,
     call_due: DueQueue,
     streams: Vec<Option<Stream>>,
+    /// Each stream's packet state, at its slot in `streams` (stale at a free slot).
+    hot: Vec<HotStream>,
+    tallies: Vec<StreamTally>,
     stream_due: DueQueue,
     /// Slots found due by a sweep (kept to avoid allocating each second).
     due_slots: Vec<u32>,
@@ -282,6 +321,8 @@ impl Tracker {
             generation: 0,
             call_due: DueQueue::new(),
             streams: Vec::new(),
+            hot: Vec::new(),
+            tallies: Vec::new(),
             stream_due: DueQueue::new(),
             due_slots: Vec::new(),
             free_streams: Vec::new(),
@@ -320,7 +361,7 @@ impl Tracker {
             let mut packets = 0;
             for &s in &call.streams {
                 if let Some(stream) = self.streams[s as usize].as_ref() {
-                    let rec = stream_record(stream, Some(call));
+                    let rec = self.stream_record(s, stream, Some(call));
                     packets += rec.packets;
                     worst = Some(worst.map_or(rec.mos, |w: f64| w.min(rec.mos)));
                 }
@@ -430,7 +471,8 @@ impl Tracker {
             if s.generation != generation || s.due_ns != at || s.call.is_some() {
                 continue;
             }
-            let deadline = s.stats.last_ns.saturating_add(self.cfg.stream_timeout_ns);
+            let last_ns = self.hot[slot as usize].meter.last_ns;
+            let deadline = last_ns.saturating_add(self.cfg.stream_timeout_ns);
             if now > deadline {
                 due.push(slot);
             } else {
@@ -467,8 +509,8 @@ impl Tracker {
     fn call_last_ns(&self, c: &Call) -> u64 {
         c.streams
             .iter()
-            .filter_map(|&s| self.streams[s as usize].as_ref())
-            .map(|s| s.stats.last_ns)
+            .filter(|&&s| self.streams[s as usize].is_some())
+            .map(|&s| self.hot[s as usize].meter.last_ns)
             .fold(c.last_ns, u64::max)
     }
 
@@ -698,10 +740,10 @@ impl Tracker {
     /// Takes packets in order, as [`Tracker::on_udp`] and [`Tracker::advance`] would one by
     /// one ([`PacketKind`]); `before(table, ts_ns, out)` is called before each packet
     /// is taken (to apply the SIP messages up to its time). A software pipeline: packet
-    /// `i + 3 * LEAD` is hashed and its index line prefetched, `i + 2 * LEAD` has the first
-    /// line of its stream prefetched, `i + LEAD` the rest of the stream's lines, and packet
-    /// `i` is taken: at 100,000 calls every RTP packet's stream is a cache miss otherwise.
-    /// The early stages only read and prefetch, so the result is the same as one by one.
+    /// `i + 2 * LEAD` is hashed and its index line prefetched, `i + LEAD` has its stream's
+    /// `HotStream` lines prefetched, and packet `i` is taken: at 100,000 calls every RTP
+    /// packet's stream is a cache miss otherwise. The early stages only read and prefetch,
+    /// so the result is the same as one by one.
     pub fn on_packets(
         &mut self,
         packets: &[Datagram<'_>],
@@ -711,7 +753,7 @@ impl Tracker {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
         let n = packets.len();
-        for step in 0..n + 3 * LEAD {
+        for step in 0..n + 2 * LEAD {
             if let Some(p) = packets.get(step) {
                 let hash = self.media_hash(p);
                 if let Some(h) = hash {
@@ -721,19 +763,12 @@ impl Tracker {
             }
             if let Some(Some(h)) = step.checked_sub(LEAD).and_then(|i| hashes.get(i)) {
                 self.by_stream.candidates(*h, |slot| {
-                    if let Some(s) = self.streams.get(slot as usize) {
-                        mem_prefetch::prefetch_write_data::<_, 3>(s);
+                    if let Some(e) = self.hot.get(slot as usize) {
+                        e.prefetch();
                     }
                 });
             }
-            if let Some(Some(h)) = step.checked_sub(2 * LEAD).and_then(|i| hashes.get(i)) {
-                self.by_stream.candidates(*h, |slot| {
-                    if let Some(Some(s)) = self.streams.get(slot as usize) {
-                        s.prefetch();
-                    }
-                });
-            }
-            if let Some(i) = step.checked_sub(3 * LEAD) {
+            if let Some(i) = step.checked_sub(2 * LEAD) {
                 let p = &packets[i];
                 before(self, p.ts_ns, out);
                 match p.kind {
@@ -768,22 +803,21 @@ impl Tracker {
 /// See [`Tracker::key_hash`].
 #[inline]
 fn key_hash(seed: &SeededFxBuild, key: &StreamKey) -> u64 {
-    {
-        let mut h = seed.build_hasher();
-        for a in [key.0, key.1] {
-            match a {
-                SocketAddr::V4(a) => {
-                    h.write_u64((u64::from(a.ip().to_bits()) << 16) | u64::from(a.port()))
-                }
-                SocketAddr::V6(a) => {
-                    h.write_u128(a.ip().to_bits());
-                    h.write_u16(a.port());
-                }
+    let mut h = seed.build_hasher();
+    match packed_key(key) {
+        Some(k) => h.write_u128(k),
+        None => {
+            for a in [key.0, key.1] {
+                h.write_u128(match a.ip() {
+                    IpAddr::V4(ip) => ip.to_ipv6_mapped().to_bits(),
+                    IpAddr::V6(ip) => ip.to_bits(),
+                });
+                h.write_u16(a.port());
             }
+            h.write_u32(key.2);
         }
-        h.write_u32(key.2);
-        h.finish()
     }
+    h.finish()
 }
 
 impl Tracker {
@@ -797,11 +831,17 @@ impl Tracker {
             return;
         };
         let key = (d.src, d.dst, h.ssrc);
-        let streams = &self.streams;
-        let found = self.by_stream.find(
-            hash,
-            |slot| matches!(&streams[slot as usize], Some(s) if (s.src, s.dst, s.ssrc) == key),
-        );
+        let (streams, hot) = (&self.streams, &self.hot);
+        let found = match packed_key(&key) {
+            // Two IPv4 endpoints: the hot line alone tells.
+            Some(k) => self.by_stream.find(hash, |slot| {
+                hot[slot as usize].key == k && !hot[slot as usize].v6
+            }),
+            None => self.by_stream.find(hash, |slot| {
+                hot[slot as usize].v6
+                    && matches!(&streams[slot as usize], Some(s) if (s.src, s.dst, s.ssrc) == key)
+            }),
+        };
         let slot = match found {
             Some(s) => s,
             None => match self.new_stream(key, hash) {
@@ -836,19 +876,26 @@ impl Tracker {
             dst: key.1,
             ssrc: key.2,
             call: None,
-            confirmed: false,
-            stats: StreamStats::default(),
-            last_pt: 255,
-            last_rate: 0,
             rtcp: None,
+        };
+        let packed = packed_key(&key);
+        let hot = HotStream {
+            key: packed.unwrap_or(0),
+            v6: packed.is_none(),
+            clock_pt: 255,
+            ..HotStream::default()
         };
         let slot = match self.free_streams.pop() {
             Some(s) => {
                 self.streams[s as usize] = Some(stream);
+                self.hot[s as usize] = hot;
+                self.tallies[s as usize] = StreamTally::default();
                 s
             }
             None => {
                 self.streams.push(Some(stream));
+                self.hot.push(hot);
+                self.tallies.push(StreamTally::default());
                 self.streams.len() as u32 - 1
             }
         };
@@ -872,49 +919,63 @@ impl Tracker {
             self.calls[call as usize].as_mut(),
         ) {
             s.call = Some(call);
-            s.confirmed = true;
-            s.last_pt = 255;
             c.streams.push(stream);
+            let e = &mut self.hot[stream as usize];
+            e.in_call = true;
+            e.confirmed = true;
+            // The call's SDP may map the payload type to another clock.
+            e.clock_pt = 255;
         }
     }
 
     fn stream_packet(&mut self, slot: u32, ts_ns: u64, h: &RtpHeader, len: usize) {
-        let Some(s) = self.streams[slot as usize].as_ref() else {
-            return;
-        };
-        if s.call.is_none() {
+        let i = slot as usize;
+        if !self.hot[i].in_call {
             // Lazily: the SDP naming this stream's endpoints may arrive after its first packets.
-            if let Some(c) = self.endpoint_call(s.src, s.dst) {
+            let call = self.streams[i]
+                .as_ref()
+                .and_then(|s| self.endpoint_call(s.src, s.dst));
+            if let Some(c) = call {
                 self.attach(slot, c);
             }
         }
-        let Some(s) = self.streams[slot as usize].as_mut() else {
-            return;
-        };
-        if s.last_pt != h.payload_type {
-            let map = s
-                .call
-                .and_then(|c| self.calls[c as usize].as_ref())
-                .and_then(|c| c.rtpmap.iter().find(|(p, _)| *p == h.payload_type))
-                .map(|(_, codec)| codec);
-            s.last_rate = codec::clock_rate(h.payload_type, map);
-            s.last_pt = h.payload_type;
+        if self.hot[i].clock_pt != h.payload_type {
+            self.set_clock(slot, h.payload_type);
         }
-        s.stats.add(ts_ns, h, len, s.last_rate);
+        let e = &mut self.hot[i];
+        let tally = &mut self.tallies[i];
+        e.meter.add(tally, ts_ns, h, len, e.clock);
         self.stats.rtp_packets += 1;
-        if !s.confirmed
-            && s.stats.packets >= self.cfg.orphan_packets
-            && s.stats.looks_continuous(self.cfg.max_seq_gap)
+        if !e.confirmed
+            && e.meter.packets >= self.cfg.orphan_packets
+            && e.meter.looks_continuous(tally, self.cfg.max_seq_gap)
         {
-            s.confirmed = true;
+            e.confirmed = true;
         }
         // A stream without a call waits in the stream queue (its call's deadline reads
         // the packet times of the streams it has).
-        if s.call.is_none() && s.due_ns == u64::MAX {
-            s.due_ns = ts_ns.saturating_add(self.cfg.stream_timeout_ns);
-            self.stream_due
-                .push(Reverse((s.due_ns, slot, s.generation)));
+        if !e.in_call && !e.queued {
+            e.queued = true;
+            if let Some(s) = self.streams[i].as_mut() {
+                s.due_ns = ts_ns.saturating_add(self.cfg.stream_timeout_ns);
+                self.stream_due
+                    .push(Reverse((s.due_ns, slot, s.generation)));
+            }
         }
+    }
+
+    /// The clock of the payload type `pt` for the stream at `slot`: its call's SDP, else
+    /// the static table.
+    fn set_clock(&mut self, slot: u32, pt: u8) {
+        let map = self.streams[slot as usize]
+            .as_ref()
+            .and_then(|s| s.call)
+            .and_then(|c| self.calls[c as usize].as_ref())
+            .and_then(|c| c.rtpmap.iter().find(|(p, _)| *p == pt))
+            .map(|(_, codec)| codec);
+        let e = &mut self.hot[slot as usize];
+        e.clock = Clock::new(codec::clock_rate(pt, map));
+        e.clock_pt = pt;
     }
 
     fn on_rtcp(&mut self, ts_ns: u64, src: SocketAddr, dst: SocketAddr, payload: &[u8]) {
@@ -979,7 +1040,7 @@ impl Tracker {
             let Some(stream) = self.streams[s as usize].as_ref() else {
                 continue;
             };
-            let rec = stream_record(stream, Some(&call));
+            let rec = self.stream_record(s, stream, Some(&call));
             rtp_packets += rec.packets;
             worst = Some(worst.map_or(rec.mos, |w: f64| w.min(rec.mos)));
             call.last_ns = call.last_ns.max(rec.last_ns);
@@ -1003,8 +1064,8 @@ impl Tracker {
         if s.call.is_some() {
             return;
         }
-        if s.confirmed {
-            out.streams.push(stream_record(s, None));
+        if self.hot[slot as usize].confirmed {
+            out.streams.push(self.stream_record(slot, s, None));
         }
         self.free_stream(slot);
     }
@@ -1065,16 +1126,23 @@ fn call_record(
     }
 }
 
-fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
-    let st = &s.stats;
+impl Tracker {
+    /// The record of the stream `s` at `slot`.
+    fn stream_record(&self, slot: u32, s: &Stream, call: Option<&Call>) -> StreamRecord {
+        let i = slot as usize;
+        stream_record(s, &self.hot[i].meter.totals(&self.tallies[i]), call)
+    }
+}
+
+fn stream_record(s: &Stream, st: &StreamTotals, call: Option<&Call>) -> StreamRecord {
     let pt = st.first_pt;
     let mapped = call
         .and_then(|c| c.rtpmap.iter().find(|(p, _)| *p == pt))
         .map(|(_, codec)| codec);
     let codec = codec::codec_name(pt, mapped);
-    let lost = st.lost();
-    let loss_pct = if st.expected() > 0 {
-        lost.max(0) as f64 * 100.0 / st.expected() as f64
+    let lost = st.lost;
+    let loss_pct = if st.expected > 0 {
+        lost.max(0) as f64 * 100.0 / st.expected as f64
     } else {
         0.0
     };
@@ -1099,7 +1167,7 @@ fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
         last_ns: st.last_ns,
         packets: st.packets,
         bytes: st.bytes,
-        expected: st.expected(),
+        expected: st.expected,
         lost,
         duplicated: st.duplicated,
         out_of_order: st.out_of_order,
@@ -1122,5 +1190,41 @@ fn stream_record(s: &Stream, call: Option<&Call>) -> StreamRecord {
             .map(|j| j as f64 * 1000.0 / clock as f64),
         rtt_ms,
         mos: (codec::mos(&codec, loss_pct, delay) * 100.0).round() / 100.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot entry is three cache lines and its prefetch names a field on each.
+    #[test]
+    fn a_hot_stream_is_three_lines_and_its_prefetch_covers_them() {
+        assert_eq!(std::mem::size_of::<HotStream>(), 192);
+        assert_eq!(std::mem::align_of::<HotStream>(), 64);
+        let e = HotStream::default();
+        let start = &e as *const HotStream as usize;
+        let (_, block, delta) = e.meter.line_fields();
+        let lines = [
+            &e.key as *const u128 as usize,
+            block as *const u64 as usize,
+            delta as *const _ as usize,
+        ]
+        .map(|a| (a - start) / 64);
+        assert_eq!(lines, [0, 1, 2]);
+    }
+
+    #[test]
+    fn packed_keys_are_the_ipv4_keys_whole() {
+        let a: SocketAddr = "10.1.2.3:4000".parse().unwrap();
+        let b: SocketAddr = "192.168.0.1:65535".parse().unwrap();
+        let v6: SocketAddr = "[2001:db8::1]:4000".parse().unwrap();
+        assert_eq!(
+            packed_key(&(a, b, 0xdead_beef)),
+            Some(0x0a01_0203_c0a8_0001_0fa0_ffff_dead_beef)
+        );
+        assert_ne!(packed_key(&(a, b, 1)), packed_key(&(b, a, 1)));
+        assert_eq!(packed_key(&(a, v6, 1)), None);
+        assert_eq!(packed_key(&(v6, a, 1)), None);
     }
 }

@@ -385,3 +385,68 @@ fn finish_in_parts_writes_what_finish_does_a_part_at_a_time() {
     assert!(parts >= 101 / 8, "{parts} parts");
     assert_eq!((calls, streams), (whole.calls, whole.streams));
 }
+
+/// Streams are told apart by both endpoints and the SSRC whatever the address family: IPv4
+/// keys are compared packed in the hot entry, IPv6 ones in the stream; interleaved streams
+/// that differ in one part only each keep their own packets.
+#[test]
+fn ipv4_and_ipv6_streams_differing_in_one_part_keep_their_own_packets() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let mut out = Output::default();
+    let keys = [
+        ("10.0.0.1:4000", "10.0.0.2:4002", 1u32),
+        ("10.0.0.1:4000", "10.0.0.2:4002", 2),
+        ("10.0.0.2:4002", "10.0.0.1:4000", 1),
+        ("10.0.0.1:4000", "10.0.0.3:4002", 1),
+        ("[2001:db8::1]:4000", "[2001:db8::2]:4002", 1),
+        ("[2001:db8::1]:4000", "[2001:db8::2]:4002", 2),
+        ("[2001:db8::1]:4000", "10.0.0.2:4002", 1),
+        ("[::ffff:10.0.0.1]:4000", "[::ffff:10.0.0.2]:4002", 1),
+    ];
+    for round in 0..(20 + keys.len() as u16) {
+        for (k, (src, dst, ssrc)) in keys.iter().enumerate() {
+            // Stream k sends 20 + k packets.
+            if round >= 20 + k as u16 {
+                continue;
+            }
+            let mut pkt = rtp(round);
+            pkt[8..12].copy_from_slice(&ssrc.to_be_bytes());
+            t.on_udp(
+                u64::from(round) * 20_000_000 + k as u64,
+                addr(src),
+                addr(dst),
+                &pkt,
+                &mut out,
+            );
+        }
+    }
+    t.finish(&mut out);
+    assert_eq!(out.streams.len(), keys.len());
+    for (k, (src, dst, ssrc)) in keys.iter().enumerate() {
+        let s = out
+            .streams
+            .iter()
+            .find(|s| {
+                (
+                    s.src_ip.as_str(),
+                    s.src_port,
+                    s.dst_ip.as_str(),
+                    s.dst_port,
+                    s.ssrc,
+                ) == (
+                    &addr(src).ip().to_string()[..],
+                    addr(src).port(),
+                    &addr(dst).ip().to_string()[..],
+                    addr(dst).port(),
+                    *ssrc,
+                )
+            })
+            .unwrap_or_else(|| panic!("stream {k} missing: {:#?}", out.streams));
+        assert_eq!(
+            (s.packets, s.lost, s.duplicated),
+            (20 + k as u64, 0, 0),
+            "{k}"
+        );
+        assert!(s.orphan);
+    }
+}
