@@ -46,7 +46,29 @@ struct HttpDir {
     stream: HttpStream,
     /// Bytes taken (the offset of a gap).
     offset: u64,
-    error: Option<String>,
+    error: Option<Stop>,
+}
+
+/// Why a direction stopped, kept as data: most directions that stop are streams that are not
+/// HTTP, whose connection writes no line, so the text is made only for a line written.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// The parser's error.
+    Read(trawl_app::Error),
+    /// A gap of `n` bytes at stream offset `offset`.
+    Gap { n: u64, offset: u64 },
+}
+
+impl Stop {
+    fn text(self) -> String {
+        match self {
+            Stop::Read(e) => {
+                let text = e.to_string();
+                text.strip_prefix("http: ").unwrap_or(&text).to_string()
+            }
+            Stop::Gap { n, offset } => format!("gap of {n} bytes at offset {offset} (stream)"),
+        }
+    }
 }
 
 /// A connection's HTTP state.
@@ -92,7 +114,8 @@ impl HttpConn {
             .and_then(|r| self.body_len(1 - rq, r, next_response));
         let error = [rq, 1 - rq]
             .into_iter()
-            .find_map(|i| self.dirs[i].as_ref().and_then(|d| d.error.clone()));
+            .find_map(|i| self.dirs[i].as_ref().and_then(|d| d.error))
+            .map(Stop::text);
         Pair {
             request_dir: rq,
             request,
@@ -185,12 +208,14 @@ impl HttpConn {
             Chunk::Data(bytes) => {
                 d.offset += bytes.len() as u64;
                 if let Err(e) = d.stream.push(bytes, |h| heads.push(h)) {
-                    let text = e.to_string();
-                    d.error = Some(text.strip_prefix("http: ").unwrap_or(&text).to_string());
+                    d.error = Some(Stop::Read(e));
                 }
             }
             Chunk::Gap(n) => {
-                d.error = Some(format!("gap of {n} bytes at offset {} (stream)", d.offset));
+                d.error = Some(Stop::Gap {
+                    n,
+                    offset: d.offset,
+                });
             }
         }
         for head in heads {

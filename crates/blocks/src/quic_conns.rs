@@ -8,13 +8,14 @@
 //! one idle for [`IDLE_NS`] of packet time is ended; each side's CRYPTO data is capped by
 //! `trawl_app::quic::MAX_CRYPTO_LEN`. The line is written once both hellos are read (or
 //! failed), else when the connection ends, if it has a hello.
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use serde_json::{json, Map, Value};
 use trawl_app::quic::{classify, Connection, Datagram, QuicStats, Side};
 use trawl_app::tls::Hello;
 use trawl_flow::community_id::{CommunityId, FlowTuple};
+use trawl_flow::hash::SeededFxMap;
 
 use crate::messages::Event;
 use crate::tcp_conns::ConnKey;
@@ -49,7 +50,8 @@ struct QuicConn {
 
 /// The QUIC connections being read.
 pub struct QuicTable {
-    conns: HashMap<ConnKey, QuicConn>,
+    /// Every UDP datagram is looked up: the seeded fast hash (`trawl_flow::hash`).
+    conns: SeededFxMap<ConnKey, QuicConn>,
     /// Keys in the order they were first seen (eviction; stale keys skipped).
     order: VecDeque<ConnKey>,
     max_conns: usize,
@@ -72,7 +74,7 @@ impl QuicTable {
     /// A table of at most `max_conns` connections (at least one).
     pub fn new(max_conns: usize) -> Self {
         QuicTable {
-            conns: HashMap::new(),
+            conns: SeededFxMap::default(),
             order: VecDeque::new(),
             max_conns: max_conns.max(1),
             last_sweep_ns: 0,
@@ -180,13 +182,16 @@ impl QuicTable {
             return;
         }
         self.last_sweep_ns = now_ns;
-        self.conns.retain(|_, c| {
-            let idle = now_ns.saturating_sub(c.last_ns) >= IDLE_NS;
-            if idle {
-                write_line(c, out);
-            }
-            !idle
-        });
+        // Written oldest first, as at the end: not in the table's order, which the seed picks.
+        let mut idle: Vec<QuicConn> = self
+            .conns
+            .extract_if(|_, c| now_ns.saturating_sub(c.last_ns) >= IDLE_NS)
+            .map(|(_, c)| c)
+            .collect();
+        idle.sort_by_key(|c| c.first_ns);
+        for mut c in idle {
+            write_line(&mut c, out);
+        }
         let conns = &self.conns;
         self.order.retain(|k| conns.contains_key(k));
     }

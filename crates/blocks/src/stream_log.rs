@@ -48,7 +48,7 @@ const OUT_DNS: usize = 2;
 #[serde(deny_unknown_fields)]
 pub struct StreamLogSettings {
     /// Connections followed at once (default 1,048,576); beyond it the oldest is ended
-    /// (counted `evicted`). The table grows with the connections held: about 820 bytes of
+    /// (counted `evicted`). The table grows with the connections held: about 510 bytes of
     /// peak memory each, with the analysers' state of a connection waiting for its server.
     #[serde(default = "default_max_conns")]
     pub max_conns: usize,
