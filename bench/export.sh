@@ -16,8 +16,9 @@
 #   bench/export.sh [--records N] [--stream-records N] [--rate DATAGRAMS_PER_S] [--no-install]
 #                   [--no-export] [--repeat N]
 #
-# TRAWL_BIN=PATH measures that trawl binary as the collector instead of the one built here
-# (old against new: run it once with each, alternately).
+# TRAWL_BIN=PATH measures that trawl binary as the collector instead of building one here
+# (old against new: run it once with each, alternately; a `bench`-profile build has symbols
+# for perf and takes the time of one release build).
 #
 # Each receiver takes the stream --repeat times (default 3), the receivers in turn; the run
 # with the median CPU time is reported.
@@ -60,8 +61,10 @@ if ! command -v nfcapd >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nfdump
 fi
 
-note "building (release)"
-(cd "$ROOT" && cargo build --release -q -p trawl-cli)
+if [ -z "${TRAWL_BIN:-}" ]; then
+    note "building (release)"
+    (cd "$ROOT" && cargo build --release -q -p trawl-cli)
+fi
 BENCH_BIN=$(cd "$ROOT" && cargo bench -q -p trawl-export --bench export_throughput --no-run --message-format=json 2>/dev/null \
     | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
 TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
