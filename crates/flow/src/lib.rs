@@ -32,9 +32,7 @@
 //! meter.flush(&mut sink);
 //! assert_eq!(records, vec![(1234, 53, 1)]);
 //! ```
-// Denied, not forbidden: the one exception is the call into the processor's SHA instructions
-// (`sha1::sha_ni`), after checking that it has them.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod app_label;
