@@ -155,12 +155,12 @@ impl SlotIndex {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// splitmix64: deterministic test operations.
-    fn next(state: &mut u64) -> u64 {
+    /// splitmix64: deterministic test operations (also the stats reference test's).
+    pub(crate) fn next(state: &mut u64) -> u64 {
         *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = *state;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -3,6 +3,7 @@
 //! it, a shifted 512-bit window): the oracle of the test below, which holds the new code to
 //! the same numbers on random streams (the jitter within 1e-6 ms, everything else equal).
 use super::{extend, is_cn, Summary, WINDOW};
+use crate::index::tests::next;
 use crate::rtp::RtpHeader;
 
 #[derive(Clone, Debug, Default)]
@@ -132,15 +133,6 @@ impl Reference {
             };
         }
     }
-}
-
-/// splitmix64.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Random streams: mostly 20 ms G.711 with arrival jitter, and every irregularity in
