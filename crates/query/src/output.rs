@@ -1,6 +1,7 @@
 //! Writing a [`QueryResult`]: an aligned table for people (goQuery's layout: attributes,
 //! packets and bytes per direction with their share of the total, totals, scan counters),
 //! JSON for programs (`docs/query.md`), CSV for spreadsheets.
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use serde_json::{json, Map, Value};
@@ -63,14 +64,45 @@ fn attr_text(a: Attribute, k: &GroupKey, zone: Zone) -> String {
     .unwrap_or_default()
 }
 
-fn attr_json(a: Attribute, k: &GroupKey) -> Value {
+/// An attribute's value in JSON: a number (`null` when absent) or text (borrowed where the
+/// key holds it as text).
+enum JsonValue<'a> {
+    Number(Option<u64>),
+    Text(Cow<'a, str>),
+}
+
+/// Which attributes JSON shows as numbers, and every value: what [`attr_json`] and
+/// [`write_attr_json`] both write.
+fn attr_value(a: Attribute, k: &GroupKey) -> JsonValue<'_> {
     match a {
-        Attribute::Sport => json!(k.sport),
-        Attribute::Dport => json!(k.dport),
-        Attribute::Vlan => json!(k.vlan),
-        Attribute::Sas => json!(k.sas),
-        Attribute::Das => json!(k.das),
-        _ => Value::String(attr_text(a, k, Zone::Utc)),
+        Attribute::Sport => JsonValue::Number(k.sport.map(u64::from)),
+        Attribute::Dport => JsonValue::Number(k.dport.map(u64::from)),
+        Attribute::Vlan => JsonValue::Number(k.vlan.map(u64::from)),
+        Attribute::Sas => JsonValue::Number(k.sas.map(u64::from)),
+        Attribute::Das => JsonValue::Number(k.das.map(u64::from)),
+        Attribute::Probe => text(&k.probe),
+        Attribute::Iface => text(&k.iface),
+        Attribute::App => text(&k.app),
+        Attribute::Scountry => text(&k.scountry),
+        Attribute::Dcountry => text(&k.dcountry),
+        Attribute::TunnelType => text(&k.tunnel_type),
+        Attribute::TunnelSrc => text(&k.tunnel_src),
+        Attribute::TunnelDst => text(&k.tunnel_dst),
+        Attribute::Sip | Attribute::Dip | Attribute::Proto | Attribute::Time => {
+            JsonValue::Text(Cow::Owned(attr_text(a, k, Zone::Utc)))
+        }
+    }
+}
+
+/// A key's text attribute (empty when absent), borrowed.
+fn text(t: &Option<String>) -> JsonValue<'_> {
+    JsonValue::Text(Cow::Borrowed(t.as_deref().unwrap_or_default()))
+}
+
+fn attr_json(a: Attribute, k: &GroupKey) -> Value {
+    match attr_value(a, k) {
+        JsonValue::Number(n) => json!(n),
+        JsonValue::Text(t) => Value::String(t.into_owned()),
     }
 }
 
@@ -177,32 +209,14 @@ fn write_json_rows(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
 
 /// The bytes `serde_json` writes for [`attr_json`]'s value, appended to `out`.
 fn write_attr_json(a: Attribute, k: &GroupKey, out: &mut Vec<u8>) -> io::Result<()> {
-    fn number<N: itoa::Integer>(n: Option<N>, out: &mut Vec<u8>) -> io::Result<()> {
-        match n {
-            Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-            None => out.extend_from_slice(b"null"),
+    match attr_value(a, k) {
+        JsonValue::Number(Some(n)) => {
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes())
         }
-        Ok(())
+        JsonValue::Number(None) => out.extend_from_slice(b"null"),
+        JsonValue::Text(t) => serde_json::to_writer(out, t.as_ref())?,
     }
-    let text = match a {
-        Attribute::Sport => return number(k.sport, out),
-        Attribute::Dport => return number(k.dport, out),
-        Attribute::Vlan => return number(k.vlan, out),
-        Attribute::Sas => return number(k.sas, out),
-        Attribute::Das => return number(k.das, out),
-        Attribute::Probe => k.probe.as_deref(),
-        Attribute::Iface => k.iface.as_deref(),
-        Attribute::App => k.app.as_deref(),
-        Attribute::Scountry => k.scountry.as_deref(),
-        Attribute::Dcountry => k.dcountry.as_deref(),
-        Attribute::TunnelType => k.tunnel_type.as_deref(),
-        Attribute::TunnelSrc => k.tunnel_src.as_deref(),
-        Attribute::TunnelDst => k.tunnel_dst.as_deref(),
-        Attribute::Sip | Attribute::Dip | Attribute::Proto | Attribute::Time => {
-            return Ok(serde_json::to_writer(out, &attr_text(a, k, Zone::Utc))?);
-        }
-    };
-    Ok(serde_json::to_writer(out, text.unwrap_or_default())?)
+    Ok(())
 }
 
 /// [`to_json`]'s document without its `rows`.
