@@ -471,7 +471,7 @@ pub fn result(q: &Query, rows_tsv: &str, totals_tsv: &str) -> Result<QueryResult
     let groups: u64 = field(line, cells.next(), "groups")?;
     Ok(QueryResult {
         attributes: q.attributes.clone(),
-        rows,
+        rows: rows.into(),
         totals,
         groups,
         stats: ScanStats {
@@ -615,7 +615,8 @@ mod tests {
             "6\t8\t10\t12\t3\t2\n",
         )
         .unwrap();
-        let k = &r.rows[0].0;
+        let rows = r.rows.to_vec();
+        let k = &rows[0].0;
         assert_eq!(
             (
                 k.sas,
@@ -625,7 +626,7 @@ mod tests {
             ),
             (Some(u32::MAX), Some("DE"), Some("gtpu"), Some("192.0.2.1"))
         );
-        let k = &r.rows[1].0;
+        let k = &rows[1].0;
         assert_eq!(
             (k.sas, k.dcountry.as_deref(), k.tunnel_src.as_deref()),
             (Some(0), Some(""), Some(""))
@@ -641,10 +642,11 @@ mod tests {
             "6\t8\t10\t12\t3\t2\n",
         )
         .unwrap();
-        assert_eq!(r.rows.len(), 2);
-        assert_eq!(r.rows[0].0.sip, Some("10.0.0.1".parse().unwrap()));
-        assert_eq!(r.rows[1].0.iface.as_deref(), Some("x\ty"));
-        assert_eq!(r.rows[1].1.flows, 2);
+        let rows = r.rows.to_vec();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].0.sip, Some("10.0.0.1".parse().unwrap()));
+        assert_eq!(rows[1].0.iface.as_deref(), Some("x\ty"));
+        assert_eq!(rows[1].1.flows, 2);
         assert_eq!((r.totals.rev_bytes, r.groups), (12, 2));
         // No attributes over no rows: no group.
         let none = Query {

@@ -242,7 +242,7 @@ pub fn run(a: &QueryArgs) -> Result<ExitCode> {
         result.elapsed = started.elapsed();
         if let Some(anon) = &mut anon {
             // The rows shown: the database itself is as it was ingested.
-            for (key, _) in &mut result.rows {
+            for (key, _) in result.rows.decoded_mut() {
                 key.sip = key.sip.map(|ip| anon.ip(ip));
                 key.dip = key.dip.map(|ip| anon.ip(ip));
             }

@@ -39,4 +39,4 @@ pub use partial::{
     PARTIAL_VERSION,
 };
 pub use plan::{parse_attributes, Attribute, Query};
-pub use result::{QueryResult, SortBy};
+pub use result::{QueryResult, Rows, SortBy};

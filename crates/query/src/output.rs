@@ -122,7 +122,7 @@ pub fn to_json(r: &QueryResult) -> Value {
         .map(|(k, m)| {
             let mut o = Map::new();
             for &a in &r.attributes {
-                o.insert(a.field().into(), attr_json(a, k));
+                o.insert(a.field().into(), attr_json(a, &k));
             }
             metrics_json(m, &mut o);
             Value::Object(o)
@@ -187,22 +187,44 @@ fn write_json_rows(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
         head.push(b':');
         heads.push(head);
     }
-    let mut row = Vec::with_capacity(256);
-    out.write_all(b"[")?;
-    for (i, (k, m)) in r.rows.iter().enumerate() {
-        row.clear();
-        row.extend_from_slice(if i == 0 { b"{" } else { b",{" });
-        for ((_, field), head) in fields.iter().zip(&heads) {
-            row.extend_from_slice(head);
-            match field {
-                Field::Attr(a) => write_attr_json(*a, k, &mut row)?,
-                Field::Metric(get) => {
-                    row.extend_from_slice(itoa::Buffer::new().format(get(m)).as_bytes())
+    // Rows `at`, written to `out` (the first row of all has no comma before it).
+    let write_rows = |at: std::ops::Range<usize>, out: &mut dyn Write| -> io::Result<()> {
+        let mut row = Vec::with_capacity(256);
+        for (i, (k, m)) in (at.start..).zip(r.rows.range(at)) {
+            row.clear();
+            row.extend_from_slice(if i == 0 { b"{" } else { b",{" });
+            for ((_, field), head) in fields.iter().zip(&heads) {
+                row.extend_from_slice(head);
+                match field {
+                    Field::Attr(a) => write_attr_json(*a, &k, &mut row)?,
+                    Field::Metric(get) => {
+                        row.extend_from_slice(itoa::Buffer::new().format(get(m)).as_bytes())
+                    }
                 }
             }
+            row.push(b'}');
+            out.write_all(&row)?;
         }
-        row.push(b'}');
-        out.write_all(&row)?;
+        Ok(())
+    };
+    out.write_all(b"[")?;
+    let n = r.rows.len();
+    if n < crate::result::PARALLEL_ROWS {
+        write_rows(0..n, out)?;
+    } else {
+        // A large answer's second half is formatted on another thread while the first is
+        // written: the last step of a fleet's answer, with the other core idle by then.
+        let mid = n / 2;
+        let high = std::thread::scope(|s| {
+            let high = s.spawn(|| {
+                let mut buf = Vec::with_capacity(1 << 20);
+                write_rows(mid..n, &mut buf).map(|()| buf)
+            });
+            write_rows(0..mid, out)?;
+            high.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })?;
+        out.write_all(&high)?;
     }
     out.write_all(b"]")
 }
@@ -263,9 +285,9 @@ pub fn write(r: &QueryResult, format: Format, zone: Zone, out: &mut dyn Write) -
                 "flows",
             ]);
             writeln!(out, "{}", header.join(","))?;
-            for (k, m) in &r.rows {
+            for (k, m) in r.rows.iter() {
                 for a in &r.attributes {
-                    write!(out, "{},", attr_text(*a, k, Zone::Utc))?;
+                    write!(out, "{},", attr_text(*a, &k, Zone::Utc))?;
                 }
                 writeln!(
                     out,
@@ -328,11 +350,11 @@ fn table(r: &QueryResult, zone: Zone, out: &mut dyn Write) -> io::Result<()> {
     );
     let t = &r.totals;
     let mut lines: Vec<Vec<String>> = vec![header];
-    for (k, m) in &r.rows {
+    for (k, m) in r.rows.iter() {
         let mut l: Vec<String> = r
             .attributes
             .iter()
-            .map(|a| attr_text(*a, k, zone))
+            .map(|a| attr_text(*a, &k, zone))
             .collect();
         l.extend([
             human_count(m.flows),
@@ -494,7 +516,8 @@ mod tests {
 
     #[test]
     fn json_rows_written_one_by_one_are_the_documents_bytes() {
-        for n in [0, 1, 7] {
+        // The last: enough rows for two threads to write them.
+        for n in [0, 1, 7, crate::result::PARALLEL_ROWS as u64 + 3] {
             let r = result(n);
             let mut streamed = Vec::new();
             write(&r, Format::Json, Zone::Utc, &mut streamed).unwrap();

@@ -543,6 +543,94 @@ impl PartialAggregate {
         }
     }
 
+    /// The order of the decoded keys of `rows` (packed `(context, key)` pairs of this
+    /// aggregate), on the packed keys: [`KeyOrder::cmp`] of two rows is the order of their
+    /// [`GroupKey`]s, without decoding either.
+    pub(crate) fn key_order(&self, l: &Layout, rows: &[(u64, u128)]) -> KeyOrder {
+        let t = &self.tables;
+        let has = |a| self.attributes.contains(&a);
+        // GroupKey's fields in their order (its derived `Ord` compares them so).
+        let fields = [
+            Attribute::Time,
+            Attribute::Iface,
+            Attribute::Sip,
+            Attribute::Dip,
+            Attribute::Sport,
+            Attribute::Dport,
+            Attribute::Proto,
+            Attribute::Vlan,
+            Attribute::Probe,
+            Attribute::App,
+            Attribute::Sas,
+            Attribute::Das,
+            Attribute::Scountry,
+            Attribute::Dcountry,
+            Attribute::TunnelType,
+            Attribute::TunnelSrc,
+            Attribute::TunnelDst,
+        ];
+        let steps = fields
+            .into_iter()
+            .filter(|&a| has(a))
+            .map(|a| {
+                let rank = match a {
+                    Attribute::Time
+                    | Attribute::Sport
+                    | Attribute::Dport
+                    | Attribute::Proto
+                    | Attribute::Vlan
+                    | Attribute::Sas
+                    | Attribute::Das => Rank::Value,
+                    Attribute::Iface => Rank::by_text(t.ifaces.iter().map(String::as_str)),
+                    Attribute::Probe => Rank::by_text(t.probes.iter().map(String::as_str)),
+                    Attribute::App => Rank::by_text((0..1u64 << width(a)).map(|c| {
+                        u8::try_from(c)
+                            .ok()
+                            .and_then(trawl_flow::App::from_id)
+                            .map_or("", |a| a.name())
+                    })),
+                    Attribute::TunnelType => Rank::by_text(
+                        (0..1u64 << width(a))
+                            .map(|c| trawl_flow::TunnelType::from_u8(c as u8).name()),
+                    ),
+                    Attribute::Sip | Attribute::Dip => {
+                        // IPv4 before IPv6 (`IpAddr`'s order): an IPv6 id ranks above every
+                        // IPv4 address; an id no table holds decodes as 0.0.0.0.
+                        let mut v6: Vec<(IpAddr, u32)> =
+                            t.ips.iter().zip(0..).map(|(ip, i)| (*ip, i)).collect();
+                        v6.sort_unstable();
+                        let mut ranks = vec![0u32; v6.len()];
+                        for (r, (_, id)) in v6.iter().enumerate() {
+                            ranks[*id as usize] = r as u32;
+                        }
+                        Rank::Address(ranks)
+                    }
+                    Attribute::Scountry | Attribute::Dcountry => Rank::Country,
+                    Attribute::TunnelSrc | Attribute::TunnelDst => {
+                        // Compared as their text: the codes present, ranked by it.
+                        let mut codes: Vec<u64> = rows.iter().map(|r| l.get(r.1, a)).collect();
+                        codes.sort_unstable();
+                        codes.dedup();
+                        let mut texts: Vec<(String, u64)> =
+                            codes.into_iter().map(|c| (t.ip_text(c), c)).collect();
+                        texts.sort_unstable();
+                        let mut ranks = FxHashMap::default();
+                        let mut r = 0u32;
+                        for (i, (text, code)) in texts.iter().enumerate() {
+                            if i > 0 && texts[i - 1].0 != *text {
+                                r += 1;
+                            }
+                            ranks.insert(*code, r);
+                        }
+                        Rank::Codes(ranks)
+                    }
+                };
+                (a, rank)
+            })
+            .collect();
+        KeyOrder { layout: *l, steps }
+    }
+
     /// The packed form of `key` (values of attributes not packed are ignored). Fails on a
     /// value the key cannot hold: a country that is not two letters, an unknown tunnel type,
     /// a tunnel address that is not one.
@@ -898,6 +986,97 @@ fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
         tunnel_type: key.tunnel_type.filter(|_| has(Attribute::TunnelType)),
         tunnel_src: key.tunnel_src.filter(|_| has(Attribute::TunnelSrc)),
         tunnel_dst: key.tunnel_dst.filter(|_| has(Attribute::TunnelDst)),
+    }
+}
+
+/// Compares packed keys of one aggregate in the order of their decoded [`GroupKey`]s: per
+/// attribute grouped by, in `GroupKey`'s field order, a number whose order is the decoded
+/// value's (the value itself, or its rank among the names or addresses it can decode to).
+/// Sorting a large answer decoded each row first, and most rows of a `-n 0` fleet answer tie
+/// on their metrics: the keys' order without decoding them lets the rows kept stay packed
+/// until they are written.
+pub(crate) struct KeyOrder {
+    layout: Layout,
+    steps: Vec<(Attribute, Rank)>,
+}
+
+/// How an attribute's packed value becomes a number in its decoded value's order.
+enum Rank {
+    /// The value's own order (ports, protocol, VLAN, AS numbers, the time bucket).
+    Value,
+    /// Ids (or codes) into names, by rank; an id past the names decodes as the empty name,
+    /// whose rank is the last entry.
+    Text(Vec<u32>),
+    /// Address codes: IPv4 by value, then IPv6 ids by rank.
+    Address(Vec<u32>),
+    /// Country codes: letters in code order, 0 (and codes past them: empty) first.
+    Country,
+    /// Codes of the rows present, by the rank of their text.
+    Codes(FxHashMap<u64, u32>),
+}
+
+impl Rank {
+    /// Ranks of `names` by id, plus the empty name's rank last.
+    fn by_text<'a>(names: impl Iterator<Item = &'a str>) -> Rank {
+        let mut named: Vec<(&str, usize)> = names.zip(0..).collect();
+        let n = named.len();
+        named.push(("", n));
+        named.sort_unstable();
+        let mut ranks = vec![0u32; n + 1];
+        let mut r = 0u32;
+        for (i, (name, id)) in named.iter().enumerate() {
+            if i > 0 && named[i - 1].0 != *name {
+                r += 1;
+            }
+            ranks[*id] = r;
+        }
+        Rank::Text(ranks)
+    }
+}
+
+impl KeyOrder {
+    /// The number standing for attribute `a` of a row.
+    #[inline]
+    fn value(&self, a: Attribute, rank: &Rank, ctx: u64, k: u128) -> u64 {
+        let v = match a {
+            Attribute::Time => ctx & TIME_MASK,
+            Attribute::Iface => ctx >> IFACE_SHIFT,
+            Attribute::Probe => (ctx >> PROBE_SHIFT) & 0xffff,
+            _ => self.layout.get(k, a),
+        };
+        match rank {
+            Rank::Value => v,
+            Rank::Text(r) => u64::from(r.get(v as usize).copied().unwrap_or(r[r.len() - 1])),
+            Rank::Address(r) => {
+                if v & V4_TAG != 0 {
+                    v & u64::from(u32::MAX)
+                } else {
+                    r.get(v as usize).map_or(0, |&x| (1 << 32) | u64::from(x))
+                }
+            }
+            Rank::Country => {
+                if v > 26 * 26 {
+                    0
+                } else {
+                    v
+                }
+            }
+            Rank::Codes(r) => u64::from(r.get(&v).copied().unwrap_or(0)),
+        }
+    }
+
+    /// The order of rows `a` and `b`'s decoded keys.
+    #[inline]
+    pub(crate) fn cmp(&self, a: (u64, u128), b: (u64, u128)) -> std::cmp::Ordering {
+        for (attr, rank) in &self.steps {
+            let o = self
+                .value(*attr, rank, a.0, a.1)
+                .cmp(&self.value(*attr, rank, b.0, b.1));
+            if o.is_ne() {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
     }
 }
 

@@ -1,8 +1,10 @@
 //! The final form of a query: groups sorted and limited, with totals over all groups.
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::ops::Range;
 use std::time::Duration;
 
-use crate::partial::{GroupKey, Metrics, PartialAggregate, ScanStats};
+use crate::partial::{GroupKey, Layout, Metrics, PartialAggregate, ScanStats};
 use crate::plan::Attribute;
 
 /// Result order.
@@ -37,7 +39,7 @@ pub struct QueryResult {
     /// Grouped-by attributes.
     pub attributes: Vec<Attribute>,
     /// Groups in order, at most the limit.
-    pub rows: Vec<(GroupKey, Metrics)>,
+    pub rows: Rows,
     /// Sums over every group (not only the rows shown).
     pub totals: Metrics,
     /// Groups before the limit.
@@ -46,6 +48,136 @@ pub struct QueryResult {
     pub stats: ScanStats,
     /// Wall-clock time of the query (set by the caller).
     pub elapsed: Duration,
+}
+
+/// A result's rows, in order: decoded keys, or the packed keys of the aggregate they came
+/// from, decoded one at a time as they are read. A fleet's `-n 0` answer is 120 k rows:
+/// decoding every one into a ~280-byte [`GroupKey`] of one fresh vector (memory the kernel
+/// clears first), and moving those around a sort, was most of its time after the last probe
+/// answered.
+#[derive(Clone, Debug)]
+pub struct Rows(Repr);
+
+#[derive(Clone, Debug)]
+enum Repr {
+    Decoded(Vec<(GroupKey, Metrics)>),
+    Packed {
+        /// The aggregate's names and attributes (its groups dropped).
+        from: Box<PartialAggregate>,
+        layout: Layout,
+        rows: Vec<(u64, u128, Metrics)>,
+    },
+}
+
+impl Rows {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Repr::Decoded(v) => v.len(),
+            Repr::Packed { rows, .. } => rows.len(),
+        }
+    }
+
+    /// Whether there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows in order (a packed row's key decoded as it is read).
+    pub fn iter(&self) -> impl Iterator<Item = (Cow<'_, GroupKey>, &Metrics)> + '_ {
+        self.range(0..self.len())
+    }
+
+    /// Rows `at` (positions in order; past the end: none), a packed row's key decoded as it
+    /// is read.
+    pub fn range(
+        &self,
+        at: Range<usize>,
+    ) -> impl Iterator<Item = (Cow<'_, GroupKey>, &Metrics)> + '_ {
+        let (decoded, packed) = match &self.0 {
+            Repr::Decoded(v) => (v.get(at).or(Some(&[])), None),
+            Repr::Packed { from, layout, rows } => {
+                (None, Some((from, layout, rows.get(at).unwrap_or(&[]))))
+            }
+        };
+        let decoded = decoded
+            .into_iter()
+            .flatten()
+            .map(|(k, m)| (Cow::Borrowed(k), m));
+        let packed = packed.into_iter().flat_map(|(from, layout, rows)| {
+            rows.iter()
+                .map(move |(c, k, m)| (Cow::Owned(from.decode(layout, *c, *k)), m))
+        });
+        decoded.chain(packed)
+    }
+
+    /// The rows decoded, in order, to be changed in place (a packed form is decoded once).
+    pub fn decoded_mut(&mut self) -> &mut Vec<(GroupKey, Metrics)> {
+        if let Repr::Packed { .. } = self.0 {
+            let all = self.iter().map(|(k, m)| (k.into_owned(), *m)).collect();
+            self.0 = Repr::Decoded(all);
+        }
+        match &mut self.0 {
+            Repr::Decoded(v) => v,
+            Repr::Packed { .. } => unreachable!("decoded just above"),
+        }
+    }
+
+    /// The rows decoded, in order.
+    pub fn to_vec(&self) -> Vec<(GroupKey, Metrics)> {
+        self.iter().map(|(k, m)| (k.into_owned(), *m)).collect()
+    }
+}
+
+impl From<Vec<(GroupKey, Metrics)>> for Rows {
+    fn from(rows: Vec<(GroupKey, Metrics)>) -> Rows {
+        Rows(Repr::Decoded(rows))
+    }
+}
+
+impl IntoIterator for Rows {
+    type Item = (GroupKey, Metrics);
+    type IntoIter = std::vec::IntoIter<(GroupKey, Metrics)>;
+
+    /// The rows decoded, in order.
+    fn into_iter(self) -> Self::IntoIter {
+        match self.0 {
+            Repr::Decoded(v) => v.into_iter(),
+            Repr::Packed { .. } => self.to_vec().into_iter(),
+        }
+    }
+}
+
+impl FromIterator<(GroupKey, Metrics)> for Rows {
+    fn from_iter<I: IntoIterator<Item = (GroupKey, Metrics)>>(rows: I) -> Rows {
+        Rows(Repr::Decoded(rows.into_iter().collect()))
+    }
+}
+
+impl PartialEq for Rows {
+    fn eq(&self, other: &Rows) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+/// Rows at least this many are sorted (and written: `output`) on two threads.
+pub(crate) const PARALLEL_ROWS: usize = 1 << 14;
+
+/// Sorts `rows` by `cmp`: a large answer on two threads (split at its median, each half
+/// sorted by one), as it is the last step before the answer's output and the probes and
+/// scans that kept the other core busy are done.
+fn sort_rows<T: Send>(rows: &mut [T], cmp: impl Fn(&T, &T) -> Ordering + Sync) {
+    if rows.len() < PARALLEL_ROWS {
+        rows.sort_unstable_by(cmp);
+        return;
+    }
+    let mid = rows.len() / 2;
+    rows.select_nth_unstable_by(mid, &cmp);
+    let (low, high) = rows.split_at_mut(mid);
+    std::thread::scope(|s| {
+        s.spawn(|| high.sort_unstable_by(&cmp));
+        low.sort_unstable_by(&cmp);
+    });
 }
 
 /// Row order on the metrics (and the time bucket for `SortBy::Time`); ties are broken by the
@@ -65,25 +197,36 @@ fn order(sort: SortBy, a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)) -> Or
 }
 
 impl PartialAggregate {
-    /// Sorts, keeps the first `limit` groups, and sums the totals. Works on the packed keys:
-    /// only the rows kept are decoded.
-    pub fn finish(self, sort: SortBy, limit: Option<usize>) -> QueryResult {
+    /// Sorts, keeps the first `limit` groups, and sums the totals. Works on the packed keys,
+    /// ties broken in the decoded keys' order (without decoding them); the rows
+    /// kept stay packed, decoded as they are read ([`Rows`]).
+    pub fn finish(mut self, sort: SortBy, limit: Option<usize>) -> QueryResult {
         let mut totals = Metrics::default();
         let mut groups = 0u64;
-        // Ties are broken by the decoded key, so equal inputs give identical output.
         let l = self.layout();
+        let keep = limit.unwrap_or(usize::MAX);
+        // Every group's key, for the order's ranks of text compared as text (tunnel
+        // addresses): only those attributes need the keys ahead of the order.
+        let texts = [Attribute::TunnelSrc, Attribute::TunnelDst];
+        let all_keys: Vec<(u64, u128)> = if texts.iter().any(|a| self.attributes.contains(a)) {
+            self.maps
+                .iter()
+                .flat_map(|(&c, m)| m.iter().map(move |(k, _)| (c, k)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let keys = self.key_order(&l, &all_keys);
+        drop(all_keys);
         let cmp = |a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)| {
-            order(sort, a, b)
-                .then_with(|| self.decode(&l, a.0, a.1).cmp(&self.decode(&l, b.0, b.1)))
+            order(sort, a, b).then_with(|| keys.cmp((a.0, a.1), (b.0, b.1)))
         };
         // Top-N in one pass with a buffer of at most 2N candidates, cut back to the best N
         // whenever it fills: no vector of every group.
-        let keep = limit.unwrap_or(usize::MAX);
         let cap = keep.saturating_mul(2).max(1024);
         let mut rows: Vec<(u64, u128, Metrics)> = Vec::with_capacity(cap.min(self.len()));
         // The worst of the best `keep` after the last cut: a group whose metrics alone order
-        // it after that one can never be among them, and is passed over without a push (and
-        // without the key decoding that breaking ties costs).
+        // it after that one can never be among them, and is passed over without a push.
         let mut worst: Option<(u64, u128, Metrics)> = None;
         for (&c, m) in &self.maps {
             for (k, v) in m.iter() {
@@ -109,48 +252,22 @@ impl PartialAggregate {
             rows.select_nth_unstable_by(keep - 1, cmp);
         }
         rows.truncate(keep);
-        // The rows kept are decoded once each, then sorted: a decode per comparison of tied
-        // rows (a name cloned per interface or probe) made a large answer's sort cost
-        // O(n log n) decodes (120 k rows of `dport,probe`: most tie on their metrics). The
-        // sort orders 4-byte positions, and the decoded rows are then put in that order in
-        // place: a decoded key is ~280 bytes, and moving 120 k of them around a sort and into
-        // a second vector (fresh memory the kernel clears first) was most of a fleet's `-n 0`
-        // answer's time after its last probe.
-        let mut decoded: Vec<(GroupKey, Metrics)> = rows
-            .iter()
-            .map(|r| (self.decode(&l, r.0, r.1), r.2))
-            .collect();
-        let mut at: Vec<u32> = (0..rows.len() as u32).collect();
-        at.sort_unstable_by(|&a, &b| {
-            let (a, b) = (a as usize, b as usize);
-            order(sort, &rows[a], &rows[b]).then_with(|| decoded[a].0.cmp(&decoded[b].0))
-        });
-        permute(&mut decoded, &mut at);
-        let rows = decoded;
+        sort_rows(&mut rows, cmp);
+        drop(keys);
+        // The groups are not needed past this point: only the names the rows decode with.
+        self.maps = Default::default();
+        let stats = std::mem::take(&mut self.stats);
         QueryResult {
             attributes: self.attributes.clone(),
-            rows,
+            rows: Rows(Repr::Packed {
+                from: Box::new(self),
+                layout: l,
+                rows,
+            }),
             totals,
             groups,
-            stats: self.stats,
+            stats,
             elapsed: Duration::ZERO,
-        }
-    }
-}
-
-/// Puts `v` in the order `at` gives (`v[i]` becomes the old `v[at[i]]`) in place, following
-/// each cycle of the permutation once; `at` is left the identity.
-fn permute<T>(v: &mut [T], at: &mut [u32]) {
-    for start in 0..v.len() {
-        let mut cur = start;
-        loop {
-            let from = at[cur] as usize;
-            at[cur] = cur as u32;
-            if from == start {
-                break;
-            }
-            v.swap(cur, from);
-            cur = from;
         }
     }
 }
@@ -186,29 +303,146 @@ mod tests {
             assert_eq!(all.rows.len(), 3000);
             for keep in [1, 10, 713, 1100, 2999] {
                 let top = groups.clone().finish(sort, Some(keep));
-                assert_eq!(top.rows, all.rows[..keep], "{sort:?} top {keep}");
+                assert_eq!(
+                    top.rows.to_vec(),
+                    all.rows.to_vec()[..keep],
+                    "{sort:?} top {keep}"
+                );
                 assert_eq!((top.totals, top.groups), (all.totals, 3000));
             }
         }
     }
 
+    /// Groups of `attributes` with keys drawn from small pools (so many share a value and
+    /// the order goes on to the next attribute), every group one flow of the same size: most
+    /// rows tie on their metrics, and their order is the keys'.
+    fn varied(attributes: &[&str], n: usize) -> PartialAggregate {
+        let names = ["eth1", "", "b", "eth0", "A", "é", "eth10"];
+        let ips = [
+            "10.0.0.2",
+            "9.0.0.1",
+            "::1",
+            "2001:db8::1",
+            "fe80::",
+            "0.0.0.0",
+            "10.0.0.10",
+        ];
+        let apps = ["", "dns", "http", "tls", "ssh", "quic"];
+        let countries = ["", "DE", "US", "AZ", "ZA"];
+        let tunnels = ["", "gre", "vxlan", "gtpu", "teredo", "ipip"];
+        let mut seed = 99u64;
+        let mut pick = |len: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % len
+        };
+        let groups: Vec<serde_json::Value> = (0..n)
+            .map(|_| {
+                let mut key = serde_json::Map::new();
+                for &a in attributes {
+                    let v = match a {
+                        "time" => {
+                            serde_json::json!((pick(4) as u64 + 1_000) * trawl_store::BLOCK_NS)
+                        }
+                        "iface" | "probe" => serde_json::json!(names[pick(names.len())]),
+                        "sip" | "dip" => serde_json::json!(ips[pick(ips.len())]),
+                        "tunnel_src" | "tunnel_dst" => {
+                            let i = pick(ips.len() + 1);
+                            serde_json::json!(ips.get(i).copied().unwrap_or(""))
+                        }
+                        "sport" | "dport" => {
+                            serde_json::json!([53, 443, 80, 8080, 0, 65535, 22][pick(7)])
+                        }
+                        "proto" => serde_json::json!([6, 17, 1][pick(3)]),
+                        "vlan" => serde_json::json!([0, 7, 4000][pick(3)]),
+                        "sas" | "das" => {
+                            serde_json::json!([0u32, 3320, 15169, u32::MAX, 7][pick(5)])
+                        }
+                        "app" => serde_json::json!(apps[pick(apps.len())]),
+                        "scountry" | "dcountry" => {
+                            serde_json::json!(countries[pick(countries.len())])
+                        }
+                        "tunnel_type" => serde_json::json!(tunnels[pick(tunnels.len())]),
+                        other => panic!("no values for {other}"),
+                    };
+                    key.insert(
+                        if a == "time" {
+                            "time_ns".into()
+                        } else {
+                            a.into()
+                        },
+                        v,
+                    );
+                }
+                serde_json::json!({"key": key, "fwd_packets": 1, "rev_packets": 0,
+                    "fwd_bytes": 100, "rev_bytes": 0, "flows": 1})
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "version": crate::partial::PARTIAL_JSON_VERSION,
+            "attributes": attributes,
+            "groups": groups,
+            "stats": crate::partial::ScanStats::default(),
+        });
+        PartialAggregate::from_json(&doc.to_string(), 1 << 20).unwrap()
+    }
+
     #[test]
-    fn permute_puts_every_element_where_the_order_says() {
-        let mut seed = 7u64;
-        for n in [0usize, 1, 2, 3, 10, 257] {
-            let mut at: Vec<u32> = (0..n as u32).collect();
-            // A pseudo-random permutation (Fisher-Yates with an LCG).
-            for i in (1..n).rev() {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                at.swap(i, (seed >> 33) as usize % (i + 1));
-            }
-            let want: Vec<u32> = at.iter().map(|&i| i * 10).collect();
-            let mut v: Vec<u32> = (0..n as u32).map(|i| i * 10).collect();
-            permute(&mut v, &mut at);
-            assert_eq!(v, want, "{n}");
-            assert!(at.iter().enumerate().all(|(i, &a)| a as usize == i));
+    fn rows_tied_on_their_metrics_are_in_the_decoded_keys_order() {
+        for attributes in [
+            &[
+                "time",
+                "iface",
+                "sip",
+                "dip",
+                "probe",
+                "app",
+                "scountry",
+                "tunnel_type",
+            ][..],
+            &[
+                "tunnel_src",
+                "tunnel_dst",
+                "dcountry",
+                "sport",
+                "vlan",
+                "proto",
+            ],
+            &["das", "sas", "dport"],
+            &["dport", "probe"],
+        ] {
+            let groups = varied(attributes, 2000);
+            let result = groups.clone().finish(SortBy::Bytes, None);
+            let rows = result.rows.to_vec();
+            assert!(rows.len() > 40, "{attributes:?}: {} groups", rows.len());
+            // Bytes descending, then packets, then the decoded key.
+            let mut sorted = rows.clone();
+            sorted.sort_by(|a, b| {
+                (b.1.bytes(), b.1.packets())
+                    .cmp(&(a.1.bytes(), a.1.packets()))
+                    .then_with(|| a.0.cmp(&b.0))
+            });
+            let first_wrong = rows.iter().zip(&sorted).position(|(a, b)| a != b);
+            assert_eq!(first_wrong, None, "{attributes:?}");
+            // The top-N cuts keep the same order.
+            let top = groups.finish(SortBy::Bytes, Some(37)).rows.to_vec();
+            assert_eq!(top, rows[..37], "{attributes:?}");
         }
+    }
+
+    #[test]
+    fn a_large_answer_sorted_on_two_threads_is_in_the_whole_order() {
+        let groups = tied(40_000);
+        let rows = groups.finish(SortBy::Bytes, None).rows.to_vec();
+        assert!(rows.len() >= PARALLEL_ROWS);
+        let mut sorted = rows.clone();
+        sorted.sort_by(|a, b| {
+            (b.1.bytes(), b.1.packets())
+                .cmp(&(a.1.bytes(), a.1.packets()))
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        let first_wrong = rows.iter().zip(&sorted).position(|(a, b)| a != b);
+        assert_eq!(first_wrong, None);
     }
 }
