@@ -617,6 +617,9 @@ impl Slice {
 }
 
 impl AggTable {
+    /// Partitions of every table.
+    pub(crate) const PARTS: usize = PARTS;
+
     /// Groups held (rows staged and not aggregated yet are not counted).
     pub(crate) fn len(&self) -> usize {
         self.parts.iter().map(|p| p.len).sum::<usize>()
@@ -991,9 +994,22 @@ impl AggTable {
 
     /// Every group (staged rows must have been aggregated: tables leave a scan merged).
     pub(crate) fn iter(&self) -> impl Iterator<Item = (u128, Metrics)> + '_ {
+        self.iter_parts(0..PARTS)
+    }
+
+    /// The groups of partitions `parts` (of [`AggTable::PARTS`]): two threads reading a
+    /// large table read half of its partitions each.
+    pub(crate) fn iter_parts(
+        &self,
+        parts: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = (u128, Metrics)> + '_ {
         debug_assert_eq!(self.staged_len, 0, "iterating a table with staged rows");
-        self.parts.iter().flat_map(|p| p.iter()).chain(
-            self.packed.iter().flat_map(|c| c.iter()).map(|w| {
+        let packed = self.packed.get(parts.clone()).unwrap_or(&[]);
+        let parts = self.parts.get(parts).unwrap_or(&[]);
+        parts
+            .iter()
+            .flat_map(|p| p.iter())
+            .chain(packed.iter().flat_map(|c| c.iter()).map(|w| {
                 let (k, m) = group_item(w);
                 (
                     k,
@@ -1005,8 +1021,7 @@ impl AggTable {
                         flows: m[4],
                     },
                 )
-            }),
-        )
+            }))
     }
 }
 

@@ -3,6 +3,7 @@
 //! `trawl query --partial` prints; [`PartialAggregate::to_bytes`] is its binary, columnar
 //! form (module `wire`): what a probe's `/api/v1/partial` returns to the coordinator of a
 //! fleet query (`docs/specs/distributed.md`).
+use std::cmp::Ordering;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -593,18 +594,7 @@ impl PartialAggregate {
                         (0..1u64 << width(a))
                             .map(|c| trawl_flow::TunnelType::from_u8(c as u8).name()),
                     ),
-                    Attribute::Sip | Attribute::Dip => {
-                        // IPv4 before IPv6 (`IpAddr`'s order): an IPv6 id ranks above every
-                        // IPv4 address; an id no table holds decodes as 0.0.0.0.
-                        let mut v6: Vec<(IpAddr, u32)> =
-                            t.ips.iter().zip(0..).map(|(ip, i)| (*ip, i)).collect();
-                        v6.sort_unstable();
-                        let mut ranks = vec![0u32; v6.len()];
-                        for (r, (_, id)) in v6.iter().enumerate() {
-                            ranks[*id as usize] = r as u32;
-                        }
-                        Rank::Address(ranks)
-                    }
+                    Attribute::Sip | Attribute::Dip => Rank::Address,
                     Attribute::Scountry | Attribute::Dcountry => Rank::Country,
                     Attribute::TunnelSrc | Attribute::TunnelDst => {
                         // Compared as their text: the codes present, ranked by it.
@@ -628,7 +618,11 @@ impl PartialAggregate {
                 (a, rank)
             })
             .collect();
-        KeyOrder { layout: *l, steps }
+        KeyOrder {
+            layout: *l,
+            tables: self.tables.clone(),
+            steps,
+        }
     }
 
     /// The packed form of `key` (values of attributes not packed are ignored). Fails on a
@@ -997,6 +991,8 @@ fn only(key: GroupKey, attributes: &[Attribute]) -> GroupKey {
 /// until they are written.
 pub(crate) struct KeyOrder {
     layout: Layout,
+    /// The IPv6 addresses codes stand for.
+    tables: Arc<Tables>,
     steps: Vec<(Attribute, Rank)>,
 }
 
@@ -1007,8 +1003,10 @@ enum Rank {
     /// Ids (or codes) into names, by rank; an id past the names decodes as the empty name,
     /// whose rank is the last entry.
     Text(Vec<u32>),
-    /// Address codes: IPv4 by value, then IPv6 ids by rank.
-    Address(Vec<u32>),
+    /// Address codes: compared as the addresses they stand for (IPv4 by value; IPv6 ids
+    /// through the table: a top-N's ties are few, and ranking every address of a large
+    /// table first cost more than they do).
+    Address,
     /// Country codes: letters in code order, 0 (and codes past them: empty) first.
     Country,
     /// Codes of the rows present, by the rank of their text.
@@ -1035,48 +1033,46 @@ impl Rank {
 }
 
 impl KeyOrder {
-    /// The number standing for attribute `a` of a row.
+    /// The packed value of attribute `a` of a row.
     #[inline]
-    fn value(&self, a: Attribute, rank: &Rank, ctx: u64, k: u128) -> u64 {
-        let v = match a {
+    fn value(&self, a: Attribute, ctx: u64, k: u128) -> u64 {
+        match a {
             Attribute::Time => ctx & TIME_MASK,
             Attribute::Iface => ctx >> IFACE_SHIFT,
             Attribute::Probe => (ctx >> PROBE_SHIFT) & 0xffff,
             _ => self.layout.get(k, a),
-        };
-        match rank {
-            Rank::Value => v,
-            Rank::Text(r) => u64::from(r.get(v as usize).copied().unwrap_or(r[r.len() - 1])),
-            Rank::Address(r) => {
-                if v & V4_TAG != 0 {
-                    v & u64::from(u32::MAX)
-                } else {
-                    r.get(v as usize).map_or(0, |&x| (1 << 32) | u64::from(x))
-                }
-            }
-            Rank::Country => {
-                if v > 26 * 26 {
-                    0
-                } else {
-                    v
-                }
-            }
-            Rank::Codes(r) => u64::from(r.get(&v).copied().unwrap_or(0)),
         }
     }
 
     /// The order of rows `a` and `b`'s decoded keys.
     #[inline]
-    pub(crate) fn cmp(&self, a: (u64, u128), b: (u64, u128)) -> std::cmp::Ordering {
+    pub(crate) fn cmp(&self, a: (u64, u128), b: (u64, u128)) -> Ordering {
         for (attr, rank) in &self.steps {
-            let o = self
-                .value(*attr, rank, a.0, a.1)
-                .cmp(&self.value(*attr, rank, b.0, b.1));
+            let (x, y) = (self.value(*attr, a.0, a.1), self.value(*attr, b.0, b.1));
+            if x == y {
+                continue;
+            }
+            let o = match rank {
+                Rank::Value => x.cmp(&y),
+                Rank::Text(r) => {
+                    let at = |v: u64| r.get(v as usize).copied().unwrap_or(r[r.len() - 1]);
+                    at(x).cmp(&at(y))
+                }
+                Rank::Address => self.tables.ip(x).cmp(&self.tables.ip(y)),
+                Rank::Country => {
+                    let letters = |v: u64| if v > 26 * 26 { 0 } else { v };
+                    letters(x).cmp(&letters(y))
+                }
+                Rank::Codes(r) => {
+                    let at = |v: u64| r.get(&v).copied().unwrap_or(0);
+                    at(x).cmp(&at(y))
+                }
+            };
             if o.is_ne() {
                 return o;
             }
         }
-        std::cmp::Ordering::Equal
+        Ordering::Equal
     }
 }
 

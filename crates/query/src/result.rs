@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::ops::Range;
 use std::time::Duration;
 
+use crate::agg::AggTable;
 use crate::partial::{GroupKey, Layout, Metrics, PartialAggregate, ScanStats};
 use crate::plan::Attribute;
 
@@ -180,6 +181,41 @@ fn sort_rows<T: Send>(rows: &mut [T], cmp: impl Fn(&T, &T) -> Ordering + Sync) {
     });
 }
 
+/// One pass of a top-N over `groups`: their totals and count, and the best `keep` of them in
+/// no order (all of them when `keep` is unlimited; `hint`: how many that is, for the
+/// vector's capacity). A buffer of at most 2N candidates, cut back to the best N whenever it
+/// fills: no vector of every group.
+fn top(
+    groups: impl Iterator<Item = (u64, u128, Metrics)>,
+    sort: SortBy,
+    keep: usize,
+    hint: usize,
+    cmp: impl Fn(&(u64, u128, Metrics), &(u64, u128, Metrics)) -> Ordering,
+) -> (Metrics, u64, Vec<(u64, u128, Metrics)>) {
+    let mut totals = Metrics::default();
+    let mut count = 0u64;
+    let cap = keep.saturating_mul(2).max(1024);
+    let mut rows = Vec::with_capacity(cap.min(hint.max(1024)));
+    // The worst of the best `keep` after the last cut: a group whose metrics alone order it
+    // after that one can never be among them, and is passed over without a push.
+    let mut worst: Option<(u64, u128, Metrics)> = None;
+    for group in groups {
+        totals.add(&group.2);
+        count += 1;
+        if keep == 0 || worst.is_some_and(|w| order(sort, &group, &w) == Ordering::Greater) {
+            continue;
+        }
+        rows.push(group);
+        if rows.len() >= cap && keep < rows.len() {
+            rows.select_nth_unstable_by(keep - 1, &cmp);
+            rows.truncate(keep);
+            // After the cut the last one is the worst kept.
+            worst = rows.last().copied();
+        }
+    }
+    (totals, count, rows)
+}
+
 /// Row order on the metrics (and the time bucket for `SortBy::Time`); ties are broken by the
 /// decoded key by the caller.
 fn order(sort: SortBy, a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)) -> Ordering {
@@ -201,8 +237,6 @@ impl PartialAggregate {
     /// ties broken in the decoded keys' order (without decoding them); the rows
     /// kept stay packed, decoded as they are read ([`Rows`]).
     pub fn finish(mut self, sort: SortBy, limit: Option<usize>) -> QueryResult {
-        let mut totals = Metrics::default();
-        let mut groups = 0u64;
         let l = self.layout();
         let keep = limit.unwrap_or(usize::MAX);
         // Every group's key, for the order's ranks of text compared as text (tunnel
@@ -221,41 +255,37 @@ impl PartialAggregate {
         let cmp = |a: &(u64, u128, Metrics), b: &(u64, u128, Metrics)| {
             order(sort, a, b).then_with(|| keys.cmp((a.0, a.1), (b.0, b.1)))
         };
-        // Top-N in one pass with a buffer of at most 2N candidates, cut back to the best N
-        // whenever it fills: no vector of every group.
-        let cap = keep.saturating_mul(2).max(1024);
-        let mut rows: Vec<(u64, u128, Metrics)> = Vec::with_capacity(cap.min(self.len()));
-        // The worst of the best `keep` after the last cut: a group whose metrics alone order
-        // it after that one can never be among them, and is passed over without a push.
-        let mut worst: Option<(u64, u128, Metrics)> = None;
-        for (&c, m) in &self.maps {
-            for (k, v) in m.iter() {
-                totals.add(&v);
-                groups += 1;
-                if keep == 0 {
-                    continue;
-                }
-                let group = (c, k, v);
-                if worst.is_some_and(|w| order(sort, &group, &w) == Ordering::Greater) {
-                    continue;
-                }
-                rows.push(group);
-                if rows.len() >= cap && keep < rows.len() {
-                    rows.select_nth_unstable_by(keep - 1, cmp);
-                    rows.truncate(keep);
-                    // After the cut the last one is the worst kept.
-                    worst = rows.last().copied();
-                }
-            }
-        }
+        let maps = &self.maps;
+        let groups_of = |parts: Range<usize>| {
+            maps.iter()
+                .flat_map(move |(&c, m)| m.iter_parts(parts.clone()).map(move |(k, v)| (c, k, v)))
+        };
+        let all = 0..AggTable::PARTS;
+        let (totals, groups, mut rows) = if keep < PARALLEL_ROWS && self.len() >= PARALLEL_ROWS {
+            // A short top-N of a large table (a fleet's merged answer: a million groups)
+            // on two threads, half of the partitions each, their best joined.
+            let (low, high) = (all.start..all.end / 2, all.end / 2..all.end);
+            let (a, b) = std::thread::scope(|s| {
+                let b = s.spawn(|| top(groups_of(high), sort, keep, 0, cmp));
+                let a = top(groups_of(low), sort, keep, 0, cmp);
+                (a, b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            });
+            let mut totals = a.0;
+            totals.add(&b.0);
+            let mut rows = a.2;
+            rows.extend(b.2);
+            (totals, a.1 + b.1, rows)
+        } else {
+            top(groups_of(all), sort, keep, self.len(), cmp)
+        };
         if keep < rows.len() {
             rows.select_nth_unstable_by(keep - 1, cmp);
         }
         rows.truncate(keep);
         sort_rows(&mut rows, cmp);
         drop(keys);
-        // The groups are not needed past this point: only the names the rows decode with.
-        self.maps = Default::default();
+        // The groups stay with the names the rows decode with: freeing a large table is
+        // left until the answer is out.
         let stats = std::mem::take(&mut self.stats);
         QueryResult {
             attributes: self.attributes.clone(),
@@ -434,7 +464,7 @@ mod tests {
     #[test]
     fn a_large_answer_sorted_on_two_threads_is_in_the_whole_order() {
         let groups = tied(40_000);
-        let rows = groups.finish(SortBy::Bytes, None).rows.to_vec();
+        let rows = groups.clone().finish(SortBy::Bytes, None).rows.to_vec();
         assert!(rows.len() >= PARALLEL_ROWS);
         let mut sorted = rows.clone();
         sorted.sort_by(|a, b| {
@@ -444,5 +474,12 @@ mod tests {
         });
         let first_wrong = rows.iter().zip(&sorted).position(|(a, b)| a != b);
         assert_eq!(first_wrong, None);
+        // A short top-N of it: on two threads, half of the partitions each.
+        let all = groups.clone().finish(SortBy::Bytes, None);
+        for keep in [1, 10, 713, PARALLEL_ROWS - 1] {
+            let top = groups.clone().finish(SortBy::Bytes, Some(keep));
+            assert_eq!(top.rows.to_vec(), rows[..keep], "top {keep}");
+            assert_eq!((top.totals, top.groups), (all.totals, 40_000));
+        }
     }
 }
