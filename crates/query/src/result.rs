@@ -199,11 +199,15 @@ fn top(
     // The worst of the best `keep` after the last cut: a group whose metrics alone order it
     // after that one can never be among them, and is passed over without a push.
     let mut worst: Option<(u64, u128, Metrics)> = None;
-    for group in groups {
+    // `for_each`, not a `for` loop: the groups come through flattened and chained iterators
+    // (contexts, partitions, slots), whose `fold` runs each level as its own loop where
+    // `next` goes through every level per group (the fleet bench's top 10 of 944 k groups:
+    // 37-49 ms from the last answer merged to the first byte out, 52-138 with `next`).
+    groups.for_each(|group| {
         totals.add(&group.2);
         count += 1;
         if keep == 0 || worst.is_some_and(|w| order(sort, &group, &w) == Ordering::Greater) {
-            continue;
+            return;
         }
         rows.push(group);
         if rows.len() >= cap && keep < rows.len() {
@@ -212,7 +216,7 @@ fn top(
             // After the cut the last one is the worst kept.
             worst = rows.last().copied();
         }
-    }
+    });
     (totals, count, rows)
 }
 
