@@ -313,25 +313,8 @@ pub fn statements(q: &Query, table: &str, sort: SortBy, limit: Option<usize>) ->
             order.push("fb + rb DESC".into());
         }
     }
-    let key_order = [
-        Attribute::Time,
-        Attribute::Iface,
-        Attribute::Sip,
-        Attribute::Dip,
-        Attribute::Sport,
-        Attribute::Dport,
-        Attribute::Proto,
-        Attribute::Vlan,
-        Attribute::Sas,
-        Attribute::Das,
-        Attribute::Scountry,
-        Attribute::Dcountry,
-        Attribute::TunnelType,
-        // Text, as GroupKey holds them.
-        Attribute::TunnelSrc,
-        Attribute::TunnelDst,
-    ];
-    for k in key_order {
+    // GroupKey's order (addresses as text, as it holds them, after the IPv4/IPv6 split).
+    for k in GroupKey::FIELD_ORDER {
         if let Some((a, alias)) = attrs.iter().find(|(a, _)| *a == k) {
             match a {
                 Attribute::Sip | Attribute::Dip => {

@@ -118,6 +118,31 @@ pub struct GroupKey {
     pub tunnel_dst: Option<String>,
 }
 
+impl GroupKey {
+    /// The attributes of a key's fields in their order: the order its derived `Ord` compares
+    /// them in, which breaks ties between rows of equal metrics wherever an answer is sorted
+    /// (here, and in SQL for a central store).
+    pub const FIELD_ORDER: [Attribute; 17] = [
+        Attribute::Time,
+        Attribute::Iface,
+        Attribute::Sip,
+        Attribute::Dip,
+        Attribute::Sport,
+        Attribute::Dport,
+        Attribute::Proto,
+        Attribute::Vlan,
+        Attribute::Probe,
+        Attribute::App,
+        Attribute::Sas,
+        Attribute::Das,
+        Attribute::Scountry,
+        Attribute::Dcountry,
+        Attribute::TunnelType,
+        Attribute::TunnelSrc,
+        Attribute::TunnelDst,
+    ];
+}
+
 /// Counters of a scan.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanStats {
@@ -550,26 +575,7 @@ impl PartialAggregate {
     pub(crate) fn key_order(&self, l: &Layout, rows: &[(u64, u128)]) -> KeyOrder {
         let t = &self.tables;
         let has = |a| self.attributes.contains(&a);
-        // GroupKey's fields in their order (its derived `Ord` compares them so).
-        let fields = [
-            Attribute::Time,
-            Attribute::Iface,
-            Attribute::Sip,
-            Attribute::Dip,
-            Attribute::Sport,
-            Attribute::Dport,
-            Attribute::Proto,
-            Attribute::Vlan,
-            Attribute::Probe,
-            Attribute::App,
-            Attribute::Sas,
-            Attribute::Das,
-            Attribute::Scountry,
-            Attribute::Dcountry,
-            Attribute::TunnelType,
-            Attribute::TunnelSrc,
-            Attribute::TunnelDst,
-        ];
+        let fields = GroupKey::FIELD_ORDER;
         let steps = fields
             .into_iter()
             .filter(|&a| has(a))

@@ -422,6 +422,18 @@ mod tests {
         PartialAggregate::from_json(&doc.to_string(), 1 << 20).unwrap()
     }
 
+    /// The first of `rows` not where [`SortBy::Bytes`] puts it: bytes descending, then
+    /// packets, then the decoded key.
+    fn first_out_of_order(rows: &[(GroupKey, Metrics)]) -> Option<usize> {
+        let mut sorted = rows.to_vec();
+        sorted.sort_by(|a, b| {
+            (b.1.bytes(), b.1.packets())
+                .cmp(&(a.1.bytes(), a.1.packets()))
+                .then_with(|| a.0.cmp(&b.0))
+        });
+        rows.iter().zip(&sorted).position(|(a, b)| a != b)
+    }
+
     #[test]
     fn rows_tied_on_their_metrics_are_in_the_decoded_keys_order() {
         for attributes in [
@@ -450,15 +462,7 @@ mod tests {
             let result = groups.clone().finish(SortBy::Bytes, None);
             let rows = result.rows.to_vec();
             assert!(rows.len() > 40, "{attributes:?}: {} groups", rows.len());
-            // Bytes descending, then packets, then the decoded key.
-            let mut sorted = rows.clone();
-            sorted.sort_by(|a, b| {
-                (b.1.bytes(), b.1.packets())
-                    .cmp(&(a.1.bytes(), a.1.packets()))
-                    .then_with(|| a.0.cmp(&b.0))
-            });
-            let first_wrong = rows.iter().zip(&sorted).position(|(a, b)| a != b);
-            assert_eq!(first_wrong, None, "{attributes:?}");
+            assert_eq!(first_out_of_order(&rows), None, "{attributes:?}");
             // The top-N cuts keep the same order.
             let top = groups.finish(SortBy::Bytes, Some(37)).rows.to_vec();
             assert_eq!(top, rows[..37], "{attributes:?}");
@@ -470,14 +474,7 @@ mod tests {
         let groups = tied(40_000);
         let rows = groups.clone().finish(SortBy::Bytes, None).rows.to_vec();
         assert!(rows.len() >= PARALLEL_ROWS);
-        let mut sorted = rows.clone();
-        sorted.sort_by(|a, b| {
-            (b.1.bytes(), b.1.packets())
-                .cmp(&(a.1.bytes(), a.1.packets()))
-                .then_with(|| a.0.cmp(&b.0))
-        });
-        let first_wrong = rows.iter().zip(&sorted).position(|(a, b)| a != b);
-        assert_eq!(first_wrong, None);
+        assert_eq!(first_out_of_order(&rows), None);
         // A short top-N of it: on two threads, half of the partitions each.
         let all = groups.clone().finish(SortBy::Bytes, None);
         for keep in [1, 10, 713, PARALLEL_ROWS - 1] {
