@@ -19,6 +19,7 @@ use crate::index::SlotIndex;
 use crate::record::{CallRecord, StreamRecord};
 use crate::rtp::{self, Rtcp, RtpHeader};
 use crate::sip::name_addr;
+use crate::slab::Slab;
 use crate::stats::{Clock, StreamMeter, StreamTally, StreamTotals};
 use crate::Error;
 
@@ -278,7 +279,7 @@ type DueQueue = BinaryHeap<Reverse<(u64, u32, u64)>>;
 /// The call table.
 pub struct Tracker {
     cfg: TrackerConfig,
-    calls: Vec<Option<Call>>,
+    calls: Slab<Option<Call>>,
     free_calls: Vec<u32>,
     by_call_id: FxMap<Box<str>, u32>,
     /// Endpoint -> (call, is RTCP).
@@ -287,10 +288,10 @@ pub struct Tracker {
     order: VecDeque<(u32, u64)>,
     generation: u64,
     call_due: DueQueue,
-    streams: Vec<Option<Stream>>,
+    streams: Slab<Option<Stream>>,
     /// Each stream's packet state, at its slot in `streams` (stale at a free slot).
-    hot: Vec<HotStream>,
-    tallies: Vec<StreamTally>,
+    hot: Slab<HotStream>,
+    tallies: Slab<StreamTally>,
     stream_due: DueQueue,
     /// Slots found due by a sweep (kept to avoid allocating each second).
     due_slots: Vec<u32>,
@@ -313,16 +314,16 @@ impl Tracker {
         cfg.check()?;
         Ok(Tracker {
             cfg,
-            calls: Vec::new(),
+            calls: Slab::default(),
             free_calls: Vec::new(),
             by_call_id: FxMap::default(),
             by_endpoint: FxMap::default(),
             order: VecDeque::new(),
             generation: 0,
             call_due: DueQueue::new(),
-            streams: Vec::new(),
-            hot: Vec::new(),
-            tallies: Vec::new(),
+            streams: Slab::default(),
+            hot: Slab::default(),
+            tallies: Slab::default(),
             stream_due: DueQueue::new(),
             due_slots: Vec::new(),
             free_streams: Vec::new(),
