@@ -9,8 +9,16 @@
 #             RTP after a 1 s set-up), G.711 20 ms both ways, 200-byte frames. 102 s of
 #             warm-up sets the calls up (their SIP only: the RTP of those 102 s would be
 #             200 GB), then WINDOW (1) s of everything: 10 M RTP packets per second, about
-#             1,000 calls ending and 1,000 starting per second. The same trace cut at the window (`--seconds 0`: the warm-up alone)
-#             is measured too: the difference is the window's cost, the steady state.
+#             1,000 calls ending and 1,000 starting per second. The same trace cut at the
+#             window (`--seconds 0`: the warm-up alone) is measured too: the difference is the
+#             window's cost.
+#   steady:   the operator trace with one second more (`--seconds WINDOW+1`). The window's first
+#             second holds the first RTP packet of every one of the 200,000 streams (the
+#             warm-up carries no RTP), which a link in its steady state never sees at once
+#             (1,000 new calls a second start 2,000 streams); the extra second is 10 M RTP
+#             packets of the steady state: steady - operator is their cost (both traces end
+#             with the same calls and streams in progress, so the records written at the end
+#             cancel out).
 #
 #   bench/voip.sh [--no-build] [--no-tshark]
 #   WINDOW=2 bench/voip.sh ...            (seconds of the operator trace's window)
@@ -125,7 +133,7 @@ run_trace() {
     measure "$name-read-limit" "$TRAWL" run -c "$WORK/read-$name.toml" --summary none
     measure "$name-trawl" "$TRAWL" voip -r "$trace" -o "$WORK/voip-$name"
     check "$WORK/voip-$name" "$WORK/voip-$name.expect" | tee -a "$OUT"
-    if [ "$TSHARK" = 1 ] && [ "$name" != warmup ]; then
+    if [ "$TSHARK" = 1 ] && [ "$name" != warmup ] && [ "$name" != steady ]; then
         measure "$name-tshark" tshark -q -z rtp,streams -r "$trace"
         say "tshark streams: $(grep -c ' 0x' "$WORK/$name-tshark.out")"
     fi
@@ -138,11 +146,14 @@ OPERATOR="--concurrent 100000 --rate 1000 --warmup 102"
 run_trace warmup $OPERATOR --seconds 0
 # shellcheck disable=SC2086
 run_trace operator $OPERATOR --seconds "$WINDOW"
+# shellcheck disable=SC2086
+run_trace steady $OPERATOR --seconds "$((WINDOW + 1))"
 # The window by difference: what the operator trace cost beyond its warm-up.
-python3 - "${CPU[operator-trawl]}" "${CPU[warmup-trawl]}" "$WORK/voip-operator.json" "$WORK/voip-warmup.json" <<'PY' | tee -a "$OUT"
+python3 - "${CPU[operator-trawl]}" "${CPU[warmup-trawl]}" "$WORK/voip-operator.json" "$WORK/voip-warmup.json" \
+    "${CPU[steady-trawl]}" "$WORK/voip-steady.json" <<'PY' | tee -a "$OUT"
 import json, sys
-full, warm = float(sys.argv[1]), float(sys.argv[2])
-op, wu = json.load(open(sys.argv[3])), json.load(open(sys.argv[4]))
+full, warm, longer = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[5])
+op, wu, st = json.load(open(sys.argv[3])), json.load(open(sys.argv[4])), json.load(open(sys.argv[6]))
 print("operator trace, all of it: %.2f M packets (%.2f M RTP) in %.2f CPU s: %.2f M packets/CPU s"
       % (op["packets"] / 1e6, op["rtp_packets"] / 1e6, full, op["packets"] / full / 1e6))
 print("warm-up alone: %d calls set up (%d packets) in %.2f CPU s: %.0f k calls/CPU s"
@@ -151,6 +162,10 @@ d = full - warm
 print("window (%d s, %d calls up when it opens): %.2f M packets (%.2f M RTP) in %.2f CPU s: %.2f M RTP packets/CPU s"
       % (op["window_s"], op["calls_up_at_window"], op["window_packets"] / 1e6, op["window_rtp_packets"] / 1e6, d,
          op["window_rtp_packets"] / d / 1e6 if d > 0 else float("inf")))
+s = longer - full
+rtp = st["window_rtp_packets"] - op["window_rtp_packets"]
+print("steady state (the window's second %d, %d streams started in it): %.2f M RTP packets in %.2f CPU s: %.2f M RTP packets/CPU s"
+      % (st["window_s"], st["streams"] - op["streams"], rtp / 1e6, s, rtp / s / 1e6 if s > 0 else float("inf")))
 PY
 say ""
 say "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -39,6 +39,7 @@ mod record;
 pub mod rtp;
 pub mod sdp;
 pub mod sip;
+mod slab;
 pub mod stats;
 mod tracker;
 

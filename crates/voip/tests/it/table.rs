@@ -386,6 +386,48 @@ fn finish_in_parts_writes_what_finish_does_a_part_at_a_time() {
     assert_eq!((calls, streams), (whole.calls, whole.streams));
 }
 
+/// `finish` drops the indexes whole rather than entry by entry: the table is empty after it
+/// and takes the same call, stream and orphan again as new ones.
+#[test]
+fn after_finish_the_table_is_empty_and_takes_the_same_calls_again() {
+    let mut t = Tracker::new(TrackerConfig::default()).unwrap();
+    let (a, b) = (addr("10.9.9.9:5060"), addr("10.0.0.2:5060"));
+    let (src, dst) = (addr("10.5.5.5:20000"), addr("10.0.0.7:10014"));
+    let (orphan_src, orphan_dst) = (addr("10.6.6.6:30000"), addr("10.7.7.7:30002"));
+    for round in 0..3u64 {
+        let mut out = Output::default();
+        let t0 = round * 1_000 * 1_000_000_000;
+        let m = invite(7, true);
+        let m = sip::parse(&m).unwrap();
+        t.on_sip(&SipEvent::new(t0, a, b, false, &m), &mut out);
+        for seq in 0..10u16 {
+            let at = t0 + 1 + u64::from(seq) * 20_000_000;
+            t.on_udp(at, src, dst, &rtp(seq), &mut out);
+            if seq < 5 {
+                t.on_udp(at + 1, orphan_src, orphan_dst, &rtp(seq), &mut out);
+            }
+        }
+        let s = t.stats();
+        assert_eq!((s.active_calls, s.active_streams), (1, 2), "round {round}");
+        t.finish(&mut out);
+        let s = t.stats();
+        assert_eq!((s.active_calls, s.active_streams), (0, 0), "round {round}");
+        assert_eq!(out.calls.len(), 1, "round {round}");
+        assert_eq!((out.calls[0].streams, out.calls[0].rtp_packets), (1, 10));
+        let mut streams: Vec<_> = out
+            .streams
+            .iter()
+            .map(|s| (s.call_id.as_deref(), s.orphan, s.packets, s.lost))
+            .collect();
+        streams.sort();
+        assert_eq!(
+            streams,
+            [(None, true, 5, 0), (Some("call-7"), false, 10, 0)],
+            "round {round}"
+        );
+    }
+}
+
 /// Streams are told apart by both endpoints and the SSRC whatever the address family: IPv4
 /// keys are compared packed in the hot entry, IPv6 ones in the stream; interleaved streams
 /// that differ in one part only each keep their own packets.
