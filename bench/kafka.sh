@@ -82,13 +82,24 @@ BROKER=$("$ROOT"/scripts/services.sh start kafka --brokers 1 | tail -1)
     true
 } | tee "$WORK/env.txt"
 
+# Deletes a topic once measured: the broker's disk then holds one run's records (2.7 GB of
+# JSON at the default sizes), not every run's (a full disk stops the broker mid-run).
+delete_topic() {
+    java -Xmx256m -cp "$TRAWL_SERVICES_DIR/kafka-4.3.1/libs/*" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "$BROKER" --delete --topic "$1" >/dev/null 2>&1 || note "could not delete topic $1"
+}
+
 # One destination REPEAT times; prints the median records per CPU second, counting the
 # records delivered (acknowledged by the broker), and the fewest delivered of any run.
 measure() { # label destination
-    local label=$1 dest=$2 i
+    local label=$1 dest=$2 i run
     : > "$WORK/$label.txt"
     for ((i = 1; i <= REPEAT; i++)); do
-        "$BENCH_BIN" to "$RECORDS" "${dest//RUN/$i}" | tee -a "$WORK/$label.txt" >&2
+        run=${dest//RUN/$i}
+        "$BENCH_BIN" to "$RECORDS" "$run" | tee -a "$WORK/$label.txt" >&2
+        case $run in
+            kafka://*) run=${run#kafka://*/}; delete_topic "${run%%\?*}" ;;
+        esac
     done
     echo "$(sed -n 's/.*records_per_cpu_s=\([0-9]*\).*/\1/p' "$WORK/$label.txt" | sort -n | sed -n "$(((REPEAT + 1) / 2))p")" \
         "$(sed -n 's/.* delivered=\([0-9]*\).*/\1/p' "$WORK/$label.txt" | sort -n | head -1)"

@@ -36,12 +36,14 @@ pub struct Parsed<'a> {
 impl Parsed<'_> {
     /// The interface name the record is stored under, in a flow database and in ClickHouse's
     /// `iface` column alike (so `trawl query` over either groups the same way): the record's
-    /// `iface`, else its probe's name, else `default`.
+    /// `iface`, else its probe's name, else `default` (an empty name is none: a JSON record
+    /// may write `"iface":""`, which Protobuf, leaving empty fields out, cannot).
     pub fn store_iface<'a>(&'a self, default: &'a str) -> &'a str {
-        self.iface
-            .as_deref()
-            .or(self.probe.as_deref())
-            .filter(|s| !s.is_empty())
+        fn named<'s>(s: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
+            s.as_deref().filter(|s| !s.is_empty())
+        }
+        named(&self.iface)
+            .or_else(|| named(&self.probe))
             .unwrap_or(default)
     }
 }
@@ -683,6 +685,22 @@ mod tests {
         assert_eq!(r.end_reason, EndReason::Idle);
         assert_eq!(p.iface.as_deref(), Some("eth0"));
         assert_eq!(p.store_iface("dflt"), "eth0");
+    }
+
+    /// An empty `iface` names no interface: the probe's name comes next, as for a Protobuf
+    /// record (which cannot carry an empty field), then the default.
+    #[test]
+    fn store_iface_skips_empty_names() {
+        let line = |extra: &str| {
+            format!(
+                r#"{{{extra}"src_ip":"10.0.0.1","dst_ip":"10.0.0.2","proto":"udp","first_ns":1,"last_ns":2}}"#
+            )
+        };
+        let p = |l: &str| parse(l.as_bytes()).unwrap().store_iface("dflt").to_string();
+        assert_eq!(p(&line(r#""iface":"","probe":"p1","#)), "p1");
+        assert_eq!(p(&line(r#""iface":"","probe":"","#)), "dflt");
+        assert_eq!(p(&line(r#""iface":"e1","probe":"p1","#)), "e1");
+        assert_eq!(p(&line("")), "dflt");
     }
 
     fn ports(value: &[u8]) -> Vec<Result<u16, String>> {

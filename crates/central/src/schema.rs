@@ -321,36 +321,26 @@ pub fn script(statements: &[String]) -> String {
 /// table. For operators who prefer no consumer process; `trawl clickhouse load` is the
 /// other way. JSON only: 18.16 reads no Protobuf.
 pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str) -> Vec<String> {
+    kafka_view_ddl(
+        database,
+        &format!("Kafka('{brokers}', '{topic}', '{group}', 'JSONEachRow')"),
+        topic,
+    )
+}
+
+/// The statements of [`kafka_engine_ddl`] with the queue table's engine given (`engine`,
+/// e.g. `Null`: JSON lines inserted into it go through the view, which is how the view is
+/// tested without brokers): the database, the queue table `flows_queue`, the view
+/// `flows_mv`. `iface` is the `iface` of records that name neither an interface nor a probe
+/// (`trawl clickhouse load` uses the topic's name).
+pub fn kafka_view_ddl(database: &str, engine: &str, iface: &str) -> Vec<String> {
     let db = database;
-    // Every field of the JSON record (its writer names them), so that 18.16, which has no
-    // setting to skip unknown fields in the engine, reads the whole object.
-    let names =
-        trawl_flow::format::RecordWriter::new(trawl_flow::format::RecordFormat::Json, false)
-            .with_iface("x")
-            .field_names();
     let mut queue = String::new();
-    for (i, n) in names.iter().enumerate() {
-        let t = match n.as_str() {
-            "src_ip" | "dst_ip" | "proto" | "iface" | "src_mac" | "dst_mac" | "end_reason"
-            | "community_id" => "String",
-            "first_lengths" | "first_iats_ns" => "Array(Int64)",
-            n if n.ends_with("_mean")
-                || n.ends_with("_std")
-                || n.ends_with("_mean_ns")
-                || n.ends_with("_std_ns") =>
-            {
-                "Float64"
-            }
-            _ => "UInt64",
-        };
-        let sep = if i + 1 < names.len() { "," } else { "" };
+    let fields = kafka_queue_fields();
+    for (i, (n, t)) in fields.iter().enumerate() {
+        let sep = if i + 1 < fields.len() { "," } else { "" };
         let _ = writeln!(queue, "    {n} {t}{sep}");
     }
-    let ip = |c: &str| {
-        format!(
-            "if(position({c}, ':') > 0, IPv6StringToNum({c}), IPv4ToIPv6(IPv4StringToNum({c}))) AS {c}"
-        )
-    };
     let names: Vec<String> = (0..=255u8)
         .filter_map(|p| trawl_flow::ProtoName(p).name().map(|n| format!("'{n}'")))
         .collect();
@@ -360,48 +350,103 @@ pub fn kafka_engine_ddl(database: &str, brokers: &str, topic: &str, group: &str)
         .collect();
     vec![
         format!("CREATE DATABASE IF NOT EXISTS {db}"),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {db}.flows_queue\n(\n{queue})\n\
-             ENGINE = Kafka('{brokers}', '{topic}', '{group}', 'JSONEachRow')"
-        ),
+        format!("CREATE TABLE IF NOT EXISTS {db}.flows_queue\n(\n{queue})\nENGINE = {engine}"),
         format!(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS {db}.flows_mv TO {db}.flows AS\nSELECT\n    \
-             toDate(toDateTime(intDiv(first_ns, 1000000000))) AS date,\n    \
+             toDate(toUInt16(intDiv(first_ns, 86400000000000))) AS date,\n    \
              toDateTime(intDiv(first_ns, 1000000000)) AS time,\n    \
-             '' AS probe,\n    \
-             if(iface = '', '{topic}', iface) AS iface,\n    {},\n    {},\n    \
+             probe,\n    \
+             if(iface != '', iface, if(probe != '', probe, '{iface}')) AS iface,\n    \
+             {} AS src_ip,\n    {} AS dst_ip,\n    \
              toUInt16(src_port) AS src_port, toUInt16(dst_port) AS dst_port,\n    \
              toUInt8(transform(proto, [{}], [{}], toUInt64(toUInt8OrZero(proto)))) AS proto,\n    \
              toUInt16(vlan) AS vlan, first_ns, last_ns, fwd_packets, rev_packets, fwd_bytes, rev_bytes,\n    \
              fwd_ip_bytes, rev_ip_bytes, toUInt8(fwd_tcp_flags) AS fwd_tcp_flags,\n    \
              toUInt8(rev_tcp_flags) AS rev_tcp_flags, toUInt32(fwd_retrans) AS fwd_retrans,\n    \
              toUInt32(rev_retrans) AS rev_retrans,\n    \
-             CAST(end_reason AS {END_REASON_TYPE}) AS end_reason,\n    {}\n\
+             CAST(if(end_reason = '', 'end', end_reason) AS {END_REASON_TYPE}) AS end_reason,\n    \
+             app, app_source,\n    \
+             toUInt32(src_as) AS src_as, toUInt32(dst_as) AS dst_as, src_country, dst_country,\n    \
+             {},\n    {},\n    \
+             ifNull(tunnel_type, '') AS tunnel_type,\n    \
+             {} AS tunnel_src,\n    {} AS tunnel_dst,\n    \
+             toUInt32(ifNull(tunnel_id, 0)) AS tunnel_id\n\
              FROM {db}.flows_queue",
-            ip("src_ip"),
-            ip("dst_ip"),
+            ip_num("src_ip"),
+            ip_num("dst_ip"),
             names.join(", "),
             numbers.join(", "),
-            later_defaults(),
+            rtt_columns("fwd"),
+            rtt_columns("rev"),
+            ip_num("ifNull(tunnel_src, '::')"),
+            ip_num("ifNull(tunnel_dst, '::')"),
         ),
     ]
 }
 
-/// The later flow columns' "not known" values as a `SELECT` list: a materialized view must
-/// name every column of its target on 18.16 (`Expected column ...` otherwise).
-fn later_defaults() -> String {
-    FLOW_COLUMNS[FIRST_FLOW_COLUMNS..]
+/// Every field a `kafka://` JSON flow record may carry, with the type the queue table reads
+/// it as: 18.16's engine has no setting to skip unknown fields, so a record with a field
+/// the table lacks would stop it. The writer's own field list with everything on (label,
+/// round trips, tunnel, collected, enrichment and interface-name fields), and `probe`,
+/// which `trawl clickhouse load` reads from a record that names one. Fields a record can
+/// write as `null` are `Nullable` (18.16 reads `null` into a number as 0, into a `String`
+/// not at all).
+pub fn kafka_queue_fields() -> Vec<(String, &'static str)> {
+    let mut w =
+        trawl_flow::format::RecordWriter::new(trawl_flow::format::RecordFormat::Json, false)
+            .with_iface("x");
+    w.set_app(true);
+    w.set_tunnel_fields(true);
+    w.set_extra_fields(true, true);
+    w.set_interface_fields(true);
+    let mut names = w.field_names();
+    let at = names
         .iter()
-        .map(|(c, ty)| match ty {
-            ColType::Label => format!("'' AS {c}"),
-            ColType::Plain(t) if t.starts_with("Nullable") => format!("CAST(NULL AS {t}) AS {c}"),
-            ColType::Plain(t) if t.starts_with("FixedString") => {
-                format!("toFixedString('', 16) AS {c}")
-            }
-            ColType::Plain(t) => format!("to{t}(0) AS {c}"),
+        .position(|n| n == "iface")
+        .map_or(names.len(), |i| i + 1);
+    names.insert(at, "probe".into());
+    names
+        .into_iter()
+        .map(|n| {
+            let t = match n.as_str() {
+                "src_ip" | "dst_ip" | "proto" | "iface" | "probe" | "src_mac" | "dst_mac"
+                | "end_reason" | "community_id" | "app" | "app_source" | "src_country"
+                | "dst_country" | "in_if_name" | "in_if_description" | "out_if_name"
+                | "out_if_description" => "String",
+                "tunnel_type" | "tunnel_src" | "tunnel_dst" | "agent" => "Nullable(String)",
+                "first_lengths" | "first_iats_ns" => "Array(Int64)",
+                n if n.ends_with("_rtt_mean_ns") => "Nullable(Float64)",
+                n if n.contains("_rtt_") && !n.ends_with("_samples") => "Nullable(UInt64)",
+                "tunnel_id" => "Nullable(UInt64)",
+                n if n.ends_with("_mean")
+                    || n.ends_with("_std")
+                    || n.ends_with("_mean_ns")
+                    || n.ends_with("_std_ns") =>
+                {
+                    "Float64"
+                }
+                _ => "UInt64",
+            };
+            (n, t)
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect()
+}
+
+/// An address column (or expression) of text as the 16 bytes of the flow table: IPv6, or
+/// IPv4 mapped, as [`crate::rowbinary::ip16`] writes it. IPv4 text is mapped as text
+/// (`::ffff:a.b.c.d`) so that one function reads both: current servers evaluate both
+/// branches of an `if`, and their `IPv4StringToNum` throws on IPv6 text.
+fn ip_num(text: &str) -> String {
+    format!("IPv6StringToNum(if(position({text}, ':') > 0, {text}, concat('::ffff:', {text})))")
+}
+
+/// One direction's round-trip columns in the flow table's order: the handshake, the
+/// samples, then min, max, mean (null without samples, as the record writes them).
+fn rtt_columns(dir: &str) -> String {
+    format!(
+        "{dir}_rtt_handshake_ns, toUInt32({dir}_rtt_samples) AS {dir}_rtt_samples, \
+         {dir}_rtt_min_ns, {dir}_rtt_max_ns, {dir}_rtt_mean_ns"
+    )
 }
 
 #[cfg(test)]

@@ -372,6 +372,192 @@ fn native_blocks_load_into_a_current_servers_flow_table() {
     );
 }
 
+/// The topic the Kafka-engine view tests name: the `iface` of records that name neither an
+/// interface nor a probe.
+const VIEW_TOPIC: &str = "flows-json";
+
+/// JSON lines as `kafka://...?format=json` writes them, of the varied records of a capture
+/// (labels, round trips, tunnels, collected, enrichment and interface-name fields) through
+/// writers of every shape a record can take: with and without `iface`, the three feature
+/// levels, `--tunnel inner` (null tunnel fields), every extra field written (a null `agent`),
+/// and some lines naming a `probe` (which the loader reads); with the rows `trawl clickhouse
+/// load` inserts for the same lines (`clickhouse_sink`'s defaults: no probe, the topic as
+/// the interface). Returns the lines, the RowBinary rows and how many.
+fn view_lines_and_loader_rows() -> (Vec<u8>, Vec<u8>, usize) {
+    use trawl_flow::{FeatureLevel, InterfaceInfo};
+    let mut all = varied_records("oracle/many-protocols.pcap.gz");
+    let uplink: &'static InterfaceInfo = Box::leak(Box::new(InterfaceInfo {
+        name: "xe-0/0/1".into(),
+        description: "uplink \"A\"".into(),
+    }));
+    for r in all.iter_mut().skip(5).step_by(9) {
+        r.extra.in_if_info = Some(uplink);
+    }
+    let mut writers = Vec::new();
+    for level in [
+        FeatureLevel::Full,
+        FeatureLevel::Standard,
+        FeatureLevel::Minimal,
+    ] {
+        writers.push(RecordWriter::new(RecordFormat::Json, false).with_features(level));
+        writers.push(
+            RecordWriter::new(RecordFormat::Json, false)
+                .with_features(level)
+                .with_iface("eth1"),
+        );
+    }
+    let mut every = RecordWriter::new(RecordFormat::Json, false).with_iface("");
+    every.set_tunnel_fields(true);
+    every.set_extra_fields(true, true);
+    every.set_interface_fields(true);
+    writers.push(every);
+    let (mut lines, mut rows) = (Vec::new(), Vec::new());
+    for (i, r) in all.iter().enumerate() {
+        let mut line = Vec::new();
+        let w = i % writers.len();
+        writers[w].write(r, &mut line);
+        if i % 11 == 4 {
+            line.splice(1..1, b"\"probe\":\"probe-7\",".iter().copied());
+        }
+        let p = trawl_central::message::parse(&line[..line.len() - 1]).unwrap();
+        let probe = p.probe.as_deref().unwrap_or("");
+        trawl_central::rowbinary::flow_row(&p.record, probe, p.store_iface(VIEW_TOPIC), &mut rows);
+        lines.extend_from_slice(&line);
+    }
+    (lines, rows, all.len())
+}
+
+/// Every row of a flow table in one order (all columns, as text; addresses in hex).
+fn every_row(table: &str) -> String {
+    use trawl_central::schema::ColType;
+    let (cols, _) = trawl_central::schema::table("flows").unwrap();
+    let names: Vec<String> = cols
+        .iter()
+        .map(|(n, t)| match t {
+            ColType::Plain("FixedString(16)") => format!("hex({n})"),
+            _ => n.to_string(),
+        })
+        .collect();
+    let names = names.join(", ");
+    format!("SELECT {names} FROM {table} ORDER BY {names} FORMAT TabSeparated")
+}
+
+/// What the rows must hold for the comparison to mean something: every later column filled
+/// somewhere (labels, AS numbers, countries, round trips, tunnels), probes and both kinds of
+/// interface names.
+const VIEW_COVERAGE: &str = "SELECT count(), countIf(app != '' AND app_source != ''), \
+     countIf(src_as != 0 AND dst_as != 0), countIf(src_country != ''), \
+     countIf(dst_country != ''), countIf(isNotNull(fwd_rtt_handshake_ns)), \
+     countIf(fwd_rtt_samples > 0 AND isNotNull(fwd_rtt_mean_ns)), \
+     countIf(isNotNull(rev_rtt_max_ns)), countIf(tunnel_type != ''), \
+     countIf(tunnel_id != 0), countIf(tunnel_src != toFixedString('', 16)), \
+     countIf(probe = 'probe-7'), countIf(iface = 'eth1'), countIf(iface = 'flows-json'), \
+     countIf(iface = 'probe-7') FROM trawl.flows FORMAT TabSeparated";
+
+/// The view's rows (TabSeparated, one order) are the loader's; else the first that differs.
+fn assert_same_rows(view: &str, loader: &str) {
+    if let Some((v, l)) = view.lines().zip(loader.lines()).find(|(v, l)| v != l) {
+        panic!("the view's rows differ from the loader's: the view\n{v}\nthe loader\n{l}");
+    }
+    assert_eq!(view.lines().count(), loader.lines().count());
+}
+
+fn assert_view_coverage(counts: &str, n: usize) {
+    let c: Vec<usize> = counts
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_eq!(c[0], n, "{counts}");
+    assert!(
+        c[1..].iter().all(|&k| k > 0),
+        "a column never filled: {counts}"
+    );
+}
+
+/// The Kafka engine's materialized view (`trawl clickhouse schema --kafka-engine`) turns each
+/// JSON record into the row `trawl clickhouse load` inserts for it, every column equal (the
+/// label, AS numbers, countries, round trips and tunnel too, not their defaults): in
+/// ClickHouse 18.16, the JSON lines inserted into a queue table of the view's columns with
+/// the `Null` engine (the view fires on the insert as on the Kafka engine's blocks; the CLI
+/// test `clickhouse_kafka_engine_reads_the_json_topic` reads a real topic).
+#[test]
+fn kafka_view_rows_equal_the_loaders_on_18_16() {
+    use trawl_central::http::Server;
+    use trawl_central::schema::{self, SchemaOptions, ServerVersion};
+    let ch = trawl_testkit::clickhouse::ClickHouse::start(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        1,
+    );
+    let o = SchemaOptions {
+        version: ServerVersion::V18,
+        ..SchemaOptions::default()
+    };
+    for st in schema::ddl(&o)
+        .into_iter()
+        .chain(schema::kafka_view_ddl("trawl", "Null", VIEW_TOPIC))
+    {
+        ch.query(&st);
+    }
+    ch.query("CREATE TABLE trawl.flows_rb AS trawl.flows");
+    let (lines, rows, n) = view_lines_and_loader_rows();
+    let server = Server::parse(&ch.url).unwrap();
+    server
+        .insert("INSERT INTO trawl.flows_queue FORMAT JSONEachRow", &lines)
+        .unwrap();
+    let (cols, _) = schema::table("flows").unwrap();
+    let names: Vec<&str> = cols.iter().map(|(n, _)| *n).collect();
+    server
+        .insert(
+            &format!(
+                "INSERT INTO trawl.flows_rb ({}) FORMAT RowBinary",
+                names.join(", ")
+            ),
+            &rows,
+        )
+        .unwrap();
+    assert_view_coverage(&ch.query(VIEW_COVERAGE), n);
+    let view = ch.query(&every_row("trawl.flows"));
+    assert_eq!(view.lines().count(), n);
+    assert_same_rows(&view, &ch.query(&every_row("trawl.flows_rb")));
+}
+
+/// The same in a current engine (chDB: `LowCardinality` columns, `null` read as the
+/// default), in a session whose time zone is 14 hours east of UTC: the view's `date` is the
+/// UTC day of `first_ns`, as the loader's.
+#[test]
+fn kafka_view_rows_equal_the_loaders_in_a_current_server() {
+    use trawl_central::schema::{self, SchemaOptions};
+    let dir = tempfile_dir("view-chdb");
+    let (lines, rows, n) = view_lines_and_loader_rows();
+    let (json, bin) = (dir.join("lines.json"), dir.join("rows.bin"));
+    std::fs::write(&json, &lines).unwrap();
+    std::fs::write(&bin, &rows).unwrap();
+    let (cols, _) = schema::table("flows").unwrap();
+    let names: Vec<&str> = cols.iter().map(|(n, _)| *n).collect();
+    let mut sql = String::from("SET session_timezone = 'Pacific/Kiritimati';\n");
+    sql.push_str(&schema::script(&schema::ddl(&SchemaOptions {
+        replicated: false,
+        ..SchemaOptions::default()
+    })));
+    sql.push_str(&schema::script(&schema::kafka_view_ddl(
+        "trawl", "Null", VIEW_TOPIC,
+    )));
+    sql.push_str(&format!(
+        "CREATE TABLE trawl.flows_rb AS trawl.flows;\n\
+         INSERT INTO trawl.flows_queue FROM INFILE '{}' FORMAT JSONEachRow;\n\
+         INSERT INTO trawl.flows_rb ({}) FROM INFILE '{}' FORMAT RowBinary;\n{VIEW_COVERAGE}",
+        json.display(),
+        names.join(", "),
+        bin.display()
+    ));
+    let session = dir.join("session");
+    assert_view_coverage(&trawl_testkit::clickhouse::chdb(&session, &sql), n);
+    let view = trawl_testkit::clickhouse::chdb(&session, &every_row("trawl.flows"));
+    assert_eq!(view.lines().count(), n);
+    let loader = trawl_testkit::clickhouse::chdb(&session, &every_row("trawl.flows_rb"));
+    assert_same_rows(&view, &loader);
+}
+
 /// A fresh directory under the test binary's scratch directory.
 fn tempfile_dir(name: &str) -> std::path::PathBuf {
     let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))

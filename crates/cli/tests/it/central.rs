@@ -761,8 +761,9 @@ mod with_brokers {
 
     /// ClickHouse 18.16's own Kafka engine reads trawl's JSON topic without trawl: the
     /// Kafka table and materialized view of `trawl clickhouse schema --kafka-engine` fill the
-    /// flow table with the same rows `trawl clickhouse load` inserts. The topic holds the
-    /// capture's records twice: one per message, then batched (`batch=`, JSON lines): both
+    /// flow table with the same rows `trawl clickhouse load` inserts, every column (the
+    /// application labels of `--analyze app` and the round trips included). The topic holds
+    /// the capture's records twice: one per message, then batched (`batch=`, JSON lines): both
     /// readers split the batches.
     #[test]
     fn clickhouse_kafka_engine_reads_the_json_topic() {
@@ -775,6 +776,8 @@ mod with_brokers {
                 "flows",
                 "-r",
                 &testdata("oracle/many-protocols.pcap.gz"),
+                "--analyze",
+                "app",
                 "--export",
                 &format!("kafka://{b}/ch-json{params}"),
                 "--summary",
@@ -814,11 +817,28 @@ mod with_brokers {
             );
             std::thread::sleep(Duration::from_millis(500));
         }
-        // The engine's rows are trawl's: the same sums per conversation as `load` gives.
-        let engine = ch.query(
-            "SELECT IPv6NumToString(src_ip), IPv6NumToString(dst_ip), src_port, dst_port, proto, \
-             sum(fwd_bytes), sum(rev_bytes), count() FROM trawl.flows GROUP BY src_ip, dst_ip, \
-             src_port, dst_port, proto ORDER BY 1, 2, 3, 4, 5 FORMAT TabSeparated",
+        // The engine's rows are trawl's: every column as `load` fills it.
+        let columns = trawl_central::schema::FLOW_COLUMNS
+            .iter()
+            .map(|(c, _)| *c)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let every_row =
+            format!("SELECT {columns} FROM trawl.flows ORDER BY {columns} FORMAT TabSeparated");
+        let engine = ch.query(&every_row);
+        let labelled: u64 = ch
+            .query("SELECT countIf(app != '') FROM trawl.flows")
+            .trim()
+            .parse()
+            .unwrap();
+        let timed: u64 = ch
+            .query("SELECT countIf(fwd_rtt_samples > 0) FROM trawl.flows")
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            labelled > 0 && timed > 0,
+            "{labelled} labels, {timed} round trips"
         );
         ch.query("DROP TABLE trawl.flows_mv");
         ch.query("TRUNCATE TABLE trawl.flows");
@@ -834,12 +854,11 @@ mod with_brokers {
             "json",
         ]);
         ok(&out);
-        let loaded = ch.query(
-            "SELECT IPv6NumToString(src_ip), IPv6NumToString(dst_ip), src_port, dst_port, proto, \
-             sum(fwd_bytes), sum(rev_bytes), count() FROM trawl.flows GROUP BY src_ip, dst_ip, \
-             src_port, dst_port, proto ORDER BY 1, 2, 3, 4, 5 FORMAT TabSeparated",
+        let loaded = ch.query(&every_row);
+        assert!(
+            engine == loaded,
+            "the engine's rows differ from the loader's"
         );
-        assert_eq!(engine, loaded);
     }
 
     /// Two local shards (the cluster `trawl` of services.sh, 18.16, no ZooKeeper): the
