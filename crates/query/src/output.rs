@@ -190,22 +190,23 @@ fn write_json_rows(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
     // Rows `at`, written to `out` (the first row of all has no comma before it).
     let write_rows = |at: std::ops::Range<usize>, out: &mut dyn Write| -> io::Result<()> {
         let mut row = Vec::with_capacity(256);
-        for (i, (k, m)) in (at.start..).zip(r.rows.range(at)) {
+        let mut i = at.start;
+        r.rows.try_for_each_in(at, |k, m| {
             row.clear();
             row.extend_from_slice(if i == 0 { b"{" } else { b",{" });
             for ((_, field), head) in fields.iter().zip(&heads) {
                 row.extend_from_slice(head);
                 match field {
-                    Field::Attr(a) => write_attr_json(*a, &k, &mut row)?,
+                    Field::Attr(a) => write_attr_json(*a, k, &mut row)?,
                     Field::Metric(get) => {
                         row.extend_from_slice(itoa::Buffer::new().format(get(m)).as_bytes())
                     }
                 }
             }
             row.push(b'}');
-            out.write_all(&row)?;
-        }
-        Ok(())
+            i += 1;
+            out.write_all(&row)
+        })
     };
     out.write_all(b"[")?;
     let n = r.rows.len();

@@ -231,10 +231,16 @@ impl Tables {
 
     /// The text of an optional address's code (empty for [`NO_ADDR`]).
     fn ip_text(&self, code: u64) -> String {
-        if code == NO_ADDR {
-            String::new()
-        } else {
-            self.ip(code).to_string()
+        let mut s = String::new();
+        self.push_ip_text(&mut s, code);
+        s
+    }
+
+    /// [`Tables::ip_text`], appended to `s`.
+    fn push_ip_text(&self, s: &mut String, code: u64) {
+        if code != NO_ADDR {
+            use std::fmt::Write;
+            let _ = write!(s, "{}", self.ip(code));
         }
     }
 
@@ -408,16 +414,31 @@ pub(crate) fn country_code(text: &[u8]) -> Option<u64> {
     }
 }
 
-/// The country of a code (0 and codes beyond the letters: empty).
-fn country_name(code: u64) -> String {
+/// The country of a code (0 and codes beyond the letters: empty), appended to `s`.
+fn push_country(s: &mut String, code: u64) {
     if code == 0 || code > 26 * 26 {
-        return String::new();
+        return;
     }
     let c = code - 1;
-    [b'A' + (c / 26) as u8, b'A' + (c % 26) as u8]
-        .iter()
-        .map(|&b| b as char)
-        .collect()
+    s.push(char::from(b'A' + (c / 26) as u8));
+    s.push(char::from(b'A' + (c % 26) as u8));
+}
+
+/// Name `id` of `names` (empty past them).
+fn name_of(names: &[String], id: u64) -> &str {
+    names.get(id as usize).map_or("", String::as_str)
+}
+
+/// Sets an optional text field of a key: `None` when the attribute is not grouped by, else
+/// the text `fill` appends to its (cleared, reused) buffer.
+fn set_text(field: &mut Option<String>, grouped: bool, fill: impl FnOnce(&mut String)) {
+    if !grouped {
+        *field = None;
+        return;
+    }
+    let s = field.get_or_insert_with(String::new);
+    s.clear();
+    fill(s);
 }
 
 /// The code of a tunnel type's name (empty: 0), `None` for an unknown name.
@@ -531,42 +552,50 @@ impl PartialAggregate {
     }
 
     pub(crate) fn decode(&self, l: &Layout, ctx: u64, k: u128) -> GroupKey {
+        let mut key = GroupKey::default();
+        self.decode_into(l, ctx, k, &mut key);
+        key
+    }
+
+    /// [`PartialAggregate::decode`] into `key`, whose text buffers are reused: an answer's
+    /// rows are written one at a time through one key.
+    pub(crate) fn decode_into(&self, l: &Layout, ctx: u64, k: u128, key: &mut GroupKey) {
         let has = |a| self.attributes.contains(&a);
         let field = |a: Attribute| l.get(k, a);
         let t = &self.tables;
-        GroupKey {
-            time_ns: has(Attribute::Time).then_some((ctx & TIME_MASK) * trawl_store::BLOCK_NS),
-            iface: has(Attribute::Iface).then(|| {
-                t.ifaces
-                    .get((ctx >> IFACE_SHIFT) as usize)
-                    .cloned()
-                    .unwrap_or_default()
-            }),
-            sip: has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip))),
-            dip: has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip))),
-            sport: has(Attribute::Sport).then(|| field(Attribute::Sport) as u16),
-            dport: has(Attribute::Dport).then(|| field(Attribute::Dport) as u16),
-            proto: has(Attribute::Proto).then(|| field(Attribute::Proto) as u8),
-            vlan: has(Attribute::Vlan).then(|| field(Attribute::Vlan) as u16),
-            app: has(Attribute::App).then(|| app_name(field(Attribute::App))),
-            probe: has(Attribute::Probe).then(|| {
-                t.probes
-                    .get(((ctx >> PROBE_SHIFT) & 0xffff) as usize)
-                    .cloned()
-                    .unwrap_or_default()
-            }),
-            sas: has(Attribute::Sas).then(|| field(Attribute::Sas) as u32),
-            das: has(Attribute::Das).then(|| field(Attribute::Das) as u32),
-            scountry: has(Attribute::Scountry).then(|| country_name(field(Attribute::Scountry))),
-            dcountry: has(Attribute::Dcountry).then(|| country_name(field(Attribute::Dcountry))),
-            tunnel_type: has(Attribute::TunnelType).then(|| {
-                trawl_flow::TunnelType::from_u8(field(Attribute::TunnelType) as u8)
-                    .name()
-                    .to_string()
-            }),
-            tunnel_src: has(Attribute::TunnelSrc).then(|| t.ip_text(field(Attribute::TunnelSrc))),
-            tunnel_dst: has(Attribute::TunnelDst).then(|| t.ip_text(field(Attribute::TunnelDst))),
-        }
+        key.time_ns = has(Attribute::Time).then_some((ctx & TIME_MASK) * trawl_store::BLOCK_NS);
+        set_text(&mut key.iface, has(Attribute::Iface), |s| {
+            s.push_str(name_of(&t.ifaces, ctx >> IFACE_SHIFT))
+        });
+        key.sip = has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip)));
+        key.dip = has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip)));
+        key.sport = has(Attribute::Sport).then(|| field(Attribute::Sport) as u16);
+        key.dport = has(Attribute::Dport).then(|| field(Attribute::Dport) as u16);
+        key.proto = has(Attribute::Proto).then(|| field(Attribute::Proto) as u8);
+        key.vlan = has(Attribute::Vlan).then(|| field(Attribute::Vlan) as u16);
+        set_text(&mut key.app, has(Attribute::App), |s| {
+            s.push_str(app_name(field(Attribute::App)))
+        });
+        set_text(&mut key.probe, has(Attribute::Probe), |s| {
+            s.push_str(name_of(&t.probes, (ctx >> PROBE_SHIFT) & 0xffff))
+        });
+        key.sas = has(Attribute::Sas).then(|| field(Attribute::Sas) as u32);
+        key.das = has(Attribute::Das).then(|| field(Attribute::Das) as u32);
+        set_text(&mut key.scountry, has(Attribute::Scountry), |s| {
+            push_country(s, field(Attribute::Scountry))
+        });
+        set_text(&mut key.dcountry, has(Attribute::Dcountry), |s| {
+            push_country(s, field(Attribute::Dcountry))
+        });
+        set_text(&mut key.tunnel_type, has(Attribute::TunnelType), |s| {
+            s.push_str(trawl_flow::TunnelType::from_u8(field(Attribute::TunnelType) as u8).name())
+        });
+        set_text(&mut key.tunnel_src, has(Attribute::TunnelSrc), |s| {
+            t.push_ip_text(s, field(Attribute::TunnelSrc))
+        });
+        set_text(&mut key.tunnel_dst, has(Attribute::TunnelDst), |s| {
+            t.push_ip_text(s, field(Attribute::TunnelDst))
+        });
     }
 
     /// The order of the decoded keys of `rows` (packed `(context, key)` pairs of this
@@ -1083,11 +1112,11 @@ impl KeyOrder {
 }
 
 /// The name of an application code of a packed key (0 and unknown codes: empty).
-fn app_name(code: u64) -> String {
+fn app_name(code: u64) -> &'static str {
     u8::try_from(code)
         .ok()
         .and_then(trawl_flow::App::from_id)
-        .map_or(String::new(), |a| a.name().to_string())
+        .map_or("", |a| a.name())
 }
 
 /// The code of an application name (empty or unknown: 0).
@@ -1478,7 +1507,9 @@ mod tests {
             .contains("need 130 bits"));
         for (text, code) in [("", 0), ("AA", 1), ("DE", 3 * 26 + 4 + 1), ("ZZ", 676)] {
             assert_eq!(country_code(text.as_bytes()), Some(code));
-            assert_eq!(country_name(code), text);
+            let mut name = String::new();
+            push_country(&mut name, code);
+            assert_eq!(name, text);
         }
         for bad in ["de", "D", "DEU", "D1"] {
             assert_eq!(country_code(bad.as_bytes()), None, "{bad}");

@@ -112,6 +112,32 @@ impl Rows {
         decoded.chain(packed)
     }
 
+    /// Calls `f` with rows `at` in order (past the end: none), stopping at its first error; a
+    /// packed row is decoded into one key reused from row to row (no allocation per row).
+    pub fn try_for_each_in<E>(
+        &self,
+        at: Range<usize>,
+        mut f: impl FnMut(&GroupKey, &Metrics) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match &self.0 {
+            Repr::Decoded(v) => v
+                .get(at)
+                .unwrap_or(&[])
+                .iter()
+                .try_for_each(|(k, m)| f(k, m)),
+            Repr::Packed { from, layout, rows } => {
+                let mut key = GroupKey::default();
+                rows.get(at)
+                    .unwrap_or(&[])
+                    .iter()
+                    .try_for_each(|(c, k, m)| {
+                        from.decode_into(layout, *c, *k, &mut key);
+                        f(&key, m)
+                    })
+            }
+        }
+    }
+
     /// The rows decoded, in order, to be changed in place (a packed form is decoded once).
     pub fn decoded_mut(&mut self) -> &mut Vec<(GroupKey, Metrics)> {
         if let Repr::Packed { .. } = self.0 {
@@ -481,6 +507,42 @@ mod tests {
             let top = groups.clone().finish(SortBy::Bytes, Some(keep));
             assert_eq!(top.rows.to_vec(), rows[..keep], "top {keep}");
             assert_eq!((top.totals, top.groups), (all.totals, 40_000));
+        }
+    }
+
+    #[test]
+    fn packed_rows_written_through_one_reused_key_are_the_decoded_rows() {
+        for attributes in [
+            &[
+                "time",
+                "iface",
+                "sip",
+                "dip",
+                "probe",
+                "app",
+                "scountry",
+                "tunnel_type",
+            ][..],
+            &[
+                "tunnel_src",
+                "tunnel_dst",
+                "dcountry",
+                "sport",
+                "vlan",
+                "proto",
+            ],
+        ] {
+            let r = varied(attributes, 2000).finish(SortBy::Bytes, None);
+            let mut written = Vec::new();
+            crate::output::write(
+                &r,
+                crate::output::Format::Json,
+                trawl_time::Zone::Utc,
+                &mut written,
+            )
+            .unwrap();
+            let whole = format!("{}\n", crate::output::to_json(&r));
+            assert_eq!(String::from_utf8(written).unwrap(), whole, "{attributes:?}");
         }
     }
 }
