@@ -448,6 +448,31 @@ mod tests {
         PartialAggregate::from_json(&doc.to_string(), 1 << 20).unwrap()
     }
 
+    /// Attribute lists whose values [`varied`] draws: every attribute, in key orders of their
+    /// own, each list within a packed key's bits.
+    const ATTRIBUTE_SETS: [&[&str]; 4] = [
+        &[
+            "time",
+            "iface",
+            "sip",
+            "dip",
+            "probe",
+            "app",
+            "scountry",
+            "tunnel_type",
+        ],
+        &[
+            "tunnel_src",
+            "tunnel_dst",
+            "dcountry",
+            "sport",
+            "vlan",
+            "proto",
+        ],
+        &["das", "sas", "dport"],
+        &["dport", "probe"],
+    ];
+
     /// The first of `rows` not where [`SortBy::Bytes`] puts it: bytes descending, then
     /// packets, then the decoded key.
     fn first_out_of_order(rows: &[(GroupKey, Metrics)]) -> Option<usize> {
@@ -462,28 +487,7 @@ mod tests {
 
     #[test]
     fn rows_tied_on_their_metrics_are_in_the_decoded_keys_order() {
-        for attributes in [
-            &[
-                "time",
-                "iface",
-                "sip",
-                "dip",
-                "probe",
-                "app",
-                "scountry",
-                "tunnel_type",
-            ][..],
-            &[
-                "tunnel_src",
-                "tunnel_dst",
-                "dcountry",
-                "sport",
-                "vlan",
-                "proto",
-            ],
-            &["das", "sas", "dport"],
-            &["dport", "probe"],
-        ] {
+        for attributes in ATTRIBUTE_SETS {
             let groups = varied(attributes, 2000);
             let result = groups.clone().finish(SortBy::Bytes, None);
             let rows = result.rows.to_vec();
@@ -512,26 +516,7 @@ mod tests {
 
     #[test]
     fn packed_rows_written_through_one_reused_key_are_the_decoded_rows() {
-        for attributes in [
-            &[
-                "time",
-                "iface",
-                "sip",
-                "dip",
-                "probe",
-                "app",
-                "scountry",
-                "tunnel_type",
-            ][..],
-            &[
-                "tunnel_src",
-                "tunnel_dst",
-                "dcountry",
-                "sport",
-                "vlan",
-                "proto",
-            ],
-        ] {
+        for attributes in ATTRIBUTE_SETS {
             let r = varied(attributes, 2000).finish(SortBy::Bytes, None);
             let mut written = Vec::new();
             crate::output::write(
