@@ -216,16 +216,15 @@ fn write_json_rows(r: &QueryResult, out: &mut dyn Write) -> io::Result<()> {
         // A large answer's second half is formatted on another thread while the first is
         // written: the last step of a fleet's answer, with the other core idle by then.
         let mid = n / 2;
-        let high = std::thread::scope(|s| {
-            let high = s.spawn(|| {
+        let (low, high) = crate::result::on_two_threads(
+            || write_rows(0..mid, out),
+            || {
                 let mut buf = Vec::with_capacity(1 << 20);
                 write_rows(mid..n, &mut buf).map(|()| buf)
-            });
-            write_rows(0..mid, out)?;
-            high.join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-        })?;
-        out.write_all(&high)?;
+            },
+        );
+        low?;
+        out.write_all(&high?)?;
     }
     out.write_all(b"]")
 }

@@ -429,6 +429,18 @@ fn name_of(names: &[String], id: u64) -> &str {
     names.get(id as usize).map_or("", String::as_str)
 }
 
+/// The packed value of attribute `a` of a row (context `ctx`, key `k`): the time bucket,
+/// interface id or probe id from the context, any other attribute from the key.
+#[inline]
+fn packed_value(l: &Layout, a: Attribute, ctx: u64, k: u128) -> u64 {
+    match a {
+        Attribute::Time => ctx & TIME_MASK,
+        Attribute::Iface => ctx >> IFACE_SHIFT,
+        Attribute::Probe => (ctx >> PROBE_SHIFT) & 0xffff,
+        _ => l.get(k, a),
+    }
+}
+
 /// Sets an optional text field of a key: `None` when the attribute is not grouped by, else
 /// the text `fill` appends to its (cleared, reused) buffer.
 fn set_text(field: &mut Option<String>, grouped: bool, fill: impl FnOnce(&mut String)) {
@@ -561,11 +573,11 @@ impl PartialAggregate {
     /// rows are written one at a time through one key.
     pub(crate) fn decode_into(&self, l: &Layout, ctx: u64, k: u128, key: &mut GroupKey) {
         let has = |a| self.attributes.contains(&a);
-        let field = |a: Attribute| l.get(k, a);
+        let field = |a: Attribute| packed_value(l, a, ctx, k);
         let t = &self.tables;
-        key.time_ns = has(Attribute::Time).then_some((ctx & TIME_MASK) * trawl_store::BLOCK_NS);
+        key.time_ns = has(Attribute::Time).then(|| field(Attribute::Time) * trawl_store::BLOCK_NS);
         set_text(&mut key.iface, has(Attribute::Iface), |s| {
-            s.push_str(name_of(&t.ifaces, ctx >> IFACE_SHIFT))
+            s.push_str(name_of(&t.ifaces, field(Attribute::Iface)))
         });
         key.sip = has(Attribute::Sip).then(|| t.ip(field(Attribute::Sip)));
         key.dip = has(Attribute::Dip).then(|| t.ip(field(Attribute::Dip)));
@@ -577,7 +589,7 @@ impl PartialAggregate {
             s.push_str(app_name(field(Attribute::App)))
         });
         set_text(&mut key.probe, has(Attribute::Probe), |s| {
-            s.push_str(name_of(&t.probes, (ctx >> PROBE_SHIFT) & 0xffff))
+            s.push_str(name_of(&t.probes, field(Attribute::Probe)))
         });
         key.sas = has(Attribute::Sas).then(|| field(Attribute::Sas) as u32);
         key.das = has(Attribute::Das).then(|| field(Attribute::Das) as u32);
@@ -619,12 +631,7 @@ impl PartialAggregate {
                     | Attribute::Das => Rank::Value,
                     Attribute::Iface => Rank::by_text(t.ifaces.iter().map(String::as_str)),
                     Attribute::Probe => Rank::by_text(t.probes.iter().map(String::as_str)),
-                    Attribute::App => Rank::by_text((0..1u64 << width(a)).map(|c| {
-                        u8::try_from(c)
-                            .ok()
-                            .and_then(trawl_flow::App::from_id)
-                            .map_or("", |a| a.name())
-                    })),
+                    Attribute::App => Rank::by_text((0..1u64 << width(a)).map(app_name)),
                     Attribute::TunnelType => Rank::by_text(
                         (0..1u64 << width(a))
                             .map(|c| trawl_flow::TunnelType::from_u8(c as u8).name()),
@@ -638,15 +645,10 @@ impl PartialAggregate {
                         codes.dedup();
                         let mut texts: Vec<(String, u64)> =
                             codes.into_iter().map(|c| (t.ip_text(c), c)).collect();
-                        texts.sort_unstable();
                         let mut ranks = FxHashMap::default();
-                        let mut r = 0u32;
-                        for (i, (text, code)) in texts.iter().enumerate() {
-                            if i > 0 && texts[i - 1].0 != *text {
-                                r += 1;
-                            }
-                            ranks.insert(*code, r);
-                        }
+                        dense_ranks(&mut texts, |code, r| {
+                            ranks.insert(code, r);
+                        });
                         Rank::Codes(ranks)
                     }
                 };
@@ -1054,16 +1056,22 @@ impl Rank {
         let mut named: Vec<(&str, usize)> = names.zip(0..).collect();
         let n = named.len();
         named.push(("", n));
-        named.sort_unstable();
         let mut ranks = vec![0u32; n + 1];
-        let mut r = 0u32;
-        for (i, (name, id)) in named.iter().enumerate() {
-            if i > 0 && named[i - 1].0 != *name {
-                r += 1;
-            }
-            ranks[*id] = r;
-        }
+        dense_ranks(&mut named, |id, r| ranks[id] = r);
         Rank::Text(ranks)
+    }
+}
+
+/// Sorts `items` and gives each its dense rank by text (equal texts, equal ranks; ranks
+/// counted from 0 without gaps): `put(item, rank)`.
+fn dense_ranks<T: Ord, I: Ord + Copy>(items: &mut [(T, I)], mut put: impl FnMut(I, u32)) {
+    items.sort_unstable();
+    let mut r = 0u32;
+    for i in 0..items.len() {
+        if i > 0 && items[i - 1].0 != items[i].0 {
+            r += 1;
+        }
+        put(items[i].1, r);
     }
 }
 
@@ -1071,12 +1079,7 @@ impl KeyOrder {
     /// The packed value of attribute `a` of a row.
     #[inline]
     fn value(&self, a: Attribute, ctx: u64, k: u128) -> u64 {
-        match a {
-            Attribute::Time => ctx & TIME_MASK,
-            Attribute::Iface => ctx >> IFACE_SHIFT,
-            Attribute::Probe => (ctx >> PROBE_SHIFT) & 0xffff,
-            _ => self.layout.get(k, a),
-        }
+        packed_value(&self.layout, a, ctx, k)
     }
 
     /// The order of rows `a` and `b`'s decoded keys.

@@ -86,20 +86,9 @@ impl Rows {
 
     /// The rows in order (a packed row's key decoded as it is read).
     pub fn iter(&self) -> impl Iterator<Item = (Cow<'_, GroupKey>, &Metrics)> + '_ {
-        self.range(0..self.len())
-    }
-
-    /// Rows `at` (positions in order; past the end: none), a packed row's key decoded as it
-    /// is read.
-    pub fn range(
-        &self,
-        at: Range<usize>,
-    ) -> impl Iterator<Item = (Cow<'_, GroupKey>, &Metrics)> + '_ {
         let (decoded, packed) = match &self.0 {
-            Repr::Decoded(v) => (v.get(at).or(Some(&[])), None),
-            Repr::Packed { from, layout, rows } => {
-                (None, Some((from, layout, rows.get(at).unwrap_or(&[]))))
-            }
+            Repr::Decoded(v) => (Some(v), None),
+            Repr::Packed { from, layout, rows } => (None, Some((from, layout, rows))),
         };
         let decoded = decoded
             .into_iter()
@@ -141,8 +130,7 @@ impl Rows {
     /// The rows decoded, in order, to be changed in place (a packed form is decoded once).
     pub fn decoded_mut(&mut self) -> &mut Vec<(GroupKey, Metrics)> {
         if let Repr::Packed { .. } = self.0 {
-            let all = self.iter().map(|(k, m)| (k.into_owned(), *m)).collect();
-            self.0 = Repr::Decoded(all);
+            self.0 = Repr::Decoded(self.to_vec());
         }
         match &mut self.0 {
             Repr::Decoded(v) => v,
@@ -190,9 +178,27 @@ impl PartialEq for Rows {
 /// Rows at least this many are sorted (and written: `output`) on two threads.
 pub(crate) const PARALLEL_ROWS: usize = 1 << 14;
 
+/// Runs `here` on this thread and `there` on another at once, and returns both results (a
+/// panic of either is this thread's): the large answers' last steps use the second core,
+/// idle by then (the probes and scans that kept it busy are done).
+pub(crate) fn on_two_threads<A, B: Send>(
+    here: impl FnOnce() -> A,
+    there: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    std::thread::scope(|s| {
+        let there = s.spawn(there);
+        let a = here();
+        (
+            a,
+            there
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        )
+    })
+}
+
 /// Sorts `rows` by `cmp`: a large answer on two threads (split at its median, each half
-/// sorted by one), as it is the last step before the answer's output and the probes and
-/// scans that kept the other core busy are done.
+/// sorted by one).
 fn sort_rows<T: Send>(rows: &mut [T], cmp: impl Fn(&T, &T) -> Ordering + Sync) {
     if rows.len() < PARALLEL_ROWS {
         rows.sort_unstable_by(cmp);
@@ -201,10 +207,10 @@ fn sort_rows<T: Send>(rows: &mut [T], cmp: impl Fn(&T, &T) -> Ordering + Sync) {
     let mid = rows.len() / 2;
     rows.select_nth_unstable_by(mid, &cmp);
     let (low, high) = rows.split_at_mut(mid);
-    std::thread::scope(|s| {
-        s.spawn(|| high.sort_unstable_by(&cmp));
-        low.sort_unstable_by(&cmp);
-    });
+    on_two_threads(
+        || low.sort_unstable_by(&cmp),
+        || high.sort_unstable_by(&cmp),
+    );
 }
 
 /// One pass of a top-N over `groups`: their totals and count, and the best `keep` of them in
@@ -295,11 +301,10 @@ impl PartialAggregate {
             // A short top-N of a large table (a fleet's merged answer: a million groups)
             // on two threads, half of the partitions each, their best joined.
             let (low, high) = (all.start..all.end / 2, all.end / 2..all.end);
-            let (a, b) = std::thread::scope(|s| {
-                let b = s.spawn(|| top(groups_of(high), sort, keep, 0, cmp));
-                let a = top(groups_of(low), sort, keep, 0, cmp);
-                (a, b.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            });
+            let (a, b) = on_two_threads(
+                || top(groups_of(low), sort, keep, 0, cmp),
+                || top(groups_of(high), sort, keep, 0, cmp),
+            );
             let mut totals = a.0;
             totals.add(&b.0);
             let mut rows = a.2;
