@@ -3,10 +3,12 @@ use trawl_capture::PacketRecord;
 
 use crate::config::{FlowConfig, SECOND_NS};
 use crate::decode::{decode, tcp_flags, Decoded, FragmentKind, OutcomeCounters, ParseOutcome};
+use crate::entry::{EntryStore, MeterEntry};
 use crate::fragments::FragmentTracker;
 use crate::key::{FlowKey, Side};
+use crate::mini::MiniEntry;
 use crate::record::{EndReason, FlowRecord};
-use crate::state::{state_bits, FlowEntry, NIL};
+use crate::state::{closing_reason, FlowEntry, NIL};
 use crate::table::{FlowTable, TICK_SHIFT};
 
 /// Receives the records the meter emits.
@@ -133,10 +135,114 @@ impl TableSize {
     }
 }
 
-/// The flow meter. One per worker; owns its table.
+/// The flow meter. One per worker; owns its table, whose entries are the one-line
+/// [`MiniEntry`] at `minimal` and the five-line [`FlowEntry`] at `standard` and `full`.
 pub struct FlowMeter {
+    inner: Inner,
+}
+
+/// The meter of each entry layout.
+enum Inner {
+    Full(Meter<FlowEntry>),
+    Minimal(Meter<MiniEntry>),
+}
+
+/// Runs `$body` on the meter of either layout as `$m`.
+macro_rules! each {
+    ($self:expr, $m:ident => $body:expr) => {
+        match $self {
+            Inner::Full($m) => $body,
+            Inner::Minimal($m) => $body,
+        }
+    };
+}
+
+impl FlowMeter {
+    /// A meter with its table preallocated for `config.capacity` flows.
+    pub fn new(config: FlowConfig) -> Self {
+        let inner = if config.features.has_standard() {
+            Inner::Full(Meter::new(config))
+        } else {
+            Inner::Minimal(Meter::new(config))
+        };
+        FlowMeter { inner }
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &FlowConfig {
+        each!(&self.inner, m => &m.config)
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &MeterStats {
+        each!(&self.inner, m => &m.stats)
+    }
+
+    /// Flows currently in the table.
+    pub fn active_flows(&self) -> usize {
+        each!(&self.inner, m => m.table.len())
+    }
+
+    /// Memory the table uses per concurrent flow, in bytes: entry, index share, payload, and
+    /// the overflow records of flows whose values outgrew the entry (long gaps, huge counts,
+    /// IPv6 keys at `minimal`), spread over the most flows the table held at once.
+    pub fn bytes_per_flow(&self) -> usize {
+        each!(&self.inner, m => m.bytes_per_flow())
+    }
+
+    /// The table's size and use, for reports ([`TableSize`]).
+    pub fn table_size(&self) -> TableSize {
+        each!(&self.inner, m => m.table_size())
+    }
+
+    /// Meters one packet; records that expire meanwhile go to `sink`.
+    #[inline]
+    pub fn process<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, sink: &mut S) -> PacketOutcome {
+        each!(&mut self.inner, m => m.process(pkt, sink))
+    }
+
+    /// Meters a batch of packets as a three-stage software pipeline, so that the memory the
+    /// flow table needs arrives while other packets are worked on: packet `i + 2 * LEAD` is
+    /// decoded and hashed (its index slot prefetched), packet `i + LEAD` probes the index (its
+    /// entry's lines prefetched), and packet `i` is counted. Results are identical to calling
+    /// [`FlowMeter::process`] on each packet in order (stages one and three keep packet
+    /// order; stage two only prefetches); `after(i, outcome)` sees packet `i`'s outcome.
+    pub fn process_batch<S: FlowSink, A: FnMut(usize, &PacketOutcome)>(
+        &mut self,
+        packets: &[PacketRecord<'_>],
+        sink: &mut S,
+        after: A,
+    ) {
+        each!(&mut self.inner, m => m.process_batch(packets, sink, after))
+    }
+
+    /// Moves packet time to `now`, expiring every flow whose deadline has passed.
+    pub fn advance<S: FlowSink>(&mut self, now: u64, sink: &mut S) {
+        each!(&mut self.inner, m => m.advance(now, sink))
+    }
+
+    /// Exports every flow (reason `end`) and empties the table; the meter can go on with new
+    /// input afterwards (the next packet restarts the clock).
+    pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
+        each!(&mut self.inner, m => m.flush(sink))
+    }
+}
+
+#[cfg(test)]
+impl FlowMeter {
+    /// The meter of a `standard` or `full` meter.
+    fn full(&self) -> &Meter<FlowEntry> {
+        match &self.inner {
+            Inner::Full(m) => m,
+            Inner::Minimal(_) => panic!("a minimal meter"),
+        }
+    }
+}
+
+/// The meter over a table of entries `E`.
+struct Meter<E: MeterEntry> {
     config: FlowConfig,
-    table: FlowTable,
+    table: FlowTable<E>,
     fragments: FragmentTracker,
     /// Scratch for [`FlowMeter::process_batch`], kept to avoid allocating per batch.
     pending: Vec<Pending>,
@@ -148,9 +254,8 @@ pub struct FlowMeter {
     payload: Vec<u8>,
 }
 
-impl FlowMeter {
-    /// A meter with its table preallocated for `config.capacity` flows.
-    pub fn new(config: FlowConfig) -> Self {
+impl<E: MeterEntry> Meter<E> {
+    fn new(config: FlowConfig) -> Self {
         let payload_bytes = config.payload_bytes.min(u16::MAX as usize);
         let config = FlowConfig {
             payload_bytes,
@@ -161,7 +266,7 @@ impl FlowMeter {
         } else {
             Vec::new()
         };
-        FlowMeter {
+        Meter {
             table: FlowTable::new(config.capacity, config.features.has_standard()),
             fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
             pending: Vec::with_capacity(PIPELINE_RING),
@@ -173,31 +278,12 @@ impl FlowMeter {
         }
     }
 
-    /// The settings in use.
-    pub fn config(&self) -> &FlowConfig {
-        &self.config
-    }
-
-    /// Counters so far.
-    pub fn stats(&self) -> &MeterStats {
-        &self.stats
-    }
-
-    /// Flows currently in the table.
-    pub fn active_flows(&self) -> usize {
-        self.table.len()
-    }
-
-    /// Memory the table uses per concurrent flow, in bytes: entry, index share, payload, and
-    /// the overflow records of flows whose values outgrew the entry (long gaps, huge counts),
-    /// spread over the most flows the table held at once.
-    pub fn bytes_per_flow(&self) -> usize {
+    fn bytes_per_flow(&self) -> usize {
         let overflow = self.table.wides.bytes() / (self.stats.peak_flows.max(1) as usize);
         self.table.bytes_per_flow() + 2 * self.config.payload_bytes + overflow
     }
 
-    /// The table's size and use, for reports ([`TableSize`]).
-    pub fn table_size(&self) -> TableSize {
+    fn table_size(&self) -> TableSize {
         let slot = self.table.bytes_per_flow() + 2 * self.config.payload_bytes;
         let capacity = self.table.capacity() as u64;
         TableSize {
@@ -208,21 +294,14 @@ impl FlowMeter {
         }
     }
 
-    /// Meters one packet; records that expire meanwhile go to `sink`.
     #[inline]
-    pub fn process<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, sink: &mut S) -> PacketOutcome {
+    fn process<S: FlowSink>(&mut self, pkt: &PacketRecord<'_>, sink: &mut S) -> PacketOutcome {
         let mut pending = Pending::default();
         self.prepare(pkt, &mut pending);
         self.account(pkt, &pending, sink)
     }
 
-    /// Meters a batch of packets as a three-stage software pipeline, so that the memory the
-    /// flow table needs arrives while other packets are worked on: packet `i + 2 * LEAD` is
-    /// decoded and hashed (its index slot prefetched), packet `i + LEAD` probes the index (its
-    /// entry's lines prefetched), and packet `i` is counted. Results are identical to calling
-    /// [`FlowMeter::process`] on each packet in order (stages one and three keep packet
-    /// order; stage two only prefetches); `after(i, outcome)` sees packet `i`'s outcome.
-    pub fn process_batch<S: FlowSink, A: FnMut(usize, &PacketOutcome)>(
+    fn process_batch<S: FlowSink, A: FnMut(usize, &PacketOutcome)>(
         &mut self,
         packets: &[PacketRecord<'_>],
         sink: &mut S,
@@ -334,10 +413,15 @@ impl FlowMeter {
         };
         let entry = &mut self.table.entries[idx as usize];
         let was_closing = entry.is_closing();
+        // The flow's first packet in this second: its record's first, or the first since the
+        // second of its latest packet (a late packet from an earlier second counts there).
+        let first_in_second =
+            entry.is_empty_record() || entry.last_ns() / SECOND_NS != ts / SECOND_NS;
         let level = self.config.features;
-        let timing =
-            (d.tcp_valid && level.has_standard()).then(|| &mut self.table.timing[idx as usize]);
-        entry.update_at(
+        let timing = (d.tcp_valid && level.has_standard())
+            .then(|| self.table.timing.get_mut(idx as usize))
+            .flatten();
+        entry.update(
             d,
             p.side,
             ts,
@@ -346,9 +430,6 @@ impl FlowMeter {
             level,
             timing,
         );
-        let second = (ts / SECOND_NS) as u32;
-        let first_in_second = entry.last_second != second;
-        entry.last_second = second;
         if !was_closing && entry.is_closing() {
             let deadline = entry.last_ns().saturating_add(self.config.tcp_linger_ns);
             self.table.unschedule(idx);
@@ -375,7 +456,7 @@ impl FlowMeter {
             // A new SYN on a closed connection is the next connection on the same ports.
             let syn_only =
                 d.tcp_valid && d.tcp.flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
-            (expired || syn_only).then(|| closing_reason(e))
+            (expired || syn_only).then(|| closing_reason(e.state()))
         } else {
             expired.then_some(EndReason::Idle)
         }
@@ -396,7 +477,7 @@ impl FlowMeter {
         let align = self.config.interval_align_ns;
         // `>`, not `!=`: a late packet from an earlier interval joins the open record rather
         // than splitting it backwards (late packets are counted in `late_packets`).
-        ts.saturating_sub(e.interval_start_ns) >= self.config.active_timeout_ns
+        ts.saturating_sub(e.first_ns()) >= self.config.active_timeout_ns
             || (align != 0 && ts / align > e.first_ns() / align)
     }
 
@@ -405,13 +486,7 @@ impl FlowMeter {
             self.evict_one(sink);
         }
         let idx = self.table.insert(&p.key, p.hash);
-        self.table.entries[idx as usize].start(
-            p.key,
-            &p.decoded,
-            p.side,
-            ts,
-            &mut self.table.wides,
-        );
+        self.table.entries[idx as usize].start(&p.decoded, p.side, ts, &mut self.table.wides);
         self.table
             .schedule(idx, ts.saturating_add(self.config.idle_timeout_ns));
         self.stats.flows_created += 1;
@@ -428,13 +503,13 @@ impl FlowMeter {
             [&[], &[]]
         } else {
             let base = idx as usize * 2 * n;
+            let [low, high] = e.payload_len();
             [
-                &self.payload[base..base + e.payload_len[0] as usize],
-                &self.payload[base + n..base + n + e.payload_len[1] as usize],
+                &self.payload[base..base + low as usize],
+                &self.payload[base + n..base + n + high as usize],
             ]
         };
-        sink.record(&FlowRecord::from_entry(
-            e,
+        sink.record(&e.record(
             &self.table.wides,
             self.table.timing.get(idx as usize),
             reason,
@@ -443,24 +518,25 @@ impl FlowMeter {
         ));
         self.stats.records[reason as usize] += 1;
         if reason == EndReason::Active {
-            let e = &mut self.table.entries[idx as usize];
-            e.reset_counters(&mut self.table.wides);
-            e.interval_start_ns = self.now;
+            self.table.entries[idx as usize].reset_counters(&mut self.table.wides);
         }
     }
 
     fn end<S: FlowSink>(&mut self, idx: u32, reason: EndReason, sink: &mut S) {
         // The removal starts at the key's index slot, a cache miss of its own: fetched while
         // the record is built and written.
-        self.table
-            .prefetch_slot(self.table.entries[idx as usize].key.hash());
+        self.table.prefetch_slot(
+            self.table.entries[idx as usize]
+                .key(&self.table.wides)
+                .hash(),
+        );
         self.emit(idx, reason, sink);
         self.table.remove(idx);
     }
 
     /// The time after which the flow at `idx` expires if no packet comes.
     #[inline]
-    fn deadline(&self, e: &FlowEntry) -> u64 {
+    fn deadline(&self, e: &E) -> u64 {
         let timeout = if e.is_closing() {
             self.config.tcp_linger_ns
         } else {
@@ -469,8 +545,7 @@ impl FlowMeter {
         e.last_ns().saturating_add(timeout)
     }
 
-    /// Moves packet time to `now`, expiring every flow whose deadline has passed.
-    pub fn advance<S: FlowSink>(&mut self, now: u64, sink: &mut S) {
+    fn advance<S: FlowSink>(&mut self, now: u64, sink: &mut S) {
         let now_tick = now >> TICK_SHIFT;
         if !self.started {
             self.started = true;
@@ -484,13 +559,13 @@ impl FlowMeter {
         self.now = now;
         let mut tick = self.table.processed_tick;
         // After a long gap one rotation visits every slot, hence every flow.
-        tick = tick.max(now_tick.saturating_sub(FlowTable::wheel_slots()));
+        tick = tick.max(now_tick.saturating_sub(FlowTable::<E>::wheel_slots()));
         while tick < now_tick {
             let mut cur = self.table.take_slot(tick);
             // Slots this loop reschedules into must be ahead of the one being processed.
             self.table.processed_tick = tick + 1;
             while cur != NIL {
-                let next = self.table.entries[cur as usize].wheel_next;
+                let next = self.table.entries[cur as usize].wheel_next();
                 // Expired flows come in runs: the next one's lines load while this one's
                 // record is written.
                 self.table.prefetch_record(next);
@@ -498,7 +573,7 @@ impl FlowMeter {
                 let deadline = self.deadline(e);
                 if deadline <= now {
                     let reason = if e.is_closing() {
-                        closing_reason(e)
+                        closing_reason(e.state())
                     } else {
                         EndReason::Idle
                     };
@@ -517,12 +592,12 @@ impl FlowMeter {
     /// Exports the flow that has been idle the longest (table pressure).
     fn evict_one<S: FlowSink>(&mut self, sink: &mut S) {
         let start = self.table.processed_tick;
-        let end = start + FlowTable::wheel_slots();
+        let end = start + FlowTable::<E>::wheel_slots();
         let mut from = start;
         while let Some(tick) = self.table.next_scheduled_tick(from, end) {
             let mut cur = self.table.slot_head(tick);
             while cur != NIL {
-                let next = self.table.entries[cur as usize].wheel_next;
+                let next = self.table.entries[cur as usize].wheel_next();
                 let deadline = self.deadline(&self.table.entries[cur as usize]);
                 if (deadline >> TICK_SHIFT) <= tick {
                     // Under pressure every new flow evicts one: the next victim is most
@@ -547,9 +622,7 @@ impl FlowMeter {
         self.end(self.table.slot_head(tick), EndReason::Pressure, sink);
     }
 
-    /// Exports every flow (reason `end`) and empties the table; the meter can go on with new
-    /// input afterwards (the next packet restarts the clock).
-    pub fn flush<S: FlowSink>(&mut self, sink: &mut S) {
+    fn flush<S: FlowSink>(&mut self, sink: &mut S) {
         let live = self.table.live_oldest_first();
         for &[_, idx] in live.iter() {
             self.emit(idx as u32, EndReason::End, sink);
@@ -563,22 +636,14 @@ impl FlowMeter {
         let start = (d.payload_offset as usize).min(data.len());
         let avail = (d.payload_len as usize).min(data.len() - start);
         let e = &mut self.table.entries[idx as usize];
-        let have = e.payload_len[side as usize] as usize;
+        let have = e.payload_len()[side as usize] as usize;
         let take = avail.min(n - have);
         if take == 0 {
             return;
         }
         let base = idx as usize * 2 * n + side as usize * n + have;
         self.payload[base..base + take].copy_from_slice(&data[start..start + take]);
-        e.payload_len[side as usize] += take as u16;
-    }
-}
-
-fn closing_reason(e: &FlowEntry) -> EndReason {
-    if e.state & state_bits::RST != 0 {
-        EndReason::Rst
-    } else {
-        EndReason::Fin
+        e.add_payload_len(side as usize, take as u16);
     }
 }
 
@@ -871,7 +936,10 @@ mod tests {
         }
         meter.flush(&mut sink);
         assert_eq!(got, vec![(b"GET /x".to_vec(), b"HTTP/1".to_vec())]);
-        assert_eq!(meter.bytes_per_flow(), meter.table.bytes_per_flow() + 12);
+        assert_eq!(
+            meter.bytes_per_flow(),
+            meter.full().table.bytes_per_flow() + 12
+        );
     }
 
     #[test]
@@ -894,7 +962,7 @@ mod tests {
         });
         let t = meter.table_size();
         assert_eq!(t.capacity, 1000);
-        assert_eq!(t.bytes, 1000 * meter.table.bytes_per_flow() as u64);
+        assert_eq!(t.bytes, 1000 * meter.full().table.bytes_per_flow() as u64);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::app_label::AppLabel;
 use crate::community_id::{CommunityId, CommunityIdText, FlowTuple};
 use crate::config::FeatureLevel;
 use crate::decode::to_ip;
-use crate::key::Side;
+use crate::key::{FlowKey, Side};
 use crate::state::{rare_index, DirStats, ExactDir, FlowEntry, Wides, EARLY_PACKETS};
 use crate::timing::{RttSummary, TcpTiming};
 use crate::tunnel::Tunnel;
@@ -364,6 +364,33 @@ impl FlowRecord<'static> {
 }
 
 impl<'a> FlowRecord<'a> {
+    /// The record of a flow with `key`, initiated by `init`, with only what every level has:
+    /// the key, `tunnel`, `[first_ns, last_ns]` and `reason` (counters zero: the caller adds
+    /// its own).
+    pub(crate) fn minimal(
+        key: &FlowKey,
+        init: Side,
+        tunnel: Tunnel,
+        [first_ns, last_ns]: [u64; 2],
+        reason: EndReason,
+    ) -> Self {
+        let resp = init.flip();
+        let v = key.ip_version();
+        FlowRecord {
+            src_ip: to_ip(v, &key.ip(init)),
+            dst_ip: to_ip(v, &key.ip(resp)),
+            src_port: key.port(init),
+            dst_port: key.port(resp),
+            proto: key.proto(),
+            vlan: key.vlan(),
+            tunnel,
+            first_ns,
+            last_ns,
+            end_reason: reason,
+            ..FlowRecord::empty()
+        }
+    }
+
     pub(crate) fn from_entry(
         e: &FlowEntry,
         wides: &Wides,
@@ -374,7 +401,6 @@ impl<'a> FlowRecord<'a> {
     ) -> Self {
         let init = e.initiator();
         let resp = init.flip();
-        let v = e.key.ip_version();
         let mut first_lengths = [0i64; EARLY_PACKETS];
         let mut first_iats_ns = [0i64; EARLY_PACKETS];
         let init_high = init == Side::High;
@@ -389,18 +415,16 @@ impl<'a> FlowRecord<'a> {
         let rtt = |side: Side| {
             timing.map_or_else(RttSummary::default, |t| t.dirs[side as usize].summary())
         };
+        let base = FlowRecord::minimal(
+            &e.key,
+            init,
+            e.tunnel(wides),
+            [e.first_ns(), e.record_last_ns()],
+            reason,
+        );
         let full = FlowRecord {
-            src_ip: to_ip(v, &e.key.ip(init)),
-            dst_ip: to_ip(v, &e.key.ip(resp)),
-            src_port: e.key.port(init),
-            dst_port: e.key.port(resp),
-            proto: e.key.proto(),
-            vlan: e.key.vlan(),
-            tunnel: e.tunnel(wides),
             src_mac: e.macs[init as usize],
             dst_mac: e.macs[resp as usize],
-            first_ns: e.first_ns(),
-            last_ns: e.record_last_ns(),
             fwd: DirectionRecord::from_stats(
                 &e.dirs[init as usize],
                 &e.exact(init as usize, wides),
@@ -416,9 +440,7 @@ impl<'a> FlowRecord<'a> {
             first_count: e.early_count as usize,
             fwd_payload: payload[init as usize],
             rev_payload: payload[resp as usize],
-            end_reason: reason,
-            extra: RecordExtra::default(),
-            app: None,
+            ..base
         };
         full.project(level)
     }

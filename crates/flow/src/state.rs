@@ -212,7 +212,7 @@ impl<T: Clone + Default> Pool<T> {
     }
 
     /// Forgets every item (the table was cleared); the chunks stay for reuse.
-    fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.len = 0;
         self.free.clear();
     }
@@ -224,7 +224,7 @@ impl<T: Clone + Default> Pool<T> {
     }
 
     /// Memory the pool holds.
-    fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.chunks.len() * POOL_CHUNK * core::mem::size_of::<T>()
     }
 }
@@ -289,12 +289,8 @@ pub(crate) struct EarlyPackets {
 #[repr(C, align(64))]
 pub(crate) struct FlowEntry {
     pub key: FlowKey,
-    /// Last packet of the flow (either direction).
+    /// Last packet of the flow's open record (either direction), for expiry.
     pub last_ns: u64,
-    /// Start of the current active-timeout interval.
-    pub interval_start_ns: u64,
-    /// Unix second of the last packet (low 32 bits), for the series' active-flow count.
-    pub last_second: u32,
     pub state: u8,
     /// Number of early packets recorded so far.
     pub early_count: u8,
@@ -304,6 +300,8 @@ pub(crate) struct FlowEntry {
     pub seen: u8,
     /// In use (1) or free (0), set and cleared by the table.
     pub live: u8,
+    /// Explicit padding to the line (no hidden padding in a plain-bytes entry).
+    pub _pad0: [u8; 12],
     // Lines 1 and 2.
     /// Counters by sender side (index `Side as usize`).
     pub dirs: [DirStats; 2],
@@ -351,12 +349,11 @@ impl FlowEntry {
         FlowEntry {
             key: FlowKey::default(),
             last_ns: 0,
-            interval_start_ns: 0,
-            last_second: 0,
             state: 0,
             early_count: 0,
             seen: 0,
             live: 0,
+            _pad0: [0; 12],
             dirs: [DirStats::default(); 2],
             early: EarlyPackets::default(),
             first_ns: [0; 2],
@@ -383,16 +380,19 @@ impl FlowEntry {
     ) {
         self.key = key;
         self.state = 0;
-        self.last_ns = ts;
-        self.interval_start_ns = ts;
         self.reset_counters(wides);
+        self.last_ns = ts;
         self.macs[sender as usize] = d.src_mac;
         self.macs[sender.flip() as usize] = d.dst_mac;
-        self.orient_first(d, sender);
+        orient_first(&mut self.state, d, sender);
     }
 
-    /// Clears the counters for a new record (active timeout) or a new flow.
+    /// Clears the counters for a new record (active timeout) or a new flow. The flow's last
+    /// packet goes too: a flow's idle time counts from the latest packet of its open record
+    /// (the packet that opens it comes next), so a late packet that opens a record is that
+    /// record's last as well as the flow's, at every feature level.
     pub(crate) fn reset_counters(&mut self, wides: &mut Wides) {
+        self.last_ns = 0;
         self.dirs = [DirStats::default(); 2];
         self.state &= !state_bits::SEQ_BOTH;
         wides.release(self);
@@ -400,65 +400,14 @@ impl FlowEntry {
         self.first_ns = [0; 2];
         self.early_count = 0;
         self.early.high = 0;
-        self.last_second = u32::MAX;
         self.payload_len = [0; 2];
     }
 
     /// The side that initiated the flow.
     #[inline]
     pub(crate) fn initiator(&self) -> Side {
-        if self.state & state_bits::INIT_HIGH != 0 {
-            Side::High
-        } else {
-            Side::Low
-        }
+        initiator(self.state)
     }
-
-    fn set_initiator(&mut self, side: Side) {
-        match side {
-            Side::High => self.state |= state_bits::INIT_HIGH,
-            Side::Low => self.state &= !state_bits::INIT_HIGH,
-        }
-    }
-
-    /// Decides the initiator from the first packet: its SYN or SYN-ACK, else goProbe's port
-    /// heuristic, else the sender.
-    fn orient_first(&mut self, d: &Decoded, sender: Side) {
-        if self.learn_from_syn(d, sender) {
-            return;
-        }
-        let receiver_is_initiator = match d.proto {
-            // ICMP: an answer type means the sender answered a request we did not see.
-            1 => matches!(d.src_port, 0 | 14 | 16 | 18 | 9),
-            58 => matches!(d.src_port, 129 | 134 | 136 | 131),
-            _ => {
-                !is_group_address(d.ip_version, &d.dst_ip)
-                    && d.src_port < 1024
-                    && d.dst_port > 20000
-            }
-        };
-        self.set_initiator(if receiver_is_initiator {
-            sender.flip()
-        } else {
-            sender
-        });
-    }
-
-    /// If `d` is a SYN or SYN-ACK and no earlier one fixed the orientation, fix it now.
-    fn learn_from_syn(&mut self, d: &Decoded, sender: Side) -> bool {
-        if !d.tcp_valid || self.state & state_bits::SYN_SEEN != 0 {
-            return false;
-        }
-        let f = d.tcp.flags;
-        if f & tcp_flags::SYN == 0 {
-            return false;
-        }
-        self.state |= state_bits::SYN_SEEN;
-        let ack = f & tcp_flags::ACK != 0;
-        self.set_initiator(if ack { sender.flip() } else { sender });
-        true
-    }
-
     /// Counts one packet, everything a `full` record keeps but the round-trip times.
     #[cfg(test)]
     pub(crate) fn update(
@@ -489,7 +438,7 @@ impl FlowEntry {
     ) {
         let side = sender as usize;
         if d.tcp_valid {
-            self.learn_from_syn(d, sender);
+            learn_from_syn(&mut self.state, d, sender);
         }
         // Inter-arrival time within the flow, for the early-packet features.
         let prev_last = self.last_ns;
@@ -539,20 +488,7 @@ impl FlowEntry {
             } else {
                 self.dirs[side].flags_or |= f;
             }
-            if f & tcp_flags::RST != 0 {
-                self.state |= state_bits::RST | state_bits::CLOSING;
-            }
-            if f & tcp_flags::FIN != 0 {
-                self.state |= match sender {
-                    Side::Low => state_bits::FIN_LOW,
-                    Side::High => state_bits::FIN_HIGH,
-                };
-                if self.state & (state_bits::FIN_LOW | state_bits::FIN_HIGH)
-                    == state_bits::FIN_LOW | state_bits::FIN_HIGH
-                {
-                    self.state |= state_bits::CLOSING;
-                }
-            }
+            note_close(&mut self.state, f, sender);
         }
         if level.is_full() {
             self.count_early(sender, ts, prev_last, wire_len, wides);
@@ -721,20 +657,9 @@ impl FlowEntry {
         }
     }
 
-    /// Timestamp of the flow's last packet, for expiry (survives an active-timeout reset).
-    #[inline]
-    pub(crate) fn last_ns(&self) -> u64 {
-        self.last_ns
-    }
-
     /// Timestamp of the last packet in the current record.
     pub(crate) fn record_last_ns(&self) -> u64 {
         self.dirs[0].last_ns.max(self.dirs[1].last_ns)
-    }
-
-    #[inline]
-    pub(crate) fn is_closing(&self) -> bool {
-        self.state & state_bits::CLOSING != 0
     }
 
     /// The exact counters of `side` (narrow fields joined with the wide record).
@@ -776,6 +701,88 @@ impl FlowEntry {
         let len = exact_len(self.early.len[i], w.map(|w| w.early_len[i]));
         let hi = wides.gaps.get(self.gaps).map_or(0, |g| g.early_iat_hi[i]);
         (len, join(hi, self.early.iat[i]))
+    }
+}
+
+/// The side that initiated a flow, from its state byte.
+#[inline]
+pub(crate) fn initiator(state: u8) -> Side {
+    if state & state_bits::INIT_HIGH != 0 {
+        Side::High
+    } else {
+        Side::Low
+    }
+}
+
+fn set_initiator(state: &mut u8, side: Side) {
+    match side {
+        Side::High => *state |= state_bits::INIT_HIGH,
+        Side::Low => *state &= !state_bits::INIT_HIGH,
+    }
+}
+
+/// Decides the initiator from a flow's first packet: its SYN or SYN-ACK, else goProbe's port
+/// heuristic, else the sender.
+pub(crate) fn orient_first(state: &mut u8, d: &Decoded, sender: Side) {
+    if learn_from_syn(state, d, sender) {
+        return;
+    }
+    let receiver_is_initiator = match d.proto {
+        // ICMP: an answer type means the sender answered a request we did not see.
+        1 => matches!(d.src_port, 0 | 14 | 16 | 18 | 9),
+        58 => matches!(d.src_port, 129 | 134 | 136 | 131),
+        _ => !is_group_address(d.ip_version, &d.dst_ip) && d.src_port < 1024 && d.dst_port > 20000,
+    };
+    set_initiator(
+        state,
+        if receiver_is_initiator {
+            sender.flip()
+        } else {
+            sender
+        },
+    );
+}
+
+/// If `d` is a SYN or SYN-ACK and no earlier one fixed the orientation, fixes it now.
+#[inline]
+pub(crate) fn learn_from_syn(state: &mut u8, d: &Decoded, sender: Side) -> bool {
+    if !d.tcp_valid || *state & state_bits::SYN_SEEN != 0 {
+        return false;
+    }
+    let f = d.tcp.flags;
+    if f & tcp_flags::SYN == 0 {
+        return false;
+    }
+    *state |= state_bits::SYN_SEEN;
+    let ack = f & tcp_flags::ACK != 0;
+    set_initiator(state, if ack { sender.flip() } else { sender });
+    true
+}
+
+/// A TCP segment's RST or FIN into the state: a RST, or a FIN from both sides, closes.
+#[inline]
+pub(crate) fn note_close(state: &mut u8, flags: u8, sender: Side) {
+    if flags & tcp_flags::RST != 0 {
+        *state |= state_bits::RST | state_bits::CLOSING;
+    }
+    if flags & tcp_flags::FIN != 0 {
+        *state |= match sender {
+            Side::Low => state_bits::FIN_LOW,
+            Side::High => state_bits::FIN_HIGH,
+        };
+        const BOTH: u8 = state_bits::FIN_LOW | state_bits::FIN_HIGH;
+        if *state & BOTH == BOTH {
+            *state |= state_bits::CLOSING;
+        }
+    }
+}
+
+/// Why a closing flow ends: its RST, else the FINs.
+pub(crate) fn closing_reason(state: u8) -> crate::record::EndReason {
+    if state & state_bits::RST != 0 {
+        crate::record::EndReason::Rst
+    } else {
+        crate::record::EndReason::Fin
     }
 }
 
@@ -883,6 +890,7 @@ pub(crate) fn is_group_address(version: u8, ip: &[u8; 16]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::MeterEntry;
 
     #[test]
     fn layout_is_five_lines_with_each_direction_on_its_own() {

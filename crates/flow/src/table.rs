@@ -8,8 +8,9 @@
 //! a packet does not move its flow in the wheel; when a slot comes due, each flow in it either
 //! expires or is moved to the slot of its real deadline (at most once per timeout period).
 use crate::config::FeatureLevel;
+use crate::entry::{EntryStore, MeterEntry, TableEntry};
 use crate::key::FlowKey;
-use crate::state::{FlowEntry, Wides, NIL};
+use crate::state::NIL;
 use crate::timing::TcpTiming;
 
 /// log2 of the wheel's tick in ns: 2^26 ns ≈ 67 ms, the resolution of expiry.
@@ -164,18 +165,20 @@ const ENTRY_PAGES: memmap2::Advice = memmap2::Advice::NoHugePage;
 /// time (their keys are hashed again): under two passes over the flows in all.
 const INITIAL_SLOTS: usize = 1 << 14;
 
-/// Slab entries backed with memory at a time, ahead of use: one `madvise` for 4 MiB of entries
-/// instead of a thousand page faults.
-const POPULATE_ENTRIES: usize = (4 << 20) / core::mem::size_of::<FlowEntry>();
+/// Bytes of slab entries backed with memory at a time, ahead of use: one `madvise` for 4 MiB
+/// of entries instead of a thousand page faults.
+const POPULATE_BYTES: usize = 4 << 20;
 
-pub(crate) struct FlowTable {
+/// A table of entries of type `E` ([`TableEntry`]: the `full`/`standard` layout or the
+/// `minimal` one).
+pub(crate) struct FlowTable<E: TableEntry> {
     /// The slab: `capacity` entries, of which the first `used` have ever held a flow.
-    pub(crate) entries: Mapped<FlowEntry>,
+    pub(crate) entries: Mapped<E>,
     used: usize,
     /// Entries below this index have been populated (see [`POPULATE_ENTRIES`]).
     populated: usize,
     /// Exact values of the few flows that outgrow their entry's narrow fields.
-    pub(crate) wides: Wides,
+    pub(crate) wides: E::Store,
     /// Round-trip timing, one per entry (same index), when the level keeps it (else empty):
     /// written by TCP flows only, so only their pages are backed with memory.
     pub(crate) timing: Mapped<TcpTiming>,
@@ -207,7 +210,7 @@ pub(crate) struct FlowTable {
     pub(crate) processed_tick: u64,
 }
 
-impl FlowTable {
+impl<E: TableEntry> FlowTable<E> {
     /// A table for `capacity` flows, with a round-trip timing record per entry if `timing`.
     pub(crate) fn new(capacity: usize, timing: bool) -> Self {
         let capacity = capacity.clamp(1, MAX_CAPACITY);
@@ -218,7 +221,7 @@ impl FlowTable {
             entries: Mapped::zeroed(capacity, ENTRY_PAGES),
             used: 0,
             populated: 0,
-            wides: Wides::default(),
+            wides: E::Store::default(),
             timing: Mapped::zeroed(if timing { capacity } else { 0 }, ENTRY_PAGES),
             free: Vec::with_capacity(capacity),
             slots: Mapped::zeroed(nslots, INDEX_PAGES),
@@ -252,7 +255,7 @@ impl FlowTable {
     /// TCP flows' pages are backed), index slots (as many as the index grows to), free-list
     /// slot.
     pub(crate) fn bytes_per_flow(&self) -> usize {
-        core::mem::size_of::<FlowEntry>()
+        core::mem::size_of::<E>()
             + self.timing.len() * core::mem::size_of::<TcpTiming>() / self.capacity
             + self.max_slots * core::mem::size_of::<u32>() / self.capacity
             + core::mem::size_of::<u32>()
@@ -270,13 +273,19 @@ impl FlowTable {
             }
             if s & !INDEX_MASK == expected {
                 let idx = (s & INDEX_MASK) - 1;
-                if self.entries[idx as usize].key == *key {
+                if self.entries[idx as usize].has_key(key, &self.wides) {
                     return Some(idx);
                 }
             }
             pos = (pos + 1) & self.mask;
             expected = next_expected(expected);
         }
+    }
+
+    /// The hash of entry `idx`'s key.
+    #[inline]
+    fn key_hash(&self, idx: u32) -> u64 {
+        self.entries[idx as usize].key(&self.wides).hash()
     }
 
     /// Takes a free entry for `key` and indexes it. The caller fills the entry and schedules it.
@@ -292,18 +301,16 @@ impl FlowTable {
             Some(i) => i,
             None => {
                 if self.used == self.populated {
-                    self.populated = self.used + POPULATE_ENTRIES;
+                    self.populated = self.used + POPULATE_BYTES / core::mem::size_of::<E>();
                     self.entries.populate(self.used, self.populated);
                 }
-                self.entries[self.used] = FlowEntry::empty();
+                self.entries[self.used] = E::vacant();
                 self.used += 1;
                 (self.used - 1) as u32
             }
         };
         place(&mut self.slots, self.mask, hash, idx);
-        let e = &mut self.entries[idx as usize];
-        e.key = *key;
-        e.live = 1;
+        self.entries[idx as usize].occupy(key, &mut self.wides);
         self.len += 1;
         idx
     }
@@ -316,8 +323,8 @@ impl FlowTable {
         let mask = nslots - 1;
         let mut slots = Mapped::zeroed(nslots, INDEX_PAGES);
         for (idx, e) in self.entries[..self.used].iter().enumerate() {
-            if e.live != 0 {
-                place(&mut slots, mask, e.key.hash(), idx as u32);
+            if e.is_live() {
+                place(&mut slots, mask, e.key(&self.wides).hash(), idx as u32);
             }
         }
         self.slots = slots;
@@ -327,7 +334,7 @@ impl FlowTable {
     /// Unindexes and unschedules an entry and returns it to the free list.
     pub(crate) fn remove(&mut self, idx: u32) {
         self.unschedule(idx);
-        let mut hole = home_bits(self.entries[idx as usize].key.hash()) & self.mask;
+        let mut hole = home_bits(self.key_hash(idx)) & self.mask;
         while self.slots[hole] & INDEX_MASK != idx + 1 {
             debug_assert!(self.slots[hole] != 0, "removing an unindexed entry");
             hole = (hole + 1) & self.mask;
@@ -347,7 +354,7 @@ impl FlowTable {
                 // Saturated: the exact distance from the occupant's key (rare: a probe run
                 // that long means a crowded neighbourhood).
                 FAR => {
-                    let home = home_bits(self.entries[occupant as usize].key.hash());
+                    let home = home_bits(self.key_hash(occupant));
                     j.wrapping_sub(home) & self.mask
                 }
                 d => d,
@@ -359,9 +366,7 @@ impl FlowTable {
             }
         }
         self.slots[hole] = 0;
-        let e = &mut self.entries[idx as usize];
-        e.live = 0;
-        self.wides.release(e);
+        self.entries[idx as usize].vacate(&mut self.wides);
         self.free.push(idx);
         self.len -= 1;
     }
@@ -373,12 +378,11 @@ impl FlowTable {
         let head = self.wheel[slot];
         {
             let e = &mut self.entries[idx as usize];
-            e.wheel_prev = NIL;
-            e.wheel_next = head;
-            e.wheel_slot = slot as u16;
+            e.set_wheel_prev(NIL, slot as u16);
+            e.set_wheel_next(head);
         }
         if head != NIL {
-            self.entries[head as usize].wheel_prev = idx;
+            self.entries[head as usize].set_wheel_prev(idx, 0);
         }
         self.wheel[slot] = idx;
         self.wheel_occupied[slot / 64] |= 1 << (slot % 64);
@@ -388,24 +392,26 @@ impl FlowTable {
     pub(crate) fn unschedule(&mut self, idx: u32) {
         let (prev, next, slot) = {
             let e = &self.entries[idx as usize];
-            (e.wheel_prev, e.wheel_next, e.wheel_slot as usize)
+            (e.wheel_prev(), e.wheel_next(), e.wheel_slot())
         };
         if prev == NIL {
-            if self.wheel[slot] == idx {
-                self.wheel[slot] = next;
+            let s = slot as usize;
+            if self.wheel[s] == idx {
+                self.wheel[s] = next;
                 if next == NIL {
-                    self.wheel_occupied[slot / 64] &= !(1 << (slot % 64));
+                    self.wheel_occupied[s / 64] &= !(1 << (s % 64));
                 }
             }
         } else {
-            self.entries[prev as usize].wheel_next = next;
+            self.entries[prev as usize].set_wheel_next(next);
         }
         if next != NIL {
-            self.entries[next as usize].wheel_prev = prev;
+            // Heads the (detached or not) list of `idx`'s slot when `idx` did.
+            self.entries[next as usize].set_wheel_prev(prev, slot);
         }
         let e = &mut self.entries[idx as usize];
-        e.wheel_prev = NIL;
-        e.wheel_next = NIL;
+        e.set_wheel_prev(NIL, slot);
+        e.set_wheel_next(NIL);
     }
 
     /// Detaches the list of a wheel slot and returns its head; entries keep their links, so the
@@ -452,22 +458,8 @@ impl FlowTable {
         self.entries[..self.used]
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.live != 0)
+            .filter(|(_, e)| e.is_live())
             .map(|(i, _)| i as u32)
-    }
-
-    /// `[first_ns, index]` of every live entry, oldest record first (ties by index), so that
-    /// output order does not depend on the table's layout. In a mapping of its own on 4 KiB
-    /// pages, populated at once: from the allocator, the list (16 bytes per flow) came in
-    /// fresh huge pages, slow to fault in on virtual machines (see [`ENTRY_PAGES`]).
-    pub(crate) fn live_oldest_first(&self) -> Mapped<[u64; 2]> {
-        let mut list = Mapped::zeroed(self.len, ENTRY_PAGES);
-        list.populate(0, self.len);
-        for (item, idx) in list.iter_mut().zip(self.live_indices()) {
-            *item = [self.entries[idx as usize].first_ns(), u64::from(idx)];
-        }
-        list.sort_unstable();
-        list
     }
 
     /// Forgets every flow at once (after the caller exported them): the slab keeps its memory.
@@ -531,18 +523,12 @@ impl FlowTable {
     }
 
     /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates at
-    /// `level`: the header and its direction's line; at `full` the early-packet line (needed
-    /// by most packets: the first ten of each flow; fetching it for the others costs
-    /// bandwidth, not waiting); for a TCP segment at `standard` and `full` the two lines of
-    /// its timing record (it may answer the other side's timed segment and start its own).
+    /// `level` ([`TableEntry::prefetch`]), and for a TCP segment the two lines of its timing
+    /// record where the level keeps one (it may answer the other side's timed segment and
+    /// start its own).
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32, side: usize, level: FeatureLevel, tcp: bool) {
-        let e = &self.entries[idx as usize];
-        mem_prefetch::prefetch_write_data::<_, 3>(&e.key);
-        mem_prefetch::prefetch_write_data::<_, 3>(&e.dirs[side]);
-        if level.is_full() {
-            mem_prefetch::prefetch_write_data::<_, 3>(&e.early);
-        }
+        self.entries[idx as usize].prefetch(side, level);
         if tcp {
             if let Some(t) = self.timing.get(idx as usize) {
                 mem_prefetch::prefetch_write_data::<_, 3>(&t.dirs[0]);
@@ -552,19 +538,69 @@ impl FlowTable {
     }
 }
 
+impl<E: MeterEntry> FlowTable<E> {
+    /// `[first_ns, index]` of every live entry, oldest record first (ties by index), so that
+    /// output order does not depend on the table's layout. In a mapping of its own on 4 KiB
+    /// pages, populated at once: from the allocator, the list (16 bytes per flow) came in
+    /// fresh huge pages, slow to fault in on virtual machines (see [`ENTRY_PAGES`]).
+    pub(crate) fn live_oldest_first(&self) -> Mapped<[u64; 2]> {
+        let mut list = Mapped::zeroed(self.len, ENTRY_PAGES);
+        list.populate(0, self.len);
+        for (item, idx) in list.iter_mut().zip(self.live_indices()) {
+            *item = [self.entries[idx as usize].first_ns(), u64::from(idx)];
+        }
+        list.sort_unstable();
+        list
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mini::MiniEntry;
+    use crate::state::FlowEntry;
 
+    /// Key `i`: IPv4 for even `i` (a `minimal` entry holds it in its line), other bytes for
+    /// odd `i` (kept in the entry's overflow record).
     fn key(i: u32) -> FlowKey {
         let mut k = FlowKey::default();
-        k.0[..4].copy_from_slice(&i.to_le_bytes());
+        if i.is_multiple_of(2) {
+            k.0[10..12].copy_from_slice(&[0xff; 2]);
+            k.0[12..16].copy_from_slice(&i.to_le_bytes());
+            k.0[26..28].copy_from_slice(&[0xff; 2]);
+            k.0[37] = 4;
+        } else {
+            k.0[..4].copy_from_slice(&i.to_le_bytes());
+        }
         k
     }
 
-    #[test]
-    fn insert_find_remove_many() {
-        let mut t = FlowTable::new(1000, false);
+    /// Runs a test over tables of both entry layouts.
+    macro_rules! both_layouts {
+        ($($name:ident),* $(,)?) => {
+            mod each_layout {
+                $(
+                    #[test]
+                    fn $name() {
+                        super::$name::<super::FlowEntry>();
+                        super::$name::<super::MiniEntry>();
+                    }
+                )*
+            }
+        };
+    }
+
+    both_layouts!(
+        insert_find_remove_many,
+        colliding_hashes_probe_correctly,
+        random_inserts_and_removals_keep_the_index_exact,
+        index_grows_with_the_flows_and_keeps_them,
+        next_scheduled_tick_finds_the_earliest_occupied_slot_across_the_wrap,
+        wheel_links_survive_unschedule_in_the_middle,
+    );
+
+    fn insert_find_remove_many<E: TableEntry>() {
+        let mut t = FlowTable::<E>::new(1000, false);
         let mut idx = Vec::new();
         for i in 0..1000 {
             let k = key(i);
@@ -590,10 +626,9 @@ mod tests {
         assert_eq!(t.live_indices().count(), 500);
     }
 
-    #[test]
-    fn colliding_hashes_probe_correctly() {
+    fn colliding_hashes_probe_correctly<E: TableEntry>() {
         // Keys whose hashes share one home slot, so they form one long probe run.
-        let mut t = FlowTable::new(64, false);
+        let mut t = FlowTable::<E>::new(64, false);
         let home = |k: &FlowKey| home_bits(k.hash()) & t.mask;
         let target = home(&key(0));
         let colliding: Vec<u32> = (0..)
@@ -623,15 +658,15 @@ mod tests {
     /// Checks every occupied slot: its entry is live and holds a key whose hash bits the tag
     /// has, its distance tag is the true distance from the key's home (saturated), and no
     /// empty slot lies between the home and the occupant (linear probing's invariant).
-    fn check_index(t: &FlowTable) {
+    fn check_index<E: TableEntry>(t: &FlowTable<E>) {
         for (pos, &s) in t.slots.iter().enumerate() {
             if s == 0 {
                 continue;
             }
             let idx = (s & INDEX_MASK) - 1;
             let e = &t.entries[idx as usize];
-            assert_eq!(e.live, 1, "slot {pos} names a free entry");
-            let hash = e.key.hash();
+            assert!(e.is_live(), "slot {pos} names a free entry");
+            let hash = e.key(&t.wides).hash();
             let home = home_bits(hash) & t.mask;
             let distance = pos.wrapping_sub(home) & t.mask;
             assert_eq!(s & HASH_TAG_MASK, hash_tag(hash), "slot {pos}");
@@ -642,11 +677,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn random_inserts_and_removals_keep_the_index_exact() {
+    fn random_inserts_and_removals_keep_the_index_exact<E: TableEntry>() {
         // A small index (64 slots) at its full load, with keys whose homes are the last six
         // slots: probe runs are long, wrap around the end, and their distances saturate.
-        let mut t = FlowTable::new(32, false);
+        let mut t = FlowTable::<E>::new(32, false);
         let mask = t.mask;
         let mut homes_at_end = (0u32..).filter(|&i| home_bits(key(i).hash()) & mask >= 58);
         let mut live: Vec<(u32, u32)> = Vec::new();
@@ -678,10 +712,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn index_grows_with_the_flows_and_keeps_them() {
+    fn index_grows_with_the_flows_and_keeps_them<E: TableEntry>() {
         let capacity = 100_000;
-        let mut t = FlowTable::new(capacity, false);
+        let mut t = FlowTable::<E>::new(capacity, false);
         assert_eq!(t.slots.len(), INITIAL_SLOTS);
         let per_flow = t.bytes_per_flow();
         let mut idx = Vec::new();
@@ -725,9 +758,8 @@ mod tests {
         assert_eq!(t.find(&key(5), key(5).hash()), Some(e));
     }
 
-    #[test]
-    fn next_scheduled_tick_finds_the_earliest_occupied_slot_across_the_wrap() {
-        let mut t = FlowTable::new(8, false);
+    fn next_scheduled_tick_finds_the_earliest_occupied_slot_across_the_wrap<E: TableEntry>() {
+        let mut t = FlowTable::<E>::new(8, false);
         let a = t.insert(&key(1), key(1).hash());
         let b = t.insert(&key(2), key(2).hash());
         let base = 5 * WHEEL_SLOTS as u64;
@@ -744,9 +776,8 @@ mod tests {
         assert_eq!(t.next_scheduled_tick(base + 995, end), None);
     }
 
-    #[test]
-    fn wheel_links_survive_unschedule_in_the_middle() {
-        let mut t = FlowTable::new(8, false);
+    fn wheel_links_survive_unschedule_in_the_middle<E: TableEntry>() {
+        let mut t = FlowTable::<E>::new(8, false);
         let a = t.insert(&key(1), key(1).hash());
         let b = t.insert(&key(2), key(2).hash());
         let c = t.insert(&key(3), key(3).hash());
@@ -758,7 +789,7 @@ mod tests {
         let mut cur = t.slot_head(5);
         while cur != NIL {
             seen.push(cur);
-            cur = t.entries[cur as usize].wheel_next;
+            cur = t.entries[cur as usize].wheel_next();
         }
         assert_eq!(seen, vec![c, a]);
     }

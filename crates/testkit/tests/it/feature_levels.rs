@@ -7,10 +7,35 @@ use trawl_capture::{FileSource, PacketSource};
 use trawl_flow::{FeatureLevel, FlowConfig, FlowMeter, FlowRecord};
 use trawl_testkit::testdata;
 
+/// The meter's settings of a comparison.
+#[derive(Clone, Copy)]
+struct Setting {
+    capacity: usize,
+    active_timeout_ns: u64,
+}
+
+/// A table large enough for any committed capture, the default timeouts.
+const ROOMY: Setting = Setting {
+    capacity: 1 << 16,
+    active_timeout_ns: 1800 * 1_000_000_000,
+};
+
+/// A table of 64 flows (most flows leave under pressure) and a one-second active timeout
+/// (long flows leave in many records): the paths a large table with long timeouts never takes.
+const CRAMPED: Setting = Setting {
+    capacity: 64,
+    active_timeout_ns: 1_000_000_000,
+};
+
 /// The records of `capture` at `level` (empty payloads, so they own nothing).
 fn records(capture: &Path, level: FeatureLevel) -> Vec<FlowRecord<'static>> {
+    records_with(capture, level, ROOMY)
+}
+
+fn records_with(capture: &Path, level: FeatureLevel, setting: Setting) -> Vec<FlowRecord<'static>> {
     let mut m = FlowMeter::new(FlowConfig {
-        capacity: 1 << 16,
+        capacity: setting.capacity,
+        active_timeout_ns: setting.active_timeout_ns,
         features: level,
         ..FlowConfig::default()
     });
@@ -36,9 +61,14 @@ fn records(capture: &Path, level: FeatureLevel) -> Vec<FlowRecord<'static>> {
 
 /// Checks one capture; returns how many records it has.
 fn check(capture: &Path) -> usize {
-    let full = records(capture, FeatureLevel::Full);
+    check_with(capture, CRAMPED);
+    check_with(capture, ROOMY)
+}
+
+fn check_with(capture: &Path, setting: Setting) -> usize {
+    let full = records_with(capture, FeatureLevel::Full, setting);
     for level in [FeatureLevel::Minimal, FeatureLevel::Standard] {
-        let got = records(capture, level);
+        let got = records_with(capture, level, setting);
         assert_eq!(got.len(), full.len(), "{}: {level}", capture.display());
         for (i, (g, f)) in got.iter().zip(&full).enumerate() {
             assert_eq!(

@@ -1,0 +1,488 @@
+//! The `minimal` level's flow entry: what goProbe and nfdump keep (key, first and last packet,
+//! packets and bytes per direction, TCP flag unions, the TCP close state) in one 64-byte cache
+//! line, so that a packet reads and writes one line of flow state.
+//!
+//! The line holds an IPv4 key whole (addresses as 4 bytes, not IPv4-mapped 16); an IPv6 (or
+//! other) key lives in the flow's [`MiniExtra`], as do counters that outgrow their narrow
+//! fields and the tunnels of a flow that came through one: few flows need one.
+use crate::config::FeatureLevel;
+use crate::decode::Decoded;
+use crate::entry::{EntryStore, MeterEntry, TableEntry};
+use crate::key::{FlowKey, Side};
+use crate::record::{DirectionRecord, EndReason, FlowRecord};
+use crate::state::{self, Pool, NIL};
+use crate::timing::TcpTiming;
+use crate::tunnel::Tunnel;
+
+/// [`MiniEntry::version`] of an entry whose key is in its [`MiniExtra`].
+const KEY_IN_EXTRA: u8 = 0xff;
+/// Bits of [`MiniEntry::seen`]: the sides with a packet in the current record.
+const SEEN_SIDES: u8 = 0b11;
+/// Bit of [`MiniEntry::seen`]: [`MiniEntry::link`] is the index of the flow's [`MiniExtra`].
+const HAS_EXTRA: u8 = 1 << 2;
+/// Bit of [`MiniEntry::wheel_prev`]: the entry heads its wheel slot's list, whose number is in
+/// the low bits (the table's slot numbers and entry indices are far below this bit).
+const WHEEL_HEAD: u32 = 1 << 31;
+
+/// The bytes an IPv4-mapped address starts with (`::ffff:0:0/96`).
+const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+
+/// One flow at `minimal`, one cache line. Field order is the key's where it can be: bytes
+/// 32..48 hold an IPv4 key as two words that compare with a [`FlowKey`]'s compact form.
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct MiniEntry {
+    /// First packet of the current record.
+    first_ns: u64,
+    /// Last packet of the open record (either direction), for expiry and the record.
+    last_ns: u64,
+    /// Packets by sender side (low 32 bits; the rest in the extra).
+    packets: [u32; 2],
+    /// IP bytes by sender side (low 32 bits; the rest in the extra).
+    ip_bytes: [u32; 2],
+    /// The key's compact form ([`compact`]): low and high IPv4 address, ports, protocol,
+    /// version (4; [`KEY_IN_EXTRA`] when the key is in the extra; 0 when the entry is free),
+    /// VLAN.
+    key: [u64; 2],
+    /// Frame bytes less IP bytes by sender side while both sums fit 16 bits and the flow has
+    /// no extra; else (bit [`HAS_EXTRA`] of `seen`) the extra's index, which holds them.
+    link: u32,
+    /// Union of the TCP flags by sender side.
+    flags_or: [u8; 2],
+    /// `state_bits`: initiator, SYN seen, FINs, RST, closing.
+    state: u8,
+    /// Sides seen in the current record, and [`HAS_EXTRA`].
+    seen: u8,
+    /// Timer-wheel links; `wheel_prev` is [`WHEEL_HEAD`] | slot for a list's head.
+    wheel_prev: u32,
+    wheel_next: u32,
+}
+
+/// What a minimal flow keeps outside its line, when it needs to.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct MiniExtra {
+    /// The key, when it has no compact form (not IPv4).
+    key: FlowKey,
+    /// High 32 bits of the packet and IP byte counts, by side.
+    packets_hi: [u32; 2],
+    ip_bytes_hi: [u32; 2],
+    /// Frame bytes less IP bytes, by side (a frame can be shorter than its IP header says).
+    link: [i64; 2],
+    /// The outer tunnel of each side's first packet in the record.
+    tunnels: [Tunnel; 2],
+}
+
+/// The extras of a minimal table's flows.
+#[derive(Default)]
+pub(crate) struct MiniStore {
+    extras: Pool<MiniExtra>,
+}
+
+impl EntryStore for MiniStore {
+    fn clear(&mut self) {
+        self.extras.clear();
+    }
+    fn bytes(&self) -> usize {
+        self.extras.bytes()
+    }
+}
+
+/// The compact form of an IPv4 key (see [`MiniEntry::key`]); `None` for any other key.
+#[inline]
+fn compact(key: &FlowKey) -> Option<[u64; 2]> {
+    let k = &key.0;
+    if k[37] != 4 || k[..12] != V4_MAPPED || k[16..28] != V4_MAPPED {
+        return None;
+    }
+    let word = |b: &[u8]| u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+    let mut addrs = [0u8; 8];
+    addrs[..4].copy_from_slice(&k[12..16]);
+    addrs[4..].copy_from_slice(&k[28..32]);
+    // Ports, protocol, version, VLAN: the key's last word as it is.
+    Some([word(&addrs), word(&k[32..40])])
+}
+
+/// The key of a compact form.
+fn expand(compact: [u64; 2]) -> FlowKey {
+    let addrs = compact[0].to_ne_bytes();
+    let mut k = FlowKey::default();
+    k.0[..12].copy_from_slice(&V4_MAPPED);
+    k.0[12..16].copy_from_slice(&addrs[..4]);
+    k.0[16..28].copy_from_slice(&V4_MAPPED);
+    k.0[28..32].copy_from_slice(&addrs[4..]);
+    k.0[32..40].copy_from_slice(&compact[1].to_ne_bytes());
+    k
+}
+
+/// Byte of the key's version in its compact form's second word.
+const VERSION_BYTE: usize = 5;
+
+impl MiniEntry {
+    #[inline]
+    fn version(&self) -> u8 {
+        self.key[1].to_ne_bytes()[VERSION_BYTE]
+    }
+
+    #[inline]
+    fn extra<'s>(&self, store: &'s MiniStore) -> Option<&'s MiniExtra> {
+        if self.seen & HAS_EXTRA != 0 {
+            store.extras.get(self.link)
+        } else {
+            None
+        }
+    }
+
+    /// The flow's extra, taken now if it has none (its link sums move into it).
+    #[cold]
+    #[inline(never)]
+    fn extra_mut<'s>(&mut self, store: &'s mut MiniStore) -> &'s mut MiniExtra {
+        if self.seen & HAS_EXTRA == 0 {
+            let link = [self.link as u16, (self.link >> 16) as u16];
+            let mut slot = NIL;
+            let x = store.extras.get_or_take(&mut slot);
+            x.link = [i64::from(link[0]), i64::from(link[1])];
+            self.link = slot;
+            self.seen |= HAS_EXTRA;
+        }
+        store.extras.get_or_take(&mut self.link)
+    }
+
+    /// Adds a packet's frame bytes less its IP bytes to `side`'s sum.
+    #[inline]
+    fn add_link(&mut self, side: usize, frame_less_ip: i64, store: &mut MiniStore) {
+        if self.seen & HAS_EXTRA == 0 {
+            let shift = 16 * side;
+            let sum = i64::from((self.link >> shift) as u16) + frame_less_ip;
+            if (0..=i64::from(u16::MAX)).contains(&sum) {
+                self.link = (self.link & !(0xffff << shift)) | ((sum as u32) << shift);
+                return;
+            }
+        }
+        self.extra_mut(store).link[side] += frame_less_ip;
+    }
+
+    /// Exact packets, IP bytes and frame bytes of `side`.
+    fn counts(&self, side: usize, store: &MiniStore) -> [u64; 3] {
+        let join = |hi: u32, lo: u32| (u64::from(hi) << 32) | u64::from(lo);
+        let x = self.extra(store);
+        let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
+        let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
+        let link = match x {
+            Some(x) => x.link[side],
+            None => i64::from((self.link >> (16 * side)) as u16),
+        };
+        [packets, ip_bytes, ip_bytes.wrapping_add_signed(link)]
+    }
+}
+
+impl TableEntry for MiniEntry {
+    type Store = MiniStore;
+
+    fn vacant() -> Self {
+        MiniEntry {
+            first_ns: 0,
+            last_ns: 0,
+            packets: [0; 2],
+            ip_bytes: [0; 2],
+            key: [0; 2],
+            link: 0,
+            flags_or: [0; 2],
+            state: 0,
+            seen: 0,
+            wheel_prev: NIL,
+            wheel_next: NIL,
+        }
+    }
+
+    #[inline]
+    fn is_live(&self) -> bool {
+        self.version() != 0
+    }
+
+    fn occupy(&mut self, key: &FlowKey, store: &mut MiniStore) {
+        self.seen = 0;
+        self.link = 0;
+        match compact(key) {
+            Some(c) => self.key = c,
+            None => {
+                self.extra_mut(store).key = *key;
+                let mut marker = [0u8; 8];
+                marker[VERSION_BYTE] = KEY_IN_EXTRA;
+                self.key = [0, u64::from_ne_bytes(marker)];
+            }
+        }
+    }
+
+    fn vacate(&mut self, store: &mut MiniStore) {
+        if self.seen & HAS_EXTRA != 0 {
+            store.extras.release(&mut self.link);
+        }
+        self.seen = 0;
+        self.link = 0;
+        self.key = [0; 2];
+    }
+
+    #[inline]
+    fn has_key(&self, key: &FlowKey, store: &MiniStore) -> bool {
+        match compact(key) {
+            Some(c) => self.key == c,
+            None => {
+                self.version() == KEY_IN_EXTRA && self.extra(store).is_some_and(|x| x.key == *key)
+            }
+        }
+    }
+
+    fn key(&self, store: &MiniStore) -> FlowKey {
+        if self.version() == KEY_IN_EXTRA {
+            self.extra(store).map_or_else(FlowKey::default, |x| x.key)
+        } else {
+            expand(self.key)
+        }
+    }
+
+    #[inline]
+    fn wheel_prev(&self) -> u32 {
+        if self.wheel_prev & WHEEL_HEAD != 0 {
+            NIL
+        } else {
+            self.wheel_prev
+        }
+    }
+    #[inline]
+    fn wheel_next(&self) -> u32 {
+        self.wheel_next
+    }
+    #[inline]
+    fn wheel_slot(&self) -> u16 {
+        (self.wheel_prev & !WHEEL_HEAD) as u16
+    }
+    #[inline]
+    fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
+        self.wheel_prev = if prev == NIL {
+            WHEEL_HEAD | u32::from(slot)
+        } else {
+            prev
+        };
+    }
+    #[inline]
+    fn set_wheel_next(&mut self, next: u32) {
+        self.wheel_next = next;
+    }
+    #[inline]
+    fn prefetch(&self, _side: usize, _level: FeatureLevel) {
+        mem_prefetch::prefetch_write_data::<_, 3>(self);
+    }
+}
+
+impl MeterEntry for MiniEntry {
+    fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut MiniStore) {
+        self.state = 0;
+        self.reset_counters(store);
+        self.last_ns = ts;
+        state::orient_first(&mut self.state, d, sender);
+    }
+
+    #[inline]
+    fn update(
+        &mut self,
+        d: &Decoded,
+        sender: Side,
+        ts: u64,
+        wire_len: u32,
+        store: &mut MiniStore,
+        _level: FeatureLevel,
+        _timing: Option<&mut TcpTiming>,
+    ) {
+        let side = sender as usize;
+        if d.tcp_valid {
+            state::learn_from_syn(&mut self.state, d, sender);
+        }
+        // Packets can arrive out of time order: first and last are the extremes.
+        if self.seen & SEEN_SIDES == 0 {
+            self.first_ns = ts;
+        } else {
+            self.first_ns = self.first_ns.min(ts);
+        }
+        self.last_ns = self.last_ns.max(ts);
+        if self.seen & (1 << side) == 0 {
+            self.seen |= 1 << side;
+            if d.tunnel.is_some() {
+                self.extra_mut(store).tunnels[side] = d.tunnel;
+            }
+        }
+        let (packets, c_packets) = self.packets[side].overflowing_add(1);
+        let (ip_bytes, c_ip_bytes) = self.ip_bytes[side].overflowing_add(d.ip_len);
+        self.packets[side] = packets;
+        self.ip_bytes[side] = ip_bytes;
+        if c_packets | c_ip_bytes {
+            let x = self.extra_mut(store);
+            x.packets_hi[side] += c_packets as u32;
+            x.ip_bytes_hi[side] += c_ip_bytes as u32;
+        }
+        self.add_link(side, i64::from(wire_len) - i64::from(d.ip_len), store);
+        if d.tcp_valid {
+            let f = d.tcp.flags;
+            self.flags_or[side] |= f;
+            state::note_close(&mut self.state, f, sender);
+        }
+    }
+
+    fn reset_counters(&mut self, store: &mut MiniStore) {
+        self.last_ns = 0;
+        self.packets = [0; 2];
+        self.ip_bytes = [0; 2];
+        self.flags_or = [0; 2];
+        self.first_ns = 0;
+        if self.seen & HAS_EXTRA != 0 {
+            if self.version() == KEY_IN_EXTRA {
+                // The key stays; the counts and tunnels start again.
+                let x = store.extras.get_or_take(&mut self.link);
+                *x = MiniExtra {
+                    key: x.key,
+                    ..MiniExtra::default()
+                };
+                self.seen = HAS_EXTRA;
+                return;
+            }
+            store.extras.release(&mut self.link);
+        }
+        self.link = 0;
+        self.seen = 0;
+    }
+
+    #[inline]
+    fn state(&self) -> u8 {
+        self.state
+    }
+    #[inline]
+    fn last_ns(&self) -> u64 {
+        self.last_ns
+    }
+    #[inline]
+    fn first_ns(&self) -> u64 {
+        self.first_ns
+    }
+    #[inline]
+    fn is_empty_record(&self) -> bool {
+        self.seen & SEEN_SIDES == 0
+    }
+
+    fn record<'a>(
+        &self,
+        store: &MiniStore,
+        _timing: Option<&TcpTiming>,
+        reason: EndReason,
+        _payload: [&'a [u8]; 2],
+        _level: FeatureLevel,
+    ) -> FlowRecord<'a> {
+        let init = state::initiator(self.state);
+        let tunnel = self.extra(store).map_or_else(Tunnel::default, |x| {
+            let i = init as usize;
+            if x.tunnels[i].is_some() {
+                x.tunnels[i]
+            } else {
+                x.tunnels[1 - i]
+            }
+        });
+        let times = if self.is_empty_record() {
+            [0, 0]
+        } else {
+            [self.first_ns, self.last_ns]
+        };
+        let direction = |side: Side| {
+            let [packets, ip_bytes, bytes] = self.counts(side as usize, store);
+            DirectionRecord {
+                packets,
+                bytes,
+                ip_bytes,
+                tcp_flags: self.flags_or[side as usize],
+                ..DirectionRecord::default()
+            }
+        };
+        FlowRecord {
+            fwd: direction(init),
+            rev: direction(init.flip()),
+            ..FlowRecord::minimal(&self.key(store), init, tunnel, times, reason)
+        }
+    }
+
+    #[inline]
+    fn payload_len(&self) -> [u16; 2] {
+        [0; 2]
+    }
+    /// Never called: payloads need `full` (the configuration refuses them elsewhere).
+    #[inline]
+    fn add_payload_len(&mut self, _side: usize, _n: u16) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_is_one_line() {
+        assert_eq!(core::mem::size_of::<MiniEntry>(), 64);
+        assert_eq!(core::mem::align_of::<MiniEntry>(), 64);
+    }
+
+    #[test]
+    fn ipv4_keys_are_compact_and_come_back_whole() {
+        let mut k = FlowKey::default();
+        k.0[..12].copy_from_slice(&V4_MAPPED);
+        k.0[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        k.0[16..28].copy_from_slice(&V4_MAPPED);
+        k.0[28..32].copy_from_slice(&[192, 168, 1, 9]);
+        k.0[32..40].copy_from_slice(&[0, 80, 0xc3, 0x50, 6, 4, 0, 7]);
+        let c = compact(&k).expect("IPv4");
+        assert_eq!(expand(c), k);
+        assert_eq!(c[1].to_ne_bytes()[VERSION_BYTE], 4);
+        let mut v6 = k;
+        v6.0[37] = 6;
+        assert_eq!(compact(&v6), None);
+        let mut unmapped = k;
+        unmapped.0[3] = 1;
+        assert_eq!(compact(&unmapped), None);
+    }
+
+    #[test]
+    fn ipv6_keys_live_in_the_extra_and_match_only_themselves() {
+        let mut store = MiniStore::default();
+        let mut v6 = FlowKey::default();
+        v6.0[0] = 0x20;
+        v6.0[37] = 6;
+        let mut e = MiniEntry::vacant();
+        assert!(!e.is_live());
+        e.occupy(&v6, &mut store);
+        assert!(e.is_live());
+        assert!(e.has_key(&v6, &store));
+        assert_eq!(e.key(&store), v6);
+        let mut other = v6;
+        other.0[1] = 1;
+        assert!(!e.has_key(&other, &store));
+        e.vacate(&mut store);
+        assert!(!e.is_live());
+    }
+
+    #[test]
+    fn link_sums_move_to_the_extra_exactly() {
+        let mut store = MiniStore::default();
+        let mut e = MiniEntry::vacant();
+        let mut k = FlowKey::default();
+        k.0[..12].copy_from_slice(&V4_MAPPED);
+        k.0[16..28].copy_from_slice(&V4_MAPPED);
+        k.0[37] = 4;
+        e.occupy(&k, &mut store);
+        let mut expected = 0i64;
+        for i in 0..10_000i64 {
+            // Mostly 14 bytes of Ethernet, sometimes a frame shorter than its IP length.
+            let d = if i % 7 == 0 { -3 } else { 14 };
+            e.add_link(1, d, &mut store);
+            expected += d;
+        }
+        assert!(e.seen & HAS_EXTRA != 0);
+        let [_, ip, frame] = e.counts(1, &store);
+        assert_eq!(frame as i64 - ip as i64, expected);
+        let [_, _, low] = e.counts(0, &store);
+        assert_eq!(low, 0);
+    }
+}
