@@ -963,6 +963,17 @@ mod tests {
         let t = meter.table_size();
         assert_eq!(t.capacity, 1000);
         assert_eq!(t.bytes, 1000 * meter.full().table.bytes_per_flow() as u64);
+        // At the default capacity: minimal's one line and two index slots; full's five lines,
+        // the timing record's two and the same index share.
+        let per_flow = |features| {
+            FlowMeter::new(FlowConfig {
+                features,
+                ..FlowConfig::default()
+            })
+            .bytes_per_flow()
+        };
+        assert_eq!(per_flow(crate::FeatureLevel::Minimal), 64 + 8);
+        assert_eq!(per_flow(crate::FeatureLevel::Full), 320 + 128 + 8);
     }
 
     #[test]

@@ -182,7 +182,10 @@ pub(crate) struct FlowTable<E: TableEntry> {
     /// Round-trip timing, one per entry (same index), when the level keeps it (else empty):
     /// written by TCP flows only, so only their pages are backed with memory.
     pub(crate) timing: Mapped<TcpTiming>,
-    free: Vec<u32>,
+    /// The most recently freed entry (`NIL`: none); a free entry's wheel link names the one
+    /// freed before it. Threaded through the free entries themselves, whose lines the freeing
+    /// and the reuse touch anyway: a separate list cost 4 bytes per flow.
+    free: u32,
     /// Index slots: 0 = empty, else `(tag << INDEX_BITS) | (entry index + 1)`, the tag being
     /// four hash bits the home does not use and the occupant's distance from its home slot
     /// (two bits, saturated at [`FAR`]). A lookup compares keys only where both match (an
@@ -223,7 +226,7 @@ impl<E: TableEntry> FlowTable<E> {
             populated: 0,
             wides: E::Store::default(),
             timing: Mapped::zeroed(if timing { capacity } else { 0 }, ENTRY_PAGES),
-            free: Vec::with_capacity(capacity),
+            free: NIL,
             slots: Mapped::zeroed(nslots, INDEX_PAGES),
             mask: nslots - 1,
             max_slots,
@@ -252,13 +255,11 @@ impl<E: TableEntry> FlowTable<E> {
     }
 
     /// Bytes of table memory per flow slot: entry, timing record (counted whole, though only
-    /// TCP flows' pages are backed), index slots (as many as the index grows to), free-list
-    /// slot.
+    /// TCP flows' pages are backed), index slots (as many as the index grows to).
     pub(crate) fn bytes_per_flow(&self) -> usize {
         core::mem::size_of::<E>()
             + self.timing.len() * core::mem::size_of::<TcpTiming>() / self.capacity
             + self.max_slots * core::mem::size_of::<u32>() / self.capacity
-            + core::mem::size_of::<u32>()
     }
 
     /// The entry holding `key`, if any.
@@ -297,9 +298,8 @@ impl<E: TableEntry> FlowTable<E> {
         if (self.len + 1) * 2 > self.slots.len() && self.slots.len() < self.max_slots {
             self.grow();
         }
-        let idx = match self.free.pop() {
-            Some(i) => i,
-            None => {
+        let idx = match self.free {
+            NIL => {
                 if self.used == self.populated {
                     self.populated = self.used + POPULATE_BYTES / core::mem::size_of::<E>();
                     self.entries.populate(self.used, self.populated);
@@ -307,6 +307,10 @@ impl<E: TableEntry> FlowTable<E> {
                 self.entries[self.used] = E::vacant();
                 self.used += 1;
                 (self.used - 1) as u32
+            }
+            free => {
+                self.free = self.entries[free as usize].wheel_next();
+                free
             }
         };
         place(&mut self.slots, self.mask, hash, idx);
@@ -367,7 +371,8 @@ impl<E: TableEntry> FlowTable<E> {
         }
         self.slots[hole] = 0;
         self.entries[idx as usize].vacate(&mut self.wides);
-        self.free.push(idx);
+        self.entries[idx as usize].set_wheel_next(self.free);
+        self.free = idx;
         self.len -= 1;
     }
 
@@ -466,7 +471,7 @@ impl<E: TableEntry> FlowTable<E> {
     pub(crate) fn clear(&mut self) {
         self.used = 0;
         self.wides.clear();
-        self.free.clear();
+        self.free = NIL;
         // A fresh zeroed allocation is lazily mapped; filling the old one would touch every
         // page of the index (up to 32 MiB at the default capacity) even for a handful of
         // flows. It starts small again, as a new table's.
