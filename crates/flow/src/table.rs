@@ -326,9 +326,23 @@ impl<E: TableEntry> FlowTable<E> {
         let nslots = self.slots.len() * 2;
         let mask = nslots - 1;
         let mut slots = Mapped::zeroed(nslots, INDEX_PAGES);
-        for (idx, e) in self.entries[..self.used].iter().enumerate() {
-            if e.is_live() {
-                place(&mut slots, mask, e.key(&self.wides).hash(), idx as u32);
+        // In runs of GROW_RUN entries: their home slots (random places in the new index) are
+        // fetched together, then filled, so the misses overlap instead of queueing (one miss
+        // per entry was 8 % of a 1.2 M-flow run).
+        const GROW_RUN: usize = 16;
+        let mut run = [(0u64, 0u32); GROW_RUN];
+        for (chunk_no, chunk) in self.entries[..self.used].chunks(GROW_RUN).enumerate() {
+            let mut n = 0;
+            for (i, e) in chunk.iter().enumerate() {
+                if e.is_live() {
+                    let hash = e.key(&self.wides).hash();
+                    mem_prefetch::prefetch_write_data::<_, 3>(&slots[home_bits(hash) & mask]);
+                    run[n] = (hash, (chunk_no * GROW_RUN + i) as u32);
+                    n += 1;
+                }
+            }
+            for &(hash, idx) in &run[..n] {
+                place(&mut slots, mask, hash, idx);
             }
         }
         self.slots = slots;
