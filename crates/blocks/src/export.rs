@@ -228,6 +228,11 @@ pub struct FlowExportSettings {
     /// Batches of 256 records each exporter's queue holds before records are dropped
     /// (default 256).
     pub queue: Option<usize>,
+    /// The feature level of the records (the `features` of the `flow_meter`s feeding it;
+    /// default `full`): IPFIX biflows go under the level's own templates, JSON lines have the
+    /// level's fields.
+    #[serde(default)]
+    pub features: Option<crate::meter::Features>,
 }
 
 impl FlowExportSettings {
@@ -263,6 +268,7 @@ impl FlowExportSettings {
             queue_batches: self.queue.unwrap_or(d.queue_batches),
             flush_interval: FLUSH,
             lossless: self.lossless,
+            level: self.features.unwrap_or_default().into(),
             ..d
         }
     }

@@ -1749,6 +1749,7 @@ fn finish_times(rec: &mut FlowRecord<'static>, t: &Times, boot_ms: Option<u64>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trawl_flow::FeatureLevel;
 
     #[test]
     fn application_labels_are_read_back_on_both_paths() {
@@ -1787,13 +1788,22 @@ mod tests {
     #[test]
     fn every_field_of_a_record_round_trips_through_ipfix() {
         use crate::{MessageEncoder, Protocol, TemplateRefresh};
-        let records = crate::encode::tests::varied_records();
-        for (refresh, max) in [
-            (TemplateRefresh::Once, 65_535),
-            (TemplateRefresh::Once, 1472),
-            (TemplateRefresh::FEED, 1472),
+        let full = crate::encode::tests::varied_records();
+        // Bytes of records and templates each level sent, in one large message.
+        let mut sizes = Vec::new();
+        for (level, refresh, max) in [
+            (FeatureLevel::Full, TemplateRefresh::Once, 65_535),
+            (FeatureLevel::Full, TemplateRefresh::Once, 1472),
+            (FeatureLevel::Full, TemplateRefresh::FEED, 1472),
+            (FeatureLevel::Standard, TemplateRefresh::Once, 65_535),
+            (FeatureLevel::Standard, TemplateRefresh::FEED, 1472),
+            (FeatureLevel::Minimal, TemplateRefresh::Once, 65_535),
+            (FeatureLevel::Minimal, TemplateRefresh::FEED, 1472),
         ] {
-            let mut enc = MessageEncoder::flows(Protocol::Ipfix, 7, DEFAULT_PEN, max, refresh);
+            // A level's records are projections of `full`'s: what travels is what it keeps.
+            let records: Vec<_> = full.iter().map(|r| r.project(level)).collect();
+            let mut enc = MessageEncoder::flows(Protocol::Ipfix, 7, DEFAULT_PEN, max, refresh)
+                .with_level(level);
             let mut messages: Vec<Vec<u8>> = Vec::new();
             for r in &records {
                 enc.add_flow(r, 1, &mut |m: &[u8]| messages.push(m.to_vec()));
@@ -1815,10 +1825,41 @@ mod tests {
                 }
                 assert_eq!(got.len(), records.len());
                 for (g, w) in got.iter().zip(&records) {
-                    assert_eq!(g, w, "{refresh:?}, {max} bytes, fast path {fast}");
+                    assert_eq!(g, w, "{level}, {refresh:?}, {max} bytes, fast path {fast}");
                 }
             }
+            if max == 65_535 {
+                sizes.push(messages.iter().map(Vec::len).sum::<usize>());
+                // The level's own templates, and no other.
+                let ids = set_ids(&messages);
+                let own = |id: u16| match level {
+                    FeatureLevel::Full => id < crate::template::LEVEL_BASE_ID,
+                    _ => (crate::template::level_flow_id(level, 0, false)
+                        ..crate::template::level_flow_id(level, 0, false)
+                            + crate::template::LEVEL_IDS)
+                        .contains(&id),
+                };
+                assert!(ids.iter().all(|&id| id == 2 || own(id)), "{level}: {ids:?}");
+            }
         }
+        assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
+    }
+
+    /// The set ids of IPFIX messages, in order.
+    fn set_ids(messages: &[Vec<u8>]) -> Vec<u16> {
+        let mut ids = Vec::new();
+        for m in messages {
+            let mut at = 16;
+            while at + 4 <= m.len() {
+                ids.push(u16::from_be_bytes([m[at], m[at + 1]]));
+                let len = usize::from(u16::from_be_bytes([m[at + 2], m[at + 3]]));
+                if len < 4 {
+                    break;
+                }
+                at += len;
+            }
+        }
+        ids
     }
 
     #[test]

@@ -7,16 +7,16 @@
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use trawl_flow::{DirectionRecord, EndReason, FlowRecord};
+use trawl_flow::{DirectionRecord, EndReason, FeatureLevel, FlowRecord};
 use trawl_series::SeriesRow;
 
 use crate::ie::{
     Dir, Field, APPLICATION_ENGINE, APPLICATION_ID_LEN, COMMUNITY_ID_LEN, RTT_NONE, VARLEN,
 };
 use crate::template::{
-    ext, extended_flow, v9_len, Family, TemplateDef, EXTENDED_BASE_ID, IPFIX_FLOW_V4,
-    IPFIX_FLOW_V6, IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6, IPFIX_SERIES, PADDING_ID, PADDING_OCTETS,
-    V9_FLOW_V4, V9_FLOW_V6,
+    ext, level_flow, v9_len, Family, TemplateDef, EXTENDED_BASE_ID, IPFIX_FLOW_V4, IPFIX_FLOW_V6,
+    IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6, IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4,
+    V9_FLOW_V6,
 };
 
 /// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
@@ -110,10 +110,13 @@ pub struct MessageEncoder {
     fill: bool,
     /// Whether this session's template set announced the padding template.
     padding_announced: bool,
-    /// The extended biflow templates announced since the last template set (bit
-    /// `2 * (mask - 1) + v6`): each is sent in a template set of its own just before its
-    /// first record, and again after every refresh.
-    extended_announced: u16,
+    /// The extended biflow templates announced since the last template set (bit `id -
+    /// EXTENDED_BASE_ID`): each is sent in a template set of its own just before its first
+    /// record, and again after every refresh.
+    extended_announced: u64,
+    /// The feature level of the records (IPFIX biflows): below `full`, the level's own
+    /// templates, without the fields it does not keep.
+    level: FeatureLevel,
 }
 
 const IPFIX_HEADER: usize = 16;
@@ -213,7 +216,20 @@ impl MessageEncoder {
             fill: false,
             padding_announced: false,
             extended_announced: 0,
+            level: FeatureLevel::Full,
         }
+    }
+
+    /// Records of `level` (IPFIX biflows; one-way records, NetFlow v9 and series keep their
+    /// one template): below `full`, each goes under the level's template
+    /// ([`level_flow`]), which leaves out the fields the level does not keep instead of
+    /// sending them as zeros. Call before the first record.
+    pub fn with_level(mut self, level: FeatureLevel) -> Self {
+        if self.protocol == Protocol::Ipfix && !self.one_way && !self.series {
+            self.templates = [level_flow(level, 0, false), level_flow(level, 0, true)];
+            self.level = level;
+        }
+        self
     }
 
     /// IPFIX over UDP with segmentation offload: a message closed because the next record
@@ -381,10 +397,10 @@ impl MessageEncoder {
     /// Announces extended template `t` (IPFIX) in a template set of its own, unless it went
     /// out since the last template set; closes the open data set first.
     fn announce_extended(&mut self, t: TemplateDef) {
-        if t.id < EXTENDED_BASE_ID {
+        if t.id < EXTENDED_BASE_ID || self.templates.iter().any(|b| b.id == t.id) {
             return;
         }
-        let bit = 1u16 << (t.id - EXTENDED_BASE_ID);
+        let bit = 1u64 << (t.id - EXTENDED_BASE_ID);
         if self.extended_announced & bit != 0 {
             return;
         }
@@ -503,7 +519,7 @@ impl MessageEncoder {
             // with the records that have them.
             let mask = extensions(r);
             if mask != 0 {
-                t = extended_flow(mask, family == Family::FlowV6);
+                t = level_flow(self.level, mask, family == Family::FlowV6);
             }
         }
         self.add(t, export_time_s, emit, &mut |enc, out| {
@@ -614,7 +630,8 @@ impl MessageEncoder {
             buf: &mut out[start..],
             pos: 0,
         };
-        if self.protocol == Protocol::Ipfix && !self.series && !self.one_way {
+        if self.protocol == Protocol::Ipfix && !self.series && !self.one_way && self.level.is_full()
+        {
             // trawl's own IPFIX biflow templates: straight-line code (the field-by-field dispatch
             // of `put_fields` was most of the exporter's CPU time).
             put_ipfix_flow(r, &mut c);
@@ -1093,7 +1110,7 @@ pub(crate) mod tests {
         for r in varied_records() {
             let mask = extensions(&r);
             masks.insert(mask);
-            let t = extended_flow(mask, r.src_ip.is_ipv6());
+            let t = crate::template::extended_flow(mask, r.src_ip.is_ipv6());
             let mut fast = Vec::new();
             enc.put_flow(t, &r, &mut fast);
             let mut generic = vec![0u8; MAX_FLOW_RECORD];

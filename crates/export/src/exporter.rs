@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use trawl_flow::format::{RecordFormat, RecordWriter};
-use trawl_flow::FlowRecord;
+use trawl_flow::{FeatureLevel, FlowRecord};
 use trawl_series::SeriesRow;
 
 use crate::destination::{Biflow, Destination, FeedAddr};
@@ -49,6 +49,9 @@ pub struct ExportConfig {
     /// padded to that size where the padding rule allows. Falls back to one datagram per
     /// message when the kernel refuses.
     pub udp_gso: bool,
+    /// The feature level of the records: IPFIX biflows go under the level's templates and
+    /// JSON lines have the level's fields (`docs/specs/ipfix.md`, `flow-record.md`).
+    pub level: FeatureLevel,
 }
 
 /// Largest UDP payload in one 1500-byte Ethernet frame: the MTU minus the IP header (20 bytes for
@@ -81,6 +84,7 @@ impl Default for ExportConfig {
             flush_interval: Duration::from_millis(200),
             lossless: false,
             udp_gso: true,
+            level: FeatureLevel::Full,
         }
     }
 }
@@ -743,7 +747,7 @@ impl Worker {
             | Destination::JsonStdout
             | Destination::JsonTcp(_)
             | Destination::Kafka(_) => Encoding::Json {
-                writer: RecordWriter::new(RecordFormat::Json, false),
+                writer: RecordWriter::new(RecordFormat::Json, false).with_features(config.level),
                 buf: Vec::with_capacity(1 << 17),
             },
         };
@@ -823,6 +827,7 @@ impl Worker {
         let fresh = self.sink.take_fresh();
         let now = wall_secs();
         let pen = self.config.pen;
+        let level = self.config.level;
         let Worker {
             sink,
             encoding,
@@ -871,6 +876,7 @@ impl Worker {
                                     *max_message,
                                     *refresh,
                                 )
+                                .with_level(level)
                             },
                         ));
                         encoders.len() - 1

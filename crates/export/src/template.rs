@@ -1,5 +1,7 @@
 //! The templates trawl exports: which fields, in which order, under which template id.
 //! Fixed at compile time, so exporter and decoder (and `docs/specs/ipfix.md`) agree.
+use trawl_flow::FeatureLevel;
+
 use crate::ie::{Dir, Field};
 
 /// A template: id and field list.
@@ -217,6 +219,114 @@ pub fn extended_flow(mask: u8, v6: bool) -> TemplateDef {
         v
     });
     all[2 * usize::from(mask - 1) + usize::from(v6)]
+}
+
+/// First id of the biflow templates of the `minimal` level; `standard`'s start
+/// [`LEVEL_IDS`] later. Each level has a base template per address family and one per
+/// combination of extension groups, laid out as 256/257 and 262–275 are for `full`.
+pub const LEVEL_BASE_ID: u16 = 276;
+/// Ids each level below `full` takes (2 base + 2 per extension mask).
+pub const LEVEL_IDS: u16 = 2 + 2 * ext::ALL as u16;
+
+/// Template id of the biflow template of `level` (`minimal` or `standard`) with extension
+/// groups `mask` (0: its base template).
+pub const fn level_flow_id(level: FeatureLevel, mask: u8, v6: bool) -> u16 {
+    let base = match level {
+        FeatureLevel::Minimal => LEVEL_BASE_ID,
+        _ => LEVEL_BASE_ID + LEVEL_IDS,
+    };
+    let after_base = if mask == 0 { 0 } else { 2 * mask as u16 };
+    base + after_base + v6 as u16
+}
+
+/// Whether a record of `level` has field `f` (`docs/specs/flow-record.md`'s feature levels):
+/// `minimal` keeps the key, times, end reason, counts and flag unions per direction, the
+/// Community ID, the application label, and the extension groups (tunnel, enrichment);
+/// `standard` adds the length and gap minimum, maximum and mean, the TCP event counts
+/// `full` has but PSH, URG, ECE and CWR, and the round-trip fields; `full` keeps all.
+pub fn kept_by(level: FeatureLevel, f: Field) -> bool {
+    let minimal = matches!(
+        f,
+        Field::SrcIpv4
+            | Field::SrcIpv6
+            | Field::DstIpv4
+            | Field::DstIpv6
+            | Field::SrcPort
+            | Field::DstPort
+            | Field::Proto
+            | Field::Vlan
+            | Field::StartNs
+            | Field::EndNs
+            | Field::StartMs
+            | Field::EndMs
+            | Field::FlowEndReason
+            | Field::TrawlEndReason
+            | Field::Packets(_)
+            | Field::IpBytes(_)
+            | Field::FrameBytes(_)
+            | Field::TcpFlags(_)
+            | Field::CommunityId
+            | Field::ApplicationId
+            | Field::ApplicationName
+            | Field::ApplicationSource
+    ) || TUNNEL_FIELDS.contains(&f)
+        || GEO_FIELDS.contains(&f);
+    let standard = matches!(
+        f,
+        Field::LenMin(_)
+            | Field::LenMax(_)
+            | Field::LenMean(_)
+            | Field::IatMin(_)
+            | Field::IatMax(_)
+            | Field::IatMean(_)
+            | Field::Syn(_)
+            | Field::SynAck(_)
+            | Field::Fin(_)
+            | Field::Rst(_)
+            | Field::ZeroWindow(_)
+            | Field::Retrans(_)
+    ) || RTT_FIELDS.contains(&f);
+    match level {
+        FeatureLevel::Minimal => minimal,
+        FeatureLevel::Standard => minimal || standard,
+        FeatureLevel::Full => true,
+    }
+}
+
+/// The biflow template of `level` for `v6` records with extension groups `mask`: `full`'s
+/// ([`extended_flow`]) with only the fields the level keeps, under the level's own id
+/// ([`level_flow_id`]); for `full`, [`extended_flow`] itself.
+pub fn level_flow(level: FeatureLevel, mask: u8, v6: bool) -> TemplateDef {
+    if level.is_full() {
+        return extended_flow(mask, v6);
+    }
+    static ALL: std::sync::OnceLock<Vec<TemplateDef>> = std::sync::OnceLock::new();
+    let all = ALL.get_or_init(|| {
+        let mut v = Vec::new();
+        for level in [FeatureLevel::Minimal, FeatureLevel::Standard] {
+            for mask in 0..=ext::ALL {
+                for v6 in [false, true] {
+                    let full = extended_flow(mask, v6);
+                    let fields: Vec<Field> = full
+                        .fields
+                        .iter()
+                        .copied()
+                        .filter(|&f| kept_by(level, f))
+                        .collect();
+                    v.push(TemplateDef {
+                        id: level_flow_id(level, mask, v6),
+                        // Built once per process, kept for its lifetime like the static ones.
+                        fields: Box::leak(fields.into_boxed_slice()),
+                        family: full.family,
+                    });
+                }
+            }
+        }
+        v
+    });
+    let per_level = 2 * (usize::from(ext::ALL) + 1);
+    let level_index = usize::from(level.has_standard());
+    all[level_index * per_level + 2 * usize::from(mask) + usize::from(v6)]
 }
 
 /// The fields of a one-way flow record (`biflow=off`): the biflow template without any

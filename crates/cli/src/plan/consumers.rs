@@ -331,6 +331,7 @@ impl Consumers {
             )
             .set("pen", i64::from(e.pen))
             .set_some("lossless", e.lossless.then_some(true))
+            .set_some("features", features(&self.flow))
             .set_some(
                 "feed_ttl",
                 (feed && e.feed_ttl != 1).then_some(i64::from(e.feed_ttl)),

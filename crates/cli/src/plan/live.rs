@@ -469,7 +469,8 @@ pub fn monitor(plan: &RunPlan) -> Result<Document> {
             let b = doc
                 .block(&format!("export_{}", ident(iface)), "flow_export")
                 .on("outputs", Some(0))
-                .set("destinations", destinations);
+                .set("destinations", destinations)
+                .set_some("features", super::consumers::features(&plan.flow));
             // With the flow feed, the records of interface n go to the feed's group + n.
             let b = match feed {
                 None => b.set("interface", iface.as_str()),

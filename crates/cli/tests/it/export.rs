@@ -810,6 +810,90 @@ fn ipfix_file_and_tcp_round_trip_every_field() {
     }
 }
 
+/// Issue 26: records of `--features minimal|standard` travel in IPFIX under their level's own
+/// templates: the collector reads back every field the level keeps, equal to the level's JSON,
+/// gets zeros (or nothing) for the rest, and the file is smaller than `full`'s.
+#[test]
+fn ipfix_carries_each_feature_level_in_its_own_templates() {
+    let dir = tempdir("levels");
+    let key = |v: &Value| {
+        [
+            "src_ip", "src_port", "dst_ip", "dst_port", "proto", "first_ns",
+        ]
+        .map(|k| v[k].to_string())
+        .join(" ")
+    };
+    let mut sizes = Vec::new();
+    for level in ["minimal", "standard", "full"] {
+        let file = dir.join(format!("{level}.ipfix"));
+        let json = dir.join(format!("{level}.jsonl"));
+        let status = Command::new(bin())
+            .args([
+                "flows",
+                "-r",
+                &sample(),
+                "--summary",
+                "none",
+                "--features",
+                level,
+            ])
+            .arg("-o")
+            .arg(&json)
+            .arg("--export")
+            .arg(format!("ipfix:{}", file.display()))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{level}");
+        sizes.push(std::fs::metadata(&file).unwrap().len());
+        let back = dir.join("back.jsonl");
+        let st = Command::new(bin())
+            .args(["collect", "-r"])
+            .arg(&file)
+            .args(["--summary", "none", "-o"])
+            .arg(&back)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{level}");
+        let parse = |path: &Path| -> BTreeMap<String, Value> {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap();
+                    (key(&v), v)
+                })
+                .collect()
+        };
+        let (want, got) = (parse(&json), parse(&back));
+        assert!(want.len() > 50, "{level}: {} records", want.len());
+        assert_eq!(got.len(), want.len(), "{level}");
+        for (k, w) in &want {
+            let g = &got[k];
+            for (field, value) in w.as_object().unwrap() {
+                assert_eq!(&g[field], value, "{level}: {k}: {field}");
+            }
+            if level != "full" {
+                // What the level does not keep did not travel.
+                for field in ["fwd_len_std", "rev_iat_std_ns", "fwd_psh", "fwd_cwr"] {
+                    assert!(
+                        g[field].as_f64().is_none_or(|x| x == 0.0),
+                        "{level}: {field}"
+                    );
+                }
+                assert!(
+                    g["first_lengths"].as_array().is_none_or(Vec::is_empty),
+                    "{level}"
+                );
+            }
+            if level == "minimal" {
+                assert!(g["fwd_len_max"].as_u64().is_none_or(|x| x == 0), "{k}");
+                assert!(g["fwd_syn"].as_u64().is_none_or(|x| x == 0), "{k}");
+            }
+        }
+    }
+    assert!(sizes[0] < sizes[1] && sizes[1] < sizes[2], "{sizes:?}");
+}
+
 /// Issues 22/23: the round-trip times, application labels and outer tunnels of `--analyze
 /// app --tunnel inner` travel in IPFIX (trawl's extended templates) and `trawl collect`
 /// reads them back: the collected records are the exported ones, whole. (A record that came
