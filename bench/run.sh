@@ -112,7 +112,7 @@ has_tool argus && need_cmds+=(argus racount) && need_pkgs+=(argus-server argus-c
 has_tool pmacctd && need_cmds+=(pmacctd) && need_pkgs+=(pmacct)
 # YAF is built from its source release (Debian does not package it): these build it.
 has_tool yaf && ! [ -x "$WORK/yaf/bin/yaf" ] &&
-    need_cmds+=(autoreconf libtool pkg-config xsltproc make gcc) &&
+    need_cmds+=(autoreconf libtoolize pkg-config xsltproc make gcc) &&
     need_pkgs+=(libfixbuf-dev libglib2.0-dev libpcap-dev libpcre3-dev pkg-config xsltproc autoconf automake libtool make gcc)
 
 missing=()
