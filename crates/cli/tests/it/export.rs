@@ -796,14 +796,7 @@ fn ipfix_file_and_tcp_round_trip_every_field() {
     let want = sorted_lines(&std::fs::read_to_string(&json).unwrap());
     for f in [&file, &tcp_file] {
         let back = dir.join("back.jsonl");
-        let st = Command::new(bin())
-            .args(["collect", "-r"])
-            .arg(f)
-            .args(["--summary", "none", "-o"])
-            .arg(&back)
-            .status()
-            .unwrap();
-        assert!(st.success());
+        collect_file(f, &back);
         let got = sorted_lines(&std::fs::read_to_string(&back).unwrap());
         // Every field of every record, as trawl writes JSON.
         assert_eq!(got, want, "{}", f.display());
@@ -846,14 +839,7 @@ fn ipfix_carries_each_feature_level_in_its_own_templates() {
         assert!(status.success(), "{level}");
         sizes.push(std::fs::metadata(&file).unwrap().len());
         let back = dir.join("back.jsonl");
-        let st = Command::new(bin())
-            .args(["collect", "-r"])
-            .arg(&file)
-            .args(["--summary", "none", "-o"])
-            .arg(&back)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{level}");
+        collect_file(&file, &back);
         let parse = |path: &Path| -> BTreeMap<String, Value> {
             std::fs::read_to_string(path)
                 .unwrap()
@@ -928,14 +914,7 @@ fn ipfix_carries_round_trips_app_labels_and_tunnels_to_the_collector() {
             .collect();
         want.sort();
         let back = dir.join("back.jsonl");
-        let st = Command::new(bin())
-            .args(["collect", "-r"])
-            .arg(&file)
-            .args(["--summary", "none", "-o"])
-            .arg(&back)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{capture}");
+        collect_file(&file, &back);
         // Both through the same map, whose keys are sorted.
         let mut got: Vec<String> = sorted_lines(&std::fs::read_to_string(&back).unwrap())
             .iter()
@@ -2034,6 +2013,18 @@ fn batched_receive_loses_nothing_and_decodes_like_one_datagram_at_a_time() {
 }
 
 /// The lines of `s`, sorted (outputs whose order may differ between runs).
+/// `trawl collect -r file -o out`, which must succeed.
+fn collect_file(file: &Path, out: &Path) {
+    let st = Command::new(bin())
+        .args(["collect", "-r"])
+        .arg(file)
+        .args(["--summary", "none", "-o"])
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(st.success(), "trawl collect -r {}", file.display());
+}
+
 fn sorted_lines(s: &str) -> Vec<String> {
     let mut v: Vec<String> = s.lines().map(str::to_string).collect();
     v.sort();
