@@ -46,7 +46,8 @@ pub struct InputArgs {
     /// Flow table capacity; when full, the flow idle the longest is exported.
     #[arg(help_heading = topic::METER, long, value_name = "FLOWS", default_value_t = 4 << 20)]
     pub capacity: usize,
-    /// What each flow record keeps (the fewer, the less work per packet).
+    /// What each flow record keeps (the fewer, the less work per packet; minimal: one
+    /// 64-byte line per flow).
     #[arg(help_heading = topic::METER, long, value_enum, default_value_t = FeaturesArg::Full)]
     pub features: FeaturesArg,
     /// Summary on standard error: human text, JSON (one object), or none.
