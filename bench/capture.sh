@@ -201,7 +201,7 @@ setup_veth() {
 # Process accounting
 # ---------------------------------------------------------------------------------------------
 cpu_ns() { # cpu_ns PID: CPU time of all live threads of PID in ns (schedstat, ns precision)
-    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'
+    cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'
 }
 
 cpu_ticks() { # cpu_ticks PID: "utime stime" of PID (all threads, clock ticks)

@@ -73,7 +73,7 @@ TRAWL=${TRAWL_BIN:-$TARGET_DIR/release/trawl}
 # CPU time of all live threads of a process, ns (schedstat: exact, where the user/system
 # split of /proc/PID/stat is tick-sampled and, on this VM, biased towards whichever mode the
 # timer tick wakes a sleeping process in).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
 {
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

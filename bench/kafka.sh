@@ -132,7 +132,7 @@ note "collector: $STREAM_RECORDS records as IPFIX datagrams, replayed at $RATE d
 "$BENCH_BIN" stream "$STREAM_RECORDS" "$WORK/stream.bin" | tee "$WORK/stream.txt"
 
 # CPU time of all live threads of a process, ns (schedstat, as bench/export.sh reads it).
-cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%d", s }'; }
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
 
 # Records on a topic now: one per message, or (COUNT=json) JSON lines, or (COUNT=delimited)
 # varint-delimited Protobuf records in messages (kcat's %R: each message's 4-byte length).
