@@ -11,7 +11,7 @@ use serde::Deserialize;
 use trawl_capture::{LinkType, PacketRecord};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool, TimerId};
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, ParseOutcome};
-use trawl_voip::{sip, Datagram, Output, PacketKind, SipEvent, Tracker, TrackerConfig};
+use trawl_voip::{sip, Output, PacketKind, Packets, SipEvent, Tracker, TrackerConfig};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 
@@ -32,68 +32,10 @@ pub struct SipBatch {
     pub events: Vec<SipEvent>,
     /// From live capture (receivers may move their clocks on by wall time when it is quiet).
     pub live: bool,
-    /// One per packet of the batch, in order: `rtp_calls` takes the packets' transport from
-    /// here instead of decoding them a second time (bench/RESULTS.md, "VoIP").
-    pub transports: Vec<PacketTransport>,
-}
-
-/// A packet's transport as `sip` decoded it, for `rtp_calls`: the endpoints, where the
-/// payload lies in the packet's bytes, and what the call table does with the packet.
-#[derive(Clone, Copy, Debug)]
-pub struct PacketTransport {
-    /// Source address and port.
-    pub src: SocketAddr,
-    /// Destination address and port.
-    pub dst: SocketAddr,
-    /// Offset of the transport payload in the captured bytes.
-    pub start: u32,
-    /// Its length.
-    pub len: u32,
-    /// UDP that is not SIP ([`PacketKind::Media`]), TCP or SIP ([`PacketKind::Other`]), or
-    /// not decoded ([`PacketKind::Ignored`]).
-    pub kind: PacketKind,
-}
-
-impl PacketTransport {
-    /// What a packet decodes to (`transport`'s answer about `data`).
-    fn of(data: &[u8], t: Option<&Transport<'_>>, looks_like_sip: bool) -> PacketTransport {
-        let any = SocketAddr::from(([0, 0, 0, 0], 0));
-        match t {
-            Some(t) => PacketTransport {
-                src: t.src,
-                dst: t.dst,
-                // The payload is a part of `data` (maybe of a tunnel's inner packet in it).
-                start: (t.payload.as_ptr() as usize - data.as_ptr() as usize) as u32,
-                len: t.payload.len() as u32,
-                kind: if !t.tcp && !looks_like_sip {
-                    PacketKind::Media
-                } else {
-                    PacketKind::Other
-                },
-            },
-            None => PacketTransport {
-                src: any,
-                dst: any,
-                start: 0,
-                len: 0,
-                kind: PacketKind::Ignored,
-            },
-        }
-    }
-
-    /// The packet as the call table takes it.
-    #[inline]
-    fn datagram<'a>(&self, pkt: &PacketRecord<'a>) -> Datagram<'a> {
-        let start = (self.start as usize).min(pkt.data.len());
-        let end = (start + self.len as usize).min(pkt.data.len());
-        Datagram {
-            ts_ns: pkt.ts_ns,
-            src: self.src,
-            dst: self.dst,
-            payload: &pkt.data[start..end],
-            kind: self.kind,
-        }
-    }
+    /// One per packet of the batch, in order, its payload a range of the batch's bytes
+    /// ([`trawl_capture::Batch::bytes`]): `rtp_calls` takes the packets from here instead of
+    /// decoding them a second time (bench/RESULTS.md, "VoIP").
+    pub packets: Packets,
 }
 
 impl Payload for SipBatch {
@@ -197,6 +139,7 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
 
 /// Decodes a packet down to its UDP or TCP payload, through one GTP-U tunnel (what `sip` and
 /// `rtp_calls` read; `trawl voip audio` finds a call's RTP with it).
+#[inline]
 pub fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
     fast_udp(link, data).or_else(|| decoded_transport(link, data, d))
 }
@@ -232,18 +175,29 @@ fn decoded_transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Opt
     None
 }
 
-/// A packet's transport ([`transport`]) and what `rtp_calls` does with it: what `sip`
-/// decodes once for both.
+/// Decodes a packet of a batch whose bytes are `bytes` ([`transport`]) and adds it to
+/// `packets` as the call table takes it: UDP that is not SIP as media, TCP and SIP as
+/// packets that only move time on, others as not decoded. What `sip` decodes once for both.
+#[inline]
 fn decode_packet<'a>(
     pkt: &PacketRecord<'a>,
+    bytes: &[u8],
     d: &mut Decoded,
-) -> (Option<Transport<'a>>, PacketTransport) {
-    let t = transport(pkt.link_type, pkt.data, d);
-    let is_sip = t
-        .as_ref()
-        .is_some_and(|t| !t.tcp && sip::looks_like_sip(t.payload));
-    let decoded = PacketTransport::of(pkt.data, t.as_ref(), is_sip);
-    (t, decoded)
+    packets: &mut Packets,
+) -> Option<(Transport<'a>, PacketKind)> {
+    let Some(t) = transport(pkt.link_type, pkt.data, d) else {
+        packets.push_ignored(pkt.ts_ns);
+        return None;
+    };
+    let kind = if !t.tcp && !sip::looks_like_sip(t.payload) {
+        PacketKind::Media
+    } else {
+        PacketKind::Other
+    };
+    // The payload is a part of the batch's bytes (maybe of a tunnel's inner packet in them).
+    let start = (t.payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+    packets.push(pkt.ts_ns, t.src, t.dst, start, t.payload.len(), kind);
+    Some((t, kind))
 }
 
 /// The T-PDU of a GTPv1-U G-PDU (message type 255), after the optional fields and extension
@@ -289,8 +243,8 @@ pub struct SipBlock {
     websocket: Option<Counter>,
     /// A WebSocket message's payload, unmasked.
     ws_message: Vec<u8>,
-    /// The transports of the batch's packets so far.
-    transports: Vec<PacketTransport>,
+    /// The batch's packets so far, for `rtp_calls`.
+    packets: Packets,
 }
 
 /// Settings of `sip`.
@@ -349,7 +303,7 @@ impl Block for SipBlock {
             tcp_gaps: None,
             websocket: None,
             ws_message: Vec::new(),
-            transports: Vec::new(),
+            packets: Packets::default(),
         })
     }
 
@@ -366,8 +320,9 @@ impl Block for SipBlock {
         let Some(packets) = msg.get::<PacketBatch>() else {
             return;
         };
-        for pkt in packets.batch().iter() {
-            self.packet(&pkt);
+        let batch = packets.batch();
+        for pkt in batch.iter() {
+            self.packet(&pkt, batch.bytes());
         }
         // A batch for every packet batch, empty or not: `rtp_calls` pairs them up to apply
         // each SIP message before the packets that follow it.
@@ -378,8 +333,8 @@ impl Block for SipBlock {
         let batch = slot.get_mut();
         batch.events.clear();
         batch.events.append(&mut self.out);
-        std::mem::swap(&mut batch.transports, &mut self.transports);
-        self.transports.clear();
+        std::mem::swap(&mut batch.packets, &mut self.packets);
+        self.packets.clear();
         batch.live = packets.live;
         ctx.emit(0, slot.into_msg());
         if ctx.is_connected(1) {
@@ -389,15 +344,14 @@ impl Block for SipBlock {
 }
 
 impl SipBlock {
-    fn packet(&mut self, pkt: &PacketRecord<'_>) {
-        let (t, decoded) = decode_packet(pkt, &mut self.decoded);
-        self.transports.push(decoded);
-        let Some(t) = t else {
+    fn packet(&mut self, pkt: &PacketRecord<'_>, bytes: &[u8]) {
+        let Some((t, kind)) = decode_packet(pkt, bytes, &mut self.decoded, &mut self.packets)
+        else {
             return;
         };
         if !t.tcp {
             // UDP the call table does not take as media is SIP.
-            if decoded.kind == PacketKind::Other {
+            if kind == PacketKind::Other {
                 match sip::parse(t.payload) {
                     Ok(m) => self
                         .out
@@ -535,6 +489,8 @@ pub struct RtpCalls {
     packets: VecDeque<Msg>,
     sips: VecDeque<Msg>,
     decoded: Decoded,
+    /// Packets decoded here (when `sip` sent none for them).
+    own: Packets,
     out: Output,
     pool: Pool<Events>,
     counters: Vec<Counter>,
@@ -670,6 +626,7 @@ impl Block for RtpCalls {
             packets: VecDeque::new(),
             sips: VecDeque::new(),
             decoded: Decoded::default(),
+            own: Packets::default(),
             out: Output::default(),
             pool: Pool::new(Events::default),
             counters: Vec::new(),
@@ -745,22 +702,21 @@ impl RtpCalls {
                 self.last_packet = Some((last.ts_ns, Instant::now(), packets.live));
             }
             let batch = packets.batch();
-            let mut datagrams = Vec::with_capacity(batch.len());
-            let decoded = sip
-                .and_then(|m| m.get::<SipBatch>())
-                .map_or(&[][..], |b| &b.transports[..]);
-            if decoded.len() == batch.len() {
-                datagrams.extend(batch.iter().zip(decoded).map(|(p, t)| t.datagram(&p)));
-            } else {
-                // No `sip` batch of these packets (an input ended early): decode them here.
-                for pkt in batch.iter() {
-                    let (_, t) = decode_packet(&pkt, &mut self.decoded);
-                    datagrams.push(t.datagram(&pkt));
+            let sip_packets = sip.and_then(|m| m.get::<SipBatch>()).map(|b| &b.packets);
+            let list = match sip_packets {
+                Some(list) if list.len() == batch.len() => list,
+                _ => {
+                    // No `sip` batch of these packets (an input ended early): decode them here.
+                    self.own.clear();
+                    for pkt in batch.iter() {
+                        decode_packet(&pkt, batch.bytes(), &mut self.decoded, &mut self.own);
+                    }
+                    &self.own
                 }
-            }
+            };
             // The table prefetches its streams a few packets ahead (Tracker::on_packets).
             self.tracker
-                .on_packets(&datagrams, &mut self.out, |table, ts_ns, out| {
+                .on_packets(list, batch.bytes(), &mut self.out, |table, ts_ns, out| {
                     while next < events.len() && events[next].ts_ns <= ts_ns {
                         table.on_sip(&events[next], out);
                         next += 1;
