@@ -4,7 +4,7 @@
 //! media endpoint, orphan streams by heuristic, and writes a record per call and per stream
 //! as events (`calls.jsonl` and `rtp.jsonl` of `trawl voip`).
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -66,13 +66,46 @@ pub struct Transport<'a> {
 /// VXLAN's UDP port: the general decoder descends into it.
 const VXLAN_PORT: u16 = 4789;
 
+/// A UDP datagram as [`fast_udp`] reads it: addresses as they are in the packet.
+#[derive(Clone, Copy)]
+struct Udp<'a> {
+    addrs: Addrs,
+    sport: u16,
+    dport: u16,
+    payload: &'a [u8],
+}
+
+#[derive(Clone, Copy)]
+enum Addrs {
+    V4(Ipv4Addr, Ipv4Addr),
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
+impl<'a> Udp<'a> {
+    /// As a [`Transport`].
+    fn transport(&self) -> Transport<'a> {
+        let (src, dst) = match self.addrs {
+            Addrs::V4(s, d) => (IpAddr::V4(s), IpAddr::V4(d)),
+            Addrs::V6(s, d) => (IpAddr::V6(s), IpAddr::V6(d)),
+        };
+        Transport {
+            src: SocketAddr::new(src, self.sport),
+            dst: SocketAddr::new(dst, self.dport),
+            tcp: false,
+            seq: 0,
+            fin_or_rst: false,
+            payload: self.payload,
+        }
+    }
+}
+
 /// The common case of [`transport`] without the general decoder: Ethernet (one VLAN tag at
 /// most), IPv4 without fragmentation or IPv6 without extension headers, UDP (not GTP-U nor
 /// VXLAN). `None` for anything else, which the general decoder then reads: what this returns
 /// is what it would (bench/RESULTS.md, "VoIP": RTP is nearly all of a VoIP link's packets and
 /// was decoded twice per packet through the general decoder).
 #[inline]
-fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
+fn fast_udp(link: LinkType, data: &[u8]) -> Option<Udp<'_>> {
     if link != LinkType::ETHERNET {
         return None;
     }
@@ -83,7 +116,7 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
         ty = u16::from_be_bytes(data.get(off..off + 2)?.try_into().ok()?);
     }
     let ip = off + 2;
-    let (src, dst, l4_off, l4_len) = match ty {
+    let (addrs, l4_off, l4_len) = match ty {
         0x0800 => {
             let h = data.get(ip..ip + 20)?;
             let header_len = usize::from(h[0] & 0x0f) * 4;
@@ -95,9 +128,9 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
             if total < header_len || data.len() < ip + header_len {
                 return None;
             }
-            let src = IpAddr::from(<[u8; 4]>::try_from(&h[12..16]).ok()?);
-            let dst = IpAddr::from(<[u8; 4]>::try_from(&h[16..20]).ok()?);
-            (src, dst, ip + header_len, total - header_len)
+            let src = Ipv4Addr::from(<[u8; 4]>::try_from(&h[12..16]).ok()?);
+            let dst = Ipv4Addr::from(<[u8; 4]>::try_from(&h[16..20]).ok()?);
+            (Addrs::V4(src, dst), ip + header_len, total - header_len)
         }
         0x86dd => {
             let h = data.get(ip..ip + 40)?;
@@ -105,9 +138,9 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
             if h[0] >> 4 != 6 || h[6] != 17 || len == 0 {
                 return None;
             }
-            let src = IpAddr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
-            let dst = IpAddr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
-            (src, dst, ip + 40, len)
+            let src = Ipv6Addr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
+            (Addrs::V6(src, dst), ip + 40, len)
         }
         _ => return None,
     };
@@ -127,12 +160,10 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
     }
     let start = (l4_off + 8).min(data.len());
     let end = (start + udp_len.min(l4_len) - 8).min(data.len());
-    Some(Transport {
-        src: SocketAddr::new(src, sport),
-        dst: SocketAddr::new(dst, dport),
-        tcp: false,
-        seq: 0,
-        fin_or_rst: false,
+    Some(Udp {
+        addrs,
+        sport,
+        dport,
         payload: &data[start..end],
     })
 }
@@ -141,7 +172,10 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
 /// `rtp_calls` read; `trawl voip audio` finds a call's RTP with it).
 #[inline]
 pub fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
-    fast_udp(link, data).or_else(|| decoded_transport(link, data, d))
+    match fast_udp(link, data) {
+        Some(u) => Some(u.transport()),
+        None => decoded_transport(link, data, d),
+    }
 }
 
 /// [`transport`] through the general decoder (every link type, tunnel, fragment and TCP).
@@ -178,14 +212,39 @@ fn decoded_transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Opt
 /// Decodes a packet of a batch whose bytes are `bytes` ([`transport`]) and adds it to
 /// `packets` as the call table takes it: UDP that is not SIP as media, TCP and SIP as
 /// packets that only move time on, others as not decoded. What `sip` decodes once for both.
+/// Returns the transport of the packets `sip` reads further (SIP over UDP, TCP).
 #[inline]
 fn decode_packet<'a>(
     pkt: &PacketRecord<'a>,
     bytes: &[u8],
     d: &mut Decoded,
     packets: &mut Packets,
-) -> Option<(Transport<'a>, PacketKind)> {
-    let Some(t) = transport(pkt.link_type, pkt.data, d) else {
+) -> Option<Transport<'a>> {
+    // The payload is a part of the batch's bytes (maybe of a tunnel's inner packet in them).
+    let start = |payload: &[u8]| (payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+    // The common case first, without a `SocketAddr` for packets that only the call table reads
+    // (one put together field by field and read back whole stalled on store forwarding).
+    if let Some(u) = fast_udp(pkt.link_type, pkt.data) {
+        let sip = sip::looks_like_sip(u.payload);
+        let kind = if sip {
+            PacketKind::Other
+        } else {
+            PacketKind::Media
+        };
+        let (at, len) = (start(u.payload), u.payload.len());
+        match u.addrs {
+            Addrs::V4(s, d) => {
+                let ends = (SocketAddrV4::new(s, u.sport), SocketAddrV4::new(d, u.dport));
+                packets.push_v4(pkt.ts_ns, ends, at, len, kind);
+            }
+            Addrs::V6(..) => {
+                let t = u.transport();
+                packets.push(pkt.ts_ns, t.src, t.dst, at, len, kind);
+            }
+        }
+        return sip.then(|| u.transport());
+    }
+    let Some(t) = decoded_transport(pkt.link_type, pkt.data, d) else {
         packets.push_ignored(pkt.ts_ns);
         return None;
     };
@@ -194,10 +253,15 @@ fn decode_packet<'a>(
     } else {
         PacketKind::Other
     };
-    // The payload is a part of the batch's bytes (maybe of a tunnel's inner packet in them).
-    let start = (t.payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
-    packets.push(pkt.ts_ns, t.src, t.dst, start, t.payload.len(), kind);
-    Some((t, kind))
+    packets.push(
+        pkt.ts_ns,
+        t.src,
+        t.dst,
+        start(t.payload),
+        t.payload.len(),
+        kind,
+    );
+    (kind == PacketKind::Other).then_some(t)
 }
 
 /// The T-PDU of a GTPv1-U G-PDU (message type 255), after the optional fields and extension
@@ -345,19 +409,16 @@ impl Block for SipBlock {
 
 impl SipBlock {
     fn packet(&mut self, pkt: &PacketRecord<'_>, bytes: &[u8]) {
-        let Some((t, kind)) = decode_packet(pkt, bytes, &mut self.decoded, &mut self.packets)
-        else {
+        let Some(t) = decode_packet(pkt, bytes, &mut self.decoded, &mut self.packets) else {
             return;
         };
         if !t.tcp {
             // UDP the call table does not take as media is SIP.
-            if kind == PacketKind::Other {
-                match sip::parse(t.payload) {
-                    Ok(m) => self
-                        .out
-                        .push(SipEvent::new(pkt.ts_ns, t.src, t.dst, false, &m)),
-                    Err(_) => self.count_malformed(),
-                }
+            match sip::parse(t.payload) {
+                Ok(m) => self
+                    .out
+                    .push(SipEvent::new(pkt.ts_ns, t.src, t.dst, false, &m)),
+                Err(_) => self.count_malformed(),
             }
             return;
         }
@@ -844,7 +905,7 @@ mod tests {
 
         let (mut fast, mut d) = (0, Decoded::default());
         for (link, f) in &frames {
-            let Some(t) = fast_udp(*link, f) else {
+            let Some(t) = fast_udp(*link, f).map(|u| u.transport()) else {
                 continue;
             };
             fast += 1;
