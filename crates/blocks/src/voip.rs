@@ -4,14 +4,14 @@
 //! media endpoint, orphan streams by heuristic, and writes a record per call and per stream
 //! as events (`calls.jsonl` and `rtp.jsonl` of `trawl voip`).
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use trawl_capture::{LinkType, PacketRecord};
 use trawl_compose::{Block, BuildEnv, Counter, Ctx, GateDef, Msg, MsgType, Payload, Pool, TimerId};
 use trawl_flow::decode::{decode, DecodeConfig, Decoded, ParseOutcome};
-use trawl_voip::{sip, Datagram, Output, PacketKind, SipEvent, Tracker, TrackerConfig};
+use trawl_voip::{sip, Output, PacketKind, Packets, SipEvent, Tracker, TrackerConfig};
 
 use crate::messages::{Event, Events, PacketBatch, EVENTS, PACKETS};
 
@@ -32,68 +32,10 @@ pub struct SipBatch {
     pub events: Vec<SipEvent>,
     /// From live capture (receivers may move their clocks on by wall time when it is quiet).
     pub live: bool,
-    /// One per packet of the batch, in order: `rtp_calls` takes the packets' transport from
-    /// here instead of decoding them a second time (bench/RESULTS.md, "VoIP").
-    pub transports: Vec<PacketTransport>,
-}
-
-/// A packet's transport as `sip` decoded it, for `rtp_calls`: the endpoints, where the
-/// payload lies in the packet's bytes, and what the call table does with the packet.
-#[derive(Clone, Copy, Debug)]
-pub struct PacketTransport {
-    /// Source address and port.
-    pub src: SocketAddr,
-    /// Destination address and port.
-    pub dst: SocketAddr,
-    /// Offset of the transport payload in the captured bytes.
-    pub start: u32,
-    /// Its length.
-    pub len: u32,
-    /// UDP that is not SIP ([`PacketKind::Media`]), TCP or SIP ([`PacketKind::Other`]), or
-    /// not decoded ([`PacketKind::Ignored`]).
-    pub kind: PacketKind,
-}
-
-impl PacketTransport {
-    /// What a packet decodes to (`transport`'s answer about `data`).
-    fn of(data: &[u8], t: Option<&Transport<'_>>, looks_like_sip: bool) -> PacketTransport {
-        let any = SocketAddr::from(([0, 0, 0, 0], 0));
-        match t {
-            Some(t) => PacketTransport {
-                src: t.src,
-                dst: t.dst,
-                // The payload is a part of `data` (maybe of a tunnel's inner packet in it).
-                start: (t.payload.as_ptr() as usize - data.as_ptr() as usize) as u32,
-                len: t.payload.len() as u32,
-                kind: if !t.tcp && !looks_like_sip {
-                    PacketKind::Media
-                } else {
-                    PacketKind::Other
-                },
-            },
-            None => PacketTransport {
-                src: any,
-                dst: any,
-                start: 0,
-                len: 0,
-                kind: PacketKind::Ignored,
-            },
-        }
-    }
-
-    /// The packet as the call table takes it.
-    #[inline]
-    fn datagram<'a>(&self, pkt: &PacketRecord<'a>) -> Datagram<'a> {
-        let start = (self.start as usize).min(pkt.data.len());
-        let end = (start + self.len as usize).min(pkt.data.len());
-        Datagram {
-            ts_ns: pkt.ts_ns,
-            src: self.src,
-            dst: self.dst,
-            payload: &pkt.data[start..end],
-            kind: self.kind,
-        }
-    }
+    /// One per packet of the batch, in order, its payload a range of the batch's bytes
+    /// ([`trawl_capture::Batch::bytes`]): `rtp_calls` takes the packets from here instead of
+    /// decoding them a second time (bench/RESULTS.md, "VoIP").
+    pub packets: Packets,
 }
 
 impl Payload for SipBatch {
@@ -124,13 +66,46 @@ pub struct Transport<'a> {
 /// VXLAN's UDP port: the general decoder descends into it.
 const VXLAN_PORT: u16 = 4789;
 
+/// A UDP datagram as [`fast_udp`] reads it: addresses as they are in the packet.
+#[derive(Clone, Copy)]
+struct Udp<'a> {
+    addrs: Addrs,
+    sport: u16,
+    dport: u16,
+    payload: &'a [u8],
+}
+
+#[derive(Clone, Copy)]
+enum Addrs {
+    V4(Ipv4Addr, Ipv4Addr),
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
+impl<'a> Udp<'a> {
+    /// As a [`Transport`].
+    fn transport(&self) -> Transport<'a> {
+        let (src, dst) = match self.addrs {
+            Addrs::V4(s, d) => (IpAddr::V4(s), IpAddr::V4(d)),
+            Addrs::V6(s, d) => (IpAddr::V6(s), IpAddr::V6(d)),
+        };
+        Transport {
+            src: SocketAddr::new(src, self.sport),
+            dst: SocketAddr::new(dst, self.dport),
+            tcp: false,
+            seq: 0,
+            fin_or_rst: false,
+            payload: self.payload,
+        }
+    }
+}
+
 /// The common case of [`transport`] without the general decoder: Ethernet (one VLAN tag at
 /// most), IPv4 without fragmentation or IPv6 without extension headers, UDP (not GTP-U nor
 /// VXLAN). `None` for anything else, which the general decoder then reads: what this returns
 /// is what it would (bench/RESULTS.md, "VoIP": RTP is nearly all of a VoIP link's packets and
 /// was decoded twice per packet through the general decoder).
 #[inline]
-fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
+fn fast_udp(link: LinkType, data: &[u8]) -> Option<Udp<'_>> {
     if link != LinkType::ETHERNET {
         return None;
     }
@@ -141,7 +116,7 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
         ty = u16::from_be_bytes(data.get(off..off + 2)?.try_into().ok()?);
     }
     let ip = off + 2;
-    let (src, dst, l4_off, l4_len) = match ty {
+    let (addrs, l4_off, l4_len) = match ty {
         0x0800 => {
             let h = data.get(ip..ip + 20)?;
             let header_len = usize::from(h[0] & 0x0f) * 4;
@@ -153,9 +128,9 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
             if total < header_len || data.len() < ip + header_len {
                 return None;
             }
-            let src = IpAddr::from(<[u8; 4]>::try_from(&h[12..16]).ok()?);
-            let dst = IpAddr::from(<[u8; 4]>::try_from(&h[16..20]).ok()?);
-            (src, dst, ip + header_len, total - header_len)
+            let src = Ipv4Addr::from(<[u8; 4]>::try_from(&h[12..16]).ok()?);
+            let dst = Ipv4Addr::from(<[u8; 4]>::try_from(&h[16..20]).ok()?);
+            (Addrs::V4(src, dst), ip + header_len, total - header_len)
         }
         0x86dd => {
             let h = data.get(ip..ip + 40)?;
@@ -163,9 +138,9 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
             if h[0] >> 4 != 6 || h[6] != 17 || len == 0 {
                 return None;
             }
-            let src = IpAddr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
-            let dst = IpAddr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
-            (src, dst, ip + 40, len)
+            let src = Ipv6Addr::from(<[u8; 16]>::try_from(&h[8..24]).ok()?);
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&h[24..40]).ok()?);
+            (Addrs::V6(src, dst), ip + 40, len)
         }
         _ => return None,
     };
@@ -185,20 +160,22 @@ fn fast_udp(link: LinkType, data: &[u8]) -> Option<Transport<'_>> {
     }
     let start = (l4_off + 8).min(data.len());
     let end = (start + udp_len.min(l4_len) - 8).min(data.len());
-    Some(Transport {
-        src: SocketAddr::new(src, sport),
-        dst: SocketAddr::new(dst, dport),
-        tcp: false,
-        seq: 0,
-        fin_or_rst: false,
+    Some(Udp {
+        addrs,
+        sport,
+        dport,
         payload: &data[start..end],
     })
 }
 
 /// Decodes a packet down to its UDP or TCP payload, through one GTP-U tunnel (what `sip` and
 /// `rtp_calls` read; `trawl voip audio` finds a call's RTP with it).
+#[inline]
 pub fn transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Option<Transport<'a>> {
-    fast_udp(link, data).or_else(|| decoded_transport(link, data, d))
+    match fast_udp(link, data) {
+        Some(u) => Some(u.transport()),
+        None => decoded_transport(link, data, d),
+    }
 }
 
 /// [`transport`] through the general decoder (every link type, tunnel, fragment and TCP).
@@ -232,18 +209,59 @@ fn decoded_transport<'a>(link: LinkType, data: &'a [u8], d: &mut Decoded) -> Opt
     None
 }
 
-/// A packet's transport ([`transport`]) and what `rtp_calls` does with it: what `sip`
-/// decodes once for both.
+/// Decodes a packet of a batch whose bytes are `bytes` ([`transport`]) and adds it to
+/// `packets` as the call table takes it: UDP that is not SIP as media, TCP and SIP as
+/// packets that only move time on, others as not decoded. What `sip` decodes once for both.
+/// Returns the transport of the packets `sip` reads further (SIP over UDP, TCP).
+#[inline]
 fn decode_packet<'a>(
     pkt: &PacketRecord<'a>,
+    bytes: &[u8],
     d: &mut Decoded,
-) -> (Option<Transport<'a>>, PacketTransport) {
-    let t = transport(pkt.link_type, pkt.data, d);
-    let is_sip = t
-        .as_ref()
-        .is_some_and(|t| !t.tcp && sip::looks_like_sip(t.payload));
-    let decoded = PacketTransport::of(pkt.data, t.as_ref(), is_sip);
-    (t, decoded)
+    packets: &mut Packets,
+) -> Option<Transport<'a>> {
+    // The payload is a part of the batch's bytes (maybe of a tunnel's inner packet in them).
+    let start = |payload: &[u8]| (payload.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+    // The common case first, without a `SocketAddr` for packets that only the call table reads
+    // (one put together field by field and read back whole stalled on store forwarding).
+    if let Some(u) = fast_udp(pkt.link_type, pkt.data) {
+        let sip = sip::looks_like_sip(u.payload);
+        let kind = if sip {
+            PacketKind::Other
+        } else {
+            PacketKind::Media
+        };
+        let (at, len) = (start(u.payload), u.payload.len());
+        match u.addrs {
+            Addrs::V4(s, d) => {
+                let ends = (SocketAddrV4::new(s, u.sport), SocketAddrV4::new(d, u.dport));
+                packets.push_v4(pkt.ts_ns, ends, at, len, kind);
+            }
+            Addrs::V6(..) => {
+                let t = u.transport();
+                packets.push(pkt.ts_ns, t.src, t.dst, at, len, kind);
+            }
+        }
+        return sip.then(|| u.transport());
+    }
+    let Some(t) = decoded_transport(pkt.link_type, pkt.data, d) else {
+        packets.push_ignored(pkt.ts_ns);
+        return None;
+    };
+    let kind = if !t.tcp && !sip::looks_like_sip(t.payload) {
+        PacketKind::Media
+    } else {
+        PacketKind::Other
+    };
+    packets.push(
+        pkt.ts_ns,
+        t.src,
+        t.dst,
+        start(t.payload),
+        t.payload.len(),
+        kind,
+    );
+    (kind == PacketKind::Other).then_some(t)
 }
 
 /// The T-PDU of a GTPv1-U G-PDU (message type 255), after the optional fields and extension
@@ -289,8 +307,8 @@ pub struct SipBlock {
     websocket: Option<Counter>,
     /// A WebSocket message's payload, unmasked.
     ws_message: Vec<u8>,
-    /// The transports of the batch's packets so far.
-    transports: Vec<PacketTransport>,
+    /// The batch's packets so far, for `rtp_calls`.
+    packets: Packets,
 }
 
 /// Settings of `sip`.
@@ -349,7 +367,7 @@ impl Block for SipBlock {
             tcp_gaps: None,
             websocket: None,
             ws_message: Vec::new(),
-            transports: Vec::new(),
+            packets: Packets::default(),
         })
     }
 
@@ -366,8 +384,9 @@ impl Block for SipBlock {
         let Some(packets) = msg.get::<PacketBatch>() else {
             return;
         };
-        for pkt in packets.batch().iter() {
-            self.packet(&pkt);
+        let batch = packets.batch();
+        for pkt in batch.iter() {
+            self.packet(&pkt, batch.bytes());
         }
         // A batch for every packet batch, empty or not: `rtp_calls` pairs them up to apply
         // each SIP message before the packets that follow it.
@@ -378,8 +397,8 @@ impl Block for SipBlock {
         let batch = slot.get_mut();
         batch.events.clear();
         batch.events.append(&mut self.out);
-        std::mem::swap(&mut batch.transports, &mut self.transports);
-        self.transports.clear();
+        std::mem::swap(&mut batch.packets, &mut self.packets);
+        self.packets.clear();
         batch.live = packets.live;
         ctx.emit(0, slot.into_msg());
         if ctx.is_connected(1) {
@@ -389,21 +408,17 @@ impl Block for SipBlock {
 }
 
 impl SipBlock {
-    fn packet(&mut self, pkt: &PacketRecord<'_>) {
-        let (t, decoded) = decode_packet(pkt, &mut self.decoded);
-        self.transports.push(decoded);
-        let Some(t) = t else {
+    fn packet(&mut self, pkt: &PacketRecord<'_>, bytes: &[u8]) {
+        let Some(t) = decode_packet(pkt, bytes, &mut self.decoded, &mut self.packets) else {
             return;
         };
         if !t.tcp {
             // UDP the call table does not take as media is SIP.
-            if decoded.kind == PacketKind::Other {
-                match sip::parse(t.payload) {
-                    Ok(m) => self
-                        .out
-                        .push(SipEvent::new(pkt.ts_ns, t.src, t.dst, false, &m)),
-                    Err(_) => self.count_malformed(),
-                }
+            match sip::parse(t.payload) {
+                Ok(m) => self
+                    .out
+                    .push(SipEvent::new(pkt.ts_ns, t.src, t.dst, false, &m)),
+                Err(_) => self.count_malformed(),
             }
             return;
         }
@@ -535,6 +550,8 @@ pub struct RtpCalls {
     packets: VecDeque<Msg>,
     sips: VecDeque<Msg>,
     decoded: Decoded,
+    /// Packets decoded here (when `sip` sent none for them).
+    own: Packets,
     out: Output,
     pool: Pool<Events>,
     counters: Vec<Counter>,
@@ -670,6 +687,7 @@ impl Block for RtpCalls {
             packets: VecDeque::new(),
             sips: VecDeque::new(),
             decoded: Decoded::default(),
+            own: Packets::default(),
             out: Output::default(),
             pool: Pool::new(Events::default),
             counters: Vec::new(),
@@ -745,22 +763,21 @@ impl RtpCalls {
                 self.last_packet = Some((last.ts_ns, Instant::now(), packets.live));
             }
             let batch = packets.batch();
-            let mut datagrams = Vec::with_capacity(batch.len());
-            let decoded = sip
-                .and_then(|m| m.get::<SipBatch>())
-                .map_or(&[][..], |b| &b.transports[..]);
-            if decoded.len() == batch.len() {
-                datagrams.extend(batch.iter().zip(decoded).map(|(p, t)| t.datagram(&p)));
-            } else {
-                // No `sip` batch of these packets (an input ended early): decode them here.
-                for pkt in batch.iter() {
-                    let (_, t) = decode_packet(&pkt, &mut self.decoded);
-                    datagrams.push(t.datagram(&pkt));
+            let sip_packets = sip.and_then(|m| m.get::<SipBatch>()).map(|b| &b.packets);
+            let list = match sip_packets {
+                Some(list) if list.len() == batch.len() => list,
+                _ => {
+                    // No `sip` batch of these packets (an input ended early): decode them here.
+                    self.own.clear();
+                    for pkt in batch.iter() {
+                        decode_packet(&pkt, batch.bytes(), &mut self.decoded, &mut self.own);
+                    }
+                    &self.own
                 }
-            }
+            };
             // The table prefetches its streams a few packets ahead (Tracker::on_packets).
             self.tracker
-                .on_packets(&datagrams, &mut self.out, |table, ts_ns, out| {
+                .on_packets(list, batch.bytes(), &mut self.out, |table, ts_ns, out| {
                     while next < events.len() && events[next].ts_ns <= ts_ns {
                         table.on_sip(&events[next], out);
                         next += 1;
@@ -888,7 +905,7 @@ mod tests {
 
         let (mut fast, mut d) = (0, Decoded::default());
         for (link, f) in &frames {
-            let Some(t) = fast_udp(*link, f) else {
+            let Some(t) = fast_udp(*link, f).map(|u| u.transport()) else {
                 continue;
             };
             fast += 1;

@@ -8,7 +8,7 @@
 //! (`ONE_BY_ONE=1`: one by one instead of batched)
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use trawl_voip::{sip, Datagram, Output, PacketKind, SipEvent, Tracker, TrackerConfig};
+use trawl_voip::{sip, Output, PacketKind, Packets, SipEvent, Tracker, TrackerConfig};
 
 fn endpoint(call: u32, side: u8) -> SocketAddr {
     let [_, a, b, c] = call.to_be_bytes();
@@ -77,8 +77,9 @@ fn run(calls: u32, seconds: u32, mode: Mode) -> (f64, u64, Output) {
         }
     }
     let start_ns = u64::from(calls) * 1_000 + 1_000_000;
-    let mut payloads = vec![[0u8; 172]; 256];
+    let mut payloads = vec![0u8; 172 * 256];
     let mut meta = Vec::with_capacity(256);
+    let mut batch = Packets::default();
     let mut packets = 0u64;
     let cpu = cpu_s();
     for tick in 0..seconds * 50 {
@@ -87,7 +88,7 @@ fn run(calls: u32, seconds: u32, mode: Mode) -> (f64, u64, Output) {
             meta.clear();
             while meta.len() < 256 && c < calls {
                 for side in 0..2u8 {
-                    let p = &mut payloads[meta.len()];
+                    let p = &mut payloads[meta.len() * 172..][..172];
                     p[0] = 0x80;
                     p[1] = 8;
                     p[2..4].copy_from_slice(&(tick as u16).to_be_bytes());
@@ -99,25 +100,19 @@ fn run(calls: u32, seconds: u32, mode: Mode) -> (f64, u64, Output) {
                 }
                 c += 1;
             }
-            let batch: Vec<Datagram<'_>> = meta
-                .iter()
-                .zip(&payloads)
-                .map(|(&(ts_ns, src, dst), p)| Datagram {
-                    ts_ns,
-                    src,
-                    dst,
-                    payload: p,
-                    kind: PacketKind::Media,
-                })
-                .collect();
+            batch.clear();
+            for (i, &(ts_ns, src, dst)) in meta.iter().enumerate() {
+                batch.push(ts_ns, src, dst, i * 172, 172, PacketKind::Media);
+            }
             match mode {
                 Mode::Build => {
                     std::hint::black_box(&batch);
                 }
-                Mode::Batched => table.on_packets(&batch, &mut out, |_, _, _| {}),
+                Mode::Batched => table.on_packets(&batch, &payloads, &mut out, |_, _, _| {}),
                 Mode::OneByOne => {
-                    for d in &batch {
-                        table.on_udp(d.ts_ns, d.src, d.dst, d.payload, &mut out);
+                    for (i, &(ts_ns, src, dst)) in meta.iter().enumerate() {
+                        let payload = &payloads[i * 172..][..172];
+                        table.on_udp(ts_ns, src, dst, payload, &mut out);
                     }
                 }
             }

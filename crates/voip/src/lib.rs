@@ -46,4 +46,4 @@ mod tracker;
 pub use error::Error;
 pub use event::SipEvent;
 pub use record::{CallRecord, StreamRecord};
-pub use tracker::{Datagram, Output, PacketKind, Tracker, TrackerConfig, TrackerStats};
+pub use tracker::{Output, PacketKind, Packets, Tracker, TrackerConfig, TrackerStats};

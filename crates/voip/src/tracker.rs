@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
 use trawl_flow::hash::SeededFxBuild;
 
@@ -228,18 +228,21 @@ type StreamKey = (SocketAddr, SocketAddr, u32);
 #[inline]
 fn packed_key(key: &StreamKey) -> Option<u128> {
     match (key.0, key.1) {
-        (SocketAddr::V4(a), SocketAddr::V4(b)) => Some(
-            u128::from(a.ip().to_bits()) << 96
-                | u128::from(b.ip().to_bits()) << 64
-                | u128::from(a.port()) << 48
-                | u128::from(b.port()) << 32
-                | u128::from(key.2),
-        ),
+        (SocketAddr::V4(a), SocketAddr::V4(b)) => Some(packed_ends(a, b) | u128::from(key.2)),
         _ => None,
     }
 }
 
-/// What [`Tracker::on_packets`] does with a packet.
+/// Two IPv4 endpoints as [`packed_key`] packs them, the SSRC's bits 0.
+#[inline]
+fn packed_ends(a: SocketAddrV4, b: SocketAddrV4) -> u128 {
+    u128::from(a.ip().to_bits()) << 96
+        | u128::from(b.ip().to_bits()) << 64
+        | u128::from(a.port()) << 48
+        | u128::from(b.port()) << 32
+}
+
+/// What [`Tracker::on_packets`] does with a packet ([`Packets::push`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketKind {
     /// A UDP datagram that is not SIP: RTP, RTCP or neither ([`Tracker::on_udp`]).
@@ -250,19 +253,174 @@ pub enum PacketKind {
     Ignored,
 }
 
-/// A packet for [`Tracker::on_packets`].
+/// Packets for [`Tracker::on_packets`], in order: what each packet of a capture batch is
+/// ([`PacketKind`]), its time, its endpoints and where its UDP payload lies in the batch's
+/// bytes, which are not copied. Two IPv4 endpoints are kept packed as the stream table keys
+/// them, so that an RTP packet's key is its SSRC added in (bench/RESULTS.md, "VoIP": the
+/// 64 bytes of two `SocketAddr`s were copied three times per packet between the decoder and
+/// the table); other pairs are kept beside.
+#[derive(Clone, Debug, Default)]
+pub struct Packets {
+    refs: Vec<PacketRef>,
+    /// The endpoints of the packets with an IPv6 address, which their `ends` index.
+    wide: Vec<(SocketAddr, SocketAddr)>,
+}
+
+/// One packet of [`Packets`].
 #[derive(Clone, Copy, Debug)]
-pub struct Datagram<'a> {
-    /// Capture time (ns).
-    pub ts_ns: u64,
-    /// Sender.
-    pub src: SocketAddr,
-    /// Receiver.
-    pub dst: SocketAddr,
-    /// The UDP payload ([`PacketKind::Media`]).
-    pub payload: &'a [u8],
-    /// What to do with it.
-    pub kind: PacketKind,
+struct PacketRef {
+    ts_ns: u64,
+    /// Two IPv4 endpoints packed as [`packed_key`] packs them (the SSRC's bits 0); with an
+    /// IPv6 address, the index of the pair in [`Packets::wide`].
+    ends: u128,
+    /// The payload: `len` bytes at `start` of the buffer given with the packets.
+    start: u32,
+    len: u32,
+    kind: PacketKind,
+    wide: bool,
+}
+
+/// A packet's endpoints as [`Tracker::take`] reads them.
+#[derive(Clone, Copy, Debug)]
+enum Ends {
+    /// Packed ([`PacketRef::ends`]).
+    V4(u128),
+    /// Any other pair.
+    Wide(SocketAddr, SocketAddr),
+}
+
+impl Ends {
+    #[inline]
+    fn of(src: SocketAddr, dst: SocketAddr) -> Ends {
+        match packed_key(&(src, dst, 0)) {
+            Some(k) => Ends::V4(k),
+            None => Ends::Wide(src, dst),
+        }
+    }
+
+    /// Source and destination.
+    fn addrs(self) -> (SocketAddr, SocketAddr) {
+        match self {
+            Ends::V4(k) => {
+                let ip = |bits: u128| std::net::Ipv4Addr::from_bits(bits as u32);
+                (
+                    SocketAddr::from((ip(k >> 96), (k >> 48) as u16)),
+                    SocketAddr::from((ip(k >> 64), (k >> 32) as u16)),
+                )
+            }
+            Ends::Wide(src, dst) => (src, dst),
+        }
+    }
+}
+
+impl Packets {
+    /// Packets held.
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    /// True when it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.refs.is_empty()
+    }
+
+    /// Empties it (keeping its allocations).
+    pub fn clear(&mut self) {
+        self.refs.clear();
+        self.wide.clear();
+    }
+
+    /// Adds a packet from `src` to `dst` at `ts_ns`, of `kind`, whose UDP payload is the
+    /// `len` bytes at `start` of the buffer that [`Tracker::on_packets`] will be given (a
+    /// range beyond that buffer, or beyond 4 GiB, is taken as an empty payload).
+    #[inline]
+    pub fn push(
+        &mut self,
+        ts_ns: u64,
+        src: SocketAddr,
+        dst: SocketAddr,
+        start: usize,
+        len: usize,
+        kind: PacketKind,
+    ) {
+        let (ends, wide) = match Ends::of(src, dst) {
+            Ends::V4(k) => (k, false),
+            Ends::Wide(src, dst) => {
+                self.wide.push((src, dst));
+                (self.wide.len() as u128 - 1, true)
+            }
+        };
+        self.push_ref(ts_ns, ends, wide, start, len, kind);
+    }
+
+    /// [`Packets::push`] of two IPv4 endpoints (the decoder's common case: no `SocketAddr`
+    /// put together only to be taken apart).
+    #[inline]
+    pub fn push_v4(
+        &mut self,
+        ts_ns: u64,
+        (src, dst): (SocketAddrV4, SocketAddrV4),
+        start: usize,
+        len: usize,
+        kind: PacketKind,
+    ) {
+        self.push_ref(ts_ns, packed_ends(src, dst), false, start, len, kind);
+    }
+
+    #[inline]
+    fn push_ref(
+        &mut self,
+        ts_ns: u64,
+        ends: u128,
+        wide: bool,
+        start: usize,
+        len: usize,
+        kind: PacketKind,
+    ) {
+        let (start, len) = match (u32::try_from(start), u32::try_from(len)) {
+            (Ok(s), Ok(l)) => (s, l),
+            _ => (0, 0),
+        };
+        self.refs.push(PacketRef {
+            ts_ns,
+            ends,
+            start,
+            len,
+            kind,
+            wide,
+        });
+    }
+
+    /// Adds a packet that was not decoded ([`PacketKind::Ignored`]).
+    #[inline]
+    pub fn push_ignored(&mut self, ts_ns: u64) {
+        self.refs.push(PacketRef {
+            ts_ns,
+            ends: 0,
+            start: 0,
+            len: 0,
+            kind: PacketKind::Ignored,
+            wide: false,
+        });
+    }
+
+    /// A packet's endpoints.
+    #[inline]
+    fn ends(&self, p: &PacketRef) -> Ends {
+        if p.wide {
+            let (src, dst) = self.wide[p.ends as usize];
+            Ends::Wide(src, dst)
+        } else {
+            Ends::V4(p.ends)
+        }
+    }
+}
+
+/// A packet's payload in `bytes` (empty when the range is not in it).
+#[inline]
+fn payload_of<'b>(bytes: &'b [u8], p: &PacketRef) -> &'b [u8] {
+    let start = p.start as usize;
+    bytes.get(start..start + p.len as usize).unwrap_or_default()
 }
 
 /// Packets between the stages of [`Tracker::on_packets`]: enough stream lookups in flight to
@@ -384,6 +542,7 @@ impl Tracker {
     }
 
     /// Moves packet time on; ends calls and streams whose time is up.
+    #[inline]
     pub fn advance(&mut self, now_ns: u64, out: &mut Output) {
         self.clock_ns = self.clock_ns.max(now_ns);
         if self.clock_ns < self.next_sweep_ns {
@@ -443,7 +602,9 @@ impl Tracker {
     }
 
     /// Ends the calls and orphan streams whose time is up, in slot order (as a scan of the
-    /// tables would find them), calls first.
+    /// tables would find them), calls first. Once a second of packet time: kept out of
+    /// [`Tracker::advance`], which every packet calls.
+    #[inline(never)]
     fn sweep(&mut self, out: &mut Output) {
         let now = self.clock_ns;
         let mut due = std::mem::take(&mut self.due_slots);
@@ -742,15 +903,9 @@ impl Tracker {
         payload: &[u8],
         out: &mut Output,
     ) {
-        let d = Datagram {
-            ts_ns,
-            src,
-            dst,
-            payload,
-            kind: PacketKind::Media,
-        };
-        let hash = self.media_hash(&d);
-        self.take(&d, hash, out);
+        let ends = Ends::of(src, dst);
+        let hash = self.media_hash(ends, payload);
+        self.take(ts_ns, ends, payload, hash, out);
     }
 
     /// Takes packets in order, as [`Tracker::on_udp`] and [`Tracker::advance`] would one by
@@ -762,16 +917,21 @@ impl Tracker {
     /// so the result is the same as one by one.
     pub fn on_packets(
         &mut self,
-        packets: &[Datagram<'_>],
+        packets: &Packets,
+        bytes: &[u8],
         out: &mut Output,
         mut before: impl FnMut(&mut Tracker, u64, &mut Output),
     ) {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
-        let n = packets.len();
+        let refs = &packets.refs[..];
+        let n = refs.len();
         for step in 0..n + 2 * LEAD {
-            if let Some(p) = packets.get(step) {
-                let hash = self.media_hash(p);
+            if let Some(p) = refs.get(step) {
+                let hash = match p.kind {
+                    PacketKind::Media => self.media_hash(packets.ends(p), payload_of(bytes, p)),
+                    _ => None,
+                };
                 if let Some(h) = hash {
                     self.by_stream.prefetch(h);
                 }
@@ -785,10 +945,13 @@ impl Tracker {
                 });
             }
             if let Some(i) = step.checked_sub(2 * LEAD) {
-                let p = &packets[i];
+                let p = &refs[i];
                 before(self, p.ts_ns, out);
                 match p.kind {
-                    PacketKind::Media => self.take(p, hashes[i], out),
+                    PacketKind::Media => {
+                        let payload = payload_of(bytes, p);
+                        self.take(p.ts_ns, packets.ends(p), payload, hashes[i], out)
+                    }
                     PacketKind::Other => self.advance(p.ts_ns, out),
                     PacketKind::Ignored => {}
                 }
@@ -800,13 +963,20 @@ impl Tracker {
     /// The stream key hash of a datagram that may be RTP (what [`rtp::parse_rtp`] needs
     /// first: 12 bytes, version 2), `None` for others.
     #[inline]
-    fn media_hash(&self, d: &Datagram<'_>) -> Option<u64> {
-        let b = d.payload;
-        if d.kind != PacketKind::Media || b.len() < rtp::HEADER_LEN || b[0] >> 6 != 2 {
+    fn media_hash(&self, ends: Ends, b: &[u8]) -> Option<u64> {
+        if b.len() < rtp::HEADER_LEN || b[0] >> 6 != 2 {
             return None;
         }
         let ssrc = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
-        Some(self.key_hash(&(d.src, d.dst, ssrc)))
+        Some(match ends {
+            // What `key_hash` does with a packed key, without unpacking it.
+            Ends::V4(k) => {
+                let mut h = self.seed.build_hasher();
+                h.write_u128(k | u128::from(ssrc));
+                h.finish()
+            }
+            Ends::Wide(src, dst) => self.key_hash(&(src, dst, ssrc)),
+        })
     }
 
     /// The stream index's hash of a key (seeded per process: keys come from the network).
@@ -837,35 +1007,51 @@ fn key_hash(seed: &SeededFxBuild, key: &StreamKey) -> u64 {
 }
 
 impl Tracker {
-    fn take(&mut self, d: &Datagram<'_>, hash: Option<u64>, out: &mut Output) {
-        self.advance(d.ts_ns, out);
-        if rtp::is_rtcp(d.payload) {
-            self.on_rtcp(d.ts_ns, d.src, d.dst, d.payload);
+    fn take(
+        &mut self,
+        ts_ns: u64,
+        ends: Ends,
+        payload: &[u8],
+        hash: Option<u64>,
+        out: &mut Output,
+    ) {
+        self.advance(ts_ns, out);
+        if rtp::is_rtcp(payload) {
+            let (src, dst) = ends.addrs();
+            self.on_rtcp(ts_ns, src, dst, payload);
             return;
         }
-        let (Some(h), Some(hash)) = (rtp::parse_rtp(d.payload), hash) else {
+        let (Some(h), Some(hash)) = (rtp::parse_rtp(payload), hash) else {
             return;
         };
-        let key = (d.src, d.dst, h.ssrc);
         let (streams, hot) = (&self.streams, &self.hot);
-        let found = match packed_key(&key) {
+        let found = match ends {
             // Two IPv4 endpoints: the hot line alone tells.
-            Some(k) => self.by_stream.find(hash, |slot| {
-                hot[slot as usize].key == k && !hot[slot as usize].v6
-            }),
-            None => self.by_stream.find(hash, |slot| {
-                hot[slot as usize].v6
-                    && matches!(&streams[slot as usize], Some(s) if (s.src, s.dst, s.ssrc) == key)
-            }),
+            Ends::V4(k) => {
+                let k = k | u128::from(h.ssrc);
+                self.by_stream.find(hash, |slot| {
+                    hot[slot as usize].key == k && !hot[slot as usize].v6
+                })
+            }
+            Ends::Wide(src, dst) => {
+                let key = (src, dst, h.ssrc);
+                self.by_stream.find(hash, |slot| {
+                    hot[slot as usize].v6
+                        && matches!(&streams[slot as usize], Some(s) if (s.src, s.dst, s.ssrc) == key)
+                })
+            }
         };
         let slot = match found {
             Some(s) => s,
-            None => match self.new_stream(key, hash) {
-                Some(s) => s,
-                None => return,
-            },
+            None => {
+                let (src, dst) = ends.addrs();
+                match self.new_stream((src, dst, h.ssrc), hash) {
+                    Some(s) => s,
+                    None => return,
+                }
+            }
         };
-        self.stream_packet(slot, d.ts_ns, &h, d.payload.len());
+        self.stream_packet(slot, ts_ns, &h, payload.len());
     }
 
     fn endpoint_call(&self, src: SocketAddr, dst: SocketAddr) -> Option<u32> {
@@ -1232,6 +1418,157 @@ mod tests {
         ]
         .map(|a| (a - start) / 64);
         assert_eq!(lines, [0, 1, 2]);
+    }
+
+    /// Batches through the pipeline give the records of the same packets one by one: IPv4
+    /// and IPv6 streams (the packed and the kept endpoints), RTCP, late and duplicate
+    /// packets, packets that only move time on, undecoded ones, and payloads out of range.
+    #[test]
+    fn batches_are_the_packets_one_by_one() {
+        let v4: [SocketAddr; 3] =
+            ["10.0.0.1:4000", "10.0.0.2:4002", "192.168.7.9:30000"].map(|a| a.parse().unwrap());
+        let v6: SocketAddr = "[2001:db8::7]:5004".parse().unwrap();
+        let pairs = [
+            (v4[0], v4[1]),
+            (v4[1], v4[0]),
+            (v4[2], v4[1]),
+            (v6, v4[0]),
+            (v4[2], v6),
+        ];
+        let mut bytes = Vec::new();
+        // (time, pair, payload range, kind)
+        let mut packets = Vec::new();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut seqs = [0u16; 5];
+        for i in 0..4000u64 {
+            let r = next();
+            let pair = (r % 5) as usize;
+            let start = bytes.len();
+            let kind = match r >> 8 & 15 {
+                0 => {
+                    // An RTCP receiver report about SSRC 7 + pair.
+                    bytes.extend_from_slice(&[0x81, 201, 0, 7, 0, 0, 0, 9]);
+                    bytes.extend_from_slice(&(7 + pair as u32).to_be_bytes());
+                    bytes.extend_from_slice(&[0; 20]);
+                    PacketKind::Media
+                }
+                1 => PacketKind::Other,
+                2 => PacketKind::Ignored,
+                _ => {
+                    // RTP, mostly in order, sometimes late, repeated or ahead.
+                    let step = match r >> 12 & 15 {
+                        0 => 0u16,
+                        1 => 3u16.wrapping_neg(),
+                        2 => 40,
+                        _ => 1,
+                    };
+                    seqs[pair] = seqs[pair].wrapping_add(step);
+                    let seq = seqs[pair];
+                    let pt = if r >> 16 & 31 == 0 { 13 } else { 8 };
+                    bytes.extend_from_slice(&[0x80, pt]);
+                    bytes.extend_from_slice(&seq.to_be_bytes());
+                    bytes.extend_from_slice(&(u32::from(seq) * 160).to_be_bytes());
+                    bytes.extend_from_slice(&(7 + pair as u32).to_be_bytes());
+                    bytes.resize(bytes.len() + 160 + (r >> 24 & 1) as usize * 20, 0xd5);
+                    PacketKind::Media
+                }
+            };
+            let len = bytes.len() - start;
+            let ts = i * 5_000_000 + (r >> 32) % 3_000_000;
+            packets.push((ts, pairs[pair], start, len, kind));
+        }
+        // A payload beyond the buffer is an empty one.
+        packets.push((
+            packets.len() as u64 * 5_000_000,
+            pairs[0],
+            bytes.len(),
+            50,
+            PacketKind::Media,
+        ));
+        let cfg = TrackerConfig {
+            orphan_packets: 2,
+            stream_timeout_ns: 3 * SECOND,
+            ..TrackerConfig::default()
+        };
+        let records = |out: &Output| {
+            let mut text = Vec::new();
+            for s in &out.streams {
+                s.write_json(&mut text);
+                text.push(b'\n');
+            }
+            text
+        };
+        let mut one = Tracker::new(cfg).unwrap();
+        let mut one_out = Output::default();
+        for &(ts, (src, dst), start, len, kind) in &packets {
+            match kind {
+                PacketKind::Media => {
+                    let payload = bytes.get(start..start + len).unwrap_or_default();
+                    one.on_udp(ts, src, dst, payload, &mut one_out);
+                }
+                PacketKind::Other => one.advance(ts, &mut one_out),
+                PacketKind::Ignored => {}
+            }
+        }
+        one.finish(&mut one_out);
+        let mut batched = Tracker::new(cfg).unwrap();
+        let mut out = Output::default();
+        let mut list = Packets::default();
+        let mut taken = 0;
+        for chunk in packets.chunks(37) {
+            list.clear();
+            for &(ts, (src, dst), start, len, kind) in chunk {
+                match (kind, src, dst) {
+                    (PacketKind::Ignored, _, _) => list.push_ignored(ts),
+                    // Every other IPv4 pair as the decoder gives it.
+                    (_, SocketAddr::V4(a), SocketAddr::V4(b)) if ts % 2 == 0 => {
+                        list.push_v4(ts, (a, b), start, len, kind)
+                    }
+                    _ => list.push(ts, src, dst, start, len, kind),
+                }
+            }
+            assert_eq!(list.len(), chunk.len());
+            batched.on_packets(&list, &bytes, &mut out, |_, _, _| taken += 1);
+        }
+        batched.finish(&mut out);
+        assert_eq!(taken, packets.len());
+        assert!(one_out.streams.len() >= 5, "{}", one_out.streams.len());
+        assert!(one.stats().rtcp_packets > 0 && one.stats().rtp_packets > 3000);
+        assert_eq!(batched.stats(), one.stats());
+        assert_eq!(
+            String::from_utf8(records(&out)).unwrap(),
+            String::from_utf8(records(&one_out)).unwrap()
+        );
+    }
+
+    #[test]
+    fn unpacked_endpoints_are_the_endpoints_packed() {
+        for (a, b) in [
+            ("10.1.2.3:4000", "192.168.0.1:65535"),
+            ("0.0.0.0:0", "255.255.255.255:1"),
+        ] {
+            let (a, b): (SocketAddr, SocketAddr) = (a.parse().unwrap(), b.parse().unwrap());
+            assert!(matches!(Ends::of(a, b), Ends::V4(_)));
+            assert_eq!(Ends::of(a, b).addrs(), (a, b));
+        }
+        let v6: SocketAddr = "[2001:db8::1]:4000".parse().unwrap();
+        let a: SocketAddr = "10.1.2.3:4000".parse().unwrap();
+        assert!(matches!(Ends::of(a, v6), Ends::Wide(x, y) if (x, y) == (a, v6)));
+        // The hash of a packet's key is the index's, packed or not.
+        let t = Tracker::new(TrackerConfig::default()).unwrap();
+        let b: SocketAddr = "192.168.0.1:65535".parse().unwrap();
+        let rtp = [0x80, 8, 0, 1, 0, 0, 0, 160, 0xde, 0xad, 0xbe, 0xef];
+        for (src, dst) in [(a, b), (b, a), (a, v6), (v6, a)] {
+            let want = t.key_hash(&(src, dst, 0xdead_beef));
+            assert_eq!(t.media_hash(Ends::of(src, dst), &rtp), Some(want));
+        }
+        assert_eq!(t.media_hash(Ends::of(a, b), &rtp[..11]), None);
     }
 
     #[test]
