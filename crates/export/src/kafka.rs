@@ -296,7 +296,7 @@ impl ProducerContext for Delivery {
 ///   `bench/kafka.sh`). And messages queued behind the idempotent producer's 5 produce
 ///   requests in flight cost librdkafka's broker thread a busy loop: once they have waited
 ///   `linger.ms`, or fill `batch.size`, it polls its socket without a timeout until a
-///   response frees a slot. A 32 MB queue made that loop half of a file run's CPU
+///   response frees a slot. A 32 MB queue made that loop up to half of a file run's CPU
 ///   (`bench/RESULTS.md`, 2026-11-28 morning); with 2 MB the queue rarely outgrows the
 ///   requests in flight, and on loopback the brokers take records as fast.
 fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
@@ -598,7 +598,7 @@ impl KafkaWorker {
                     // Not `poll` with a timeout: rust-rdkafka's waits out the whole timeout
                     // even after a delivery report, and spins through its last millisecond
                     // (the remaining time rounds down to a 0 ms, non-blocking librdkafka
-                    // poll): a fifth of the exporter's CPU in a file run. A millisecond's
+                    // poll): with 1 ms polls, a fifth of a file run's CPU. A millisecond's
                     // sleep, then the delivery reports: the room an acknowledgement frees
                     // (the queue is small: `producer_config`) is filled within it.
                     std::thread::sleep(Duration::from_millis(1));
