@@ -85,7 +85,7 @@ impl Out for Cursor<'_> {
 const FIELD: usize = 2 + 10;
 
 /// The most bytes of a flow record's fields besides its strings' own bytes
-/// (`encode_flow`'s fields, each at its largest): 10 addresses' and MACs' texts (at most 45
+/// (`encode_flow`'s fields, each at its largest): 5 addresses' and 2 MACs' texts (at most 45
 /// and 17 bytes), 2 lists of `EARLY_PACKETS` varints, the numbers (58 varints, 10
 /// doubles) and the tags and lengths of the 11 strings.
 const FLOW_FIXED: usize = 5 * (FIELD + MAX_IP_TEXT)
