@@ -288,11 +288,17 @@ impl ProducerContext for Delivery {
 /// - `compression.type` from `compression=` (default none: loopback and LANs have the
 ///   bandwidth, the CPU is what an exporter lacks).
 /// - `lossless` (a capture-file run, which waits for room in the queue instead of spooling):
-///   `queue.buffering.max.kbytes=32768`. A message's timeout runs from when it is queued,
-///   and the default queue (1 GB) holds far more than brokers take within it: a file run,
-///   which fills any queue, then had its youngest messages time out and dropped (a third of
-///   a JSON export's records, 1.2 KB each, in `bench/kafka.sh`). 32 MB is a fraction of a
-///   second of a broker's intake and still a few dozen full produce requests in flight.
+///   `queue.buffering.max.kbytes=2048`, about two full produce requests (the largest
+///   message librdkafka takes, `message.max.bytes`, is 1 MB: one always fits). A file run fills
+///   any queue, so the queue is what is waiting: librdkafka's default (1 GB) held more than
+///   brokers take within a message's timeout, which runs from when it is queued (the
+///   youngest timed out and were dropped: a third of a JSON export's records in
+///   `bench/kafka.sh`). And messages queued behind the idempotent producer's 5 produce
+///   requests in flight cost librdkafka's broker thread a busy loop: once they have waited
+///   `linger.ms`, or fill `batch.size`, it polls its socket without a timeout until a
+///   response frees a slot. A 32 MB queue made that loop up to half of a file run's CPU
+///   (`bench/RESULTS.md`, 2026-11-28 morning); with 2 MB the queue rarely outgrows the
+///   requests in flight, and on loopback the brokers take records as fast.
 fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &target.brokers)
@@ -316,7 +322,7 @@ fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
 }
 
 /// librdkafka's queue of a lossless producer, in KB ([`producer_config`]).
-const LOSSLESS_QUEUE_KB: u32 = 32 << 10;
+const LOSSLESS_QUEUE_KB: u32 = 2 << 10;
 
 /// One Kafka destination's thread.
 pub(crate) struct KafkaWorker {
@@ -589,7 +595,14 @@ impl KafkaWorker {
                     if self.config.lossless =>
                 {
                     // Room comes as messages are acknowledged or time out into the spool.
-                    self.producer.poll(Duration::from_millis(10));
+                    // Not `poll` with a timeout: rust-rdkafka's waits out the whole timeout
+                    // even after a delivery report, and spins through its last millisecond
+                    // (the remaining time rounds down to a 0 ms, non-blocking librdkafka
+                    // poll): with 1 ms polls, a fifth of a file run's CPU. A millisecond's
+                    // sleep, then the delivery reports: the room an acknowledgement frees
+                    // (the queue is small: `producer_config`) is filled within it.
+                    std::thread::sleep(Duration::from_millis(1));
+                    self.producer.poll(Duration::ZERO);
                 }
                 Err((e, _)) => {
                     let mut st = self.producer.context().state();

@@ -7,85 +7,152 @@
 //! what ClickHouse's `Protobuf` format reads.
 use std::net::IpAddr;
 
-use trawl_flow::{DirectionRecord, FlowRecord};
+use trawl_flow::{CommunityIdText, DirectionRecord, FlowRecord, EARLY_PACKETS};
 use trawl_series::SeriesRow;
 
 use crate::exporter::Alarm;
+use crate::text::{Out, MAX_IP_TEXT};
 
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 
-fn varint(mut v: u64, out: &mut Vec<u8>) {
+#[inline]
+fn varint<O: Out>(mut v: u64, out: &mut O) {
     while v >= 0x80 {
-        out.push((v as u8) | 0x80);
+        out.put((v as u8) | 0x80);
         v >>= 7;
     }
-    out.push(v as u8);
+    out.put(v as u8);
 }
 
-fn tag(field: u32, wire: u8, out: &mut Vec<u8>) {
+#[inline]
+fn tag<O: Out>(field: u32, wire: u8, out: &mut O) {
     varint(u64::from(field) << 3 | u64::from(wire), out);
 }
 
-fn uint(field: u32, v: u64, out: &mut Vec<u8>) {
+#[inline]
+fn uint<O: Out>(field: u32, v: u64, out: &mut O) {
     if v != 0 {
         tag(field, VARINT, out);
         varint(v, out);
     }
 }
 
-fn double(field: u32, v: f64, out: &mut Vec<u8>) {
+#[inline]
+fn double<O: Out>(field: u32, v: f64, out: &mut O) {
     if v != 0.0 {
         tag(field, FIXED64, out);
-        out.extend_from_slice(&v.to_le_bytes());
+        out.put_slice(&v.to_le_bytes());
     }
 }
 
-fn string(field: u32, s: &[u8], out: &mut Vec<u8>) {
+#[inline]
+fn string<O: Out>(field: u32, s: &[u8], out: &mut O) {
     if !s.is_empty() {
         tag(field, LEN, out);
         varint(s.len() as u64, out);
-        out.extend_from_slice(s);
+        out.put_slice(s);
     }
+}
+
+/// A flow record's bytes, written front to back into room sized in advance
+/// ([`flow_room`]): one bounds check per write, where `Vec::push` checks the capacity and
+/// reloads and stores the length at every byte (the varints, tags and address texts of a
+/// record are some 150 single-byte writes). Writing past the room panics; the room is an
+/// upper bound (the test `emit_largest_record_within_its_room`).
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Out for Cursor<'_> {
+    #[inline]
+    fn put(&mut self, b: u8) {
+        self.buf[self.at] = b;
+        self.at += 1;
+    }
+
+    #[inline]
+    fn put_slice(&mut self, s: &[u8]) {
+        self.buf[self.at..self.at + s.len()].copy_from_slice(s);
+        self.at += s.len();
+    }
+}
+
+/// The most bytes a field takes besides a string's own: a two-byte tag (fields 16 to 2047)
+/// and a ten-byte varint (a value, or a length).
+const FIELD: usize = 2 + 10;
+
+/// The most bytes of a flow record's fields besides its strings' own bytes
+/// (`encode_flow`'s fields, each at its largest): 5 addresses' and 2 MACs' texts (at most 45
+/// and 17 bytes), 2 lists of `EARLY_PACKETS` varints, the numbers (58 varints, 10
+/// doubles) and the tags and lengths of the 11 strings.
+const FLOW_FIXED: usize = 5 * (FIELD + MAX_IP_TEXT)
+    + 2 * (FIELD + 17)
+    + 2 * FIELD * (EARLY_PACKETS + 1)
+    + 58 * FIELD
+    + 10 * (FIELD + 8)
+    + 11 * FIELD;
+
+/// An upper bound of `r`'s message size: [`FLOW_FIXED`] and the bytes of its strings.
+fn flow_room(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText) -> usize {
+    let app = r
+        .app
+        .map_or(0, |l| l.app.name().len() + l.source.name().len());
+    FLOW_FIXED
+        + iface.len()
+        + probe.len()
+        + r.end_reason.name().len()
+        + app
+        + r.tunnel.kind.name().len()
+        + 2 * 2
+        + id.as_bytes().len()
 }
 
 /// A length-delimited field whose body `body` writes (its length is patched in after: one
 /// byte, as every body here is shorter than 128 bytes, else moved).
-fn delimited(field: u32, out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
+#[inline]
+fn delimited(field: u32, out: &mut Cursor<'_>, body: impl FnOnce(&mut Cursor<'_>)) {
+    let start = out.at;
     tag(field, LEN, out);
-    let at = out.len();
-    out.push(0);
+    let at = out.at;
+    out.put(0);
     body(out);
-    let len = out.len() - at - 1;
+    let len = out.at - at - 1;
     if len == 0 {
         // proto3 leaves empty fields out: take back the tag and the length.
-        out.truncate(at);
-        out.pop();
+        out.at = start;
         return;
     }
     if len < 0x80 {
-        out[at] = len as u8;
+        out.buf[at] = len as u8;
     } else {
         let mut prefix = Vec::with_capacity(3);
         varint(len as u64, &mut prefix);
-        out.splice(at..at + 1, prefix);
+        let extra = prefix.len() - 1;
+        out.buf.copy_within(at + 1..out.at, at + 1 + extra);
+        out.buf[at..at + prefix.len()].copy_from_slice(&prefix);
+        out.at += extra;
     }
 }
 
-fn ip(field: u32, a: IpAddr, out: &mut Vec<u8>) {
+#[inline]
+fn ip(field: u32, a: IpAddr, out: &mut Cursor<'_>) {
     delimited(field, out, |o| crate::text::ip(a, o));
 }
 
-fn mac(field: u32, m: &[u8; 6], out: &mut Vec<u8>) {
+#[inline]
+fn mac(field: u32, m: &[u8; 6], out: &mut Cursor<'_>) {
     // Never empty: 17 bytes, and the field is written even for 00:00:00:00:00:00 (as the
     // JSON lines write it).
     tag(field, LEN, out);
-    out.push(17);
+    out.put(17);
     crate::text::mac(m, out);
 }
 
-fn zigzag_list(field: u32, v: &[i64], out: &mut Vec<u8>) {
+#[inline]
+fn zigzag_list(field: u32, v: &[i64], out: &mut Cursor<'_>) {
     if v.is_empty() {
         return;
     }
@@ -98,7 +165,8 @@ fn zigzag_list(field: u32, v: &[i64], out: &mut Vec<u8>) {
 }
 
 /// Fields 18-36 (`fwd_`) or 37-55 (`rev_`) of one direction.
-fn direction(first: u32, d: &DirectionRecord, out: &mut Vec<u8>) {
+#[inline]
+fn direction(first: u32, d: &DirectionRecord, out: &mut Cursor<'_>) {
     uint(first, u64::from(d.len_min), out);
     uint(first + 1, u64::from(d.len_max), out);
     double(first + 2, d.len_mean, out);
@@ -128,13 +196,28 @@ fn direction(first: u32, d: &DirectionRecord, out: &mut Vec<u8>) {
 /// Appends `r` as one `trawl.FlowRecord` message to `out`; `iface` and `probe` fill the
 /// fields of the same names.
 pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &mut Vec<u8>) {
+    let iface = iface.unwrap_or("");
+    let id = r.community_id();
+    let at = out.len();
+    out.resize(at + flow_room(r, iface, probe, &id), 0);
+    let mut c = Cursor {
+        buf: &mut out[at..],
+        at: 0,
+    };
+    flow(r, iface, probe, &id, &mut c);
+    let end = at + c.at;
+    out.truncate(end);
+}
+
+/// `encode_flow`'s fields, in number order.
+fn flow(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText, out: &mut Cursor<'_>) {
     ip(1, r.src_ip, out);
     ip(2, r.dst_ip, out);
     uint(3, u64::from(r.src_port), out);
     uint(4, u64::from(r.dst_port), out);
     uint(5, u64::from(r.proto), out);
     uint(6, u64::from(r.vlan), out);
-    string(7, iface.unwrap_or("").as_bytes(), out);
+    string(7, iface.as_bytes(), out);
     mac(8, &r.src_mac, out);
     mac(9, &r.dst_mac, out);
     uint(10, r.first_ns, out);
@@ -151,7 +234,7 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     zigzag_list(57, &r.first_iats_ns[..r.first_count], out);
     string(58, r.end_reason.name().as_bytes(), out);
     string(59, probe.as_bytes(), out);
-    string(60, r.community_id().as_bytes(), out);
+    string(60, id.as_bytes(), out);
     // Fields 61-84: the application label, round trips, tunnel, collected and enrichment
     // fields, each left out when the record has none (old readers skip them all).
     if let Some(l) = r.app {
@@ -292,6 +375,53 @@ mod tests {
         assert_eq!(&id[3..], r.community_id().as_bytes());
         assert!(out.windows(2).any(|w| w == [0x60, 1]));
         assert!(out.windows(4).any(|w| w == [0xc2, 0x03, 1, 119]));
+    }
+
+    /// A record with every field at its largest (the longest address texts, the largest
+    /// numbers, full lists, every optional field) fits the room `encode_flow` sizes for it:
+    /// the cursor would panic writing past it.
+    #[test]
+    fn emit_largest_record_within_its_room() {
+        // The longest text of an address the standard library writes (it writes embedded
+        // IPv4 only after `::` or `::ffff:`).
+        let v6: IpAddr = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe".parse().unwrap();
+        assert_eq!(v6.to_string().len(), 39);
+        let mut r = empty_record();
+        (r.src_ip, r.dst_ip, r.extra.agent) = (v6, v6, Some(v6));
+        (r.src_port, r.dst_port, r.proto, r.vlan) = (u16::MAX, u16::MAX, u8::MAX, u16::MAX);
+        (r.first_ns, r.last_ns) = (u64::MAX, u64::MAX);
+        for d in [&mut r.fwd, &mut r.rev] {
+            (d.packets, d.bytes, d.ip_bytes) = (u64::MAX, u64::MAX, u64::MAX);
+            (d.len_min, d.len_max) = (u32::MAX, u32::MAX);
+            (d.len_mean, d.len_std, d.iat_mean_ns, d.iat_std_ns) = (f64::MAX, -1.0, 1.5, 2.5);
+            (d.iat_min_ns, d.iat_max_ns) = (u64::MAX, u64::MAX);
+            (d.syn, d.syn_ack, d.fin, d.rst, d.psh, d.urg) = (u32::MAX, 1, 2, 3, 4, 5);
+            (d.ece, d.cwr, d.tcp_flags, d.zero_window) = (6, 7, u8::MAX, u32::MAX);
+            d.retransmissions = u32::MAX;
+            d.rtt_handshake_ns = Some(u64::MAX);
+            (d.rtt_samples, d.rtt_min_ns, d.rtt_max_ns) = (u32::MAX, u64::MAX, u64::MAX);
+            d.rtt_mean_ns = f64::MIN;
+        }
+        r.first_count = EARLY_PACKETS;
+        r.first_lengths = [i64::MIN; EARLY_PACKETS];
+        r.first_iats_ns = [i64::MAX; EARLY_PACKETS];
+        r.app = Some(trawl_flow::AppLabel {
+            app: trawl_flow::App::Tls,
+            source: trawl_flow::AppSource::Payload,
+        });
+        r.tunnel.kind = trawl_flow::TunnelType::GtpU;
+        (r.tunnel.id, r.tunnel.src_ip, r.tunnel.dst_ip) = (u32::MAX, [0xff; 16], [0xff; 16]);
+        let x = &mut r.extra;
+        (x.sampling_rate, x.in_if, x.out_if) = (u32::MAX, u32::MAX, u32::MAX);
+        (x.src_as, x.dst_as, x.src_country, x.dst_country) = (u32::MAX, u32::MAX, *b"DE", *b"us");
+        let (iface, probe) = ("i".repeat(300), "p".repeat(20_000));
+        let mut out = vec![9];
+        encode_flow(&r, Some(&iface), &probe, &mut out);
+        let room = flow_room(&r, &iface, &probe, &r.community_id());
+        assert!(out.len() - 1 <= room, "{} > {room}", out.len() - 1);
+        // Every field was written: the strings, 10 addresses' and MACs' texts, the lists.
+        assert!(out.len() - 1 > iface.len() + probe.len() + 5 * 39 + 2 * 17 + 2 * 100);
+        assert_eq!(out[0], 9);
     }
 
     /// The delimited form is the message after its minimal varint length, whatever the

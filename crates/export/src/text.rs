@@ -10,24 +10,48 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// The longest text of an address: an IPv6 address with an embedded IPv4 one.
 pub const MAX_IP_TEXT: usize = 45;
 
+/// Where the encoders append bytes: a growing `Vec`, or a record's room sized in advance
+/// (the Protobuf flow encoder's cursor, which needs no capacity check and length update at
+/// each byte).
+pub trait Out {
+    /// Appends one byte.
+    fn put(&mut self, b: u8);
+    /// Appends `s`.
+    fn put_slice(&mut self, s: &[u8]);
+}
+
+impl Out for Vec<u8> {
+    #[inline]
+    fn put(&mut self, b: u8) {
+        self.push(b);
+    }
+
+    #[inline]
+    fn put_slice(&mut self, s: &[u8]) {
+        self.extend_from_slice(s);
+    }
+}
+
 /// Appends `a` in dotted-decimal form (`10.0.0.1`).
-pub fn ipv4(a: Ipv4Addr, out: &mut Vec<u8>) {
+#[inline]
+pub fn ipv4<O: Out>(a: Ipv4Addr, out: &mut O) {
     for (i, o) in a.octets().into_iter().enumerate() {
         if i > 0 {
-            out.push(b'.');
+            out.put(b'.');
         }
         if o >= 100 {
-            out.push(b'0' + o / 100);
+            out.put(b'0' + o / 100);
         }
         if o >= 10 {
-            out.push(b'0' + o / 10 % 10);
+            out.put(b'0' + o / 10 % 10);
         }
-        out.push(b'0' + o % 10);
+        out.put(b'0' + o % 10);
     }
 }
 
 /// Appends `a`'s text, as `Display` writes it.
-pub fn ip(a: IpAddr, out: &mut Vec<u8>) {
+#[inline]
+pub fn ip<O: Out>(a: IpAddr, out: &mut O) {
     match a {
         IpAddr::V4(v4) => ipv4(v4, out),
         IpAddr::V6(v6) => {
@@ -38,19 +62,20 @@ pub fn ip(a: IpAddr, out: &mut Vec<u8>) {
             // An IPv6 text form is at most 45 bytes: writing into 48 cannot fail.
             let _ = write!(w, "{v6}");
             let n = ROOM - w.len();
-            out.extend_from_slice(&tmp[..n]);
+            out.put_slice(&tmp[..n]);
         }
     }
 }
 
 /// Appends `m` as six lowercase hex pairs separated by `:`.
-pub fn mac(m: &[u8; 6], out: &mut Vec<u8>) {
+#[inline]
+pub fn mac<O: Out>(m: &[u8; 6], out: &mut O) {
     let mut t = [b':'; 17];
     for (i, b) in m.iter().enumerate() {
         t[i * 3] = HEX[usize::from(b >> 4)];
         t[i * 3 + 1] = HEX[usize::from(b & 15)];
     }
-    out.extend_from_slice(&t);
+    out.put_slice(&t);
 }
 
 /// Appends `v` in decimal.
