@@ -630,12 +630,12 @@ impl MessageEncoder {
             buf: &mut out[start..],
             pos: 0,
         };
-        if self.protocol == Protocol::Ipfix && !self.series && !self.one_way && self.level.is_full()
-        {
-            // trawl's own IPFIX biflow templates: straight-line code (the field-by-field dispatch
-            // of `put_fields` was most of the exporter's CPU time).
-            put_ipfix_flow(r, &mut c);
-            for &f in &t.fields[IPFIX_FLOW_V4.fields.len()..] {
+        if self.protocol == Protocol::Ipfix && !self.series && !self.one_way {
+            // trawl's own IPFIX biflow templates (each level's): straight-line code (the
+            // field-by-field dispatch of `put_fields` was most of the exporter's CPU time),
+            // then the extension groups after the level's base fields.
+            put_ipfix_flow(r, &mut c, self.level);
+            for &f in &t.fields[self.templates[0].fields.len()..] {
                 put_flow_field(f, r, &mut c);
             }
         } else {
@@ -671,15 +671,19 @@ impl MessageEncoder {
 /// family picks the template). Must match `put_fields` over those templates byte for byte:
 /// the test `ipfix_fast_path_matches_the_templates` checks it.
 #[inline(always)]
-fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>) {
+fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>, level: FeatureLevel) {
+    // The fields `template::kept_by` keeps at `level`, in the order of `full`'s template.
+    let (standard, full) = (level.has_standard(), level.is_full());
     c.ip(r.src_ip);
     c.ip(r.dst_ip);
     c.u16(r.src_port);
     c.u16(r.dst_port);
     c.u8(r.proto);
     c.u16(r.vlan);
-    c.bytes(&r.src_mac);
-    c.bytes(&r.dst_mac);
+    if full {
+        c.bytes(&r.src_mac);
+        c.bytes(&r.dst_mac);
+    }
     c.u64(ntp_from_ns(r.first_ns));
     c.u64(ntp_from_ns(r.last_ns));
     c.u64(r.first_ns / 1_000_000);
@@ -692,30 +696,42 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>) {
         c.u64(d.bytes);
         c.u16(u16::from(d.tcp_flags));
     }
-    for d in [&r.fwd, &r.rev] {
-        c.u32(d.fin);
-        c.u32(d.rst);
-        c.u32(d.psh);
-        c.u32(d.urg);
+    if standard {
+        for d in [&r.fwd, &r.rev] {
+            c.u32(d.fin);
+            c.u32(d.rst);
+            if full {
+                c.u32(d.psh);
+                c.u32(d.urg);
+            }
+        }
+        for d in [&r.fwd, &r.rev] {
+            c.u32(d.len_min);
+            c.u32(d.len_max);
+            c.u64(d.len_mean.to_bits());
+            if full {
+                c.u64(d.len_std.to_bits());
+            }
+            c.u64(d.iat_min_ns);
+            c.u64(d.iat_max_ns);
+            c.u64(d.iat_mean_ns.to_bits());
+            if full {
+                c.u64(d.iat_std_ns.to_bits());
+            }
+            c.u32(d.syn);
+            c.u32(d.syn_ack);
+            if full {
+                c.u32(d.ece);
+                c.u32(d.cwr);
+            }
+            c.u32(d.zero_window);
+            c.u32(d.retransmissions);
+        }
     }
-    for d in [&r.fwd, &r.rev] {
-        c.u32(d.len_min);
-        c.u32(d.len_max);
-        c.u64(d.len_mean.to_bits());
-        c.u64(d.len_std.to_bits());
-        c.u64(d.iat_min_ns);
-        c.u64(d.iat_max_ns);
-        c.u64(d.iat_mean_ns.to_bits());
-        c.u64(d.iat_std_ns.to_bits());
-        c.u32(d.syn);
-        c.u32(d.syn_ack);
-        c.u32(d.ece);
-        c.u32(d.cwr);
-        c.u32(d.zero_window);
-        c.u32(d.retransmissions);
+    if full {
+        put_flow_field(Field::FirstLengths, r, c);
+        put_flow_field(Field::FirstGaps, r, c);
     }
-    put_flow_field(Field::FirstLengths, r, c);
-    put_flow_field(Field::FirstGaps, r, c);
     c.bytes(r.community_id().as_bytes());
     put_flow_field(Field::ApplicationId, r, c);
     put_flow_field(Field::ApplicationName, r, c);
@@ -1105,29 +1121,37 @@ pub(crate) mod tests {
 
     #[test]
     fn ipfix_fast_path_matches_the_templates() {
-        let mut enc = MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::Once);
-        let mut masks = std::collections::BTreeSet::new();
-        for r in varied_records() {
-            let mask = extensions(&r);
-            masks.insert(mask);
-            let t = crate::template::extended_flow(mask, r.src_ip.is_ipv6());
-            let mut fast = Vec::new();
-            enc.put_flow(t, &r, &mut fast);
-            let mut generic = vec![0u8; MAX_FLOW_RECORD];
-            let mut c = Cursor {
-                buf: &mut generic,
-                pos: 0,
-            };
-            enc.put_fields(t, &r, &mut c);
-            let len = c.pos;
-            generic.truncate(len);
-            assert_eq!(fast, generic, "record {r:?}");
+        for level in [
+            FeatureLevel::Full,
+            FeatureLevel::Standard,
+            FeatureLevel::Minimal,
+        ] {
+            let mut enc =
+                MessageEncoder::flows(Protocol::Ipfix, 1, 32473, 1472, TemplateRefresh::Once)
+                    .with_level(level);
+            let mut masks = std::collections::BTreeSet::new();
+            for r in varied_records() {
+                let mask = extensions(&r);
+                masks.insert(mask);
+                let t = level_flow(level, mask, r.src_ip.is_ipv6());
+                let mut fast = Vec::new();
+                enc.put_flow(t, &r, &mut fast);
+                let mut generic = vec![0u8; MAX_FLOW_RECORD];
+                let mut c = Cursor {
+                    buf: &mut generic,
+                    pos: 0,
+                };
+                enc.put_fields(t, &r, &mut c);
+                let len = c.pos;
+                generic.truncate(len);
+                assert_eq!(fast, generic, "{level}: record {r:?}");
+            }
+            assert_eq!(
+                masks.len(),
+                usize::from(ext::ALL) + 1,
+                "every template used"
+            );
         }
-        assert_eq!(
-            masks.len(),
-            usize::from(ext::ALL) + 1,
-            "every template used"
-        );
     }
 
     /// The flow record ends with trawl's communityId element (the spec's first vector, TCP

@@ -135,8 +135,8 @@ impl TableSize {
     }
 }
 
-/// The flow meter. One per worker; owns its table, whose entries are the one-line
-/// [`MiniEntry`] at `minimal` and the five-line [`FlowEntry`] at `standard` and `full`.
+/// The flow meter. One per worker; owns its table, whose entries are one cache line at
+/// `minimal` and five at `standard` and `full` (docs/specs/flow-record.md, "Memory").
 pub struct FlowMeter {
     inner: Inner,
 }
