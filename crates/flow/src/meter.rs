@@ -525,13 +525,10 @@ impl<E: MeterEntry> Meter<E> {
     fn end<S: FlowSink>(&mut self, idx: u32, reason: EndReason, sink: &mut S) {
         // The removal starts at the key's index slot, a cache miss of its own: fetched while
         // the record is built and written.
-        self.table.prefetch_slot(
-            self.table.entries[idx as usize]
-                .key(&self.table.wides)
-                .hash(),
-        );
+        let hash = self.table.key_hash(idx);
+        self.table.prefetch_slot(hash);
         self.emit(idx, reason, sink);
-        self.table.remove(idx);
+        self.table.remove(idx, hash);
     }
 
     /// The time after which the flow at `idx` expires if no packet comes.

@@ -138,11 +138,11 @@ impl MiniEntry {
     fn extra_mut<'s>(&mut self, store: &'s mut MiniStore) -> &'s mut MiniExtra {
         if self.seen & HAS_EXTRA == 0 {
             let link = [self.link as u16, (self.link >> 16) as u16];
-            let mut slot = NIL;
-            let x = store.extras.get_or_take(&mut slot);
-            x.link = [i64::from(link[0]), i64::from(link[1])];
-            self.link = slot;
+            self.link = NIL;
             self.seen |= HAS_EXTRA;
+            let x = store.extras.get_or_take(&mut self.link);
+            x.link = [i64::from(link[0]), i64::from(link[1])];
+            return x;
         }
         store.extras.get_or_take(&mut self.link)
     }
@@ -163,7 +163,7 @@ impl MiniEntry {
 
     /// Exact packets, IP bytes and frame bytes of `side`.
     fn counts(&self, side: usize, store: &MiniStore) -> [u64; 3] {
-        let join = |hi: u32, lo: u32| (u64::from(hi) << 32) | u64::from(lo);
+        let join = state::join;
         let x = self.extra(store);
         let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
         let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
@@ -376,14 +376,9 @@ impl MeterEntry for MiniEntry {
         _level: FeatureLevel,
     ) -> FlowRecord<'a> {
         let init = state::initiator(self.state);
-        let tunnel = self.extra(store).map_or_else(Tunnel::default, |x| {
-            let i = init as usize;
-            if x.tunnels[i].is_some() {
-                x.tunnels[i]
-            } else {
-                x.tunnels[1 - i]
-            }
-        });
+        let tunnel = self
+            .extra(store)
+            .map_or_else(Tunnel::default, |x| state::record_tunnel(&x.tunnels, init));
         let times = if self.is_empty_record() {
             [0, 0]
         } else {

@@ -340,7 +340,7 @@ const SEEN_SIDES: u8 = 0b11;
 
 /// A 64-bit value kept as a narrow low part plus a carry count.
 #[inline]
-fn join(hi: u32, lo: u32) -> u64 {
+pub(crate) fn join(hi: u32, lo: u32) -> u64 {
     (u64::from(hi) << 32) | u64::from(lo)
 }
 
@@ -635,15 +635,12 @@ impl FlowEntry {
     /// The tunnel of the record: the outer header of the initiator's first packet in it, else
     /// of the responder's (none when neither came through a tunnel).
     pub(crate) fn tunnel(&self, wides: &Wides) -> Tunnel {
-        let Some(sides) = wides.tunnels.get(self.tunnel) else {
-            return Tunnel::default();
-        };
-        let init = self.initiator() as usize;
-        if sides[init].is_some() {
-            sides[init]
-        } else {
-            sides[1 - init]
-        }
+        wides
+            .tunnels
+            .get(self.tunnel)
+            .map_or_else(Tunnel::default, |sides| {
+                record_tunnel(sides, self.initiator())
+            })
     }
 
     /// Timestamp of the flow's first packet in the current record.
@@ -701,6 +698,17 @@ impl FlowEntry {
         let len = exact_len(self.early.len[i], w.map(|w| w.early_len[i]));
         let hi = wides.gaps.get(self.gaps).map_or(0, |g| g.early_iat_hi[i]);
         (len, join(hi, self.early.iat[i]))
+    }
+}
+
+/// The tunnel of a record whose sides' first packets came through `sides`: the initiator's,
+/// else the responder's.
+pub(crate) fn record_tunnel(sides: &[Tunnel; 2], init: Side) -> Tunnel {
+    let init = init as usize;
+    if sides[init].is_some() {
+        sides[init]
+    } else {
+        sides[1 - init]
     }
 }
 

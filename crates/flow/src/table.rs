@@ -175,7 +175,7 @@ pub(crate) struct FlowTable<E: TableEntry> {
     /// The slab: `capacity` entries, of which the first `used` have ever held a flow.
     pub(crate) entries: Mapped<E>,
     used: usize,
-    /// Entries below this index have been populated (see [`POPULATE_ENTRIES`]).
+    /// Entries below this index have been populated (see [`POPULATE_BYTES`]).
     populated: usize,
     /// Exact values of the few flows that outgrow their entry's narrow fields.
     pub(crate) wides: E::Store,
@@ -285,7 +285,7 @@ impl<E: TableEntry> FlowTable<E> {
 
     /// The hash of entry `idx`'s key.
     #[inline]
-    fn key_hash(&self, idx: u32) -> u64 {
+    pub(crate) fn key_hash(&self, idx: u32) -> u64 {
         self.entries[idx as usize].key(&self.wides).hash()
     }
 
@@ -349,10 +349,13 @@ impl<E: TableEntry> FlowTable<E> {
         self.mask = mask;
     }
 
-    /// Unindexes and unschedules an entry and returns it to the free list.
-    pub(crate) fn remove(&mut self, idx: u32) {
+    /// Unindexes and unschedules an entry and returns it to the free list. `hash` is its key's
+    /// ([`FlowTable::key_hash`]: the caller has it, and rebuilding a `minimal` entry's key to
+    /// hash it again is work done twice).
+    pub(crate) fn remove(&mut self, idx: u32, hash: u64) {
+        debug_assert_eq!(hash, self.key_hash(idx), "the hash of another key");
         self.unschedule(idx);
-        let mut hole = home_bits(self.key_hash(idx)) & self.mask;
+        let mut hole = home_bits(hash) & self.mask;
         while self.slots[hole] & INDEX_MASK != idx + 1 {
             debug_assert!(self.slots[hole] != 0, "removing an unindexed entry");
             hole = (hole + 1) & self.mask;
@@ -634,7 +637,7 @@ mod tests {
         }
         // Remove every other one; the rest must stay findable (backward shift correctness).
         for i in (0..1000).step_by(2) {
-            t.remove(idx[i]);
+            t.remove(idx[i], key(i as u32).hash());
         }
         for i in 0..1000u32 {
             let k = key(i);
@@ -662,7 +665,7 @@ mod tests {
         }
         let removed = [0usize, 17, 39, 5];
         for &r in &removed {
-            t.remove(idx[r]);
+            t.remove(idx[r], key(colliding[r]).hash());
             let k = key(colliding[r]);
             assert_eq!(t.find(&k, k.hash()), None);
         }
@@ -714,7 +717,7 @@ mod tests {
                 live.push((n, idx));
             } else {
                 let (gone, idx) = live.swap_remove((rng >> 32) as usize % live.len());
-                t.remove(idx);
+                t.remove(idx, key(gone).hash());
                 assert_eq!(t.find(&key(gone), key(gone).hash()), None, "step {step}");
             }
             if step % 97 == 0 {
@@ -752,7 +755,7 @@ mod tests {
             assert!(t.slots.len() == INITIAL_SLOTS || t.len() * 4 > t.slots.len());
             if i % 20_000 == 7 {
                 // Entries freed before a growth are not indexed again.
-                t.remove(e);
+                t.remove(e, k.hash());
                 idx.pop();
                 let again = t.insert(&k, k.hash());
                 t.schedule(again, 0);
@@ -762,7 +765,7 @@ mod tests {
         assert_eq!(t.slots.len(), 262_144, "twice the capacity, a power of two");
         check_index(&t);
         for i in (0..capacity).step_by(3) {
-            t.remove(idx[i]);
+            t.remove(idx[i], key(i as u32).hash());
         }
         for (i, &e) in idx.iter().enumerate() {
             let k = key(i as u32);
