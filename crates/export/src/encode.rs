@@ -18,6 +18,7 @@ use crate::template::{
     IPFIX_ONE_WAY_V4, IPFIX_ONE_WAY_V6, IPFIX_SERIES, PADDING_ID, PADDING_OCTETS, V9_FLOW_V4,
     V9_FLOW_V6,
 };
+use crate::text::{Cursor, Out};
 
 /// Seconds between the NTP epoch (1900) and the Unix epoch (1970).
 pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
@@ -660,7 +661,7 @@ impl MessageEncoder {
                     let v = self.uptime(r.last_ns);
                     c.u32(v);
                 }
-                Field::TcpFlags(_) if v9 => c.u8(r.fwd.tcp_flags | r.rev.tcp_flags),
+                Field::TcpFlags(_) if v9 => c.put(r.fwd.tcp_flags | r.rev.tcp_flags),
                 other => put_flow_field(other, r, c),
             }
         }
@@ -678,18 +679,18 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>, level: FeatureLevel) {
     c.ip(r.dst_ip);
     c.u16(r.src_port);
     c.u16(r.dst_port);
-    c.u8(r.proto);
+    c.put(r.proto);
     c.u16(r.vlan);
     if full {
-        c.bytes(&r.src_mac);
-        c.bytes(&r.dst_mac);
+        c.put_slice(&r.src_mac);
+        c.put_slice(&r.dst_mac);
     }
     c.u64(ntp_from_ns(r.first_ns));
     c.u64(ntp_from_ns(r.last_ns));
     c.u64(r.first_ns / 1_000_000);
     c.u64(r.last_ns / 1_000_000);
-    c.u8(iana_end_reason(r.end_reason));
-    c.u8(r.end_reason as u8);
+    c.put(iana_end_reason(r.end_reason));
+    c.put(r.end_reason as u8);
     for d in [&r.fwd, &r.rev] {
         c.u64(d.packets);
         c.u64(d.ip_bytes);
@@ -732,7 +733,7 @@ fn put_ipfix_flow(r: &FlowRecord<'_>, c: &mut Cursor<'_>, level: FeatureLevel) {
         put_flow_field(Field::FirstLengths, r, c);
         put_flow_field(Field::FirstGaps, r, c);
     }
-    c.bytes(r.community_id().as_bytes());
+    c.put_slice(r.community_id().as_bytes());
     put_flow_field(Field::ApplicationId, r, c);
     put_flow_field(Field::ApplicationName, r, c);
     put_flow_field(Field::ApplicationSource, r, c);
@@ -754,40 +755,25 @@ const MAX_FLOW_RECORD: usize = 60 * 16
 /// tunnel (1 + 16 + 16 + 4), the AS numbers and countries (4 + 4 + 2 + 2).
 const EXTENSIONS_LEN: usize = 10 * 8 + 37 + 12;
 
-/// Writes big-endian values at increasing offsets of a slice sized for the record.
-struct Cursor<'a> {
-    buf: &'a mut [u8],
-    pos: usize,
-}
-
+/// Big-endian values at increasing offsets of a slice sized for the record.
 impl Cursor<'_> {
     #[inline(always)]
-    fn bytes(&mut self, b: &[u8]) {
-        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
-        self.pos += b.len();
-    }
-    #[inline(always)]
-    fn u8(&mut self, v: u8) {
-        self.buf[self.pos] = v;
-        self.pos += 1;
-    }
-    #[inline(always)]
     fn u16(&mut self, v: u16) {
-        self.bytes(&v.to_be_bytes());
+        self.put_slice(&v.to_be_bytes());
     }
     #[inline(always)]
     fn u32(&mut self, v: u32) {
-        self.bytes(&v.to_be_bytes());
+        self.put_slice(&v.to_be_bytes());
     }
     #[inline(always)]
     fn u64(&mut self, v: u64) {
-        self.bytes(&v.to_be_bytes());
+        self.put_slice(&v.to_be_bytes());
     }
     #[inline(always)]
     fn ip(&mut self, ip: IpAddr) {
         match ip {
-            IpAddr::V4(a) => self.bytes(&a.octets()),
-            IpAddr::V6(a) => self.bytes(&a.octets()),
+            IpAddr::V4(a) => self.put_slice(&a.octets()),
+            IpAddr::V6(a) => self.put_slice(&a.octets()),
         }
     }
 }
@@ -834,83 +820,83 @@ fn dir<'r>(r: &'r FlowRecord<'_>, d: Dir) -> &'r DirectionRecord {
 fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
     match f {
         Field::SrcPort => out.u16(r.src_port),
-        Field::DstPort => out.bytes(&r.dst_port.to_be_bytes()),
-        Field::Proto => out.u8(r.proto),
-        Field::Vlan => out.bytes(&r.vlan.to_be_bytes()),
-        Field::SrcMac => out.bytes(&r.src_mac),
-        Field::DstMac => out.bytes(&r.dst_mac),
-        Field::StartNs => out.bytes(&ntp_from_ns(r.first_ns).to_be_bytes()),
-        Field::EndNs => out.bytes(&ntp_from_ns(r.last_ns).to_be_bytes()),
-        Field::StartMs => out.bytes(&(r.first_ns / 1_000_000).to_be_bytes()),
-        Field::EndMs => out.bytes(&(r.last_ns / 1_000_000).to_be_bytes()),
-        Field::FlowEndReason => out.u8(iana_end_reason(r.end_reason)),
-        Field::TrawlEndReason => out.u8(r.end_reason as u8),
-        Field::Packets(d) => out.bytes(&dir(r, d).packets.to_be_bytes()),
-        Field::IpBytes(d) => out.bytes(&dir(r, d).ip_bytes.to_be_bytes()),
-        Field::FrameBytes(d) => out.bytes(&dir(r, d).bytes.to_be_bytes()),
-        Field::V9OutPackets => out.bytes(&r.rev.packets.to_be_bytes()),
-        Field::V9OutBytes => out.bytes(&r.rev.ip_bytes.to_be_bytes()),
+        Field::DstPort => out.put_slice(&r.dst_port.to_be_bytes()),
+        Field::Proto => out.put(r.proto),
+        Field::Vlan => out.put_slice(&r.vlan.to_be_bytes()),
+        Field::SrcMac => out.put_slice(&r.src_mac),
+        Field::DstMac => out.put_slice(&r.dst_mac),
+        Field::StartNs => out.put_slice(&ntp_from_ns(r.first_ns).to_be_bytes()),
+        Field::EndNs => out.put_slice(&ntp_from_ns(r.last_ns).to_be_bytes()),
+        Field::StartMs => out.put_slice(&(r.first_ns / 1_000_000).to_be_bytes()),
+        Field::EndMs => out.put_slice(&(r.last_ns / 1_000_000).to_be_bytes()),
+        Field::FlowEndReason => out.put(iana_end_reason(r.end_reason)),
+        Field::TrawlEndReason => out.put(r.end_reason as u8),
+        Field::Packets(d) => out.put_slice(&dir(r, d).packets.to_be_bytes()),
+        Field::IpBytes(d) => out.put_slice(&dir(r, d).ip_bytes.to_be_bytes()),
+        Field::FrameBytes(d) => out.put_slice(&dir(r, d).bytes.to_be_bytes()),
+        Field::V9OutPackets => out.put_slice(&r.rev.packets.to_be_bytes()),
+        Field::V9OutBytes => out.put_slice(&r.rev.ip_bytes.to_be_bytes()),
         Field::TcpFlags(d) => out.u16(u16::from(dir(r, d).tcp_flags)),
-        Field::Fin(d) => out.bytes(&dir(r, d).fin.to_be_bytes()),
-        Field::Rst(d) => out.bytes(&dir(r, d).rst.to_be_bytes()),
-        Field::Psh(d) => out.bytes(&dir(r, d).psh.to_be_bytes()),
-        Field::Urg(d) => out.bytes(&dir(r, d).urg.to_be_bytes()),
-        Field::LenMin(d) => out.bytes(&dir(r, d).len_min.to_be_bytes()),
-        Field::LenMax(d) => out.bytes(&dir(r, d).len_max.to_be_bytes()),
-        Field::LenMean(d) => out.bytes(&dir(r, d).len_mean.to_be_bytes()),
-        Field::LenStd(d) => out.bytes(&dir(r, d).len_std.to_be_bytes()),
-        Field::IatMin(d) => out.bytes(&dir(r, d).iat_min_ns.to_be_bytes()),
-        Field::IatMax(d) => out.bytes(&dir(r, d).iat_max_ns.to_be_bytes()),
-        Field::IatMean(d) => out.bytes(&dir(r, d).iat_mean_ns.to_be_bytes()),
-        Field::IatStd(d) => out.bytes(&dir(r, d).iat_std_ns.to_be_bytes()),
-        Field::Syn(d) => out.bytes(&dir(r, d).syn.to_be_bytes()),
-        Field::SynAck(d) => out.bytes(&dir(r, d).syn_ack.to_be_bytes()),
-        Field::Ece(d) => out.bytes(&dir(r, d).ece.to_be_bytes()),
-        Field::Cwr(d) => out.bytes(&dir(r, d).cwr.to_be_bytes()),
-        Field::ZeroWindow(d) => out.bytes(&dir(r, d).zero_window.to_be_bytes()),
-        Field::Retrans(d) => out.bytes(&dir(r, d).retransmissions.to_be_bytes()),
+        Field::Fin(d) => out.put_slice(&dir(r, d).fin.to_be_bytes()),
+        Field::Rst(d) => out.put_slice(&dir(r, d).rst.to_be_bytes()),
+        Field::Psh(d) => out.put_slice(&dir(r, d).psh.to_be_bytes()),
+        Field::Urg(d) => out.put_slice(&dir(r, d).urg.to_be_bytes()),
+        Field::LenMin(d) => out.put_slice(&dir(r, d).len_min.to_be_bytes()),
+        Field::LenMax(d) => out.put_slice(&dir(r, d).len_max.to_be_bytes()),
+        Field::LenMean(d) => out.put_slice(&dir(r, d).len_mean.to_be_bytes()),
+        Field::LenStd(d) => out.put_slice(&dir(r, d).len_std.to_be_bytes()),
+        Field::IatMin(d) => out.put_slice(&dir(r, d).iat_min_ns.to_be_bytes()),
+        Field::IatMax(d) => out.put_slice(&dir(r, d).iat_max_ns.to_be_bytes()),
+        Field::IatMean(d) => out.put_slice(&dir(r, d).iat_mean_ns.to_be_bytes()),
+        Field::IatStd(d) => out.put_slice(&dir(r, d).iat_std_ns.to_be_bytes()),
+        Field::Syn(d) => out.put_slice(&dir(r, d).syn.to_be_bytes()),
+        Field::SynAck(d) => out.put_slice(&dir(r, d).syn_ack.to_be_bytes()),
+        Field::Ece(d) => out.put_slice(&dir(r, d).ece.to_be_bytes()),
+        Field::Cwr(d) => out.put_slice(&dir(r, d).cwr.to_be_bytes()),
+        Field::ZeroWindow(d) => out.put_slice(&dir(r, d).zero_window.to_be_bytes()),
+        Field::Retrans(d) => out.put_slice(&dir(r, d).retransmissions.to_be_bytes()),
         Field::FirstLengths => {
             let n = r.first_count.min(r.first_lengths.len());
             // Variable-length field, short form: one length byte (at most 40 here).
-            out.u8((n * 4) as u8);
+            out.put((n * 4) as u8);
             for &l in &r.first_lengths[..n] {
                 out.u32(l.clamp(i32::MIN.into(), i32::MAX.into()) as i32 as u32);
             }
         }
         Field::FirstGaps => {
             let n = r.first_count.min(r.first_iats_ns.len());
-            out.u8((n * 8) as u8);
+            out.put((n * 8) as u8);
             for &g in &r.first_iats_ns[..n] {
-                out.bytes(&g.to_be_bytes());
+                out.put_slice(&g.to_be_bytes());
             }
         }
         // Computed from the key when the record is written, not carried by the meter.
-        Field::CommunityId => out.bytes(r.community_id().as_bytes()),
+        Field::CommunityId => out.put_slice(r.community_id().as_bytes()),
         Field::ApplicationId => match r.app {
-            Some(l) => out.bytes(&[APPLICATION_ENGINE, 0, l.app as u8]),
-            None => out.bytes(&[0; APPLICATION_ID_LEN as usize]),
+            Some(l) => out.put_slice(&[APPLICATION_ENGINE, 0, l.app as u8]),
+            None => out.put_slice(&[0; APPLICATION_ID_LEN as usize]),
         },
         Field::ApplicationName => {
             let name = r.app.map_or("", |l| l.app.name());
-            out.u8(name.len() as u8);
-            out.bytes(name.as_bytes());
+            out.put(name.len() as u8);
+            out.put_slice(name.as_bytes());
         }
         // 0 without a label, else 1 + `AppSource` (1 payload, 2 port).
-        Field::ApplicationSource => out.u8(r.app.map_or(0, |l| l.source as u8 + 1)),
+        Field::ApplicationSource => out.put(r.app.map_or(0, |l| l.source as u8 + 1)),
         Field::RttHandshake(d) => out.u64(dir(r, d).rtt_handshake_ns.unwrap_or(RTT_NONE)),
         Field::RttSamples(d) => out.u32(dir(r, d).rtt_samples),
         Field::RttMin(d) => out.u64(dir(r, d).rtt_min_ns),
         Field::RttMax(d) => out.u64(dir(r, d).rtt_max_ns),
         Field::RttMean(d) => out.u64(dir(r, d).rtt_mean_ns.to_bits()),
-        Field::TunnelType => out.u8(r.tunnel.kind as u8),
+        Field::TunnelType => out.put(r.tunnel.kind as u8),
         // Kept as the meter keeps them: IPv4 as IPv4-mapped IPv6.
-        Field::TunnelSrc => out.bytes(&r.tunnel.src_ip),
-        Field::TunnelDst => out.bytes(&r.tunnel.dst_ip),
+        Field::TunnelSrc => out.put_slice(&r.tunnel.src_ip),
+        Field::TunnelDst => out.put_slice(&r.tunnel.dst_ip),
         Field::TunnelId => out.u32(r.tunnel.id),
         Field::SrcAs => out.u32(r.extra.src_as),
         Field::DstAs => out.u32(r.extra.dst_as),
-        Field::SrcCountry => out.bytes(&r.extra.src_country),
-        Field::DstCountry => out.bytes(&r.extra.dst_country),
+        Field::SrcCountry => out.put_slice(&r.extra.src_country),
+        Field::DstCountry => out.put_slice(&r.extra.dst_country),
         // Not in any flow template trawl writes; zeros of the element's length keep the
         // record aligned with its template should one ever list them.
         other => {
@@ -918,7 +904,7 @@ fn put_flow_field(f: Field, r: &FlowRecord<'_>, out: &mut Cursor<'_>) {
             if len != VARLEN {
                 out.pos += usize::from(len);
             } else {
-                out.u8(0);
+                out.put(0);
             }
         }
     }

@@ -11,7 +11,7 @@ use trawl_flow::{CommunityIdText, DirectionRecord, FlowRecord, EARLY_PACKETS};
 use trawl_series::SeriesRow;
 
 use crate::exporter::Alarm;
-use crate::text::{Out, MAX_IP_TEXT};
+use crate::text::{Cursor, Out, MAX_IP_TEXT};
 
 const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
@@ -56,30 +56,6 @@ fn string<O: Out>(field: u32, s: &[u8], out: &mut O) {
     }
 }
 
-/// A flow record's bytes, written front to back into room sized in advance
-/// ([`flow_room`]): one bounds check per write, where `Vec::push` checks the capacity and
-/// reloads and stores the length at every byte (the varints, tags and address texts of a
-/// record are some 150 single-byte writes). Writing past the room panics; the room is an
-/// upper bound (the test `emit_largest_record_within_its_room`).
-struct Cursor<'a> {
-    buf: &'a mut [u8],
-    at: usize,
-}
-
-impl Out for Cursor<'_> {
-    #[inline]
-    fn put(&mut self, b: u8) {
-        self.buf[self.at] = b;
-        self.at += 1;
-    }
-
-    #[inline]
-    fn put_slice(&mut self, s: &[u8]) {
-        self.buf[self.at..self.at + s.len()].copy_from_slice(s);
-        self.at += s.len();
-    }
-}
-
 /// The most bytes a field takes besides a string's own: a two-byte tag (fields 16 to 2047)
 /// and a ten-byte varint (a value, or a length).
 const FIELD: usize = 2 + 10;
@@ -114,15 +90,15 @@ fn flow_room(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText)
 /// byte, as every body here is shorter than 128 bytes, else moved).
 #[inline]
 fn delimited(field: u32, out: &mut Cursor<'_>, body: impl FnOnce(&mut Cursor<'_>)) {
-    let start = out.at;
+    let start = out.pos;
     tag(field, LEN, out);
-    let at = out.at;
+    let at = out.pos;
     out.put(0);
     body(out);
-    let len = out.at - at - 1;
+    let len = out.pos - at - 1;
     if len == 0 {
         // proto3 leaves empty fields out: take back the tag and the length.
-        out.at = start;
+        out.pos = start;
         return;
     }
     if len < 0x80 {
@@ -131,9 +107,9 @@ fn delimited(field: u32, out: &mut Cursor<'_>, body: impl FnOnce(&mut Cursor<'_>
         let mut prefix = Vec::with_capacity(3);
         varint(len as u64, &mut prefix);
         let extra = prefix.len() - 1;
-        out.buf.copy_within(at + 1..out.at, at + 1 + extra);
+        out.buf.copy_within(at + 1..out.pos, at + 1 + extra);
         out.buf[at..at + prefix.len()].copy_from_slice(&prefix);
-        out.at += extra;
+        out.pos += extra;
     }
 }
 
@@ -202,10 +178,10 @@ pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &m
     out.resize(at + flow_room(r, iface, probe, &id), 0);
     let mut c = Cursor {
         buf: &mut out[at..],
-        at: 0,
+        pos: 0,
     };
     flow(r, iface, probe, &id, &mut c);
-    let end = at + c.at;
+    let end = at + c.pos;
     out.truncate(end);
 }
 

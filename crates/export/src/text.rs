@@ -20,6 +20,30 @@ pub trait Out {
     fn put_slice(&mut self, s: &[u8]);
 }
 
+/// Bytes written front to back into room sized in advance (a record's): one bounds check per
+/// write, where `Vec::push` checks the capacity and reloads and stores the length at every
+/// byte. Writing past the room panics: the room is an upper bound (the IPFIX and Protobuf
+/// flow encoders each test their largest record against theirs).
+pub(crate) struct Cursor<'a> {
+    pub(crate) buf: &'a mut [u8],
+    /// Bytes written so far.
+    pub(crate) pos: usize,
+}
+
+impl Out for Cursor<'_> {
+    #[inline(always)]
+    fn put(&mut self, b: u8) {
+        self.buf[self.pos] = b;
+        self.pos += 1;
+    }
+
+    #[inline(always)]
+    fn put_slice(&mut self, s: &[u8]) {
+        self.buf[self.pos..self.pos + s.len()].copy_from_slice(s);
+        self.pos += s.len();
+    }
+}
+
 impl Out for Vec<u8> {
     #[inline]
     fn put(&mut self, b: u8) {
