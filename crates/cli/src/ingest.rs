@@ -50,7 +50,8 @@ pub struct IngestArgs {
     #[arg(help_heading = topic::METER, long = "tcp-linger", value_name = "DURATION", default_value = "2s", value_parser = parse_duration_ns)]
     pub tcp_linger: u64,
     /// What each flow record keeps (the database stores the fields of `minimal` at every
-    /// level, and the round-trip fields of `standard` and `full`: docs/specs/store.md).
+    /// level, and the round-trip fields the level has: the handshake halves at `standard`,
+    /// all at `full`; docs/specs/store.md).
     #[arg(help_heading = topic::METER, long, value_enum, default_value_t = crate::flag::FeaturesArg::Full)]
     pub features: crate::flag::FeaturesArg,
     /// Flow table capacity.

@@ -243,7 +243,8 @@ pub const fn level_flow_id(level: FeatureLevel, mask: u8, v6: bool) -> u16 {
 /// `minimal` keeps the key, times, end reason, counts and flag unions per direction, the
 /// Community ID, the application label, and the extension groups (tunnel, enrichment);
 /// `standard` adds the length and gap minimum, maximum and mean, the TCP event counts
-/// `full` has but PSH, URG, ECE and CWR, and the round-trip fields; `full` keeps all.
+/// `full` has but PSH, URG, ECE and CWR, and the handshake's round-trip halves; `full` keeps
+/// all (the round-trip samples too).
 pub fn kept_by(level: FeatureLevel, f: Field) -> bool {
     let minimal = matches!(
         f,
@@ -285,7 +286,8 @@ pub fn kept_by(level: FeatureLevel, f: Field) -> bool {
             | Field::Rst(_)
             | Field::ZeroWindow(_)
             | Field::Retrans(_)
-    ) || RTT_FIELDS.contains(&f);
+            | Field::RttHandshake(_)
+    );
     match level {
         FeatureLevel::Minimal => minimal,
         FeatureLevel::Standard => minimal || standard,

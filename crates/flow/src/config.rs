@@ -47,11 +47,11 @@ pub enum FeatureLevel {
     /// What goProbe and nfdump keep: key, first/last time, packets and bytes per direction,
     /// TCP flag unions, end reason.
     Minimal,
-    /// `minimal` + per-direction length and gap min/max/mean, handshake and per-direction
-    /// round-trip times, retransmissions, SYN/SYN-ACK/FIN/RST counts, zero windows.
+    /// `minimal` + per-direction length and gap min/max/mean, the handshake's round-trip
+    /// halves, retransmissions, SYN/SYN-ACK/FIN/RST counts, zero windows.
     Standard,
     /// Everything: `standard` + MAC addresses, standard deviations, PSH/URG/ECE/CWR counts,
-    /// the first packets' lengths and gaps, payload bytes.
+    /// per-direction round-trip samples, the first packets' lengths and gaps, payload bytes.
     #[default]
     Full,
 }

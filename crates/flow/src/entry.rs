@@ -1,6 +1,7 @@
 //! What the flow table and the meter need of a flow entry, so that one table and one meter
-//! serve both layouts: [`FlowEntry`] (`standard` and `full`: five cache lines) and
-//! [`MiniEntry`](crate::mini::MiniEntry) (`minimal`: one line).
+//! serve every layout: [`FlowEntry`] (`full`: five cache lines),
+//! [`StandardEntry`](crate::standard::StandardEntry) (`standard`: two) and
+//! [`MiniEntry`](crate::mini::MiniEntry) (`minimal`: one).
 use crate::config::FeatureLevel;
 use crate::decode::Decoded;
 use crate::key::{FlowKey, Side};
@@ -49,6 +50,10 @@ pub(crate) trait TableEntry: bytemuck::Pod {
 
 /// What the meter needs of an entry: a flow's start, its packets, its record.
 pub(crate) trait MeterEntry: TableEntry {
+    /// Whether the entry's TCP round-trip timing is a [`TcpTiming`] in an array beside the
+    /// entries (at `standard` and `full`); else the entry keeps what its level needs itself.
+    const TIMING_BESIDE: bool = false;
+
     /// Starts the flow of the entry's key with its first packet `d` from `sender` at `ts`.
     fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut Self::Store);
     /// Counts one packet, what a record of `level` keeps; `timing` is the entry's round-trip
@@ -167,6 +172,8 @@ impl TableEntry for FlowEntry {
 }
 
 impl MeterEntry for FlowEntry {
+    const TIMING_BESIDE: bool = true;
+
     fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut Wides) {
         FlowEntry::start(self, self.key, d, sender, ts, store);
     }

@@ -90,7 +90,8 @@ fn standard_dir_field(name: &str) -> bool {
     )
 }
 
-/// The TCP round-trip fields (`standard` and `full`), after `community_id`.
+/// The TCP round-trip fields, after `community_id`: the handshake's halves (`standard` and
+/// `full`, the first [`HANDSHAKE_FIELDS`]), then the samples (`full`).
 const RTT_FIELDS: [&str; 10] = [
     "fwd_rtt_handshake_ns",
     "rev_rtt_handshake_ns",
@@ -103,6 +104,9 @@ const RTT_FIELDS: [&str; 10] = [
     "rev_rtt_mean_ns",
     "rev_rtt_max_ns",
 ];
+
+/// How many of [`RTT_FIELDS`] a `standard` record has.
+const HANDSHAKE_FIELDS: usize = 2;
 
 /// Where `iface` goes among [`HEAD_FIELDS`] when records have it: after `vlan`.
 const IFACE_POSITION: usize = 6;
@@ -313,9 +317,12 @@ impl RecordWriter {
             names.push("app".into());
             names.push("app_source".into());
         }
-        if level.has_standard() {
-            names.extend(RTT_FIELDS.iter().map(|f| f.to_string()));
-        }
+        let rtt_fields = match level {
+            FeatureLevel::Minimal => 0,
+            FeatureLevel::Standard => HANDSHAKE_FIELDS,
+            FeatureLevel::Full => RTT_FIELDS.len(),
+        };
+        names.extend(RTT_FIELDS[..rtt_fields].iter().map(|f| f.to_string()));
         if self.tunnel_fields {
             names.extend(TUNNEL_FIELDS.iter().map(|f| f.to_string()));
         }
@@ -448,6 +455,8 @@ impl RecordWriter {
             c.opt_uint(r.fwd.rtt_handshake_ns);
             c.key(key!("rev_rtt_handshake_ns"));
             c.opt_uint(r.rev.rtt_handshake_ns);
+        }
+        if level.is_full() {
             rtt!(c, "fwd_", &r.fwd);
             rtt!(c, "rev_", &r.rev);
         }
@@ -1126,12 +1135,16 @@ mod tests {
                 "{level}: {}",
                 lines[1]
             );
-            if level.has_standard() {
-                assert_eq!(v["fwd_rtt_handshake_ns"], 1500);
+            if level.is_full() {
                 assert_eq!(v["fwd_rtt_mean_ns"], 1500);
-                assert!(v["rev_rtt_handshake_ns"].is_null());
                 assert!(v["rev_rtt_min_ns"].is_null());
                 assert_eq!(v["rev_rtt_samples"], 0);
+            } else {
+                assert!(v.get("fwd_rtt_samples").is_none());
+            }
+            if level.has_standard() {
+                assert_eq!(v["fwd_rtt_handshake_ns"], 1500);
+                assert!(v["rev_rtt_handshake_ns"].is_null());
             } else {
                 assert!(v.get("fwd_rtt_samples").is_none());
                 assert!(v.get("fwd_len_min").is_none());
@@ -1141,7 +1154,7 @@ mod tests {
             assert_eq!(v.get("fwd_len_std").is_some(), level.is_full());
             counts.push(names.len());
         }
-        assert_eq!(counts, vec![19, 53, 71]);
+        assert_eq!(counts, vec![19, 45, 71]);
     }
 
     #[test]

@@ -48,6 +48,7 @@ mod meter;
 mod mini;
 mod record;
 mod sha1;
+mod standard;
 mod state;
 mod table;
 mod timing;

@@ -1,13 +1,14 @@
 //! The flow meter: decode → key → table → update → expiry, per packet, without allocation.
 use trawl_capture::PacketRecord;
 
-use crate::config::{FlowConfig, SECOND_NS};
+use crate::config::{FeatureLevel, FlowConfig, SECOND_NS};
 use crate::decode::{decode, tcp_flags, Decoded, FragmentKind, OutcomeCounters, ParseOutcome};
 use crate::entry::{EntryStore, MeterEntry};
 use crate::fragments::FragmentTracker;
 use crate::key::{FlowKey, Side};
 use crate::mini::MiniEntry;
 use crate::record::{EndReason, FlowRecord};
+use crate::standard::StandardEntry;
 use crate::state::{closing_reason, FlowEntry, NIL};
 use crate::table::{FlowTable, TICK_SHIFT};
 
@@ -136,7 +137,7 @@ impl TableSize {
 }
 
 /// The flow meter. One per worker; owns its table, whose entries are one cache line at
-/// `minimal` and five at `standard` and `full` (docs/specs/flow-record.md, "Memory").
+/// `minimal`, two at `standard` and five at `full` (docs/specs/flow-record.md, "Memory").
 pub struct FlowMeter {
     inner: Inner,
 }
@@ -144,6 +145,7 @@ pub struct FlowMeter {
 /// The meter of each entry layout.
 enum Inner {
     Full(Meter<FlowEntry>),
+    Standard(Meter<StandardEntry>),
     Minimal(Meter<MiniEntry>),
 }
 
@@ -152,6 +154,7 @@ macro_rules! each {
     ($self:expr, $m:ident => $body:expr) => {
         match $self {
             Inner::Full($m) => $body,
+            Inner::Standard($m) => $body,
             Inner::Minimal($m) => $body,
         }
     };
@@ -160,10 +163,10 @@ macro_rules! each {
 impl FlowMeter {
     /// A meter with its table preallocated for `config.capacity` flows.
     pub fn new(config: FlowConfig) -> Self {
-        let inner = if config.features.has_standard() {
-            Inner::Full(Meter::new(config))
-        } else {
-            Inner::Minimal(Meter::new(config))
+        let inner = match config.features {
+            FeatureLevel::Full => Inner::Full(Meter::new(config)),
+            FeatureLevel::Standard => Inner::Standard(Meter::new(config)),
+            FeatureLevel::Minimal => Inner::Minimal(Meter::new(config)),
         };
         FlowMeter { inner }
     }
@@ -230,11 +233,11 @@ impl FlowMeter {
 
 #[cfg(test)]
 impl FlowMeter {
-    /// The meter of a `standard` or `full` meter.
+    /// The meter of a `full` meter.
     fn full(&self) -> &Meter<FlowEntry> {
         match &self.inner {
             Inner::Full(m) => m,
-            Inner::Minimal(_) => panic!("a minimal meter"),
+            _ => panic!("not a full meter"),
         }
     }
 }
@@ -267,7 +270,10 @@ impl<E: MeterEntry> Meter<E> {
             Vec::new()
         };
         Meter {
-            table: FlowTable::new(config.capacity, config.features.has_standard()),
+            table: FlowTable::new(
+                config.capacity,
+                E::TIMING_BESIDE && config.features.has_standard(),
+            ),
             fragments: FragmentTracker::new(config.fragment_slots, config.fragment_timeout_ns),
             pending: Vec::with_capacity(PIPELINE_RING),
             stats: MeterStats::default(),
@@ -960,7 +966,8 @@ mod tests {
         let t = meter.table_size();
         assert_eq!(t.capacity, 1000);
         assert_eq!(t.bytes, 1000 * meter.full().table.bytes_per_flow() as u64);
-        // At the default capacity: minimal's one line and two index slots; full's five lines,
+        // At the default capacity: minimal's one line and two index slots, standard's two
+        // lines and the same; full's five lines,
         // the timing record's two and the same index share.
         let per_flow = |features| {
             FlowMeter::new(FlowConfig {
@@ -970,6 +977,7 @@ mod tests {
             .bytes_per_flow()
         };
         assert_eq!(per_flow(crate::FeatureLevel::Minimal), 64 + 8);
+        assert_eq!(per_flow(crate::FeatureLevel::Standard), 128 + 8);
         assert_eq!(per_flow(crate::FeatureLevel::Full), 320 + 128 + 8);
     }
 

@@ -43,7 +43,7 @@ pub(crate) struct MiniEntry {
     /// The key's compact form ([`compact`]): low and high IPv4 address, ports, protocol,
     /// version (4; [`KEY_IN_EXTRA`] when the key is in the extra; 0 when the entry is free),
     /// VLAN.
-    key: [u64; 2],
+    key: LineKey,
     /// Frame bytes less IP bytes by sender side while both sums fit 16 bits and the flow has
     /// no extra; else (bit [`HAS_EXTRA`] of `seen`) the extra's index, which holds them.
     link: u32,
@@ -117,12 +117,118 @@ fn expand(compact: [u64; 2]) -> FlowKey {
 /// Byte of the key's version in its compact form's second word.
 const VERSION_BYTE: usize = 5;
 
-impl MiniEntry {
+/// A flow key as a one- or two-line entry holds it: an IPv4 key whole in two words ([`compact`]),
+/// any other key in the entry's overflow record with a marker here. Shared by the `minimal`
+/// and `standard` entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(transparent)]
+pub(crate) struct LineKey(pub [u64; 2]);
+
+impl LineKey {
+    /// No key: the entry is free.
+    pub(crate) const FREE: LineKey = LineKey([0; 2]);
+
+    /// `key` in the line, or `None` with the marker in place when it must live in the
+    /// overflow record.
     #[inline]
-    fn version(&self) -> u8 {
-        self.key[1].to_ne_bytes()[VERSION_BYTE]
+    pub(crate) fn set(&mut self, key: &FlowKey) -> bool {
+        match compact(key) {
+            Some(c) => {
+                self.0 = c;
+                true
+            }
+            None => {
+                let mut marker = [0u8; 8];
+                marker[VERSION_BYTE] = KEY_IN_EXTRA;
+                self.0 = [0, u64::from_ne_bytes(marker)];
+                false
+            }
+        }
     }
 
+    /// The key's IP version; [`KEY_IN_EXTRA`] when the key is elsewhere; 0 for a free entry.
+    #[inline]
+    fn version(&self) -> u8 {
+        self.0[1].to_ne_bytes()[VERSION_BYTE]
+    }
+
+    /// An entry holds a key.
+    #[inline]
+    pub(crate) fn is_live(&self) -> bool {
+        self.version() != 0
+    }
+
+    /// The key lives in the overflow record.
+    #[inline]
+    pub(crate) fn in_extra(&self) -> bool {
+        self.version() == KEY_IN_EXTRA
+    }
+
+    /// Whether this is `key`; `extra` gives the overflow record's key.
+    #[inline]
+    pub(crate) fn is(&self, key: &FlowKey, extra: impl FnOnce() -> Option<FlowKey>) -> bool {
+        match compact(key) {
+            Some(c) => self.0 == c,
+            None => self.in_extra() && extra().is_some_and(|x| x == *key),
+        }
+    }
+
+    /// The whole key; `extra` gives the overflow record's key.
+    pub(crate) fn key(&self, extra: impl FnOnce() -> Option<FlowKey>) -> FlowKey {
+        if self.in_extra() {
+            extra().unwrap_or_default()
+        } else {
+            expand(self.0)
+        }
+    }
+}
+
+/// A timer-wheel `prev` link that also names the slot of a list's head ([`WHEEL_HEAD`]).
+pub(crate) mod head_link {
+    use super::WHEEL_HEAD;
+    use crate::state::NIL;
+
+    /// The previous entry, [`NIL`] for a head.
+    #[inline]
+    pub(crate) fn prev(raw: u32) -> u32 {
+        if raw & WHEEL_HEAD != 0 {
+            NIL
+        } else {
+            raw
+        }
+    }
+
+    /// The slot of a head.
+    #[inline]
+    pub(crate) fn slot(raw: u32) -> u16 {
+        (raw & !WHEEL_HEAD) as u16
+    }
+
+    /// The link to `prev`, or (`prev` = [`NIL`]) the head of `slot`.
+    #[inline]
+    pub(crate) fn encode(prev: u32, slot: u16) -> u32 {
+        if prev == NIL {
+            WHEEL_HEAD | u32::from(slot)
+        } else {
+            prev
+        }
+    }
+}
+
+/// Adds `frame_less_ip` to `side`'s 16-bit half of `link`, if the sum fits; `false` when it
+/// must move to the overflow record.
+#[inline]
+pub(crate) fn add_link16(link: &mut u32, side: usize, frame_less_ip: i64) -> bool {
+    let shift = 16 * side;
+    let sum = i64::from((*link >> shift) as u16) + frame_less_ip;
+    if (0..=i64::from(u16::MAX)).contains(&sum) {
+        *link = (*link & !(0xffff << shift)) | ((sum as u32) << shift);
+        return true;
+    }
+    false
+}
+
+impl MiniEntry {
     #[inline]
     fn extra<'s>(&self, store: &'s MiniStore) -> Option<&'s MiniExtra> {
         if self.seen & HAS_EXTRA != 0 {
@@ -150,13 +256,8 @@ impl MiniEntry {
     /// Adds a packet's frame bytes less its IP bytes to `side`'s sum.
     #[inline]
     fn add_link(&mut self, side: usize, frame_less_ip: i64, store: &mut MiniStore) {
-        if self.seen & HAS_EXTRA == 0 {
-            let shift = 16 * side;
-            let sum = i64::from((self.link >> shift) as u16) + frame_less_ip;
-            if (0..=i64::from(u16::MAX)).contains(&sum) {
-                self.link = (self.link & !(0xffff << shift)) | ((sum as u32) << shift);
-                return;
-            }
+        if self.seen & HAS_EXTRA == 0 && add_link16(&mut self.link, side, frame_less_ip) {
+            return;
         }
         self.extra_mut(store).link[side] += frame_less_ip;
     }
@@ -184,7 +285,7 @@ impl TableEntry for MiniEntry {
             last_ns: 0,
             packets: [0; 2],
             ip_bytes: [0; 2],
-            key: [0; 2],
+            key: LineKey::FREE,
             link: 0,
             flags_or: [0; 2],
             state: 0,
@@ -196,20 +297,14 @@ impl TableEntry for MiniEntry {
 
     #[inline]
     fn is_live(&self) -> bool {
-        self.version() != 0
+        self.key.is_live()
     }
 
     fn occupy(&mut self, key: &FlowKey, store: &mut MiniStore) {
         self.seen = 0;
         self.link = 0;
-        match compact(key) {
-            Some(c) => self.key = c,
-            None => {
-                self.extra_mut(store).key = *key;
-                let mut marker = [0u8; 8];
-                marker[VERSION_BYTE] = KEY_IN_EXTRA;
-                self.key = [0, u64::from_ne_bytes(marker)];
-            }
+        if !self.key.set(key) {
+            self.extra_mut(store).key = *key;
         }
     }
 
@@ -219,34 +314,21 @@ impl TableEntry for MiniEntry {
         }
         self.seen = 0;
         self.link = 0;
-        self.key = [0; 2];
+        self.key = LineKey::FREE;
     }
 
     #[inline]
     fn has_key(&self, key: &FlowKey, store: &MiniStore) -> bool {
-        match compact(key) {
-            Some(c) => self.key == c,
-            None => {
-                self.version() == KEY_IN_EXTRA && self.extra(store).is_some_and(|x| x.key == *key)
-            }
-        }
+        self.key.is(key, || self.extra(store).map(|x| x.key))
     }
 
     fn key(&self, store: &MiniStore) -> FlowKey {
-        if self.version() == KEY_IN_EXTRA {
-            self.extra(store).map_or_else(FlowKey::default, |x| x.key)
-        } else {
-            expand(self.key)
-        }
+        self.key.key(|| self.extra(store).map(|x| x.key))
     }
 
     #[inline]
     fn wheel_prev(&self) -> u32 {
-        if self.wheel_prev & WHEEL_HEAD != 0 {
-            NIL
-        } else {
-            self.wheel_prev
-        }
+        head_link::prev(self.wheel_prev)
     }
     #[inline]
     fn wheel_next(&self) -> u32 {
@@ -254,15 +336,11 @@ impl TableEntry for MiniEntry {
     }
     #[inline]
     fn wheel_slot(&self) -> u16 {
-        (self.wheel_prev & !WHEEL_HEAD) as u16
+        head_link::slot(self.wheel_prev)
     }
     #[inline]
     fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
-        self.wheel_prev = if prev == NIL {
-            WHEEL_HEAD | u32::from(slot)
-        } else {
-            prev
-        };
+        self.wheel_prev = head_link::encode(prev, slot);
     }
     #[inline]
     fn set_wheel_next(&mut self, next: u32) {
@@ -334,7 +412,7 @@ impl MeterEntry for MiniEntry {
         self.flags_or = [0; 2];
         self.first_ns = 0;
         if self.seen & HAS_EXTRA != 0 {
-            if self.version() == KEY_IN_EXTRA {
+            if self.key.in_extra() {
                 // The key stays; the counts and tunnels start again.
                 let x = store.extras.get_or_take(&mut self.link);
                 *x = MiniExtra {

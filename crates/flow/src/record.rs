@@ -120,7 +120,7 @@ pub struct DirectionRecord {
 }
 
 impl DirectionRecord {
-    fn from_stats(d: &DirStats, x: &ExactDir, rtt: RttSummary) -> Self {
+    pub(crate) fn from_stats(d: &DirStats, x: &ExactDir, rtt: RttSummary) -> Self {
         let n = x.packets as f64;
         let (len_mean, len_std) = if x.packets == 0 {
             (0.0, 0.0)
@@ -193,10 +193,6 @@ impl DirectionRecord {
                 zero_window: self.zero_window,
                 retransmissions: self.retransmissions,
                 rtt_handshake_ns: self.rtt_handshake_ns,
-                rtt_samples: self.rtt_samples,
-                rtt_min_ns: self.rtt_min_ns,
-                rtt_max_ns: self.rtt_max_ns,
-                rtt_mean_ns: self.rtt_mean_ns,
                 ..minimal
             },
             FeatureLevel::Full => *self,

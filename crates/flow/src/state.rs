@@ -828,6 +828,22 @@ pub(crate) struct ExactDir {
 #[inline]
 fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (u16, bool) {
     let f = d.tcp.flags;
+    // PSH count and flag union are neighbours, read before either is written: the compiler
+    // loads them as one word, which a byte store just before could not forward to (it
+    // waited for the store to retire: the hottest instruction of the update).
+    let (psh, psh_carry) = dir.psh.overflowing_add((f & tcp_flags::PSH != 0) as u16);
+    dir.psh = psh;
+    dir.flags_or |= f;
+    (tcp_events(d, state, seq_bit, &mut dir.next_seq), psh_carry)
+}
+
+/// A TCP segment's rare events (bit per [`rare_index`]: SYN, SYN-ACK, FIN, RST, URG, ECE,
+/// CWR, zero window, retransmission), tracking its side's `next_seq` (one past the highest
+/// sequence number sent) for the retransmission test. `seq_bit` is this side's bit of `state`
+/// that says `next_seq` holds a value. Every entry layout counts with it.
+#[inline]
+pub(crate) fn tcp_events(d: &Decoded, state: &mut u8, seq_bit: u8, next_seq: &mut u32) -> u16 {
+    let f = d.tcp.flags;
     let syn = f & tcp_flags::SYN != 0;
     let ack = f & tcp_flags::ACK != 0;
     let mut rare = 0u16;
@@ -843,41 +859,35 @@ fn update_tcp(dir: &mut DirStats, d: &Decoded, state: &mut u8, seq_bit: u8) -> (
         rare_index::ZERO_WINDOW,
         d.tcp.window == 0 && f & tcp_flags::RST == 0,
     );
-    // PSH count and flag union are neighbours, read before either is written: the compiler
-    // loads them as one word, which a byte store just before could not forward to (it
-    // waited for the store to retire: the hottest instruction of the update).
-    let (psh, psh_carry) = dir.psh.overflowing_add((f & tcp_flags::PSH != 0) as u16);
-    dir.psh = psh;
-    dir.flags_or |= f;
     // Sequence space consumed: payload, plus one each for SYN and FIN.
     let len = d
         .payload_len
         .wrapping_add(syn as u32)
         .wrapping_add((f & tcp_flags::FIN != 0) as u32);
     if len == 0 {
-        return (rare, psh_carry);
+        return rare;
     }
     let end = d.tcp.seq.wrapping_add(len);
     if *state & seq_bit == 0 {
         *state |= seq_bit;
-        dir.next_seq = end;
-    } else if seq_before(d.tcp.seq, dir.next_seq) {
+        *next_seq = end;
+    } else if seq_before(d.tcp.seq, *next_seq) {
         // Starts inside sequence space this side already sent: a retransmission — unless it
         // is a keep-alive, one byte (or none) at one before the next sequence number, which
         // re-sends nothing (Wireshark's rule).
         let keep_alive = d.payload_len <= 1
-            && d.tcp.seq == dir.next_seq.wrapping_sub(1)
+            && d.tcp.seq == next_seq.wrapping_sub(1)
             && f & (tcp_flags::SYN | tcp_flags::FIN | tcp_flags::RST) == 0;
         if !keep_alive {
             rare |= 1 << rare_index::RETRANS;
         }
-        if seq_before(dir.next_seq, end) {
-            dir.next_seq = end;
+        if seq_before(*next_seq, end) {
+            *next_seq = end;
         }
     } else {
-        dir.next_seq = end;
+        *next_seq = end;
     }
-    (rare, psh_carry)
+    rare
 }
 
 /// RFC 1982 serial-number comparison: `a` comes before `b` in 32-bit sequence space.

@@ -580,9 +580,10 @@ impl<E: MeterEntry> FlowTable<E> {
 mod tests {
     use super::*;
     use crate::mini::MiniEntry;
+    use crate::standard::StandardEntry;
     use crate::state::FlowEntry;
 
-    /// Key `i`: IPv4 for even `i` (a `minimal` entry holds it in its line), other bytes for
+    /// Key `i`: IPv4 for even `i` (a `minimal` or `standard` entry holds it in its lines), other bytes for
     /// odd `i` (kept in the entry's overflow record).
     fn key(i: u32) -> FlowKey {
         let mut k = FlowKey::default();
@@ -597,14 +598,15 @@ mod tests {
         k
     }
 
-    /// Runs a test over tables of both entry layouts.
-    macro_rules! both_layouts {
+    /// Runs a test over tables of every entry layout.
+    macro_rules! every_layout {
         ($($name:ident),* $(,)?) => {
             mod each_layout {
                 $(
                     #[test]
                     fn $name() {
                         super::$name::<super::FlowEntry>();
+                        super::$name::<super::StandardEntry>();
                         super::$name::<super::MiniEntry>();
                     }
                 )*
@@ -612,7 +614,7 @@ mod tests {
         };
     }
 
-    both_layouts!(
+    every_layout!(
         insert_find_remove_many,
         colliding_hashes_probe_correctly,
         random_inserts_and_removals_keep_the_index_exact,

@@ -82,6 +82,21 @@ impl DirTiming {
         self.end_seq = end_seq;
     }
 
+    /// A direction's timing rebuilt from a smaller form (the `standard` entry's, which keeps
+    /// what the handshake needs): `timed` is the segment in flight (sent at, one past its end,
+    /// whether a SYN), `handshake` the half already measured.
+    pub(crate) fn resume(timed: Option<(u64, u32, bool)>, handshake: Option<u64>) -> Self {
+        let mut t = DirTiming::default();
+        if let Some(h) = handshake {
+            t.handshake_ns = h;
+            t.flags |= flag::HANDSHAKE;
+        }
+        if let Some((sent_ns, end_seq, syn)) = timed {
+            t.start(sent_ns, end_seq, syn);
+        }
+        t
+    }
+
     #[inline]
     fn timing(&self) -> bool {
         self.flags & flag::TIMING != 0

@@ -37,6 +37,14 @@ fn issue_26_each_level_writes_its_fields_and_full_the_handshake_rtt() {
         assert_eq!(full[k], *v, "minimal's {k} is full's");
     }
     assert!(standard.get("fwd_len_std").is_none() && standard.get("src_mac").is_none());
+    // standard keeps the handshake's halves, full alone the per-direction samples.
+    assert_eq!(
+        standard["fwd_rtt_handshake_ns"],
+        full["fwd_rtt_handshake_ns"]
+    );
+    assert!(
+        standard.get("fwd_rtt_samples").is_none() && full["fwd_rtt_samples"].as_u64() > Some(0)
+    );
     assert!(minimal.get("fwd_rtt_samples").is_none() && minimal.get("fwd_syn").is_none());
     assert_eq!(minimal.as_object().unwrap().len(), 18);
     let header = |args: &[&str]| flows(args).lines().next().unwrap().to_string();

@@ -102,18 +102,22 @@ fn every_level_is_a_projection_of_full_on_the_committed_captures() {
     files.extend(captures(&testdata("oracle")));
     assert!(files.len() > 50, "{} captures", files.len());
     let mut n = 0;
-    // The RTT and the standard statistics are non-zero somewhere, so the comparison is not
-    // between zeros only.
-    let mut rtt_samples = 0;
+    // The handshake halves and the standard statistics are non-zero somewhere, so the
+    // comparison is not between zeros only.
+    let (mut halves, mut retrans) = (0, 0);
     for f in &files {
         n += check(f);
-        rtt_samples += records(f, FeatureLevel::Standard)
-            .iter()
-            .map(|r| u64::from(r.fwd.rtt_samples + r.rev.rtt_samples))
-            .sum::<u64>();
+        for r in records(f, FeatureLevel::Standard) {
+            halves += [r.fwd, r.rev]
+                .iter()
+                .filter(|d| d.rtt_handshake_ns.is_some())
+                .count();
+            retrans += r.fwd.retransmissions + r.rev.retransmissions;
+        }
     }
     assert!(n > 1000, "{n} records");
-    assert!(rtt_samples > 1000, "{rtt_samples} RTT samples");
+    assert!(halves > 200, "{halves} handshake halves");
+    assert!(retrans > 100, "{retrans} retransmissions");
 }
 
 #[test]

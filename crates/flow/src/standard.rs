@@ -1,0 +1,949 @@
+//! The `standard` level's flow entry: `minimal`'s fields and, per direction, frame length and
+//! gap min/max/mean, SYN/SYN-ACK/FIN/RST counts, zero windows, retransmissions and the
+//! handshake's round-trip half, in two 64-byte cache lines. Line 0 holds what `minimal` keeps
+//! (key, times, packets and bytes); line 1 the statistics.
+//!
+//! What does not fit goes to the flow's [`StandardExtra`], as in `minimal`: an IPv6 (or other)
+//! key, counters past their narrow width, the tunnels, sides whose first packets are 2^32 ns
+//! or more apart, and the round-trip timing of a handshake the line cannot follow (see
+//! [`Handshake`]). Few flows need one.
+use crate::config::FeatureLevel;
+use crate::decode::{tcp_flags, Decoded};
+use crate::entry::{EntryStore, MeterEntry, TableEntry};
+use crate::key::{FlowKey, Side};
+use crate::mini::{add_link16, head_link, LineKey};
+use crate::record::{DirectionRecord, EndReason, FlowRecord};
+use crate::state::{self, rare_index, seq_before, state_bits, DirStats, ExactDir, Pool, NIL};
+use crate::timing::{DirTiming, RttSummary, TcpTiming};
+use crate::tunnel::Tunnel;
+
+/// Bits of [`StandardEntry::seen`]: the sides with a packet in the current record.
+const SEEN_SIDES: u8 = 0b11;
+/// Bit of [`StandardEntry::seen`]: [`StandardEntry::link`] is the index of the flow's extra.
+const HAS_EXTRA: u8 = 1 << 2;
+/// Bit of [`StandardEntry::seen`]: `first_ns` is the high side's first packet (the lag is the
+/// low side's).
+const FIRST_HIGH: u8 = 1 << 3;
+/// Bit of [`StandardEntry::seen`]: the sides' first packets are in the extra (their lag did not
+/// fit 32 bits).
+const FIRSTS_IN_EXTRA: u8 = 1 << 4;
+
+/// Counters of [`StandardEntry::events`], four bits each (carries in the extra, in units of 16).
+const NIBBLES: [usize; 4] = [
+    rare_index::SYN,
+    rare_index::SYN_ACK,
+    rare_index::FIN,
+    rare_index::RST,
+];
+/// Where each counter the level keeps has its carries in [`StandardExtra::events_hi`]: the four
+/// nibbles, then zero windows and retransmissions (bytes, carries in units of 256).
+const ZERO_WINDOW_HI: usize = 4;
+const RETRANS_HI: usize = 5;
+
+/// One direction's handshake timing as the line keeps it, two bits of
+/// [`StandardEntry::timing`] (bits `2 * side`), with [`StandardEntry::timing_slot`]:
+///
+/// The `full` level times every segment ([`TcpTiming`]); `standard` reports only the
+/// handshake's halves, and a direction's timing decides its half only until the half is
+/// measured (a measured half changes again only when its side sends its SYN again, which
+/// restarts the timing whatever it was). So the line keeps one of four states per direction,
+/// with one 32-bit slot: nothing timed; a SYN timed (the slot: when it was sent, ns after the
+/// side's first packet; its end is the side's `next_seq` as long as that does not move); a
+/// later segment timed (the slot: its end sequence number); the half measured (the slot: the
+/// half, ns). Anything else (a timed SYN whose side sends more sequence space, a half or a
+/// send time of 2^32 ns or more, a side's first packet moving earlier under its timed SYN)
+/// moves both directions' timing into the extra as [`TcpTiming`], which then runs the `full`
+/// level's rules for the rest of the record: the halves are always `full`'s.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handshake {
+    Idle = 0,
+    SynTimed = 1,
+    SegmentTimed = 2,
+    Measured = 3,
+}
+
+impl Handshake {
+    fn from_bits(b: u8) -> Self {
+        match b & 0b11 {
+            0 => Handshake::Idle,
+            1 => Handshake::SynTimed,
+            2 => Handshake::SegmentTimed,
+            _ => Handshake::Measured,
+        }
+    }
+}
+
+/// Bit of [`StandardEntry::timing`]: the timing is the extra's [`TcpTiming`].
+const TIMING_IN_EXTRA: u8 = 1 << 4;
+
+/// One flow at `standard`, two cache lines; fields a packet from either side updates first.
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(64))]
+pub(crate) struct StandardEntry {
+    // Line 0: what `minimal` keeps.
+    /// First packet of the current record (the earlier side's first).
+    first_ns: u64,
+    /// Last packet of each side in the current record.
+    last_ns: [u64; 2],
+    /// Packets by sender side (low 32 bits; the rest in the extra).
+    packets: [u32; 2],
+    /// IP bytes by sender side (low 32 bits; the rest in the extra).
+    ip_bytes: [u32; 2],
+    /// The key ([`LineKey`]).
+    key: LineKey,
+    /// Frame bytes less IP bytes by sender side while both sums fit 16 bits and the flow has
+    /// no extra; else (bit [`HAS_EXTRA`] of `seen`) the extra's index, which holds them.
+    link: u32,
+    /// The later side's first packet, ns after `first_ns` (both sides seen, and not
+    /// [`FIRSTS_IN_EXTRA`]).
+    first_lag: u32,
+    // Line 1: the statistics.
+    /// Timer-wheel links; `wheel_prev` encodes a list head's slot ([`head_link`]).
+    wheel_prev: u32,
+    wheel_next: u32,
+    /// One past the highest sequence number sent, by side (valid with the side's
+    /// `state_bits::SEQ_LOW` bit).
+    next_seq: [u32; 2],
+    /// Smallest and largest gap by side, saturated at `u32::MAX` (exact values in the extra).
+    iat_min: [u32; 2],
+    iat_max: [u32; 2],
+    /// [`Handshake`] slots by side.
+    timing_slot: [u32; 2],
+    /// Smallest and largest frame by side, saturated at `u16::MAX` (exact values in the extra).
+    len_min: [u16; 2],
+    len_max: [u16; 2],
+    /// SYN, SYN-ACK, FIN, RST counts by side, four bits each ([`NIBBLES`] order).
+    events: [u16; 2],
+    /// Zero-window segments by side (low 8 bits).
+    zero_window: [u8; 2],
+    /// Retransmissions by side (low 8 bits).
+    retrans: [u8; 2],
+    /// Union of the TCP flags by sender side.
+    flags_or: [u8; 2],
+    /// `state_bits`: initiator, SYN seen, FINs, RST, closing, sequence validity.
+    state: u8,
+    /// Sides seen in the current record, [`HAS_EXTRA`], [`FIRST_HIGH`], [`FIRSTS_IN_EXTRA`].
+    seen: u8,
+    /// [`Handshake`] state of each side (two bits at `2 * side`) and [`TIMING_IN_EXTRA`].
+    timing: u8,
+    _pad: [u8; 3],
+}
+
+/// What a standard flow keeps outside its lines, when it needs to.
+#[derive(Clone, Copy)]
+pub(crate) struct StandardExtra {
+    /// The key, when it has no compact form (not IPv4).
+    key: FlowKey,
+    /// High 32 bits of the packet and IP byte counts, by side.
+    packets_hi: [u32; 2],
+    ip_bytes_hi: [u32; 2],
+    /// Frame bytes less IP bytes, by side.
+    link: [i64; 2],
+    /// The outer tunnel of each side's first packet in the record.
+    tunnels: [Tunnel; 2],
+    /// Each side's first packet (with [`FIRSTS_IN_EXTRA`]).
+    firsts: [u64; 2],
+    /// Exact smallest and largest frame of 65535 bytes or more, by side.
+    len_min: [u32; 2],
+    len_max: [u32; 2],
+    /// Exact smallest and largest gap of 2^32 ns or more, by side.
+    iat_min: [u64; 2],
+    iat_max: [u64; 2],
+    /// Carries of the narrow event counters (see [`ZERO_WINDOW_HI`]), by side.
+    events_hi: [[u32; 6]; 2],
+    /// The flow's [`TcpTiming`] in [`StandardStore::timings`] (with [`TIMING_IN_EXTRA`]).
+    timing: u32,
+}
+
+impl Default for StandardExtra {
+    fn default() -> Self {
+        StandardExtra {
+            key: FlowKey::default(),
+            packets_hi: [0; 2],
+            ip_bytes_hi: [0; 2],
+            link: [0; 2],
+            tunnels: [Tunnel::default(); 2],
+            firsts: [0; 2],
+            len_min: [u32::MAX; 2],
+            len_max: [0; 2],
+            iat_min: [u64::MAX; 2],
+            iat_max: [0; 2],
+            events_hi: [[0; 6]; 2],
+            timing: NIL,
+        }
+    }
+}
+
+/// The extras of a standard table's flows, and the timings of the few handshakes the lines
+/// cannot follow.
+#[derive(Default)]
+pub(crate) struct StandardStore {
+    extras: Pool<StandardExtra>,
+    timings: Pool<TcpTiming>,
+}
+
+impl EntryStore for StandardStore {
+    fn clear(&mut self) {
+        self.extras.clear();
+        self.timings.clear();
+    }
+    fn bytes(&self) -> usize {
+        self.extras.bytes() + self.timings.bytes()
+    }
+}
+
+impl StandardEntry {
+    #[inline]
+    fn extra<'s>(&self, store: &'s StandardStore) -> Option<&'s StandardExtra> {
+        if self.seen & HAS_EXTRA != 0 {
+            store.extras.get(self.link)
+        } else {
+            None
+        }
+    }
+
+    /// The flow's extra, taken now if it has none (its link sums move into it).
+    #[cold]
+    #[inline(never)]
+    fn extra_mut<'s>(&mut self, store: &'s mut StandardStore) -> &'s mut StandardExtra {
+        if self.seen & HAS_EXTRA == 0 {
+            let link = [self.link as u16, (self.link >> 16) as u16];
+            self.link = NIL;
+            self.seen |= HAS_EXTRA;
+            let x = store.extras.get_or_take(&mut self.link);
+            x.link = [i64::from(link[0]), i64::from(link[1])];
+            return x;
+        }
+        store.extras.get_or_take(&mut self.link)
+    }
+
+    /// Each side's first packet in the record (0 for a side not seen).
+    fn firsts(&self, store: &StandardStore) -> [u64; 2] {
+        if self.seen & FIRSTS_IN_EXTRA != 0 {
+            return self.extra(store).map_or([0; 2], |x| x.firsts);
+        }
+        let early = usize::from(self.seen & FIRST_HIGH != 0);
+        let mut f = [0; 2];
+        f[early] = self.first_ns;
+        if self.seen & (1 << (early ^ 1)) != 0 {
+            f[early ^ 1] = self.first_ns + u64::from(self.first_lag);
+        }
+        f
+    }
+
+    /// Stores each side's first packet (of the sides seen).
+    #[cold]
+    #[inline(never)]
+    fn set_firsts(&mut self, f: [u64; 2], store: &mut StandardStore) {
+        let early = match self.seen & SEEN_SIDES {
+            0b01 => 0,
+            0b10 => 1,
+            _ => usize::from(f[1] < f[0]),
+        };
+        self.first_ns = f[early];
+        self.seen = (self.seen & !FIRST_HIGH) | if early == 1 { FIRST_HIGH } else { 0 };
+        let lag = if self.seen & SEEN_SIDES == 0b11 {
+            f[early ^ 1] - f[early]
+        } else {
+            0
+        };
+        match u32::try_from(lag) {
+            Ok(lag) if self.seen & FIRSTS_IN_EXTRA == 0 => self.first_lag = lag,
+            _ => {
+                self.seen |= FIRSTS_IN_EXTRA;
+                self.extra_mut(store).firsts = f;
+            }
+        }
+    }
+
+    /// Adds a packet's frame bytes less its IP bytes to `side`'s sum.
+    #[inline]
+    fn add_link(&mut self, side: usize, frame_less_ip: i64, store: &mut StandardStore) {
+        if self.seen & HAS_EXTRA == 0 && add_link16(&mut self.link, side, frame_less_ip) {
+            return;
+        }
+        self.extra_mut(store).link[side] += frame_less_ip;
+    }
+
+    /// The gap before a side's packet (not its first) into its gap min/max, as `full` counts.
+    #[inline]
+    fn count_gap(&mut self, side: usize, ts: u64, store: &mut StandardStore) {
+        let iat = ts.saturating_sub(self.last_ns[side]);
+        if iat < u64::from(self.iat_min[side]) {
+            self.iat_min[side] = iat as u32;
+        } else if self.iat_min[side] == u32::MAX {
+            let x = self.extra_mut(store);
+            x.iat_min[side] = x.iat_min[side].min(iat);
+        }
+        if iat > u64::from(self.iat_max[side]) {
+            if iat < u64::from(u32::MAX) {
+                self.iat_max[side] = iat as u32;
+            } else {
+                self.iat_max[side] = u32::MAX;
+                let x = self.extra_mut(store);
+                x.iat_max[side] = x.iat_max[side].max(iat);
+            }
+        }
+    }
+
+    /// A frame's length into its side's min/max, as `full` counts.
+    #[inline]
+    fn count_len(&mut self, side: usize, wire_len: u32, store: &mut StandardStore) {
+        let narrow = wire_len.min(u32::from(u16::MAX)) as u16;
+        self.len_min[side] = self.len_min[side].min(narrow);
+        self.len_max[side] = self.len_max[side].max(narrow);
+        if narrow == u16::MAX {
+            let x = self.extra_mut(store);
+            x.len_min[side] = x.len_min[side].min(wire_len);
+            x.len_max[side] = x.len_max[side].max(wire_len);
+        }
+    }
+
+    /// Adds one to each event counter the level keeps whose bit ([`rare_index`]) is in `mask`.
+    #[inline]
+    fn count_events(&mut self, side: usize, mask: u16, store: &mut StandardStore) {
+        for (n, &i) in NIBBLES.iter().enumerate() {
+            if mask & (1 << i) != 0 {
+                let shift = 4 * n;
+                let v = (self.events[side] >> shift) & 0xf;
+                if v == 0xf {
+                    self.events[side] &= !(0xf << shift);
+                    self.carry(side, n, store);
+                } else {
+                    self.events[side] += 1 << shift;
+                }
+            }
+        }
+        if mask & (1 << rare_index::ZERO_WINDOW) != 0 {
+            let (v, carry) = self.zero_window[side].overflowing_add(1);
+            self.zero_window[side] = v;
+            if carry {
+                self.carry(side, ZERO_WINDOW_HI, store);
+            }
+        }
+        if mask & (1 << rare_index::RETRANS) != 0 {
+            let (v, carry) = self.retrans[side].overflowing_add(1);
+            self.retrans[side] = v;
+            if carry {
+                self.carry(side, RETRANS_HI, store);
+            }
+        }
+    }
+
+    /// One carry of `side`'s narrow event counter `n` ([`StandardExtra::events_hi`]).
+    #[cold]
+    fn carry(&mut self, side: usize, n: usize, store: &mut StandardStore) {
+        let hi = &mut self.extra_mut(store).events_hi[side][n];
+        *hi = hi.wrapping_add(1);
+    }
+
+    /// The exact event counts of `side` by [`rare_index`] (those the level does not keep: 0).
+    fn events(&self, side: usize, store: &StandardStore) -> [u32; rare_index::COUNT] {
+        let x = self.extra(store);
+        let hi = |n: usize| x.map_or(0, |x| x.events_hi[side][n]);
+        let mut rare = [0u32; rare_index::COUNT];
+        for (n, &i) in NIBBLES.iter().enumerate() {
+            // Wrapping, as the record's 32-bit counts always have.
+            rare[i] =
+                u32::from((self.events[side] >> (4 * n)) & 0xf).wrapping_add(hi(n).wrapping_shl(4));
+        }
+        rare[rare_index::ZERO_WINDOW] =
+            u32::from(self.zero_window[side]).wrapping_add(hi(ZERO_WINDOW_HI).wrapping_shl(8));
+        rare[rare_index::RETRANS] =
+            u32::from(self.retrans[side]).wrapping_add(hi(RETRANS_HI).wrapping_shl(8));
+        rare
+    }
+
+    /// A side's [`Handshake`] state.
+    #[inline]
+    fn handshake(&self, side: usize) -> Handshake {
+        Handshake::from_bits(self.timing >> (2 * side))
+    }
+
+    /// Moves the timing into the extra as `full` keeps it; `next_seq` is each side's
+    /// `next_seq` as the line's states were made against (a timed SYN's end).
+    #[cold]
+    #[inline(never)]
+    fn spill_timing(&mut self, next_seq: [u32; 2], store: &mut StandardStore) {
+        let firsts = self.firsts(store);
+        let mut t = TcpTiming::default();
+        for side in 0..2 {
+            let slot = self.timing_slot[side];
+            t.dirs[side] = match self.handshake(side) {
+                Handshake::Idle => DirTiming::default(),
+                Handshake::SynTimed => DirTiming::resume(
+                    Some((firsts[side] + u64::from(slot), next_seq[side], true)),
+                    None,
+                ),
+                // The segment's send time is never read: `standard` keeps no samples.
+                Handshake::SegmentTimed => DirTiming::resume(Some((0, slot, false)), None),
+                Handshake::Measured => DirTiming::resume(None, Some(u64::from(slot))),
+            };
+        }
+        let x = self.extra_mut(store);
+        let mut idx = x.timing;
+        *store.timings.get_or_take(&mut idx) = t;
+        self.extra_mut(store).timing = idx;
+        self.timing = TIMING_IN_EXTRA;
+    }
+
+    /// Times one TCP segment of `side` for the handshake, as [`TcpTiming::segment`] would;
+    /// `old_next` is the side's `next_seq` before the segment.
+    #[inline]
+    fn time_segment(
+        &mut self,
+        d: &Decoded,
+        side: usize,
+        ts: u64,
+        retrans: bool,
+        old_next: u32,
+        store: &mut StandardStore,
+    ) {
+        if self.timing & TIMING_IN_EXTRA == 0 {
+            let firsts = if self.timing == 0 && d.tcp.flags & tcp_flags::SYN == 0 {
+                // Nothing timed and no SYN to time: the firsts are not read.
+                [0; 2]
+            } else {
+                self.firsts(store)
+            };
+            if let Some((timing, slots)) = self.step(d, side, ts, retrans, old_next, firsts) {
+                self.timing = timing;
+                self.timing_slot = slots;
+                return;
+            }
+            let mut before = self.next_seq;
+            before[side] = old_next;
+            self.spill_timing(before, store);
+        }
+        let idx = self.extra(store).map_or(NIL, |x| x.timing);
+        let mut slot = idx;
+        store
+            .timings
+            .get_or_take(&mut slot)
+            .segment(d, side, ts, retrans);
+    }
+
+    /// The line's handshake states after a segment, `None` when they cannot follow it (see
+    /// [`Handshake`]).
+    fn step(
+        &self,
+        d: &Decoded,
+        side: usize,
+        ts: u64,
+        retrans: bool,
+        old_next: u32,
+        firsts: [u64; 2],
+    ) -> Option<(u8, [u32; 2])> {
+        let mut states = [self.handshake(0), self.handshake(1)];
+        let mut slots = self.timing_slot;
+        let other = side ^ 1;
+        if states[side] == Handshake::SynTimed && self.next_seq[side] != old_next {
+            // The timed SYN's end was the side's next_seq, which moved.
+            return None;
+        }
+        let f = d.tcp.flags;
+        if f & tcp_flags::ACK != 0 {
+            match states[other] {
+                Handshake::SynTimed if !seq_before(d.tcp.ack, self.next_seq[other]) => {
+                    let sent = firsts[other] + u64::from(slots[other]);
+                    slots[other] = u32::try_from(ts.saturating_sub(sent)).ok()?;
+                    states[other] = Handshake::Measured;
+                }
+                Handshake::SegmentTimed if !seq_before(d.tcp.ack, slots[other]) => {
+                    states[other] = Handshake::Idle;
+                }
+                _ => {}
+            }
+        }
+        let syn = f & tcp_flags::SYN != 0;
+        let len = d
+            .payload_len
+            .wrapping_add(syn as u32)
+            .wrapping_add((f & tcp_flags::FIN != 0) as u32);
+        let pack = |states: [Handshake; 2]| states[0] as u8 | (states[1] as u8) << 2;
+        if len == 0 {
+            return Some((pack(states), slots));
+        }
+        let end = d.tcp.seq.wrapping_add(len);
+        // Starts timing this side's SYN (its end must be the side's next_seq).
+        let mut time_syn = |states: &mut [Handshake; 2]| -> Option<()> {
+            if end != self.next_seq[side] {
+                return None;
+            }
+            slots[side] = u32::try_from(ts - firsts[side]).ok()?;
+            states[side] = Handshake::SynTimed;
+            Some(())
+        };
+        let measured = states[side] == Handshake::Measured;
+        if !retrans {
+            if states[side] == Handshake::Idle {
+                if syn {
+                    time_syn(&mut states)?;
+                } else {
+                    states[side] = Handshake::SegmentTimed;
+                    slots[side] = end;
+                }
+            }
+        } else if syn
+            && f & tcp_flags::ACK == 0
+            && !(measured && states[other] == Handshake::Measured)
+        {
+            // The SYN sent again before the handshake completed: timed afresh; the other
+            // side's timed SYN-ACK answered an earlier copy.
+            if states[other] == Handshake::SynTimed {
+                states[other] = Handshake::Idle;
+            }
+            time_syn(&mut states)?;
+        } else if syn
+            && f & tcp_flags::ACK != 0
+            && !(measured && states[other] == Handshake::Measured)
+        {
+            if states[side] == Handshake::Idle {
+                time_syn(&mut states)?;
+            }
+        } else if matches!(states[side], Handshake::SynTimed | Handshake::SegmentTimed) {
+            // Karn's rule.
+            states[side] = Handshake::Idle;
+        }
+        Some((pack(states), slots))
+    }
+
+    /// The handshake half of `side`, as `full` reports it.
+    fn handshake_half(&self, side: usize, store: &StandardStore) -> Option<u64> {
+        if self.timing & TIMING_IN_EXTRA != 0 {
+            let t = store.timings.get(self.extra(store)?.timing)?;
+            return t.dirs[side].summary().handshake_ns;
+        }
+        (self.handshake(side) == Handshake::Measured).then(|| u64::from(self.timing_slot[side]))
+    }
+
+    /// `side`'s direction of the record.
+    fn direction(&self, side: usize, firsts: [u64; 2], store: &StandardStore) -> DirectionRecord {
+        let x = self.extra(store);
+        let join = state::join;
+        let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
+        let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
+        let link = match x {
+            Some(x) => x.link[side],
+            None => i64::from((self.link >> (16 * side)) as u16),
+        };
+        let exact_len = |narrow: u16, wide: Option<u32>| match narrow {
+            u16::MAX => wide.unwrap_or(u32::from(u16::MAX)),
+            l => u32::from(l),
+        };
+        let exact = ExactDir {
+            packets,
+            bytes: ip_bytes.wrapping_add_signed(link),
+            ip_bytes,
+            psh: 0,
+            len_min: exact_len(self.len_min[side], x.map(|x| x.len_min[side])),
+            len_max: exact_len(self.len_max[side], x.map(|x| x.len_max[side])),
+            iat_min: match self.iat_min[side] {
+                u32::MAX => x.map_or(u64::MAX, |x| x.iat_min[side]),
+                v => u64::from(v),
+            },
+            iat_max: match self.iat_max[side] {
+                u32::MAX => x.map_or(0, |x| x.iat_max[side]),
+                v => u64::from(v),
+            },
+            first_ns: firsts[side],
+            rare: self.events(side, store),
+        };
+        let stats = DirStats {
+            last_ns: self.last_ns[side],
+            flags_or: self.flags_or[side],
+            ..DirStats::default()
+        };
+        let rtt = RttSummary {
+            handshake_ns: self.handshake_half(side, store),
+            ..RttSummary::default()
+        };
+        DirectionRecord::from_stats(&stats, &exact, rtt).project(FeatureLevel::Standard)
+    }
+}
+
+impl TableEntry for StandardEntry {
+    type Store = StandardStore;
+
+    fn vacant() -> Self {
+        StandardEntry {
+            wheel_prev: NIL,
+            wheel_next: NIL,
+            ..bytemuck::Zeroable::zeroed()
+        }
+    }
+
+    #[inline]
+    fn is_live(&self) -> bool {
+        self.key.is_live()
+    }
+
+    fn occupy(&mut self, key: &FlowKey, store: &mut StandardStore) {
+        self.seen = 0;
+        self.link = 0;
+        if !self.key.set(key) {
+            self.extra_mut(store).key = *key;
+        }
+    }
+
+    fn vacate(&mut self, store: &mut StandardStore) {
+        self.release_extra(store);
+        self.seen = 0;
+        self.link = 0;
+        self.key = LineKey::FREE;
+    }
+
+    #[inline]
+    fn has_key(&self, key: &FlowKey, store: &StandardStore) -> bool {
+        self.key.is(key, || self.extra(store).map(|x| x.key))
+    }
+
+    fn key(&self, store: &StandardStore) -> FlowKey {
+        self.key.key(|| self.extra(store).map(|x| x.key))
+    }
+
+    #[inline]
+    fn wheel_prev(&self) -> u32 {
+        head_link::prev(self.wheel_prev)
+    }
+    #[inline]
+    fn wheel_next(&self) -> u32 {
+        self.wheel_next
+    }
+    #[inline]
+    fn wheel_slot(&self) -> u16 {
+        head_link::slot(self.wheel_prev)
+    }
+    #[inline]
+    fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
+        self.wheel_prev = head_link::encode(prev, slot);
+    }
+    #[inline]
+    fn set_wheel_next(&mut self, next: u32) {
+        self.wheel_next = next;
+    }
+    /// Both lines: every packet writes a counter on each.
+    #[inline]
+    fn prefetch(&self, _side: usize, _level: FeatureLevel) {
+        mem_prefetch::prefetch_write_data::<_, 3>(&self.first_ns);
+        mem_prefetch::prefetch_write_data::<_, 3>(&self.wheel_prev);
+    }
+}
+
+impl StandardEntry {
+    /// Returns the flow's extra (and its timing) to the store.
+    fn release_extra(&mut self, store: &mut StandardStore) {
+        if self.seen & HAS_EXTRA != 0 {
+            if let Some(x) = store.extras.get(self.link) {
+                let mut t = x.timing;
+                store.timings.release(&mut t);
+            }
+            store.extras.release(&mut self.link);
+        }
+    }
+}
+
+impl MeterEntry for StandardEntry {
+    fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut StandardStore) {
+        self.state = 0;
+        self.reset_counters(store);
+        // The flow's latest packet from its start (the update that follows counts it).
+        self.last_ns[sender as usize] = ts;
+        state::orient_first(&mut self.state, d, sender);
+    }
+
+    #[inline]
+    fn update(
+        &mut self,
+        d: &Decoded,
+        sender: Side,
+        ts: u64,
+        wire_len: u32,
+        store: &mut StandardStore,
+        _level: FeatureLevel,
+        _timing: Option<&mut TcpTiming>,
+    ) {
+        let side = sender as usize;
+        if d.tcp_valid {
+            state::learn_from_syn(&mut self.state, d, sender);
+        }
+        if self.seen & (1 << side) == 0 {
+            let mut f = self.firsts(store);
+            f[side] = ts;
+            self.seen |= 1 << side;
+            self.set_firsts(f, store);
+            self.len_min[side] = u16::MAX;
+            // No gap yet: saturated, and the extra (if any) holds the initial u64::MAX.
+            self.iat_min[side] = u32::MAX;
+            if d.tunnel.is_some() {
+                self.extra_mut(store).tunnels[side] = d.tunnel;
+            }
+        } else {
+            // Packets can arrive out of time order: first/last are the extremes, and a
+            // backwards step is a zero gap.
+            if ts < self.last_ns[side] {
+                self.move_first_back(side, ts, store);
+            }
+            self.count_gap(side, ts, store);
+        }
+        let (packets, c_packets) = self.packets[side].overflowing_add(1);
+        let (ip_bytes, c_ip_bytes) = self.ip_bytes[side].overflowing_add(d.ip_len);
+        self.packets[side] = packets;
+        self.ip_bytes[side] = ip_bytes;
+        if c_packets | c_ip_bytes {
+            let x = self.extra_mut(store);
+            x.packets_hi[side] += c_packets as u32;
+            x.ip_bytes_hi[side] += c_ip_bytes as u32;
+        }
+        self.add_link(side, i64::from(wire_len) - i64::from(d.ip_len), store);
+        self.last_ns[side] = self.last_ns[side].max(ts);
+        self.count_len(side, wire_len, store);
+        if d.tcp_valid {
+            let f = d.tcp.flags;
+            self.flags_or[side] |= f;
+            let old_next = self.next_seq[side];
+            let seq_bit = state_bits::SEQ_LOW << side;
+            let events = state::tcp_events(d, &mut self.state, seq_bit, &mut self.next_seq[side]);
+            if events != 0 {
+                self.count_events(side, events, store);
+            }
+            let retrans = events & (1 << rare_index::RETRANS) != 0;
+            self.time_segment(d, side, ts, retrans, old_next, store);
+            state::note_close(&mut self.state, f, sender);
+        }
+    }
+
+    fn reset_counters(&mut self, store: &mut StandardStore) {
+        let keep = StandardEntry {
+            key: self.key,
+            wheel_prev: self.wheel_prev,
+            wheel_next: self.wheel_next,
+            state: self.state & !state_bits::SEQ_BOTH,
+            ..bytemuck::Zeroable::zeroed()
+        };
+        if self.seen & HAS_EXTRA != 0 && self.key.in_extra() {
+            // The key stays; the counts, tunnels and timing start again.
+            let x = store.extras.get_or_take(&mut self.link);
+            let mut t = x.timing;
+            *x = StandardExtra {
+                key: x.key,
+                ..StandardExtra::default()
+            };
+            store.timings.release(&mut t);
+            *self = StandardEntry {
+                link: self.link,
+                seen: HAS_EXTRA,
+                ..keep
+            };
+            return;
+        }
+        self.release_extra(store);
+        *self = keep;
+    }
+
+    #[inline]
+    fn state(&self) -> u8 {
+        self.state
+    }
+    #[inline]
+    fn last_ns(&self) -> u64 {
+        self.last_ns[0].max(self.last_ns[1])
+    }
+    #[inline]
+    fn first_ns(&self) -> u64 {
+        self.first_ns
+    }
+    #[inline]
+    fn is_empty_record(&self) -> bool {
+        self.seen & SEEN_SIDES == 0
+    }
+
+    fn record<'a>(
+        &self,
+        store: &StandardStore,
+        _timing: Option<&TcpTiming>,
+        reason: EndReason,
+        _payload: [&'a [u8]; 2],
+        _level: FeatureLevel,
+    ) -> FlowRecord<'a> {
+        let init = state::initiator(self.state);
+        let tunnel = self
+            .extra(store)
+            .map_or_else(Tunnel::default, |x| state::record_tunnel(&x.tunnels, init));
+        let times = if self.is_empty_record() {
+            [0, 0]
+        } else {
+            [self.first_ns, self.last_ns()]
+        };
+        let firsts = self.firsts(store);
+        FlowRecord {
+            fwd: self.direction(init as usize, firsts, store),
+            rev: self.direction(init.flip() as usize, firsts, store),
+            ..FlowRecord::minimal(&self.key(store), init, tunnel, times, reason)
+        }
+    }
+
+    #[inline]
+    fn payload_len(&self) -> [u16; 2] {
+        [0; 2]
+    }
+    /// Never called: payloads need `full` (the configuration refuses them elsewhere).
+    #[inline]
+    fn add_payload_len(&mut self, _side: usize, _n: u16) {}
+}
+
+impl StandardEntry {
+    /// A side's packet earlier than its first so far (out of time order) becomes its first.
+    #[cold]
+    #[inline(never)]
+    fn move_first_back(&mut self, side: usize, ts: u64, store: &mut StandardStore) {
+        let mut f = self.firsts(store);
+        if ts >= f[side] {
+            return;
+        }
+        if self.timing & TIMING_IN_EXTRA == 0 && self.handshake(side) == Handshake::SynTimed {
+            // The timed SYN's send time counts from the side's first packet.
+            self.spill_timing(self.next_seq, store);
+        }
+        f[side] = ts;
+        self.set_firsts(f, store);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{FlowEntry, Wides};
+
+    /// An IPv4 TCP key (the line holds it).
+    fn key() -> FlowKey {
+        let mut k = FlowKey::default();
+        k.0[10..12].copy_from_slice(&[0xff; 2]);
+        k.0[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        k.0[26..28].copy_from_slice(&[0xff; 2]);
+        k.0[28..32].copy_from_slice(&[10, 0, 0, 2]);
+        k.0[36] = 6;
+        k.0[37] = 4;
+        k
+    }
+
+    /// Random TCP (and some UDP) packets through a `standard` entry and a `full` one, records
+    /// taken now and then as an active timeout would: the `standard` record is always the
+    /// projection of `full`'s. The segments are drawn to hit what the line cannot follow
+    /// (SYNs sent again, data after a timed SYN, gaps and handshakes past 2^32 ns, packets
+    /// out of time order, huge frames, counters past their nibbles and bytes).
+    #[test]
+    fn random_segments_give_the_projection_of_full() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let k = key();
+        let flag_sets = [
+            tcp_flags::SYN,
+            tcp_flags::SYN | tcp_flags::ACK,
+            tcp_flags::ACK,
+            tcp_flags::ACK,
+            tcp_flags::ACK | tcp_flags::PSH,
+            tcp_flags::FIN | tcp_flags::ACK,
+            tcp_flags::RST,
+        ];
+        let (mut records, mut halves, mut spilled) = (0, 0, 0);
+        for _ in 0..4000 {
+            let (mut fw, mut fe, mut ft) =
+                (Wides::default(), FlowEntry::empty(), TcpTiming::default());
+            let (mut ss, mut se) = (StandardStore::default(), StandardEntry::vacant());
+            se.occupy(&k, &mut ss);
+            let isn = [rnd(1 << 32) as u32, rnd(1 << 32) as u32];
+            let mut ts = 1_000_000_000_000u64;
+            let packets = 1 + rnd(60);
+            for i in 0..packets {
+                let side = rnd(2) as usize;
+                ts = match rnd(20) {
+                    0 => ts + (1 << 32) + rnd(1 << 33),
+                    1 => ts.saturating_sub(rnd(5000)),
+                    _ => ts + rnd(3000),
+                };
+                let mut d = Decoded {
+                    ip_version: 4,
+                    proto: 6,
+                    tcp_valid: rnd(10) != 0,
+                    payload_len: [0, 0, 1, 10, 100][rnd(5) as usize],
+                    ..Decoded::default()
+                };
+                d.tcp.flags = flag_sets[rnd(flag_sets.len() as u64) as usize];
+                d.tcp.seq = isn[side].wrapping_add(rnd(4) as u32 * 10);
+                d.tcp.ack = isn[side ^ 1].wrapping_add(rnd(4) as u32 * 10);
+                d.tcp.window = if rnd(8) == 0 { 0 } else { 1000 };
+                let wire_len = if rnd(30) == 0 {
+                    70_000
+                } else {
+                    54 + d.payload_len
+                };
+                d.ip_len = wire_len - 14 + rnd(3) as u32;
+                let sender = if side == 0 { Side::Low } else { Side::High };
+                if i == 0 {
+                    fe.start(k, &d, sender, ts, &mut fw);
+                    se.start(&d, sender, ts, &mut ss);
+                }
+                let timing = d.tcp_valid.then_some(&mut ft);
+                fe.update_at(
+                    &d,
+                    sender,
+                    ts,
+                    wire_len,
+                    &mut fw,
+                    FeatureLevel::Full,
+                    timing,
+                );
+                se.update(
+                    &d,
+                    sender,
+                    ts,
+                    wire_len,
+                    &mut ss,
+                    FeatureLevel::Standard,
+                    None,
+                );
+                spilled += usize::from(se.timing & TIMING_IN_EXTRA != 0);
+                if rnd(25) == 0 || i + 1 == packets {
+                    let level = FeatureLevel::Standard;
+                    let full = FlowRecord::from_entry(
+                        &fe,
+                        &fw,
+                        Some(&ft),
+                        EndReason::Active,
+                        [&[]; 2],
+                        level,
+                    );
+                    let standard = se.record(&ss, None, EndReason::Active, [&[]; 2], level);
+                    assert_eq!(standard, full);
+                    assert_eq!(se.first_ns(), fe.first_ns());
+                    assert_eq!(se.last_ns(), fe.last_ns);
+                    records += 1;
+                    halves += usize::from(full.fwd.rtt_handshake_ns.is_some());
+                    fe.reset_counters(&mut fw);
+                    se.reset_counters(&mut ss);
+                }
+            }
+            se.vacate(&mut ss);
+            assert_eq!(ss.extras.in_use() + ss.timings.in_use(), 0, "all returned");
+        }
+        assert!(
+            records > 5000 && halves > 100 && spilled > 100,
+            "{records} {halves} {spilled}"
+        );
+    }
+
+    #[test]
+    fn the_entry_is_two_lines() {
+        assert_eq!(core::mem::size_of::<StandardEntry>(), 128);
+        assert_eq!(core::mem::align_of::<StandardEntry>(), 64);
+        let e = StandardEntry::vacant();
+        let base = &e as *const StandardEntry as usize;
+        assert_eq!(&e.wheel_prev as *const u32 as usize - base, 64);
+    }
+}
