@@ -47,12 +47,11 @@ const RETRANS_HI: usize = 5;
 /// handshake's halves, and a direction's timing decides its half only until the half is
 /// measured (a measured half changes again only when its side sends its SYN again, which
 /// restarts the timing whatever it was). So the line keeps one of four states per direction,
-/// with one 32-bit slot: nothing timed; a SYN timed (the slot: when it was sent, ns after the
-/// side's first packet; its end is the side's `next_seq` as long as that does not move); a
+/// with one 32-bit slot: nothing timed; a SYN timed (the slot: when it was sent, ns before the
+/// side's latest packet; its end is the side's `next_seq` as long as that does not move); a
 /// later segment timed (the slot: its end sequence number); the half measured (the slot: the
-/// half, ns). Anything else (a timed SYN whose side sends more sequence space, a half or a
-/// send time of 2^32 ns or more, a side's first packet moving earlier under its timed SYN)
-/// moves both directions' timing into the extra as [`TcpTiming`], which then runs the `full`
+/// half, ns). Anything else (a timed SYN whose side sends more sequence space, or other
+/// packets 2^32 ns or more after it, a half of 2^32 ns or more) moves both directions' timing into the extra as [`TcpTiming`], which then runs the `full`
 /// level's rules for the rest of the record: the halves are always `full`'s.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Handshake {
@@ -94,8 +93,8 @@ pub(crate) struct StandardEntry {
     /// Frame bytes less IP bytes by sender side while both sums fit 16 bits and the flow has
     /// no extra; else (bit [`HAS_EXTRA`] of `seen`) the extra's index, which holds them.
     link: u32,
-    /// The later side's first packet, ns after `first_ns` (both sides seen, and not
-    /// [`FIRSTS_IN_EXTRA`]).
+    /// The later side's first packet, ns after `first_ns`: low 32 of 40 bits (both sides seen,
+    /// and not [`FIRSTS_IN_EXTRA`]; the high 8 in `first_lag_hi`).
     first_lag: u32,
     // Line 1: the statistics.
     /// Timer-wheel links; `wheel_prev` encodes a list head's slot ([`head_link`]).
@@ -104,7 +103,9 @@ pub(crate) struct StandardEntry {
     /// One past the highest sequence number sent, by side (valid with the side's
     /// `state_bits::SEQ_LOW` bit).
     next_seq: [u32; 2],
-    /// Smallest and largest gap by side, saturated at `u32::MAX` (exact values in the extra).
+    /// Smallest and largest gap by side: low 32 of 36 bits (the high 4 in `iat_hi`),
+    /// saturated at [`GAP_MAX`] (exact values in the extra). 36 bits hold 68.7 s, more than
+    /// the default idle timeout: a flow's gaps stay in its line.
     iat_min: [u32; 2],
     iat_max: [u32; 2],
     /// [`Handshake`] slots by side.
@@ -126,8 +127,24 @@ pub(crate) struct StandardEntry {
     seen: u8,
     /// [`Handshake`] state of each side (two bits at `2 * side`) and [`TIMING_IN_EXTRA`].
     timing: u8,
-    _pad: [u8; 3],
+    /// Bits 32..36 of the gaps by side: the smallest's in the high nibble, the largest's in
+    /// the low one.
+    iat_hi: [u8; 2],
+    /// Bits 32..40 of `first_lag`.
+    first_lag_hi: u8,
 }
+
+/// A side's values before a packet: what the line's handshake states were made against.
+#[derive(Clone, Copy)]
+struct SideBefore {
+    next_seq: u32,
+    last_ns: u64,
+}
+
+/// A gap at or past this (2^36 - 1 ns) is kept in the extra.
+const GAP_MAX: u64 = (1 << 36) - 1;
+/// The largest lag between the sides' first packets the line holds.
+const LAG_MAX: u64 = (1 << 40) - 1;
 
 /// What a standard flow keeps outside its lines, when it needs to.
 #[derive(Clone, Copy)]
@@ -226,7 +243,8 @@ impl StandardEntry {
         let mut f = [0; 2];
         f[early] = self.first_ns;
         if self.seen & (1 << (early ^ 1)) != 0 {
-            f[early ^ 1] = self.first_ns + u64::from(self.first_lag);
+            f[early ^ 1] =
+                self.first_ns + (u64::from(self.first_lag_hi) << 32 | u64::from(self.first_lag));
         }
         f
     }
@@ -247,12 +265,12 @@ impl StandardEntry {
         } else {
             0
         };
-        match u32::try_from(lag) {
-            Ok(lag) if self.seen & FIRSTS_IN_EXTRA == 0 => self.first_lag = lag,
-            _ => {
-                self.seen |= FIRSTS_IN_EXTRA;
-                self.extra_mut(store).firsts = f;
-            }
+        if lag <= LAG_MAX && self.seen & FIRSTS_IN_EXTRA == 0 {
+            self.first_lag = lag as u32;
+            self.first_lag_hi = (lag >> 32) as u8;
+        } else {
+            self.seen |= FIRSTS_IN_EXTRA;
+            self.extra_mut(store).firsts = f;
         }
     }
 
@@ -269,20 +287,44 @@ impl StandardEntry {
     #[inline]
     fn count_gap(&mut self, side: usize, ts: u64, store: &mut StandardStore) {
         let iat = ts.saturating_sub(self.last_ns[side]);
-        if iat < u64::from(self.iat_min[side]) {
-            self.iat_min[side] = iat as u32;
-        } else if self.iat_min[side] == u32::MAX {
+        let [min, max] = self.gaps(side);
+        if iat < min {
+            self.set_gap(side, 0, iat);
+        } else if min == GAP_MAX {
             let x = self.extra_mut(store);
             x.iat_min[side] = x.iat_min[side].min(iat);
         }
-        if iat > u64::from(self.iat_max[side]) {
-            if iat < u64::from(u32::MAX) {
-                self.iat_max[side] = iat as u32;
+        if iat > max {
+            if iat < GAP_MAX {
+                self.set_gap(side, 1, iat);
             } else {
-                self.iat_max[side] = u32::MAX;
+                self.set_gap(side, 1, GAP_MAX);
                 let x = self.extra_mut(store);
                 x.iat_max[side] = x.iat_max[side].max(iat);
             }
+        }
+    }
+
+    /// `side`'s smallest and largest gap as the line holds them (36 bits).
+    #[inline]
+    fn gaps(&self, side: usize) -> [u64; 2] {
+        let hi = self.iat_hi[side];
+        [
+            u64::from(hi >> 4) << 32 | u64::from(self.iat_min[side]),
+            u64::from(hi & 0xf) << 32 | u64::from(self.iat_max[side]),
+        ]
+    }
+
+    /// Sets `side`'s smallest (`which` 0) or largest (1) gap to `v` (at most [`GAP_MAX`]).
+    #[inline]
+    fn set_gap(&mut self, side: usize, which: usize, v: u64) {
+        let high = (v >> 32) as u8 & 0xf;
+        if which == 0 {
+            self.iat_min[side] = v as u32;
+            self.iat_hi[side] = (self.iat_hi[side] & 0x0f) | high << 4;
+        } else {
+            self.iat_max[side] = v as u32;
+            self.iat_hi[side] = (self.iat_hi[side] & 0xf0) | high;
         }
     }
 
@@ -360,19 +402,18 @@ impl StandardEntry {
         Handshake::from_bits(self.timing >> (2 * side))
     }
 
-    /// Moves the timing into the extra as `full` keeps it; `next_seq` is each side's
-    /// `next_seq` as the line's states were made against (a timed SYN's end).
+    /// Moves the timing into the extra as `full` keeps it; `sides` are each side's values the
+    /// line's states were made against.
     #[cold]
     #[inline(never)]
-    fn spill_timing(&mut self, next_seq: [u32; 2], store: &mut StandardStore) {
-        let firsts = self.firsts(store);
+    fn spill_timing(&mut self, sides: [SideBefore; 2], store: &mut StandardStore) {
         let mut t = TcpTiming::default();
-        for side in 0..2 {
+        for (side, (dir, before)) in t.dirs.iter_mut().zip(sides).enumerate() {
             let slot = self.timing_slot[side];
-            t.dirs[side] = match self.handshake(side) {
+            *dir = match self.handshake(side) {
                 Handshake::Idle => DirTiming::default(),
                 Handshake::SynTimed => DirTiming::resume(
-                    Some((firsts[side] + u64::from(slot), next_seq[side], true)),
+                    Some((before.last_ns - u64::from(slot), before.next_seq, true)),
                     None,
                 ),
                 // The segment's send time is never read: `standard` keeps no samples.
@@ -387,8 +428,23 @@ impl StandardEntry {
         self.timing = TIMING_IN_EXTRA;
     }
 
+    /// `side`'s values now.
+    fn side_now(&self, side: usize) -> SideBefore {
+        SideBefore {
+            next_seq: self.next_seq[side],
+            last_ns: self.last_ns[side],
+        }
+    }
+
+    /// Each side's values as the line's handshake states were made against them.
+    fn sides_before(&self, side: usize, sender: SideBefore) -> [SideBefore; 2] {
+        let mut sides = [0, 1].map(|s| self.side_now(s));
+        sides[side] = sender;
+        sides
+    }
+
     /// Times one TCP segment of `side` for the handshake, as [`TcpTiming::segment`] would;
-    /// `old_next` is the side's `next_seq` before the segment.
+    /// `before` is the side's state before the segment.
     #[inline]
     fn time_segment(
         &mut self,
@@ -396,24 +452,16 @@ impl StandardEntry {
         side: usize,
         ts: u64,
         retrans: bool,
-        old_next: u32,
+        before: SideBefore,
         store: &mut StandardStore,
     ) {
         if self.timing & TIMING_IN_EXTRA == 0 {
-            let firsts = if self.timing == 0 && d.tcp.flags & tcp_flags::SYN == 0 {
-                // Nothing timed and no SYN to time: the firsts are not read.
-                [0; 2]
-            } else {
-                self.firsts(store)
-            };
-            if let Some((timing, slots)) = self.step(d, side, ts, retrans, old_next, firsts) {
+            if let Some((timing, slots)) = self.step(d, side, ts, retrans, before) {
                 self.timing = timing;
                 self.timing_slot = slots;
                 return;
             }
-            let mut before = self.next_seq;
-            before[side] = old_next;
-            self.spill_timing(before, store);
+            self.spill_timing(self.sides_before(side, before), store);
         }
         let idx = self.extra(store).map_or(NIL, |x| x.timing);
         let mut slot = idx;
@@ -431,13 +479,12 @@ impl StandardEntry {
         side: usize,
         ts: u64,
         retrans: bool,
-        old_next: u32,
-        firsts: [u64; 2],
+        before: SideBefore,
     ) -> Option<(u8, [u32; 2])> {
         let mut states = [self.handshake(0), self.handshake(1)];
         let mut slots = self.timing_slot;
         let other = side ^ 1;
-        if states[side] == Handshake::SynTimed && self.next_seq[side] != old_next {
+        if states[side] == Handshake::SynTimed && self.next_seq[side] != before.next_seq {
             // The timed SYN's end was the side's next_seq, which moved.
             return None;
         }
@@ -445,7 +492,7 @@ impl StandardEntry {
         if f & tcp_flags::ACK != 0 {
             match states[other] {
                 Handshake::SynTimed if !seq_before(d.tcp.ack, self.next_seq[other]) => {
-                    let sent = firsts[other] + u64::from(slots[other]);
+                    let sent = self.last_ns[other] - u64::from(slots[other]);
                     slots[other] = u32::try_from(ts.saturating_sub(sent)).ok()?;
                     states[other] = Handshake::Measured;
                 }
@@ -460,18 +507,28 @@ impl StandardEntry {
             .payload_len
             .wrapping_add(syn as u32)
             .wrapping_add((f & tcp_flags::FIN != 0) as u32);
-        let pack = |states: [Handshake; 2]| states[0] as u8 | (states[1] as u8) << 2;
+        // A SYN still timed from before counts back from the side's latest packet, which
+        // this one may have moved.
+        let later = self.last_ns[side] - before.last_ns;
+        let finish = |states: [Handshake; 2], mut slots: [u32; 2], restarted: bool| {
+            if states[side] == Handshake::SynTimed && !restarted && later != 0 {
+                slots[side] = u32::try_from(u64::from(slots[side]) + later).ok()?;
+            }
+            Some((states[0] as u8 | (states[1] as u8) << 2, slots))
+        };
         if len == 0 {
-            return Some((pack(states), slots));
+            return finish(states, slots, false);
         }
         let end = d.tcp.seq.wrapping_add(len);
         // Starts timing this side's SYN (its end must be the side's next_seq).
+        let mut restarted = false;
         let mut time_syn = |states: &mut [Handshake; 2]| -> Option<()> {
             if end != self.next_seq[side] {
                 return None;
             }
-            slots[side] = u32::try_from(ts - firsts[side]).ok()?;
+            slots[side] = u32::try_from(self.last_ns[side] - ts).ok()?;
             states[side] = Handshake::SynTimed;
+            restarted = true;
             Some(())
         };
         let measured = states[side] == Handshake::Measured;
@@ -505,7 +562,7 @@ impl StandardEntry {
             // Karn's rule.
             states[side] = Handshake::Idle;
         }
-        Some((pack(states), slots))
+        finish(states, slots, restarted)
     }
 
     /// The handshake half of `side`, as `full` reports it.
@@ -538,13 +595,13 @@ impl StandardEntry {
             psh: 0,
             len_min: exact_len(self.len_min[side], x.map(|x| x.len_min[side])),
             len_max: exact_len(self.len_max[side], x.map(|x| x.len_max[side])),
-            iat_min: match self.iat_min[side] {
-                u32::MAX => x.map_or(u64::MAX, |x| x.iat_min[side]),
-                v => u64::from(v),
+            iat_min: match self.gaps(side)[0] {
+                GAP_MAX => x.map_or(u64::MAX, |x| x.iat_min[side]),
+                v => v,
             },
-            iat_max: match self.iat_max[side] {
-                u32::MAX => x.map_or(0, |x| x.iat_max[side]),
-                v => u64::from(v),
+            iat_max: match self.gaps(side)[1] {
+                GAP_MAX => x.map_or(0, |x| x.iat_max[side]),
+                v => v,
             },
             first_ns: firsts[side],
             rare: self.events(side, store),
@@ -674,7 +731,7 @@ impl MeterEntry for StandardEntry {
             self.set_firsts(f, store);
             self.len_min[side] = u16::MAX;
             // No gap yet: saturated, and the extra (if any) holds the initial u64::MAX.
-            self.iat_min[side] = u32::MAX;
+            self.set_gap(side, 0, GAP_MAX);
             if d.tunnel.is_some() {
                 self.extra_mut(store).tunnels[side] = d.tunnel;
             }
@@ -696,19 +753,26 @@ impl MeterEntry for StandardEntry {
             x.ip_bytes_hi[side] += c_ip_bytes as u32;
         }
         self.add_link(side, i64::from(wire_len) - i64::from(d.ip_len), store);
-        self.last_ns[side] = self.last_ns[side].max(ts);
+        let before = self.side_now(side);
+        if ts > self.last_ns[side] {
+            // A TCP segment's timing re-bases a timed SYN's time itself (unless the segment
+            // restarts it); another packet of the flow moves it here.
+            if !d.tcp_valid && self.handshake(side) == Handshake::SynTimed {
+                self.move_timed_syn(side, ts - self.last_ns[side], store);
+            }
+            self.last_ns[side] = ts;
+        }
         self.count_len(side, wire_len, store);
         if d.tcp_valid {
             let f = d.tcp.flags;
             self.flags_or[side] |= f;
-            let old_next = self.next_seq[side];
             let seq_bit = state_bits::SEQ_LOW << side;
             let events = state::tcp_events(d, &mut self.state, seq_bit, &mut self.next_seq[side]);
             if events != 0 {
                 self.count_events(side, events, store);
             }
             let retrans = events & (1 << rare_index::RETRANS) != 0;
-            self.time_segment(d, side, ts, retrans, old_next, store);
+            self.time_segment(d, side, ts, retrans, before, store);
             state::note_close(&mut self.state, f, sender);
         }
     }
@@ -798,15 +862,22 @@ impl StandardEntry {
     #[inline(never)]
     fn move_first_back(&mut self, side: usize, ts: u64, store: &mut StandardStore) {
         let mut f = self.firsts(store);
-        if ts >= f[side] {
-            return;
+        if ts < f[side] {
+            f[side] = ts;
+            self.set_firsts(f, store);
         }
-        if self.timing & TIMING_IN_EXTRA == 0 && self.handshake(side) == Handshake::SynTimed {
-            // The timed SYN's send time counts from the side's first packet.
-            self.spill_timing(self.next_seq, store);
+    }
+
+    /// `side`'s latest packet moves `delta` ns later while its SYN is timed: the SYN's send
+    /// time, counted back from it, moves the other way.
+    #[cold]
+    #[inline(never)]
+    fn move_timed_syn(&mut self, side: usize, delta: u64, store: &mut StandardStore) {
+        match u32::try_from(u64::from(self.timing_slot[side]) + delta) {
+            Ok(slot) => self.timing_slot[side] = slot,
+            // Made against the side's latest packet as it still is.
+            Err(_) => self.spill_timing(self.sides_before(side, self.side_now(side)), store),
         }
-        f[side] = ts;
-        self.set_firsts(f, store);
     }
 }
 
@@ -851,7 +922,7 @@ mod tests {
             tcp_flags::FIN | tcp_flags::ACK,
             tcp_flags::RST,
         ];
-        let (mut records, mut halves, mut spilled) = (0, 0, 0);
+        let (mut records, mut halves, mut spilled, mut long_gaps) = (0, 0, 0, 0);
         for _ in 0..4000 {
             let (mut fw, mut fe, mut ft) =
                 (Wides::default(), FlowEntry::empty(), TcpTiming::default());
@@ -862,9 +933,10 @@ mod tests {
             let packets = 1 + rnd(60);
             for i in 0..packets {
                 let side = rnd(2) as usize;
-                ts = match rnd(20) {
-                    0 => ts + (1 << 32) + rnd(1 << 33),
-                    1 => ts.saturating_sub(rnd(5000)),
+                ts = match rnd(40) {
+                    0 | 1 => ts + (1 << 32) + rnd(1 << 33),
+                    2 => ts + (1 << 36) + rnd(1 << 36),
+                    3 | 4 => ts.saturating_sub(rnd(5000)),
                     _ => ts + rnd(3000),
                 };
                 let mut d = Decoded {
@@ -909,6 +981,7 @@ mod tests {
                     None,
                 );
                 spilled += usize::from(se.timing & TIMING_IN_EXTRA != 0);
+                long_gaps += usize::from(se.gaps(side)[1] == GAP_MAX);
                 if rnd(25) == 0 || i + 1 == packets {
                     let level = FeatureLevel::Standard;
                     let full = FlowRecord::from_entry(
@@ -933,8 +1006,8 @@ mod tests {
             assert_eq!(ss.extras.in_use() + ss.timings.in_use(), 0, "all returned");
         }
         assert!(
-            records > 5000 && halves > 100 && spilled > 100,
-            "{records} {halves} {spilled}"
+            records > 5000 && halves > 100 && spilled > 100 && long_gaps > 100,
+            "{records} {halves} {spilled} {long_gaps}"
         );
     }
 
