@@ -108,7 +108,8 @@ pub(crate) struct StandardEntry {
     /// the default idle timeout: a flow's gaps stay in its line.
     iat_min: [u32; 2],
     iat_max: [u32; 2],
-    /// [`Handshake`] slots by side.
+    /// [`Handshake`] slots by side: low 32 of 35 bits (the high 3 are bits 5..8 of `timing`
+    /// for the low side, of `seen` for the high side).
     timing_slot: [u32; 2],
     /// Smallest and largest frame by side, saturated at `u16::MAX` (exact values in the extra).
     len_min: [u16; 2],
@@ -140,6 +141,11 @@ struct SideBefore {
     next_seq: u32,
     last_ns: u64,
 }
+
+/// The largest [`Handshake`] slot: 35 bits, 34.4 s.
+const SLOT_MAX: u64 = (1 << 35) - 1;
+/// Where the top 3 bits of a slot sit in their byte (`timing` or `seen`).
+const SLOT_HI_SHIFT: u32 = 5;
 
 /// A gap at or past this (2^36 - 1 ns) is kept in the extra.
 const GAP_MAX: u64 = (1 << 36) - 1;
@@ -409,16 +415,15 @@ impl StandardEntry {
     fn spill_timing(&mut self, sides: [SideBefore; 2], store: &mut StandardStore) {
         let mut t = TcpTiming::default();
         for (side, (dir, before)) in t.dirs.iter_mut().zip(sides).enumerate() {
-            let slot = self.timing_slot[side];
+            let slot = self.slot(side);
             *dir = match self.handshake(side) {
                 Handshake::Idle => DirTiming::default(),
-                Handshake::SynTimed => DirTiming::resume(
-                    Some((before.last_ns - u64::from(slot), before.next_seq, true)),
-                    None,
-                ),
+                Handshake::SynTimed => {
+                    DirTiming::resume(Some((before.last_ns - slot, before.next_seq, true)), None)
+                }
                 // The segment's send time is never read: `standard` keeps no samples.
-                Handshake::SegmentTimed => DirTiming::resume(Some((0, slot, false)), None),
-                Handshake::Measured => DirTiming::resume(None, Some(u64::from(slot))),
+                Handshake::SegmentTimed => DirTiming::resume(Some((0, slot as u32, false)), None),
+                Handshake::Measured => DirTiming::resume(None, Some(slot)),
             };
         }
         let x = self.extra_mut(store);
@@ -426,6 +431,25 @@ impl StandardEntry {
         *store.timings.get_or_take(&mut idx) = t;
         self.extra_mut(store).timing = idx;
         self.timing = TIMING_IN_EXTRA;
+    }
+
+    /// `side`'s [`Handshake`] slot (35 bits).
+    #[inline]
+    fn slot(&self, side: usize) -> u64 {
+        let hi = if side == 0 { self.timing } else { self.seen } >> SLOT_HI_SHIFT;
+        u64::from(hi) << 32 | u64::from(self.timing_slot[side])
+    }
+
+    /// Sets `side`'s [`Handshake`] slot to `v` (at most [`SLOT_MAX`]).
+    #[inline]
+    fn set_slot(&mut self, side: usize, v: u64) {
+        self.timing_slot[side] = v as u32;
+        let byte = if side == 0 {
+            &mut self.timing
+        } else {
+            &mut self.seen
+        };
+        *byte = (*byte & !(0b111 << SLOT_HI_SHIFT)) | ((v >> 32) as u8) << SLOT_HI_SHIFT;
     }
 
     /// `side`'s values now.
@@ -458,7 +482,9 @@ impl StandardEntry {
         if self.timing & TIMING_IN_EXTRA == 0 {
             if let Some((timing, slots)) = self.step(d, side, ts, retrans, before) {
                 self.timing = timing;
-                self.timing_slot = slots;
+                for (side, v) in slots.into_iter().enumerate() {
+                    self.set_slot(side, v);
+                }
                 return;
             }
             self.spill_timing(self.sides_before(side, before), store);
@@ -480,9 +506,11 @@ impl StandardEntry {
         ts: u64,
         retrans: bool,
         before: SideBefore,
-    ) -> Option<(u8, [u32; 2])> {
+    ) -> Option<(u8, [u64; 2])> {
         let mut states = [self.handshake(0), self.handshake(1)];
-        let mut slots = self.timing_slot;
+        let mut slots = [self.slot(0), self.slot(1)];
+        // A slot's value if it fits the line's 35 bits.
+        let fit = |v: u64| (v <= SLOT_MAX).then_some(v);
         let other = side ^ 1;
         if states[side] == Handshake::SynTimed && self.next_seq[side] != before.next_seq {
             // The timed SYN's end was the side's next_seq, which moved.
@@ -492,11 +520,11 @@ impl StandardEntry {
         if f & tcp_flags::ACK != 0 {
             match states[other] {
                 Handshake::SynTimed if !seq_before(d.tcp.ack, self.next_seq[other]) => {
-                    let sent = self.last_ns[other] - u64::from(slots[other]);
-                    slots[other] = u32::try_from(ts.saturating_sub(sent)).ok()?;
+                    let sent = self.last_ns[other] - slots[other];
+                    slots[other] = fit(ts.saturating_sub(sent))?;
                     states[other] = Handshake::Measured;
                 }
-                Handshake::SegmentTimed if !seq_before(d.tcp.ack, slots[other]) => {
+                Handshake::SegmentTimed if !seq_before(d.tcp.ack, slots[other] as u32) => {
                     states[other] = Handshake::Idle;
                 }
                 _ => {}
@@ -510,9 +538,9 @@ impl StandardEntry {
         // A SYN still timed from before counts back from the side's latest packet, which
         // this one may have moved.
         let later = self.last_ns[side] - before.last_ns;
-        let finish = |states: [Handshake; 2], mut slots: [u32; 2], restarted: bool| {
+        let finish = |states: [Handshake; 2], mut slots: [u64; 2], restarted: bool| {
             if states[side] == Handshake::SynTimed && !restarted && later != 0 {
-                slots[side] = u32::try_from(u64::from(slots[side]) + later).ok()?;
+                slots[side] = fit(slots[side] + later)?;
             }
             Some((states[0] as u8 | (states[1] as u8) << 2, slots))
         };
@@ -526,7 +554,7 @@ impl StandardEntry {
             if end != self.next_seq[side] {
                 return None;
             }
-            slots[side] = u32::try_from(self.last_ns[side] - ts).ok()?;
+            slots[side] = fit(self.last_ns[side] - ts)?;
             states[side] = Handshake::SynTimed;
             restarted = true;
             Some(())
@@ -538,7 +566,7 @@ impl StandardEntry {
                     time_syn(&mut states)?;
                 } else {
                     states[side] = Handshake::SegmentTimed;
-                    slots[side] = end;
+                    slots[side] = u64::from(end);
                 }
             }
         } else if syn
@@ -571,7 +599,7 @@ impl StandardEntry {
             let t = store.timings.get(self.extra(store)?.timing)?;
             return t.dirs[side].summary().handshake_ns;
         }
-        (self.handshake(side) == Handshake::Measured).then(|| u64::from(self.timing_slot[side]))
+        (self.handshake(side) == Handshake::Measured).then(|| self.slot(side))
     }
 
     /// `side`'s direction of the record.
@@ -873,10 +901,10 @@ impl StandardEntry {
     #[cold]
     #[inline(never)]
     fn move_timed_syn(&mut self, side: usize, delta: u64, store: &mut StandardStore) {
-        match u32::try_from(u64::from(self.timing_slot[side]) + delta) {
-            Ok(slot) => self.timing_slot[side] = slot,
+        match Some(self.slot(side) + delta).filter(|&v| v <= SLOT_MAX) {
+            Some(slot) => self.set_slot(side, slot),
             // Made against the side's latest packet as it still is.
-            Err(_) => self.spill_timing(self.sides_before(side, self.side_now(side)), store),
+            None => self.spill_timing(self.sides_before(side, self.side_now(side)), store),
         }
     }
 }
