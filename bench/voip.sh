@@ -24,6 +24,13 @@
 #   WINDOW=2 bench/voip.sh ...            (seconds of the operator trace's window)
 #   PROFILE=profiling bench/voip.sh ...   (the release build with symbols, for perf; default release)
 #
+# One run measures the window too: `trawl voip --stats-every 1s` writes the process's CPU time
+# (every thread, getrusage) when the packets' time reaches each second and at the input's end
+# (stats.jsonl), so the window is the operator run's end line less its line at the window's
+# start (voipgen's window_from_ns), and the steady second the steady run's end line less its
+# line a second later: no difference of two processes (bench/RESULTS.md, "Session of
+# 2026-11-28 late morning: VoIP"). The differences of runs are still printed.
+#
 # Each trawl run is checked against what voipgen wrote (`--expect`): every call with its end
 # (BYE, or in progress at the cut) and status, every stream with exactly its packets, no loss,
 # no orphans. CPU time (user + system) and peak RSS from /usr/bin/time. Results on stdout and
@@ -125,13 +132,16 @@ run_trace() {
     local want
     want=$("$GEN" "$@" --expect "$WORK/voip-$name.expect" -o "$trace")
     echo "$want" >"$WORK/voip-$name.json"
+    # The trace's gigabytes are written back now rather than by the kernel's flushers during
+    # the runs measured (reclaim and compaction then land in trawl's system time).
+    sync "$trace"
     say ""
     say "### $name: voipgen $* ($(du -m "$trace" | cut -f1) MB)"
     say "$want"
     cat "$trace" >/dev/null
     sed "s|TRACE|$trace|" "$WORK/read.toml" >"$WORK/read-$name.toml"
     measure "$name-read-limit" "$TRAWL" run -c "$WORK/read-$name.toml" --summary none
-    measure "$name-trawl" "$TRAWL" voip -r "$trace" -o "$WORK/voip-$name"
+    measure "$name-trawl" "$TRAWL" voip -r "$trace" -o "$WORK/voip-$name" --stats-every 1s
     check "$WORK/voip-$name" "$WORK/voip-$name.expect" | tee -a "$OUT"
     if [ "$TSHARK" = 1 ] && [ "$name" != warmup ] && [ "$name" != steady ]; then
         measure "$name-tshark" tshark -q -z rtp,streams -r "$trace"
@@ -166,6 +176,37 @@ s = longer - full
 rtp = st["window_rtp_packets"] - op["window_rtp_packets"]
 print("steady state (the window's second %d, %d streams started in it): %.2f M RTP packets in %.2f CPU s: %.2f M RTP packets/CPU s"
       % (st["window_s"], st["streams"] - op["streams"], rtp / 1e6, s, rtp / s / 1e6 if s > 0 else float("inf")))
+PY
+# The window in one run: the process's CPU time (every thread) when the packets' time reaches
+# the window's start and at the input's end (before the calls in progress are written), from
+# `trawl voip --stats-every 1s` (stats.jsonl); the steady trace's window is its first second,
+# its steady state the second after.
+python3 - "$WORK" <<'PY' | tee -a "$OUT"
+import json, sys
+work = sys.argv[1]
+def run(name):
+    meta = json.load(open("%s/voip-%s.json" % (work, name)))
+    lines = {}
+    for l in open("%s/voip-%s/stats.jsonl" % (work, name)):
+        l = json.loads(l)
+        lines["end" if l["end"] else l["ts_ns"]] = l
+    return meta, lines
+def say(what, a, b, rtp):
+    cpu = b["cpu_s"] - a["cpu_s"]
+    print("%s, one run: %.2f M RTP packets in %.2f CPU s (user %.2f, system %.2f): %.2f M RTP packets/CPU s"
+          % (what, rtp / 1e6, cpu, b["cpu_user_s"] - a["cpu_user_s"], b["cpu_system_s"] - a["cpu_system_s"],
+             rtp / cpu / 1e6))
+    assert b["rtp_packets"] - a["rtp_packets"] == rtp, (a, b, rtp)
+op, lines = run("operator")
+start = op["window_from_ns"]
+say("window (operator trace, %d s)" % op["window_s"], lines[start], lines["end"], op["window_rtp_packets"])
+print("memory: peak RSS %d KB with %d calls held (%d streams): %.2f KB per call with its streams"
+      % (lines["end"]["max_rss_kb"], lines["end"]["active_calls"], lines["end"]["active_streams"],
+         lines["end"]["max_rss_kb"] / lines["end"]["active_calls"]))
+st, lines = run("steady")
+second = start + op["window_s"] * 10**9
+say("window (steady trace, its first %d s)" % op["window_s"], lines[start], lines[second], op["window_rtp_packets"])
+say("steady second (steady trace)", lines[second], lines["end"], st["window_rtp_packets"] - op["window_rtp_packets"])
 PY
 say ""
 say "load_after=$(cut -d' ' -f1-3 /proc/loadavg)"

@@ -345,10 +345,11 @@ fn main() {
         .sum();
     let ended = written.iter().filter(|w| w.bye).count();
     println!(
-        "{{\"calls\":{calls},\"ended\":{ended},\"streams\":{streams},\"rtp_packets\":{rtp_packets},\"packets\":{packets},\"bytes\":{bytes},\"concurrent\":{},\"rate\":{},\"window_s\":{},\"window_packets\":{window_packets},\"window_rtp_packets\":{window_rtp_packets},\"calls_up_at_window\":{}}}",
+        "{{\"calls\":{calls},\"ended\":{ended},\"streams\":{streams},\"rtp_packets\":{rtp_packets},\"packets\":{packets},\"bytes\":{bytes},\"concurrent\":{},\"rate\":{},\"window_s\":{},\"window_packets\":{window_packets},\"window_rtp_packets\":{window_rtp_packets},\"calls_up_at_window\":{},\"window_from_ns\":{}}}",
         a.concurrent,
         a.rate,
         if a.warmup.is_some() { a.seconds } else { 0 },
-        up_at_window.unwrap_or(up)
+        up_at_window.unwrap_or(up),
+        (base_us + media_from_us) * 1000
     );
 }

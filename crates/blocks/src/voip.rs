@@ -555,6 +555,57 @@ pub struct RtpCalls {
     out: Output,
     pool: Pool<Events>,
     counters: Vec<Counter>,
+    /// The stats lines' packet-time clock (`stats_every`) and the lines not yet sent.
+    stats: Option<StatsClock>,
+    stats_lines: Vec<Event>,
+}
+
+/// When the packets' time crosses the next multiple of `every_ns` (since the epoch).
+struct StatsClock {
+    every_ns: u64,
+    /// The next multiple to cross; 0 before the first packet.
+    next_ns: u64,
+}
+
+impl StatsClock {
+    /// The multiple of the period that a packet at `ts_ns` crosses, if it crosses one (the
+    /// latest, when it skips several); the first packet only sets the clock.
+    #[inline]
+    fn crossed(&mut self, ts_ns: u64) -> Option<u64> {
+        if ts_ns < self.next_ns {
+            return None;
+        }
+        let at = ts_ns - ts_ns % self.every_ns;
+        let first = self.next_ns == 0;
+        self.next_ns = at + self.every_ns;
+        (!first).then_some(at)
+    }
+}
+
+/// A stats line (docs/specs/voip.md, `stats.jsonl`): the process's CPU time so far, every
+/// thread's (`getrusage`), its peak memory and the table's counters, when the packets' time
+/// reached `ts_ns` (`end`: the input's end, before the calls in progress are written).
+fn stats_line(ts_ns: u64, end: bool, s: &trawl_voip::TrackerStats) -> Event {
+    let (user, system, max_rss_kb) = trawl_capture::live::process_usage();
+    Event {
+        ts_ns,
+        json: serde_json::json!({
+            "ts_ns": ts_ns,
+            "end": end,
+            "cpu_s": (user + system).as_secs_f64(),
+            "cpu_user_s": user.as_secs_f64(),
+            "cpu_system_s": system.as_secs_f64(),
+            "max_rss_kb": max_rss_kb,
+            "calls": s.calls,
+            "active_calls": s.active_calls,
+            "active_streams": s.active_streams,
+            "calls_evicted": s.calls_evicted,
+            "rtp_packets": s.rtp_packets,
+            "rtcp_packets": s.rtcp_packets,
+            "sip_messages": s.sip_messages,
+            "streams_refused": s.streams_refused,
+        }),
+    }
 }
 
 /// Settings of `rtp_calls` (docs/blocks.md; defaults as `trawl voip`).
@@ -582,6 +633,10 @@ pub struct RtpCallsSettings {
     /// (default, capture files) or `shutdown` (a live monitor stopping).
     #[serde(default)]
     pub open_at_end: OpenAtEnd,
+    /// A stats line on the `stats` output each time the packets' time crosses a multiple of
+    /// this span, and one at the input's end (default: none).
+    #[serde(default, deserialize_with = "crate::util::opt_span")]
+    pub stats_every: Option<u64>,
 }
 
 /// What calls still in progress at the end of the input are written as.
@@ -672,10 +727,20 @@ impl Block for RtpCalls {
             doc: "every second, the calls in progress (one batch each time, maybe empty; \
                   `end_reason` `active`): the API's /api/v1/calls?active=1",
         },
+        GateDef {
+            name: "stats",
+            ty: EVENTS,
+            required: false,
+            doc: "with `stats_every`, the process's CPU time and the table's counters at each \
+                  multiple of it in packet time and at the input's end (stats.jsonl)",
+        },
     ];
     type Settings = RtpCallsSettings;
 
     fn check(s: &RtpCallsSettings) -> Result<(), String> {
+        if s.stats_every == Some(0) {
+            return Err("stats_every must be longer than 0".into());
+        }
         s.config().check().map_err(|e| e.to_string())
     }
 
@@ -691,6 +756,11 @@ impl Block for RtpCalls {
             out: Output::default(),
             pool: Pool::new(Events::default),
             counters: Vec::new(),
+            stats: s.stats_every.map(|every_ns| StatsClock {
+                every_ns,
+                next_ns: 0,
+            }),
+            stats_lines: Vec::new(),
         })
     }
 
@@ -740,6 +810,11 @@ impl Block for RtpCalls {
             let (p, s) = (self.packets.pop_front(), self.sips.pop_front());
             self.pair(p.as_ref(), s.as_ref());
         }
+        if self.stats.is_some() {
+            let ts_ns = self.last_packet.map_or(0, |(ts_ns, _, _)| ts_ns);
+            let line = stats_line(ts_ns, true, &self.tracker.stats());
+            self.stats_lines.push(line);
+        }
         // The calls in progress are written in parts, each sent on before the next is made.
         let (out, pool) = (&mut self.out, &mut self.pool);
         self.tracker
@@ -775,9 +850,13 @@ impl RtpCalls {
                     &self.own
                 }
             };
+            let (stats, lines) = (&mut self.stats, &mut self.stats_lines);
             // The table prefetches its streams a few packets ahead (Tracker::on_packets).
             self.tracker
                 .on_packets(list, batch.bytes(), &mut self.out, |table, ts_ns, out| {
+                    if let Some(at) = stats.as_mut().and_then(|c| c.crossed(ts_ns)) {
+                        lines.push(stats_line(at, false, &table.stats()));
+                    }
                     while next < events.len() && events[next].ts_ns <= ts_ns {
                         table.on_sip(&events[next], out);
                         next += 1;
@@ -809,6 +888,11 @@ impl RtpCalls {
     fn send(&mut self, ctx: &mut Ctx<'_>) {
         self.update_counters();
         Self::send_records(&mut self.out, &mut self.pool, ctx);
+        if !self.stats_lines.is_empty() && ctx.is_connected(3) {
+            let msg = Self::batch(&mut self.pool, self.stats_lines.drain(..));
+            ctx.emit(3, msg);
+        }
+        self.stats_lines.clear();
     }
 
     /// Sends the records in `out` as JSON text, calls on gate 0 and streams on gate 1, each
@@ -852,6 +936,38 @@ impl RtpCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A line at each multiple of the period that a packet reaches or passes (one when it
+    /// passes several), none for the first packet.
+    #[test]
+    fn the_stats_clock_crosses_each_multiple_once() {
+        let mut c = StatsClock {
+            every_ns: 1_000,
+            next_ns: 0,
+        };
+        let got: Vec<Option<u64>> = [1_500, 1_999, 2_000, 2_000, 2_999, 5_250, 5_999, 6_000]
+            .into_iter()
+            .map(|t| c.crossed(t))
+            .collect();
+        let want = [
+            None,
+            None,
+            Some(2_000),
+            None,
+            None,
+            Some(5_000),
+            None,
+            Some(6_000),
+        ];
+        assert_eq!(got, want);
+        let mut from_a_multiple = StatsClock {
+            every_ns: 1_000,
+            next_ns: 0,
+        };
+        assert_eq!(from_a_multiple.crossed(3_000), None);
+        assert_eq!(from_a_multiple.crossed(3_999), None);
+        assert_eq!(from_a_multiple.crossed(4_000), Some(4_000));
+    }
     use trawl_capture::{FileSource, PacketSource};
 
     /// Every packet of the VoIP captures (UDP and TCP, IPv4 and IPv6, GTP-U, VLAN-less and

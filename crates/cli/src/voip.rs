@@ -14,7 +14,9 @@ pub const VOIP_HELP: &str = "Output: DIR/calls.jsonl (a record per call: Call-ID
 agents, setup and answer times, duration, end reason, streams, worst MOS), DIR/rtp.jsonl (a
 record per RTP stream: endpoints, SSRC, codec, packets, loss, duplicates, jitter, inter-arrival
 and size statistics, RTCP loss and round trip, MOS) and DIR/anomalies.jsonl (INVITE floods,
-failures, short calls and scans per source, from the `sip_anomaly` detector); fields in
+failures, short calls and scans per source, from the `sip_anomaly` detector); with
+`--stats-every`, DIR/stats.jsonl (the process's CPU time, peak memory and the call table's
+counters at each multiple of the span in packet time and at the end); fields in
 docs/specs/voip.md. A JSON summary goes to standard error.
 
 `trawl voip calls -r DIR` looks calls up in those files; `trawl voip audio` decodes a call's
@@ -50,6 +52,11 @@ pub struct VoipArgs {
     /// A call with neither SIP nor RTP for this long ends as `timeout`.
     #[arg(help_heading = topic::DETECTOR, long, value_name = "DURATION", value_parser = parse_duration_ns)]
     pub call_timeout: Option<u64>,
+    /// Write DIR/stats.jsonl: a line each time the packets' time crosses a multiple of this
+    /// span (since the epoch) and one at the input's end, with the process's CPU time so far
+    /// (every thread), its peak memory and the call table's counters.
+    #[arg(help_heading = topic::OUTPUT, long, value_name = "DURATION", value_parser = parse_duration_ns)]
+    pub stats_every: Option<u64>,
     /// Print the composition this command runs and exit.
     #[arg(help_heading = topic::OUTPUT, long)]
     pub print_composition: bool,
@@ -79,6 +86,7 @@ pub fn document(a: &VoipArgs) -> Document {
         orphans: !a.no_orphans,
         max_calls: a.max_calls,
         call_timeout_ns: a.call_timeout,
+        stats_every_ns: a.stats_every,
         time_format: a.time_format,
     })
 }

@@ -752,6 +752,32 @@ impl PacketSource for LiveSource {
 mod tests {
     use super::*;
 
+    /// The process's CPU time counts every thread's: another thread's busy 50 ms (by its own
+    /// CPU clock) are in it.
+    #[test]
+    fn process_usage_counts_every_thread() {
+        // The calling thread's time on a CPU, ns (schedstat's first field).
+        let thread_cpu = || {
+            let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap();
+            let ns = text.split_whitespace().next().unwrap().parse().unwrap();
+            std::time::Duration::from_nanos(ns)
+        };
+        let (user, system, rss_kb) = process_usage();
+        std::thread::spawn(move || {
+            let until = thread_cpu() + std::time::Duration::from_millis(50);
+            let mut x = 1u64;
+            while thread_cpu() < until {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        })
+        .join()
+        .unwrap();
+        let (user2, system2, rss2) = process_usage();
+        let grown = (user2 + system2) - (user + system);
+        assert!(grown >= std::time::Duration::from_millis(45), "{grown:?}");
+        assert!(rss_kb > 0 && rss2 >= rss_kb);
+    }
+
     /// A block as the kernel lays it out: descriptor, then packets each with a tpacket3_hdr,
     /// a sockaddr_ll and the frame at `tp_mac`.
     fn block(packets: &[(&[u8], u32, u16, u16, u8)]) -> Vec<u8> {
@@ -937,6 +963,12 @@ pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> Vec<usize> {
     sys::allowed_cpus()
+}
+
+/// The whole process's CPU time so far, all threads (user, system), and its peak resident set
+/// in KB (`getrusage`): what a stats line reports.
+pub fn process_usage() -> (std::time::Duration, std::time::Duration, u64) {
+    sys::process_usage()
 }
 
 /// Switches the whole process to `user` (its uid, primary gid, no supplementary groups), as

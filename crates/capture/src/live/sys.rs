@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 pub const ETH_P_ALL: u16 = 0x0003;
 pub const PACKET_ADD_MEMBERSHIP: libc::c_int = 1;
@@ -615,6 +616,25 @@ pub fn allowed_cpus() -> Vec<usize> {
             .filter(|&c| libc::CPU_ISSET(c, &set))
             .collect()
     }
+}
+
+/// The whole process's CPU time so far, every thread's (user, system), and its peak resident
+/// set in KB, from `getrusage(RUSAGE_SELF)`.
+pub fn process_usage() -> (Duration, Duration, u64) {
+    // SAFETY: rusage is plain data that getrusage fills; RUSAGE_SELF cannot fail.
+    let r = unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut r);
+        r
+    };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    (
+        time(r.ru_utime),
+        time(r.ru_stime),
+        r.ru_maxrss.max(0) as u64,
+    )
 }
 
 /// Switches the process to an unprivileged user after the sockets are open (tcpdump's -Z):

@@ -217,6 +217,7 @@ fn find_call(files: &[PathBuf], call_id: &str, scratch: &Path) -> Result<(Value,
         orphans: false,
         max_calls: None,
         call_timeout_ns: None,
+        stats_every_ns: None,
         time_format: crate::flag::TimeFormat::Ns,
     })?;
     let read = |name: &str| -> Result<Vec<Value>> {

@@ -15,6 +15,8 @@ pub struct Records<'a> {
     pub orphans: bool,
     pub max_calls: Option<usize>,
     pub call_timeout_ns: Option<u64>,
+    /// A stats line in `stats.jsonl` at every multiple of this span of packet time.
+    pub stats_every_ns: Option<u64>,
     pub time_format: TimeFormat,
 }
 
@@ -31,13 +33,17 @@ pub fn document(r: &Records<'_>) -> Document {
         .set_some(
             "call_timeout",
             r.call_timeout_ns.map(|ns| format!("{}ms", ns / 1_000_000)),
-        );
+        )
+        .set_some("stats_every", r.stats_every_ns.map(|ns| format!("{ns}ns")));
     let times = (r.time_format != TimeFormat::Ns).then_some(r.time_format.name());
     for (name, file) in [
         ("calls_out", "calls.jsonl"),
         ("rtp_out", "rtp.jsonl"),
         ("anomalies_out", "anomalies.jsonl"),
-    ] {
+    ]
+    .into_iter()
+    .chain(r.stats_every_ns.map(|_| ("stats_out", "stats.jsonl")))
+    {
         doc.block(name, "event_writer")
             .set("path", path(file))
             .set("mode", "truncate")
@@ -54,6 +60,9 @@ pub fn document(r: &Records<'_>) -> Document {
     doc.connect("anomaly.alarms", &["anomalies_out.events"], Policy::Wait);
     doc.connect("calls.calls", &["calls_out.events"], Policy::Wait);
     doc.connect("calls.streams", &["rtp_out.events"], Policy::Wait);
+    if r.stats_every_ns.is_some() {
+        doc.connect("calls.stats", &["stats_out.events"], Policy::Wait);
+    }
     doc
 }
 

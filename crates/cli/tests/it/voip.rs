@@ -248,3 +248,73 @@ fn voip_print_composition_is_a_composition_trawl_check_accepts() {
         String::from_utf8_lossy(&check.stderr)
     );
 }
+
+/// `--stats-every`: a line at each second of packet time the capture crosses and one at its
+/// end, whose counters are the records'; the records are those of a run without it.
+#[test]
+fn voip_stats_lines_follow_packet_time_and_end_with_the_records_totals() {
+    let input = testdata("voip/fax-call-t38-sip.pcap");
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, with) = (dir.path().join("plain"), dir.path().join("stats"));
+    for (out, extra) in [(&plain, &[][..]), (&with, &["--stats-every", "1s"][..])] {
+        let mut args = vec!["voip", "-r", &input, "-o", out.to_str().unwrap()];
+        args.extend(extra);
+        let run = trawl(&args);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    for file in ["calls.jsonl", "rtp.jsonl"] {
+        let read = |d: &Path| std::fs::read(d.join(file)).unwrap();
+        assert_eq!(read(&plain), read(&with), "{file}");
+    }
+    assert!(!plain.join("stats.jsonl").exists());
+    let lines = jsonl(&with.join("stats.jsonl"));
+    let (end, seconds) = lines.split_last().expect("stats lines");
+    assert_eq!(end["end"], true);
+    let streams = jsonl(&with.join("rtp.jsonl"));
+    let first = streams
+        .iter()
+        .map(|s| s["first_ns"].as_u64().unwrap())
+        .min()
+        .unwrap();
+    let last = streams
+        .iter()
+        .map(|s| s["last_ns"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    // The fax call's media has a packet in every second from its first to its last.
+    let (from, to) = (first / 1_000_000_000 + 1, last / 1_000_000_000);
+    let crossed: Vec<u64> = seconds
+        .iter()
+        .map(|l| l["ts_ns"].as_u64().unwrap())
+        .filter(|&t| t > first && t <= last)
+        .collect();
+    assert_eq!(
+        crossed,
+        (from..=to).map(|s| s * 1_000_000_000).collect::<Vec<_>>()
+    );
+    let mut cpu = 0.0;
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["end"], i + 1 == lines.len(), "{l}");
+        let (user, system) = (
+            l["cpu_user_s"].as_f64().unwrap(),
+            l["cpu_system_s"].as_f64().unwrap(),
+        );
+        let total = l["cpu_s"].as_f64().unwrap();
+        assert!((total - user - system).abs() < 1e-9 && total >= cpu, "{l}");
+        cpu = total;
+        assert!(l["max_rss_kb"].as_u64().unwrap() > 0);
+        if i > 0 {
+            assert!(l["ts_ns"].as_u64() > lines[i - 1]["ts_ns"].as_u64(), "{l}");
+        }
+    }
+    assert!(end["ts_ns"].as_u64().unwrap() >= last);
+    let calls = jsonl(&with.join("calls.jsonl"));
+    assert_eq!(end["calls"].as_u64().unwrap(), calls.len() as u64);
+    let packets: u64 = streams.iter().map(|s| s["packets"].as_u64().unwrap()).sum();
+    assert_eq!(end["rtp_packets"].as_u64().unwrap(), packets);
+    assert_eq!(end["active_calls"].as_u64().unwrap(), calls.len() as u64);
+}
