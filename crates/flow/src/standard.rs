@@ -4,8 +4,8 @@
 //! (key, times, packets and bytes); line 1 the statistics.
 //!
 //! What does not fit goes to the flow's [`StandardExtra`], as in `minimal`: an IPv6 (or other)
-//! key, counters past their narrow width, the tunnels, sides whose first packets are 2^32 ns
-//! or more apart, and the round-trip timing of a handshake the line cannot follow (see
+//! key, counters past their narrow width, the tunnels, sides whose first packets are 2^40 ns
+//! (18 minutes) or more apart, gaps of 2^36 ns (68.7 s) or more, and the round-trip timing of a handshake the line cannot follow (see
 //! [`Handshake`]). Few flows need one.
 use crate::config::FeatureLevel;
 use crate::decode::{tcp_flags, Decoded};
@@ -47,12 +47,13 @@ const RETRANS_HI: usize = 5;
 /// handshake's halves, and a direction's timing decides its half only until the half is
 /// measured (a measured half changes again only when its side sends its SYN again, which
 /// restarts the timing whatever it was). So the line keeps one of four states per direction,
-/// with one 32-bit slot: nothing timed; a SYN timed (the slot: when it was sent, ns before the
+/// with one 35-bit slot: nothing timed; a SYN timed (the slot: when it was sent, ns before the
 /// side's latest packet; its end is the side's `next_seq` as long as that does not move); a
 /// later segment timed (the slot: its end sequence number); the half measured (the slot: the
 /// half, ns). Anything else (a timed SYN whose side sends more sequence space, or other
-/// packets 2^32 ns or more after it, a half of 2^32 ns or more) moves both directions' timing into the extra as [`TcpTiming`], which then runs the `full`
-/// level's rules for the rest of the record: the halves are always `full`'s.
+/// packets 2^35 ns or more after it, a half of 2^35 ns or more) moves both directions' timing
+/// into the extra as [`TcpTiming`], which then runs the `full` level's rules for the rest of
+/// the record: the halves are always `full`'s.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Handshake {
     Idle = 0,
@@ -169,7 +170,7 @@ pub(crate) struct StandardExtra {
     /// Exact smallest and largest frame of 65535 bytes or more, by side.
     len_min: [u32; 2],
     len_max: [u32; 2],
-    /// Exact smallest and largest gap of 2^32 ns or more, by side.
+    /// Exact smallest and largest gap of [`GAP_MAX`] or more, by side.
     iat_min: [u64; 2],
     iat_max: [u64; 2],
     /// Carries of the narrow event counters (see [`ZERO_WINDOW_HI`]), by side.
