@@ -289,15 +289,54 @@ pub(crate) fn trawl_live(args: &[&str]) -> Child {
         .expect("run trawl")
 }
 
-/// Waits until trawl has its socket open (it says nothing before; a short pause is enough
-/// because sockets open before the first poll), replays, and collects the output.
+/// The packet sockets process `pid` holds: the inodes of its network namespace's
+/// `/proc/PID/net/packet` among its open files.
+fn packet_sockets(pid: u32) -> usize {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/packet")).unwrap_or_default();
+    let inodes: std::collections::HashSet<&str> = table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().last())
+        .collect();
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|target| {
+            target
+                .to_str()
+                .and_then(|t| t.strip_prefix("socket:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .is_some_and(|inode| inodes.contains(inode))
+        })
+        .count()
+}
+
+/// Waits until trawl (process `pid`) captures: it holds packet sockets and has opened no new
+/// one for 300 ms (a fixed pause was too short for `--workers 2` on a loaded machine). Gives
+/// up after 20 s; the test's own checks then say what was missed.
+pub(crate) fn wait_for_capture(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (mut seen, mut since) = (0, Instant::now());
+    while Instant::now() < deadline {
+        let n = packet_sockets(pid);
+        if n != seen {
+            (seen, since) = (n, Instant::now());
+        } else if n > 0 && since.elapsed() >= Duration::from_millis(300) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until trawl captures ([`wait_for_capture`]), replays, and collects the output.
 fn replay_and_wait(
     lab: &VethLab,
     child: Child,
     name: &str,
     outbound: bool,
 ) -> (String, serde_json::Value) {
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     if outbound {
         lab.replay_out_of_host(&pcap(name), &["--topspeed"])
             .expect("replay");
@@ -437,7 +476,7 @@ fn records_of_several_interfaces_name_theirs() {
             "--format",
             format,
         ]);
-        std::thread::sleep(Duration::from_millis(700));
+        wait_for_capture(child.id());
         a.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
             .expect("replay");
         b.replay_into_host(&pcap("aerospike.pcap"), &["--topspeed"])
@@ -544,7 +583,7 @@ fn sigint_flushes_every_flow_and_exits_cleanly() {
         "--format",
         "csv",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     std::thread::sleep(Duration::from_millis(300));
@@ -620,7 +659,7 @@ fn loopback_counts_each_packet_once() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run trawl");
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(run.id());
     let sent = lab
         .replay_on_lo(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
@@ -956,7 +995,7 @@ fn duplicate_removal_drops_switching_duplicates() {
         "--summary",
         "json",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(run.id());
     lab.replay_into_host(&doubled, &["--topspeed"])
         .expect("replay");
     let (_, summary) = wait_json(run);
@@ -1024,7 +1063,7 @@ fn workers_are_pinned_to_the_cpus_given() {
         "--summary",
         "json",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     let mut pinned = BTreeMap::new();
     for task in std::fs::read_dir(format!("/proc/{}/task", child.id())).unwrap() {
         let dir = task.unwrap().path();
@@ -1217,7 +1256,7 @@ fn issue_19_run_prints_status_lines_with_packets_and_kernel_drops() {
         "--summary",
         "json",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     let out = child.wait_with_output().unwrap();
@@ -1350,7 +1389,7 @@ fn issue_19_flows_of_two_interfaces_with_payload_export_and_feed_are_those_of_th
         "-o",
         json.to_str().unwrap(),
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     a.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     b.replay_into_host(&pcap("aerospike.pcap"), &["--topspeed"])
@@ -1538,7 +1577,7 @@ fn issue_19_run_publishes_the_flow_and_series_feeds_of_each_interface() {
         "--summary",
         "json",
     ]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     let sent_a = a
         .replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
