@@ -228,52 +228,129 @@ pub(crate) fn add_link16(link: &mut u32, side: usize, frame_less_ip: i64) -> boo
     false
 }
 
+/// Methods a one- or two-line entry shares, for an entry with fields `packets`, `ip_bytes`
+/// (`[u32; 2]`, low 32 bits), `link` (two 16-bit link-layer sums, or with [`HAS_EXTRA`] in
+/// `seen` the index of its overflow record `$extra` in the store's `extras`, which has
+/// `packets_hi`, `ip_bytes_hi` and `link: [i64; 2]`).
+macro_rules! line_entry_methods {
+    ($extra:ty, $store:ty) => {
+        #[inline]
+        fn extra<'s>(&self, store: &'s $store) -> Option<&'s $extra> {
+            if self.seen & HAS_EXTRA != 0 {
+                store.extras.get(self.link)
+            } else {
+                None
+            }
+        }
+
+        /// The flow's extra, taken now if it has none (its link sums move into it).
+        #[cold]
+        #[inline(never)]
+        fn extra_mut<'s>(&mut self, store: &'s mut $store) -> &'s mut $extra {
+            if self.seen & HAS_EXTRA == 0 {
+                let link = [self.link as u16, (self.link >> 16) as u16];
+                self.link = NIL;
+                self.seen |= HAS_EXTRA;
+                let x = store.extras.get_or_take(&mut self.link);
+                x.link = [i64::from(link[0]), i64::from(link[1])];
+                return x;
+            }
+            store.extras.get_or_take(&mut self.link)
+        }
+
+        /// Counts a packet of `ip_len` IP bytes and `wire_len` frame bytes from `side`.
+        #[inline]
+        fn count_packet(&mut self, side: usize, ip_len: u32, wire_len: u32, store: &mut $store) {
+            let (packets, c_packets) = self.packets[side].overflowing_add(1);
+            let (ip_bytes, c_ip_bytes) = self.ip_bytes[side].overflowing_add(ip_len);
+            self.packets[side] = packets;
+            self.ip_bytes[side] = ip_bytes;
+            if c_packets | c_ip_bytes {
+                let x = self.extra_mut(store);
+                x.packets_hi[side] += c_packets as u32;
+                x.ip_bytes_hi[side] += c_ip_bytes as u32;
+            }
+            let frame_less_ip = i64::from(wire_len) - i64::from(ip_len);
+            if self.seen & HAS_EXTRA == 0 && add_link16(&mut self.link, side, frame_less_ip) {
+                return;
+            }
+            self.extra_mut(store).link[side] += frame_less_ip;
+        }
+
+        /// The record's initiator, and the record with its key, tunnel, times and end reason
+        /// (the caller adds the counters).
+        fn base_record<'a>(&self, store: &$store, reason: EndReason) -> (Side, FlowRecord<'a>) {
+            let init = state::initiator(self.state);
+            let tunnel = self
+                .extra(store)
+                .map_or_else(Tunnel::default, |x| state::record_tunnel(&x.tunnels, init));
+            let times = if self.seen & SEEN_SIDES == 0 {
+                [0, 0]
+            } else {
+                [MeterEntry::first_ns(self), MeterEntry::last_ns(self)]
+            };
+            let key = TableEntry::key(self, store);
+            (init, FlowRecord::minimal(&key, init, tunnel, times, reason))
+        }
+
+        /// Exact packets, IP bytes and frame bytes of `side`.
+        fn counts(&self, side: usize, store: &$store) -> [u64; 3] {
+            let join = state::join;
+            let x = self.extra(store);
+            let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
+            let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
+            let link = match x {
+                Some(x) => x.link[side],
+                None => i64::from((self.link >> (16 * side)) as u16),
+            };
+            [packets, ip_bytes, ip_bytes.wrapping_add_signed(link)]
+        }
+    };
+}
+pub(crate) use line_entry_methods;
+
+/// The [`TableEntry`] methods a one- or two-line entry shares: its [`LineKey`] `key` (a key
+/// that is not compact in its extra's `key`) and its timer-wheel links `wheel_prev` (a
+/// [`head_link`]) and `wheel_next`.
+macro_rules! line_table_methods {
+    ($store:ty) => {
+        #[inline]
+        fn is_live(&self) -> bool {
+            self.key.is_live()
+        }
+        #[inline]
+        fn has_key(&self, key: &FlowKey, store: &$store) -> bool {
+            self.key.is(key, || self.extra(store).map(|x| x.key))
+        }
+        fn key(&self, store: &$store) -> FlowKey {
+            self.key.key(|| self.extra(store).map(|x| x.key))
+        }
+        #[inline]
+        fn wheel_prev(&self) -> u32 {
+            head_link::prev(self.wheel_prev)
+        }
+        #[inline]
+        fn wheel_next(&self) -> u32 {
+            self.wheel_next
+        }
+        #[inline]
+        fn wheel_slot(&self) -> u16 {
+            head_link::slot(self.wheel_prev)
+        }
+        #[inline]
+        fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
+            self.wheel_prev = head_link::encode(prev, slot);
+        }
+        #[inline]
+        fn set_wheel_next(&mut self, next: u32) {
+            self.wheel_next = next;
+        }
+    };
+}
+pub(crate) use line_table_methods;
+
 impl MiniEntry {
-    #[inline]
-    fn extra<'s>(&self, store: &'s MiniStore) -> Option<&'s MiniExtra> {
-        if self.seen & HAS_EXTRA != 0 {
-            store.extras.get(self.link)
-        } else {
-            None
-        }
-    }
-
-    /// The flow's extra, taken now if it has none (its link sums move into it).
-    #[cold]
-    #[inline(never)]
-    fn extra_mut<'s>(&mut self, store: &'s mut MiniStore) -> &'s mut MiniExtra {
-        if self.seen & HAS_EXTRA == 0 {
-            let link = [self.link as u16, (self.link >> 16) as u16];
-            self.link = NIL;
-            self.seen |= HAS_EXTRA;
-            let x = store.extras.get_or_take(&mut self.link);
-            x.link = [i64::from(link[0]), i64::from(link[1])];
-            return x;
-        }
-        store.extras.get_or_take(&mut self.link)
-    }
-
-    /// Adds a packet's frame bytes less its IP bytes to `side`'s sum.
-    #[inline]
-    fn add_link(&mut self, side: usize, frame_less_ip: i64, store: &mut MiniStore) {
-        if self.seen & HAS_EXTRA == 0 && add_link16(&mut self.link, side, frame_less_ip) {
-            return;
-        }
-        self.extra_mut(store).link[side] += frame_less_ip;
-    }
-
-    /// Exact packets, IP bytes and frame bytes of `side`.
-    fn counts(&self, side: usize, store: &MiniStore) -> [u64; 3] {
-        let join = state::join;
-        let x = self.extra(store);
-        let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
-        let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
-        let link = match x {
-            Some(x) => x.link[side],
-            None => i64::from((self.link >> (16 * side)) as u16),
-        };
-        [packets, ip_bytes, ip_bytes.wrapping_add_signed(link)]
-    }
+    line_entry_methods!(MiniExtra, MiniStore);
 }
 
 impl TableEntry for MiniEntry {
@@ -295,11 +372,6 @@ impl TableEntry for MiniEntry {
         }
     }
 
-    #[inline]
-    fn is_live(&self) -> bool {
-        self.key.is_live()
-    }
-
     fn occupy(&mut self, key: &FlowKey, store: &mut MiniStore) {
         self.seen = 0;
         self.link = 0;
@@ -317,35 +389,8 @@ impl TableEntry for MiniEntry {
         self.key = LineKey::FREE;
     }
 
-    #[inline]
-    fn has_key(&self, key: &FlowKey, store: &MiniStore) -> bool {
-        self.key.is(key, || self.extra(store).map(|x| x.key))
-    }
+    line_table_methods!(MiniStore);
 
-    fn key(&self, store: &MiniStore) -> FlowKey {
-        self.key.key(|| self.extra(store).map(|x| x.key))
-    }
-
-    #[inline]
-    fn wheel_prev(&self) -> u32 {
-        head_link::prev(self.wheel_prev)
-    }
-    #[inline]
-    fn wheel_next(&self) -> u32 {
-        self.wheel_next
-    }
-    #[inline]
-    fn wheel_slot(&self) -> u16 {
-        head_link::slot(self.wheel_prev)
-    }
-    #[inline]
-    fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
-        self.wheel_prev = head_link::encode(prev, slot);
-    }
-    #[inline]
-    fn set_wheel_next(&mut self, next: u32) {
-        self.wheel_next = next;
-    }
     #[inline]
     fn prefetch(&self, _side: usize, _level: FeatureLevel) {
         mem_prefetch::prefetch_write_data::<_, 3>(self);
@@ -388,16 +433,7 @@ impl MeterEntry for MiniEntry {
                 self.extra_mut(store).tunnels[side] = d.tunnel;
             }
         }
-        let (packets, c_packets) = self.packets[side].overflowing_add(1);
-        let (ip_bytes, c_ip_bytes) = self.ip_bytes[side].overflowing_add(d.ip_len);
-        self.packets[side] = packets;
-        self.ip_bytes[side] = ip_bytes;
-        if c_packets | c_ip_bytes {
-            let x = self.extra_mut(store);
-            x.packets_hi[side] += c_packets as u32;
-            x.ip_bytes_hi[side] += c_ip_bytes as u32;
-        }
-        self.add_link(side, i64::from(wire_len) - i64::from(d.ip_len), store);
+        self.count_packet(side, d.ip_len, wire_len, store);
         if d.tcp_valid {
             let f = d.tcp.flags;
             self.flags_or[side] |= f;
@@ -453,15 +489,7 @@ impl MeterEntry for MiniEntry {
         _payload: [&'a [u8]; 2],
         _level: FeatureLevel,
     ) -> FlowRecord<'a> {
-        let init = state::initiator(self.state);
-        let tunnel = self
-            .extra(store)
-            .map_or_else(Tunnel::default, |x| state::record_tunnel(&x.tunnels, init));
-        let times = if self.is_empty_record() {
-            [0, 0]
-        } else {
-            [self.first_ns, self.last_ns]
-        };
+        let (init, base) = self.base_record(store, reason);
         let direction = |side: Side| {
             let [packets, ip_bytes, bytes] = self.counts(side as usize, store);
             DirectionRecord {
@@ -475,7 +503,7 @@ impl MeterEntry for MiniEntry {
         FlowRecord {
             fwd: direction(init),
             rev: direction(init.flip()),
-            ..FlowRecord::minimal(&self.key(store), init, tunnel, times, reason)
+            ..base
         }
     }
 
@@ -549,7 +577,7 @@ mod tests {
         for i in 0..10_000i64 {
             // Mostly 14 bytes of Ethernet, sometimes a frame shorter than its IP length.
             let d = if i % 7 == 0 { -3 } else { 14 };
-            e.add_link(1, d, &mut store);
+            e.count_packet(1, 100, (100 + d) as u32, &mut store);
             expected += d;
         }
         assert!(e.seen & HAS_EXTRA != 0);

@@ -11,7 +11,7 @@ use crate::config::FeatureLevel;
 use crate::decode::{tcp_flags, Decoded};
 use crate::entry::{EntryStore, MeterEntry, TableEntry};
 use crate::key::{FlowKey, Side};
-use crate::mini::{add_link16, head_link, LineKey};
+use crate::mini::{add_link16, head_link, line_entry_methods, line_table_methods, LineKey};
 use crate::record::{DirectionRecord, EndReason, FlowRecord};
 use crate::state::{self, rare_index, seq_before, state_bits, DirStats, ExactDir, Pool, NIL};
 use crate::timing::{DirTiming, RttSummary, TcpTiming};
@@ -217,29 +217,7 @@ impl EntryStore for StandardStore {
 }
 
 impl StandardEntry {
-    #[inline]
-    fn extra<'s>(&self, store: &'s StandardStore) -> Option<&'s StandardExtra> {
-        if self.seen & HAS_EXTRA != 0 {
-            store.extras.get(self.link)
-        } else {
-            None
-        }
-    }
-
-    /// The flow's extra, taken now if it has none (its link sums move into it).
-    #[cold]
-    #[inline(never)]
-    fn extra_mut<'s>(&mut self, store: &'s mut StandardStore) -> &'s mut StandardExtra {
-        if self.seen & HAS_EXTRA == 0 {
-            let link = [self.link as u16, (self.link >> 16) as u16];
-            self.link = NIL;
-            self.seen |= HAS_EXTRA;
-            let x = store.extras.get_or_take(&mut self.link);
-            x.link = [i64::from(link[0]), i64::from(link[1])];
-            return x;
-        }
-        store.extras.get_or_take(&mut self.link)
-    }
+    line_entry_methods!(StandardExtra, StandardStore);
 
     /// Each side's first packet in the record (0 for a side not seen).
     fn firsts(&self, store: &StandardStore) -> [u64; 2] {
@@ -279,15 +257,6 @@ impl StandardEntry {
             self.seen |= FIRSTS_IN_EXTRA;
             self.extra_mut(store).firsts = f;
         }
-    }
-
-    /// Adds a packet's frame bytes less its IP bytes to `side`'s sum.
-    #[inline]
-    fn add_link(&mut self, side: usize, frame_less_ip: i64, store: &mut StandardStore) {
-        if self.seen & HAS_EXTRA == 0 && add_link16(&mut self.link, side, frame_less_ip) {
-            return;
-        }
-        self.extra_mut(store).link[side] += frame_less_ip;
     }
 
     /// The gap before a side's packet (not its first) into its gap min/max, as `full` counts.
@@ -532,10 +501,7 @@ impl StandardEntry {
             }
         }
         let syn = f & tcp_flags::SYN != 0;
-        let len = d
-            .payload_len
-            .wrapping_add(syn as u32)
-            .wrapping_add((f & tcp_flags::FIN != 0) as u32);
+        let len = state::seq_len(d);
         // A SYN still timed from before counts back from the side's latest packet, which
         // this one may have moved.
         let later = self.last_ns[side] - before.last_ns;
@@ -606,20 +572,14 @@ impl StandardEntry {
     /// `side`'s direction of the record.
     fn direction(&self, side: usize, firsts: [u64; 2], store: &StandardStore) -> DirectionRecord {
         let x = self.extra(store);
-        let join = state::join;
-        let packets = join(x.map_or(0, |x| x.packets_hi[side]), self.packets[side]);
-        let ip_bytes = join(x.map_or(0, |x| x.ip_bytes_hi[side]), self.ip_bytes[side]);
-        let link = match x {
-            Some(x) => x.link[side],
-            None => i64::from((self.link >> (16 * side)) as u16),
-        };
+        let [packets, ip_bytes, bytes] = self.counts(side, store);
         let exact_len = |narrow: u16, wide: Option<u32>| match narrow {
             u16::MAX => wide.unwrap_or(u32::from(u16::MAX)),
             l => u32::from(l),
         };
         let exact = ExactDir {
             packets,
-            bytes: ip_bytes.wrapping_add_signed(link),
+            bytes,
             ip_bytes,
             psh: 0,
             len_min: exact_len(self.len_min[side], x.map(|x| x.len_min[side])),
@@ -659,11 +619,6 @@ impl TableEntry for StandardEntry {
         }
     }
 
-    #[inline]
-    fn is_live(&self) -> bool {
-        self.key.is_live()
-    }
-
     fn occupy(&mut self, key: &FlowKey, store: &mut StandardStore) {
         self.seen = 0;
         self.link = 0;
@@ -679,35 +634,8 @@ impl TableEntry for StandardEntry {
         self.key = LineKey::FREE;
     }
 
-    #[inline]
-    fn has_key(&self, key: &FlowKey, store: &StandardStore) -> bool {
-        self.key.is(key, || self.extra(store).map(|x| x.key))
-    }
+    line_table_methods!(StandardStore);
 
-    fn key(&self, store: &StandardStore) -> FlowKey {
-        self.key.key(|| self.extra(store).map(|x| x.key))
-    }
-
-    #[inline]
-    fn wheel_prev(&self) -> u32 {
-        head_link::prev(self.wheel_prev)
-    }
-    #[inline]
-    fn wheel_next(&self) -> u32 {
-        self.wheel_next
-    }
-    #[inline]
-    fn wheel_slot(&self) -> u16 {
-        head_link::slot(self.wheel_prev)
-    }
-    #[inline]
-    fn set_wheel_prev(&mut self, prev: u32, slot: u16) {
-        self.wheel_prev = head_link::encode(prev, slot);
-    }
-    #[inline]
-    fn set_wheel_next(&mut self, next: u32) {
-        self.wheel_next = next;
-    }
     /// Both lines: every packet writes a counter on each.
     #[inline]
     fn prefetch(&self, _side: usize, _level: FeatureLevel) {
@@ -772,16 +700,7 @@ impl MeterEntry for StandardEntry {
             }
             self.count_gap(side, ts, store);
         }
-        let (packets, c_packets) = self.packets[side].overflowing_add(1);
-        let (ip_bytes, c_ip_bytes) = self.ip_bytes[side].overflowing_add(d.ip_len);
-        self.packets[side] = packets;
-        self.ip_bytes[side] = ip_bytes;
-        if c_packets | c_ip_bytes {
-            let x = self.extra_mut(store);
-            x.packets_hi[side] += c_packets as u32;
-            x.ip_bytes_hi[side] += c_ip_bytes as u32;
-        }
-        self.add_link(side, i64::from(wire_len) - i64::from(d.ip_len), store);
+        self.count_packet(side, d.ip_len, wire_len, store);
         let before = self.side_now(side);
         if ts > self.last_ns[side] {
             // A TCP segment's timing re-bases a timed SYN's time itself (unless the segment
@@ -859,20 +778,12 @@ impl MeterEntry for StandardEntry {
         _payload: [&'a [u8]; 2],
         _level: FeatureLevel,
     ) -> FlowRecord<'a> {
-        let init = state::initiator(self.state);
-        let tunnel = self
-            .extra(store)
-            .map_or_else(Tunnel::default, |x| state::record_tunnel(&x.tunnels, init));
-        let times = if self.is_empty_record() {
-            [0, 0]
-        } else {
-            [self.first_ns, self.last_ns()]
-        };
+        let (init, base) = self.base_record(store, reason);
         let firsts = self.firsts(store);
         FlowRecord {
             fwd: self.direction(init as usize, firsts, store),
             rev: self.direction(init.flip() as usize, firsts, store),
-            ..FlowRecord::minimal(&self.key(store), init, tunnel, times, reason)
+            ..base
         }
     }
 

@@ -859,11 +859,7 @@ pub(crate) fn tcp_events(d: &Decoded, state: &mut u8, seq_bit: u8, next_seq: &mu
         rare_index::ZERO_WINDOW,
         d.tcp.window == 0 && f & tcp_flags::RST == 0,
     );
-    // Sequence space consumed: payload, plus one each for SYN and FIN.
-    let len = d
-        .payload_len
-        .wrapping_add(syn as u32)
-        .wrapping_add((f & tcp_flags::FIN != 0) as u32);
+    let len = seq_len(d);
     if len == 0 {
         return rare;
     }
@@ -888,6 +884,15 @@ pub(crate) fn tcp_events(d: &Decoded, state: &mut u8, seq_bit: u8, next_seq: &mu
         *next_seq = end;
     }
     rare
+}
+
+/// The sequence space a TCP segment consumes: its payload, plus one each for SYN and FIN.
+#[inline]
+pub(crate) fn seq_len(d: &Decoded) -> u32 {
+    let f = d.tcp.flags;
+    d.payload_len
+        .wrapping_add((f & tcp_flags::SYN != 0) as u32)
+        .wrapping_add((f & tcp_flags::FIN != 0) as u32)
 }
 
 /// RFC 1982 serial-number comparison: `a` comes before `b` in 32-bit sequence space.

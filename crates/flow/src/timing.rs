@@ -138,10 +138,7 @@ impl TcpTiming {
             }
         }
         let syn = f & tcp_flags::SYN != 0;
-        let len = d
-            .payload_len
-            .wrapping_add(syn as u32)
-            .wrapping_add((f & tcp_flags::FIN != 0) as u32);
+        let len = crate::state::seq_len(d);
         if len == 0 {
             return;
         }
