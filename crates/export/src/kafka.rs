@@ -299,6 +299,14 @@ impl ProducerContext for Delivery {
 ///   response frees a slot. A 32 MB queue made that loop up to half of a file run's CPU
 ///   (`bench/RESULTS.md`, 2026-11-28 morning); with 2 MB the queue rarely outgrows the
 ///   requests in flight, and on loopback the brokers take records as fast.
+/// - `lossless`: `linger.ms=250` ([`lossless_linger_ms`]). The busy loop above starts once the
+///   oldest message not yet in a request has waited `linger.ms` while the 5 requests in
+///   flight hold the partition: with 20 ms a broker slower than that to answer (a busy
+///   machine, the start of a run before the producer id and the topic's leader are known)
+///   cost the broker thread 0.4-1.6 s of a 2 M record file run, a sixth to nearly half of
+///   the run's CPU (`bench/RESULTS.md`, 2026-11-28 late morning). A file run's full requests
+///   still go at `batch.size` (1 MB); a partly filled one (the run's last, or records coming
+///   slowly) waits up to the linger.
 fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &target.brokers)
@@ -316,13 +324,25 @@ fn producer_config(target: &KafkaTarget, lossless: bool) -> ClientConfig {
         .set("message.timeout.ms", target.timeout_ms.to_string())
         .set("client.id", format!("trawl-{}", target.probe));
     if lossless {
-        c.set("queue.buffering.max.kbytes", LOSSLESS_QUEUE_KB.to_string());
+        c.set("queue.buffering.max.kbytes", LOSSLESS_QUEUE_KB.to_string())
+            .set(
+                "linger.ms",
+                lossless_linger_ms(target.timeout_ms).to_string(),
+            );
     }
     c
 }
 
 /// librdkafka's queue of a lossless producer, in KB ([`producer_config`]).
 const LOSSLESS_QUEUE_KB: u32 = 2 << 10;
+
+/// `linger.ms` of a lossless producer ([`producer_config`]): 250 ms, kept below half the
+/// message timeout (librdkafka refuses a linger as long as the timeout).
+fn lossless_linger_ms(timeout_ms: u32) -> u32 {
+    LOSSLESS_LINGER_MS.min(timeout_ms / 2)
+}
+
+const LOSSLESS_LINGER_MS: u32 = 250;
 
 /// One Kafka destination's thread.
 pub(crate) struct KafkaWorker {
@@ -739,6 +759,25 @@ impl KafkaWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file run's producer lingers 250 ms, less when the timeout is short (librdkafka
+    /// refuses a linger as long as the timeout); a live run's keeps 20 ms.
+    #[test]
+    fn lossless_producer_lingers_below_the_timeout() {
+        let mut t: KafkaTarget = "kafka://127.0.0.1:9/t"
+            .parse::<crate::Destination>()
+            .map(|d| match d {
+                crate::Destination::Kafka(k) => k,
+                _ => unreachable!(),
+            })
+            .unwrap();
+        assert_eq!(producer_config(&t, true).get("linger.ms"), Some("250"));
+        assert_eq!(producer_config(&t, false).get("linger.ms"), Some("20"));
+        t.timeout_ms = 300;
+        assert_eq!(producer_config(&t, true).get("linger.ms"), Some("150"));
+        t.timeout_ms = 1;
+        assert_eq!(producer_config(&t, true).get("linger.ms"), Some("0"));
+    }
 
     #[test]
     fn permanent_errors_are_those_that_blame_the_message_or_its_topic() {

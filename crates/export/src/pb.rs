@@ -17,41 +17,110 @@ const VARINT: u8 = 0;
 const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 
-#[inline]
-fn varint<O: Out>(mut v: u64, out: &mut O) {
-    while v >= 0x80 {
-        out.put((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.put(v as u8);
+/// A field's key (its number and wire type as a varint), computed where the field number is
+/// a constant: one or two bytes (fields 1 to 2047).
+#[derive(Clone, Copy)]
+struct Key {
+    bytes: [u8; 2],
+    len: usize,
 }
 
-#[inline]
-fn tag<O: Out>(field: u32, wire: u8, out: &mut O) {
-    varint(u64::from(field) << 3 | u64::from(wire), out);
-}
-
-#[inline]
-fn uint<O: Out>(field: u32, v: u64, out: &mut O) {
-    if v != 0 {
-        tag(field, VARINT, out);
-        varint(v, out);
-    }
-}
-
-#[inline]
-fn double<O: Out>(field: u32, v: f64, out: &mut O) {
-    if v != 0.0 {
-        tag(field, FIXED64, out);
-        out.put_slice(&v.to_le_bytes());
+#[inline(always)]
+const fn key(field: u32, wire: u8) -> Key {
+    let k = field << 3 | wire as u32;
+    assert!(k < 1 << 14, "field numbers up to 2047");
+    if k < 0x80 {
+        Key {
+            bytes: [k as u8, 0],
+            len: 1,
+        }
+    } else {
+        Key {
+            bytes: [k as u8 | 0x80, (k >> 7) as u8],
+            len: 2,
+        }
     }
 }
 
-#[inline]
-fn string<O: Out>(field: u32, s: &[u8], out: &mut O) {
+/// `v` as a varint in an array, and its length (for the rare lengths written outside a
+/// record's room).
+fn varint_array(v: u64) -> ([u8; 12], usize) {
+    let mut a = [0u8; 12];
+    let mut c = Cursor {
+        buf: &mut a,
+        pos: 0,
+    };
+    c.key_varint(None, v, true);
+    let n = c.pos;
+    (a, n)
+}
+
+impl Cursor<'_> {
+    /// Writes `key` (when there is one) and `v` as a varint if `keep` (proto3 leaves zero
+    /// values out), with one bounds check: every field has room for a two-byte key and a
+    /// ten-byte varint (`FIELD`). The key is a constant where the field number is one.
+    #[inline(always)]
+    fn key_varint(&mut self, key: Option<Key>, v: u64, keep: bool) {
+        if !keep {
+            return;
+        }
+        let room: &mut [u8; 12] = (&mut self.buf[self.pos..self.pos + 12])
+            .try_into()
+            .expect("12 bytes");
+        let mut i = 0;
+        if let Some(key) = key {
+            room[..2].copy_from_slice(&key.bytes);
+            i = key.len;
+        }
+        let mut v = v;
+        while v >= 0x80 {
+            room[i] = v as u8 | 0x80;
+            v >>= 7;
+            i += 1;
+        }
+        room[i] = v as u8;
+        self.pos += i + 1;
+    }
+}
+
+#[inline(always)]
+fn varint(v: u64, out: &mut Cursor<'_>) {
+    out.key_varint(None, v, true);
+}
+
+/// Field `field` as a varint, left out when 0.
+#[inline(always)]
+fn uint(field: u32, v: u64, out: &mut Cursor<'_>) {
+    out.key_varint(Some(key(field, VARINT)), v, v != 0);
+}
+
+/// Field `field` as a varint, written even when 0 (proto3 `optional`, present).
+#[inline(always)]
+fn present(field: u32, v: u64, out: &mut Cursor<'_>) {
+    out.key_varint(Some(key(field, VARINT)), v, true);
+}
+
+#[inline(always)]
+fn tag(field: u32, wire: u8, out: &mut Cursor<'_>) {
+    let k = key(field, wire);
+    out.put_slice(&k.bytes[..k.len]);
+}
+
+#[inline(always)]
+fn double(field: u32, v: f64, out: &mut Cursor<'_>) {
+    let k = key(field, FIXED64);
+    let room: &mut [u8; 10] = (&mut out.buf[out.pos..out.pos + 10])
+        .try_into()
+        .expect("10 bytes");
+    room[..2].copy_from_slice(&k.bytes);
+    room[k.len..k.len + 8].copy_from_slice(&v.to_le_bytes());
+    out.pos += if v != 0.0 { k.len + 8 } else { 0 };
+}
+
+#[inline(always)]
+fn string(field: u32, s: &[u8], out: &mut Cursor<'_>) {
     if !s.is_empty() {
-        tag(field, LEN, out);
-        varint(s.len() as u64, out);
+        out.key_varint(Some(key(field, LEN)), s.len() as u64, true);
         out.put_slice(s);
     }
 }
@@ -88,7 +157,7 @@ fn flow_room(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText)
 
 /// A length-delimited field whose body `body` writes (its length is patched in after: one
 /// byte, as every body here is shorter than 128 bytes, else moved).
-#[inline]
+#[inline(always)]
 fn delimited(field: u32, out: &mut Cursor<'_>, body: impl FnOnce(&mut Cursor<'_>)) {
     let start = out.pos;
     tag(field, LEN, out);
@@ -104,21 +173,20 @@ fn delimited(field: u32, out: &mut Cursor<'_>, body: impl FnOnce(&mut Cursor<'_>
     if len < 0x80 {
         out.buf[at] = len as u8;
     } else {
-        let mut prefix = Vec::with_capacity(3);
-        varint(len as u64, &mut prefix);
-        let extra = prefix.len() - 1;
+        let (low, n) = varint_array(len as u64);
+        let extra = n - 1;
         out.buf.copy_within(at + 1..out.pos, at + 1 + extra);
-        out.buf[at..at + prefix.len()].copy_from_slice(&prefix);
+        out.buf[at..at + n].copy_from_slice(&low[..n]);
         out.pos += extra;
     }
 }
 
-#[inline]
+#[inline(always)]
 fn ip(field: u32, a: IpAddr, out: &mut Cursor<'_>) {
     delimited(field, out, |o| crate::text::ip(a, o));
 }
 
-#[inline]
+#[inline(always)]
 fn mac(field: u32, m: &[u8; 6], out: &mut Cursor<'_>) {
     // Never empty: 17 bytes, and the field is written even for 00:00:00:00:00:00 (as the
     // JSON lines write it).
@@ -127,7 +195,7 @@ fn mac(field: u32, m: &[u8; 6], out: &mut Cursor<'_>) {
     crate::text::mac(m, out);
 }
 
-#[inline]
+#[inline(always)]
 fn zigzag_list(field: u32, v: &[i64], out: &mut Cursor<'_>) {
     if v.is_empty() {
         return;
@@ -141,7 +209,7 @@ fn zigzag_list(field: u32, v: &[i64], out: &mut Cursor<'_>) {
 }
 
 /// Fields 18-36 (`fwd_`) or 37-55 (`rev_`) of one direction.
-#[inline]
+#[inline(always)]
 fn direction(first: u32, d: &DirectionRecord, out: &mut Cursor<'_>) {
     uint(first, u64::from(d.len_min), out);
     uint(first + 1, u64::from(d.len_max), out);
@@ -174,18 +242,27 @@ fn direction(first: u32, d: &DirectionRecord, out: &mut Cursor<'_>) {
 pub fn encode_flow(r: &FlowRecord<'_>, iface: Option<&str>, probe: &str, out: &mut Vec<u8>) {
     let iface = iface.unwrap_or("");
     let id = r.community_id();
+    within(out, flow_room(r, iface, probe, &id), |c| {
+        flow(r, iface, probe, &id, c)
+    });
+}
+
+/// Appends to `out` what `body` writes into room of `room` bytes (an upper bound of it).
+#[inline(always)]
+fn within(out: &mut Vec<u8>, room: usize, body: impl FnOnce(&mut Cursor<'_>)) {
     let at = out.len();
-    out.resize(at + flow_room(r, iface, probe, &id), 0);
+    out.resize(at + room, 0);
     let mut c = Cursor {
         buf: &mut out[at..],
         pos: 0,
     };
-    flow(r, iface, probe, &id, &mut c);
+    body(&mut c);
     let end = at + c.pos;
     out.truncate(end);
 }
 
 /// `encode_flow`'s fields, in number order.
+#[inline(always)]
 fn flow(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText, out: &mut Cursor<'_>) {
     ip(1, r.src_ip, out);
     ip(2, r.dst_ip, out);
@@ -220,8 +297,7 @@ fn flow(r: &FlowRecord<'_>, iface: &str, probe: &str, id: &CommunityIdText, out:
     // `optional`: written when measured, 0 included.
     for (field, h) in [(63, r.fwd.rtt_handshake_ns), (64, r.rev.rtt_handshake_ns)] {
         if let Some(ns) = h {
-            tag(field, VARINT, out);
-            varint(ns, out);
+            present(field, ns, out);
         }
     }
     for (first, d) in [(65, &r.fwd), (69, &r.rev)] {
@@ -272,7 +348,6 @@ pub fn length_prefixed(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
     out.extend_from_slice(&[0, 0]);
     body(out);
     let len = out.len() - at - 2;
-    let mut prefix = Vec::new();
     match len {
         0..0x80 => {
             out[at] = len as u8;
@@ -284,8 +359,8 @@ pub fn length_prefixed(out: &mut Vec<u8>, body: impl FnOnce(&mut Vec<u8>)) {
             out[at + 1] = (len >> 7) as u8;
         }
         _ => {
-            varint(len as u64, &mut prefix);
-            out.splice(at..at + 2, prefix);
+            let (low, n) = varint_array(len as u64);
+            out.splice(at..at + 2, low[..n].iter().copied());
         }
     }
 }
@@ -303,10 +378,12 @@ pub fn encode_series(r: &SeriesRow, probe: &str, out: &mut Vec<u8>) {
         r.out_packets,
         r.out_bytes,
     ];
-    for (i, v) in values.into_iter().enumerate() {
-        uint(i as u32 + 1, v, out);
-    }
-    string(10, probe.as_bytes(), out);
+    within(out, values.len() * FIELD + FIELD + probe.len(), |c| {
+        for (i, v) in values.into_iter().enumerate() {
+            uint(i as u32 + 1, v, c);
+        }
+        string(10, probe.as_bytes(), c);
+    });
 }
 
 /// Appends `a` as one `trawl.Alarm` message to `out`: its time, the `detector` and `event`
@@ -314,11 +391,15 @@ pub fn encode_series(r: &SeriesRow, probe: &str, out: &mut Vec<u8>) {
 /// probe.
 pub fn encode_alarm(a: &Alarm, probe: &str, out: &mut Vec<u8>) {
     let text = |k: &str| a.json.get(k).and_then(|v| v.as_str()).unwrap_or("");
-    uint(1, a.ts_ns, out);
-    string(2, text("detector").as_bytes(), out);
-    string(3, text("event").as_bytes(), out);
-    string(4, a.json.to_string().as_bytes(), out);
-    string(5, probe.as_bytes(), out);
+    let (detector, event, json) = (text("detector"), text("event"), a.json.to_string());
+    let room = 5 * FIELD + detector.len() + event.len() + json.len() + probe.len();
+    within(out, room, |c| {
+        uint(1, a.ts_ns, c);
+        string(2, detector.as_bytes(), c);
+        string(3, event.as_bytes(), c);
+        string(4, json.as_bytes(), c);
+        string(5, probe.as_bytes(), c);
+    });
 }
 
 #[cfg(test)]
@@ -400,6 +481,37 @@ mod tests {
         assert_eq!(out[0], 9);
     }
 
+    /// Varints of every length (the bit lengths' edges), after one- and two-byte keys: the
+    /// minimal encoding, which decodes back to the value.
+    #[test]
+    fn emit_minimal_varints() {
+        let mut values = vec![0u64, u64::MAX];
+        for bits in 1..64 {
+            values.extend([(1u64 << bits) - 1, 1 << bits, (1 << bits) + 1]);
+        }
+        for v in values {
+            for (field, k) in [(1, vec![0x08]), (63, vec![0xf8, 0x03])] {
+                let mut buf = [0u8; 12];
+                let mut c = Cursor {
+                    buf: &mut buf,
+                    pos: 0,
+                };
+                present(field, v, &mut c);
+                let n = c.pos;
+                let (key, body) = buf[..n].split_at(k.len());
+                assert_eq!(key, &k[..], "{v}");
+                let want = (64 - (v | 1).leading_zeros() as usize).div_ceil(7);
+                assert_eq!(body.len(), want, "{v}");
+                let mut back = 0u64;
+                for (i, b) in body.iter().enumerate() {
+                    assert_eq!(b & 0x80 != 0, i + 1 < body.len(), "{v}");
+                    back |= u64::from(b & 0x7f) << (7 * i);
+                }
+                assert_eq!(back, v);
+            }
+        }
+    }
+
     /// The delimited form is the message after its minimal varint length, whatever the
     /// length (one, two or three bytes of it).
     #[test]
@@ -408,7 +520,8 @@ mod tests {
             let mut out = vec![0xee];
             length_prefixed(&mut out, |o| o.extend(std::iter::repeat_n(7u8, n)));
             let mut want = vec![0xee];
-            varint(n as u64, &mut want);
+            let (low, len) = varint_array(n as u64);
+            want.extend_from_slice(&low[..len]);
             want.extend(std::iter::repeat_n(7u8, n));
             assert_eq!(out, want, "{n}");
         }
