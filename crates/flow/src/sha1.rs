@@ -12,7 +12,13 @@ use sha1::digest::generic_array::GenericArray;
 use sha1::{Digest, Sha1};
 
 /// SHA-1's initial state (FIPS 180-4, 5.3.1).
-const IV: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
+const IV: [u32; 5] = [
+    0x6745_2301,
+    0xEFCD_AB89,
+    0x98BA_DCFE,
+    0x1032_5476,
+    0xC3D2_E1F0,
+];
 /// The longest message one padded block holds: 64 bytes less the 0x80 byte and the 8-byte
 /// length.
 const ONE_BLOCK: usize = 55;
@@ -30,7 +36,10 @@ pub(crate) fn digest(parts: &[&[u8]]) -> [u8; 20] {
         block[at] = 0x80;
         block[56..].copy_from_slice(&(len as u64 * 8).to_be_bytes());
         let mut state = IV;
-        sha1::compress(&mut state, core::slice::from_ref(GenericArray::from_slice(&block)));
+        sha1::compress(
+            &mut state,
+            core::slice::from_ref(GenericArray::from_slice(&block)),
+        );
         let mut out = [0u8; 20];
         for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
             chunk.copy_from_slice(&word.to_be_bytes());
