@@ -311,14 +311,7 @@ fn random_record(rng: &mut Lcg) -> FlowRecord<'static> {
         };
     }
     use trawl_flow::{App, AppLabel, AppSource, EndReason, TunnelType};
-    r.end_reason = [
-        EndReason::Idle,
-        EndReason::Active,
-        EndReason::Fin,
-        EndReason::Rst,
-        EndReason::End,
-        EndReason::Pressure,
-    ][(rng.next() % 6) as usize];
+    r.end_reason = EndReason::ALL[(rng.next() % EndReason::COUNT as u64) as usize];
     if rng.next().is_multiple_of(3) {
         let source = if rng.next().is_multiple_of(2) {
             AppSource::Payload

@@ -1006,14 +1006,7 @@ pub(crate) mod tests {
             r.dst_mac = [2, 0, 0, 0, 1, i as u8];
             r.first_ns = 1_700_000_000_123_456_789 + i * 7_777_777;
             r.last_ns = r.first_ns + i * 1_234_567_891;
-            r.end_reason = [
-                EndReason::Idle,
-                EndReason::Active,
-                EndReason::Fin,
-                EndReason::Rst,
-                EndReason::End,
-                EndReason::Pressure,
-            ][i as usize % 6];
+            r.end_reason = EndReason::ALL[i as usize % EndReason::COUNT];
             for (k, d) in [&mut r.fwd, &mut r.rev].into_iter().enumerate() {
                 let b = i * 100 + k as u64 * 50;
                 d.packets = b + 1;
