@@ -16,10 +16,11 @@ use crate::tunnel::Tunnel;
 
 /// [`MiniEntry::version`] of an entry whose key is in its [`MiniExtra`].
 const KEY_IN_EXTRA: u8 = 0xff;
-/// Bits of [`MiniEntry::seen`]: the sides with a packet in the current record.
-const SEEN_SIDES: u8 = 0b11;
-/// Bit of [`MiniEntry::seen`]: [`MiniEntry::link`] is the index of the flow's [`MiniExtra`].
-const HAS_EXTRA: u8 = 1 << 2;
+/// Bits of a one- or two-line entry's `seen`: the sides with a packet in the current record.
+pub(crate) const SEEN_SIDES: u8 = 0b11;
+/// Bit of a one- or two-line entry's `seen`: its `link` is the index of the flow's extra
+/// ([`MiniExtra`], `StandardExtra`).
+pub(crate) const HAS_EXTRA: u8 = 1 << 2;
 /// Bit of [`MiniEntry::wheel_prev`]: the entry heads its wheel slot's list, whose number is in
 /// the low bits (the table's slot numbers and entry indices are far below this bit).
 const WHEEL_HEAD: u32 = 1 << 31;
@@ -128,8 +129,8 @@ impl LineKey {
     /// No key: the entry is free.
     pub(crate) const FREE: LineKey = LineKey([0; 2]);
 
-    /// `key` in the line, or `None` with the marker in place when it must live in the
-    /// overflow record.
+    /// Puts `key` in the line: `true` when it fits; `false` when the marker is in place and
+    /// the key must live in the overflow record.
     #[inline]
     pub(crate) fn set(&mut self, key: &FlowKey) -> bool {
         match compact(key) {
@@ -314,6 +315,13 @@ pub(crate) use line_entry_methods;
 /// [`head_link`]) and `wheel_next`.
 macro_rules! line_table_methods {
     ($store:ty) => {
+        fn occupy(&mut self, key: &FlowKey, store: &mut $store) {
+            self.seen = 0;
+            self.link = 0;
+            if !self.key.set(key) {
+                self.extra_mut(store).key = *key;
+            }
+        }
         #[inline]
         fn is_live(&self) -> bool {
             self.key.is_live()
@@ -369,14 +377,6 @@ impl TableEntry for MiniEntry {
             seen: 0,
             wheel_prev: NIL,
             wheel_next: NIL,
-        }
-    }
-
-    fn occupy(&mut self, key: &FlowKey, store: &mut MiniStore) {
-        self.seen = 0;
-        self.link = 0;
-        if !self.key.set(key) {
-            self.extra_mut(store).key = *key;
         }
     }
 

@@ -5,27 +5,25 @@
 //!
 //! What does not fit goes to the flow's [`StandardExtra`], as in `minimal`: an IPv6 (or other)
 //! key, counters past their narrow width, the tunnels, sides whose first packets are 2^40 ns
-//! (18 minutes) or more apart, gaps of 2^36 ns (68.7 s) or more, and the round-trip timing of a handshake the line cannot follow (see
-//! [`Handshake`]). Few flows need one.
+//! (18 minutes) or more apart, gaps of 2^36 ns (68.7 s) or more, and the round-trip timing
+//! of a handshake the line cannot follow (see [`Handshake`]). Few flows need one.
 use crate::config::FeatureLevel;
 use crate::decode::{tcp_flags, Decoded};
 use crate::entry::{EntryStore, MeterEntry, TableEntry};
 use crate::key::{FlowKey, Side};
-use crate::mini::{add_link16, head_link, line_entry_methods, line_table_methods, LineKey};
+use crate::mini::{
+    add_link16, head_link, line_entry_methods, line_table_methods, LineKey, HAS_EXTRA, SEEN_SIDES,
+};
 use crate::record::{DirectionRecord, EndReason, FlowRecord};
 use crate::state::{self, rare_index, seq_before, state_bits, DirStats, ExactDir, Pool, NIL};
 use crate::timing::{DirTiming, RttSummary, TcpTiming};
 use crate::tunnel::Tunnel;
 
-/// Bits of [`StandardEntry::seen`]: the sides with a packet in the current record.
-const SEEN_SIDES: u8 = 0b11;
-/// Bit of [`StandardEntry::seen`]: [`StandardEntry::link`] is the index of the flow's extra.
-const HAS_EXTRA: u8 = 1 << 2;
 /// Bit of [`StandardEntry::seen`]: `first_ns` is the high side's first packet (the lag is the
 /// low side's).
 const FIRST_HIGH: u8 = 1 << 3;
 /// Bit of [`StandardEntry::seen`]: the sides' first packets are in the extra (their lag did not
-/// fit 32 bits).
+/// fit 40 bits).
 const FIRSTS_IN_EXTRA: u8 = 1 << 4;
 
 /// Counters of [`StandardEntry::events`], four bits each (carries in the extra, in units of 16).
@@ -125,9 +123,11 @@ pub(crate) struct StandardEntry {
     flags_or: [u8; 2],
     /// `state_bits`: initiator, SYN seen, FINs, RST, closing, sequence validity.
     state: u8,
-    /// Sides seen in the current record, [`HAS_EXTRA`], [`FIRST_HIGH`], [`FIRSTS_IN_EXTRA`].
+    /// Sides seen in the current record, [`HAS_EXTRA`], [`FIRST_HIGH`], [`FIRSTS_IN_EXTRA`],
+    /// and (bits 5..8) the high side's [`Handshake`] slot's top bits.
     seen: u8,
-    /// [`Handshake`] state of each side (two bits at `2 * side`) and [`TIMING_IN_EXTRA`].
+    /// [`Handshake`] state of each side (two bits at `2 * side`), [`TIMING_IN_EXTRA`], and
+    /// (bits 5..8) the low side's slot's top bits.
     timing: u8,
     /// Bits 32..36 of the gaps by side: the smallest's in the high nibble, the largest's in
     /// the low one.
@@ -307,10 +307,7 @@ impl StandardEntry {
     /// A frame's length into its side's min/max, as `full` counts.
     #[inline]
     fn count_len(&mut self, side: usize, wire_len: u32, store: &mut StandardStore) {
-        let narrow = wire_len.min(u32::from(u16::MAX)) as u16;
-        self.len_min[side] = self.len_min[side].min(narrow);
-        self.len_max[side] = self.len_max[side].max(narrow);
-        if narrow == u16::MAX {
+        if state::count_narrow_len(&mut self.len_min[side], &mut self.len_max[side], wire_len) {
             let x = self.extra_mut(store);
             x.len_min[side] = x.len_min[side].min(wire_len);
             x.len_max[side] = x.len_max[side].max(wire_len);
@@ -459,11 +456,11 @@ impl StandardEntry {
             }
             self.spill_timing(self.sides_before(side, before), store);
         }
-        let idx = self.extra(store).map_or(NIL, |x| x.timing);
-        let mut slot = idx;
+        // In the extra since the spill (or an earlier segment's).
+        let mut idx = self.extra(store).map_or(NIL, |x| x.timing);
         store
             .timings
-            .get_or_take(&mut slot)
+            .get_or_take(&mut idx)
             .segment(d, side, ts, retrans);
     }
 
@@ -573,10 +570,7 @@ impl StandardEntry {
     fn direction(&self, side: usize, firsts: [u64; 2], store: &StandardStore) -> DirectionRecord {
         let x = self.extra(store);
         let [packets, ip_bytes, bytes] = self.counts(side, store);
-        let exact_len = |narrow: u16, wide: Option<u32>| match narrow {
-            u16::MAX => wide.unwrap_or(u32::from(u16::MAX)),
-            l => u32::from(l),
-        };
+        let exact_len = state::exact_len;
         let exact = ExactDir {
             packets,
             bytes,
@@ -616,14 +610,6 @@ impl TableEntry for StandardEntry {
             wheel_prev: NIL,
             wheel_next: NIL,
             ..bytemuck::Zeroable::zeroed()
-        }
-    }
-
-    fn occupy(&mut self, key: &FlowKey, store: &mut StandardStore) {
-        self.seen = 0;
-        self.link = 0;
-        if !self.key.set(key) {
-            self.extra_mut(store).key = *key;
         }
     }
 

@@ -526,11 +526,7 @@ impl FlowEntry {
     #[inline]
     fn count_len(&mut self, side: usize, wire_len: u32, level: FeatureLevel, wides: &mut Wides) {
         let dir = &mut self.dirs[side];
-        // Saturated at u16::MAX: such frames are kept exactly in the wide record.
-        let narrow_len = wire_len.min(u32::from(u16::MAX)) as u16;
-        dir.len_min = dir.len_min.min(narrow_len);
-        dir.len_max = dir.len_max.max(narrow_len);
-        if narrow_len == u16::MAX {
+        if count_narrow_len(&mut dir.len_min, &mut dir.len_max, wire_len) {
             let w = wides.counts.get_or_take(&mut self.wide);
             w.len_min[side] = w.len_min[side].min(wire_len);
             w.len_max[side] = w.len_max[side].max(wire_len);
@@ -797,11 +793,22 @@ pub(crate) fn closing_reason(state: u8) -> crate::record::EndReason {
 /// A frame length kept in 16 bits: `u16::MAX` means the exact value is the wide record's
 /// (`wide`, present whenever such a frame was counted).
 #[inline]
-fn exact_len(narrow: u16, wide: Option<u32>) -> u32 {
+pub(crate) fn exact_len(narrow: u16, wide: Option<u32>) -> u32 {
     match narrow {
         u16::MAX => wide.unwrap_or(u32::from(u16::MAX)),
         l => u32::from(l),
     }
+}
+
+/// A frame's length into a direction's 16-bit min/max, saturated at `u16::MAX`; `true` when
+/// the frame is that long or longer, so the exact values must be kept aside (see
+/// [`exact_len`]).
+#[inline]
+pub(crate) fn count_narrow_len(min: &mut u16, max: &mut u16, wire_len: u32) -> bool {
+    let narrow = wire_len.min(u32::from(u16::MAX)) as u16;
+    *min = (*min).min(narrow);
+    *max = (*max).max(narrow);
+    narrow == u16::MAX
 }
 
 /// A direction's counters that are kept narrow in the entry, made whole again for its record.
