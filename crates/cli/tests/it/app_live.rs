@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::live::{lab, trawl_live, wait_json};
+use super::live::{lab, trawl_live, wait_for_capture, wait_json};
 use super::{testdata, trawl};
 
 const CAPTURES: [&str; 3] = ["ndpi--pop3.pcap", "ndpi--imap.pcap", "ndpi--mqtt.pcap"];
@@ -55,7 +55,7 @@ fn run_analyze_app_labels_live_records_and_the_database() {
         "--analyze",
         "app",
     ]);
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    wait_for_capture(run.id());
     let mut want = BTreeSet::new();
     for c in CAPTURES {
         let cap = testdata(&format!("app/classify/{c}"));

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::live::{counter_sum, field_sum, file_packets, lab, pcap, trawl_live, wait_json};
+use crate::live::{
+    counter_sum, field_sum, file_packets, lab, pcap, trawl_live, wait_for_capture, wait_json,
+};
 
 fn trawl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_trawl"))
@@ -357,7 +359,7 @@ fn run_during_replay(lab: &trawl_testkit::netns::VethLab, args: &[&str]) -> serd
     all.extend_from_slice(args);
     all.extend(["--duration", "3s", "--summary", "json"]);
     let child = trawl_live(&all);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     wait_json(child).1
@@ -401,7 +403,7 @@ fn a_killed_writer_leaves_a_segment_that_is_read_then_repaired() {
         trawl_live(&args)
     };
     let mut child = run(&[]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     // The writer flushes every second: then SIGKILL, with the segment open.
@@ -448,7 +450,7 @@ fn a_killed_writer_leaves_a_segment_that_is_read_then_repaired() {
     drop(f);
     // The dumper block repairs a stream's segments when the stream's first packet comes.
     let child = run(&["--duration", "3s"]);
-    std::thread::sleep(Duration::from_millis(700));
+    wait_for_capture(child.id());
     lab.replay_into_host(&pcap("android.pcap"), &["--topspeed"])
         .expect("replay");
     let (_, summary) = wait_json(child);

@@ -1323,7 +1323,7 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    crate::live::wait_for_capture(child.id());
     lab.replay_into_host(Path::new(&capture), &["--topspeed"])
         .unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1365,7 +1365,7 @@ fn live_capture_exports_every_record_with_the_interface_as_observation_domain() 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    crate::live::wait_for_capture(child.id());
     lab.replay_into_host(Path::new(&capture), &["--topspeed"])
         .unwrap();
     let out = child.wait_with_output().unwrap();
@@ -1508,7 +1508,7 @@ fn live_series_feed_has_one_group_per_interface() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(700));
+    crate::live::wait_for_capture(capture.id());
     let sent_a = a
         .replay_into_host(Path::new(&testdata("pcaps/android.pcap")), &["--topspeed"])
         .unwrap();
