@@ -21,6 +21,10 @@ pub(crate) trait EntryStore: Default {
 pub(crate) trait TableEntry: bytemuck::Pod {
     /// Where the entry's overflow records live.
     type Store: EntryStore;
+    /// Whether the entry's TCP round-trip timing is a [`TcpTiming`] in the table's array
+    /// beside the entries (at `standard` and `full`); else the entry keeps what its level
+    /// needs itself.
+    const TIMING_BESIDE: bool = false;
 
     /// A free entry.
     fn vacant() -> Self;
@@ -50,10 +54,6 @@ pub(crate) trait TableEntry: bytemuck::Pod {
 
 /// What the meter needs of an entry: a flow's start, its packets, its record.
 pub(crate) trait MeterEntry: TableEntry {
-    /// Whether the entry's TCP round-trip timing is a [`TcpTiming`] in an array beside the
-    /// entries (at `standard` and `full`); else the entry keeps what its level needs itself.
-    const TIMING_BESIDE: bool = false;
-
     /// Starts the flow of the entry's key with its first packet `d` from `sender` at `ts`.
     fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut Self::Store);
     /// Counts one packet, what a record of `level` keeps; `timing` is the entry's round-trip
@@ -111,6 +111,7 @@ impl EntryStore for Wides {
 
 impl TableEntry for FlowEntry {
     type Store = Wides;
+    const TIMING_BESIDE: bool = true;
 
     fn vacant() -> Self {
         FlowEntry::empty()
@@ -172,8 +173,6 @@ impl TableEntry for FlowEntry {
 }
 
 impl MeterEntry for FlowEntry {
-    const TIMING_BESIDE: bool = true;
-
     fn start(&mut self, d: &Decoded, sender: Side, ts: u64, store: &mut Wides) {
         FlowEntry::start(self, self.key, d, sender, ts, store);
     }

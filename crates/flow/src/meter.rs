@@ -424,7 +424,7 @@ impl<E: MeterEntry> Meter<E> {
         let first_in_second =
             entry.is_empty_record() || entry.last_ns() / SECOND_NS != ts / SECOND_NS;
         let level = self.config.features;
-        let timing = (d.tcp_valid && level.has_standard())
+        let timing = (E::TIMING_BESIDE && d.tcp_valid && level.has_standard())
             .then(|| self.table.timing.get_mut(idx as usize))
             .flatten();
         entry.update(

@@ -546,12 +546,12 @@ impl<E: TableEntry> FlowTable<E> {
 
     /// Hints the CPU to fetch the lines of entry `idx` a packet from `side` updates at
     /// `level` ([`TableEntry::prefetch`]), and for a TCP segment the two lines of its timing
-    /// record where the level keeps one (it may answer the other side's timed segment and
+    /// record where the entry keeps one beside it ([`TableEntry::TIMING_BESIDE`]; it may answer the other side's timed segment and
     /// start its own).
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32, side: usize, level: FeatureLevel, tcp: bool) {
         self.entries[idx as usize].prefetch(side, level);
-        if tcp {
+        if E::TIMING_BESIDE && tcp {
             if let Some(t) = self.timing.get(idx as usize) {
                 mem_prefetch::prefetch_write_data::<_, 3>(&t.dirs[0]);
                 mem_prefetch::prefetch_write_data::<_, 3>(&t.dirs[1]);
